@@ -1,0 +1,83 @@
+// NodeFactory: creates the nodes, buffers and groups of one technology (seed
+// section 3), chosen by the configuration's `technology` key. Technologies register
+// a maker under their name in the TechnologyRegistry; NodeFactory::create() looks
+// the name up, so applications never name a technology in code.
+#pragma once
+
+#include <msgpass/buffer.hpp>
+#include <msgpass/group.hpp>
+#include <msgpass/node.hpp>
+
+#include <functional>
+#include <memory>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace msgpass {
+
+namespace config {
+struct Configuration;
+struct Options;
+} // namespace config
+
+class NodeFactory {
+public:
+    NodeFactory() = default;
+    NodeFactory(const NodeFactory&) = delete;
+    NodeFactory& operator=(const NodeFactory&) = delete;
+    virtual ~NodeFactory() = default;
+
+    // Makes the factory of the configured technology for node self. Throws
+    // UnknownTechnology (listing the known ones), ConfigError when self is not in
+    // the nodes file, ResourceError when the local resources cannot be set up.
+    // Defined in the msgpass umbrella library, which registers the built-in
+    // technologies (sci, tcp, udp) first.
+    static std::unique_ptr<NodeFactory> create(const config::Configuration& configuration, NodeId self);
+    // The same from parsed command-line options (msgpass::options()).
+    static std::unique_ptr<NodeFactory> create(const config::Options& options);
+
+    [[nodiscard]] virtual std::string_view technology() const noexcept = 0;
+    [[nodiscard]] virtual NodeId self_id() const noexcept = 0;
+
+    // The node for a peer id of the nodes file; the same object on every call (the
+    // factory keeps the list of nodes it created). Throws ConfigError for an id that
+    // is not in the nodes file and UsageError for self_id(). Not concurrent with
+    // receive() on the nodes it already made.
+    virtual NodePtr create_node(NodeId id) = 0;
+
+    // A buffer of size bytes to fill and send; from the technology's send pool when
+    // it has one, else from the heap. Throws MessageTooLarge beyond max_message_size.
+    virtual BufferPtr create_buffer(std::size_t size) = 0;
+
+    // An empty group to fill at run time.
+    virtual std::unique_ptr<DynamicGroup> create_group() = 0;
+    // The static group of the configuration with this name; its member nodes are
+    // created if needed. The same object on every call. Throws ConfigError for an
+    // unknown name (listing the known ones).
+    virtual std::shared_ptr<Group> create_group(const std::string& name) = 0;
+};
+
+// The technologies this process can make, by name. Thread-safe.
+class TechnologyRegistry {
+public:
+    using Maker = std::function<std::unique_ptr<NodeFactory>(const config::Configuration&, NodeId self)>;
+
+    static TechnologyRegistry& instance();
+
+    // Registers (or replaces) a technology. Returns true if it was new.
+    bool add(const std::string& name, Maker maker);
+    [[nodiscard]] bool contains(const std::string& name) const;
+    // Names in alphabetical order.
+    [[nodiscard]] std::vector<std::string> names() const;
+    // Throws UnknownTechnology "unknown technology 'x' (known: a, b, c)".
+    [[nodiscard]] std::unique_ptr<NodeFactory> create(const std::string& name,
+                                                      const config::Configuration& configuration, NodeId self) const;
+
+private:
+    struct Impl;
+    TechnologyRegistry();
+    std::shared_ptr<Impl> impl_;
+};
+
+} // namespace msgpass

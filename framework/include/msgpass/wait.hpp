@@ -1,0 +1,95 @@
+// The wait strategy of every blocking receive: poll, spin briefly, yield, then sleep
+// until a sender rings the receiver's doorbell or the deadline passes. An idle
+// receiver therefore costs nothing measurable, and a busy one pays no system call.
+//
+// A Doorbell is a pair of 32-bit words that may live in process memory or in a
+// shared segment (it is trivially constructible and lock-free). The receiver
+// announces that it sleeps; a sender that published a message rings only when a
+// sleeper is announced, so the fast path of send has no system call.
+#pragma once
+
+#include <atomic>
+#include <chrono>
+#include <cstdint>
+#include <optional>
+#include <thread>
+
+namespace msgpass {
+
+class Doorbell {
+public:
+    // Called by a sender after it published a message (release store).
+    void ring() noexcept;
+    // Called by the receiver: sleeps until ring() or until timeout. poll() is called
+    // once after the sleeper is announced, to close the race with a sender that
+    // published just before; if it returns true the receiver does not sleep.
+    template <class Poll>
+    bool sleep_unless(Poll&& poll, std::chrono::nanoseconds timeout);
+
+    std::atomic<std::uint32_t> sequence{0};
+    std::atomic<std::uint32_t> sleepers{0};
+
+private:
+    void futex_wait(std::uint32_t seen, std::chrono::nanoseconds timeout) noexcept;
+};
+static_assert(std::atomic<std::uint32_t>::is_always_lock_free);
+
+struct WaitPolicy {
+    std::uint32_t spins = 2000;                  // busy polls before yielding
+    std::uint32_t yields = 50;                   // sched_yield polls before sleeping
+    std::chrono::microseconds max_sleep{100000}; // re-poll at least this often while asleep
+};
+
+// Calls poll() until it yields a value or the deadline passes. poll() returns
+// std::optional<T> or a pointer-like value that tests false when empty. The
+// doorbell may be null: the wait then sleeps in short steps instead of on the bell.
+template <class Poll>
+auto wait_for(Poll&& poll, std::chrono::nanoseconds timeout, Doorbell* bell, const WaitPolicy& policy = {})
+    -> decltype(poll()) {
+    using Clock = std::chrono::steady_clock;
+    if (auto r = poll()) return r;
+    if (timeout <= std::chrono::nanoseconds::zero()) return {};
+    const auto deadline = Clock::now() + timeout;
+    for (std::uint32_t i = 0; i < policy.spins; ++i) {
+        if (auto r = poll()) return r;
+#if defined(__x86_64__) || defined(__i386__)
+        __builtin_ia32_pause();
+#endif
+    }
+    for (std::uint32_t i = 0; i < policy.yields; ++i) {
+        if (auto r = poll()) return r;
+        if (Clock::now() >= deadline) return {};
+        std::this_thread::yield();
+    }
+    for (;;) {
+        if (auto r = poll()) return r;
+        const auto now = Clock::now();
+        if (now >= deadline) return {};
+        auto step = std::min<std::chrono::nanoseconds>(deadline - now, policy.max_sleep);
+        if (bell != nullptr) {
+            decltype(poll()) found{};
+            bell->sleep_unless(
+                [&] {
+                    found = poll();
+                    return static_cast<bool>(found);
+                },
+                step);
+            if (found) return found;
+        } else {
+            std::this_thread::sleep_for(std::min<std::chrono::nanoseconds>(step, std::chrono::microseconds(200)));
+        }
+    }
+}
+
+template <class Poll>
+bool Doorbell::sleep_unless(Poll&& poll, std::chrono::nanoseconds timeout) {
+    const std::uint32_t seen = sequence.load(std::memory_order_acquire);
+    sleepers.fetch_add(1, std::memory_order_seq_cst);
+    std::atomic_thread_fence(std::memory_order_seq_cst);
+    const bool ready = poll();
+    if (!ready) futex_wait(seen, timeout);
+    sleepers.fetch_sub(1, std::memory_order_seq_cst);
+    return ready;
+}
+
+} // namespace msgpass

@@ -1,0 +1,32 @@
+// The initialisation of the communication layer (the seed's SCIInit): registers
+// the built-in technologies, then NodeFactory::create() picks the one named by the
+// configuration's `technology` key (default sci).
+#include <msgpass/msgpass.hpp>
+#include <msgpass/sci/factory.hpp>
+
+namespace msgpass {
+
+namespace {
+void register_builtin_technologies() {
+    static const bool once = [] {
+        sci::register_technology();
+        return true;
+    }();
+    (void)once;
+}
+} // namespace
+
+std::unique_ptr<NodeFactory> NodeFactory::create(const config::Configuration& configuration, NodeId self) {
+    register_builtin_technologies();
+    if (configuration.find_node(self) == nullptr) {
+        throw ConfigError(configuration.nodes_file.string() + ": node id " + std::to_string(self) +
+                          " is not in the nodes file");
+    }
+    return TechnologyRegistry::instance().create(configuration.technology, configuration, self);
+}
+
+std::unique_ptr<NodeFactory> NodeFactory::create(const config::Options& options) {
+    return create(options.configuration, options.self);
+}
+
+} // namespace msgpass

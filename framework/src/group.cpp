@@ -1,0 +1,118 @@
+// Group ring helpers and BasicGroup, the technology-independent group: send goes to
+// every member through Node::send_shared; receive polls members starting each call
+// at the next member, so that no source can starve another (seed section 8).
+#include <msgpass/group.hpp>
+#include <msgpass/wait.hpp>
+
+#include <algorithm>
+#include <string>
+
+namespace msgpass {
+
+namespace {
+std::size_t index_of(const std::vector<NodeId>& ids, NodeId id) {
+    auto it = std::find(ids.begin(), ids.end(), id);
+    if (it == ids.end()) throw UsageError("node " + std::to_string(id) + " is not a member of the group");
+    return static_cast<std::size_t>(it - ids.begin());
+}
+} // namespace
+
+NodeId Group::first() const {
+    auto ids = members();
+    if (ids.empty()) throw UsageError("group '" + name() + "' is empty");
+    return ids.front();
+}
+
+NodeId Group::next_after(NodeId id) const {
+    auto ids = members();
+    return ids[(index_of(ids, id) + 1) % ids.size()];
+}
+
+NodeId Group::previous_before(NodeId id) const {
+    auto ids = members();
+    return ids[(index_of(ids, id) + ids.size() - 1) % ids.size()];
+}
+
+bool Group::contains(NodeId id) const {
+    auto ids = members();
+    return std::find(ids.begin(), ids.end(), id) != ids.end();
+}
+
+BasicGroup::BasicGroup(std::string name, Doorbell* bell) : name_(std::move(name)), bell_(bell) {}
+
+std::vector<NodeId> BasicGroup::members() const {
+    std::lock_guard lock(mutex_);
+    std::vector<NodeId> ids;
+    ids.reserve(nodes_.size());
+    for (const auto& n : nodes_)
+        ids.push_back(n->id());
+    return ids;
+}
+
+std::size_t BasicGroup::size() const {
+    std::lock_guard lock(mutex_);
+    return nodes_.size();
+}
+
+void BasicGroup::send(BufferPtr&& buffer) {
+    if (!buffer) throw UsageError("Group::send: null buffer");
+    std::vector<NodePtr> nodes;
+    {
+        std::lock_guard lock(mutex_);
+        nodes = nodes_;
+    }
+    SharedBuffer shared(std::move(buffer));
+    std::string failures;
+    bool all_lost = true;
+    NodeId lost_peer = 0;
+    for (const auto& node : nodes) {
+        try {
+            node->send_shared(shared);
+        } catch (const PeerLost& e) {
+            failures += (failures.empty() ? "" : "; ") + std::string(e.what());
+            lost_peer = e.peer();
+        } catch (const Error& e) {
+            failures += (failures.empty() ? "" : "; ") + std::string(e.what());
+            all_lost = false;
+        }
+    }
+    if (failures.empty()) return;
+    std::string what = "group '" + name_ + "' send failed for some members: " + failures;
+    if (all_lost) throw PeerLost(lost_peer, what);
+    throw Error(what);
+}
+
+BufferPtr BasicGroup::receive() {
+    // Receiver thread only; add/remove are documented not to run concurrently.
+    const std::size_t n = nodes_.size();
+    if (n == 0) return nullptr;
+    const std::size_t start = next_start_ % n;
+    next_start_ = start + 1;
+    for (std::size_t k = 0; k < n; ++k) {
+        if (auto b = nodes_[(start + k) % n]->receive()) return b;
+    }
+    return nullptr;
+}
+
+BufferPtr BasicGroup::receive(std::chrono::nanoseconds timeout) {
+    return wait_for([this] { return receive(); }, timeout, bell_);
+}
+
+void BasicGroup::add(NodePtr node) {
+    if (!node) throw UsageError("DynamicGroup::add: null node");
+    std::lock_guard lock(mutex_);
+    for (const auto& n : nodes_) {
+        if (n->id() == node->id()) return;
+    }
+    nodes_.push_back(std::move(node));
+}
+
+bool BasicGroup::remove(NodeId id) {
+    std::lock_guard lock(mutex_);
+    auto it = std::find_if(nodes_.begin(), nodes_.end(), [id](const NodePtr& n) { return n->id() == id; });
+    if (it == nodes_.end()) return false;
+    nodes_.erase(it);
+    return true;
+}
+
+} // namespace msgpass
