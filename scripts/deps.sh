@@ -1,0 +1,61 @@
+#!/usr/bin/env bash
+# Installs the Debian packages msgpass builds against, only those that are missing,
+# so that scripts/test.sh and scripts/demo.sh work on a fresh machine and cost
+# nothing on a prepared one. Source it and call msgpass_install_deps, or run it.
+# The package index is refreshed only when an install fails (a stale index is the
+# usual cause), so an offline machine that has everything never touches the network.
+
+MSGPASS_PACKAGES=(
+    cmake
+    libboost-dev
+    libboost-program-options-dev
+    libyaml-cpp-dev
+    libgtest-dev
+    libgmock-dev
+    libbenchmark-dev
+    pkg-config
+)
+
+msgpass_install_deps() {
+    local missing=() pkg status
+    for pkg in "${MSGPASS_PACKAGES[@]}"; do
+        status=$(dpkg-query -W -f='${Status}' "$pkg" 2>/dev/null || true)
+        if [[ "$status" != "install ok installed" ]]; then
+            missing+=("$pkg")
+        fi
+    done
+    if ((${#missing[@]} == 0)); then
+        return 0
+    fi
+
+    local -a sudo=()
+    if [[ $(id -u) -ne 0 ]]; then
+        if command -v sudo >/dev/null 2>&1; then
+            sudo=(sudo)
+        else
+            echo "deps: missing packages (${missing[*]}) and not root, no sudo: install them first" >&2
+            return 1
+        fi
+    fi
+
+    echo "deps: installing ${missing[*]}"
+    local log
+    log=$(mktemp)
+    local -a install=("${sudo[@]}" env DEBIAN_FRONTEND=noninteractive
+        apt-get install -y -q --no-install-recommends "${missing[@]}")
+    if ! "${install[@]}" >"$log" 2>&1; then
+        echo "deps: install failed, refreshing the package index and retrying"
+        if ! "${sudo[@]}" apt-get update -q >"$log" 2>&1 || ! "${install[@]}" >"$log" 2>&1; then
+            cat "$log" >&2
+            rm -f "$log"
+            echo "deps: could not install ${missing[*]}" >&2
+            return 1
+        fi
+    fi
+    rm -f "$log"
+}
+
+if [[ "${BASH_SOURCE[0]}" == "$0" ]]; then
+    set -euo pipefail
+    msgpass_install_deps
+fi
