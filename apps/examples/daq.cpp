@@ -1,0 +1,468 @@
+// msgpass-daq: the demo's data-acquisition partition in one program, whose role
+// follows from the static groups of network.yaml. A readout source (group `sources`)
+// sends one checksummed fragment per event to the event builder (group `builders`);
+// the builder receives from the whole sources group, checks every fragment, assembles
+// events and broadcasts a summary of each complete event to the `farm` group, whose
+// workers check that events arrive complete and in order. An end-of-run message
+// closes each stream and is acknowledged, so nothing queued is abandoned at exit.
+// Every receive has a timeout: a dead or silent peer ends the run with an error,
+// never a hang. Exit status: 0 success, 1 loss/corruption/timeout, 2 setup error.
+#include <msgpass/msgpass.hpp>
+
+#include <boost/crc.hpp>
+#include <boost/program_options.hpp>
+
+#include <algorithm>
+#include <chrono>
+#include <cstdint>
+#include <cstdio>
+#include <cstring>
+#include <exception>
+#include <map>
+#include <optional>
+#include <span>
+#include <string>
+#include <vector>
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+using msgpass::NodeId;
+
+struct Settings {
+    std::uint32_t events = 20000;
+    std::uint64_t fragment_size = 1024;
+    std::chrono::milliseconds timeout{5000};
+};
+
+Settings parse_settings(const std::vector<std::string>& args) {
+    namespace po = boost::program_options;
+    Settings s;
+    std::string size_text = "1KiB";
+    double timeout_s = 5.0;
+    po::options_description desc("msgpass-daq options");
+    desc.add_options()("events", po::value(&s.events), "events per source (default 20000)")(
+        "fragment-size", po::value(&size_text), "payload bytes per fragment, e.g. 1KiB (default 1KiB)")(
+        "timeout", po::value(&timeout_s), "seconds without progress before a peer is declared dead (default 5)");
+    po::variables_map vm;
+    po::store(po::command_line_parser(args).options(desc).run(), vm);
+    po::notify(vm);
+    auto size = msgpass::config::parse_size(size_text);
+    if (!size) throw msgpass::UsageError("--fragment-size: expected a size such as 1KiB, found '" + size_text + "'");
+    if (s.events == 0) throw msgpass::UsageError("--events: expected at least 1");
+    if (!(timeout_s > 0 && timeout_s < 3600)) throw msgpass::UsageError("--timeout: expected 0 < seconds < 3600");
+    s.fragment_size = *size;
+    s.timeout = std::chrono::milliseconds(static_cast<long long>(timeout_s * 1000));
+    return s;
+}
+
+// Wire formats, copied with memcpy so that no alignment is assumed. Event number 0
+// is the end-of-run marker: from a source, `size` holds the number of events it
+// sent; from the builder to a source, the number of its fragments received.
+struct FragmentHeader {
+    std::uint32_t event;
+    std::uint32_t source;
+    std::uint32_t size; // payload bytes after the header
+    std::uint32_t crc;  // CRC-32 of the payload
+};
+// A built event: the header, then `fragments` CRC-32 words in source order. At end
+// of run (event 0) `total_size` holds the number of events built (from the builder)
+// or received (from a worker, as its acknowledgement).
+struct SummaryHeader {
+    std::uint32_t event;
+    std::uint32_t fragments;
+    std::uint64_t total_size;
+};
+
+std::uint32_t crc32(std::span<const std::byte> bytes) {
+    boost::crc_32_type crc;
+    crc.process_bytes(bytes.data(), bytes.size());
+    return crc.checksum();
+}
+
+// Payload content that differs per event and source, so a misrouted fragment fails
+// its checksum test at the builder as surely as a corrupted one.
+void fill_payload(std::span<std::byte> payload, std::uint32_t event, std::uint32_t source) {
+    auto seed = static_cast<std::uint32_t>(event * 2654435761u ^ source * 40503u);
+    for (std::size_t i = 0; i < payload.size(); ++i) {
+        seed = seed * 1103515245u + 12345u;
+        payload[i] = static_cast<std::byte>(seed >> 24);
+    }
+}
+
+// The message as contiguous bytes: received buffers are contiguous, but checking
+// costs nothing and a FragmentList is copied rather than misread.
+std::span<const std::byte> bytes_of(const msgpass::Buffer& buffer, std::vector<std::byte>& scratch) {
+    if (const auto* single = buffer.single()) return single->bytes();
+    scratch.resize(buffer.size());
+    buffer.copy_to(scratch);
+    return scratch;
+}
+
+template <class T>
+std::optional<T> read_header(std::span<const std::byte> bytes) {
+    if (bytes.size() < sizeof(T)) return std::nullopt;
+    T value;
+    std::memcpy(&value, bytes.data(), sizeof(T));
+    return value;
+}
+
+template <class T>
+msgpass::BufferPtr make_message(msgpass::NodeFactory& factory, const T& header, std::size_t extra = 0) {
+    auto buffer = factory.create_buffer(sizeof(T) + extra);
+    auto* single = buffer->single();
+    if (single == nullptr) throw msgpass::UsageError("create_buffer() returned a non-contiguous buffer");
+    std::memcpy(single->data(), &header, sizeof(T));
+    return buffer;
+}
+
+double seconds_since(Clock::time_point start) {
+    return std::chrono::duration<double>(Clock::now() - start).count();
+}
+
+double khz(std::uint64_t count, double seconds) {
+    return seconds > 0 ? count / seconds / 1000.0 : 0.0;
+}
+
+// Gives the layer time to flush queued sends to the nodes in `to`: any receive call
+// drives the send queues. Messages that arrive meanwhile go to `inbox`. Gives up
+// when no queue shrank for `timeout`. Returns true when all queues are at most `limit`.
+bool drain(const std::vector<msgpass::NodePtr>& to, msgpass::Node& poll, std::vector<msgpass::BufferPtr>& inbox,
+           std::chrono::milliseconds timeout, std::uint64_t limit = 0) {
+    std::uint64_t last = UINT64_MAX;
+    auto deadline = Clock::now() + timeout;
+    for (;;) {
+        std::uint64_t depth = 0;
+        bool over = false;
+        for (const auto& node : to) {
+            auto d = node->stats().queue_depth;
+            depth += d;
+            over = over || d > limit;
+        }
+        if (!over) return true;
+        if (depth < last) {
+            last = depth;
+            deadline = Clock::now() + timeout;
+        }
+        if (Clock::now() >= deadline) return false;
+        if (auto stray = poll.receive(std::chrono::milliseconds(1))) inbox.push_back(std::move(stray));
+    }
+}
+
+// ---------------------------------------------------------------- readout source
+int run_source(msgpass::NodeFactory& factory, const std::string& name, NodeId builder_id, const Settings& s) {
+    const NodeId self = factory.self_id();
+    auto builder = factory.create_node(builder_id);
+    std::vector<msgpass::BufferPtr> inbox;
+    const auto size = static_cast<std::uint32_t>(s.fragment_size);
+    if (size != s.fragment_size) throw msgpass::UsageError("--fragment-size: at most 4 GiB");
+
+    // Never block the readout loop: send() queues; only when the queue is full does
+    // the source wait for the builder to catch up.
+    auto send = [&](msgpass::BufferPtr buffer) {
+        for (;;) {
+            try {
+                builder->send(std::move(buffer));
+                return true;
+            } catch (const msgpass::SendQueueFull&) {
+                if (!drain({builder}, *builder, inbox, s.timeout, builder->stats().queue_depth / 2)) return false;
+            }
+        }
+    };
+
+    const auto start = Clock::now();
+    std::uint64_t bytes = 0;
+    for (std::uint32_t event = 1; event <= s.events; ++event) {
+        auto buffer = make_message(factory, FragmentHeader{event, self, size, 0}, size);
+        auto payload = buffer->single()->bytes().subspan(sizeof(FragmentHeader));
+        fill_payload(payload, event, self);
+        const FragmentHeader header{event, self, size, crc32(payload)};
+        std::memcpy(buffer->single()->data(), &header, sizeof header);
+        if (!send(std::move(buffer))) {
+            std::fprintf(stderr, "%s: builder %u took nothing for %.1f s at event %u\n", name.c_str(), builder_id,
+                         s.timeout.count() / 1000.0, event);
+            return 1;
+        }
+        bytes += size;
+    }
+    const double elapsed = seconds_since(start);
+    std::printf("%s: sent %u fragments (events 1..%u, %llu B each) in %.3f s: %.1f kHz, %.1f MB/s\n", name.c_str(),
+                s.events, s.events, static_cast<unsigned long long>(s.fragment_size), elapsed, khz(s.events, elapsed),
+                elapsed > 0 ? bytes / elapsed / 1e6 : 0.0);
+
+    if (!send(make_message(factory, FragmentHeader{0, self, s.events, 0}))) {
+        std::fprintf(stderr, "%s: could not send end-of-run to %u\n", name.c_str(), builder_id);
+        return 1;
+    }
+    // Wait for the builder's acknowledgement; while messages still leave the queue
+    // the builder is alive and busy.
+    auto ack = builder->receive(std::chrono::milliseconds(0));
+    auto deadline = Clock::now() + s.timeout;
+    std::uint64_t sent_before = builder->stats().messages_sent;
+    while (!ack) {
+        const auto sent_now = builder->stats().messages_sent;
+        if (sent_now != sent_before) {
+            sent_before = sent_now;
+            deadline = Clock::now() + s.timeout;
+        }
+        if (Clock::now() >= deadline) {
+            std::fprintf(stderr, "%s: no end-of-run acknowledgement from builder %u within %.1f s\n", name.c_str(),
+                         builder_id, s.timeout.count() / 1000.0);
+            return 1;
+        }
+        ack = builder->receive(std::chrono::milliseconds(10));
+    }
+    std::vector<std::byte> scratch;
+    auto reply = read_header<FragmentHeader>(bytes_of(*ack, scratch));
+    if (!reply || reply->event != 0) {
+        std::fprintf(stderr, "%s: malformed acknowledgement from builder %u\n", name.c_str(), builder_id);
+        return 1;
+    }
+    std::printf("%s: end of run acknowledged: builder received %u of %u fragments\n", name.c_str(), reply->size,
+                s.events);
+    if (!inbox.empty()) std::printf("%s: %zu unexpected messages\n", name.c_str(), inbox.size());
+    return reply->size == s.events && inbox.empty() ? 0 : 1;
+}
+
+// ---------------------------------------------------------------- event builder
+int run_builder(msgpass::NodeFactory& factory, const std::string& name, const Settings& s) {
+    auto sources = factory.create_group("sources");
+    auto farm = factory.create_group("farm");
+    const auto source_ids = sources->members();
+    const std::size_t n = source_ids.size();
+    if (n == 0 || n > 32) throw msgpass::UsageError("group 'sources' must have 1 to 32 members");
+    if (farm->size() == 0) throw msgpass::UsageError("group 'farm' is empty");
+    std::vector<msgpass::NodePtr> farm_nodes;
+    for (NodeId id : farm->members())
+        farm_nodes.push_back(factory.create_node(id));
+    // Receive from the sources that have not ended yet: a source leaves once its
+    // end of run is acknowledged, and a departed member must not be polled again.
+    auto running = factory.create_group();
+    std::vector<msgpass::NodePtr> source_nodes;
+    for (NodeId id : source_ids) {
+        source_nodes.push_back(factory.create_node(id));
+        running->add(source_nodes.back());
+    }
+
+    struct Partial {
+        std::uint32_t have = 0; // bit per source index
+        std::uint32_t count = 0;
+        std::uint64_t total = 0;
+        std::vector<std::uint32_t> crcs;
+    };
+    std::map<std::uint32_t, Partial> partial; // by event number; small: events complete in order
+    std::vector<std::uint64_t> received(n, 0);
+    std::vector<std::optional<std::uint32_t>> announced(n); // events each source sent, from its end-of-run
+    std::size_t ended = 0;
+    std::uint64_t built = 0, corrupt = 0, fragments = 0, out_of_order = 0;
+    std::uint32_t first_built = 0, last_built = 0;
+    std::optional<Clock::time_point> start;
+    Clock::time_point end = Clock::now();
+    std::vector<msgpass::BufferPtr> inbox; // farm acknowledgements
+    std::vector<std::byte> scratch;
+    bool failed = false;
+
+    auto index_of = [&](NodeId id) -> std::optional<std::size_t> {
+        auto it = std::find(source_ids.begin(), source_ids.end(), id);
+        if (it == source_ids.end()) return std::nullopt;
+        return static_cast<std::size_t>(it - source_ids.begin());
+    };
+
+    while (ended < n) {
+        msgpass::BufferPtr buffer;
+        try {
+            buffer = running->receive(s.timeout);
+        } catch (const msgpass::PeerLost& e) {
+            std::fprintf(stderr, "%s: source lost: %s\n", name.c_str(), e.what());
+            failed = true;
+            break;
+        }
+        if (!buffer) {
+            failed = true;
+            std::fprintf(stderr, "%s: nothing from the sources for %.1f s; still running:", name.c_str(),
+                         s.timeout.count() / 1000.0);
+            for (std::size_t i = 0; i < n; ++i)
+                if (!announced[i]) std::fprintf(stderr, " %u", source_ids[i]);
+            std::fprintf(stderr, "\n");
+            break;
+        }
+        if (!start) start = Clock::now();
+        const auto bytes = bytes_of(*buffer, scratch);
+        const auto header = read_header<FragmentHeader>(bytes);
+        const auto index = index_of(buffer->source());
+        if (!header || !index || header->source != buffer->source() ||
+            bytes.size() != sizeof(FragmentHeader) + (header->event == 0 ? 0 : header->size)) {
+            ++corrupt;
+            continue;
+        }
+        if (header->event == 0) {
+            if (announced[*index]) {
+                ++corrupt;
+                continue;
+            }
+            ++ended;
+            announced[*index] = header->size;
+            running->remove(header->source);
+            source_nodes[*index]->send(make_message(
+                factory, FragmentHeader{0, factory.self_id(), static_cast<std::uint32_t>(received[*index]), 0}));
+            continue;
+        }
+        if (crc32(bytes.subspan(sizeof(FragmentHeader))) != header->crc) {
+            ++corrupt;
+            continue;
+        }
+        auto& event = partial[header->event];
+        if (event.have & (1u << *index)) { // a duplicate is as wrong as a corrupt fragment
+            ++corrupt;
+            continue;
+        }
+        ++received[*index];
+        ++fragments;
+        event.have |= 1u << *index;
+        event.total += header->size;
+        event.crcs.resize(n);
+        event.crcs[*index] = header->crc;
+        if (++event.count < n) continue;
+
+        auto summary = make_message(factory, SummaryHeader{header->event, static_cast<std::uint32_t>(n), event.total},
+                                    n * sizeof(std::uint32_t));
+        std::memcpy(summary->single()->data() + sizeof(SummaryHeader), event.crcs.data(), n * sizeof(std::uint32_t));
+        partial.erase(header->event);
+        if (header->event <= last_built) ++out_of_order;
+        if (built == 0) first_built = header->event;
+        last_built = header->event;
+        // A group send cannot hand the buffer back when a member's queue is full, so
+        // keep the farm queues well below the limit instead.
+        if (!drain(farm_nodes, *farm_nodes.front(), inbox, s.timeout, 4096)) {
+            std::fprintf(stderr, "%s: the farm took nothing for %.1f s\n", name.c_str(), s.timeout.count() / 1000.0);
+            failed = true;
+            break;
+        }
+        farm->send(std::move(summary));
+        ++built;
+        end = Clock::now();
+    }
+
+    std::uint64_t expected = 0;
+    for (std::size_t i = 0; i < n; ++i)
+        expected += announced[i].value_or(s.events);
+    const std::uint64_t lost = expected > fragments ? expected - fragments : 0;
+    const double elapsed = start ? std::chrono::duration<double>(end - *start).count() : 0.0;
+    std::printf("%s: received %llu fragments from %zu sources, built events %u..%u, %zu incomplete\n", name.c_str(),
+                static_cast<unsigned long long>(fragments), n, first_built, last_built, partial.size());
+
+    // End of run: tell the farm how many events there were, then wait until every
+    // worker confirmed the whole stream and the sources' acknowledgements are out.
+    farm->send(make_message(factory, SummaryHeader{0, 0, built}));
+    std::map<NodeId, std::uint64_t> confirmed;
+    auto deadline = Clock::now() + s.timeout;
+    std::uint64_t sent_before = 0;
+    while (confirmed.size() < farm_nodes.size() && !failed) {
+        for (auto& message : inbox) {
+            auto ack = read_header<SummaryHeader>(bytes_of(*message, scratch));
+            if (ack && ack->event == 0) confirmed[message->source()] = ack->total_size;
+        }
+        inbox.clear();
+        std::uint64_t sent_now = 0;
+        for (const auto& node : farm_nodes)
+            sent_now += node->stats().messages_sent;
+        if (sent_now != sent_before) {
+            sent_before = sent_now;
+            deadline = Clock::now() + s.timeout;
+        }
+        if (Clock::now() >= deadline) {
+            std::fprintf(stderr, "%s: %zu of %zu farm workers did not confirm the end of run\n", name.c_str(),
+                         farm_nodes.size() - confirmed.size(), farm_nodes.size());
+            failed = true;
+            break;
+        }
+        if (auto message = farm->receive(std::chrono::milliseconds(10))) inbox.push_back(std::move(message));
+    }
+    if (!drain(source_nodes, *farm_nodes.front(), inbox, s.timeout)) failed = true;
+    for (const auto& [worker, count] : confirmed) {
+        if (count != built) {
+            std::fprintf(stderr, "%s: worker %u received %llu of %llu events\n", name.c_str(), worker,
+                         static_cast<unsigned long long>(count), static_cast<unsigned long long>(built));
+            failed = true;
+        }
+    }
+
+    std::printf("events built: %llu, rate: %.1f kHz, fragments lost: %llu, corrupt: %llu\n",
+                static_cast<unsigned long long>(built), khz(built, elapsed), static_cast<unsigned long long>(lost),
+                static_cast<unsigned long long>(corrupt));
+    if (out_of_order != 0) {
+        std::printf("%s: %llu events built out of order\n", name.c_str(),
+                    static_cast<unsigned long long>(out_of_order));
+    }
+    return lost == 0 && corrupt == 0 && out_of_order == 0 && !failed ? 0 : 1;
+}
+
+// ---------------------------------------------------------------- farm worker
+int run_worker(msgpass::NodeFactory& factory, const std::string& name, NodeId builder_id, const Settings& s) {
+    auto builder = factory.create_node(builder_id);
+    std::vector<std::byte> scratch;
+    std::uint64_t count = 0, bytes = 0, bad = 0, order_errors = 0;
+    std::uint32_t first = 0, last = 0;
+    std::optional<std::uint64_t> announced;
+    std::optional<Clock::time_point> start;
+
+    while (!announced) {
+        auto buffer = builder->receive(s.timeout);
+        if (!buffer) {
+            std::fprintf(stderr, "%s: nothing from builder %u for %.1f s after %llu events\n", name.c_str(), builder_id,
+                         s.timeout.count() / 1000.0, static_cast<unsigned long long>(count));
+            return 1;
+        }
+        if (!start) start = Clock::now();
+        const auto data = bytes_of(*buffer, scratch);
+        const auto summary = read_header<SummaryHeader>(data);
+        if (!summary || data.size() != sizeof(SummaryHeader) + std::uint64_t{summary->fragments} * 4) {
+            ++bad;
+            continue;
+        }
+        if (summary->event == 0) {
+            announced = summary->total_size;
+            break;
+        }
+        if (summary->event != last + 1) ++order_errors; // the builder completes events in order
+        if (count == 0) first = summary->event;
+        last = summary->event;
+        ++count;
+        bytes += summary->total_size;
+    }
+    const double elapsed = start ? seconds_since(*start) : 0.0;
+    std::printf("%s: received %llu built events (%u..%u, %.1f MB of fragments) in %.3f s: %.1f kHz\n", name.c_str(),
+                static_cast<unsigned long long>(count), first, last, bytes / 1e6, elapsed, khz(count, elapsed));
+
+    builder->send(make_message(factory, SummaryHeader{0, 0, count}));
+    std::vector<msgpass::BufferPtr> inbox;
+    const bool delivered = drain({builder}, *builder, inbox, s.timeout);
+    const bool ok = delivered && bad == 0 && order_errors == 0 && count == *announced;
+    std::printf("%s: end of run: builder built %llu, malformed %llu, out of order %llu%s\n", name.c_str(),
+                static_cast<unsigned long long>(*announced), static_cast<unsigned long long>(bad),
+                static_cast<unsigned long long>(order_errors), delivered ? "" : ", acknowledgement not delivered");
+    return ok ? 0 : 1;
+}
+
+} // namespace
+
+int main(int argc, char** argv) try {
+    const auto options = msgpass::options(argc, argv);
+    const auto settings = parse_settings(options.rest);
+    auto factory = msgpass::NodeFactory::create(options);
+    const NodeId self = factory->self_id();
+    const std::string name = options.configuration.node(self).name;
+
+    auto sources = factory->create_group("sources");
+    auto builders = factory->create_group("builders");
+    auto farm = factory->create_group("farm");
+    const NodeId builder = builders->first();
+    if (sources->contains(self)) return run_source(*factory, name, builder, settings);
+    if (self == builder) return run_builder(*factory, name, settings);
+    if (farm->contains(self)) return run_worker(*factory, name, builder, settings);
+    std::fprintf(stderr, "msgpass-daq: node %u is in none of the groups sources, builders, farm\n", self);
+    return 2;
+} catch (const std::exception& e) {
+    std::fprintf(stderr, "msgpass-daq: %s\n", e.what());
+    return 2;
+}
