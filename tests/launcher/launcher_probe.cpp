@@ -1,0 +1,163 @@
+// launcher_probe: the program the launcher tests start through msgpass-run. It
+// prints the identity msgpass-run gave it ("node <id> <name>") and then does what
+// its arguments ask, in this order:
+//   --env            print the MSGPASS_* variables ("env NAME=value", newlines as |)
+//   --fds            print its open descriptors ("fds 0 1 2")
+//   --lines N        print "line 1" .. "line N" on stdout
+//   --stderr TEXT    print TEXT on stderr
+//   --fail ID:CODE   node ID exits with CODE here
+//   --raise ID:SIG   node ID kills itself with signal SIG here
+//   --wait           print "ready", wait for SIGINT/SIGTERM/SIGHUP, print "got SIGxxx", exit 0
+//   --stubborn       print "ready", ignore SIGTERM and wait for SIGKILL
+//   --partial TEXT   print TEXT without a newline
+//   --exit CODE      exit with CODE (default 0)
+// Signals are blocked from the first instruction so that a signal sent after
+// "ready" is always seen by sigwait. Waits end after two minutes at the latest, so a
+// broken test cannot leave a probe behind for long.
+#include <dirent.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <csignal>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <ctime>
+#include <string>
+
+namespace {
+
+void put(int fd, const std::string& text) {
+    const char* data = text.data();
+    std::size_t size = text.size();
+    while (size > 0) {
+        const ssize_t written = ::write(fd, data, size);
+        if (written < 0 && errno == EINTR) continue;
+        if (written < 0) std::_Exit(90);
+        data += written;
+        size -= static_cast<std::size_t>(written);
+    }
+}
+
+void line(const std::string& text) {
+    put(STDOUT_FILENO, text + "\n");
+}
+
+std::string env(const char* name) {
+    const char* value = std::getenv(name);
+    return value != nullptr ? value : "";
+}
+
+// "ID:VALUE" -> true and VALUE when ID is this node.
+bool for_me(const std::string& spec, const std::string& self, int& value) {
+    const auto colon = spec.find(':');
+    if (colon == std::string::npos) std::_Exit(91);
+    if (spec.substr(0, colon) != self) return false;
+    value = std::atoi(spec.c_str() + colon + 1);
+    return true;
+}
+
+const char* signal_name(int sig) {
+    switch (sig) {
+    case SIGINT:
+        return "SIGINT";
+    case SIGTERM:
+        return "SIGTERM";
+    case SIGHUP:
+        return "SIGHUP";
+    default:
+        return "other";
+    }
+}
+
+int wait_for(const sigset_t& set) {
+    const timespec limit{120, 0};
+    while (true) {
+        const int sig = ::sigtimedwait(&set, nullptr, &limit);
+        if (sig > 0) return sig;
+        if (errno != EINTR) std::_Exit(92);
+    }
+}
+
+} // namespace
+
+int main(int argc, char** argv) {
+    sigset_t waited;
+    sigemptyset(&waited);
+    for (const int sig : {SIGINT, SIGTERM, SIGHUP})
+        sigaddset(&waited, sig);
+    ::sigprocmask(SIG_BLOCK, &waited, nullptr);
+
+    const std::string self = env("MSGPASS_NODE_ID");
+    line("node " + self + " " + env("MSGPASS_NODE_NAME"));
+    int exit_code = 0;
+    for (int i = 1; i < argc; ++i) {
+        const std::string arg = argv[i];
+        const std::string value = i + 1 < argc ? argv[i + 1] : "";
+        int number = 0;
+        if (arg == "--env") {
+            for (const char* name : {"MSGPASS_NODE_ID", "MSGPASS_NODE_NAME", "MSGPASS_PARTITION", "MSGPASS_CONFIG",
+                                     "MSGPASS_NODES", "MSGPASS_SET"}) {
+                std::string text = std::getenv(name) != nullptr ? env(name) : "<unset>";
+                for (char& c : text)
+                    if (c == '\n') c = '|';
+                line(std::string("env ") + name + "=" + text);
+            }
+        } else if (arg == "--fds") {
+            DIR* dir = ::opendir("/proc/self/fd");
+            if (dir == nullptr) return 93;
+            std::string text = "fds";
+            while (const dirent* entry = ::readdir(dir)) {
+                if (entry->d_name[0] == '.' || std::atoi(entry->d_name) == ::dirfd(dir)) continue;
+                text += std::string(" ") + entry->d_name;
+            }
+            ::closedir(dir);
+            line(text);
+        } else if (arg == "--lines") {
+            const int count = std::atoi(value.c_str());
+            std::string text;
+            for (int n = 1; n <= count; ++n)
+                text += "line " + std::to_string(n) + "\n";
+            put(STDOUT_FILENO, text);
+            ++i;
+        } else if (arg == "--stderr") {
+            put(STDERR_FILENO, value + "\n");
+            ++i;
+        } else if (arg == "--fail") {
+            if (for_me(value, self, number)) return number;
+            ++i;
+        } else if (arg == "--raise") {
+            if (for_me(value, self, number)) {
+                ::signal(number, SIG_DFL);
+                sigset_t one;
+                sigemptyset(&one);
+                sigaddset(&one, number);
+                ::sigprocmask(SIG_UNBLOCK, &one, nullptr);
+                ::raise(number);
+                return 94;
+            }
+            ++i;
+        } else if (arg == "--wait") {
+            line("ready");
+            line(std::string("got ") + signal_name(wait_for(waited)));
+        } else if (arg == "--stubborn") {
+            ::signal(SIGTERM, SIG_IGN);
+            sigset_t others;
+            sigemptyset(&others);
+            sigaddset(&others, SIGHUP);
+            line("ready");
+            wait_for(others);
+            return 95;
+        } else if (arg == "--partial") {
+            put(STDOUT_FILENO, value);
+            ++i;
+        } else if (arg == "--exit") {
+            exit_code = std::atoi(value.c_str());
+            ++i;
+        } else {
+            put(STDERR_FILENO, "launcher_probe: unknown argument " + arg + "\n");
+            return 96;
+        }
+    }
+    return exit_code;
+}

@@ -1,0 +1,512 @@
+// Tests of msgpass-run. The decisions taken before anything starts (host matching,
+// --only, quoting) are tested as functions of plan.hpp; everything else runs the real
+// launcher on launcher_probe with YAML files in a fresh directory and a partition of
+// its own, and waits on pipes and pidfds with deadlines, never on sleeps. Every
+// launcher a test starts is killed and reaped by the test even when it fails; its
+// children get SIGTERM through PR_SET_PDEATHSIG then.
+#include "plan.hpp"
+
+#include <gtest/gtest.h>
+
+#include <fcntl.h>
+#include <poll.h>
+#include <pwd.h>
+#include <sys/mman.h>
+#include <sys/pidfd.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <chrono>
+#include <csignal>
+#include <cstdlib>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <regex>
+#include <sstream>
+#include <string>
+#include <vector>
+
+namespace {
+
+namespace fs = std::filesystem;
+using namespace std::chrono_literals;
+using Clock = std::chrono::steady_clock;
+
+const std::string launcher = MSGPASS_RUN_PATH;
+const std::string probe = LAUNCHER_PROBE_PATH;
+
+// A directory of its own per test, with a partition name no other test uses.
+class Workspace {
+public:
+    Workspace() {
+        std::string pattern = (fs::temp_directory_path() / "msgpass-launcher-XXXXXX").string();
+        if (::mkdtemp(pattern.data()) == nullptr) throw std::runtime_error("mkdtemp failed");
+        dir_ = pattern;
+        static std::atomic<int> counter{0};
+        partition_ = "lt" + std::to_string(::getpid()) + "x" + std::to_string(counter++);
+    }
+    ~Workspace() {
+        std::error_code ignored;
+        fs::remove_all(dir_, ignored);
+    }
+    Workspace(const Workspace&) = delete;
+    Workspace& operator=(const Workspace&) = delete;
+
+    const fs::path& dir() const { return dir_; }
+    const std::string& partition() const { return partition_; }
+    fs::path network() const { return dir_ / "network.yaml"; }
+    fs::path nodes() const { return dir_ / "nodes.yaml"; }
+
+    void write(const fs::path& file, const std::string& text) const {
+        std::ofstream out(file);
+        out << text;
+        ASSERT_TRUE(out.good()) << file;
+    }
+    // network.yaml with this workspace's partition, nodes.yaml with the given lines.
+    void write_files(const std::string& node_lines) const {
+        write(network(), "partition: " + partition_ + "\ntechnology: sci\n");
+        write(nodes(), "nodes:\n" + node_lines);
+    }
+    // Nodes 1..count named alpha, beta, gamma, delta on localhost.
+    void write_local_nodes(int count) const {
+        static const char* names[] = {"alpha", "beta", "gamma", "delta"};
+        std::string lines;
+        for (int i = 0; i < count; ++i)
+            lines += "  - {id: " + std::to_string(i + 1) + ", name: " + names[i] + ", host: localhost}\n";
+        write_files(lines);
+    }
+    std::vector<std::string> files_args() const {
+        return {"--config", network().string(), "--nodes", nodes().string()};
+    }
+
+private:
+    fs::path dir_;
+    std::string partition_;
+};
+
+// One msgpass-run, its stdout and stderr collected as they come.
+class Launcher {
+public:
+    explicit Launcher(const std::vector<std::string>& args) {
+        int out[2];
+        int err[2];
+        if (::pipe2(out, O_CLOEXEC) != 0 || ::pipe2(err, O_CLOEXEC) != 0) throw std::runtime_error("pipe2");
+        std::vector<char*> argv{const_cast<char*>(launcher.c_str())};
+        for (const auto& arg : args)
+            argv.push_back(const_cast<char*>(arg.c_str()));
+        argv.push_back(nullptr);
+        pid_ = ::fork();
+        if (pid_ < 0) throw std::runtime_error("fork");
+        if (pid_ == 0) {
+            ::dup2(out[1], STDOUT_FILENO);
+            ::dup2(err[1], STDERR_FILENO);
+            ::execv(argv[0], argv.data());
+            ::_exit(126);
+        }
+        ::close(out[1]);
+        ::close(err[1]);
+        out_fd_ = out[0];
+        err_fd_ = err[0];
+        pidfd_ = ::pidfd_open(pid_, 0);
+        if (pidfd_ < 0) throw std::runtime_error("pidfd_open");
+    }
+    ~Launcher() {
+        if (!reaped_) {
+            ::kill(pid_, SIGKILL);
+            ::waitpid(pid_, nullptr, 0);
+        }
+        for (const int fd : {out_fd_, err_fd_, pidfd_})
+            if (fd >= 0) ::close(fd);
+    }
+    Launcher(const Launcher&) = delete;
+    Launcher& operator=(const Launcher&) = delete;
+
+    pid_t pid() const { return pid_; }
+    const std::string& out() const { return out_; }
+    const std::string& err() const { return err_; }
+
+    // Reads until stdout holds `count` occurrences of `text`; false at the deadline
+    // or when the launcher closed its output first.
+    bool read_until(const std::string& text, int count = 1, std::chrono::milliseconds timeout = 20s) {
+        const auto deadline = Clock::now() + timeout;
+        while (occurrences(out_, text) < count) {
+            if (!read_some(deadline, false)) return false;
+        }
+        return true;
+    }
+
+    // Reads everything and reaps the launcher; its exit code, 128+N when killed by
+    // signal N, or -1 when it did not finish within the timeout.
+    int finish(std::chrono::milliseconds timeout = 30s) {
+        const auto deadline = Clock::now() + timeout;
+        while (out_fd_ >= 0 || err_fd_ >= 0 || !exited_) {
+            if (!read_some(deadline, true)) return -1;
+        }
+        int status = 0;
+        if (::waitpid(pid_, &status, 0) != pid_) return -1;
+        reaped_ = true;
+        return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+    }
+
+    static int occurrences(const std::string& haystack, const std::string& needle) {
+        int count = 0;
+        for (auto at = haystack.find(needle); at != std::string::npos; at = haystack.find(needle, at + 1))
+            ++count;
+        return count;
+    }
+
+private:
+    // One poll round; false at the deadline or when there is nothing left to wait for.
+    bool read_some(Clock::time_point deadline, bool want_exit) {
+        std::vector<pollfd> fds;
+        if (out_fd_ >= 0) fds.push_back({out_fd_, POLLIN, 0});
+        if (err_fd_ >= 0) fds.push_back({err_fd_, POLLIN, 0});
+        if (want_exit && !exited_) fds.push_back({pidfd_, POLLIN, 0});
+        if (fds.empty() || (!want_exit && out_fd_ < 0)) return false;
+        const auto left = std::chrono::ceil<std::chrono::milliseconds>(deadline - Clock::now()).count();
+        if (left <= 0) return false;
+        const int ready = ::poll(fds.data(), fds.size(), static_cast<int>(left));
+        if (ready < 0 && errno == EINTR) return true;
+        if (ready <= 0) return false;
+        for (const auto& entry : fds) {
+            if (entry.revents == 0) continue;
+            if (entry.fd == pidfd_) {
+                exited_ = true;
+                continue;
+            }
+            int& fd = entry.fd == out_fd_ ? out_fd_ : err_fd_;
+            std::string& sink = entry.fd == out_fd_ ? out_ : err_;
+            char buffer[8192];
+            const ssize_t got = ::read(fd, buffer, sizeof buffer);
+            if (got > 0) {
+                sink.append(buffer, static_cast<std::size_t>(got));
+            } else if (got == 0 || errno != EINTR) {
+                ::close(fd);
+                fd = -1;
+            }
+        }
+        return true;
+    }
+
+    pid_t pid_ = -1;
+    int out_fd_ = -1;
+    int err_fd_ = -1;
+    int pidfd_ = -1;
+    bool exited_ = false;
+    bool reaped_ = false;
+    std::string out_;
+    std::string err_;
+};
+
+std::vector<std::string> concat(std::vector<std::string> first, const std::vector<std::string>& second) {
+    first.insert(first.end(), second.begin(), second.end());
+    return first;
+}
+
+std::vector<std::string> lines_of(const std::string& text) {
+    std::vector<std::string> lines;
+    std::istringstream in(text);
+    for (std::string line; std::getline(in, line);)
+        lines.push_back(line);
+    return lines;
+}
+
+// msgpass-run with the workspace's files, then -- probe probe_args.
+std::vector<std::string> run_probe(const Workspace& ws, const std::vector<std::string>& options,
+                                   const std::vector<std::string>& probe_args) {
+    return concat(concat(concat(ws.files_args(), options), {"--", probe}), probe_args);
+}
+
+std::string user_name() {
+    const passwd* entry = ::getpwuid(::geteuid());
+    return entry != nullptr ? entry->pw_name : std::to_string(::geteuid());
+}
+
+// ---------------------------------------------------------------- plan.hpp
+
+TEST(LauncherPlan, LoopbackNamesAndThisHostAreLocal) {
+    for (const char* host : {"localhost", "127.0.0.1", "::1", "LocalHost"})
+        EXPECT_TRUE(msgpass::run::is_local_host(host, "pc-a.cern.ch")) << host;
+    EXPECT_TRUE(msgpass::run::is_local_host("pc-a.cern.ch", "pc-a.cern.ch"));
+    EXPECT_TRUE(msgpass::run::is_local_host("pc-a", "pc-a.cern.ch"));
+    EXPECT_TRUE(msgpass::run::is_local_host("PC-A.cern.ch", "pc-a"));
+    EXPECT_FALSE(msgpass::run::is_local_host("pc-b", "pc-a.cern.ch"));
+    EXPECT_FALSE(msgpass::run::is_local_host("10.0.0.1", "10"));
+    EXPECT_FALSE(msgpass::run::is_local_host("", "pc-a"));
+}
+
+TEST(LauncherPlan, OnlyAcceptsACommaSeparatedListOfIds) {
+    EXPECT_EQ(msgpass::run::parse_only("1, 2,5"), (std::set<msgpass::NodeId>{1, 2, 5}));
+    for (const char* bad : {"", "1,,2", "x", "1;2", "-1", "99999999999"})
+        EXPECT_THROW(msgpass::run::parse_only(bad), msgpass::run::UsageError) << bad;
+}
+
+TEST(LauncherPlan, ShellQuotingSurvivesSpacesQuotesAndNewlines) {
+    EXPECT_EQ(msgpass::run::shell_quote("ros-1"), "ros-1");
+    EXPECT_EQ(msgpass::run::shell_quote(""), "''");
+    EXPECT_EQ(msgpass::run::shell_quote("a b"), "'a b'");
+    EXPECT_EQ(msgpass::run::shell_quote("it's"), "'it'\\''s'");
+    EXPECT_EQ(msgpass::run::shell_quote("a\nb"), "'a\nb'");
+    EXPECT_EQ(msgpass::run::shell_quote("$HOME"), "'$HOME'");
+}
+
+TEST(LauncherPlan, ChildEnvironmentReplacesInheritedMsgpassVariables) {
+    msgpass::run::Launch launch;
+    launch.msgpass_env = {{"MSGPASS_NODE_ID", "3"}};
+    std::string keep = "PATH=/bin";
+    std::string stale_id = "MSGPASS_NODE_ID=9";
+    std::string stale_set = "MSGPASS_SET=old=1";
+    char* inherited[] = {keep.data(), stale_id.data(), stale_set.data(), nullptr};
+    EXPECT_EQ(msgpass::run::child_environment(launch, inherited),
+              (std::vector<std::string>{"PATH=/bin", "MSGPASS_NODE_ID=3"}));
+}
+
+// ---------------------------------------------------------------- msgpass-run
+
+TEST(Launcher, StartsOneProcessPerNodeAndTellsEachItsIdentity) {
+    Workspace ws;
+    ws.write_local_nodes(3);
+    Launcher run(run_probe(ws, {"--set", "send_queue_limit=100", "--set", "sci.recv_buffer_no=200"}, {"--env"}));
+    ASSERT_EQ(run.finish(), 0) << run.err();
+    const auto out = lines_of(run.out());
+    const std::pair<int, std::string> nodes[] = {{1, "alpha"}, {2, "beta"}, {3, "gamma"}};
+    for (const auto& [id, name] : nodes) {
+        const std::string prefix = "[" + name + "] ";
+        auto has = [&](const std::string& text) {
+            return std::find(out.begin(), out.end(), prefix + text) != out.end();
+        };
+        EXPECT_TRUE(has("node " + std::to_string(id) + " " + name)) << run.out();
+        EXPECT_TRUE(has("env MSGPASS_PARTITION=" + ws.partition())) << run.out();
+        EXPECT_TRUE(has("env MSGPASS_CONFIG=" + ws.network().string())) << run.out();
+        EXPECT_TRUE(has("env MSGPASS_NODES=" + ws.nodes().string())) << run.out();
+        EXPECT_TRUE(has("env MSGPASS_SET=send_queue_limit=100|sci.recv_buffer_no=200")) << run.out();
+    }
+    EXPECT_EQ(out.size(), 3u * 7u) << run.out();
+}
+
+TEST(Launcher, RelativeFilePathsReachTheProgramsAsAbsolutePaths) {
+    Workspace ws;
+    ws.write_local_nodes(1);
+    const fs::path here = fs::current_path();
+    fs::current_path(ws.dir());
+    Launcher run({"--", probe, "--env"}); // default network.yaml and nodes.yaml
+    fs::current_path(here);
+    ASSERT_EQ(run.finish(), 0) << run.err();
+    EXPECT_NE(run.out().find("[alpha] env MSGPASS_CONFIG=" + (ws.dir() / "network.yaml").string() + "\n"),
+              std::string::npos)
+        << run.out();
+    EXPECT_NE(run.out().find("[alpha] env MSGPASS_SET=<unset>\n"), std::string::npos) << run.out();
+}
+
+TEST(Launcher, OnlyStartsTheListedNodes) {
+    Workspace ws;
+    ws.write_local_nodes(4);
+    Launcher run(run_probe(ws, {"--only", "2,4"}, {}));
+    ASSERT_EQ(run.finish(), 0) << run.err();
+    EXPECT_EQ(lines_of(run.out()), (std::vector<std::string>{"[beta] node 2 beta", "[delta] node 4 delta"}))
+        << run.out();
+}
+
+TEST(Launcher, OnlyRejectsAnIdThatIsNotInTheNodesFile) {
+    Workspace ws;
+    ws.write_local_nodes(2);
+    Launcher run(run_probe(ws, {"--only", "1,7"}, {}));
+    EXPECT_EQ(run.finish(), 2);
+    EXPECT_NE(run.err().find("node 7 is not in"), std::string::npos) << run.err();
+    EXPECT_EQ(run.out(), "");
+}
+
+TEST(Launcher, NodesOfOtherHostsStartOnlyWithAllHosts) {
+    Workspace ws;
+    ws.write_files("  - {id: 1, name: here, host: localhost}\n"
+                   "  - {id: 2, name: there, host: elsewhere.invalid}\n");
+    {
+        Launcher run(run_probe(ws, {}, {}));
+        ASSERT_EQ(run.finish(), 0) << run.err();
+        EXPECT_EQ(lines_of(run.out()), (std::vector<std::string>{"[here] node 1 here"}));
+    }
+    {
+        Launcher run(run_probe(ws, {"--all-hosts"}, {}));
+        ASSERT_EQ(run.finish(), 0) << run.err();
+        EXPECT_EQ(Launcher::occurrences(run.out(), "[there] node 2 there\n"), 1) << run.out();
+    }
+    {
+        Launcher run(run_probe(ws, {"--only", "2"}, {}));
+        EXPECT_EQ(run.finish(), 2);
+        EXPECT_NE(run.err().find("no node of"), std::string::npos) << run.err();
+    }
+}
+
+TEST(Launcher, ANodesOwnCommandReplacesTheProgram) {
+    Workspace ws;
+    ws.write_files("  - {id: 1, name: own, host: localhost, command: [" + probe +
+                   ", --exit, 0, --stderr, mine]}\n"
+                   "  - {id: 2, name: shared, host: localhost}\n");
+    Launcher run(run_probe(ws, {}, {"--stderr", "shared"}));
+    ASSERT_EQ(run.finish(), 0) << run.err();
+    EXPECT_NE(run.err().find("[own] mine\n"), std::string::npos) << run.err();
+    EXPECT_NE(run.err().find("[shared] shared\n"), std::string::npos) << run.err();
+}
+
+TEST(Launcher, DryRunPrintsOneCommandPerNodeAndStartsNothing) {
+    Workspace ws;
+    ws.write_local_nodes(3);
+    Launcher run(run_probe(ws, {"--dry-run", "--set", "send_queue_limit=100"}, {"--stderr", "it's started"}));
+    ASSERT_EQ(run.finish(), 0) << run.err();
+    const auto out = lines_of(run.out());
+    ASSERT_EQ(out.size(), 3u) << run.out();
+    const char* names[] = {"alpha", "beta", "gamma"};
+    for (int i = 0; i < 3; ++i) {
+        const std::string start = "MSGPASS_NODE_ID=" + std::to_string(i + 1) + " MSGPASS_NODE_NAME=" + names[i] + " ";
+        EXPECT_EQ(out[i].rfind(start, 0), 0u) << out[i];
+        EXPECT_NE(out[i].find(" MSGPASS_PARTITION=" + ws.partition() + " "), std::string::npos) << out[i];
+        EXPECT_NE(out[i].find(" MSGPASS_SET=send_queue_limit=100 "), std::string::npos) << out[i];
+        const std::string end = " " + probe + " --stderr 'it'\\''s started'";
+        EXPECT_EQ(out[i].substr(out[i].size() - std::min(out[i].size(), end.size())), end) << out[i];
+    }
+    EXPECT_EQ(run.err(), "");
+}
+
+TEST(Launcher, OneFailingNodeStopsTheOthersAndIsNamedWithItsExitCode) {
+    Workspace ws;
+    ws.write_local_nodes(3);
+    const auto start = Clock::now();
+    Launcher run(run_probe(ws, {"--grace", "20"}, {"--fail", "2:3", "--wait"}));
+    EXPECT_EQ(run.finish(), 1) << run.err();
+    EXPECT_NE(run.err().find("msgpass-run: node 2 (beta) failed: exit code 3\n"), std::string::npos) << run.err();
+    EXPECT_EQ(Launcher::occurrences(run.err(), "failed:"), 1) << run.err();
+    // The others wait for a signal for two minutes and the grace time is 20 s: only
+    // the launcher's SIGTERM can have ended them this early.
+    EXPECT_LT(Clock::now() - start, 15s);
+    EXPECT_EQ(run.err().find("SIGKILL"), std::string::npos) << run.err();
+}
+
+TEST(Launcher, ANodeKilledByASignalIsReportedWithTheSignal) {
+    Workspace ws;
+    ws.write_local_nodes(2);
+    Launcher run(run_probe(ws, {}, {"--raise", "1:9", "--wait"}));
+    EXPECT_EQ(run.finish(), 1) << run.err();
+    EXPECT_NE(run.err().find("msgpass-run: node 1 (alpha) failed: killed by signal 9 (Killed)\n"), std::string::npos)
+        << run.err();
+}
+
+TEST(Launcher, ANodeThatIgnoresSigtermIsKilledAfterTheGraceTime) {
+    Workspace ws;
+    ws.write_files("  - {id: 1, name: alpha, host: localhost}\n"
+                   "  - {id: 2, name: stubborn, host: localhost, command: [" +
+                   probe + ", --stubborn]}\n");
+    Launcher run(run_probe(ws, {"--grace", "0.2"}, {"--wait"}));
+    ASSERT_TRUE(run.read_until("ready", 2)) << run.out() << run.err();
+    ASSERT_EQ(::kill(run.pid(), SIGTERM), 0);
+    EXPECT_EQ(run.finish(), 128 + SIGTERM) << run.err();
+    EXPECT_NE(run.out().find("[alpha] got SIGTERM\n"), std::string::npos) << run.out();
+    EXPECT_NE(run.err().find("node 2 (stubborn) did not stop within"), std::string::npos) << run.err();
+}
+
+class LauncherSignal : public ::testing::TestWithParam<int> {};
+
+TEST_P(LauncherSignal, IsForwardedToEveryNodeAndEndsTheLauncher) {
+    const int sig = GetParam();
+    Workspace ws;
+    ws.write_local_nodes(3);
+    Launcher run(run_probe(ws, {}, {"--wait"}));
+    ASSERT_TRUE(run.read_until("] ready\n", 3)) << run.out() << run.err();
+    ASSERT_EQ(::kill(run.pid(), sig), 0);
+    EXPECT_EQ(run.finish(), 128 + sig) << run.err();
+    const std::string got = std::string("got ") + (sig == SIGINT ? "SIGINT" : sig == SIGTERM ? "SIGTERM" : "SIGHUP");
+    for (const char* name : {"alpha", "beta", "gamma"})
+        EXPECT_EQ(Launcher::occurrences(run.out(), "[" + std::string(name) + "] " + got + "\n"), 1) << run.out();
+    EXPECT_EQ(run.err().find("failed"), std::string::npos) << run.err();
+}
+
+INSTANTIATE_TEST_SUITE_P(Launcher, LauncherSignal, ::testing::Values(SIGTERM, SIGINT, SIGHUP),
+                         [](const auto& info) { return std::string(sigabbrev_np(info.param)); });
+
+TEST(Launcher, AMalformedNodesFileGivesOneLocatedErrorLine) {
+    Workspace ws;
+    ws.write_files("  - {id: one, name: alpha, host: localhost}\n");
+    Launcher run(run_probe(ws, {}, {}));
+    EXPECT_NE(run.finish(), 0);
+    const auto err = lines_of(run.err());
+    ASSERT_EQ(err.size(), 1u) << run.err();
+    EXPECT_TRUE(std::regex_search(err[0], std::regex("^[^:]*nodes\\.yaml:[0-9]+:[0-9]+: "))) << err[0];
+    EXPECT_EQ(run.out(), "");
+}
+
+TEST(Launcher, AProgramThatDoesNotExistIsReportedAsThatNodesFailure) {
+    Workspace ws;
+    ws.write_local_nodes(2);
+    const std::string missing = (ws.dir() / "no-such-program").string();
+    Launcher run(concat(ws.files_args(), {"--", missing}));
+    EXPECT_EQ(run.finish(), 1);
+    EXPECT_NE(run.err().find("[alpha] msgpass-run: cannot execute '" + missing + "': No such file or directory\n"),
+              std::string::npos)
+        << run.err();
+    EXPECT_NE(run.err().find("failed: exit code 127\n"), std::string::npos) << run.err();
+}
+
+TEST(Launcher, EveryLineIsPrefixedIncludingLongAndUnterminatedOnes) {
+    Workspace ws;
+    ws.write_local_nodes(2);
+    Launcher run(run_probe(ws, {}, {"--lines", "3000", "--stderr", "to stderr", "--partial", "no newline"}));
+    ASSERT_EQ(run.finish(), 0) << run.err();
+    for (const char* name : {"alpha", "beta"}) {
+        const std::string prefix = "[" + std::string(name) + "] ";
+        std::vector<std::string> mine;
+        for (const auto& line : lines_of(run.out()))
+            if (line.rfind(prefix, 0) == 0) mine.push_back(line.substr(prefix.size()));
+        ASSERT_EQ(mine.size(), 3002u);
+        for (int n = 1; n <= 3000; ++n)
+            ASSERT_EQ(mine[static_cast<std::size_t>(n)], "line " + std::to_string(n));
+        EXPECT_EQ(mine.back(), "no newline");
+        EXPECT_NE(run.err().find(prefix + "to stderr\n"), std::string::npos) << run.err();
+    }
+    for (const auto& line : lines_of(run.out()))
+        EXPECT_TRUE(line.rfind("[alpha] ", 0) == 0 || line.rfind("[beta] ", 0) == 0) << line;
+}
+
+TEST(Launcher, ChildrenInheritOnlyTheStandardDescriptors) {
+    Workspace ws;
+    ws.write_local_nodes(2);
+    Launcher run(run_probe(ws, {}, {"--fds"}));
+    ASSERT_EQ(run.finish(), 0) << run.err();
+    EXPECT_EQ(Launcher::occurrences(run.out(), "] fds 0 1 2\n"), 2) << run.out();
+}
+
+TEST(Launcher, CleanupRemovesOnlyThePartitionsSegments) {
+    Workspace ws;
+    ws.write_local_nodes(1);
+    const std::string mine = "/msgpass." + user_name() + "." + ws.partition() + ".seg1";
+    const std::string other = "/msgpass." + user_name() + "." + ws.partition() + "x.seg1";
+    for (const auto& name : {mine, other}) {
+        const int fd = ::shm_open(name.c_str(), O_CREAT | O_EXCL | O_RDWR, 0600);
+        ASSERT_GE(fd, 0) << name << ": " << std::strerror(errno);
+        ::close(fd);
+    }
+    Launcher dry(concat(ws.files_args(), {"--cleanup", "--dry-run"}));
+    EXPECT_EQ(dry.finish(), 0) << dry.err();
+    EXPECT_EQ(dry.out(), "would remove " + mine + "\n");
+    Launcher run(concat(ws.files_args(), {"--cleanup"}));
+    EXPECT_EQ(run.finish(), 0) << run.err();
+    EXPECT_EQ(run.out(), "removed " + mine + "\n");
+    EXPECT_FALSE(fs::exists("/dev/shm" + mine));
+    EXPECT_TRUE(fs::exists("/dev/shm" + other));
+    ::shm_unlink(mine.c_str());
+    ::shm_unlink(other.c_str());
+}
+
+TEST(Launcher, BadOptionsExitWithUsageError) {
+    Workspace ws;
+    ws.write_local_nodes(1);
+    for (const auto& options : std::vector<std::vector<std::string>>{
+             {"--grace", "-1"}, {"--only", "x"}, {"--no-such-option"}, {"--grace", "soon"}}) {
+        Launcher run(run_probe(ws, options, {}));
+        EXPECT_EQ(run.finish(), 2) << options[0];
+        EXPECT_NE(run.err().find("msgpass-run: "), std::string::npos) << run.err();
+        EXPECT_EQ(run.out(), "");
+    }
+}
+
+} // namespace
