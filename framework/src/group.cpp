@@ -101,17 +101,23 @@ BufferPtr BasicGroup::receive(std::chrono::nanoseconds timeout) {
 void BasicGroup::add(NodePtr node) {
     if (!node) throw UsageError("DynamicGroup::add: null node");
     std::lock_guard lock(mutex_);
-    for (const auto& n : nodes_) {
-        if (n->id() == node->id()) return;
-    }
+    if (std::find(ids_.begin(), ids_.end(), node->id()) != ids_.end()) return;
+    ids_.push_back(node->id());
     nodes_.push_back(std::move(node));
+}
+
+void BasicGroup::add_self(NodeId self) {
+    std::lock_guard lock(mutex_);
+    if (std::find(ids_.begin(), ids_.end(), self) == ids_.end()) ids_.push_back(self);
 }
 
 bool BasicGroup::remove(NodeId id) {
     std::lock_guard lock(mutex_);
+    auto id_it = std::find(ids_.begin(), ids_.end(), id);
+    if (id_it == ids_.end()) return false;
+    ids_.erase(id_it);
     auto it = std::find_if(nodes_.begin(), nodes_.end(), [id](const NodePtr& n) { return n->id() == id; });
-    if (it == nodes_.end()) return false;
-    nodes_.erase(it);
+    if (it != nodes_.end()) nodes_.erase(it);
     return true;
 }
 

@@ -1,5 +1,101 @@
+// The sci factory and group, and the registration of the technology.
 #include <msgpass/sci/factory.hpp>
 
+#include <cstdio>
+
 namespace msgpass::sci {
-void register_technology() {}
+
+void register_technology() {
+    TechnologyRegistry::instance().add("sci", [](const config::Configuration& configuration, NodeId self) {
+        return std::make_unique<SciNodeFactory>(configuration, self);
+    });
+}
+
+void SciGroup::add(NodePtr node) {
+    if (node == nullptr || dynamic_cast<SciNode*>(node.get()) == nullptr) {
+        throw UsageError("an sci group takes only sci nodes");
+    }
+    BasicGroup::add(std::move(node));
+}
+
+SciNodeFactory::SciNodeFactory(const config::Configuration& configuration, NodeId self)
+    : configuration_(configuration), self_(self),
+      local_(std::make_shared<LocalNode>(LocalNodeParameters::from(configuration, self))) {}
+
+SciNodeFactory::~SciNodeFactory() {
+    std::lock_guard lock(mutex_);
+    const auto deadline = std::chrono::steady_clock::now() + configuration_.peer_timeout;
+    for (auto& [id, node] : nodes_) {
+        const auto left = deadline - std::chrono::steady_clock::now();
+        if (!node->flush(std::max<std::chrono::nanoseconds>(left, std::chrono::nanoseconds::zero()))) {
+            std::fprintf(stderr,
+                         "msgpass: %zu messages to node %u (%s) were never transferred: the node did not "
+                         "take them within peer_timeout\n",
+                         node->queued(), id, node->name().c_str());
+        }
+    }
+    groups_.clear();
+    nodes_.clear();
+}
+
+std::shared_ptr<SciNode> SciNodeFactory::make_node(NodeId id) {
+    if (auto it = nodes_.find(id); it != nodes_.end()) return it->second;
+    auto node = std::make_shared<SciNode>(local_, NodeParameters::from(configuration_, *local_, id));
+    nodes_.emplace(id, node);
+    return node;
+}
+
+NodePtr SciNodeFactory::create_node(NodeId id) {
+    std::lock_guard lock(mutex_);
+    return make_node(id);
+}
+
+BufferPtr SciNodeFactory::create_buffer(std::size_t size) {
+    return local_->allocate_send_buffer(size);
+}
+
+std::unique_ptr<DynamicGroup> SciNodeFactory::create_group() {
+    return std::make_unique<SciGroup>("", local_->bell());
+}
+
+std::shared_ptr<Group> SciNodeFactory::create_group(const std::string& name) {
+    std::lock_guard lock(mutex_);
+    if (auto it = groups_.find(name); it != groups_.end()) return it->second;
+    auto members = configuration_.groups.find(name);
+    if (members == configuration_.groups.end()) {
+        std::string known;
+        for (const auto& [n, ids] : configuration_.groups)
+            known += (known.empty() ? "" : ", ") + n;
+        throw ConfigError(configuration_.network_file.string() + ": groups: no group named '" + name +
+                          "' (known: " + (known.empty() ? "none" : known) + ")");
+    }
+    auto group = std::make_shared<SciGroup>(name, local_->bell());
+    for (NodeId id : members->second) {
+        if (id == self_) {
+            group->add_self(id);
+        } else {
+            group->SciGroup::add(make_node(id));
+        }
+    }
+    groups_.emplace(name, group);
+    return group;
+}
+
+bool SciNodeFactory::flush(std::chrono::nanoseconds timeout) {
+    std::vector<std::shared_ptr<SciNode>> nodes;
+    {
+        std::lock_guard lock(mutex_);
+        for (auto& [id, n] : nodes_)
+            nodes.push_back(n);
+    }
+    const auto deadline = std::chrono::steady_clock::now() + timeout;
+    bool all = true;
+    for (auto& n : nodes) {
+        all = n->flush(std::max<std::chrono::nanoseconds>(deadline - std::chrono::steady_clock::now(),
+                                                          std::chrono::nanoseconds::zero())) &&
+              all;
+    }
+    return all;
+}
+
 } // namespace msgpass::sci

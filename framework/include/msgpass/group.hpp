@@ -74,11 +74,15 @@ public:
     [[nodiscard]] BufferPtr receive(std::chrono::nanoseconds timeout) override;
     void add(NodePtr node) override;
     bool remove(NodeId id) override;
+    // Lists the calling process's own id as a member (a static group that contains
+    // it, as a ring does): members() shows it, send and receive skip it.
+    void add_self(NodeId self);
 
 private:
     std::string name_;
     Doorbell* bell_;
-    mutable std::mutex mutex_; // guards nodes_ against add/remove during send
+    mutable std::mutex mutex_; // guards the lists against add/remove during send
+    std::vector<NodeId> ids_;  // members in order, self included
     std::vector<NodePtr> nodes_;
     std::size_t next_start_ = 0; // receiver thread only
 };

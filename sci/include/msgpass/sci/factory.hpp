@@ -1,12 +1,58 @@
-// The sci technology's factory: SCINodeFactory of the seed, over emulated SCI
-// remote memory (POSIX shared memory).
+// SCINodeFactory (seed section 3): creates the nodes, buffers and groups of the
+// sci technology and owns the local node (the local segment of this process).
 #pragma once
 
+#include <msgpass/config.hpp>
+#include <msgpass/group.hpp>
 #include <msgpass/node_factory.hpp>
+#include <msgpass/sci/local_node.hpp>
+#include <msgpass/sci/node.hpp>
+
+#include <map>
+#include <memory>
+#include <mutex>
 
 namespace msgpass::sci {
 
 // Registers "sci" with the TechnologyRegistry. Idempotent.
 void register_technology();
+
+// SCIGroup: a dynamic group whose members are all SCINodes; a blocking receive
+// sleeps on the local segment's doorbell.
+class SciGroup final : public BasicGroup {
+public:
+    SciGroup(std::string name, Doorbell& bell) : BasicGroup(std::move(name), &bell) {}
+    // Throws UsageError when the node is not an SCINode.
+    void add(NodePtr node) override;
+};
+
+class SciNodeFactory final : public NodeFactory {
+public:
+    // Creates the local node (segment). Throws ConfigError, ResourceError.
+    SciNodeFactory(const config::Configuration& configuration, NodeId self);
+    // Flushes every send queue for at most peer_timeout; messages that could not be
+    // transferred are reported on stderr (never dropped silently).
+    ~SciNodeFactory() override;
+
+    [[nodiscard]] std::string_view technology() const noexcept override { return "sci"; }
+    [[nodiscard]] NodeId self_id() const noexcept override { return self_; }
+    NodePtr create_node(NodeId id) override;
+    BufferPtr create_buffer(std::size_t size) override;
+    std::unique_ptr<DynamicGroup> create_group() override;
+    std::shared_ptr<Group> create_group(const std::string& name) override;
+
+    [[nodiscard]] LocalNode& local_node() const noexcept { return *local_; }
+    // Flushes every node's queue; true when all are empty within timeout.
+    bool flush(std::chrono::nanoseconds timeout);
+
+private:
+    std::shared_ptr<SciNode> make_node(NodeId id);
+    config::Configuration configuration_;
+    NodeId self_;
+    std::shared_ptr<LocalNode> local_;
+    std::mutex mutex_;
+    std::map<NodeId, std::shared_ptr<SciNode>> nodes_;
+    std::map<std::string, std::shared_ptr<Group>> groups_;
+};
 
 } // namespace msgpass::sci

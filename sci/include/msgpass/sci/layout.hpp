@@ -1,0 +1,88 @@
+// The layout of an sci segment and the encoding of its control words; see
+// docs/sci-protocol.md for the protocol that uses them.
+//
+//   [ control block: 4 KiB ][ header area: header_area_size ][ receive slots ]
+//
+// The control block identifies the segment (magic, version, owner id, epoch,
+// geometry) and holds the owner's doorbell. The header area holds one 64-byte
+// header per node of the nodes file (by position), written only by that node.
+// Receive slots are recv_buffer_no slots of recv_buffer_size bytes.
+#pragma once
+
+#include <msgpass/wait.hpp>
+
+#include <cstddef>
+#include <cstdint>
+
+namespace msgpass::sci {
+
+inline constexpr std::uint64_t segment_magic = 0x3149435353504d4dULL; // "MMPSSCI1"
+inline constexpr std::uint32_t protocol_version = 1;
+inline constexpr std::size_t control_block_size = 4096;
+inline constexpr std::size_t header_size = 64;      // fixed by the seed
+inline constexpr std::uint32_t max_outstanding = 7; // notification and ack words per header
+inline constexpr std::uint32_t large_buffers = 2;   // large-message buffers per sender (double buffering)
+
+struct alignas(64) ControlBlock {
+    std::uint64_t magic;
+    std::uint32_t version;
+    std::uint32_t node_id;
+    std::uint64_t epoch; // nonzero once the segment is ready; published last
+    std::uint64_t header_offset;
+    std::uint64_t header_area_size;
+    std::uint64_t slot_offset;
+    std::uint64_t slot_size;
+    std::uint32_t slot_count;
+    std::uint32_t max_outst_buffers;
+    std::uint64_t max_message_size;
+    alignas(64) Doorbell bell; // rung by senders when the owner sleeps
+};
+static_assert(sizeof(ControlBlock) <= control_block_size);
+
+// One header: written by one remote node W into the segment of its partner O.
+//   epoch         W's epoch (low 32 bits, never 0) once W connected to O
+//   large_grants  how many large-buffer uses O may make of W's large region for O
+//   note[i]       notification of W's message to O through outstanding index i
+//   ack[i]        the slot of W's segment that O may use for its next message on index i
+struct alignas(64) Header {
+    std::uint32_t epoch;
+    std::uint32_t large_grants;
+    std::uint32_t note[max_outstanding];
+    std::uint32_t ack[max_outstanding];
+};
+static_assert(sizeof(Header) == header_size);
+
+// A signature byte: 1..255, never 0 (0 means "nothing written"), different for
+// consecutive rounds of one index, and salted by the writer's epoch so that words
+// left by an earlier incarnation do not look like new ones.
+constexpr std::uint32_t signature(std::uint64_t round, std::uint32_t salt) noexcept {
+    return 1 + static_cast<std::uint32_t>((round + salt) % 255);
+}
+constexpr std::uint32_t salt_of(std::uint32_t epoch) noexcept {
+    return (epoch * 2654435761u) >> 24;
+}
+
+// note = signature:8 | large:1 | size:23 (size of the slot's content)
+inline constexpr std::uint32_t note_large_flag = 1u << 23;
+inline constexpr std::uint32_t note_size_mask = note_large_flag - 1;
+constexpr std::uint32_t make_note(std::uint32_t sig, bool large, std::uint32_t size) noexcept {
+    return (sig << 24) | (large ? note_large_flag : 0) | (size & note_size_mask);
+}
+// ack = signature:8 | slot:24
+inline constexpr std::uint32_t ack_slot_mask = (1u << 24) - 1;
+constexpr std::uint32_t make_ack(std::uint32_t sig, std::uint32_t slot) noexcept {
+    return (sig << 24) | slot;
+}
+constexpr std::uint32_t sig_of(std::uint32_t word) noexcept {
+    return word >> 24;
+}
+
+// The content of a slot that announces a large message (note has the large flag).
+struct LargeDescriptor {
+    std::uint64_t size;
+    std::uint32_t buffer; // index into the receiver's large region for this sender
+    std::uint32_t check;  // size ^ buffer ^ large_check
+};
+inline constexpr std::uint32_t large_check = 0x5ca1ab1e;
+
+} // namespace msgpass::sci

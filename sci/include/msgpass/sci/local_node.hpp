@@ -1,0 +1,80 @@
+// SCILocalNode (seed section 4): the local resources of the sci technology, one
+// per factory. It owns the local segment (control block, header area, receive
+// slots), hands out the local header reserved for each remote node, the receive
+// slots (a pool shared by all peers) and the send buffers (a pre-allocated pool or
+// the heap, per use_send_pool), each with its release.
+#pragma once
+
+#include <msgpass/buffer.hpp>
+#include <msgpass/config.hpp>
+#include <msgpass/sci/layout.hpp>
+#include <msgpass/sci/remote_memory.hpp>
+
+#include <cstdint>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <vector>
+
+namespace msgpass::sci {
+
+// Parameters of the local node (the seed's SCILocalNodePar), checked for
+// consistency at construction.
+struct LocalNodeParameters {
+    NodeId self = 0;
+    std::size_t self_index = 0; // position of self in the nodes file
+    std::size_t node_count = 0; // nodes in the nodes file
+    config::SciParameters sci;
+    std::uint64_t max_message_size = 64 * config::MiB;
+    std::string partition;
+
+    static LocalNodeParameters from(const config::Configuration& configuration, NodeId self);
+};
+
+class LocalNode : public std::enable_shared_from_this<LocalNode> {
+public:
+    // Creates and maps the local segment and publishes it (epoch last). Throws
+    // ConfigError for inconsistent parameters, ResourceError when the segment
+    // cannot be made (another live process has this node id, no memory).
+    explicit LocalNode(LocalNodeParameters parameters);
+    ~LocalNode();
+
+    [[nodiscard]] const LocalNodeParameters& parameters() const noexcept { return parameters_; }
+    [[nodiscard]] const VirtualDevice& device() const noexcept { return device_; }
+    [[nodiscard]] ControlBlock& control() const noexcept { return *control_; }
+    [[nodiscard]] Doorbell& bell() const noexcept { return control_->bell; }
+    [[nodiscard]] std::uint32_t epoch32() const noexcept { return static_cast<std::uint32_t>(control_->epoch); }
+
+    // The header where the node at position index writes to us. Each index is
+    // handed out once until released (exclusive access). Throws UsageError.
+    Header* allocate_local_header(std::size_t index);
+    void release_local_header(std::size_t index) noexcept;
+
+    // A free receive slot, or nullopt when all are in use. Receiver thread.
+    std::optional<std::uint32_t> allocate_recv_slot();
+    // Returns a slot to the pool. Any thread.
+    void release_recv_slot(std::uint32_t slot) noexcept;
+    [[nodiscard]] std::byte* slot_address(std::uint32_t slot) const noexcept {
+        return base_ + control_->slot_offset + static_cast<std::size_t>(slot) * control_->slot_size;
+    }
+    [[nodiscard]] std::uint32_t free_slots() const;
+
+    // A buffer of size bytes to send: from the send pool when use_send_pool is set
+    // and size fits send_buffer_size and a buffer is free, else from the heap.
+    BufferPtr allocate_send_buffer(std::size_t size);
+
+    struct SendPool; // the pre-allocated send buffers (use_send_pool)
+
+private:
+    LocalNodeParameters parameters_;
+    VirtualDevice device_;
+    LocalSegment segment_;
+    std::byte* base_ = nullptr;
+    ControlBlock* control_ = nullptr;
+    mutable std::mutex slots_mutex_;
+    std::vector<std::uint32_t> free_slots_;
+    std::vector<bool> headers_taken_;
+    std::shared_ptr<SendPool> send_pool_;
+};
+
+} // namespace msgpass::sci

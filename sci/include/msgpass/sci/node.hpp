@@ -1,0 +1,130 @@
+// SCINode (seed section 7): a peer process reached through its shared segment.
+// Send copies the message once, straight into a receive slot of the peer that the
+// peer granted earlier, then writes the signed size word into this node's header
+// at the peer; receive finds the notification in the local header, hands out a
+// buffer that points into the local segment (zero copy) and grants a fresh slot.
+// docs/sci-protocol.md describes the protocol; msgpass/node.hpp the contract.
+#pragma once
+
+#include <msgpass/config.hpp>
+#include <msgpass/node.hpp>
+#include <msgpass/sci/layout.hpp>
+#include <msgpass/sci/local_node.hpp>
+#include <msgpass/sci/remote_memory.hpp>
+
+#include <array>
+#include <atomic>
+#include <chrono>
+#include <deque>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <vector>
+
+namespace msgpass::sci {
+
+// Parameters of one SCINode (the seed's SCINodePar).
+struct NodeParameters {
+    NodeId peer = 0;
+    std::string name;
+    std::size_t peer_index = 0; // header of the peer in our segment
+    std::uint32_t peer_segment_id = 8;
+    std::uint64_t max_message_size = 64 * config::MiB;
+    std::chrono::nanoseconds peer_timeout{std::chrono::seconds(1)};
+    std::uint32_t send_queue_limit = 65536;
+    double inject_error_rate = 0.0;
+    std::uint64_t inject_error_seed = 1;
+
+    static NodeParameters from(const config::Configuration& configuration, const LocalNode& local, NodeId peer);
+};
+
+class SciNode final : public Node {
+public:
+    SciNode(std::shared_ptr<LocalNode> local, NodeParameters parameters);
+    ~SciNode() override;
+
+    [[nodiscard]] NodeId id() const noexcept override { return parameters_.peer; }
+    [[nodiscard]] const std::string& name() const noexcept override { return parameters_.name; }
+    void send(BufferPtr&& buffer) override;
+    void send_shared(const SharedBuffer& buffer) override;
+    [[nodiscard]] BufferPtr receive() override;
+    [[nodiscard]] BufferPtr receive(std::chrono::nanoseconds timeout) override;
+    [[nodiscard]] NodeStats stats() const noexcept override;
+
+    // Waits until the send queue is empty (every message transferred to the peer's
+    // segment) or timeout. Returns true when empty. Any thread.
+    bool flush(std::chrono::nanoseconds timeout);
+    // Messages waiting in the send queue.
+    [[nodiscard]] std::size_t queued() const noexcept { return queue_depth_.load(std::memory_order_relaxed); }
+
+private:
+    struct Link;
+    struct Queued {
+        BufferPtr owned;
+        SharedBuffer shared;
+        [[nodiscard]] const Buffer& buffer() const { return owned ? *owned : *shared; }
+    };
+    struct LargeRelease; // shared with large receive buffers
+
+    template <class B>
+    void send_impl(B& buffer);
+    Link* current_link();
+    Link* establish_link();
+    void introduce(Link& link);
+    void sync_send_side(Link* link);
+    bool try_transfer(Link& link, const Buffer& buffer);
+    void flush_locked(Link* link);
+    bool try_flush();
+    void check_peer(Link* link);
+    void declare_lost(Link* link, const std::string& reason);
+    void throw_if_lost();
+    std::uint64_t unacknowledged(const Link& link) const;
+    BufferPtr take_message(Link& link);
+    void grant(Link& link, std::uint32_t index, std::uint32_t slot);
+    void publish_grants(Link& link);
+
+    std::shared_ptr<LocalNode> local_;
+    NodeParameters parameters_;
+    Header* local_header_;  // the peer writes here
+    std::uint32_t local_k_; // outstanding messages the peer may have towards us
+    ErrorInjector injector_;
+    Sequence sequence_;
+    StatsCounters stats_;
+
+    std::mutex link_mutex_; // order: send_mutex_ -> link_mutex_ -> recv_mutex_
+    std::atomic<Link*> link_{nullptr};
+    std::vector<std::unique_ptr<Link>> links_; // kept mapped until the node dies
+    std::uint32_t dead_epoch_ = 0;
+    std::chrono::steady_clock::time_point next_connect_{};
+    std::unique_ptr<LocalSegment> large_region_; // where the peer writes large messages to us
+    std::uint64_t large_capacity_ = 0;
+
+    std::mutex send_mutex_;
+    std::deque<Queued> queue_;
+    std::atomic<std::size_t> queue_depth_{0};
+    Link* send_link_ = nullptr;
+    std::uint64_t sent_ = 0;
+    std::uint64_t large_sent_ = 0;
+    std::array<std::uint32_t, max_outstanding> last_note_{};
+
+    std::mutex recv_mutex_;
+    Link* recv_link_ = nullptr;
+    std::uint64_t received_ = 0;
+    std::uint64_t large_received_ = 0;
+    static constexpr std::uint32_t no_slot = 0xffffffffu;
+    std::array<std::uint32_t, max_outstanding> granted_{};     // slot granted per index
+    std::array<std::uint64_t, max_outstanding> grant_round_{}; // round of that grant
+    std::array<std::uint32_t, max_outstanding> last_ack_{};
+    std::shared_ptr<LargeRelease> large_release_;
+    std::uint64_t large_published_ = 0;
+    std::uint64_t large_base_ = 0;
+    std::string violation_; // a protocol violation seen by the receiver, reported outside the lock
+
+    std::atomic<bool> lost_pending_{false};
+    std::mutex lost_mutex_;
+    std::string lost_reason_;
+    std::uint64_t lost_unacknowledged_ = 0;
+    std::atomic<std::int64_t> next_check_ns_{0};
+};
+
+} // namespace msgpass::sci

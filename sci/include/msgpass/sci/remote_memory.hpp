@@ -1,0 +1,163 @@
+// The remote-memory layer of the sci technology: an object-oriented interface in
+// the shape of the SISCI API (the seed's OOSISCI, section 11) over an emulation
+// backend in which every process of a host is an SCI node and a "remote segment" is
+// a POSIX shared-memory object of another process, mapped with Boost.Interprocess.
+//
+// - VirtualDevice: the channel to the (emulated) driver; it names segments by
+//   user, partition, node id and segment id.
+// - LocalSegment: memory this process offers to others; destroyed -> created ->
+//   mapped (State pattern). The owner holds an exclusive flock on the object for
+//   its whole life, so others can tell a live owner from a dead one.
+// - RemoteSegment: another node's segment; disconnected -> connected -> mapped.
+// - Sequence: checks a transfer for errors, resets, and drives retries. The
+//   emulation can inject transfer errors (rate and seed from the configuration):
+//   an injected error damages the copy or repeats the stale control word, and the
+//   sequence reports it, so the retry path is exercised, not assumed.
+#pragma once
+
+#include <msgpass/error.hpp>
+
+#include <atomic>
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <mutex>
+#include <random>
+#include <span>
+#include <string>
+
+namespace msgpass::sci {
+
+class VirtualDevice {
+public:
+    // A device scoped to a partition (names of segments embed user and partition).
+    explicit VirtualDevice(std::string partition);
+
+    // "/msgpass.<user>.<partition>.<node>.<segment>[.<suffix>]"
+    [[nodiscard]] std::string segment_name(NodeId node, std::uint32_t segment_id, const std::string& suffix = {}) const;
+    // The prefix shared by every segment of the partition (without the leading '/').
+    [[nodiscard]] std::string partition_prefix() const;
+    [[nodiscard]] const std::string& partition() const noexcept { return partition_; }
+
+private:
+    std::string partition_;
+    std::string user_;
+};
+
+// A mapping of a shared-memory object into this process.
+class MemorySegment {
+public:
+    MemorySegment() = default;
+    MemorySegment(const MemorySegment&) = delete;
+    MemorySegment& operator=(const MemorySegment&) = delete;
+    virtual ~MemorySegment() = default;
+
+    [[nodiscard]] virtual bool is_mapped() const noexcept = 0;
+    [[nodiscard]] std::byte* address() const noexcept { return address_; }
+    [[nodiscard]] std::size_t size() const noexcept { return size_; }
+    [[nodiscard]] const std::string& name() const noexcept { return name_; }
+
+protected:
+    std::byte* address_ = nullptr;
+    std::size_t size_ = 0;
+    std::string name_;
+};
+
+class LocalSegment final : public MemorySegment {
+public:
+    class State;
+    LocalSegment();
+    ~LocalSegment() override;
+
+    // Creates the object mode 0600. A segment of the same name left by a dead
+    // process is removed and replaced; a live owner makes this throw ResourceError
+    // naming the owner's segment.
+    void create(const std::string& name, std::size_t size);
+    void map();
+    void unmap();
+    // Unmaps if needed and removes the object.
+    void destroy();
+
+    [[nodiscard]] bool is_created() const noexcept;
+    [[nodiscard]] bool is_mapped() const noexcept override;
+    [[nodiscard]] bool is_destroyed() const noexcept;
+
+private:
+    friend class LocalState;
+    std::unique_ptr<State> state_;
+    int fd_ = -1;
+};
+
+class RemoteSegment final : public MemorySegment {
+public:
+    class State;
+    RemoteSegment();
+    ~RemoteSegment() override;
+
+    // Opens another node's segment. Returns false (and stays disconnected) when it
+    // does not exist or its owner is dead (a stale segment), so that the caller
+    // retries later; throws ResourceError on other failures.
+    bool connect(const std::string& name);
+    void map();
+    void unmap();
+    void disconnect();
+
+    [[nodiscard]] bool is_connected() const noexcept;
+    [[nodiscard]] bool is_mapped() const noexcept override;
+    // True while the owner process holds its segment (one non-blocking syscall).
+    [[nodiscard]] bool owner_alive() const noexcept;
+    // True when the name now designates another object than the one connected
+    // (the owner restarted and replaced its segment).
+    [[nodiscard]] bool replaced() const noexcept;
+
+private:
+    friend class RemoteState;
+    std::unique_ptr<State> state_;
+    int fd_ = -1;
+    std::uint64_t inode_ = 0;
+};
+
+// Decides which transfers fail, reproducibly (Bernoulli with a seed).
+class ErrorInjector {
+public:
+    ErrorInjector(double rate, std::uint64_t seed) : rate_(rate), rng_(seed) {}
+    [[nodiscard]] bool enabled() const noexcept { return rate_ > 0.0; }
+    bool fail() {
+        if (rate_ <= 0.0) return false;
+        std::lock_guard lock(mutex_);
+        return std::bernoulli_distribution(rate_)(rng_);
+    }
+
+private:
+    double rate_;
+    std::mutex mutex_;
+    std::mt19937_64 rng_;
+};
+
+// A sequence of transfers to one remote segment (SCIMapSequence). Transfers are
+// done "safely": copy, check, and repeat until the check reports no error, up to
+// max_attempts (then ResourceError). Every repetition is counted in retries().
+class Sequence {
+public:
+    explicit Sequence(ErrorInjector* injector = nullptr) : injector_(injector) {}
+
+    // Copies the fragments to dst in order. dst must hold their total size.
+    void copy(std::byte* dst, std::span<const std::span<std::byte>> fragments);
+    void copy(std::byte* dst, const void* src, std::size_t n);
+    // Publishes a control word with release order. stale is the value the word held
+    // before: an injected error writes it again (a repeated notification) before the
+    // retry writes the right value, so the receiver must rely on the signature.
+    void write_word(std::uint32_t* word, std::uint32_t value, std::uint32_t stale);
+
+    [[nodiscard]] std::uint64_t retries() const noexcept { return retries_.load(std::memory_order_relaxed); }
+
+    static constexpr int max_attempts = 64;
+
+private:
+    // The emulated SCICheckSequence: whether the last transfer had an error.
+    bool check() { return injector_ == nullptr || !injector_->fail(); }
+    ErrorInjector* injector_;
+    std::atomic<std::uint64_t> retries_{0};
+};
+
+} // namespace msgpass::sci

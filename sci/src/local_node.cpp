@@ -1,0 +1,195 @@
+// The local node: segment set-up and the pools of receive slots, headers and send
+// buffers.
+#include <msgpass/sci/local_node.hpp>
+
+#include <chrono>
+#include <random>
+#include <unistd.h>
+
+namespace msgpass::sci {
+
+namespace {
+std::uint64_t new_epoch() {
+    std::random_device rd;
+    std::uint64_t e = (static_cast<std::uint64_t>(rd()) << 32) ^ rd() ^
+                      static_cast<std::uint64_t>(std::chrono::steady_clock::now().time_since_epoch().count()) ^
+                      static_cast<std::uint64_t>(::getpid());
+    if (static_cast<std::uint32_t>(e) == 0) e |= 1; // the low 32 bits go into headers, 0 means "none"
+    return e;
+}
+} // namespace
+
+LocalNodeParameters LocalNodeParameters::from(const config::Configuration& configuration, NodeId self) {
+    LocalNodeParameters p;
+    p.self = self;
+    p.node_count = configuration.nodes.size();
+    bool found = false;
+    for (std::size_t i = 0; i < configuration.nodes.size(); ++i) {
+        if (configuration.nodes[i].id == self) {
+            p.self_index = i;
+            p.sci = configuration.nodes[i].sci;
+            found = true;
+        }
+    }
+    if (!found) {
+        throw ConfigError(configuration.nodes_file.string() + ": node id " + std::to_string(self) +
+                          " is not in the nodes file");
+    }
+    p.max_message_size = configuration.max_message_size;
+    p.partition = configuration.partition;
+    return p;
+}
+
+struct LocalNode::SendPool : std::enable_shared_from_this<SendPool> {
+    std::mutex mutex;
+    std::vector<std::unique_ptr<std::byte[]>> free;
+    std::size_t buffer_size = 0;
+};
+
+namespace {
+// A send buffer borrowed from the pool; its memory goes back to the pool when the
+// buffer is dropped (the seed's SCISendBuffer with use_send_pool).
+class PooledSendBuffer final : public SingleBuffer {
+public:
+    PooledSendBuffer(std::shared_ptr<LocalNode::SendPool> pool, std::unique_ptr<std::byte[]> memory, std::size_t size,
+                     std::size_t capacity);
+    ~PooledSendBuffer() override;
+
+private:
+    std::shared_ptr<LocalNode::SendPool> pool_;
+    std::unique_ptr<std::byte[]> memory_;
+};
+} // namespace
+
+LocalNode::LocalNode(LocalNodeParameters parameters)
+    : parameters_(std::move(parameters)), device_(parameters_.partition) {
+    const auto& sci = parameters_.sci;
+    const std::string where = "node " + std::to_string(parameters_.self) + ": sci.";
+    if (sci.max_outst_buffers < 1 || sci.max_outst_buffers > max_outstanding) {
+        throw ConfigError(where + "max_outst_buffers: expected 1.." + std::to_string(max_outstanding) + ", found " +
+                          std::to_string(sci.max_outst_buffers));
+    }
+    if (sci.header_area_size % header_size != 0 || sci.header_area_size / header_size < parameters_.node_count) {
+        throw ConfigError(where + "header_area_size: expected a multiple of 64 bytes with one header per node (" +
+                          std::to_string(parameters_.node_count * header_size) + " bytes or more), found " +
+                          std::to_string(sci.header_area_size));
+    }
+    if (sci.recv_buffer_size < 64 || sci.recv_buffer_size % 64 != 0) {
+        throw ConfigError(where + "recv_buffer_size: expected a multiple of 64 bytes, found " +
+                          std::to_string(sci.recv_buffer_size));
+    }
+    if (sci.recv_buffer_no > ack_slot_mask) {
+        throw ConfigError(where + "recv_buffer_no: expected at most " + std::to_string(ack_slot_mask) + ", found " +
+                          std::to_string(sci.recv_buffer_no));
+    }
+    const std::uint64_t peers = parameters_.node_count > 0 ? parameters_.node_count - 1 : 0;
+    if (sci.recv_buffer_no < peers * sci.max_outst_buffers) {
+        throw ConfigError(where + "recv_buffer_no: expected at least max_outst_buffers x other nodes = " +
+                          std::to_string(peers * sci.max_outst_buffers) + " slots, found " +
+                          std::to_string(sci.recv_buffer_no));
+    }
+    const std::uint64_t needed = sci.header_area_size + std::uint64_t{sci.recv_buffer_no} * sci.recv_buffer_size;
+    if (sci.recv_seg_size < needed) {
+        throw ConfigError(where +
+                          "recv_seg_size: expected at least header_area_size + recv_buffer_no x "
+                          "recv_buffer_size = " +
+                          std::to_string(needed) + " bytes, found " + std::to_string(sci.recv_seg_size));
+    }
+
+    segment_.create(device_.segment_name(parameters_.self, sci.recv_seg_id), control_block_size + sci.recv_seg_size);
+    segment_.map();
+    base_ = segment_.address();
+    control_ = new (base_) ControlBlock{};
+    control_->magic = segment_magic;
+    control_->version = protocol_version;
+    control_->node_id = parameters_.self;
+    control_->header_offset = control_block_size;
+    control_->header_area_size = sci.header_area_size;
+    control_->slot_offset = control_block_size + sci.header_area_size;
+    control_->slot_size = sci.recv_buffer_size;
+    control_->slot_count = sci.recv_buffer_no;
+    control_->max_outst_buffers = sci.max_outst_buffers;
+    control_->max_message_size = parameters_.max_message_size;
+    std::atomic_ref<std::uint64_t>(control_->epoch).store(new_epoch(), std::memory_order_release);
+
+    free_slots_.reserve(sci.recv_buffer_no);
+    for (std::uint32_t s = sci.recv_buffer_no; s > 0; --s)
+        free_slots_.push_back(s - 1);
+    headers_taken_.assign(sci.header_area_size / header_size, false);
+
+    if (sci.use_send_pool) {
+        send_pool_ = std::make_shared<SendPool>();
+        send_pool_->buffer_size = sci.send_buffer_size;
+        for (std::uint32_t i = 0; i < sci.send_buffer_no; ++i) {
+            send_pool_->free.push_back(std::make_unique_for_overwrite<std::byte[]>(sci.send_buffer_size));
+        }
+    }
+}
+
+LocalNode::~LocalNode() = default;
+
+Header* LocalNode::allocate_local_header(std::size_t index) {
+    std::lock_guard lock(slots_mutex_);
+    if (index >= headers_taken_.size() || headers_taken_[index]) {
+        throw UsageError("local header " + std::to_string(index) + " is out of range or already in use");
+    }
+    headers_taken_[index] = true;
+    return reinterpret_cast<Header*>(base_ + control_->header_offset + index * header_size);
+}
+
+void LocalNode::release_local_header(std::size_t index) noexcept {
+    std::lock_guard lock(slots_mutex_);
+    if (index < headers_taken_.size()) headers_taken_[index] = false;
+}
+
+std::optional<std::uint32_t> LocalNode::allocate_recv_slot() {
+    std::lock_guard lock(slots_mutex_);
+    if (free_slots_.empty()) return std::nullopt;
+    const std::uint32_t slot = free_slots_.back();
+    free_slots_.pop_back();
+    return slot;
+}
+
+void LocalNode::release_recv_slot(std::uint32_t slot) noexcept {
+    {
+        std::lock_guard lock(slots_mutex_);
+        free_slots_.push_back(slot);
+    }
+    bell().ring(); // a receiver waiting to grant a slot may sleep
+}
+
+std::uint32_t LocalNode::free_slots() const {
+    std::lock_guard lock(slots_mutex_);
+    return static_cast<std::uint32_t>(free_slots_.size());
+}
+
+PooledSendBuffer::PooledSendBuffer(std::shared_ptr<LocalNode::SendPool> pool, std::unique_ptr<std::byte[]> memory,
+                                   std::size_t size, std::size_t capacity)
+    : SingleBuffer(memory.get(), size, capacity), pool_(std::move(pool)), memory_(std::move(memory)) {}
+
+PooledSendBuffer::~PooledSendBuffer() {
+    std::lock_guard lock(pool_->mutex);
+    pool_->free.push_back(std::move(memory_));
+}
+
+BufferPtr LocalNode::allocate_send_buffer(std::size_t size) {
+    if (size > parameters_.max_message_size) {
+        throw MessageTooLarge("create_buffer: " + std::to_string(size) + " bytes exceed max_message_size of " +
+                              std::to_string(parameters_.max_message_size) + " bytes");
+    }
+    if (send_pool_ && size <= send_pool_->buffer_size) {
+        std::unique_ptr<std::byte[]> memory;
+        {
+            std::lock_guard lock(send_pool_->mutex);
+            if (!send_pool_->free.empty()) {
+                memory = std::move(send_pool_->free.back());
+                send_pool_->free.pop_back();
+            }
+        }
+        if (memory)
+            return std::make_unique<PooledSendBuffer>(send_pool_, std::move(memory), size, send_pool_->buffer_size);
+    }
+    return std::make_unique<HeapBuffer>(size);
+}
+
+} // namespace msgpass::sci

@@ -1,0 +1,510 @@
+// The sci protocol between this process and one peer: connection (link) to the
+// peer's segment, introduction, slot grants, signed notifications, large messages
+// through a double-buffered region, the send queue, and peer loss and restart.
+#include <msgpass/sci/node.hpp>
+
+#include <msgpass/wait.hpp>
+
+#include <algorithm>
+#include <cstring>
+#include <new>
+
+namespace msgpass::sci {
+
+namespace {
+using Clock = std::chrono::steady_clock;
+
+std::int64_t now_ns() {
+    return std::chrono::duration_cast<std::chrono::nanoseconds>(Clock::now().time_since_epoch()).count();
+}
+
+std::uint32_t load(const std::uint32_t& word) {
+    return std::atomic_ref<std::uint32_t>(const_cast<std::uint32_t&>(word)).load(std::memory_order_acquire);
+}
+
+void store(std::uint32_t& word, std::uint32_t value) {
+    std::atomic_ref<std::uint32_t>(word).store(value, std::memory_order_release);
+}
+
+std::size_t round_up(std::size_t n, std::size_t to) {
+    return (n + to - 1) / to * to;
+}
+} // namespace
+
+// A mapping of the peer's segment (and, lazily, of its large region for us).
+struct SciNode::Link {
+    RemoteSegment segment;
+    ControlBlock* control = nullptr;
+    Header* header = nullptr; // our header in the peer's segment
+    std::byte* base = nullptr;
+    std::uint32_t epoch32 = 0;
+    std::uint32_t k = 1; // outstanding messages we may have towards the peer
+    std::uint64_t slot_size = 0;
+    std::uint32_t slot_count = 0;
+    std::uint64_t max_message_size = 0;
+    RemoteSegment large;
+    std::byte* large_base = nullptr;
+    std::uint64_t large_capacity = 0;
+    [[nodiscard]] std::byte* slot(std::uint32_t s) const {
+        return base + control->slot_offset + static_cast<std::size_t>(s) * slot_size;
+    }
+};
+
+// Counts the large buffers the application released, so the receiver thread can
+// grant their reuse to the sender.
+struct SciNode::LargeRelease {
+    std::atomic<std::uint64_t> released{0};
+    std::shared_ptr<LocalNode> local;
+};
+
+namespace {
+
+// SCIRecvBuffer: a received message in a receive slot of the local segment. The
+// slot returns to the pool when the buffer is dropped.
+class RecvBuffer final : public SingleBuffer {
+public:
+    RecvBuffer(std::shared_ptr<LocalNode> local, std::uint32_t slot, std::size_t size)
+        : SingleBuffer(local->slot_address(slot), size, size), local_(std::move(local)), slot_(slot) {}
+    ~RecvBuffer() override { local_->release_recv_slot(slot_); }
+
+private:
+    std::shared_ptr<LocalNode> local_;
+    std::uint32_t slot_;
+};
+
+} // namespace
+
+// A received large message in the local large region of one sender.
+class LargeRecvBuffer final : public SingleBuffer {
+public:
+    LargeRecvBuffer(std::shared_ptr<void> release, std::atomic<std::uint64_t>* counter, LocalNode* local,
+                    std::byte* data, std::size_t size)
+        : SingleBuffer(data, size, size), keep_(std::move(release)), counter_(counter), local_(local) {}
+    ~LargeRecvBuffer() override {
+        counter_->fetch_add(1, std::memory_order_release);
+        local_->bell().ring();
+    }
+
+private:
+    std::shared_ptr<void> keep_;
+    std::atomic<std::uint64_t>* counter_;
+    LocalNode* local_;
+};
+
+NodeParameters NodeParameters::from(const config::Configuration& configuration, const LocalNode& local, NodeId peer) {
+    if (peer == local.parameters().self) throw UsageError("create_node: a node cannot send to itself");
+    NodeParameters p;
+    p.peer = peer;
+    bool found = false;
+    for (std::size_t i = 0; i < configuration.nodes.size(); ++i) {
+        if (configuration.nodes[i].id == peer) {
+            p.peer_index = i;
+            p.name = configuration.nodes[i].name;
+            p.peer_segment_id = configuration.nodes[i].sci.recv_seg_id;
+            found = true;
+        }
+    }
+    if (!found) {
+        throw ConfigError(configuration.nodes_file.string() + ": node id " + std::to_string(peer) +
+                          " is not in the nodes file");
+    }
+    p.max_message_size = configuration.max_message_size;
+    p.peer_timeout = configuration.peer_timeout;
+    p.send_queue_limit = configuration.send_queue_limit;
+    p.inject_error_rate = local.parameters().sci.inject_error_rate;
+    p.inject_error_seed =
+        local.parameters().sci.inject_error_seed ^ (std::uint64_t{peer} << 32) ^ local.parameters().self;
+    return p;
+}
+
+SciNode::SciNode(std::shared_ptr<LocalNode> local, NodeParameters parameters)
+    : local_(std::move(local)), parameters_(std::move(parameters)),
+      local_header_(local_->allocate_local_header(parameters_.peer_index)),
+      local_k_(local_->control().max_outst_buffers),
+      injector_(parameters_.inject_error_rate, parameters_.inject_error_seed),
+      sequence_(injector_.enabled() ? &injector_ : nullptr) {
+    granted_.fill(no_slot);
+    large_release_ = std::make_shared<LargeRelease>();
+    large_release_->local = local_;
+    // The region where this peer writes large messages for us: two buffers of
+    // max_message_size, sparse until touched.
+    large_capacity_ = round_up(std::max<std::uint64_t>(parameters_.max_message_size, 64), 4096);
+    large_region_ = std::make_unique<LocalSegment>();
+    large_region_->create(local_->device().segment_name(local_->parameters().self, local_->parameters().sci.recv_seg_id,
+                                                        "large." + std::to_string(parameters_.peer)),
+                          large_capacity_ * large_buffers);
+    large_region_->map();
+    current_link();
+}
+
+SciNode::~SciNode() {
+    // Slots granted to the peer go back to the pool; received buffers keep the local
+    // node alive on their own.
+    for (auto slot : granted_) {
+        if (slot != no_slot) local_->release_recv_slot(slot);
+    }
+    local_->release_local_header(parameters_.peer_index);
+}
+
+// ----------------------------------------------------------------------- links
+
+SciNode::Link* SciNode::current_link() {
+    if (Link* link = link_.load(std::memory_order_acquire)) return link;
+    return establish_link();
+}
+
+SciNode::Link* SciNode::establish_link() {
+    std::lock_guard lock(link_mutex_);
+    if (Link* link = link_.load(std::memory_order_acquire)) return link;
+    const auto now = Clock::now();
+    if (now < next_connect_) return nullptr;
+    next_connect_ = now + std::chrono::milliseconds(2);
+
+    auto link = std::make_unique<Link>();
+    const std::string name = local_->device().segment_name(parameters_.peer, parameters_.peer_segment_id);
+    if (!link->segment.connect(name)) return nullptr;
+    link->segment.map();
+    if (link->segment.size() < control_block_size) return nullptr;
+    link->base = link->segment.address();
+    link->control = reinterpret_cast<ControlBlock*>(link->base);
+    const auto epoch = std::atomic_ref<std::uint64_t>(link->control->epoch).load(std::memory_order_acquire);
+    if (epoch == 0) return nullptr; // the owner is still setting it up
+    const ControlBlock& cb = *link->control;
+    const std::uint64_t seg_size = link->segment.size();
+    if (cb.magic != segment_magic || cb.version != protocol_version || cb.node_id != parameters_.peer ||
+        cb.max_outst_buffers < 1 || cb.max_outst_buffers > max_outstanding || cb.slot_size == 0 ||
+        cb.header_offset + (local_->parameters().self_index + 1) * header_size > seg_size ||
+        cb.slot_offset + std::uint64_t{cb.slot_count} * cb.slot_size > seg_size) {
+        return nullptr; // not a segment of this protocol version (or corrupt): never use it
+    }
+    if (static_cast<std::uint32_t>(epoch) == dead_epoch_) return nullptr; // the lost incarnation
+    link->epoch32 = static_cast<std::uint32_t>(epoch);
+    link->k = cb.max_outst_buffers;
+    link->slot_size = cb.slot_size;
+    link->slot_count = cb.slot_count;
+    link->max_message_size = cb.max_message_size;
+    link->header =
+        reinterpret_cast<Header*>(link->base + cb.header_offset + local_->parameters().self_index * header_size);
+    introduce(*link);
+    Link* raw = link.get();
+    links_.push_back(std::move(link));
+    link_.store(raw, std::memory_order_release);
+    raw->control->bell.ring();
+    return raw;
+}
+
+// Writes our header at the peer: no notification, a granted slot per index, the
+// large-buffer grants, and our epoch last, so the peer never mixes incarnations.
+void SciNode::introduce(Link& link) {
+    std::lock_guard lock(recv_mutex_);
+    for (auto& slot : granted_) {
+        if (slot != no_slot) local_->release_recv_slot(slot);
+        slot = no_slot;
+    }
+    received_ = 0;
+    large_received_ = 0;
+    large_published_ = large_release_->released.load(std::memory_order_acquire);
+    large_base_ = large_published_; // grants count the releases since this introduction
+    store(link.header->epoch, 0);
+    for (std::uint32_t i = 0; i < max_outstanding; ++i) {
+        store(link.header->note[i], 0);
+        store(link.header->ack[i], 0);
+        last_ack_[i] = 0;
+        grant_round_[i] = 0;
+    }
+    store(link.header->large_grants, large_buffers);
+    for (std::uint32_t i = 0; i < local_k_; ++i) {
+        if (auto slot = local_->allocate_recv_slot()) grant(link, i, *slot);
+    }
+    store(link.header->epoch, local_->epoch32());
+    recv_link_ = &link;
+}
+
+void SciNode::grant(Link& link, std::uint32_t index, std::uint32_t slot) {
+    const std::uint32_t ack = make_ack(signature(grant_round_[index], salt_of(local_->epoch32())), slot);
+    granted_[index] = slot;
+    sequence_.write_word(&link.header->ack[index], ack, last_ack_[index]);
+    last_ack_[index] = ack;
+}
+
+// Grants pending slots and large buffers released by the application. Receiver.
+void SciNode::publish_grants(Link& link) {
+    bool rang = false;
+    for (std::uint32_t i = 0; i < local_k_; ++i) {
+        if (granted_[i] != no_slot) continue;
+        auto slot = local_->allocate_recv_slot();
+        if (!slot) break;
+        grant(link, i, *slot);
+        rang = true;
+    }
+    const auto released = large_release_->released.load(std::memory_order_acquire);
+    if (released != large_published_) {
+        large_published_ = released;
+        store(link.header->large_grants, static_cast<std::uint32_t>(large_buffers + released - large_base_));
+        rang = true;
+    }
+    if (rang) link.control->bell.ring();
+}
+
+// ------------------------------------------------------------------------ loss
+
+void SciNode::check_peer(Link* link) {
+    const std::int64_t now = now_ns();
+    if (now < next_check_ns_.load(std::memory_order_relaxed)) return;
+    next_check_ns_.store(now + parameters_.peer_timeout.count() / 4, std::memory_order_relaxed);
+    if (link == nullptr) return;
+    const std::uint32_t header_epoch = load(local_header_->epoch);
+    if (header_epoch != 0 && header_epoch != link->epoch32 && header_epoch != dead_epoch_) {
+        declare_lost(link, "node " + std::to_string(parameters_.peer) + " (" + parameters_.name +
+                               ") restarted; messages to its earlier incarnation are lost");
+    } else if (!link->segment.owner_alive()) {
+        declare_lost(link, "node " + std::to_string(parameters_.peer) + " (" + parameters_.name +
+                               ") lost: its process is gone");
+    }
+}
+
+std::uint64_t SciNode::unacknowledged(const Link& link) const {
+    // A message on index i is unacknowledged while the peer has not granted that
+    // index again. sent_ is read without the send lock: an estimate for the report.
+    std::uint64_t count = 0;
+    const std::uint64_t sent = sent_;
+    for (std::uint32_t i = 0; i < link.k && i < sent; ++i) {
+        const std::uint64_t rounds = (sent - i + link.k - 1) / link.k;
+        if (sig_of(load(local_header_->ack[i])) != signature(rounds, salt_of(link.epoch32))) ++count;
+    }
+    return count;
+}
+
+void SciNode::declare_lost(Link* link, const std::string& reason) {
+    std::lock_guard lock(link_mutex_);
+    if (link_.load(std::memory_order_acquire) != link) return; // already handled
+    dead_epoch_ = link->epoch32;
+    link_.store(nullptr, std::memory_order_release);
+    next_connect_ = {};
+    {
+        std::lock_guard lost(lost_mutex_);
+        lost_reason_ = reason;
+        lost_unacknowledged_ = unacknowledged(*link);
+    }
+    stats_.error();
+    lost_pending_.store(true, std::memory_order_release);
+}
+
+void SciNode::throw_if_lost() {
+    if (!lost_pending_.load(std::memory_order_acquire)) return;
+    if (!lost_pending_.exchange(false, std::memory_order_acq_rel)) return;
+    std::lock_guard lost(lost_mutex_);
+    throw PeerLost(parameters_.peer,
+                   lost_reason_ + " (" + std::to_string(lost_unacknowledged_) + " messages unacknowledged)",
+                   lost_unacknowledged_);
+}
+
+// ------------------------------------------------------------------------ send
+
+void SciNode::sync_send_side(Link* link) {
+    if (link == send_link_ || link == nullptr) return;
+    send_link_ = link; // a new incarnation: its counters start again
+    sent_ = 0;
+    large_sent_ = 0;
+    last_note_.fill(0);
+}
+
+bool SciNode::try_transfer(Link& link, const Buffer& buffer) {
+    if (load(local_header_->epoch) != link.epoch32) return false; // the peer has not introduced itself
+    const std::uint32_t i = static_cast<std::uint32_t>(sent_ % link.k);
+    const std::uint64_t round = sent_ / link.k;
+    const std::uint32_t ack = load(local_header_->ack[i]);
+    if (sig_of(ack) != signature(round, salt_of(link.epoch32))) return false; // no free offset yet
+    const std::uint32_t slot = ack & ack_slot_mask;
+    if (slot >= link.slot_count) {
+        declare_lost(&link, "node " + std::to_string(parameters_.peer) + " (" + parameters_.name + ") granted slot " +
+                                std::to_string(slot) + " outside its segment");
+        return false;
+    }
+    const std::size_t size = buffer.size();
+    const std::uint64_t capacity = std::min<std::uint64_t>(link.slot_size, note_size_mask);
+    std::uint32_t note = 0;
+    if (size <= capacity) {
+        sequence_.copy(link.slot(slot), buffer.fragments());
+        note = make_note(signature(round, salt_of(local_->epoch32())), false, static_cast<std::uint32_t>(size));
+    } else {
+        if (large_sent_ >= load(local_header_->large_grants)) return false; // both large buffers in use
+        if (link.large_base == nullptr) {
+            const std::string name = local_->device().segment_name(
+                parameters_.peer, parameters_.peer_segment_id, "large." + std::to_string(local_->parameters().self));
+            if (!link.large.connect(name)) return false;
+            link.large.map();
+            link.large_capacity = link.large.size() / large_buffers;
+            link.large_base = link.large.address();
+        }
+        if (size > link.large_capacity) {
+            throw MessageTooLarge("send to node " + std::to_string(parameters_.peer) + ": " + std::to_string(size) +
+                                  " bytes exceed its max_message_size of " + std::to_string(link.large_capacity) +
+                                  " bytes");
+        }
+        const auto which = static_cast<std::uint32_t>(large_sent_ % large_buffers);
+        sequence_.copy(link.large_base + which * link.large_capacity, buffer.fragments());
+        const LargeDescriptor d{size, which, static_cast<std::uint32_t>(size) ^ which ^ large_check};
+        sequence_.copy(link.slot(slot), &d, sizeof d);
+        note = make_note(signature(round, salt_of(local_->epoch32())), true, sizeof d);
+        ++large_sent_;
+    }
+    sequence_.write_word(&link.header->note[i], note, last_note_[i]);
+    last_note_[i] = note;
+    ++sent_;
+    stats_.sent(size);
+    link.control->bell.ring();
+    return true;
+}
+
+void SciNode::flush_locked(Link* link) {
+    while (!queue_.empty() && link != nullptr && try_transfer(*link, queue_.front().buffer())) {
+        queue_.pop_front();
+        queue_depth_.store(queue_.size(), std::memory_order_relaxed);
+    }
+}
+
+bool SciNode::try_flush() {
+    if (queue_depth_.load(std::memory_order_relaxed) == 0) return true;
+    std::unique_lock lock(send_mutex_, std::try_to_lock);
+    if (!lock.owns_lock()) return false;
+    Link* link = current_link();
+    sync_send_side(link);
+    flush_locked(link);
+    return queue_.empty();
+}
+
+template <class B>
+void SciNode::send_impl(B& buffer) {
+    if (!buffer) throw UsageError("send to node " + std::to_string(parameters_.peer) + ": null buffer");
+    const std::size_t size = buffer->size();
+    if (size > parameters_.max_message_size) {
+        stats_.error();
+        throw MessageTooLarge("send to node " + std::to_string(parameters_.peer) + ": " + std::to_string(size) +
+                              " bytes exceed max_message_size of " + std::to_string(parameters_.max_message_size) +
+                              " bytes");
+    }
+    std::lock_guard lock(send_mutex_);
+    throw_if_lost();
+    Link* link = current_link();
+    if (link != nullptr && size > link->max_message_size) {
+        stats_.error();
+        throw MessageTooLarge("send to node " + std::to_string(parameters_.peer) + ": " + std::to_string(size) +
+                              " bytes exceed its max_message_size of " + std::to_string(link->max_message_size) +
+                              " bytes");
+    }
+    sync_send_side(link);
+    if (!queue_.empty()) flush_locked(link);
+    if (queue_.empty() && link != nullptr && try_transfer(*link, *buffer)) {
+        buffer = nullptr;
+        return;
+    }
+    if (queue_.size() >= parameters_.send_queue_limit) {
+        stats_.error();
+        throw SendQueueFull("send to node " + std::to_string(parameters_.peer) + " (" + parameters_.name +
+                            "): " + std::to_string(queue_.size()) + " messages already queued (send_queue_limit)");
+    }
+    if constexpr (std::is_same_v<B, BufferPtr>) {
+        queue_.push_back(Queued{std::move(buffer), nullptr});
+    } else {
+        queue_.push_back(Queued{nullptr, buffer});
+    }
+    queue_depth_.store(queue_.size(), std::memory_order_relaxed);
+    stats_.queued();
+    check_peer(link);
+}
+
+void SciNode::send(BufferPtr&& buffer) {
+    send_impl(buffer);
+}
+
+void SciNode::send_shared(const SharedBuffer& buffer) {
+    SharedBuffer copy = buffer;
+    send_impl(copy);
+}
+
+bool SciNode::flush(std::chrono::nanoseconds timeout) {
+    auto done = wait_for(
+        [this]() -> bool {
+            if (try_flush()) return true;
+            check_peer(link_.load(std::memory_order_acquire));
+            return false;
+        },
+        timeout, &local_->bell());
+    return done;
+}
+
+// --------------------------------------------------------------------- receive
+
+BufferPtr SciNode::take_message(Link& link) {
+    const std::uint32_t i = static_cast<std::uint32_t>(received_ % local_k_);
+    const std::uint64_t round = received_ / local_k_;
+    const std::uint32_t note = load(local_header_->note[i]);
+    if (sig_of(note) != signature(round, salt_of(link.epoch32))) return nullptr;
+    const std::uint32_t slot = granted_[i];
+    if (slot == no_slot) return nullptr; // a note on an index we did not grant: ignore it
+    const std::uint32_t size = note & note_size_mask;
+    const bool large = (note & note_large_flag) != 0;
+    ++received_;
+    ++grant_round_[i];
+    BufferPtr buffer;
+    if (!large) {
+        if (size > local_->control().slot_size) {
+            grant(link, i, slot);
+            violation_ = "node " + std::to_string(parameters_.peer) + " sent a size word of " + std::to_string(size) +
+                         " bytes for a slot of " + std::to_string(local_->control().slot_size);
+            return nullptr;
+        }
+        buffer = std::make_unique<RecvBuffer>(local_, slot, size);
+        granted_[i] = no_slot;
+    } else {
+        LargeDescriptor d{};
+        std::memcpy(&d, local_->slot_address(slot), sizeof d);
+        const auto expected = static_cast<std::uint32_t>(large_received_ % large_buffers);
+        if (size != sizeof d || d.buffer != expected || d.size > large_capacity_ ||
+            d.check != (static_cast<std::uint32_t>(d.size) ^ d.buffer ^ large_check)) {
+            grant(link, i, slot);
+            violation_ = "node " + std::to_string(parameters_.peer) + " sent a malformed large-message descriptor";
+            return nullptr;
+        }
+        ++large_received_;
+        grant(link, i, slot); // the descriptor is read: the slot is free again
+        buffer = std::make_unique<LargeRecvBuffer>(large_release_, &large_release_->released, local_.get(),
+                                                   large_region_->address() + d.buffer * large_capacity_,
+                                                   static_cast<std::size_t>(d.size));
+    }
+    publish_grants(link);
+    buffer->set_source(parameters_.peer);
+    stats_.received(buffer->size());
+    return buffer;
+}
+
+BufferPtr SciNode::receive() {
+    try_flush();
+    Link* link = current_link();
+    std::string violation;
+    {
+        std::lock_guard lock(recv_mutex_);
+        if (recv_link_ != nullptr) {
+            publish_grants(*recv_link_);
+            if (auto b = take_message(*recv_link_)) return b;
+        }
+        violation.swap(violation_);
+    }
+    if (!violation.empty() && link != nullptr) declare_lost(link, violation + "; the connection is dropped");
+    check_peer(link);
+    throw_if_lost();
+    return nullptr;
+}
+
+BufferPtr SciNode::receive(std::chrono::nanoseconds timeout) {
+    return wait_for([this] { return receive(); }, timeout, &local_->bell());
+}
+
+NodeStats SciNode::stats() const noexcept {
+    auto s = stats_.snapshot(queue_depth_.load(std::memory_order_relaxed));
+    s.retries = sequence_.retries();
+    return s;
+}
+
+} // namespace msgpass::sci

@@ -1,0 +1,406 @@
+// The emulation backend of the remote-memory layer: POSIX shared-memory objects
+// (Boost.Interprocess), an exclusive flock held by the owner as its liveness
+// token, and State objects for the life cycles of local and remote segments.
+#include <msgpass/sci/remote_memory.hpp>
+
+#include <boost/interprocess/exceptions.hpp>
+#include <boost/interprocess/mapped_region.hpp>
+#include <boost/interprocess/permissions.hpp>
+#include <boost/interprocess/shared_memory_object.hpp>
+
+#include <cerrno>
+#include <cstring>
+#include <optional>
+#include <pwd.h>
+#include <sys/file.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+namespace bip = boost::interprocess;
+
+namespace msgpass::sci {
+
+namespace {
+
+std::string current_user() {
+    if (const passwd* pw = getpwuid(geteuid()); pw != nullptr && pw->pw_name != nullptr) return pw->pw_name;
+    return "uid" + std::to_string(geteuid());
+}
+
+// Inode of the object a shared-memory name designates now, 0 if none.
+std::uint64_t inode_of_name(const std::string& name) {
+    struct stat st {};
+    const std::string path = "/dev/shm/" + (name.starts_with('/') ? name.substr(1) : name);
+    if (::stat(path.c_str(), &st) != 0) return 0;
+    return static_cast<std::uint64_t>(st.st_ino);
+}
+
+std::uint64_t inode_of_fd(int fd) {
+    struct stat st {};
+    if (::fstat(fd, &st) != 0) return 0;
+    return static_cast<std::uint64_t>(st.st_ino);
+}
+
+// Boost.Interprocess names are without the leading '/'.
+std::string bip_name(const std::string& name) {
+    return name.starts_with('/') ? name.substr(1) : name;
+}
+
+} // namespace
+
+VirtualDevice::VirtualDevice(std::string partition) : partition_(std::move(partition)), user_(current_user()) {}
+
+std::string VirtualDevice::partition_prefix() const {
+    return "msgpass." + user_ + "." + partition_ + ".";
+}
+
+std::string VirtualDevice::segment_name(NodeId node, std::uint32_t segment_id, const std::string& suffix) const {
+    std::string name = "/" + partition_prefix() + std::to_string(node) + "." + std::to_string(segment_id);
+    if (!suffix.empty()) name += "." + suffix;
+    return name;
+}
+
+// ---------------------------------------------------------------- local segment
+
+struct LocalObjects {
+    std::optional<bip::shared_memory_object> object;
+    std::optional<bip::mapped_region> region;
+};
+
+class LocalSegment::State {
+public:
+    virtual ~State() = default;
+    [[nodiscard]] virtual const char* name() const noexcept = 0;
+    virtual void create(LocalSegment& s, const std::string&, std::size_t) { refuse(s, "create"); }
+    virtual void map(LocalSegment& s) { refuse(s, "map"); }
+    virtual void unmap(LocalSegment& s) { refuse(s, "unmap"); }
+    virtual void destroy(LocalSegment& s) { refuse(s, "destroy"); }
+    LocalObjects objects;
+
+protected:
+    void refuse(const LocalSegment& s, const char* op) const {
+        throw UsageError(std::string("local segment '") + s.name() + "': cannot " + op + " when " + name());
+    }
+};
+
+class LocalState {
+public:
+    static void become(LocalSegment& s, std::unique_ptr<LocalSegment::State> next) {
+        next->objects = std::move(s.state_->objects);
+        s.state_ = std::move(next);
+    }
+    static int& fd(LocalSegment& s) { return s.fd_; }
+    static std::byte*& address(LocalSegment& s) { return s.address_; }
+    static std::size_t& size(LocalSegment& s) { return s.size_; }
+    static std::string& name(LocalSegment& s) { return s.name_; }
+};
+
+namespace {
+
+class LocalDestroyed final : public LocalSegment::State {
+public:
+    [[nodiscard]] const char* name() const noexcept override { return "destroyed"; }
+    void create(LocalSegment& s, const std::string& segment, std::size_t size) override;
+};
+
+class LocalCreated final : public LocalSegment::State {
+public:
+    [[nodiscard]] const char* name() const noexcept override { return "created"; }
+    void map(LocalSegment& s) override;
+    void destroy(LocalSegment& s) override;
+};
+
+class LocalMapped final : public LocalSegment::State {
+public:
+    [[nodiscard]] const char* name() const noexcept override { return "mapped"; }
+    void unmap(LocalSegment& s) override;
+    void destroy(LocalSegment& s) override {
+        unmap(s);
+        s.destroy();
+    }
+};
+
+void LocalDestroyed::create(LocalSegment& s, const std::string& segment, std::size_t size) {
+    const std::string name = bip_name(segment);
+    bip::permissions owner_only;
+    owner_only.set_permissions(0600);
+    for (int attempt = 0; attempt < 16; ++attempt) {
+        std::optional<bip::shared_memory_object> object;
+        try {
+            object.emplace(bip::create_only, name.c_str(), bip::read_write, owner_only);
+        } catch (const bip::interprocess_exception& e) {
+            if (e.get_error_code() != bip::already_exists_error) {
+                throw ResourceError("cannot create shared memory segment '" + segment + "': " + e.what());
+            }
+            // A segment of this name exists: its owner is alive if it holds the lock.
+            try {
+                bip::shared_memory_object old(bip::open_only, name.c_str(), bip::read_write);
+                const int old_fd = old.get_mapping_handle().handle;
+                if (::flock(old_fd, LOCK_EX | LOCK_NB) != 0) {
+                    throw ResourceError("shared memory segment '" + segment +
+                                        "' belongs to a live process: is another process running with the "
+                                        "same node id in this partition?");
+                }
+                bip::shared_memory_object::remove(name.c_str()); // stale: its owner died
+            } catch (const bip::interprocess_exception&) {
+                // It vanished meanwhile; try again.
+            }
+            continue;
+        }
+        const int fd = object->get_mapping_handle().handle;
+        if (::flock(fd, LOCK_EX | LOCK_NB) != 0 || inode_of_fd(fd) != inode_of_name(name)) {
+            continue; // a racing process took or removed this object; start over
+        }
+        try {
+            object->truncate(static_cast<bip::offset_t>(size));
+        } catch (const bip::interprocess_exception& e) {
+            bip::shared_memory_object::remove(name.c_str());
+            throw ResourceError("cannot size shared memory segment '" + segment + "' to " + std::to_string(size) +
+                                " bytes: " + e.what());
+        }
+        LocalState::fd(s) = fd;
+        LocalState::name(s) = segment;
+        LocalState::size(s) = size;
+        objects.object = std::move(object);
+        LocalState::become(s, std::make_unique<LocalCreated>());
+        return;
+    }
+    throw ResourceError("cannot create shared memory segment '" + segment + "': other processes keep racing for it");
+}
+
+void LocalCreated::map(LocalSegment& s) {
+    try {
+        objects.region.emplace(*objects.object, bip::read_write);
+    } catch (const bip::interprocess_exception& e) {
+        throw ResourceError("cannot map shared memory segment '" + s.name() + "': " + e.what());
+    }
+    LocalState::address(s) = static_cast<std::byte*>(objects.region->get_address());
+    LocalState::become(s, std::make_unique<LocalMapped>());
+}
+
+void LocalCreated::destroy(LocalSegment& s) {
+    bip::shared_memory_object::remove(bip_name(s.name()).c_str());
+    objects.object.reset(); // closes the descriptor and drops the lock
+    LocalState::fd(s) = -1;
+    LocalState::size(s) = 0;
+    LocalState::become(s, std::make_unique<LocalDestroyed>());
+}
+
+void LocalMapped::unmap(LocalSegment& s) {
+    objects.region.reset();
+    LocalState::address(s) = nullptr;
+    LocalState::become(s, std::make_unique<LocalCreated>());
+}
+
+} // namespace
+
+LocalSegment::LocalSegment() : state_(std::make_unique<LocalDestroyed>()) {}
+LocalSegment::~LocalSegment() {
+    try {
+        if (!is_destroyed()) destroy();
+    } catch (...) {
+        // Destruction never throws; the object is removed at the next start anyway.
+    }
+}
+void LocalSegment::create(const std::string& name, std::size_t size) {
+    state_->create(*this, name, size);
+}
+void LocalSegment::map() {
+    state_->map(*this);
+}
+void LocalSegment::unmap() {
+    state_->unmap(*this);
+}
+void LocalSegment::destroy() {
+    state_->destroy(*this);
+}
+bool LocalSegment::is_created() const noexcept {
+    return dynamic_cast<const LocalCreated*>(state_.get()) != nullptr;
+}
+bool LocalSegment::is_mapped() const noexcept {
+    return dynamic_cast<const LocalMapped*>(state_.get()) != nullptr;
+}
+bool LocalSegment::is_destroyed() const noexcept {
+    return dynamic_cast<const LocalDestroyed*>(state_.get()) != nullptr;
+}
+
+// --------------------------------------------------------------- remote segment
+
+class RemoteSegment::State {
+public:
+    virtual ~State() = default;
+    [[nodiscard]] virtual const char* name() const noexcept = 0;
+    virtual bool connect(RemoteSegment& s, const std::string&) {
+        refuse(s, "connect");
+        return false;
+    }
+    virtual void map(RemoteSegment& s) { refuse(s, "map"); }
+    virtual void unmap(RemoteSegment& s) { refuse(s, "unmap"); }
+    virtual void disconnect(RemoteSegment& s) { refuse(s, "disconnect"); }
+    LocalObjects objects;
+
+protected:
+    void refuse(const RemoteSegment& s, const char* op) const {
+        throw UsageError(std::string("remote segment '") + s.name() + "': cannot " + op + " when " + name());
+    }
+};
+
+class RemoteState {
+public:
+    static void become(RemoteSegment& s, std::unique_ptr<RemoteSegment::State> next) {
+        next->objects = std::move(s.state_->objects);
+        s.state_ = std::move(next);
+    }
+    static int& fd(RemoteSegment& s) { return s.fd_; }
+    static std::uint64_t& inode(RemoteSegment& s) { return s.inode_; }
+    static std::byte*& address(RemoteSegment& s) { return s.address_; }
+    static std::size_t& size(RemoteSegment& s) { return s.size_; }
+    static std::string& name(RemoteSegment& s) { return s.name_; }
+};
+
+namespace {
+
+class RemoteDisconnected final : public RemoteSegment::State {
+public:
+    [[nodiscard]] const char* name() const noexcept override { return "disconnected"; }
+    bool connect(RemoteSegment& s, const std::string& segment) override;
+};
+
+class RemoteConnected final : public RemoteSegment::State {
+public:
+    [[nodiscard]] const char* name() const noexcept override { return "connected"; }
+    void map(RemoteSegment& s) override;
+    void disconnect(RemoteSegment& s) override;
+};
+
+class RemoteMapped final : public RemoteSegment::State {
+public:
+    [[nodiscard]] const char* name() const noexcept override { return "mapped"; }
+    void unmap(RemoteSegment& s) override;
+    void disconnect(RemoteSegment& s) override {
+        unmap(s);
+        s.disconnect();
+    }
+};
+
+bool RemoteDisconnected::connect(RemoteSegment& s, const std::string& segment) {
+    std::optional<bip::shared_memory_object> object;
+    try {
+        object.emplace(bip::open_only, bip_name(segment).c_str(), bip::read_write);
+    } catch (const bip::interprocess_exception& e) {
+        if (e.get_error_code() == bip::not_found_error) return false;
+        throw ResourceError("cannot open shared memory segment '" + segment + "': " + e.what());
+    }
+    const int fd = object->get_mapping_handle().handle;
+    if (::flock(fd, LOCK_SH | LOCK_NB) == 0) {
+        ::flock(fd, LOCK_UN);
+        return false; // nobody holds it: its owner died, the segment is stale
+    }
+    bip::offset_t size = 0;
+    if (!object->get_size(size) || size <= 0) return false; // owner still sizing it
+    RemoteState::fd(s) = fd;
+    RemoteState::inode(s) = inode_of_fd(fd);
+    RemoteState::name(s) = segment;
+    RemoteState::size(s) = static_cast<std::size_t>(size);
+    objects.object = std::move(object);
+    RemoteState::become(s, std::make_unique<RemoteConnected>());
+    return true;
+}
+
+void RemoteConnected::map(RemoteSegment& s) {
+    try {
+        objects.region.emplace(*objects.object, bip::read_write, 0, s.size());
+    } catch (const bip::interprocess_exception& e) {
+        throw ResourceError("cannot map shared memory segment '" + s.name() + "': " + e.what());
+    }
+    RemoteState::address(s) = static_cast<std::byte*>(objects.region->get_address());
+    RemoteState::become(s, std::make_unique<RemoteMapped>());
+}
+
+void RemoteConnected::disconnect(RemoteSegment& s) {
+    objects.object.reset();
+    RemoteState::fd(s) = -1;
+    RemoteState::inode(s) = 0;
+    RemoteState::size(s) = 0;
+    RemoteState::become(s, std::make_unique<RemoteDisconnected>());
+}
+
+void RemoteMapped::unmap(RemoteSegment& s) {
+    objects.region.reset();
+    RemoteState::address(s) = nullptr;
+    RemoteState::become(s, std::make_unique<RemoteConnected>());
+}
+
+} // namespace
+
+RemoteSegment::RemoteSegment() : state_(std::make_unique<RemoteDisconnected>()) {}
+RemoteSegment::~RemoteSegment() {
+    if (is_connected() || is_mapped()) disconnect();
+}
+bool RemoteSegment::connect(const std::string& name) {
+    return state_->connect(*this, name);
+}
+void RemoteSegment::map() {
+    state_->map(*this);
+}
+void RemoteSegment::unmap() {
+    state_->unmap(*this);
+}
+void RemoteSegment::disconnect() {
+    state_->disconnect(*this);
+}
+bool RemoteSegment::is_connected() const noexcept {
+    return dynamic_cast<const RemoteConnected*>(state_.get()) != nullptr;
+}
+bool RemoteSegment::is_mapped() const noexcept {
+    return dynamic_cast<const RemoteMapped*>(state_.get()) != nullptr;
+}
+
+bool RemoteSegment::owner_alive() const noexcept {
+    if (fd_ < 0) return false;
+    if (::flock(fd_, LOCK_SH | LOCK_NB) == 0) {
+        ::flock(fd_, LOCK_UN);
+        return false;
+    }
+    return errno == EWOULDBLOCK;
+}
+
+bool RemoteSegment::replaced() const noexcept {
+    return fd_ < 0 || inode_of_name(name_) != inode_;
+}
+
+// --------------------------------------------------------------------- sequence
+
+void Sequence::copy(std::byte* dst, std::span<const std::span<std::byte>> fragments) {
+    for (int attempt = 0; attempt < max_attempts; ++attempt) {
+        std::byte* at = dst;
+        for (const auto& f : fragments) {
+            if (!f.empty()) std::memcpy(at, f.data(), f.size());
+            at += f.size();
+        }
+        if (check()) return;
+        if (at != dst) *dst = ~*dst; // the emulated link damaged the transfer
+        retries_.fetch_add(1, std::memory_order_relaxed);
+    }
+    throw ResourceError("transfer failed " + std::to_string(max_attempts) + " times in a row");
+}
+
+void Sequence::copy(std::byte* dst, const void* src, std::size_t n) {
+    std::span<std::byte> one(static_cast<std::byte*>(const_cast<void*>(src)), n);
+    copy(dst, std::span<const std::span<std::byte>>(&one, 1));
+}
+
+void Sequence::write_word(std::uint32_t* word, std::uint32_t value, std::uint32_t stale) {
+    std::atomic_ref<std::uint32_t> ref(*word);
+    for (int attempt = 0; attempt < max_attempts; ++attempt) {
+        if (check()) {
+            ref.store(value, std::memory_order_release);
+            return;
+        }
+        ref.store(stale, std::memory_order_release); // a repeated, stale control word
+        retries_.fetch_add(1, std::memory_order_relaxed);
+    }
+    throw ResourceError("control word transfer failed " + std::to_string(max_attempts) + " times in a row");
+}
+
+} // namespace msgpass::sci
