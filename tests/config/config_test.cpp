@@ -1,0 +1,523 @@
+// Tests of the configuration loader: the example files, defaults and their layering
+// (default < top-level sci < node sci, file < --set), value syntax (sizes, durations,
+// booleans), and that every kind of wrong input ends in one ConfigError listing each
+// problem as "file:line:column: key.path: expected X, found Y" and never in a crash.
+#include <msgpass/config.hpp>
+
+#include <gtest/gtest.h>
+
+#include <fstream>
+#include <random>
+#include <unistd.h>
+
+namespace msgpass::config {
+namespace {
+
+const std::string two_nodes = "nodes:\n  - {id: 1}\n  - {id: 2}\n";
+
+// The what() of the ConfigError thrown by load_text, or "" when it loads.
+std::string errors_of(const std::string& network, const std::string& nodes = two_nodes,
+                      const std::vector<std::string>& overrides = {}) {
+    try {
+        (void)load_text(network, nodes, overrides);
+    } catch (const ConfigError& e) {
+        return e.what();
+    }
+    return "";
+}
+
+std::vector<std::string> lines_of(const std::string& text) {
+    std::vector<std::string> lines;
+    std::size_t start = 0;
+    while (start <= text.size() && !text.empty()) {
+        const auto end = text.find('\n', start);
+        lines.push_back(text.substr(start, end - start));
+        if (end == std::string::npos) break;
+        start = end + 1;
+    }
+    return lines;
+}
+
+// A private directory removed at the end of the test.
+class TempDir {
+public:
+    TempDir() {
+        std::string pattern = (std::filesystem::temp_directory_path() / "msgpass-config-XXXXXX").string();
+        if (::mkdtemp(pattern.data()) == nullptr) throw std::runtime_error("mkdtemp failed");
+        path_ = pattern;
+    }
+    ~TempDir() {
+        std::error_code ignored;
+        std::filesystem::remove_all(path_, ignored);
+    }
+    TempDir(const TempDir&) = delete;
+    TempDir& operator=(const TempDir&) = delete;
+    [[nodiscard]] std::filesystem::path write(const std::string& name, const std::string& text) const {
+        const auto file = path_ / name;
+        std::ofstream(file) << text;
+        return file;
+    }
+    [[nodiscard]] const std::filesystem::path& path() const { return path_; }
+
+private:
+    std::filesystem::path path_;
+};
+
+TEST(ConfigExamples, ExampleFilesLoadWithEveryDefault) {
+    const std::filesystem::path examples = MSGPASS_CONFIG_EXAMPLES;
+    const auto c = load(examples / "network.yaml", examples / "nodes.yaml");
+    const SciParameters defaults;
+    EXPECT_EQ(c.partition, "msgpass");
+    EXPECT_EQ(c.technology, "sci");
+    EXPECT_EQ(c.max_message_size, 64 * MiB);
+    EXPECT_EQ(c.peer_timeout, std::chrono::milliseconds(1000));
+    EXPECT_EQ(c.send_queue_limit, 65536u);
+    EXPECT_EQ(c.sci.max_outst_buffers, defaults.max_outst_buffers);
+    EXPECT_EQ(c.sci.recv_seg_id, defaults.recv_seg_id);
+    EXPECT_EQ(c.sci.recv_seg_size, defaults.recv_seg_size);
+    EXPECT_EQ(c.sci.header_area_size, defaults.header_area_size);
+    EXPECT_EQ(c.sci.recv_buffer_no, defaults.recv_buffer_no);
+    EXPECT_EQ(c.sci.recv_buffer_size, defaults.recv_buffer_size);
+    EXPECT_EQ(c.sci.use_send_pool, defaults.use_send_pool);
+    EXPECT_EQ(c.sci.send_buffer_no, defaults.send_buffer_no);
+    EXPECT_EQ(c.sci.send_buffer_size, defaults.send_buffer_size);
+    EXPECT_EQ(c.sci.inject_error_rate, defaults.inject_error_rate);
+    EXPECT_EQ(c.sci.inject_error_seed, defaults.inject_error_seed);
+
+    ASSERT_EQ(c.nodes.size(), 7u);
+    const std::vector<std::pair<NodeId, std::string>> expected = {
+        {1, "ros-1"}, {2, "ros-2"}, {3, "ros-3"}, {4, "ros-4"}, {5, "evb"}, {10, "farm-1"}, {11, "farm-2"}};
+    for (std::size_t i = 0; i < expected.size(); ++i) {
+        EXPECT_EQ(c.nodes[i].id, expected[i].first);
+        EXPECT_EQ(c.nodes[i].name, expected[i].second);
+        EXPECT_EQ(c.nodes[i].host, "localhost");
+        EXPECT_EQ(c.nodes[i].machine, "localhost");
+        EXPECT_TRUE(c.nodes[i].command.empty());
+    }
+    EXPECT_EQ(c.node(1).port, 17001);
+    EXPECT_EQ(c.node(11).port, 17011);
+    EXPECT_EQ(c.node(5).sci.recv_buffer_no, 255u);
+    EXPECT_EQ(c.node(5).sci.max_outst_buffers, 4u);
+    EXPECT_EQ(c.node(1).sci.recv_buffer_no, 127u);
+    ASSERT_NE(c.find_machine("localhost"), nullptr);
+    EXPECT_EQ(c.find_machine("localhost")->sci_node_id, 4u);
+    EXPECT_EQ(c.find_machine("elsewhere"), nullptr);
+    EXPECT_EQ(c.groups.at("sources"), (std::vector<NodeId>{1, 2, 3, 4}));
+    EXPECT_EQ(c.groups.at("farm"), (std::vector<NodeId>{10, 11}));
+    EXPECT_EQ(c.groups.at("builders"), (std::vector<NodeId>{5}));
+    EXPECT_EQ(c.network_file, examples / "network.yaml");
+    EXPECT_EQ(c.nodes_file, examples / "nodes.yaml");
+}
+
+TEST(ConfigDefaults, EmptyNetworkFileGivesTheHeaderDefaults) {
+    const auto c = load_text("", "nodes:\n  - id: 7\n");
+    const Configuration defaults;
+    EXPECT_EQ(c.partition, defaults.partition);
+    EXPECT_EQ(c.technology, defaults.technology);
+    EXPECT_EQ(c.max_message_size, defaults.max_message_size);
+    EXPECT_EQ(c.peer_timeout, defaults.peer_timeout);
+    EXPECT_EQ(c.send_queue_limit, defaults.send_queue_limit);
+    EXPECT_EQ(c.sci.recv_buffer_no, SciParameters{}.recv_buffer_no);
+    EXPECT_TRUE(c.groups.empty());
+    ASSERT_EQ(c.nodes.size(), 1u);
+    const auto& n = c.nodes[0];
+    EXPECT_EQ(n.id, 7u);
+    EXPECT_EQ(n.name, "node-7");
+    EXPECT_EQ(n.host, "localhost");
+    EXPECT_EQ(n.port, 0);
+    EXPECT_EQ(n.machine, "");
+    EXPECT_EQ(n.where.str(), "nodes.yaml:2:5");
+}
+
+TEST(ConfigDefaults, NodeScopeSciWinsOverTopLevelWhichWinsOverDefault) {
+    const auto c = load_text("sci:\n  recv_buffer_no: 100\n  max_outst_buffers: 3\n",
+                             "nodes:\n  - {id: 1, sci: {recv_buffer_no: 50}}\n  - {id: 2}\n");
+    EXPECT_EQ(c.sci.recv_buffer_no, 100u);
+    EXPECT_EQ(c.node(1).sci.recv_buffer_no, 50u);       // node scope
+    EXPECT_EQ(c.node(1).sci.max_outst_buffers, 3u);     // top level
+    EXPECT_EQ(c.node(1).sci.recv_seg_id, 8u);           // default
+    EXPECT_EQ(c.node(2).sci.recv_buffer_no, 100u);      // top level
+    EXPECT_EQ(c.node(2).sci.send_buffer_size, 8 * KiB); // default
+}
+
+TEST(ConfigValues, SizesAcceptUnitsOfPowersOf1024) {
+    EXPECT_EQ(parse_size("8192"), 8192u);
+    EXPECT_EQ(parse_size("8KiB"), 8 * KiB);
+    EXPECT_EQ(parse_size("8KB"), 8 * KiB);
+    EXPECT_EQ(parse_size("8K"), 8 * KiB);
+    EXPECT_EQ(parse_size("8 KiB"), 8 * KiB);
+    EXPECT_EQ(parse_size("16MiB"), 16 * MiB);
+    EXPECT_EQ(parse_size("16MB"), 16 * MiB);
+    EXPECT_EQ(parse_size("1GiB"), GiB);
+    EXPECT_EQ(parse_size("1G"), GiB);
+    EXPECT_EQ(parse_size("0"), 0u);
+    for (const char* bad : {"", "KiB", "8kib", "8 ", "8  KiB", "-8", "8.5KiB", "8 XB", "0x10", "99999999999999999999",
+                            "17179869184GiB", " 8"}) {
+        EXPECT_EQ(parse_size(bad), std::nullopt) << bad;
+    }
+    const auto c =
+        load_text("max_message_size: 1 MiB\nsci:\n  recv_seg_size: 2MiB\n  recv_buffer_size: 4096\n", two_nodes);
+    EXPECT_EQ(c.max_message_size, MiB);
+    EXPECT_EQ(c.sci.recv_seg_size, 2 * MiB);
+    EXPECT_EQ(c.sci.recv_buffer_size, 4096u);
+}
+
+TEST(ConfigValues, DurationsAndBooleansAndTechnologyAreParsed) {
+    EXPECT_EQ(load_text("peer_timeout: 250\n", two_nodes).peer_timeout, std::chrono::milliseconds(250));
+    EXPECT_EQ(load_text("peer_timeout: 500ms\n", two_nodes).peer_timeout, std::chrono::milliseconds(500));
+    EXPECT_EQ(load_text("peer_timeout: 2.5s\n", two_nodes).peer_timeout, std::chrono::milliseconds(2500));
+    EXPECT_EQ(load_text("peer_timeout: 1 min\n", two_nodes).peer_timeout, std::chrono::milliseconds(60000));
+    // The seed: "0 means false, everything else means true".
+    EXPECT_FALSE(load_text("sci: {use_send_pool: 0}\n", two_nodes).sci.use_send_pool);
+    EXPECT_TRUE(load_text("sci: {use_send_pool: 3}\n", two_nodes).sci.use_send_pool);
+    EXPECT_TRUE(load_text("sci: {use_send_pool: true}\n", two_nodes).sci.use_send_pool);
+    EXPECT_FALSE(load_text("sci: {use_send_pool: no}\n", two_nodes).sci.use_send_pool);
+    EXPECT_EQ(load_text("technology: TCP\n", two_nodes).technology, "tcp");
+    EXPECT_EQ(load_text("technology: auto\n", two_nodes).technology, "auto");
+    EXPECT_EQ(load_text("sci: {inject_error_rate: 0.25}\n", two_nodes).sci.inject_error_rate, 0.25);
+    EXPECT_EQ(load_text("sci: {inject_error_seed: 18446744073709551615}\n", two_nodes).sci.inject_error_seed,
+              18446744073709551615u);
+    for (const char* bad : {"0", "0ms", "-5", "-1s", "2 hours", "1.5", "3601s", "abc", "1e400s"}) {
+        EXPECT_NE(errors_of(std::string("peer_timeout: ") + bad + "\n"), "") << bad;
+    }
+}
+
+TEST(ConfigNodes, CommandIsSplitOnWhitespaceOrTakenAsAList) {
+    const auto c = load_text("", "nodes:\n"
+                                 "  - {id: 1, command: '  ./reader --rate  100 '}\n"
+                                 "  - {id: 2, command: [./builder, 'a b']}\n");
+    EXPECT_EQ(c.node(1).command, (std::vector<std::string>{"./reader", "--rate", "100"}));
+    EXPECT_EQ(c.node(2).command, (std::vector<std::string>{"./builder", "a b"}));
+    EXPECT_NE(errors_of("", "nodes:\n  - {id: 1, command: ''}\n"), "");
+    EXPECT_NE(errors_of("", "nodes:\n  - {id: 1, command: []}\n"), "");
+    EXPECT_NE(errors_of("", "nodes:\n  - {id: 1, command: {a: b}}\n"), "");
+}
+
+TEST(ConfigNodes, NodeThrowsForAnUnknownIdAndFindNodeReturnsNull) {
+    const auto c = load_text("", two_nodes);
+    EXPECT_EQ(c.find_node(3), nullptr);
+    EXPECT_EQ(c.find_node(0), nullptr);
+    EXPECT_EQ(c.find_node(2)->id, 2u);
+    EXPECT_THROW((void)c.node(3), ConfigError);
+}
+
+TEST(ConfigErrors, MissingFileIsOneLineWithTheReason) {
+    TempDir dir;
+    const auto nodes = dir.write("nodes.yaml", two_nodes);
+    const auto missing = dir.path() / "absent.yaml";
+    try {
+        (void)load(missing, nodes);
+        FAIL() << "no error";
+    } catch (const ConfigError& e) {
+        EXPECT_EQ(std::string(e.what()),
+                  missing.string() + ":0:0: file: expected a readable YAML file, found No such file or directory");
+    }
+    // A directory is not a readable file either.
+    try {
+        (void)load(dir.path(), nodes);
+        FAIL() << "no error";
+    } catch (const ConfigError& e) {
+        EXPECT_EQ(lines_of(e.what()).size(), 1u);
+        EXPECT_NE(std::string(e.what()).find(dir.path().string() + ":0:0: file: expected a readable YAML file"),
+                  std::string::npos)
+            << e.what();
+    }
+}
+
+TEST(ConfigErrors, FilesOnDiskLoadAndReportTheirOwnPath) {
+    TempDir dir;
+    const auto network = dir.write("net.yaml", "partition: disk\n");
+    const auto nodes = dir.write("n.yaml", "nodes:\n  - {id: 3, port: 99999}\n");
+    try {
+        (void)load(network, nodes);
+        FAIL() << "no error";
+    } catch (const ConfigError& e) {
+        EXPECT_EQ(std::string(e.what()),
+                  nodes.string() + ":2:20: nodes[0].port: expected a port from 0 to 65535, found '99999'");
+    }
+    const auto good = dir.write("good.yaml", "nodes: [{id: 3}]\n");
+    EXPECT_EQ(load(network, good).partition, "disk");
+}
+
+TEST(ConfigErrors, SyntaxErrorNamesFileLineAndColumn) {
+    const auto what = errors_of("partition: a\nsci: [1, 2\n");
+    ASSERT_EQ(lines_of(what).size(), 1u) << what;
+    EXPECT_EQ(what.rfind("network.yaml:3:1: yaml: expected valid YAML, found a syntax error: ", 0), 0u) << what;
+}
+
+TEST(ConfigErrors, UnknownKeySuggestsTheClosestKnownOne) {
+    const auto what = errors_of("sci:\n  recv_bufer_no: 3\n");
+    EXPECT_EQ(what.rfind("network.yaml:2:3: sci.recv_bufer_no: expected a known key (did you mean 'recv_buffer_no'? "
+                         "known: max_outst_buffers, ",
+                         0),
+              0u)
+        << what;
+    EXPECT_NE(what.find(", found unknown key 'recv_bufer_no'"), std::string::npos) << what;
+    EXPECT_NE(errors_of("colour: blue\n").find("network.yaml:1:1: colour: expected a known key (known: partition"),
+              std::string::npos);
+    EXPECT_NE(errors_of("", "nodes:\n  - {id: 1, prot: 3}\n")
+                  .find("nodes.yaml:2:14: nodes[0].prot: expected a "
+                        "known key (did you mean 'port'?"),
+              std::string::npos);
+}
+
+TEST(ConfigErrors, WrongTypesAreReportedWithWhatWasFound) {
+    EXPECT_EQ(errors_of("partition: [a, b]\n"),
+              "network.yaml:1:12: partition: expected a partition name of 1 to 64 characters [A-Za-z0-9_.-], "
+              "found a list");
+    EXPECT_EQ(errors_of("sci:\n  recv_buffer_no: many\n"),
+              "network.yaml:2:19: sci.recv_buffer_no: expected an integer from 1 to 4294967295, found 'many'");
+    EXPECT_EQ(errors_of("sci: 5\n"), "network.yaml:1:6: sci: expected a mapping of SCI parameters, found '5'");
+    EXPECT_EQ(errors_of("technology: myrinet\n"),
+              "network.yaml:1:13: technology: expected one of sci, tcp, udp, auto, found 'myrinet'");
+    EXPECT_EQ(errors_of("- a\n- b\n"), "network.yaml:1:1: : expected a mapping of network settings, found a list");
+    EXPECT_EQ(errors_of("just text\n"),
+              "network.yaml:1:1: : expected a mapping of network settings, found 'just text'");
+    EXPECT_EQ(errors_of("", ""), "nodes.yaml:0:0: nodes: expected a non-empty list of nodes, found nothing");
+    EXPECT_EQ(errors_of("", "nodes: []\n"),
+              "nodes.yaml:1:8: nodes: expected a non-empty list of nodes, found an empty list");
+    EXPECT_EQ(errors_of("", "nodes:\n  - 5\n"),
+              "nodes.yaml:2:5: nodes[0]: expected a mapping of node settings (id, name, host, port, machine, command, "
+              "sci), found '5'");
+    EXPECT_EQ(errors_of("", "nodes:\n  - {name: x}\n"),
+              "nodes.yaml:2:5: nodes[0].id: expected an integer node id, found nothing");
+    EXPECT_EQ(errors_of("partition: 'a b'\n"),
+              "network.yaml:1:12: partition: expected a partition name of 1 to 64 characters [A-Za-z0-9_.-], "
+              "found 'a b'");
+    EXPECT_EQ(errors_of("partition:\n"),
+              "network.yaml:1:1: partition: expected a partition name of 1 to 64 characters [A-Za-z0-9_.-], "
+              "found nothing");
+}
+
+TEST(ConfigErrors, ZeroNegativeAndHugeSizesAreRefused) {
+    EXPECT_EQ(errors_of("sci: {send_buffer_size: 0}\n"),
+              "network.yaml:1:25: sci.send_buffer_size: expected a size from 1 byte to 16GiB, found a zero size '0'");
+    EXPECT_EQ(errors_of("sci: {send_buffer_size: -8KiB}\n"),
+              "network.yaml:1:25: sci.send_buffer_size: expected a size from 1 byte to 16GiB, found a negative size "
+              "'-8KiB'");
+    EXPECT_EQ(errors_of("sci: {send_buffer_size: 17GiB}\n"),
+              "network.yaml:1:25: sci.send_buffer_size: expected a size from 1 byte to 16GiB, found a huge size "
+              "'17GiB'");
+    EXPECT_EQ(errors_of("sci: {send_buffer_size: 99999999999999999999999}\n"),
+              "network.yaml:1:25: sci.send_buffer_size: expected a size from 1 byte to 16GiB, found a huge size "
+              "'99999999999999999999999'");
+    EXPECT_EQ(errors_of("sci: {send_buffer_size: lots}\n"),
+              "network.yaml:1:25: sci.send_buffer_size: expected a size such as 8KiB, found 'lots'");
+    EXPECT_EQ(errors_of("max_message_size: 3GiB\n"),
+              "network.yaml:1:19: max_message_size: expected a size from 1 byte to 2GiB, found '3GiB'");
+    EXPECT_EQ(errors_of("sci: {recv_buffer_size: 100}\n"),
+              "network.yaml:1:25: sci.recv_buffer_size: expected a multiple of 64 bytes, found '100'");
+    EXPECT_EQ(errors_of("sci: {max_outst_buffers: 8}\n"),
+              "network.yaml:1:26: sci.max_outst_buffers: expected an integer from 1 to 7, found '8'");
+    EXPECT_EQ(errors_of("sci: {recv_seg_id: -1}\n"),
+              "network.yaml:1:20: sci.recv_seg_id: expected an integer from 0 to 4294967295, found '-1'");
+    EXPECT_EQ(errors_of("sci: {inject_error_rate: 1.0}\n"),
+              "network.yaml:1:26: sci.inject_error_rate: expected a probability from 0.0 to below 1.0, found '1.0'");
+}
+
+TEST(ConfigErrors, SegmentTooSmallForItsBuffersNamesBothNumbers) {
+    EXPECT_EQ(errors_of("sci:\n  recv_buffer_no: 255\n"),
+              "network.yaml:2:3: sci.recv_seg_size: expected recv_seg_size >= header_area_size (8192) + "
+              "recv_buffer_no (255) * recv_buffer_size (8192) = 2097152, found recv_seg_size 1048576");
+    // The node's resolved context is checked too.
+    EXPECT_EQ(errors_of("", "nodes:\n  - id: 1\n    sci: {recv_buffer_size: 16KiB}\n"),
+              "nodes.yaml:3:10: nodes[0].sci.recv_seg_size: expected recv_seg_size >= header_area_size (8192) + "
+              "recv_buffer_no (127) * recv_buffer_size (16384) = 2088960, found recv_seg_size 1048576");
+    // A node may repair what it inherits.
+    EXPECT_EQ(errors_of("", "nodes:\n  - id: 1\n    sci: {recv_buffer_size: 16KiB, recv_seg_size: 2MiB}\n"), "");
+}
+
+TEST(ConfigErrors, DuplicateIdsNamesAndEndpointsAreRefused) {
+    EXPECT_EQ(errors_of("", "nodes:\n  - {id: 1}\n  - {id: 1}\n"),
+              "nodes.yaml:3:11: nodes[1].id: expected a unique node id (nodes[0] has it), found '1'");
+    EXPECT_EQ(errors_of("", "nodes:\n  - {id: 1, name: a}\n  - {id: 2, name: a}\n"),
+              "nodes.yaml:3:22: nodes[1].name: expected a unique node name (nodes[0] has it), found 'a'");
+    EXPECT_EQ(errors_of("", "nodes:\n  - {id: 2}\n  - {id: 3, name: node-2}\n"),
+              "nodes.yaml:3:22: nodes[1].name: expected a unique node name (nodes[0] has it), found 'node-2'");
+    EXPECT_EQ(errors_of("", "nodes:\n  - {id: 1, port: 5}\n  - {id: 2, port: 5}\n"),
+              "nodes.yaml:3:22: nodes[1].port: expected a port not used by another node on host 'localhost' "
+              "(nodes[0] has it), found '5'");
+    EXPECT_EQ(errors_of("", "nodes:\n  - {id: 1, port: 5}\n  - {id: 2, port: 5, host: other}\n"), "");
+    EXPECT_EQ(errors_of("", "nodes:\n  - {id: 0}\n"),
+              "nodes.yaml:2:11: nodes[0].id: expected an integer node id from 1 to 2147483647, found '0'");
+    EXPECT_EQ(errors_of("", "nodes:\n  - {id: 1, machine: nowhere}\n"),
+              "nodes.yaml:2:20: nodes[0].machine: expected the name of a machine in machines (none), found "
+              "'nowhere'");
+}
+
+TEST(ConfigErrors, GroupMembersMustBeKnownNodesListedOnce) {
+    EXPECT_EQ(errors_of("groups:\n  farm: [1, 12]\n"),
+              "network.yaml:2:13: groups.farm[1]: expected a node id of nodes.yaml (1, 2), found '12'");
+    EXPECT_EQ(errors_of("groups:\n  farm: [1, 2, 1]\n"),
+              "network.yaml:2:16: groups.farm[2]: expected each member once, found a repeated member '1'");
+    EXPECT_EQ(errors_of("groups:\n  'bad name': [1]\n"),
+              "network.yaml:2:3: groups.bad name: expected a group name of 1 to 64 characters [A-Za-z0-9_.-], "
+              "found 'bad name'");
+    EXPECT_EQ(errors_of("groups:\n  farm: []\n"),
+              "network.yaml:2:9: groups.farm: expected a non-empty list of node ids, found an empty list");
+    EXPECT_EQ(errors_of("groups:\n  farm: 1\n"),
+              "network.yaml:2:9: groups.farm: expected a non-empty list of node ids, found '1'");
+}
+
+TEST(ConfigErrors, EveryProblemIsReportedAtOnceInFileOrder) {
+    const std::string network = "technology: carrier-pigeon\n"
+                                "sci:\n"
+                                "  recv_buffer_no: 0\n"
+                                "  header_area_size: 100\n"
+                                "groups:\n"
+                                "  farm: [1, 99]\n";
+    const std::string nodes = "nodes:\n"
+                              "  - {id: 1, port: 70000}\n"
+                              "  - {id: 1, colour: red}\n";
+    const auto lines = lines_of(errors_of(network, nodes, {"partition=has space"}));
+    const std::vector<std::string> expected = {
+        "network.yaml:1:13: technology: expected one of sci, tcp, udp, auto, found 'carrier-pigeon'",
+        "network.yaml:3:19: sci.recv_buffer_no: expected an integer from 1 to 4294967295, found '0'",
+        "network.yaml:4:21: sci.header_area_size: expected a multiple of 64 bytes (one 64-byte header per remote "
+        "node), found '100'",
+        "network.yaml:6:13: groups.farm[1]: expected a node id of nodes.yaml (1), found '99'",
+        "nodes.yaml:2:20: nodes[0].port: expected a port from 0 to 65535, found '70000'",
+        "nodes.yaml:3:11: nodes[1].id: expected a unique node id (nodes[0] has it), found '1'",
+        "nodes.yaml:3:14: nodes[1].colour: expected a known key (known: id, name, host, port, machine, command, sci), "
+        "found unknown key 'colour'",
+        "--set:0:0: partition: expected a partition name of 1 to 64 characters [A-Za-z0-9_.-], found 'has space'",
+    };
+    EXPECT_EQ(lines, expected);
+}
+
+TEST(ConfigOverrides, SetReplacesFileValuesBeforeNodeScope) {
+    const auto c = load_text(
+        "partition: file\nsci: {recv_buffer_no: 10}\n", "nodes:\n  - {id: 1, sci: {recv_buffer_no: 20}}\n  - {id: 2}\n",
+        {"sci.recv_buffer_no=30", "partition=test-42", "technology=tcp", "max_message_size=1MiB", "peer_timeout=200ms",
+         "send_queue_limit = 7", "sci.use_send_pool=1", "groups.pair=[1, 2]"});
+    EXPECT_EQ(c.partition, "test-42");
+    EXPECT_EQ(c.technology, "tcp");
+    EXPECT_EQ(c.max_message_size, MiB);
+    EXPECT_EQ(c.peer_timeout, std::chrono::milliseconds(200));
+    EXPECT_EQ(c.send_queue_limit, 7u);
+    EXPECT_EQ(c.sci.recv_buffer_no, 30u);
+    EXPECT_TRUE(c.sci.use_send_pool);
+    EXPECT_EQ(c.node(1).sci.recv_buffer_no, 20u); // the node's own key still wins
+    EXPECT_EQ(c.node(2).sci.recv_buffer_no, 30u);
+    EXPECT_TRUE(c.node(2).sci.use_send_pool);
+    EXPECT_EQ(c.groups.at("pair"), (std::vector<NodeId>{1, 2}));
+    // The last override of a key wins, and an override repairs a bad file value.
+    EXPECT_EQ(load_text("partition: 'bad one'\n", two_nodes, {"partition=a", "partition=b"}).partition, "b");
+}
+
+TEST(ConfigOverrides, BadOverridesAreReportedAtSet) {
+    EXPECT_EQ(errors_of("", two_nodes, {"sci.recv_buffer_no=-3"}),
+              "--set:0:0: sci.recv_buffer_no: expected an integer from 1 to 4294967295, found '-3'");
+    EXPECT_EQ(errors_of("", two_nodes, {"novalue"}),
+              "--set:0:0: --set: expected key=value such as sci.recv_buffer_no=255, found 'novalue'");
+    EXPECT_EQ(errors_of("", two_nodes, {"sci.recv_bufer_no=3"})
+                  .rfind("--set:0:0: sci.recv_bufer_no: expected a known key (did you mean 'recv_buffer_no'?", 0),
+              0u);
+    EXPECT_EQ(errors_of("", two_nodes, {"partiton=x"})
+                  .rfind("--set:0:0: partiton: expected a known key (did you mean 'partition'?", 0),
+              0u);
+    EXPECT_EQ(errors_of("", two_nodes, {"sci.recv_buffer_no.x=1"}),
+              "--set:0:0: sci.recv_buffer_no.x: expected a network-file key such as partition or "
+              "sci.recv_buffer_no, found 'sci.recv_buffer_no.x'");
+    EXPECT_EQ(errors_of("", two_nodes, {"technology="}),
+              "--set:0:0: technology: expected one of sci, tcp, udp, auto, found nothing");
+    EXPECT_EQ(errors_of("", two_nodes, {"partition=[x"})
+                  .rfind("--set:0:0: partition: expected a YAML value, found "
+                         "'[x'",
+                         0),
+              0u);
+    EXPECT_EQ(errors_of("", two_nodes, {"groups.farm=[9]"}),
+              "--set:0:0: groups.farm[0]: expected a node id of nodes.yaml (1, 2), found '9'");
+}
+
+TEST(ConfigRobustness, AliasesDeepNestingAndOddDocumentsNeverCrash) {
+    // Aliases are plain YAML: a shared SCI context.
+    const auto c = load_text("sci: &common {recv_buffer_no: 63}\n", "nodes:\n  - {id: 1, sci: {recv_buffer_no: 7}}\n");
+    EXPECT_EQ(c.sci.recv_buffer_no, 63u);
+    EXPECT_NE(errors_of("a: &x [*x]\n"), "");
+    EXPECT_NE(errors_of("groups: {g: &x [1, *x]}\n"), "");
+    // yaml-cpp refuses nesting beyond its depth guard with an exception, not a crash.
+    for (int depth : {100, 400, 3000, 100000}) {
+        const std::string deep =
+            std::string(static_cast<std::size_t>(depth), '[') + std::string(static_cast<std::size_t>(depth), ']');
+        EXPECT_NE(errors_of("groups: {g: " + deep + "}\n"), "") << depth;
+        EXPECT_NE(errors_of("", "nodes: " + deep + "\n"), "") << depth;
+    }
+    std::string block;
+    for (int i = 0; i < 3000; ++i)
+        block += std::string(static_cast<std::size_t>(i), ' ') + "a:\n";
+    EXPECT_NE(errors_of(block), "");
+    EXPECT_NE(errors_of(std::string("\0\xff\xfe", 3)), "");
+    EXPECT_NE(errors_of("? [a, b]\n: c\n"), "");
+    EXPECT_NE(errors_of("partition: a\npartition: b\n").find("expected each key once"), std::string::npos);
+    EXPECT_NE(errors_of("", "nodes:\n  - {id: 99999999999999999999999999}\n"), "");
+    EXPECT_NE(errors_of("", "nodes:\n  - {id: 1, port: -1}\n"), "");
+    EXPECT_NE(errors_of("", "machines: {m: {sci: {node_id: x}}}\nnodes: [{id: 1, machine: m}]\n"), "");
+    EXPECT_NE(errors_of("--- a\n--- b\n"), "");
+}
+
+// Mutates valid documents byte by byte and feeds garbage: each must load or throw
+// ConfigError, nothing else (a crash or another exception fails the test).
+TEST(ConfigRobustness, MutatedAndGarbageDocumentsLoadOrThrowConfigError) {
+    const std::filesystem::path examples = MSGPASS_CONFIG_EXAMPLES;
+    auto read = [](const std::filesystem::path& p) {
+        std::ifstream in(p);
+        return std::string(std::istreambuf_iterator<char>(in), {});
+    };
+    const std::string network = read(examples / "network.yaml");
+    const std::string nodes = read(examples / "nodes.yaml");
+    ASSERT_FALSE(network.empty());
+    ASSERT_FALSE(nodes.empty());
+    std::mt19937 random(12345);
+    const std::string alphabet = "[]{}:,-&*!|>'\"#%@`? \n\t0123456789abcxyzKiB.\\\x01\xff";
+    auto mutate = [&](std::string text) {
+        const int edits = 1 + static_cast<int>(random() % 8);
+        for (int e = 0; e < edits && !text.empty(); ++e) {
+            const std::size_t at = random() % text.size();
+            switch (random() % 4) {
+            case 0:
+                text[at] = alphabet[random() % alphabet.size()];
+                break;
+            case 1:
+                text.insert(at, 1, alphabet[random() % alphabet.size()]);
+                break;
+            case 2:
+                text.erase(at, 1 + random() % 20);
+                break;
+            default:
+                text.insert(at, text.substr(random() % text.size(), random() % 40));
+                break;
+            }
+        }
+        return text;
+    };
+    int loaded = 0;
+    int refused = 0;
+    for (int i = 0; i < 400; ++i) {
+        std::string a = network;
+        std::string b = nodes;
+        if (i % 3 != 1) a = mutate(a);
+        if (i % 3 != 0) b = mutate(b);
+        if (i % 10 == 9) {
+            a.clear();
+            for (int k = 0; k < 200; ++k)
+                a += alphabet[random() % alphabet.size()];
+        }
+        try {
+            (void)load_text(a, b,
+                            i % 5 == 0 ? std::vector<std::string>{mutate("sci.recv_buffer_no=100")}
+                                       : std::vector<std::string>{});
+            ++loaded;
+        } catch (const ConfigError& e) {
+            ++refused;
+            EXPECT_FALSE(std::string(e.what()).empty());
+        } catch (const std::exception& e) {
+            ADD_FAILURE() << "unexpected exception " << e.what() << " for:\n" << a << "\n---\n" << b;
+        }
+    }
+    EXPECT_GT(refused, 0);
+    EXPECT_GT(loaded, 0);
+}
+
+} // namespace
+} // namespace msgpass::config
