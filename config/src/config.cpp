@@ -169,8 +169,14 @@ std::size_t edit_distance(const std::string& a, const std::string& b) {
     return row[b.size()];
 }
 
-// "a known key (did you mean 'x'? known: a, b)" for an unknown-key error.
-std::string known_keys_text(const std::string& key, const std::vector<std::string>& known) {
+const std::vector<std::string>& sci_key_list();
+
+// "a known key (did you mean 'x'? known: a, b)" for an unknown-key error. With
+// sci_hint, an SCI key written at the top level is pointed to its place under sci.
+std::string known_keys_text(const std::string& key, const std::vector<std::string>& known, bool sci_hint = false) {
+    if (sci_hint && std::find(sci_key_list().begin(), sci_key_list().end(), key) != sci_key_list().end()) {
+        return "a known key (did you mean 'sci." + key + "'? known: " + join(known) + ")";
+    }
     std::string best;
     std::size_t best_distance = std::numeric_limits<std::size_t>::max();
     if (key.size() <= 100) {
@@ -391,6 +397,10 @@ const std::vector<std::string> sci_keys = {"max_outst_buffers", "recv_seg_id",  
                                            "use_send_pool",     "send_buffer_no",   "send_buffer_size",
                                            "inject_error_rate", "inject_error_seed"};
 
+const std::vector<std::string>& sci_key_list() {
+    return sci_keys;
+}
+
 const std::vector<std::string> network_keys = {
     "partition", "technology", "max_message_size", "peer_timeout", "send_queue_limit", "sci", "groups"};
 const std::vector<std::string> technologies = {"sci", "tcp", "udp", "auto"};
@@ -477,7 +487,7 @@ void check_sci(Problems& problems, const SciParameters& sci, const Source& sourc
 // calls visit(key, value) for each good key. A Null node is an empty mapping.
 template <typename Visit>
 void for_each_key(Problems& problems, const Value& map, const std::vector<std::string>& known, const std::string& what,
-                  Visit visit) {
+                  Visit visit, bool sci_hint = false) {
     if (!map.node.IsDefined() || map.node.IsNull()) return;
     if (!map.node.IsMap()) {
         report(problems, map, what);
@@ -495,7 +505,7 @@ void for_each_key(Problems& problems, const Value& map, const std::vector<std::s
         const std::string& name = key.Scalar();
         key_value.path = prefix + name;
         if (!known.empty() && !contains(known, name)) {
-            report(problems, key_value, known_keys_text(name, known), unknown_key_found(name));
+            report(problems, key_value, known_keys_text(name, known, sci_hint), unknown_key_found(name));
             continue;
         }
         if (!seen.insert(name).second) {
@@ -543,8 +553,9 @@ void collect_network_key(Problems& problems, const std::string& key, const Value
 }
 
 void collect_network(Problems& problems, const Value& root, NetworkLayers& layers) {
-    for_each_key(problems, root, network_keys, "a mapping of network settings",
-                 [&](const std::string& key, const Value& v) { collect_network_key(problems, key, v, layers); });
+    for_each_key(
+        problems, root, network_keys, "a mapping of network settings",
+        [&](const std::string& key, const Value& v) { collect_network_key(problems, key, v, layers); }, true);
 }
 
 // An override "key.path=value": the value is YAML, addressed like the network file.
@@ -582,7 +593,7 @@ void collect_override(Problems& problems, const std::string& text, const Source&
     }
     Value key_value{YAML::Node(parts[0]), YAML::Mark::null_mark(), &source, path};
     if (!contains(network_keys, parts[0])) {
-        report(problems, key_value, known_keys_text(parts[0], network_keys), unknown_key_found(parts[0]));
+        report(problems, key_value, known_keys_text(parts[0], network_keys, true), unknown_key_found(parts[0]));
         return;
     }
     if (parts.size() == 1) {
@@ -698,6 +709,7 @@ struct NodeEntry {
     bool id_ok = false;
     Value id_value;
     Value name_value;
+    bool name_explicit = false;
     std::optional<Value> port_value;
     std::size_t index = 0;
 };
@@ -753,6 +765,7 @@ void collect_node(Problems& problems, const Value& v, std::size_t index, Configu
             }
         } else if (key == "name") {
             has_name = true;
+            entry.name_explicit = true;
             entry.name_value = x;
             if (auto text = get_scalar(problems, x, "a node " + name_expected)) {
                 if (is_name(*text)) {
@@ -829,36 +842,37 @@ void collect_node(Problems& problems, const Value& v, std::size_t index, Configu
 }
 
 void check_unique_nodes(Problems& problems, const std::vector<NodeEntry>& entries) {
-    std::map<NodeId, std::size_t> ids;
-    std::map<std::string, std::size_t> names;
-    std::map<std::pair<std::string, std::uint16_t>, std::size_t> endpoints;
+    // Each map leads to the first entry that used the id, the name or the endpoint.
+    std::map<NodeId, const NodeEntry*> ids;
+    std::map<std::string, const NodeEntry*> names;
+    std::map<std::pair<std::string, std::uint16_t>, const NodeEntry*> endpoints;
+    auto holder = [](const NodeEntry* first) { return " (nodes[" + std::to_string(first->index) + "] has it)"; };
     for (const auto& e : entries) {
-        const std::string first = "nodes[";
         if (e.id_ok) {
-            auto [it, fresh] = ids.emplace(e.node.id, e.index);
-            if (!fresh) {
-                report(problems, e.id_value, "a unique node id (nodes[" + std::to_string(it->second) + "] has it)");
-            }
+            auto [it, fresh] = ids.emplace(e.node.id, &e);
+            if (!fresh) report(problems, e.id_value, "a unique node id" + holder(it->second));
         }
         if (!e.node.name.empty()) {
-            auto [it, fresh] = names.emplace(e.node.name, e.index);
-            if (!fresh) {
-                report(problems, e.name_value, "a unique node name (nodes[" + std::to_string(it->second) + "] has it)",
-                       quote(e.node.name));
+            auto [it, fresh] = names.emplace(e.node.name, &e);
+            // Two default names clash only when the ids do, which is reported already.
+            if (!fresh && (e.name_explicit || it->second->name_explicit)) {
+                report(problems, e.name_value, "a unique node name" + holder(it->second), quote(e.node.name));
             }
         }
         if (e.node.port != 0 && e.port_value) {
-            auto [it, fresh] = endpoints.emplace(std::make_pair(e.node.host, e.node.port), e.index);
+            auto [it, fresh] = endpoints.emplace(std::make_pair(e.node.host, e.node.port), &e);
             if (!fresh) {
                 report(problems, *e.port_value,
-                       "a port not used by another node on host " + quote(e.node.host) + " (nodes[" +
-                           std::to_string(it->second) + "] has it)");
+                       "a port not used by another node on host " + quote(e.node.host) + holder(it->second));
             }
         }
     }
 }
 
-void resolve_groups(Problems& problems, const NetworkLayers& layers, const std::string& nodes_name, Configuration& c) {
+// Members are checked against the nodes only when the nodes file was read, so that an
+// unreadable nodes file is one error, not one per group member.
+void resolve_groups(Problems& problems, const NetworkLayers& layers, const std::string& nodes_name, Configuration& c,
+                    bool nodes_known) {
     std::vector<std::string> known;
     for (const auto& n : c.nodes) {
         if (known.size() == 20) {
@@ -884,7 +898,7 @@ void resolve_groups(Problems& problems, const NetworkLayers& layers, const std::
                 ok = false;
                 continue;
             }
-            if (c.find_node(static_cast<NodeId>(*id)) == nullptr) {
+            if (nodes_known && c.find_node(static_cast<NodeId>(*id)) == nullptr) {
                 report(problems, m, member_expected);
                 ok = false;
                 continue;
@@ -958,11 +972,11 @@ Configuration load_documents(Problems& problems, const std::optional<std::string
                 }
                 check_unique_nodes(problems, entries);
                 for (auto& e : entries)
-                    if (e.id_ok) c.nodes.push_back(std::move(e.node));
+                    if (e.id_ok && c.find_node(e.node.id) == nullptr) c.nodes.push_back(std::move(e.node));
             }
         }
     }
-    resolve_groups(problems, layers, nodes_source.name, c);
+    resolve_groups(problems, layers, nodes_source.name, c, nodes_root.has_value());
     return c;
 }
 

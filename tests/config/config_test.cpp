@@ -233,7 +233,7 @@ TEST(ConfigErrors, FilesOnDiskLoadAndReportTheirOwnPath) {
         FAIL() << "no error";
     } catch (const ConfigError& e) {
         EXPECT_EQ(std::string(e.what()),
-                  nodes.string() + ":2:20: nodes[0].port: expected a port from 0 to 65535, found '99999'");
+                  nodes.string() + ":2:19: nodes[0].port: expected a port from 0 to 65535, found '99999'");
     }
     const auto good = dir.write("good.yaml", "nodes: [{id: 3}]\n");
     EXPECT_EQ(load(network, good).partition, "disk");
@@ -253,10 +253,17 @@ TEST(ConfigErrors, UnknownKeySuggestsTheClosestKnownOne) {
               0u)
         << what;
     EXPECT_NE(what.find(", found unknown key 'recv_bufer_no'"), std::string::npos) << what;
+    // An SCI key at the top level is pointed to its place.
+    EXPECT_NE(errors_of("recv_buffer_no: 3\n")
+                  .find("network.yaml:1:1: recv_buffer_no: expected a known key (did you "
+                        "mean 'sci.recv_buffer_no'?"),
+              std::string::npos);
+    EXPECT_NE(errors_of("", two_nodes, {"recv_buffer_no=3"}).find("did you mean 'sci.recv_buffer_no'?"),
+              std::string::npos);
     EXPECT_NE(errors_of("colour: blue\n").find("network.yaml:1:1: colour: expected a known key (known: partition"),
               std::string::npos);
     EXPECT_NE(errors_of("", "nodes:\n  - {id: 1, prot: 3}\n")
-                  .find("nodes.yaml:2:14: nodes[0].prot: expected a "
+                  .find("nodes.yaml:2:13: nodes[0].prot: expected a "
                         "known key (did you mean 'port'?"),
               std::string::npos);
 }
@@ -329,19 +336,19 @@ TEST(ConfigErrors, SegmentTooSmallForItsBuffersNamesBothNumbers) {
 
 TEST(ConfigErrors, DuplicateIdsNamesAndEndpointsAreRefused) {
     EXPECT_EQ(errors_of("", "nodes:\n  - {id: 1}\n  - {id: 1}\n"),
-              "nodes.yaml:3:11: nodes[1].id: expected a unique node id (nodes[0] has it), found '1'");
+              "nodes.yaml:3:10: nodes[1].id: expected a unique node id (nodes[0] has it), found '1'");
     EXPECT_EQ(errors_of("", "nodes:\n  - {id: 1, name: a}\n  - {id: 2, name: a}\n"),
-              "nodes.yaml:3:22: nodes[1].name: expected a unique node name (nodes[0] has it), found 'a'");
+              "nodes.yaml:3:19: nodes[1].name: expected a unique node name (nodes[0] has it), found 'a'");
     EXPECT_EQ(errors_of("", "nodes:\n  - {id: 2}\n  - {id: 3, name: node-2}\n"),
-              "nodes.yaml:3:22: nodes[1].name: expected a unique node name (nodes[0] has it), found 'node-2'");
+              "nodes.yaml:3:19: nodes[1].name: expected a unique node name (nodes[0] has it), found 'node-2'");
     EXPECT_EQ(errors_of("", "nodes:\n  - {id: 1, port: 5}\n  - {id: 2, port: 5}\n"),
-              "nodes.yaml:3:22: nodes[1].port: expected a port not used by another node on host 'localhost' "
+              "nodes.yaml:3:19: nodes[1].port: expected a port not used by another node on host 'localhost' "
               "(nodes[0] has it), found '5'");
     EXPECT_EQ(errors_of("", "nodes:\n  - {id: 1, port: 5}\n  - {id: 2, port: 5, host: other}\n"), "");
     EXPECT_EQ(errors_of("", "nodes:\n  - {id: 0}\n"),
-              "nodes.yaml:2:11: nodes[0].id: expected an integer node id from 1 to 2147483647, found '0'");
+              "nodes.yaml:2:10: nodes[0].id: expected an integer node id from 1 to 2147483647, found '0'");
     EXPECT_EQ(errors_of("", "nodes:\n  - {id: 1, machine: nowhere}\n"),
-              "nodes.yaml:2:20: nodes[0].machine: expected the name of a machine in machines (none), found "
+              "nodes.yaml:2:22: nodes[0].machine: expected the name of a machine in machines (none), found "
               "'nowhere'");
 }
 
@@ -357,6 +364,10 @@ TEST(ConfigErrors, GroupMembersMustBeKnownNodesListedOnce) {
               "network.yaml:2:9: groups.farm: expected a non-empty list of node ids, found an empty list");
     EXPECT_EQ(errors_of("groups:\n  farm: 1\n"),
               "network.yaml:2:9: groups.farm: expected a non-empty list of node ids, found '1'");
+}
+
+TEST(ConfigErrors, UnreadableNodesFileIsOneErrorNotOnePerGroupMember) {
+    EXPECT_EQ(lines_of(errors_of("groups: {farm: [1, 2, 3]}\n", "nodes: [\n")).size(), 1u);
 }
 
 TEST(ConfigErrors, EveryProblemIsReportedAtOnceInFileOrder) {
@@ -376,9 +387,9 @@ TEST(ConfigErrors, EveryProblemIsReportedAtOnceInFileOrder) {
         "network.yaml:4:21: sci.header_area_size: expected a multiple of 64 bytes (one 64-byte header per remote "
         "node), found '100'",
         "network.yaml:6:13: groups.farm[1]: expected a node id of nodes.yaml (1), found '99'",
-        "nodes.yaml:2:20: nodes[0].port: expected a port from 0 to 65535, found '70000'",
-        "nodes.yaml:3:11: nodes[1].id: expected a unique node id (nodes[0] has it), found '1'",
-        "nodes.yaml:3:14: nodes[1].colour: expected a known key (known: id, name, host, port, machine, command, sci), "
+        "nodes.yaml:2:19: nodes[0].port: expected a port from 0 to 65535, found '70000'",
+        "nodes.yaml:3:10: nodes[1].id: expected a unique node id (nodes[0] has it), found '1'",
+        "nodes.yaml:3:13: nodes[1].colour: expected a known key (known: id, name, host, port, machine, command, sci), "
         "found unknown key 'colour'",
         "--set:0:0: partition: expected a partition name of 1 to 64 characters [A-Za-z0-9_.-], found 'has space'",
     };
