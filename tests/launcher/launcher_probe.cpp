@@ -23,6 +23,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <ctime>
+#include <set>
 #include <string>
 
 namespace {
@@ -106,12 +107,15 @@ int main(int argc, char** argv) {
         } else if (arg == "--fds") {
             DIR* dir = ::opendir("/proc/self/fd");
             if (dir == nullptr) return 93;
-            std::string text = "fds";
+            std::set<int> fds;
             while (const dirent* entry = ::readdir(dir)) {
-                if (entry->d_name[0] == '.' || std::atoi(entry->d_name) == ::dirfd(dir)) continue;
-                text += std::string(" ") + entry->d_name;
+                if (entry->d_name[0] != '.') fds.insert(std::atoi(entry->d_name));
             }
+            fds.erase(::dirfd(dir));
             ::closedir(dir);
+            std::string text = "fds";
+            for (const int fd : fds)
+                text += " " + std::to_string(fd);
             line(text);
         } else if (arg == "--lines") {
             const int count = std::atoi(value.c_str());
