@@ -91,9 +91,15 @@ public:
         std::stable_sort(list_.begin(), list_.end(), [](const Problem& a, const Problem& b) {
             return std::tie(a.rank, a.line, a.column) < std::tie(b.rank, b.line, b.column);
         });
+        // A file of garbage can hold millions of problems; the first hundred tell the story.
+        constexpr std::size_t shown = 100;
         std::string what;
-        for (const auto& p : list_)
-            what += (what.empty() ? "" : "\n") + p.text;
+        for (std::size_t i = 0; i < list_.size() && i < shown; ++i)
+            what += (what.empty() ? "" : "\n") + list_[i].text;
+        if (list_.size() > shown) {
+            what += "\n" + list_[shown].text.substr(0, list_[shown].text.find(": ")) + ": errors: expected at most " +
+                    std::to_string(shown) + " problems, found " + std::to_string(list_.size() - shown) + " more";
+        }
         throw ConfigError(what);
     }
 
@@ -742,7 +748,7 @@ void collect_machines(Problems& problems, const Value& v, Configuration& c) {
 }
 
 void collect_node(Problems& problems, const Value& v, std::size_t index, Configuration& c,
-                  std::vector<NodeEntry>& entries) {
+                  const std::set<std::string>& machine_names, std::vector<NodeEntry>& entries) {
     NodeEntry entry;
     entry.index = index;
     entry.node.sci = c.sci;
@@ -789,10 +795,15 @@ void collect_node(Problems& problems, const Value& v, std::size_t index, Configu
             }
         } else if (key == "machine") {
             if (auto text = get_scalar(problems, x, "the name of a machine in machines")) {
-                if (c.find_machine(*text) == nullptr) {
+                if (!machine_names.contains(*text)) {
                     std::vector<std::string> names;
-                    for (const auto& m : c.machines)
+                    for (const auto& m : c.machines) {
+                        if (names.size() == 20) {
+                            names.emplace_back("...");
+                            break;
+                        }
                         names.push_back(m.name);
+                    }
                     report(problems, x,
                            "the name of a machine in machines (" + (names.empty() ? "none" : join(names)) + ")");
                 } else {
@@ -883,12 +894,16 @@ void resolve_groups(Problems& problems, const NetworkLayers& layers, const std::
     }
     const std::string member_expected =
         "a node id of " + nodes_name + " (" + (known.empty() ? "none" : join(known)) + ")";
+    std::set<NodeId> node_ids;
+    for (const auto& n : c.nodes)
+        node_ids.insert(n.id);
     for (const auto& [name, v] : layers.groups) {
         if (!v.node.IsSequence() || v.node.size() == 0) {
             report(problems, v, "a non-empty list of node ids");
             continue;
         }
         std::vector<NodeId> members;
+        std::set<NodeId> seen;
         bool ok = true;
         std::size_t i = 0;
         for (const auto& item : v.node) {
@@ -898,12 +913,12 @@ void resolve_groups(Problems& problems, const NetworkLayers& layers, const std::
                 ok = false;
                 continue;
             }
-            if (nodes_known && c.find_node(static_cast<NodeId>(*id)) == nullptr) {
+            if (nodes_known && !node_ids.contains(static_cast<NodeId>(*id))) {
                 report(problems, m, member_expected);
                 ok = false;
                 continue;
             }
-            if (std::find(members.begin(), members.end(), static_cast<NodeId>(*id)) != members.end()) {
+            if (!seen.insert(static_cast<NodeId>(*id)).second) {
                 report(problems, m, "each member once", "a repeated member " + quote(item.Scalar()));
                 ok = false;
                 continue;
@@ -964,15 +979,19 @@ Configuration load_documents(Problems& problems, const std::optional<std::string
                 report(problems, *nodes_list, "a non-empty list of nodes");
             } else {
                 std::vector<NodeEntry> entries;
+                std::set<std::string> machine_names;
+                for (const auto& m : c.machines)
+                    machine_names.insert(m.name);
                 std::size_t i = 0;
                 for (const auto& item : nodes_list->node) {
                     Value v{item, nodes_list->mark(), &nodes_source, "nodes[" + std::to_string(i) + "]"};
-                    collect_node(problems, v, i, c, entries);
+                    collect_node(problems, v, i, c, machine_names, entries);
                     ++i;
                 }
                 check_unique_nodes(problems, entries);
+                std::set<NodeId> ids;
                 for (auto& e : entries)
-                    if (e.id_ok && c.find_node(e.node.id) == nullptr) c.nodes.push_back(std::move(e.node));
+                    if (e.id_ok && ids.insert(e.node.id).second) c.nodes.push_back(std::move(e.node));
             }
         }
     }

@@ -467,6 +467,25 @@ TEST(ConfigRobustness, AliasesDeepNestingAndOddDocumentsNeverCrash) {
     EXPECT_NE(errors_of("--- a\n--- b\n"), "");
 }
 
+TEST(ConfigRobustness, LargeFilesStayFastAndReportAtMostAHundredProblems) {
+    std::string nodes = "nodes:\n";
+    std::string farm;
+    for (int id = 1; id <= 20000; ++id) {
+        nodes += "  - {id: " + std::to_string(id) + ", port: " + std::to_string(id) + "}\n";
+        farm += (farm.empty() ? "" : ", ") + std::to_string(id);
+    }
+    const auto c = load_text("groups:\n  farm: [" + farm + "]\n", nodes);
+    EXPECT_EQ(c.nodes.size(), 20000u);
+    EXPECT_EQ(c.groups.at("farm").size(), 20000u);
+
+    std::string bad;
+    for (int i = 0; i < 500; ++i)
+        bad += "key" + std::to_string(i) + ": 1\n";
+    const auto lines = lines_of(errors_of(bad));
+    ASSERT_EQ(lines.size(), 101u);
+    EXPECT_EQ(lines.back(), "network.yaml:101:1: errors: expected at most 100 problems, found 400 more");
+}
+
 // Mutates valid documents byte by byte and feeds garbage: each must load or throw
 // ConfigError, nothing else (a crash or another exception fails the test).
 TEST(ConfigRobustness, MutatedAndGarbageDocumentsLoadOrThrowConfigError) {
