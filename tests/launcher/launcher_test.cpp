@@ -354,6 +354,22 @@ TEST(Launcher, ANodesOwnCommandReplacesTheProgram) {
     EXPECT_NE(run.err().find("[shared] shared\n"), std::string::npos) << run.err();
 }
 
+TEST(Launcher, WithoutAProgramEveryNodeNeedsItsOwnCommand) {
+    Workspace ws;
+    ws.write_files("  - {id: 1, name: own, host: localhost, command: [" + probe +
+                   "]}\n"
+                   "  - {id: 2, name: bare, host: localhost}\n");
+    {
+        Launcher run(ws.files_args());
+        EXPECT_EQ(run.finish(), 2);
+        EXPECT_NE(run.err().find("node 2 (bare) has no command"), std::string::npos) << run.err();
+        EXPECT_EQ(run.out(), "");
+    }
+    Launcher run(concat(ws.files_args(), {"--only", "1"}));
+    EXPECT_EQ(run.finish(), 0) << run.err();
+    EXPECT_EQ(run.out(), "[own] node 1 own\n");
+}
+
 TEST(Launcher, DryRunPrintsOneCommandPerNodeAndStartsNothing) {
     Workspace ws;
     ws.write_local_nodes(3);
