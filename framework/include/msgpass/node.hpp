@@ -50,6 +50,12 @@ public:
     // sender rings); returns null on timeout. Same thread rule and errors as above.
     [[nodiscard]] virtual BufferPtr receive(std::chrono::nanoseconds timeout) = 0;
 
+    // Waits at most timeout until every queued message was handed over to the peer
+    // (transferred, not necessarily received yet). Returns true when the queue is
+    // empty. Any thread. A process that sends and then exits calls this first (the
+    // factory's destructor does it too, and reports what it could not hand over).
+    virtual bool flush(std::chrono::nanoseconds timeout) = 0;
+
     // Counters of this peer's traffic. Any thread; never blocks.
     [[nodiscard]] virtual NodeStats stats() const noexcept = 0;
 };

@@ -51,9 +51,7 @@ public:
     [[nodiscard]] BufferPtr receive(std::chrono::nanoseconds timeout) override;
     [[nodiscard]] NodeStats stats() const noexcept override;
 
-    // Waits until the send queue is empty (every message transferred to the peer's
-    // segment) or timeout. Returns true when empty. Any thread.
-    bool flush(std::chrono::nanoseconds timeout);
+    bool flush(std::chrono::nanoseconds timeout) override;
     // Messages waiting in the send queue.
     [[nodiscard]] std::size_t queued() const noexcept { return queue_depth_.load(std::memory_order_relaxed); }
 

@@ -1,0 +1,79 @@
+// A peer process for the sci fault tests: it joins a partition built in code (the
+// same one the test builds) and streams, receives or idles, printing one line per
+// step on stdout so the test can wait on it.
+//   sci_peer PARTITION NODES SELF PEER MODE [COUNT] [SIZE] [PEER_TIMEOUT_MS]
+// MODE: stream (send COUNT numbered messages, or forever if 0), idle (until
+// killed), receive (take COUNT messages and check them).
+#include "../support/partition.hpp"
+
+#include <cstdio>
+#include <cstdlib>
+#include <iostream>
+#include <unistd.h>
+
+int main(int argc, char** argv) {
+    using namespace msgpass;
+    if (argc < 6) {
+        std::fprintf(stderr, "usage: sci_peer PARTITION NODES SELF PEER MODE [COUNT] [SIZE] [PEER_TIMEOUT_MS]\n");
+        return 2;
+    }
+    const std::string partition = argv[1];
+    const int nodes = std::atoi(argv[2]);
+    const auto self = static_cast<NodeId>(std::atoi(argv[3]));
+    const auto peer = static_cast<NodeId>(std::atoi(argv[4]));
+    const std::string mode = argv[5];
+    const std::uint64_t count = argc > 6 ? std::strtoull(argv[6], nullptr, 10) : 0;
+    const std::size_t size = argc > 7 ? std::strtoull(argv[7], nullptr, 10) : 256;
+    const int timeout_ms = argc > 8 ? std::atoi(argv[8]) : 1000;
+    auto c = test::make_configuration("sci", partition, nodes, [&](config::Configuration& c) {
+        c.peer_timeout = std::chrono::milliseconds(timeout_ms);
+        c.sci.max_outst_buffers = 4;
+    });
+    try {
+        auto factory = NodeFactory::create(c, self);
+        auto node = factory->create_node(peer);
+        std::printf("ready\n");
+        std::fflush(stdout);
+        if (mode == "stream") {
+            for (std::uint64_t i = 0; count == 0 || i < count; ++i) {
+                for (;;) {
+                    try {
+                        node->send(test::make_message(*factory, size, self, i));
+                        break;
+                    } catch (const SendQueueFull&) {
+                        node->flush(std::chrono::milliseconds(10));
+                    }
+                }
+                if (i == 1000) {
+                    std::printf("streaming\n");
+                    std::fflush(stdout);
+                }
+            }
+            node->flush(std::chrono::seconds(10));
+            std::printf("sent %llu\n", static_cast<unsigned long long>(count));
+        } else if (mode == "idle") {
+            for (;;)
+                ::pause(); // until the test kills it
+        } else if (mode == "receive") {
+            for (std::uint64_t i = 0; i < count; ++i) {
+                auto m = node->receive(std::chrono::seconds(10));
+                if (!m) {
+                    std::printf("timeout at %llu\n", static_cast<unsigned long long>(i));
+                    return 1;
+                }
+                if (test::check_payload(*m).seq != i) {
+                    std::printf("out of order at %llu\n", static_cast<unsigned long long>(i));
+                    return 1;
+                }
+            }
+            std::printf("received %llu\n", static_cast<unsigned long long>(count));
+        }
+    } catch (const std::exception& e) {
+        std::printf("error: %s\n", e.what());
+        return 1;
+    } catch (const std::string& e) {
+        std::printf("error: %s\n", e.c_str());
+        return 1;
+    }
+    return 0;
+}

@@ -1,0 +1,350 @@
+// Tests of the sci technology beyond the conformance suite: the remote-memory
+// layer, segment ownership, injected transfer errors, idle cost, and peer life
+// (kill -9 mid-stream, restart, stale segments, duplicate node ids, hostile words).
+#include <msgpass/sci/factory.hpp>
+
+#include "../support/partition.hpp"
+#include "../support/process.hpp"
+
+#include <gtest/gtest.h>
+
+#include <pwd.h>
+#include <sys/stat.h>
+#include <thread>
+#include <time.h>
+
+namespace msgpass::test {
+namespace {
+
+using namespace std::chrono_literals;
+using sci::LocalSegment;
+using sci::RemoteSegment;
+
+std::string partition_for_test() {
+    return unique_partition(::testing::UnitTest::GetInstance()->current_test_info()->name());
+}
+
+std::string user() {
+    const passwd* pw = getpwuid(geteuid());
+    return pw != nullptr ? pw->pw_name : "uid" + std::to_string(geteuid());
+}
+
+config::Configuration sci_configuration(const std::string& partition, int nodes,
+                                        std::chrono::milliseconds timeout = 1000ms) {
+    return make_configuration("sci", partition, nodes, [&](config::Configuration& c) {
+        c.peer_timeout = timeout;
+        c.sci.max_outst_buffers = 4;
+    });
+}
+
+std::vector<std::string> peer_args(const std::string& partition, int nodes, int self, int peer, const std::string& mode,
+                                   std::uint64_t count = 0, std::size_t size = 256, int timeout_ms = 1000) {
+    return {SCI_PEER,
+            partition,
+            std::to_string(nodes),
+            std::to_string(self),
+            std::to_string(peer),
+            mode,
+            std::to_string(count),
+            std::to_string(size),
+            std::to_string(timeout_ms)};
+}
+
+// ------------------------------------------------------------- remote memory
+
+TEST(RemoteMemory, LocalSegmentGoesFromDestroyedToCreatedToMappedAndRefusesOtherMoves) {
+    sci::VirtualDevice device(partition_for_test());
+    LocalSegment segment;
+    EXPECT_TRUE(segment.is_destroyed());
+    EXPECT_THROW(segment.map(), UsageError);
+    segment.create(device.segment_name(1, 8), 8192);
+    EXPECT_TRUE(segment.is_created());
+    EXPECT_THROW(segment.unmap(), UsageError);
+    segment.map();
+    EXPECT_TRUE(segment.is_mapped());
+    EXPECT_EQ(segment.size(), 8192u);
+    segment.address()[100] = std::byte{42};
+    RemoteSegment remote;
+    ASSERT_TRUE(remote.connect(device.segment_name(1, 8)));
+    EXPECT_TRUE(remote.owner_alive());
+    remote.map();
+    EXPECT_EQ(remote.address()[100], std::byte{42}) << "the remote mapping does not show the local memory";
+    segment.destroy();
+    EXPECT_TRUE(segment.is_destroyed());
+    EXPECT_TRUE(remote.replaced());
+}
+
+TEST(RemoteMemory, ConnectingToAMissingSegmentFailsWithoutThrowing) {
+    sci::VirtualDevice device(partition_for_test());
+    RemoteSegment remote;
+    EXPECT_FALSE(remote.connect(device.segment_name(7, 8)));
+    EXPECT_THROW(remote.map(), UsageError);
+}
+
+TEST(RemoteMemory, SegmentsAreOwnerOnlyAndNamedByUserAndPartition) {
+    const auto partition = partition_for_test();
+    auto c = sci_configuration(partition, 2);
+    auto f = NodeFactory::create(c, 1);
+    struct stat st {};
+    const std::string path = "/dev/shm/msgpass." + user() + "." + partition + ".1.8";
+    ASSERT_EQ(::stat(path.c_str(), &st), 0) << path;
+    EXPECT_EQ(st.st_mode & 0777, 0600u);
+    f.reset();
+    EXPECT_NE(::stat(path.c_str(), &st), 0) << "the segment outlived its factory";
+}
+
+TEST(RemoteMemory, InjectedErrorsAreRetriedUntilTheTransferIsClean) {
+    sci::ErrorInjector injector(0.3, 42);
+    sci::Sequence sequence(&injector);
+    std::vector<std::byte> src(1000, std::byte{7}), dst(1000);
+    for (int i = 0; i < 200; ++i) {
+        sequence.copy(dst.data(), src.data(), src.size());
+        ASSERT_EQ(dst, src);
+    }
+    EXPECT_GT(sequence.retries(), 20u);
+}
+
+// ---------------------------------------------------------- segment ownership
+
+TEST(SciPeerLife, ASecondLiveProcessWithTheSameNodeIdFailsClearly) {
+    auto c = sci_configuration(partition_for_test(), 2);
+    auto first = NodeFactory::create(c, 1);
+    try {
+        auto second = NodeFactory::create(c, 1);
+        FAIL() << "two factories claimed node id 1";
+    } catch (const ResourceError& e) {
+        EXPECT_NE(std::string(e.what()).find("same node id"), std::string::npos) << e.what();
+    }
+}
+
+TEST(SciPeerLife, ASegmentLeftByADeadProcessIsReplacedAtStart) {
+    const auto partition = partition_for_test();
+    {
+        ChildProcess peer(peer_args(partition, 2, 1, 2, "idle"));
+        ASSERT_EQ(peer.wait_for_line("ready", 10s), "ready");
+        peer.kill(SIGKILL);
+        peer.wait();
+    }
+    struct stat st {};
+    const std::string path = "/dev/shm/msgpass." + user() + "." + partition + ".1.8";
+    ASSERT_EQ(::stat(path.c_str(), &st), 0) << "the killed process left no segment to replace";
+    auto c = sci_configuration(partition, 2);
+    auto f = NodeFactory::create(c, 1); // must not throw
+    auto b = NodeFactory::create(c, 2);
+    auto from_b = f->create_node(2);
+    b->create_node(1)->send(make_message(*b, 64, 0, 0));
+    EXPECT_NE(from_b->receive(10s), nullptr);
+}
+
+// ------------------------------------------------------------------ peer loss
+
+TEST(SciPeerLife, APeerKilledMidStreamIsReportedWithinThePeerTimeoutAndNothingPartialArrives) {
+    const auto partition = partition_for_test();
+    const auto timeout = 300ms;
+    auto c = sci_configuration(partition, 2, timeout);
+    auto self = NodeFactory::create(c, 1);
+    auto from_peer = self->create_node(2);
+    ChildProcess peer(peer_args(partition, 2, 2, 1, "stream", 0, 3000, static_cast<int>(timeout.count())));
+    std::uint64_t next = 0;
+    while (next < 2000) {
+        auto m = from_peer->receive(10s);
+        ASSERT_NE(m, nullptr) << "stream stalled at " << next;
+        ASSERT_EQ(check_payload(*m).seq, next);
+        ++next;
+    }
+    peer.kill(SIGKILL);
+    peer.wait();
+    const auto killed = std::chrono::steady_clock::now();
+    bool lost = false;
+    while (!lost && std::chrono::steady_clock::now() - killed < 10s) {
+        try {
+            auto m = from_peer->receive(50ms);
+            if (m) {
+                ASSERT_EQ(check_payload(*m).seq, next) << "a message after the kill was out of order";
+                ++next;
+            }
+        } catch (const PeerLost& e) {
+            lost = true;
+            EXPECT_EQ(e.peer(), 2u);
+        }
+    }
+    ASSERT_TRUE(lost) << "no PeerLost within 10 s of kill -9";
+    EXPECT_LT(std::chrono::steady_clock::now() - killed, 5s);
+    EXPECT_EQ(from_peer->receive(), nullptr) << "PeerLost is raised once per loss";
+}
+
+TEST(SciPeerLife, ARestartedPeerIsRecognisedAndTrafficResumes) {
+    const auto partition = partition_for_test();
+    auto c = sci_configuration(partition, 2, 300ms);
+    auto self = NodeFactory::create(c, 1);
+    auto from_peer = self->create_node(2);
+    {
+        ChildProcess first(peer_args(partition, 2, 2, 1, "stream", 0, 100, 300));
+        for (int i = 0; i < 100; ++i)
+            ASSERT_NE(from_peer->receive(10s), nullptr);
+        first.kill(SIGKILL);
+        first.wait();
+    }
+    ChildProcess second(peer_args(partition, 2, 2, 1, "stream", 500, 100, 300));
+    // Messages the first incarnation handed over before it died may still arrive,
+    // in order; then the second incarnation numbers from 0.
+    std::uint64_t next = 100;
+    bool second_started = false;
+    bool reported = false;
+    const auto deadline = std::chrono::steady_clock::now() + 20s;
+    while (!(second_started && next == 500) && std::chrono::steady_clock::now() < deadline) {
+        try {
+            auto m = from_peer->receive(100ms);
+            if (!m) continue;
+            auto h = check_payload(*m);
+            if (h.seq == 0 && !second_started) {
+                second_started = true;
+                next = 0;
+            }
+            ASSERT_EQ(h.seq, next);
+            ++next;
+        } catch (const PeerLost&) {
+            reported = true;
+        }
+    }
+    EXPECT_TRUE(reported) << "the loss of the first incarnation was never reported";
+    EXPECT_TRUE(second_started && next == 500) << "traffic from the restarted peer did not resume";
+    EXPECT_EQ(second.wait_for_line("sent", 10s), "sent 500");
+}
+
+TEST(SciPeerLife, ASenderGetsPeerLostWhenItsReceiverIsKilled) {
+    const auto partition = partition_for_test();
+    auto c = sci_configuration(partition, 2, 300ms);
+    auto self = NodeFactory::create(c, 1);
+    auto to_peer = self->create_node(2);
+    ChildProcess peer(peer_args(partition, 2, 2, 1, "idle", 0, 0, 300));
+    ASSERT_EQ(peer.wait_for_line("ready", 10s), "ready");
+    // The idle peer granted 4 slots: 3 messages are handed over, then 7 wait in the queue.
+    for (int i = 0; i < 3; ++i)
+        to_peer->send(make_message(*self, 100, 0, i));
+    ASSERT_TRUE(to_peer->flush(10s));
+    for (int i = 3; i < 10; ++i)
+        to_peer->send(make_message(*self, 100, 0, i));
+    peer.kill(SIGKILL);
+    peer.wait();
+    const auto killed = std::chrono::steady_clock::now();
+    bool lost = false;
+    while (!lost && std::chrono::steady_clock::now() - killed < 10s) {
+        try {
+            to_peer->send(make_message(*self, 100, 0, 99));
+            to_peer->flush(20ms);
+        } catch (const PeerLost& e) {
+            lost = true;
+            EXPECT_GE(e.unacknowledged(), 1u) << e.what();
+        } catch (const Error& e) {
+            ADD_FAILURE() << e.what();
+            break;
+        }
+    }
+    EXPECT_TRUE(lost);
+}
+
+// ---------------------------------------------------------- injected errors
+
+// "1% injected transfer errors over 100k messages: all delivered once, in order,
+// intact, and retries counted."
+TEST(SciTransferErrors, OnePercentInjectedErrorsLoseDuplicateAndCorruptNothing) {
+    auto c = make_configuration("sci", partition_for_test(), 2, [](config::Configuration& c) {
+        c.sci.max_outst_buffers = 4;
+        c.sci.inject_error_rate = 0.01;
+        c.sci.inject_error_seed = 1234;
+    });
+    auto a = NodeFactory::create(c, 1);
+    auto b = NodeFactory::create(c, 2);
+    auto to_b = a->create_node(2);
+    auto from_a = b->create_node(1);
+    constexpr std::uint64_t n = 100000;
+    std::thread sender([&] {
+        for (std::uint64_t i = 0; i < n; ++i) {
+            const std::size_t size = i % 1000 == 0 ? 3 * c.sci.recv_buffer_size : 24 + i % 200;
+            for (;;) {
+                try {
+                    to_b->send(make_message(*a, size, 0, i));
+                    break;
+                } catch (const SendQueueFull&) {
+                    to_b->flush(1ms);
+                }
+            }
+        }
+        to_b->flush(30s);
+    });
+    std::uint64_t next = 0;
+    std::string error;
+    while (next < n) {
+        auto m = from_a->receive(30s);
+        if (!m) {
+            error = "stalled at " + std::to_string(next);
+            break;
+        }
+        try {
+            if (check_payload(*m).seq != next) {
+                error = "out of order at " + std::to_string(next);
+                break;
+            }
+        } catch (const std::string& e) {
+            error = e;
+            break;
+        }
+        ++next;
+    }
+    sender.join();
+    EXPECT_EQ(error, "");
+    EXPECT_EQ(next, n);
+    EXPECT_EQ(from_a->receive(), nullptr) << "a message was delivered twice";
+    const auto retries = to_b->stats().retries + from_a->stats().retries;
+    EXPECT_GT(retries, n / 200) << "about 1% of the transfers should have been retried";
+}
+
+// -------------------------------------------------------------- idle receive
+
+TEST(SciIdle, AReceiverIdleInABlockingReceiveSleepsInsteadOfSpinning) {
+    auto c = sci_configuration(partition_for_test(), 2);
+    auto a = NodeFactory::create(c, 1);
+    auto b = NodeFactory::create(c, 2);
+    auto from_b = a->create_node(2);
+    timespec before{}, after{};
+    clock_gettime(CLOCK_THREAD_CPUTIME_ID, &before);
+    EXPECT_EQ(from_b->receive(1s), nullptr);
+    clock_gettime(CLOCK_THREAD_CPUTIME_ID, &after);
+    const double cpu = (after.tv_sec - before.tv_sec) + (after.tv_nsec - before.tv_nsec) * 1e-9;
+    EXPECT_LT(cpu, 0.1) << "an idle receive of 1 s used " << cpu << " s of CPU";
+}
+
+// ------------------------------------------------------------- hostile peer
+
+TEST(SciHostilePeer, GarbageInTheHeaderAreaNeverCrashesTheReceiver) {
+    const auto partition = partition_for_test();
+    auto c = sci_configuration(partition, 2, 200ms);
+    auto a = NodeFactory::create(c, 1);
+    auto b = NodeFactory::create(c, 2);
+    auto from_b = a->create_node(2);
+    auto to_a = b->create_node(1);
+    to_a->send(make_message(*b, 64, 0, 0));
+    ASSERT_NE(from_b->receive(10s), nullptr);
+    // Play node 2 gone mad: write random words over its header in node 1's segment.
+    sci::VirtualDevice device(partition);
+    RemoteSegment seg;
+    ASSERT_TRUE(seg.connect(device.segment_name(1, 8)));
+    seg.map();
+    std::mt19937 rng(7);
+    auto* header = reinterpret_cast<std::uint32_t*>(seg.address() + sci::control_block_size + sci::header_size);
+    for (int round = 0; round < 2000; ++round) {
+        for (int w = 1; w < 16; ++w)
+            std::atomic_ref<std::uint32_t>(header[w]).store(rng());
+        try {
+            auto m = from_b->receive();
+            if (m) {
+                EXPECT_LE(m->size(), c.sci.recv_buffer_size);
+            }
+        } catch (const PeerLost&) {
+        }
+    }
+}
+
+} // namespace
+} // namespace msgpass::test

@@ -1,0 +1,103 @@
+// Test support: a child process with a pipe on its stdout, killed and reaped when
+// the test ends (even when it fails), and line reads with a deadline (no sleeps).
+#pragma once
+
+#include <cerrno>
+#include <chrono>
+#include <csignal>
+#include <fcntl.h>
+#include <poll.h>
+#include <spawn.h>
+#include <stdexcept>
+#include <string>
+#include <sys/wait.h>
+#include <unistd.h>
+#include <vector>
+
+extern char** environ;
+
+namespace msgpass::test {
+
+class ChildProcess {
+public:
+    explicit ChildProcess(const std::vector<std::string>& argv) {
+        int fds[2];
+        if (::pipe2(fds, O_CLOEXEC) != 0) throw std::runtime_error("pipe failed");
+        posix_spawn_file_actions_t actions;
+        posix_spawn_file_actions_init(&actions);
+        posix_spawn_file_actions_adddup2(&actions, fds[1], STDOUT_FILENO);
+        std::vector<char*> args;
+        for (const auto& a : argv)
+            args.push_back(const_cast<char*>(a.c_str()));
+        args.push_back(nullptr);
+        const int rc = ::posix_spawn(&pid_, args[0], &actions, nullptr, args.data(), environ);
+        posix_spawn_file_actions_destroy(&actions);
+        ::close(fds[1]);
+        out_ = fds[0];
+        if (rc != 0) {
+            ::close(out_);
+            throw std::runtime_error("cannot start " + argv[0]);
+        }
+    }
+    ChildProcess(const ChildProcess&) = delete;
+    ChildProcess& operator=(const ChildProcess&) = delete;
+    ~ChildProcess() {
+        kill(SIGKILL);
+        wait();
+        if (out_ >= 0) ::close(out_);
+    }
+
+    [[nodiscard]] pid_t pid() const { return pid_; }
+    void kill(int signal) {
+        if (pid_ > 0 && !reaped_) ::kill(pid_, signal);
+    }
+    // Waits for the exit and returns the raw wait status.
+    int wait() {
+        if (pid_ <= 0 || reaped_) return status_;
+        while (::waitpid(pid_, &status_, 0) < 0 && errno == EINTR) {
+        }
+        reaped_ = true;
+        return status_;
+    }
+
+    // The next line of the child's stdout, or "" at EOF or after timeout.
+    std::string read_line(std::chrono::milliseconds timeout) {
+        const auto deadline = std::chrono::steady_clock::now() + timeout;
+        for (;;) {
+            if (auto nl = buffer_.find('\n'); nl != std::string::npos) {
+                std::string line = buffer_.substr(0, nl);
+                buffer_.erase(0, nl + 1);
+                return line;
+            }
+            const auto left =
+                std::chrono::duration_cast<std::chrono::milliseconds>(deadline - std::chrono::steady_clock::now());
+            if (left.count() <= 0) return "";
+            pollfd p{out_, POLLIN, 0};
+            if (::poll(&p, 1, static_cast<int>(left.count())) <= 0) continue;
+            char chunk[4096];
+            const ssize_t n = ::read(out_, chunk, sizeof chunk);
+            if (n <= 0) return "";
+            buffer_.append(chunk, static_cast<std::size_t>(n));
+        }
+    }
+    // Reads lines until one starts with prefix; returns it or "" on timeout/EOF.
+    std::string wait_for_line(const std::string& prefix, std::chrono::milliseconds timeout) {
+        const auto deadline = std::chrono::steady_clock::now() + timeout;
+        while (std::chrono::steady_clock::now() < deadline) {
+            auto line = read_line(
+                std::chrono::duration_cast<std::chrono::milliseconds>(deadline - std::chrono::steady_clock::now()));
+            if (line.rfind(prefix, 0) == 0) return line;
+            if (line.empty()) return "";
+        }
+        return "";
+    }
+
+private:
+    pid_t pid_ = -1;
+    int out_ = -1;
+    int status_ = 0;
+    bool reaped_ = false;
+    std::string buffer_;
+};
+
+} // namespace msgpass::test
