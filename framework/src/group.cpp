@@ -42,16 +42,12 @@ BasicGroup::BasicGroup(std::string name, Doorbell* bell) : name_(std::move(name)
 
 std::vector<NodeId> BasicGroup::members() const {
     std::lock_guard lock(mutex_);
-    std::vector<NodeId> ids;
-    ids.reserve(nodes_.size());
-    for (const auto& n : nodes_)
-        ids.push_back(n->id());
-    return ids;
+    return ids_;
 }
 
 std::size_t BasicGroup::size() const {
     std::lock_guard lock(mutex_);
-    return nodes_.size();
+    return ids_.size();
 }
 
 void BasicGroup::send(BufferPtr&& buffer) {
