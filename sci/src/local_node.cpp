@@ -2,6 +2,7 @@
 // buffers.
 #include <msgpass/sci/local_node.hpp>
 
+#include <algorithm>
 #include <chrono>
 #include <random>
 #include <unistd.h>
@@ -170,6 +171,23 @@ PooledSendBuffer::PooledSendBuffer(std::shared_ptr<LocalNode::SendPool> pool, st
 PooledSendBuffer::~PooledSendBuffer() {
     std::lock_guard lock(pool_->mutex);
     pool_->free.push_back(std::move(memory_));
+}
+
+void LocalNode::register_flushable(Flushable* node) {
+    std::lock_guard lock(flushables_mutex_);
+    flushables_.push_back(node);
+}
+
+void LocalNode::unregister_flushable(Flushable* node) {
+    std::lock_guard lock(flushables_mutex_);
+    std::erase(flushables_, node);
+}
+
+void LocalNode::progress_slow() {
+    std::unique_lock lock(flushables_mutex_, std::try_to_lock);
+    if (!lock.owns_lock()) return; // another thread is driving the queues
+    for (Flushable* node : flushables_)
+        node->try_flush_queue();
 }
 
 BufferPtr LocalNode::allocate_send_buffer(std::size_t size) {

@@ -134,10 +134,13 @@ SciNode::SciNode(std::shared_ptr<LocalNode> local, NodeParameters parameters)
                                                         "large." + std::to_string(parameters_.peer)),
                           large_capacity_ * large_buffers);
     large_region_->map();
+    local_->register_flushable(this);
     current_link();
 }
 
 SciNode::~SciNode() {
+    local_->unregister_flushable(this);
+    local_->queued_changed(-static_cast<std::ptrdiff_t>(queue_.size()));
     // Slots granted to the peer go back to the pool; received buffers keep the local
     // node alive on their own.
     for (auto slot : granted_) {
@@ -361,6 +364,7 @@ void SciNode::flush_locked(Link* link) {
     while (!queue_.empty() && link != nullptr && try_transfer(*link, queue_.front().buffer())) {
         queue_.pop_front();
         queue_depth_.store(queue_.size(), std::memory_order_relaxed);
+        local_->queued_changed(-1);
     }
 }
 
@@ -384,6 +388,7 @@ void SciNode::send_impl(B& buffer) {
                               " bytes exceed max_message_size of " + std::to_string(parameters_.max_message_size) +
                               " bytes");
     }
+    local_->progress(); // queues towards other peers move too
     std::lock_guard lock(send_mutex_);
     throw_if_lost();
     Link* link = current_link();
@@ -410,6 +415,7 @@ void SciNode::send_impl(B& buffer) {
         queue_.push_back(Queued{nullptr, buffer});
     }
     queue_depth_.store(queue_.size(), std::memory_order_relaxed);
+    local_->queued_changed(1);
     stats_.queued();
     check_peer(link);
 }
@@ -480,7 +486,7 @@ BufferPtr SciNode::take_message(Link& link) {
 }
 
 BufferPtr SciNode::receive() {
-    try_flush();
+    local_->progress();
     Link* link = current_link();
     std::string violation;
     {

@@ -10,6 +10,8 @@
 #include <msgpass/sci/layout.hpp>
 #include <msgpass/sci/remote_memory.hpp>
 
+#include <atomic>
+#include <cstddef>
 #include <cstdint>
 #include <memory>
 #include <mutex>
@@ -29,6 +31,14 @@ struct LocalNodeParameters {
     std::string partition;
 
     static LocalNodeParameters from(const config::Configuration& configuration, NodeId self);
+};
+
+// Something with a send queue that the local node can drive (an SCINode).
+class Flushable {
+public:
+    virtual ~Flushable() = default;
+    // Transfers queued messages while possible; never blocks on a lock.
+    virtual void try_flush_queue() = 0;
 };
 
 class LocalNode : public std::enable_shared_from_this<LocalNode> {
@@ -59,6 +69,15 @@ public:
     }
     [[nodiscard]] std::uint32_t free_slots() const;
 
+    // Every send or receive of any node moves the queues of all nodes, so that a
+    // message queued towards one peer flows while the process waits on another.
+    void register_flushable(Flushable* node);
+    void unregister_flushable(Flushable* node);
+    void queued_changed(std::ptrdiff_t delta) noexcept { queued_total_.fetch_add(delta, std::memory_order_relaxed); }
+    void progress() {
+        if (queued_total_.load(std::memory_order_relaxed) != 0) progress_slow();
+    }
+
     // A buffer of size bytes to send: from the send pool when use_send_pool is set
     // and size fits send_buffer_size and a buffer is free, else from the heap.
     BufferPtr allocate_send_buffer(std::size_t size);
@@ -75,6 +94,10 @@ private:
     std::vector<std::uint32_t> free_slots_;
     std::vector<bool> headers_taken_;
     std::shared_ptr<SendPool> send_pool_;
+    void progress_slow();
+    std::atomic<std::ptrdiff_t> queued_total_{0};
+    std::mutex flushables_mutex_;
+    std::vector<Flushable*> flushables_;
 };
 
 } // namespace msgpass::sci

@@ -38,7 +38,7 @@ struct NodeParameters {
     static NodeParameters from(const config::Configuration& configuration, const LocalNode& local, NodeId peer);
 };
 
-class SciNode final : public Node {
+class SciNode final : public Node, private Flushable {
 public:
     SciNode(std::shared_ptr<LocalNode> local, NodeParameters parameters);
     ~SciNode() override;
@@ -73,6 +73,7 @@ private:
     bool try_transfer(Link& link, const Buffer& buffer);
     void flush_locked(Link* link);
     bool try_flush();
+    void try_flush_queue() override { try_flush(); }
     void check_peer(Link* link);
     void declare_lost(Link* link, const std::string& reason);
     void throw_if_lost();
