@@ -82,7 +82,8 @@ TEST(RemoteMemory, ConnectingToAMissingSegmentFailsWithoutThrowing) {
 }
 
 TEST(RemoteMemory, SegmentsAreOwnerOnlyAndNamedByUserAndPartition) {
-    const auto partition = partition_for_test();
+    const SegmentCleanup segments(partition_for_test()); // killed peers leave segments behind
+    const auto& partition = segments.partition();
     auto c = sci_configuration(partition, 2);
     auto f = NodeFactory::create(c, 1);
     struct stat st {};
@@ -118,7 +119,8 @@ TEST(SciPeerLife, ASecondLiveProcessWithTheSameNodeIdFailsClearly) {
 }
 
 TEST(SciPeerLife, ASegmentLeftByADeadProcessIsReplacedAtStart) {
-    const auto partition = partition_for_test();
+    const SegmentCleanup segments(partition_for_test()); // killed peers leave segments behind
+    const auto& partition = segments.partition();
     {
         ChildProcess peer(peer_args(partition, 2, 1, 2, "idle"));
         ASSERT_EQ(peer.wait_for_line("ready", 10s), "ready");
@@ -139,7 +141,8 @@ TEST(SciPeerLife, ASegmentLeftByADeadProcessIsReplacedAtStart) {
 // ------------------------------------------------------------------ peer loss
 
 TEST(SciPeerLife, APeerKilledMidStreamIsReportedWithinThePeerTimeoutAndNothingPartialArrives) {
-    const auto partition = partition_for_test();
+    const SegmentCleanup segments(partition_for_test()); // killed peers leave segments behind
+    const auto& partition = segments.partition();
     const auto timeout = 300ms;
     auto c = sci_configuration(partition, 2, timeout);
     auto self = NodeFactory::create(c, 1);
@@ -174,7 +177,8 @@ TEST(SciPeerLife, APeerKilledMidStreamIsReportedWithinThePeerTimeoutAndNothingPa
 }
 
 TEST(SciPeerLife, ARestartedPeerIsRecognisedAndTrafficResumes) {
-    const auto partition = partition_for_test();
+    const SegmentCleanup segments(partition_for_test()); // killed peers leave segments behind
+    const auto& partition = segments.partition();
     auto c = sci_configuration(partition, 2, 300ms);
     auto self = NodeFactory::create(c, 1);
     auto from_peer = self->create_node(2);
@@ -213,7 +217,8 @@ TEST(SciPeerLife, ARestartedPeerIsRecognisedAndTrafficResumes) {
 }
 
 TEST(SciPeerLife, ASenderGetsPeerLostWhenItsReceiverIsKilled) {
-    const auto partition = partition_for_test();
+    const SegmentCleanup segments(partition_for_test()); // killed peers leave segments behind
+    const auto& partition = segments.partition();
     auto c = sci_configuration(partition, 2, 300ms);
     auto self = NodeFactory::create(c, 1);
     auto to_peer = self->create_node(2);
@@ -318,7 +323,8 @@ TEST(SciIdle, AReceiverIdleInABlockingReceiveSleepsInsteadOfSpinning) {
 // ------------------------------------------------------------- hostile peer
 
 TEST(SciHostilePeer, GarbageInTheHeaderAreaNeverCrashesTheReceiver) {
-    const auto partition = partition_for_test();
+    const SegmentCleanup segments(partition_for_test()); // killed peers leave segments behind
+    const auto& partition = segments.partition();
     auto c = sci_configuration(partition, 2, 200ms);
     auto a = NodeFactory::create(c, 1);
     auto b = NodeFactory::create(c, 2);

@@ -10,8 +10,11 @@
 #include <cctype>
 #include <cstdint>
 #include <cstring>
+#include <filesystem>
 #include <functional>
+#include <pwd.h>
 #include <string>
+#include <sys/mman.h>
 #include <unistd.h>
 
 namespace msgpass::test {
@@ -23,6 +26,29 @@ inline std::string unique_partition(const std::string& tag) {
         clean += std::isalnum(static_cast<unsigned char>(ch)) ? ch : '-';
     return "t" + std::to_string(::getpid()) + "-" + std::to_string(++counter) + "-" + clean;
 }
+
+// Removes every shared-memory segment of a partition when the test ends, even when
+// it fails: processes a test killed leave theirs behind.
+class SegmentCleanup {
+public:
+    explicit SegmentCleanup(std::string partition) : partition_(std::move(partition)) {}
+    SegmentCleanup(const SegmentCleanup&) = delete;
+    SegmentCleanup& operator=(const SegmentCleanup&) = delete;
+    ~SegmentCleanup() {
+        const passwd* pw = getpwuid(geteuid());
+        const std::string user = pw != nullptr ? pw->pw_name : "uid" + std::to_string(geteuid());
+        const std::string prefix = "msgpass." + user + "." + partition_ + ".";
+        std::error_code ec;
+        for (const auto& entry : std::filesystem::directory_iterator("/dev/shm", ec)) {
+            const auto name = entry.path().filename().string();
+            if (name.rfind(prefix, 0) == 0) ::shm_unlink(("/" + name).c_str());
+        }
+    }
+    [[nodiscard]] const std::string& partition() const { return partition_; }
+
+private:
+    std::string partition_;
+};
 
 // A configuration of nodes 1..n on localhost; tweak changes the top level, which
 // every node then inherits (change node scope on the result).
