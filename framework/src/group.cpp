@@ -61,20 +61,22 @@ void BasicGroup::send(BufferPtr&& buffer) {
     std::string failures;
     bool all_lost = true;
     NodeId lost_peer = 0;
+    std::uint64_t unacknowledged = 0;
     for (const auto& node : nodes) {
         try {
             node->send_shared(shared);
         } catch (const PeerLost& e) {
-            failures += (failures.empty() ? "" : "; ") + std::string(e.what());
+            failures += (failures.empty() ? "" : "; ") + ("node " + std::to_string(node->id()) + ": ") + e.what();
             lost_peer = e.peer();
+            unacknowledged += e.unacknowledged();
         } catch (const Error& e) {
-            failures += (failures.empty() ? "" : "; ") + std::string(e.what());
+            failures += (failures.empty() ? "" : "; ") + ("node " + std::to_string(node->id()) + ": ") + e.what();
             all_lost = false;
         }
     }
     if (failures.empty()) return;
     std::string what = "group '" + name_ + "' send failed for some members: " + failures;
-    if (all_lost) throw PeerLost(lost_peer, what);
+    if (all_lost) throw PeerLost(lost_peer, what, unacknowledged);
     throw Error(what);
 }
 

@@ -292,10 +292,7 @@ TEST(BasicGroup, SendThrowsAPlainErrorWhenLossesAndOtherFailuresMix) {
 }
 
 // group.hpp: "an Error naming each failing member and its reason is thrown".
-// Disabled: BasicGroup::send (framework/src/group.cpp) joins only the nodes'
-// what() texts and never adds the member's id, so a technology whose errors do
-// not repeat the id produces a message that names no member.
-TEST(BasicGroup, DISABLED_SendErrorNamesEachFailingMember) {
+TEST(BasicGroup, SendErrorNamesEachFailingMember) {
     Fixture f{41, 42, 43};
     f.nodes[0]->fail_with(FakeNode::Failure::queue_full);
     f.nodes[2]->fail_with(FakeNode::Failure::peer_lost);

@@ -84,8 +84,7 @@ auto wait_for(Poll&& poll, std::chrono::nanoseconds timeout, Doorbell* bell, con
 template <class Poll>
 bool Doorbell::sleep_unless(Poll&& poll, std::chrono::nanoseconds timeout) {
     const std::uint32_t seen = sequence.load(std::memory_order_acquire);
-    sleepers.fetch_add(1, std::memory_order_seq_cst);
-    std::atomic_thread_fence(std::memory_order_seq_cst);
+    sleepers.fetch_add(1, std::memory_order_seq_cst); // a full barrier before the last poll
     const bool ready = poll();
     if (!ready) futex_wait(seen, timeout);
     sleepers.fetch_sub(1, std::memory_order_seq_cst);
