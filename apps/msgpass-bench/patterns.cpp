@@ -1,0 +1,464 @@
+// The measurement protocol between the driver and its peers (see patterns.hpp).
+// Every benchmark message starts with a 64-bit tag: a sequence number, with flags
+// for warm-up and for the last message of a point; commands and reports carry tags
+// that no sequence number reaches. Waits always have a timeout, so a lost peer
+// surfaces as PeerLost (from the layer or from the health check), never as a hang.
+#include "patterns.hpp"
+
+#include <algorithm>
+#include <cstring>
+#include <fstream>
+#include <sstream>
+#include <thread>
+#include <unistd.h>
+
+namespace msgpass::bench {
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+using namespace std::chrono_literals;
+
+constexpr std::uint64_t end_flag = 1ULL << 63;
+constexpr std::uint64_t warm_flag = 1ULL << 62;
+constexpr std::uint64_t command_tag = 0x3b3bc0de00000001ULL;
+constexpr std::uint64_t report_tag = 0x3b3bc0de00000002ULL;
+// A wait that sees nothing for this long gives up, even if the peer looks alive.
+constexpr auto stall_limit = 30s;
+
+enum class Op : std::uint32_t { pong = 1, stream = 2, listen = 3, quit = 4 };
+
+struct Command {
+    std::uint64_t tag;
+    Op op;
+    std::uint32_t reserved;
+    std::uint64_t size;
+    std::uint64_t count;      // timed messages; 0: by duration
+    std::int64_t duration_ns; // timed part when count is 0
+    std::uint64_t warm_count; // warm-up messages; 0: by warm_ns
+    std::int64_t warm_ns;
+};
+
+struct Report {
+    std::uint64_t tag;
+    std::uint64_t count;
+    std::uint64_t bytes;
+    std::int64_t elapsed_ns;
+};
+
+std::uint64_t tag_of(const Buffer& b) {
+    std::uint64_t tag = 0;
+    if (const auto* s = b.single(); s != nullptr && s->size() >= sizeof tag) std::memcpy(&tag, s->data(), sizeof tag);
+    return tag;
+}
+
+void set_tag(Buffer& b, std::uint64_t tag) {
+    auto* s = b.single();
+    if (s == nullptr || s->size() < sizeof tag) throw UsageError("benchmark messages need at least 8 bytes");
+    std::memcpy(s->data(), &tag, sizeof tag);
+}
+
+// Reads one byte per cache line, as a consumer of the data would.
+std::uint64_t touch(const Buffer& b) {
+    std::uint64_t sum = 0;
+    for (const auto& f : b.fragments()) {
+        for (std::size_t i = 0; i < f.size(); i += 64)
+            sum += static_cast<std::uint64_t>(f[i]);
+    }
+    return sum;
+}
+
+volatile std::uint64_t sink;
+
+double ns_between(Clock::time_point a, Clock::time_point b) {
+    return static_cast<double>(std::chrono::duration_cast<std::chrono::nanoseconds>(b - a).count());
+}
+
+// How many messages may wait in a node's send queue before the sender stops to
+// flush: enough to keep the peer busy, few enough to bound memory for large sizes.
+std::uint64_t queue_bound(std::uint64_t size) {
+    return std::clamp<std::uint64_t>((16 * config::MiB) / size, 4, 512);
+}
+
+// Sends, retrying through flush while the queue is full, and keeps the queue
+// below queue_bound (checked every message for large sizes, every 32 for small).
+class Pacer {
+public:
+    explicit Pacer(std::uint64_t size) : size_(size), bound_(queue_bound(size)) {}
+
+    void send(Node& node, BufferPtr&& b) {
+        for (;;) {
+            try {
+                node.send(std::move(b));
+                break;
+            } catch (const SendQueueFull&) {
+                node.flush(1ms);
+            }
+        }
+        limit(node);
+    }
+
+    void limit(Node& node) {
+        if (size_ <= 8 * config::KiB && (++sent_ & 31) != 0) return;
+        while (node.stats().queue_depth > bound_)
+            node.flush(1ms);
+    }
+
+private:
+    std::uint64_t size_;
+    std::uint64_t bound_;
+    std::uint64_t sent_ = 0;
+};
+
+void send_control(NodeFactory& factory, Node& node, const void* data, std::size_t size) {
+    auto b = factory.create_buffer(size);
+    std::memcpy(b->single()->data(), data, size);
+    Pacer(size).send(node, std::move(b));
+    if (!node.flush(10s))
+        throw PeerLost(node.id(), "peer " + std::to_string(node.id()) + " lost: it took no message for 10 s");
+}
+
+template <class Source>
+BufferPtr wait_from(Source& source, NodeId id, const HealthCheck& check) {
+    const auto give_up = Clock::now() + stall_limit;
+    for (;;) {
+        if (auto b = source.receive(std::chrono::nanoseconds(200ms))) return b;
+        if (check) check();
+        if (Clock::now() > give_up) {
+            throw PeerLost(id, "peer " + (id == 0 ? std::string("group") : std::to_string(id)) +
+                                   " lost: nothing received for " + std::to_string(stall_limit.count()) + " s");
+        }
+    }
+}
+
+Command make_command(Op op, std::uint64_t size, const Budget& budget) {
+    Command c{};
+    c.tag = command_tag;
+    c.op = op;
+    c.size = size;
+    if (budget.iterations != 0) {
+        c.count = budget.iterations;
+        c.warm_count = std::max<std::uint64_t>(10, budget.iterations / 10);
+    } else {
+        c.duration_ns = static_cast<std::int64_t>(budget.seconds * 1e9);
+        c.warm_ns = c.duration_ns / 10;
+    }
+    return c;
+}
+
+// Sends a warm-up then the timed messages then an end marker, all of size bytes.
+// send(BufferPtr&&) is the node or group send; limit() keeps queues bounded.
+template <class Send, class Limit>
+void produce(NodeFactory& factory, const Command& c, Send&& send, Limit&& limit) {
+    std::uint64_t seq = 0;
+    auto emit = [&](std::uint64_t flags) {
+        auto b = factory.create_buffer(c.size);
+        set_tag(*b, seq++ | flags);
+        send(std::move(b));
+        limit();
+    };
+    auto phase = [&](std::uint64_t count, std::int64_t ns, std::uint64_t flags) {
+        if (count != 0) {
+            for (std::uint64_t i = 0; i < count; ++i)
+                emit(flags);
+            return;
+        }
+        const auto end = Clock::now() + std::chrono::nanoseconds(ns);
+        for (std::uint64_t i = 0;; ++i) {
+            if ((i & 15) == 0 && Clock::now() >= end) break;
+            emit(flags);
+        }
+    };
+    phase(c.warm_count, c.warm_ns, warm_flag);
+    phase(c.count, c.duration_ns, 0);
+    emit(end_flag);
+}
+
+// Counts what arrives after the warm-up until the end marker.
+struct Tally {
+    std::uint64_t count = 0;
+    std::uint64_t bytes = 0;
+    Clock::time_point first{};
+    Clock::time_point last{};
+    bool started = false;
+
+    // Returns true at the end marker.
+    bool take(const Buffer& b) {
+        const auto tag = tag_of(b);
+        sink = sink + touch(b);
+        if ((tag & warm_flag) != 0 && (tag & end_flag) == 0) return false;
+        const auto now = Clock::now();
+        if (!started) {
+            started = true;
+            first = now;
+        } else {
+            ++count;
+            bytes += b.size();
+        }
+        last = now;
+        return (tag & end_flag) != 0;
+    }
+    [[nodiscard]] double seconds() const { return ns_between(first, last) / 1e9; }
+};
+
+void fill_rates(Result& r, std::uint64_t count, std::uint64_t bytes, double seconds) {
+    r.iterations = count;
+    r.msgs_per_s = seconds > 0 ? static_cast<double>(count) / seconds : 0;
+    r.MBps = seconds > 0 ? static_cast<double>(bytes) / seconds / 1e6 : 0;
+}
+
+} // namespace
+
+Driver::Driver(NodeFactory& factory, std::vector<NodeId> peers, HealthCheck check)
+    : factory_(factory), peers_(std::move(peers)), check_(std::move(check)) {}
+
+NodePtr Driver::peer(std::size_t index) {
+    if (index >= peers_.size()) {
+        throw UsageError("this run needs " + std::to_string(index + 1) + " peers, the nodes file has " +
+                         std::to_string(peers_.size()));
+    }
+    return factory_.create_node(peers_[index]);
+}
+
+Result Driver::run(const std::string& pattern, std::uint64_t size, const Budget& budget, std::uint32_t members) {
+    if (size < sizeof(std::uint64_t)) throw UsageError("msgpass patterns need sizes of at least 8 bytes");
+    Result r;
+    if (pattern == "pingpong")
+        r = pingpong(size, budget);
+    else if (pattern == "stream")
+        r = stream(size, budget);
+    else if (pattern == "broadcast")
+        r = broadcast(size, budget, members);
+    else if (pattern == "gather")
+        r = gather(size, budget, members);
+    else
+        throw UsageError("unknown pattern '" + pattern + "' (pingpong, stream, broadcast, gather, idle)");
+    r.technology = std::string(factory_.technology());
+    r.pattern = pattern;
+    r.size = size;
+    return r;
+}
+
+Result Driver::pingpong(std::uint64_t size, const Budget& budget) {
+    auto node = peer(0);
+    const auto c = make_command(Op::pong, size, budget);
+    send_control(factory_, *node, &c, sizeof c);
+    // The echo comes back in a receive buffer, which is sent again as the next ping:
+    // one copy per direction, no allocation in the loop.
+    auto b = factory_.create_buffer(size);
+    std::uint64_t seq = 0;
+    auto round = [&](std::uint64_t flags) {
+        set_tag(*b, seq++ | flags);
+        node->send(std::move(b));
+        b = wait_from(*node, node->id(), check_);
+    };
+    if (c.warm_count != 0) {
+        for (std::uint64_t i = 0; i < c.warm_count; ++i)
+            round(warm_flag);
+    } else {
+        for (const auto end = Clock::now() + std::chrono::nanoseconds(c.warm_ns); Clock::now() < end;)
+            round(warm_flag);
+    }
+    std::vector<double> samples;
+    samples.reserve(c.count != 0 ? c.count : 1 << 20);
+    const auto start = Clock::now();
+    const auto end = start + std::chrono::nanoseconds(c.duration_ns);
+    for (;;) {
+        const auto t0 = Clock::now();
+        if (c.count != 0 ? samples.size() >= c.count : t0 >= end) break;
+        round(0);
+        samples.push_back(ns_between(t0, Clock::now()) / 2e3);
+    }
+    const double seconds = ns_between(start, Clock::now()) / 1e9;
+    set_tag(*b, end_flag);
+    node->send(std::move(b));
+    node->flush(10s);
+    Result r;
+    r.iterations = samples.size();
+    r.msgs_per_s = seconds > 0 ? 2.0 * static_cast<double>(samples.size()) / seconds : 0;
+    r.MBps = r.msgs_per_s * static_cast<double>(size) / 1e6;
+    r.one_way_us = summarize(samples);
+    return r;
+}
+
+Result Driver::stream(std::uint64_t size, const Budget& budget) {
+    auto node = peer(0);
+    const auto c = make_command(Op::stream, size, budget);
+    send_control(factory_, *node, &c, sizeof c);
+    Tally t;
+    while (!t.take(*wait_from(*node, node->id(), check_))) {
+    }
+    Result r;
+    fill_rates(r, t.count, t.bytes, t.seconds());
+    return r;
+}
+
+Result Driver::broadcast(std::uint64_t size, const Budget& budget, std::uint32_t members) {
+    auto group = factory_.create_group();
+    std::vector<NodePtr> nodes;
+    for (std::uint32_t i = 0; i < members; ++i) {
+        nodes.push_back(peer(i));
+        group->add(nodes.back());
+    }
+    const auto c = make_command(Op::listen, size, budget);
+    for (auto& n : nodes)
+        send_control(factory_, *n, &c, sizeof c);
+    // Group send throws after a partial send when a queue is full, so the queues are
+    // kept well below send_queue_limit instead.
+    std::vector<Pacer> pacers(nodes.size(), Pacer(size));
+    produce(
+        factory_, c, [&](BufferPtr&& b) { group->send(std::move(b)); },
+        [&] {
+            for (std::size_t i = 0; i < nodes.size(); ++i)
+                pacers[i].limit(*nodes[i]);
+        });
+    Result r;
+    r.members = members;
+    std::uint64_t count = 0;
+    for (auto& n : nodes) {
+        if (!n->flush(10s))
+            throw PeerLost(n->id(), "peer " + std::to_string(n->id()) + " lost: it stopped taking messages");
+        BufferPtr m;
+        do {
+            m = wait_from(*n, n->id(), check_);
+        } while (tag_of(*m) != report_tag || m->size() != sizeof(Report));
+        Report rep{};
+        m->copy_to(std::as_writable_bytes(std::span(&rep, 1)));
+        const double s = static_cast<double>(rep.elapsed_ns) / 1e9;
+        if (s > 0) {
+            r.msgs_per_s += static_cast<double>(rep.count) / s;
+            r.MBps += static_cast<double>(rep.bytes) / s / 1e6;
+        }
+        count += rep.count;
+    }
+    r.iterations = count;
+    return r;
+}
+
+Result Driver::gather(std::uint64_t size, const Budget& budget, std::uint32_t members) {
+    auto group = factory_.create_group();
+    for (std::uint32_t i = 0; i < members; ++i)
+        group->add(peer(i));
+    const auto c = make_command(Op::stream, size, budget);
+    for (std::uint32_t i = 0; i < members; ++i)
+        send_control(factory_, *peer(i), &c, sizeof c);
+    // One clock for all senders: from the first timed message of any to the last end marker.
+    Tally t;
+    std::uint32_t ended = 0;
+    std::uint64_t count = 0;
+    std::uint64_t bytes = 0;
+    Clock::time_point first{};
+    bool started = false;
+    while (ended < members) {
+        auto b = wait_from(*group, 0, check_);
+        const auto tag = tag_of(*b);
+        sink = sink + touch(*b);
+        if ((tag & warm_flag) != 0 && (tag & end_flag) == 0) continue;
+        const auto now = Clock::now();
+        if (!started) {
+            started = true;
+            first = now;
+        } else {
+            ++count;
+            bytes += b->size();
+        }
+        t.last = now;
+        if ((tag & end_flag) != 0) ++ended;
+    }
+    Result r;
+    r.members = members;
+    fill_rates(r, count, bytes, ns_between(first, t.last) / 1e9);
+    return r;
+}
+
+Result Driver::idle(double seconds) {
+    auto node = peer(0);
+    const double cpu0 = process_cpu_seconds();
+    const auto start = Clock::now();
+    const auto end = start + std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(seconds));
+    while (Clock::now() < end) {
+        if (node->receive(std::chrono::duration_cast<std::chrono::nanoseconds>(end - Clock::now()))) {
+            throw UsageError("peer " + std::to_string(node->id()) + " sent a message during the idle measurement");
+        }
+    }
+    const double wall = ns_between(start, Clock::now()) / 1e9;
+    Result r;
+    r.technology = std::string(factory_.technology());
+    r.pattern = "idle";
+    r.seconds = wall;
+    r.cpu_percent = 100.0 * (process_cpu_seconds() - cpu0) / wall;
+    return r;
+}
+
+void Driver::quit() {
+    Command c{};
+    c.tag = command_tag;
+    c.op = Op::quit;
+    for (std::size_t i = 0; i < peers_.size(); ++i) {
+        auto n = factory_.create_node(peers_[i]);
+        auto b = factory_.create_buffer(sizeof c);
+        std::memcpy(b->single()->data(), &c, sizeof c);
+        n->send(std::move(b));
+        n->flush(2s);
+    }
+}
+
+int serve(NodeFactory& factory, NodeId driver) {
+    auto node = factory.create_node(driver);
+    for (;;) {
+        auto m = node->receive(std::chrono::nanoseconds(1s));
+        if (!m || m->size() != sizeof(Command) || tag_of(*m) != command_tag) continue; // idle, or left from a point
+        Command c{};
+        m->copy_to(std::as_writable_bytes(std::span(&c, 1)));
+        m.reset();
+        switch (c.op) {
+        case Op::pong:
+            for (;;) {
+                auto b = wait_from(*node, driver, {});
+                if ((tag_of(*b) & end_flag) != 0) break;
+                node->send(std::move(b));
+            }
+            break;
+        case Op::stream: {
+            Pacer pacer(c.size);
+            produce(
+                factory, c, [&](BufferPtr&& b) { pacer.send(*node, std::move(b)); }, [] {});
+            if (!node->flush(10s))
+                throw PeerLost(driver, "peer " + std::to_string(driver) + " lost: it stopped taking messages");
+            break;
+        }
+        case Op::listen: {
+            Tally t;
+            while (!t.take(*wait_from(*node, driver, {}))) {
+            }
+            const Report rep{report_tag, t.count, t.bytes,
+                             std::chrono::duration_cast<std::chrono::nanoseconds>(t.last - t.first).count()};
+            send_control(factory, *node, &rep, sizeof rep);
+            break;
+        }
+        case Op::quit:
+            node->flush(2s);
+            return 0;
+        }
+    }
+}
+
+double process_cpu_seconds() {
+    std::ifstream in("/proc/self/stat");
+    std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+    // Fields after the command name, which is in parentheses and may hold spaces:
+    // state(3) ... utime(14) stime(15).
+    const auto close = text.rfind(')');
+    if (close == std::string::npos) return 0;
+    std::istringstream fields(text.substr(close + 2));
+    std::string field;
+    unsigned long long utime = 0;
+    unsigned long long stime = 0;
+    for (int i = 3; i <= 15 && fields >> field; ++i) {
+        if (i == 14) utime = std::stoull(field);
+        if (i == 15) stime = std::stoull(field);
+    }
+    return static_cast<double>(utime + stime) / static_cast<double>(::sysconf(_SC_CLK_TCK));
+}
+
+} // namespace msgpass::bench

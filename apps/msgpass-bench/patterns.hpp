@@ -1,0 +1,60 @@
+// The msgpass side of msgpass-bench: a driver that runs one measurement point
+// (pattern x size) against its peers, and the serve loop of a peer, which obeys the
+// driver's commands until told to quit. Roles: the driver is the lowest node id; it
+// prints results. In pingpong it pings; in stream and gather it receives; in
+// broadcast it sends and the members report what they received.
+#pragma once
+
+#include "report.hpp"
+
+#include <msgpass/msgpass.hpp>
+
+#include <chrono>
+#include <functional>
+#include <memory>
+#include <vector>
+
+namespace msgpass::bench {
+
+// How long a point runs: iterations when nonzero, else seconds. A warm-up of a
+// tenth of that precedes the timed part.
+struct Budget {
+    std::uint64_t iterations = 0;
+    double seconds = 0.4;
+};
+
+// Called when a wait sees nothing for a while: throws PeerLost when a peer process
+// is known to be gone (self-spawning mode checks its children).
+using HealthCheck = std::function<void()>;
+
+class Driver {
+public:
+    // peers: the other nodes, in id order; pingpong and stream use the first.
+    Driver(NodeFactory& factory, std::vector<NodeId> peers, HealthCheck check);
+
+    // pattern: pingpong, stream, broadcast, gather. members: group size (group patterns).
+    Result run(const std::string& pattern, std::uint64_t size, const Budget& budget, std::uint32_t members);
+    // Sits in receive(timeout) for seconds and reports the CPU it used.
+    Result idle(double seconds);
+    // Tells every peer to exit.
+    void quit();
+
+private:
+    Result pingpong(std::uint64_t size, const Budget& budget);
+    Result stream(std::uint64_t size, const Budget& budget);
+    Result broadcast(std::uint64_t size, const Budget& budget, std::uint32_t members);
+    Result gather(std::uint64_t size, const Budget& budget, std::uint32_t members);
+    NodePtr peer(std::size_t index);
+
+    NodeFactory& factory_;
+    std::vector<NodeId> peers_;
+    HealthCheck check_;
+};
+
+// A peer: serves the driver's commands until it says quit. Returns the exit code.
+int serve(NodeFactory& factory, NodeId driver);
+
+// User plus system CPU time of this process, from /proc/self/stat, in seconds.
+double process_cpu_seconds();
+
+} // namespace msgpass::bench

@@ -1,0 +1,513 @@
+// The floors of msgpass-bench --reference (see reference.hpp). The second end of
+// each floor is a forked child that dies with its parent (PR_SET_PDEATHSIG) and is
+// killed and reaped when the measurement ends or fails; every wait has a deadline.
+#include "reference.hpp"
+
+#include <algorithm>
+#include <atomic>
+#include <cerrno>
+#include <csignal>
+#include <cstring>
+#include <functional>
+#include <memory>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <stdexcept>
+#include <string>
+#include <sys/mman.h>
+#include <sys/prctl.h>
+#include <sys/socket.h>
+#include <sys/wait.h>
+#include <thread>
+#include <unistd.h>
+#include <vector>
+
+namespace msgpass::bench::reference {
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+using namespace std::chrono_literals;
+
+constexpr std::uint64_t end_flag = 1ULL << 63;
+constexpr std::uint64_t warm_flag = 1ULL << 62;
+constexpr auto reply_deadline = 5s;
+
+double ns_between(Clock::time_point a, Clock::time_point b) {
+    return static_cast<double>(std::chrono::duration_cast<std::chrono::nanoseconds>(b - a).count());
+}
+
+void pause_cpu() {
+#if defined(__x86_64__) || defined(__i386__)
+    __builtin_ia32_pause();
+#endif
+}
+
+// Spins until done() holds; false when deadline passes first.
+template <class Done>
+bool spin_until(Done&& done, Clock::time_point deadline) {
+    for (std::uint32_t i = 1;; ++i) {
+        if (done()) return true;
+        pause_cpu();
+        if ((i & 1023) == 0 && Clock::now() > deadline) return false;
+    }
+}
+
+// Warm-up and timed part of a floor, as the msgpass patterns split a Budget.
+struct Phases {
+    std::uint64_t warm_count = 0;
+    std::chrono::nanoseconds warm{0};
+    std::uint64_t count = 0;
+    std::chrono::nanoseconds timed{0};
+
+    explicit Phases(const Budget& b) {
+        if (b.iterations != 0) {
+            count = b.iterations;
+            warm_count = std::max<std::uint64_t>(10, b.iterations / 10);
+        } else {
+            timed = std::chrono::nanoseconds(static_cast<std::int64_t>(b.seconds * 1e9));
+            warm = timed / 10;
+        }
+    }
+    // Calls step() for the warm-up phase then for the timed one (flags say which).
+    template <class Step>
+    void run(Step&& step) const {
+        auto phase = [&](std::uint64_t n, std::chrono::nanoseconds d, std::uint64_t flags) {
+            if (n != 0) {
+                for (std::uint64_t i = 0; i < n; ++i)
+                    step(flags);
+                return;
+            }
+            const auto end = Clock::now() + d;
+            for (std::uint64_t i = 0;; ++i) {
+                if ((i & 15) == 0 && Clock::now() >= end) break;
+                step(flags);
+            }
+        };
+        phase(warm_count, warm, warm_flag);
+        phase(count, timed, 0);
+    }
+};
+
+class SharedRegion {
+public:
+    explicit SharedRegion(std::size_t size) : size_(size) {
+        base_ = ::mmap(nullptr, size, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+        if (base_ == MAP_FAILED) throw std::runtime_error("mmap of " + std::to_string(size) + " bytes failed");
+    }
+    SharedRegion(const SharedRegion&) = delete;
+    SharedRegion& operator=(const SharedRegion&) = delete;
+    ~SharedRegion() { ::munmap(base_, size_); }
+    [[nodiscard]] std::byte* at(std::size_t offset) const { return static_cast<std::byte*>(base_) + offset; }
+
+private:
+    void* base_;
+    std::size_t size_;
+};
+
+// A forked child running body(); killed and reaped by the destructor.
+class Child {
+public:
+    explicit Child(const std::function<void()>& body) {
+        const pid_t parent = ::getpid();
+        pid_ = ::fork();
+        if (pid_ < 0) throw std::runtime_error(std::string("fork failed: ") + std::strerror(errno));
+        if (pid_ == 0) {
+            ::prctl(PR_SET_PDEATHSIG, SIGKILL);
+            if (::getppid() != parent) ::_exit(1);
+            try {
+                body();
+            } catch (...) {
+                ::_exit(1);
+            }
+            ::_exit(0);
+        }
+    }
+    Child(const Child&) = delete;
+    Child& operator=(const Child&) = delete;
+    ~Child() {
+        if (!reaped_) ::kill(pid_, SIGKILL);
+        reap();
+    }
+    // Waits for the child to exit by itself, at most timeout, then kills it.
+    void finish(std::chrono::milliseconds timeout) {
+        const auto deadline = Clock::now() + timeout;
+        while (!reaped_ && Clock::now() < deadline) {
+            int status = 0;
+            if (::waitpid(pid_, &status, WNOHANG) == pid_)
+                reaped_ = true;
+            else
+                std::this_thread::sleep_for(1ms);
+        }
+    }
+
+private:
+    void reap() {
+        while (!reaped_) {
+            int status = 0;
+            if (::waitpid(pid_, &status, 0) == pid_ || errno != EINTR) reaped_ = true;
+        }
+    }
+    pid_t pid_ = -1;
+    bool reaped_ = false;
+};
+
+std::vector<std::byte> pattern_bytes(std::size_t size) {
+    std::vector<std::byte> v(size);
+    for (std::size_t i = 0; i < size; ++i)
+        v[i] = static_cast<std::byte>(i * 131 + 7);
+    return v;
+}
+
+std::uint64_t touch(const std::byte* p, std::size_t n) {
+    std::uint64_t sum = 0;
+    for (std::size_t i = 0; i < n; i += 64)
+        sum += static_cast<std::uint64_t>(p[i]);
+    return sum;
+}
+
+volatile std::uint64_t sink;
+
+std::size_t round_up(std::size_t n, std::size_t to) {
+    return (n + to - 1) / to * to;
+}
+
+Result finish_pingpong(const std::string& technology, std::uint64_t size, std::vector<double>& samples,
+                       double seconds) {
+    Result r;
+    r.technology = technology;
+    r.pattern = "pingpong";
+    r.size = size;
+    r.iterations = samples.size();
+    r.msgs_per_s = seconds > 0 ? 2.0 * static_cast<double>(samples.size()) / seconds : 0;
+    r.MBps = r.msgs_per_s * static_cast<double>(size) / 1e6;
+    r.one_way_us = summarize(samples);
+    return r;
+}
+
+// Runs round() (one round trip) through the warm-up and the timed phase, sampling.
+Result time_pingpong(const std::string& technology, std::uint64_t size, const Budget& budget,
+                     const std::function<void()>& round) {
+    const Phases phases(budget);
+    std::vector<double> samples;
+    samples.reserve(phases.count != 0 ? phases.count : 1 << 20);
+    Clock::time_point start{};
+    phases.run([&](std::uint64_t flags) {
+        if (flags == 0 && start == Clock::time_point{}) start = Clock::now();
+        const auto t0 = Clock::now();
+        round();
+        if (flags == 0) samples.push_back(ns_between(t0, Clock::now()) / 2e3);
+    });
+    return finish_pingpong(technology, size, samples, ns_between(start, Clock::now()) / 1e9);
+}
+
+class Fd {
+public:
+    explicit Fd(int fd) : fd_(fd) {
+        if (fd < 0) throw std::runtime_error(std::string("socket: ") + std::strerror(errno));
+    }
+    Fd(const Fd&) = delete;
+    Fd& operator=(const Fd&) = delete;
+    ~Fd() { close(); }
+    void close() {
+        if (fd_ >= 0) ::close(fd_);
+        fd_ = -1;
+    }
+    [[nodiscard]] int get() const { return fd_; }
+
+private:
+    int fd_;
+};
+
+sockaddr_in loopback(std::uint16_t port) {
+    sockaddr_in a{};
+    a.sin_family = AF_INET;
+    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    a.sin_port = htons(port);
+    return a;
+}
+
+sockaddr_in bound_address(int fd) {
+    sockaddr_in a = loopback(0);
+    if (::bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof a) != 0) {
+        throw std::runtime_error(std::string("bind: ") + std::strerror(errno));
+    }
+    socklen_t len = sizeof a;
+    ::getsockname(fd, reinterpret_cast<sockaddr*>(&a), &len);
+    return a;
+}
+
+void set_timeout(int fd, std::chrono::seconds t) {
+    timeval tv{static_cast<time_t>(t.count()), 0};
+    ::setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
+    ::setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof tv);
+}
+
+void no_delay(int fd) {
+    int one = 1;
+    ::setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
+}
+
+// Reads or writes exactly n bytes; false at EOF or on error (timeouts included).
+bool read_full(int fd, std::byte* p, std::size_t n) {
+    while (n > 0) {
+        const ssize_t k = ::read(fd, p, n);
+        if (k < 0 && errno == EINTR) continue;
+        if (k <= 0) return false;
+        p += k;
+        n -= static_cast<std::size_t>(k);
+    }
+    return true;
+}
+
+bool write_full(int fd, const std::byte* p, std::size_t n) {
+    while (n > 0) {
+        const ssize_t k = ::send(fd, p, n, MSG_NOSIGNAL);
+        if (k < 0 && errno == EINTR) continue;
+        if (k <= 0) return false;
+        p += k;
+        n -= static_cast<std::size_t>(k);
+    }
+    return true;
+}
+
+} // namespace
+
+Result shm_pingpong(std::uint64_t size, const Budget& budget) {
+    const std::size_t data = round_up(size, 64);
+    SharedRegion region(128 + 2 * data);
+    auto* ping = new (region.at(0)) std::atomic<std::uint64_t>(0);
+    auto* pong = new (region.at(64)) std::atomic<std::uint64_t>(0);
+    std::byte* ping_data = region.at(128);
+    std::byte* pong_data = region.at(128 + data);
+    Child child([&] {
+        for (std::uint64_t i = 1;; ++i) {
+            std::uint64_t seen = 0;
+            if (!spin_until([&] { return (seen = ping->load(std::memory_order_acquire)) >= i; }, Clock::now() + 60s)) {
+                return;
+            }
+            if (seen == end_flag) return;
+            std::memcpy(pong_data, ping_data, size);
+            pong->store(i, std::memory_order_release);
+        }
+    });
+    const auto src = pattern_bytes(size);
+    std::uint64_t n = 0;
+    auto r = time_pingpong("reference-shm-pingpong", size, budget, [&] {
+        std::memcpy(ping_data, src.data(), size);
+        ping->store(++n, std::memory_order_release);
+        if (!spin_until([&] { return pong->load(std::memory_order_acquire) == n; }, Clock::now() + reply_deadline)) {
+            throw std::runtime_error("reference shm ping-pong: the other process stopped answering");
+        }
+    });
+    ping->store(end_flag, std::memory_order_release);
+    child.finish(1s);
+    return r;
+}
+
+Result shm_ring(std::uint64_t size, const Budget& budget) {
+    struct SlotHeader {
+        std::atomic<std::uint64_t> seq; // n + 1 when message n is in the slot, n + slots when free for n + slots
+        std::uint64_t word;             // size | flags
+    };
+    const std::size_t stride = 64 + round_up(size, 64);
+    const std::size_t slots = std::clamp<std::size_t>((64 * config::MiB) / stride, 8, 256);
+    SharedRegion region(stride * slots);
+    for (std::size_t i = 0; i < slots; ++i)
+        new (region.at(i * stride)) SlotHeader{{i}, 0};
+    auto slot = [&](std::uint64_t n) { return reinterpret_cast<SlotHeader*>(region.at((n % slots) * stride)); };
+    const Phases phases(budget);
+    Child producer([&] {
+        const auto src = pattern_bytes(size);
+        std::uint64_t n = 0;
+        auto put = [&](std::uint64_t flags) {
+            auto* h = slot(n);
+            if (!spin_until([&] { return h->seq.load(std::memory_order_acquire) == n; }, Clock::now() + 10s)) {
+                throw std::runtime_error("ring consumer stopped");
+            }
+            std::memcpy(reinterpret_cast<std::byte*>(h) + 64, src.data(), size);
+            h->word = size | flags;
+            h->seq.store(n + 1, std::memory_order_release);
+            ++n;
+        };
+        phases.run(put);
+        put(end_flag);
+    });
+    std::uint64_t count = 0;
+    std::uint64_t bytes = 0;
+    Clock::time_point first{};
+    Clock::time_point last{};
+    bool started = false;
+    for (std::uint64_t n = 0;; ++n) {
+        auto* h = slot(n);
+        if (!spin_until([&] { return h->seq.load(std::memory_order_acquire) == n + 1; },
+                        Clock::now() + reply_deadline)) {
+            throw std::runtime_error("reference ring: the producer stopped");
+        }
+        const std::uint64_t word = h->word;
+        const std::uint64_t length = std::min<std::uint64_t>(word & ~(end_flag | warm_flag), size);
+        sink = sink + touch(reinterpret_cast<const std::byte*>(h) + 64, length);
+        h->seq.store(n + slots, std::memory_order_release);
+        if ((word & warm_flag) != 0) continue;
+        const auto now = Clock::now();
+        if (!started) {
+            started = true;
+            first = now;
+        } else {
+            ++count;
+            bytes += length;
+        }
+        last = now;
+        if ((word & end_flag) != 0) break;
+    }
+    producer.finish(1s);
+    Result r;
+    r.technology = "reference-shm-ring";
+    r.pattern = "stream";
+    r.size = size;
+    r.iterations = count;
+    const double s = ns_between(first, last) / 1e9;
+    r.msgs_per_s = s > 0 ? static_cast<double>(count) / s : 0;
+    r.MBps = s > 0 ? static_cast<double>(bytes) / s / 1e6 : 0;
+    return r;
+}
+
+Result memcpy_bandwidth(std::uint64_t size, const Budget& budget) {
+    const auto src = pattern_bytes(size);
+    std::vector<std::byte> dst(size);
+    const Phases phases(budget);
+    std::uint64_t count = 0;
+    Clock::time_point start{};
+    phases.run([&](std::uint64_t flags) {
+        if (flags == 0 && count++ == 0) start = Clock::now();
+        std::memcpy(dst.data(), src.data(), size);
+        asm volatile("" : : "r"(dst.data()) : "memory");
+    });
+    const double s = ns_between(start, Clock::now()) / 1e9;
+    Result r;
+    r.technology = "reference-memcpy";
+    r.pattern = "copy";
+    r.size = size;
+    r.iterations = count;
+    r.msgs_per_s = s > 0 ? static_cast<double>(count) / s : 0;
+    r.MBps = r.msgs_per_s * static_cast<double>(size) / 1e6;
+    return r;
+}
+
+Result tcp_pingpong(std::uint64_t size, const Budget& budget) {
+    Fd listener(::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0));
+    const auto address = bound_address(listener.get());
+    if (::listen(listener.get(), 1) != 0) throw std::runtime_error("listen failed");
+    Child child([&] {
+        Fd c(::accept(listener.get(), nullptr, nullptr));
+        no_delay(c.get());
+        set_timeout(c.get(), 60s);
+        std::vector<std::byte> buf(size);
+        while (read_full(c.get(), buf.data(), size) && write_full(c.get(), buf.data(), size)) {
+        }
+    });
+    Fd s(::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0));
+    if (::connect(s.get(), reinterpret_cast<const sockaddr*>(&address), sizeof address) != 0) {
+        throw std::runtime_error(std::string("connect: ") + std::strerror(errno));
+    }
+    no_delay(s.get());
+    set_timeout(s.get(), std::chrono::duration_cast<std::chrono::seconds>(reply_deadline));
+    const auto src = pattern_bytes(size);
+    std::vector<std::byte> dst(size);
+    auto r = time_pingpong("reference-tcp-pingpong", size, budget, [&] {
+        if (!write_full(s.get(), src.data(), size) || !read_full(s.get(), dst.data(), size)) {
+            throw std::runtime_error("reference tcp ping-pong: the other process stopped answering");
+        }
+    });
+    s.close();
+    child.finish(1s);
+    return r;
+}
+
+std::optional<Result> udp_pingpong(std::uint64_t size, const Budget& budget) {
+    if (size > 65507) return std::nullopt;
+    Fd a(::socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0));
+    Fd b(::socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0));
+    const auto aa = bound_address(a.get());
+    const auto ba = bound_address(b.get());
+    ::connect(a.get(), reinterpret_cast<const sockaddr*>(&ba), sizeof ba);
+    ::connect(b.get(), reinterpret_cast<const sockaddr*>(&aa), sizeof aa);
+    Child child([&] {
+        set_timeout(b.get(), 60s);
+        std::vector<std::byte> buf(size);
+        for (;;) {
+            const ssize_t n = ::recv(b.get(), buf.data(), size, 0);
+            if (n <= 0) return;
+            ::send(b.get(), buf.data(), static_cast<std::size_t>(n), 0);
+        }
+    });
+    set_timeout(a.get(), std::chrono::duration_cast<std::chrono::seconds>(reply_deadline));
+    const auto src = pattern_bytes(size);
+    std::vector<std::byte> dst(size);
+    auto r = time_pingpong("reference-udp-pingpong", size, budget, [&] {
+        if (::send(a.get(), src.data(), size, 0) != static_cast<ssize_t>(size) ||
+            ::recv(a.get(), dst.data(), size, 0) != static_cast<ssize_t>(size)) {
+            throw std::runtime_error("reference udp ping-pong: a datagram was lost or the other process stopped");
+        }
+    });
+    ::send(a.get(), src.data(), 0, 0);
+    child.finish(1s);
+    return r;
+}
+
+Result tcp_stream(std::uint64_t size, const Budget& budget) {
+    Fd listener(::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0));
+    const auto address = bound_address(listener.get());
+    if (::listen(listener.get(), 1) != 0) throw std::runtime_error("listen failed");
+    const Phases phases(budget);
+    Child sender([&] {
+        Fd s(::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0));
+        if (::connect(s.get(), reinterpret_cast<const sockaddr*>(&address), sizeof address) != 0) return;
+        no_delay(s.get());
+        set_timeout(s.get(), 10s);
+        const auto src = pattern_bytes(size);
+        phases.run([&](std::uint64_t) {
+            if (!write_full(s.get(), src.data(), size)) throw std::runtime_error("receiver closed");
+        });
+    });
+    Fd c(::accept(listener.get(), nullptr, nullptr));
+    set_timeout(c.get(), std::chrono::duration_cast<std::chrono::seconds>(reply_deadline));
+    std::vector<std::byte> buf(std::max<std::size_t>(size, 256 * config::KiB));
+    // The warm-up is the first warm_count messages, or what arrives in the first
+    // warm duration; the rate counts what comes after it until the sender closes.
+    const std::uint64_t warm_bytes = phases.warm_count * size;
+    std::uint64_t total = 0;
+    std::uint64_t bytes = 0;
+    Clock::time_point first{};
+    Clock::time_point start{};
+    Clock::time_point last{};
+    bool timing = false;
+    for (;;) {
+        const ssize_t k = ::read(c.get(), buf.data(), buf.size());
+        if (k < 0 && errno == EINTR) continue;
+        if (k < 0) throw std::runtime_error("reference tcp stream: the sender stopped");
+        if (k == 0) break;
+        const auto now = Clock::now();
+        if (total == 0) first = now;
+        total += static_cast<std::uint64_t>(k);
+        if (!timing && (phases.warm_count != 0 ? total >= warm_bytes : now - first >= phases.warm)) {
+            timing = true;
+            start = now;
+        } else if (timing) {
+            bytes += static_cast<std::uint64_t>(k);
+        }
+        last = now;
+    }
+    sender.finish(1s);
+    Result r;
+    r.technology = "reference-tcp-stream";
+    r.pattern = "stream";
+    r.size = size;
+    const double s = ns_between(start, last) / 1e9;
+    r.MBps = s > 0 ? static_cast<double>(bytes) / s / 1e6 : 0;
+    r.msgs_per_s = r.MBps * 1e6 / static_cast<double>(size);
+    r.iterations = bytes / size;
+    return r;
+}
+
+} // namespace msgpass::bench::reference

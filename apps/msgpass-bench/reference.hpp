@@ -1,0 +1,35 @@
+// The floors of this machine (msgpass-bench --reference): what the hardware and the
+// kernel give without msgpass, measured the same way as the msgpass patterns so that
+// ratios mean something. Each floor runs its two ends in two processes (fork) and
+// reports a Result with technology "reference-...".
+#pragma once
+
+#include "patterns.hpp"
+#include "report.hpp"
+
+#include <cstdint>
+#include <optional>
+
+namespace msgpass::bench::reference {
+
+// Two processes ping-pong a cache line through an mmap'd MAP_SHARED region: each
+// side copies size bytes into the shared region then raises a flag (one atomic per
+// direction, each on its own cache line). At 64 bytes this is the cache-line floor.
+Result shm_pingpong(std::uint64_t size, const Budget& budget);
+
+// A hand-written single-producer single-consumer ring of slots in shared memory:
+// the sender copies each message into a slot and publishes its size word; the
+// receiver reads the size and touches each cache line of the data.
+Result shm_ring(std::uint64_t size, const Budget& budget);
+
+// memcpy of size bytes in one process, in cache when it fits.
+Result memcpy_bandwidth(std::uint64_t size, const Budget& budget);
+
+// Loopback TCP (TCP_NODELAY) and UDP ping-pong; UDP only up to 65507 bytes.
+Result tcp_pingpong(std::uint64_t size, const Budget& budget);
+std::optional<Result> udp_pingpong(std::uint64_t size, const Budget& budget);
+
+// Loopback TCP stream: the sender writes size-byte chunks, the receiver reads.
+Result tcp_stream(std::uint64_t size, const Budget& budget);
+
+} // namespace msgpass::bench::reference

@@ -1,0 +1,47 @@
+// Results of msgpass-bench: one Result per technology x pattern x size, summarised
+// from per-iteration samples, and written as the JSON line of
+// shared/design/BENCHMARKS.md or as a row of the human table.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace msgpass::bench {
+
+// One-way latency in microseconds.
+struct Latency {
+    double mean = 0;
+    double p50 = 0;
+    double p99 = 0;
+    double p999 = 0;
+    double max = 0;
+};
+
+struct Result {
+    std::string technology;
+    std::string pattern;
+    std::uint64_t size = 0;
+    std::uint64_t iterations = 0;
+    std::optional<Latency> one_way_us;
+    double msgs_per_s = 0;
+    double MBps = 0; // 10^6 bytes per second
+    std::optional<std::uint32_t> members;
+    std::optional<double> cpu_percent; // idle pattern only
+    std::optional<double> seconds;     // idle pattern only
+};
+
+// Summarises samples (microseconds); sorts them. Empty input gives zeros.
+Latency summarize(std::vector<double>& samples_us);
+
+// The JSON object on one line (no newline). Non-finite numbers are written as null.
+std::string to_json(const Result& result);
+
+// "8", "1KiB", "4MiB": the size as the tables show it.
+std::string size_label(std::uint64_t size);
+
+// Parses "8,64,1KiB"; throws std::invalid_argument naming the bad item.
+std::vector<std::uint64_t> parse_sizes(const std::string& list);
+
+} // namespace msgpass::bench
