@@ -120,52 +120,31 @@ double seconds_since(Clock::time_point start) {
     return std::chrono::duration<double>(Clock::now() - start).count();
 }
 
+// Summaries queued towards one worker before the builder waits for it: far below
+// send_queue_limit, because a group send cannot hand a buffer back on SendQueueFull.
+constexpr std::uint64_t farm_queue_limit = 4096;
+
 double khz(std::uint64_t count, double seconds) {
     return seconds > 0 ? count / seconds / 1000.0 : 0.0;
-}
-
-// Gives the layer time to flush queued sends to the nodes in `to`: any receive call
-// drives the send queues. Messages that arrive meanwhile go to `inbox`. Gives up
-// when no queue shrank for `timeout`. Returns true when all queues are at most `limit`.
-bool drain(const std::vector<msgpass::NodePtr>& to, msgpass::Node& poll, std::vector<msgpass::BufferPtr>& inbox,
-           std::chrono::milliseconds timeout, std::uint64_t limit = 0) {
-    std::uint64_t last = UINT64_MAX;
-    auto deadline = Clock::now() + timeout;
-    for (;;) {
-        std::uint64_t depth = 0;
-        bool over = false;
-        for (const auto& node : to) {
-            auto d = node->stats().queue_depth;
-            depth += d;
-            over = over || d > limit;
-        }
-        if (!over) return true;
-        if (depth < last) {
-            last = depth;
-            deadline = Clock::now() + timeout;
-        }
-        if (Clock::now() >= deadline) return false;
-        if (auto stray = poll.receive(std::chrono::milliseconds(1))) inbox.push_back(std::move(stray));
-    }
 }
 
 // ---------------------------------------------------------------- readout source
 int run_source(msgpass::NodeFactory& factory, const std::string& name, NodeId builder_id, const Settings& s) {
     const NodeId self = factory.self_id();
     auto builder = factory.create_node(builder_id);
-    std::vector<msgpass::BufferPtr> inbox;
     const auto size = static_cast<std::uint32_t>(s.fragment_size);
     if (size != s.fragment_size) throw msgpass::UsageError("--fragment-size: at most 4 GiB");
 
     // Never block the readout loop: send() queues; only when the queue is full does
-    // the source wait for the builder to catch up.
+    // the source wait for the builder to catch up. On SendQueueFull the buffer stays
+    // with the caller, so it is sent again.
     auto send = [&](msgpass::BufferPtr buffer) {
         for (;;) {
             try {
                 builder->send(std::move(buffer));
                 return true;
             } catch (const msgpass::SendQueueFull&) {
-                if (!drain({builder}, *builder, inbox, s.timeout, builder->stats().queue_depth / 2)) return false;
+                if (!builder->flush(s.timeout)) return false;
             }
         }
     };
@@ -220,8 +199,7 @@ int run_source(msgpass::NodeFactory& factory, const std::string& name, NodeId bu
     }
     std::printf("%s: end of run acknowledged: builder received %u of %u fragments\n", name.c_str(), reply->size,
                 s.events);
-    if (!inbox.empty()) std::printf("%s: %zu unexpected messages\n", name.c_str(), inbox.size());
-    return reply->size == s.events && inbox.empty() ? 0 : 1;
+    return reply->size == s.events ? 0 : 1;
 }
 
 // ---------------------------------------------------------------- event builder
@@ -258,7 +236,6 @@ int run_builder(msgpass::NodeFactory& factory, const std::string& name, const Se
     std::uint32_t first_built = 0, last_built = 0;
     std::optional<Clock::time_point> start;
     Clock::time_point end = Clock::now();
-    std::vector<msgpass::BufferPtr> inbox; // farm acknowledgements
     std::vector<std::byte> scratch;
     bool failed = false;
 
@@ -279,7 +256,7 @@ int run_builder(msgpass::NodeFactory& factory, const std::string& name, const Se
         }
         if (!buffer) {
             failed = true;
-            std::fprintf(stderr, "%s: nothing from the sources for %.1f s; still running:", name.c_str(),
+            std::fprintf(stderr, "%s: nothing from the sources for %.1f s; no end of run from source", name.c_str(),
                          s.timeout.count() / 1000.0);
             for (std::size_t i = 0; i < n; ++i)
                 if (!announced[i]) std::fprintf(stderr, " %u", source_ids[i]);
@@ -331,9 +308,11 @@ int run_builder(msgpass::NodeFactory& factory, const std::string& name, const Se
         if (header->event <= last_built) ++out_of_order;
         if (built == 0) first_built = header->event;
         last_built = header->event;
-        // A group send cannot hand the buffer back when a member's queue is full, so
-        // keep the farm queues well below the limit instead.
-        if (!drain(farm_nodes, *farm_nodes.front(), inbox, s.timeout, 4096)) {
+        bool farm_alive = true;
+        for (const auto& node : farm_nodes) {
+            if (node->stats().queue_depth > farm_queue_limit) farm_alive = farm_alive && node->flush(s.timeout);
+        }
+        if (!farm_alive) {
             std::fprintf(stderr, "%s: the farm took nothing for %.1f s\n", name.c_str(), s.timeout.count() / 1000.0);
             failed = true;
             break;
@@ -355,30 +334,23 @@ int run_builder(msgpass::NodeFactory& factory, const std::string& name, const Se
     // worker confirmed the whole stream and the sources' acknowledgements are out.
     farm->send(make_message(factory, SummaryHeader{0, 0, built}));
     std::map<NodeId, std::uint64_t> confirmed;
-    auto deadline = Clock::now() + s.timeout;
-    std::uint64_t sent_before = 0;
     while (confirmed.size() < farm_nodes.size() && !failed) {
-        for (auto& message : inbox) {
-            auto ack = read_header<SummaryHeader>(bytes_of(*message, scratch));
-            if (ack && ack->event == 0) confirmed[message->source()] = ack->total_size;
-        }
-        inbox.clear();
-        std::uint64_t sent_now = 0;
-        for (const auto& node : farm_nodes)
-            sent_now += node->stats().messages_sent;
-        if (sent_now != sent_before) {
-            sent_before = sent_now;
-            deadline = Clock::now() + s.timeout;
-        }
-        if (Clock::now() >= deadline) {
+        auto message = farm->receive(s.timeout);
+        if (!message) {
             std::fprintf(stderr, "%s: %zu of %zu farm workers did not confirm the end of run\n", name.c_str(),
                          farm_nodes.size() - confirmed.size(), farm_nodes.size());
             failed = true;
             break;
         }
-        if (auto message = farm->receive(std::chrono::milliseconds(10))) inbox.push_back(std::move(message));
+        auto ack = read_header<SummaryHeader>(bytes_of(*message, scratch));
+        if (ack && ack->event == 0) {
+            confirmed[message->source()] = ack->total_size;
+        } else {
+            ++corrupt;
+        }
     }
-    if (!drain(source_nodes, *farm_nodes.front(), inbox, s.timeout)) failed = true;
+    for (const auto& node : source_nodes)
+        failed = !node->flush(s.timeout) || failed;
     for (const auto& [worker, count] : confirmed) {
         if (count != built) {
             std::fprintf(stderr, "%s: worker %u received %llu of %llu events\n", name.c_str(), worker,
@@ -407,10 +379,12 @@ int run_worker(msgpass::NodeFactory& factory, const std::string& name, NodeId bu
     std::optional<Clock::time_point> start;
 
     while (!announced) {
-        auto buffer = builder->receive(s.timeout);
+        // Twice the builder's patience, so that when a source fails the builder
+        // (which knows which one) reports before the workers give up.
+        auto buffer = builder->receive(2 * s.timeout);
         if (!buffer) {
             std::fprintf(stderr, "%s: nothing from builder %u for %.1f s after %llu events\n", name.c_str(), builder_id,
-                         s.timeout.count() / 1000.0, static_cast<unsigned long long>(count));
+                         2 * s.timeout.count() / 1000.0, static_cast<unsigned long long>(count));
             return 1;
         }
         if (!start) start = Clock::now();
@@ -435,8 +409,7 @@ int run_worker(msgpass::NodeFactory& factory, const std::string& name, NodeId bu
                 static_cast<unsigned long long>(count), first, last, bytes / 1e6, elapsed, khz(count, elapsed));
 
     builder->send(make_message(factory, SummaryHeader{0, 0, count}));
-    std::vector<msgpass::BufferPtr> inbox;
-    const bool delivered = drain({builder}, *builder, inbox, s.timeout);
+    const bool delivered = builder->flush(s.timeout);
     const bool ok = delivered && bad == 0 && order_errors == 0 && count == *announced;
     std::printf("%s: end of run: builder built %llu, malformed %llu, out of order %llu%s\n", name.c_str(),
                 static_cast<unsigned long long>(*announced), static_cast<unsigned long long>(bad),

@@ -11,23 +11,8 @@
 #include <exception>
 
 namespace {
-
 constexpr int token_value = 333;
 constexpr auto hop_timeout = std::chrono::seconds(10);
-
-// send() never blocks: a message the peer could not take yet waits in the queue and
-// goes out on a later call of this process. Before leaving, keep calling until it did.
-bool drain(msgpass::Node& to, msgpass::Node& poll) {
-    const auto deadline = std::chrono::steady_clock::now() + hop_timeout;
-    while (to.stats().queue_depth > 0) {
-        if (std::chrono::steady_clock::now() >= deadline) return false;
-        if (auto stray = poll.receive(std::chrono::milliseconds(1))) {
-            std::fprintf(stderr, "token-ring: unexpected message of %zu bytes\n", stray->size());
-        }
-    }
-    return true;
-}
-
 } // namespace
 
 int main(int argc, char** argv) try {
@@ -59,7 +44,8 @@ int main(int argc, char** argv) try {
     }
     std::printf("token %d received on %u from %u\n", token->as<int>(), self, token->source());
     next->send(std::move(token)); // forward the received buffer as it is
-    if (!drain(*next, *prev)) {
+    // send() never blocks: the token may still wait in the queue for a late peer.
+    if (!next->flush(hop_timeout)) {
         std::fprintf(stderr, "token-ring: node %u: could not hand the token to %u\n", self, next->id());
         return 1;
     }
