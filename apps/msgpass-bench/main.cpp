@@ -53,6 +53,7 @@ struct Settings {
     std::optional<NodeId> node_id;
     std::vector<std::string> sets;
     bool reference = false;
+    Wait wait = Wait::block;
     // hidden: the self-spawned peer
     std::string role;
     std::string partition;
@@ -246,6 +247,21 @@ void print_results(const std::vector<Result>& results) {
     }
 }
 
+// Two spinning processes on one CPU take turns by time slices: a cache-line
+// ping-pong of milliseconds instead of a fraction of a microsecond. Every figure of
+// such a run is about the scheduler, not msgpass, so say so.
+void warn_if_shared_cpu(const std::map<std::uint64_t, Result>& floor) {
+    for (const auto& [size, r] : floor) {
+        if (size <= 64 && r.one_way_us && r.one_way_us->p50 > 5.0) {
+            std::fprintf(stderr,
+                         "msgpass-bench: warning: the shared-memory floor is %.1f us at %s bytes: the two processes\n"
+                         "share a CPU (the scheduler placed them together); pin them, e.g. --cpu 0,1\n",
+                         r.one_way_us->p50, size_label(size).c_str());
+            return;
+        }
+    }
+}
+
 std::vector<Result> run_reference(const Settings& s, const Progress& progress) {
     Budget b = s.budget;
     if (s.timed_by_default) b.seconds = 0.2;
@@ -269,6 +285,10 @@ std::vector<Result> run_reference(const Settings& s, const Progress& progress) {
         note(reference::tcp_stream(size, b));
     }
     progress.clear();
+    std::map<std::uint64_t, Result> floor;
+    for (const auto& r : out)
+        if (r.technology == "reference-shm-pingpong") floor[r.size] = r;
+    warn_if_shared_cpu(floor);
     return out;
 }
 
@@ -306,6 +326,7 @@ Settings parse(int argc, char** argv, bool& help) {
     Settings s;
     std::string sizes;
     std::string cpus;
+    std::string wait = "block";
     po::options_description visible(
         "msgpass-bench [options]\n\n"
         "Without options: starts its peer, runs pingpong and stream over sci for 8 B..4 MiB\n"
@@ -325,6 +346,7 @@ Settings parse(int argc, char** argv, bool& help) {
         "config", po::value<std::string>(), "network file: run one side only (with --nodes, --node-id)")(
         "nodes", po::value<std::string>(), "nodes file (one-side mode)")(
         "node-id", po::value<NodeId>(), "own node id (one-side mode; else MSGPASS_NODE_ID or the launcher's rank)")(
+        "wait", po::value(&wait), "block: receive(timeout), the layer's wait (default); spin: poll receive()")(
         "set", po::value(&s.sets)->composing(), "key=value override of the network file (repeatable)");
     po::options_description hidden;
     hidden.add_options()("role", po::value(&s.role))("partition", po::value(&s.partition))(
@@ -353,6 +375,10 @@ Settings parse(int argc, char** argv, bool& help) {
     }
     if (s.pattern == "idle" && !vm.count("seconds")) s.budget.seconds = 5;
     if (s.members == 0 || s.members > 64) throw po::error("--members must be in 1..64");
+    if (wait == "spin")
+        s.wait = Wait::spin;
+    else if (wait != "block")
+        throw po::error("--wait is block or spin");
     if (!cpus.empty()) {
         std::stringstream in(cpus);
         std::string item;
@@ -417,7 +443,9 @@ int run(int argc, char** argv) {
     }
     if (!s.role.empty()) throw po::error("unknown role '" + s.role + "'");
 
+    if (!s.cpus.empty()) reference::set_child_cpu(s.cpus[1 % s.cpus.size()]);
     if (s.reference) {
+        pin(s.cpus, 0);
         auto results = run_reference(s, progress);
         if (!s.json) print_results(results);
         return 0;
@@ -449,7 +477,7 @@ int run(int argc, char** argv) {
         }
         pin(s.cpus, 0);
         std::vector<NodeId> peers(ids.begin() + 1, ids.end());
-        Driver driver(*factory, peers, {});
+        Driver driver(*factory, peers, {}, s.wait);
         auto results = drive(driver, s, patterns, progress);
         driver.quit();
         if (!s.json) print_results(results);
@@ -459,6 +487,7 @@ int run(int argc, char** argv) {
     // Self-spawning mode. The floors run first, before any peer spins.
     std::map<std::uint64_t, Result> floor;
     std::map<std::uint64_t, Result> ring;
+    pin(s.cpus, 0);
     if (table && !s.json) {
         const Budget quick{0, 0.1};
         for (auto size : s.sizes) {
@@ -466,19 +495,20 @@ int run(int argc, char** argv) {
             floor[size] = reference::shm_pingpong(size, quick);
             ring[size] = reference::shm_ring(size, quick);
         }
+        warn_if_shared_cpu(floor);
     }
     const bool group = s.pattern && group_pattern(*s.pattern);
     const std::uint32_t count = 1 + (group ? s.members : 1);
     const std::string partition = "bench-" + std::to_string(::getpid());
     const auto configuration = self_spawn_configuration(s, partition, count, max_size);
-    pin(s.cpus, 0);
     Peers peers;
     auto factory = NodeFactory::create(configuration, 1);
     peers.start(s, configuration.partition, count, max_size);
     std::vector<NodeId> peer_ids;
     for (NodeId id = 2; id <= count; ++id)
         peer_ids.push_back(id);
-    Driver driver(*factory, peer_ids, [&] { peers.check(); });
+    Driver driver(
+        *factory, peer_ids, [&] { peers.check(); }, s.wait);
     auto results = drive(driver, s, patterns, progress);
     driver.quit();
     peers.stop(std::chrono::milliseconds(5000));

@@ -26,12 +26,19 @@ constexpr std::uint64_t report_tag = 0x3b3bc0de00000002ULL;
 // A wait that sees nothing for this long gives up, even if the peer looks alive.
 constexpr auto stall_limit = 30s;
 
+// How this process waits for messages in the current point (see Wait).
+Wait wait_mode = Wait::block;
+
+std::chrono::nanoseconds flush_step() {
+    return wait_mode == Wait::spin ? std::chrono::nanoseconds(0) : std::chrono::nanoseconds(1ms);
+}
+
 enum class Op : std::uint32_t { pong = 1, stream = 2, listen = 3, quit = 4 };
 
 struct Command {
     std::uint64_t tag;
     Op op;
-    std::uint32_t reserved;
+    std::uint32_t spin; // 1: wait by polling receive() (Wait::spin)
     std::uint64_t size;
     std::uint64_t count;      // timed messages; 0: by duration
     std::int64_t duration_ns; // timed part when count is 0
@@ -92,7 +99,7 @@ public:
                 node.send(std::move(b));
                 break;
             } catch (const SendQueueFull&) {
-                node.flush(1ms);
+                node.flush(flush_step());
             }
         }
         limit(node);
@@ -101,7 +108,7 @@ public:
     void limit(Node& node) {
         if (size_ <= 8 * config::KiB && (++sent_ & 31) != 0) return;
         while (node.stats().queue_depth > bound_)
-            node.flush(1ms);
+            node.flush(flush_step());
     }
 
 private:
@@ -122,7 +129,15 @@ template <class Source>
 BufferPtr wait_from(Source& source, NodeId id, const HealthCheck& check) {
     const auto give_up = Clock::now() + stall_limit;
     for (;;) {
-        if (auto b = source.receive(std::chrono::nanoseconds(200ms))) return b;
+        if (wait_mode == Wait::spin) {
+            const auto until = Clock::now() + 200ms;
+            for (std::uint32_t i = 1;; ++i) {
+                if (auto b = source.receive()) return b;
+                if ((i & 255) == 0 && Clock::now() > until) break;
+            }
+        } else if (auto b = source.receive(std::chrono::nanoseconds(200ms))) {
+            return b;
+        }
         if (check) check();
         if (Clock::now() > give_up) {
             throw PeerLost(id, "peer " + (id == 0 ? std::string("group") : std::to_string(id)) +
@@ -136,6 +151,7 @@ Command make_command(Op op, std::uint64_t size, const Budget& budget) {
     c.tag = command_tag;
     c.op = op;
     c.size = size;
+    c.spin = wait_mode == Wait::spin ? 1 : 0;
     if (budget.iterations != 0) {
         c.count = budget.iterations;
         c.warm_count = std::max<std::uint64_t>(10, budget.iterations / 10);
@@ -209,8 +225,8 @@ void fill_rates(Result& r, std::uint64_t count, std::uint64_t bytes, double seco
 
 } // namespace
 
-Driver::Driver(NodeFactory& factory, std::vector<NodeId> peers, HealthCheck check)
-    : factory_(factory), peers_(std::move(peers)), check_(std::move(check)) {}
+Driver::Driver(NodeFactory& factory, std::vector<NodeId> peers, HealthCheck check, Wait wait)
+    : factory_(factory), peers_(std::move(peers)), check_(std::move(check)), wait_(wait) {}
 
 NodePtr Driver::peer(std::size_t index) {
     if (index >= peers_.size()) {
@@ -222,6 +238,7 @@ NodePtr Driver::peer(std::size_t index) {
 
 Result Driver::run(const std::string& pattern, std::uint64_t size, const Budget& budget, std::uint32_t members) {
     if (size < sizeof(std::uint64_t)) throw UsageError("msgpass patterns need sizes of at least 8 bytes");
+    wait_mode = wait_;
     Result r;
     if (pattern == "pingpong")
         r = pingpong(size, budget);
@@ -411,6 +428,7 @@ int serve(NodeFactory& factory, NodeId driver) {
         Command c{};
         m->copy_to(std::as_writable_bytes(std::span(&c, 1)));
         m.reset();
+        wait_mode = c.spin != 0 ? Wait::spin : Wait::block;
         switch (c.op) {
         case Op::pong:
             for (;;) {

@@ -27,10 +27,15 @@ struct Budget {
 // is known to be gone (self-spawning mode checks its children).
 using HealthCheck = std::function<void()>;
 
+// How both ends wait for a message: block uses receive(timeout), the layer's wait
+// strategy (spin, yield, then sleep on the doorbell); spin polls receive() and
+// flush(0), which measures the data path alone, whatever the cost of waking up.
+enum class Wait { block, spin };
+
 class Driver {
 public:
     // peers: the other nodes, in id order; pingpong and stream use the first.
-    Driver(NodeFactory& factory, std::vector<NodeId> peers, HealthCheck check);
+    Driver(NodeFactory& factory, std::vector<NodeId> peers, HealthCheck check, Wait wait = Wait::block);
 
     // pattern: pingpong, stream, broadcast, gather. members: group size (group patterns).
     Result run(const std::string& pattern, std::uint64_t size, const Budget& budget, std::uint32_t members);
@@ -49,6 +54,7 @@ private:
     NodeFactory& factory_;
     std::vector<NodeId> peers_;
     HealthCheck check_;
+    Wait wait_;
 };
 
 // A peer: serves the driver's commands until it says quit. Returns the exit code.

@@ -12,6 +12,7 @@
 #include <memory>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
+#include <sched.h>
 #include <stdexcept>
 #include <string>
 #include <sys/mman.h>
@@ -32,6 +33,7 @@ using namespace std::chrono_literals;
 constexpr std::uint64_t end_flag = 1ULL << 63;
 constexpr std::uint64_t warm_flag = 1ULL << 62;
 constexpr auto reply_deadline = 5s;
+int child_cpu = -1;
 
 double ns_between(Clock::time_point a, Clock::time_point b) {
     return static_cast<double>(std::chrono::duration_cast<std::chrono::nanoseconds>(b - a).count());
@@ -115,6 +117,12 @@ public:
         if (pid_ == 0) {
             ::prctl(PR_SET_PDEATHSIG, SIGKILL);
             if (::getppid() != parent) ::_exit(1);
+            if (child_cpu >= 0) {
+                cpu_set_t set;
+                CPU_ZERO(&set);
+                CPU_SET(child_cpu, &set);
+                ::sched_setaffinity(0, sizeof set, &set);
+            }
             try {
                 body();
             } catch (...) {
@@ -272,6 +280,10 @@ bool write_full(int fd, const std::byte* p, std::size_t n) {
 }
 
 } // namespace
+
+void set_child_cpu(int cpu) {
+    child_cpu = cpu;
+}
 
 Result shm_pingpong(std::uint64_t size, const Budget& budget) {
     const std::size_t data = round_up(size, 64);

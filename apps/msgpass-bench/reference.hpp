@@ -32,4 +32,8 @@ std::optional<Result> udp_pingpong(std::uint64_t size, const Budget& budget);
 // Loopback TCP stream: the sender writes size-byte chunks, the receiver reads.
 Result tcp_stream(std::uint64_t size, const Budget& budget);
 
+// Pins the second process of every floor to this cpu (-1: no pinning); the caller
+// pins itself. As --cpu pins the two ends of the msgpass patterns.
+void set_child_cpu(int cpu);
+
 } // namespace msgpass::bench::reference
