@@ -527,12 +527,24 @@ int run(int argc, char** argv) {
 
 } // namespace
 
+// An error message starts on a fresh line when a progress line was showing.
+void end_progress_line() {
+    if (::isatty(STDERR_FILENO) != 0) std::fputs("\r\033[K", stderr);
+}
+
 int main(int argc, char** argv) {
     try {
         return run(argc, argv);
     } catch (const PeerLost& e) {
         std::fflush(stdout);
-        std::fprintf(stderr, "\nmsgpass-bench: %s\n", e.what());
+        end_progress_line();
+        // The layer words its own message; lead with the one a reader looks for.
+        const std::string what = e.what();
+        const std::string lead = "peer " + std::to_string(e.peer()) + " lost";
+        if (what.rfind(lead, 0) == 0)
+            std::fprintf(stderr, "msgpass-bench: %s\n", what.c_str());
+        else
+            std::fprintf(stderr, "msgpass-bench: %s: %s\n", lead.c_str(), what.c_str());
         return 3;
     } catch (const po::error& e) {
         std::fprintf(stderr, "msgpass-bench: %s (see --help)\n", e.what());
@@ -542,7 +554,8 @@ int main(int argc, char** argv) {
         return 2;
     } catch (const std::exception& e) {
         std::fflush(stdout);
-        std::fprintf(stderr, "\nmsgpass-bench: %s\n", e.what());
+        end_progress_line();
+        std::fprintf(stderr, "msgpass-bench: %s\n", e.what());
         return 1;
     }
 }

@@ -117,12 +117,18 @@ private:
     std::uint64_t sent_ = 0;
 };
 
-void send_control(NodeFactory& factory, Node& node, const void* data, std::size_t size) {
+// Sends a command or report and waits until it was handed over, checking the
+// peers' health meanwhile (a peer that never started cannot be declared lost by the layer).
+void send_control(NodeFactory& factory, Node& node, const void* data, std::size_t size, const HealthCheck& check) {
     auto b = factory.create_buffer(size);
     std::memcpy(b->single()->data(), data, size);
     Pacer(size).send(node, std::move(b));
-    if (!node.flush(10s))
+    const auto give_up = Clock::now() + 10s;
+    while (!node.flush(200ms)) {
+        if (check) check();
+        if (Clock::now() < give_up) continue;
         throw PeerLost(node.id(), "peer " + std::to_string(node.id()) + " lost: it took no message for 10 s");
+    }
 }
 
 template <class Source>
@@ -259,7 +265,7 @@ Result Driver::run(const std::string& pattern, std::uint64_t size, const Budget&
 Result Driver::pingpong(std::uint64_t size, const Budget& budget) {
     auto node = peer(0);
     const auto c = make_command(Op::pong, size, budget);
-    send_control(factory_, *node, &c, sizeof c);
+    send_control(factory_, *node, &c, sizeof c, check_);
     // The echo comes back in a receive buffer, which is sent again as the next ping:
     // one copy per direction, no allocation in the loop.
     auto b = factory_.create_buffer(size);
@@ -301,7 +307,7 @@ Result Driver::pingpong(std::uint64_t size, const Budget& budget) {
 Result Driver::stream(std::uint64_t size, const Budget& budget) {
     auto node = peer(0);
     const auto c = make_command(Op::stream, size, budget);
-    send_control(factory_, *node, &c, sizeof c);
+    send_control(factory_, *node, &c, sizeof c, check_);
     Tally t;
     while (!t.take(*wait_from(*node, node->id(), check_))) {
     }
@@ -319,7 +325,7 @@ Result Driver::broadcast(std::uint64_t size, const Budget& budget, std::uint32_t
     }
     const auto c = make_command(Op::listen, size, budget);
     for (auto& n : nodes)
-        send_control(factory_, *n, &c, sizeof c);
+        send_control(factory_, *n, &c, sizeof c, check_);
     // Group send throws after a partial send when a queue is full, so the queues are
     // kept well below send_queue_limit instead.
     std::vector<Pacer> pacers(nodes.size(), Pacer(size));
@@ -358,7 +364,7 @@ Result Driver::gather(std::uint64_t size, const Budget& budget, std::uint32_t me
         group->add(peer(i));
     const auto c = make_command(Op::stream, size, budget);
     for (std::uint32_t i = 0; i < members; ++i)
-        send_control(factory_, *peer(i), &c, sizeof c);
+        send_control(factory_, *peer(i), &c, sizeof c, check_);
     // One clock for all senders: from the first timed message of any to the last end marker.
     Tally t;
     std::uint32_t ended = 0;
@@ -451,7 +457,7 @@ int serve(NodeFactory& factory, NodeId driver) {
             }
             const Report rep{report_tag, t.count, t.bytes,
                              std::chrono::duration_cast<std::chrono::nanoseconds>(t.last - t.first).count()};
-            send_control(factory, *node, &rep, sizeof rep);
+            send_control(factory, *node, &rep, sizeof rep, {});
             break;
         }
         case Op::quit:

@@ -1,0 +1,329 @@
+// Runs msgpass-bench briefly and checks what it prints: with --json, only JSON
+// objects, one per line, with the keys of shared/design/BENCHMARKS.md; and a clear
+// non-zero exit when its peer dies. Timing is never asserted. Each run starts its own
+// peers in a partition named after its pid, so runs in parallel never collide.
+#include "../support/process.hpp"
+
+#include <gtest/gtest.h>
+
+#include <cctype>
+#include <csignal>
+#include <fstream>
+#include <map>
+#include <memory>
+#include <set>
+#include <sstream>
+#include <string>
+#include <thread>
+#include <variant>
+#include <vector>
+
+namespace {
+
+using namespace std::chrono_literals;
+
+// A minimal JSON reader: enough to prove a line is one well-formed object and to
+// look at its members.
+struct Json {
+    enum class Kind { null, boolean, number, string, array, object } kind = Kind::null;
+    double number = 0;
+    std::string text;
+    std::vector<Json> items;
+    std::map<std::string, Json> members;
+};
+
+class Reader {
+public:
+    explicit Reader(const std::string& s) : s_(s) {}
+
+    // The value that makes up the whole input; throws std::runtime_error otherwise.
+    Json document() {
+        Json v = value();
+        space();
+        if (i_ != s_.size()) fail("text after the value");
+        return v;
+    }
+
+private:
+    [[noreturn]] void fail(const std::string& what) const {
+        throw std::runtime_error(what + " at offset " + std::to_string(i_));
+    }
+    void space() {
+        while (i_ < s_.size() && std::isspace(static_cast<unsigned char>(s_[i_])))
+            ++i_;
+    }
+    bool take(char c) {
+        space();
+        if (i_ < s_.size() && s_[i_] == c) {
+            ++i_;
+            return true;
+        }
+        return false;
+    }
+    void expect(char c) {
+        if (!take(c)) fail(std::string("expected '") + c + "'");
+    }
+    bool word(const std::string& w) {
+        if (s_.compare(i_, w.size(), w) != 0) return false;
+        i_ += w.size();
+        return true;
+    }
+    std::string string() {
+        expect('"');
+        std::string out;
+        while (i_ < s_.size() && s_[i_] != '"') {
+            const char c = s_[i_++];
+            if (static_cast<unsigned char>(c) < 0x20) fail("control character in a string");
+            if (c != '\\') {
+                out += c;
+                continue;
+            }
+            if (i_ >= s_.size()) fail("unfinished escape");
+            const char e = s_[i_++];
+            if (e == 'u') {
+                if (i_ + 4 > s_.size()) fail("short \\u escape");
+                for (int k = 0; k < 4; ++k)
+                    if (!std::isxdigit(static_cast<unsigned char>(s_[i_++]))) fail("bad \\u escape");
+                out += '?';
+            } else if (std::string("\"\\/bfnrt").find(e) != std::string::npos) {
+                out += e;
+            } else {
+                fail("bad escape");
+            }
+        }
+        if (i_ >= s_.size()) fail("unterminated string");
+        ++i_;
+        return out;
+    }
+    Json value() {
+        space();
+        if (i_ >= s_.size()) fail("missing value");
+        Json v;
+        const char c = s_[i_];
+        if (c == '{') {
+            ++i_;
+            v.kind = Json::Kind::object;
+            if (take('}')) return v;
+            do {
+                space();
+                auto key = string();
+                expect(':');
+                if (!v.members.emplace(key, value()).second) fail("duplicate key " + key);
+            } while (take(','));
+            expect('}');
+        } else if (c == '[') {
+            ++i_;
+            v.kind = Json::Kind::array;
+            if (take(']')) return v;
+            do
+                v.items.push_back(value());
+            while (take(','));
+            expect(']');
+        } else if (c == '"') {
+            v.kind = Json::Kind::string;
+            v.text = string();
+        } else if (word("null")) {
+            v.kind = Json::Kind::null;
+        } else if (word("true") || word("false")) {
+            v.kind = Json::Kind::boolean;
+        } else {
+            // JSON number grammar: -?(0|[1-9][0-9]*)(\.[0-9]+)?([eE][+-]?[0-9]+)?
+            const std::size_t start = i_;
+            auto digits = [&] {
+                const std::size_t from = i_;
+                while (i_ < s_.size() && std::isdigit(static_cast<unsigned char>(s_[i_])))
+                    ++i_;
+                return i_ > from;
+            };
+            if (i_ < s_.size() && s_[i_] == '-') ++i_;
+            if (i_ < s_.size() && s_[i_] == '0')
+                ++i_;
+            else if (!digits())
+                fail("bad value");
+            if (i_ < s_.size() && s_[i_] == '.') {
+                ++i_;
+                if (!digits()) fail("bad fraction");
+            }
+            if (i_ < s_.size() && (s_[i_] == 'e' || s_[i_] == 'E')) {
+                ++i_;
+                if (i_ < s_.size() && (s_[i_] == '+' || s_[i_] == '-')) ++i_;
+                if (!digits()) fail("bad exponent");
+            }
+            v.kind = Json::Kind::number;
+            v.number = std::stod(s_.substr(start, i_ - start));
+        }
+        return v;
+    }
+
+    const std::string& s_;
+    std::size_t i_ = 0;
+};
+
+Json parse(const std::string& line) {
+    return Reader(line).document();
+}
+
+struct Run {
+    std::vector<std::string> lines;
+    int status = -1;
+};
+
+// Runs msgpass-bench with args; collects stdout (and stderr when merge) until EOF.
+Run run_bench(const std::vector<std::string>& args, bool merge_stderr = false,
+              const std::function<void(msgpass::test::ChildProcess&)>& during = {}) {
+    std::vector<std::string> argv;
+    if (merge_stderr) {
+        std::string command = "exec '" MSGPASS_BENCH "'";
+        for (const auto& a : args)
+            command += " '" + a + "'";
+        argv = {"/bin/sh", "-c", command + " 2>&1"};
+    } else {
+        argv = {MSGPASS_BENCH};
+        argv.insert(argv.end(), args.begin(), args.end());
+    }
+    msgpass::test::ChildProcess child(argv);
+    if (during) during(child);
+    Run run;
+    for (;;) {
+        auto line = child.read_line(120s);
+        if (line.empty()) break; // EOF (the program prints no empty line) or timeout
+        run.lines.push_back(line);
+    }
+    child.kill(SIGKILL); // only matters when it hung
+    run.status = child.wait();
+    return run;
+}
+
+bool exited_with(int status, int code) {
+    return WIFEXITED(status) && WEXITSTATUS(status) == code;
+}
+
+void expect_number(const Json& object, const std::string& key) {
+    auto it = object.members.find(key);
+    ASSERT_NE(it, object.members.end()) << "missing key " << key;
+    EXPECT_EQ(it->second.kind, Json::Kind::number) << key << " is not a number";
+}
+
+// The keys every line of a pattern run has (BENCHMARKS.md); one_way_us when asked.
+void expect_result_line(const std::string& line, const std::string& technology, const std::string& pattern, double size,
+                        bool latency) {
+    SCOPED_TRACE(line);
+    Json j;
+    ASSERT_NO_THROW(j = parse(line));
+    ASSERT_EQ(j.kind, Json::Kind::object);
+    EXPECT_EQ(j.members["technology"].text, technology);
+    EXPECT_EQ(j.members["pattern"].text, pattern);
+    expect_number(j, "size");
+    EXPECT_EQ(j.members["size"].number, size);
+    expect_number(j, "iterations");
+    EXPECT_GT(j.members["iterations"].number, 0);
+    expect_number(j, "msgs_per_s");
+    expect_number(j, "MBps");
+    if (latency) {
+        ASSERT_EQ(j.members["one_way_us"].kind, Json::Kind::object);
+        for (const char* key : {"mean", "p50", "p99", "p999", "max"})
+            expect_number(j.members["one_way_us"], key);
+    }
+}
+
+TEST(BenchJson, PingpongPrintsExactlyOneWellFormedLineWithTheDocumentedKeys) {
+    const auto run =
+        run_bench({"--json", "--technology", "sci", "--pattern", "pingpong", "--sizes", "64", "--iterations", "2000"});
+    EXPECT_TRUE(exited_with(run.status, 0)) << "status " << run.status;
+    ASSERT_EQ(run.lines.size(), 1U);
+    expect_result_line(run.lines[0], "sci", "pingpong", 64, true);
+    EXPECT_EQ(parse(run.lines[0]).members.at("iterations").number, 2000);
+}
+
+TEST(BenchJson, StreamPrintsOneLinePerSize) {
+    const auto run = run_bench({"--json", "--pattern", "stream", "--sizes", "64,16KiB", "--iterations", "300"});
+    EXPECT_TRUE(exited_with(run.status, 0)) << "status " << run.status;
+    ASSERT_EQ(run.lines.size(), 2U);
+    expect_result_line(run.lines[0], "sci", "stream", 64, false);
+    expect_result_line(run.lines[1], "sci", "stream", 16384, false);
+}
+
+TEST(BenchJson, BroadcastToTwoMembersPrintsOneLineNamingTheMembers) {
+    const auto run =
+        run_bench({"--json", "--pattern", "broadcast", "--members", "2", "--sizes", "256", "--iterations", "200"});
+    EXPECT_TRUE(exited_with(run.status, 0)) << "status " << run.status;
+    ASSERT_EQ(run.lines.size(), 1U);
+    expect_result_line(run.lines[0], "sci", "broadcast", 256, false);
+    EXPECT_EQ(parse(run.lines[0]).members.at("members").number, 2);
+}
+
+TEST(BenchJson, GatherFromTwoMembersPrintsOneLineNamingTheMembers) {
+    const auto run =
+        run_bench({"--json", "--pattern", "gather", "--members", "2", "--sizes", "1KiB", "--iterations", "200"});
+    EXPECT_TRUE(exited_with(run.status, 0)) << "status " << run.status;
+    ASSERT_EQ(run.lines.size(), 1U);
+    expect_result_line(run.lines[0], "sci", "gather", 1024, false);
+    EXPECT_EQ(parse(run.lines[0]).members.at("members").number, 2);
+}
+
+TEST(BenchJson, ReferencePrintsOneWellFormedLinePerFloor) {
+    const auto run = run_bench({"--reference", "--json", "--sizes", "64", "--iterations", "200"});
+    EXPECT_TRUE(exited_with(run.status, 0)) << "status " << run.status;
+    std::set<std::string> technologies;
+    for (const auto& line : run.lines) {
+        SCOPED_TRACE(line);
+        Json j;
+        ASSERT_NO_THROW(j = parse(line));
+        const auto& technology = j.members["technology"].text;
+        technologies.insert(technology);
+        const bool latency = technology.find("pingpong") != std::string::npos;
+        expect_result_line(line, technology, j.members["pattern"].text, 64, latency);
+    }
+    EXPECT_EQ(technologies,
+              (std::set<std::string>{"reference-shm-pingpong", "reference-shm-ring", "reference-memcpy",
+                                     "reference-tcp-pingpong", "reference-udp-pingpong", "reference-tcp-stream"}));
+    EXPECT_EQ(run.lines.size(), technologies.size());
+}
+
+TEST(BenchJson, IdleReportsTheCpuOfAReceiverThatWaits) {
+    const auto run = run_bench({"--json", "--pattern", "idle", "--seconds", "0.5"});
+    EXPECT_TRUE(exited_with(run.status, 0)) << "status " << run.status;
+    ASSERT_EQ(run.lines.size(), 1U);
+    Json j;
+    ASSERT_NO_THROW(j = parse(run.lines[0]));
+    EXPECT_EQ(j.members["pattern"].text, "idle");
+    expect_number(j, "cpu_percent");
+    expect_number(j, "seconds");
+}
+
+TEST(BenchErrors, MalformedSizesAreRejectedWithUsageStatus) {
+    const auto run = run_bench({"--json", "--pattern", "pingpong", "--sizes", "64,lots"});
+    EXPECT_TRUE(exited_with(run.status, 2)) << "status " << run.status;
+    EXPECT_TRUE(run.lines.empty());
+}
+
+// The peers of a self-spawning run are children of msgpass-bench.
+std::vector<pid_t> children_of(pid_t pid) {
+    std::ifstream in("/proc/" + std::to_string(pid) + "/task/" + std::to_string(pid) + "/children");
+    std::vector<pid_t> out;
+    for (pid_t p; in >> p;)
+        out.push_back(p);
+    return out;
+}
+
+TEST(BenchErrors, ALostPeerEndsTheRunWithAPeerLostMessage) {
+    const auto run = run_bench({"--json", "--pattern", "stream", "--sizes", "64", "--seconds", "60"}, true,
+                               [](msgpass::test::ChildProcess& bench) {
+                                   // Wait (bounded) until the peer exists, then kill it.
+                                   const auto deadline = std::chrono::steady_clock::now() + 30s;
+                                   std::vector<pid_t> peers;
+                                   while (peers.empty() && std::chrono::steady_clock::now() < deadline) {
+                                       peers = children_of(bench.pid());
+                                       if (peers.empty()) std::this_thread::yield();
+                                   }
+                                   ASSERT_FALSE(peers.empty()) << "the peer never started";
+                                   ::kill(peers.front(), SIGKILL);
+                               });
+    EXPECT_TRUE(exited_with(run.status, 3)) << "status " << run.status;
+    bool said = false;
+    for (const auto& line : run.lines)
+        said = said || line.find("peer 2 lost") != std::string::npos;
+    EXPECT_TRUE(said) << "no 'peer 2 lost' in the output";
+}
+
+} // namespace
