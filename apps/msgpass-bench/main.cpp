@@ -399,19 +399,23 @@ Settings parse(int argc, char** argv, bool& help) {
 
 // Runs the chosen points with a ready driver; returns the results (printed as JSON
 // lines as they come when --json).
+// Sizes in the outer loop, so that before_size() (the floors of the table) runs
+// next to the points it is compared with, under the same load of the machine.
 std::vector<Result> drive(Driver& driver, const Settings& s, const std::vector<std::string>& patterns,
-                          const Progress& progress) {
+                          const Progress& progress, const std::function<void(std::uint64_t)>& before_size = {}) {
     std::vector<Result> results;
     const std::size_t total = patterns.size() * s.sizes.size();
     std::size_t done = 0;
-    for (const auto& pattern : patterns) {
-        if (pattern == "idle") {
-            progress.show("idle receiver for " + fixed(s.budget.seconds, 1) + " s");
-            results.push_back(driver.idle(s.budget.seconds));
-            if (s.json) emit_json(results.back());
-            continue;
-        }
-        for (auto size : s.sizes) {
+    if (patterns == std::vector<std::string>{"idle"}) {
+        progress.show("idle receiver for " + fixed(s.budget.seconds, 1) + " s");
+        results.push_back(driver.idle(s.budget.seconds));
+        if (s.json) emit_json(results.back());
+        progress.clear();
+        return results;
+    }
+    for (auto size : s.sizes) {
+        if (before_size) before_size(size);
+        for (const auto& pattern : patterns) {
             std::string line = "[";
             line += std::to_string(++done);
             line += '/';
@@ -484,18 +488,19 @@ int run(int argc, char** argv) {
         return 0;
     }
 
-    // Self-spawning mode. The floors run first, before any peer spins.
+    // Self-spawning mode. For the table, the floors of each size run just before its
+    // points (the peer waits asleep meanwhile).
     std::map<std::uint64_t, Result> floor;
     std::map<std::uint64_t, Result> ring;
     pin(s.cpus, 0);
+    std::function<void(std::uint64_t)> floors;
     if (table && !s.json) {
-        const Budget quick{0, 0.1};
-        for (auto size : s.sizes) {
+        floors = [&](std::uint64_t size) {
+            const Budget quick{0, 0.1};
             progress.show("floors " + size_label(size));
             floor[size] = reference::shm_pingpong(size, quick);
             ring[size] = reference::shm_ring(size, quick);
-        }
-        warn_if_shared_cpu(floor);
+        };
     }
     const bool group = s.pattern && group_pattern(*s.pattern);
     const std::uint32_t count = 1 + (group ? s.members : 1);
@@ -509,8 +514,9 @@ int run(int argc, char** argv) {
         peer_ids.push_back(id);
     Driver driver(
         *factory, peer_ids, [&] { peers.check(); }, s.wait);
-    auto results = drive(driver, s, patterns, progress);
+    auto results = drive(driver, s, patterns, progress, floors);
     driver.quit();
+    if (floors) warn_if_shared_cpu(floor);
     peers.stop(std::chrono::milliseconds(5000));
     if (s.json) return 0;
     if (!table) {
