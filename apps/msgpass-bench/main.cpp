@@ -16,6 +16,7 @@
 #include <csignal>
 #include <cstdio>
 #include <cstring>
+#include <filesystem>
 #include <iostream>
 #include <map>
 #include <sched.h>
@@ -108,6 +109,26 @@ config::Configuration self_spawn_configuration(const Settings& s, const std::str
         nodes << "  - {id: " << i << "}\n";
     return config::load_text(network.str(), nodes.str(), s.sets, "msgpass-bench network", "msgpass-bench nodes");
 }
+
+// Removes what a killed peer of this run left in /dev/shm (a process that dies by
+// SIGKILL cannot unlink its segments). The partition name is unique to this run, so
+// only its own segments match. Declared before Peers: runs after they are reaped.
+class StaleSegments {
+public:
+    explicit StaleSegments(std::string partition) : tag_("." + std::move(partition) + ".") {}
+    StaleSegments(const StaleSegments&) = delete;
+    StaleSegments& operator=(const StaleSegments&) = delete;
+    ~StaleSegments() {
+        std::error_code ec;
+        for (const auto& e : std::filesystem::directory_iterator("/dev/shm", ec)) {
+            const auto name = e.path().filename().string();
+            if (name.find(tag_) != std::string::npos) std::filesystem::remove(e.path(), ec);
+        }
+    }
+
+private:
+    std::string tag_;
+};
 
 // The peer processes of a self-spawning run, stopped and reaped on destruction.
 class Peers {
@@ -506,6 +527,7 @@ int run(int argc, char** argv) {
     const std::uint32_t count = 1 + (group ? s.members : 1);
     const std::string partition = "bench-" + std::to_string(::getpid());
     const auto configuration = self_spawn_configuration(s, partition, count, max_size);
+    const StaleSegments cleanup(configuration.partition);
     Peers peers;
     auto factory = NodeFactory::create(configuration, 1);
     peers.start(s, configuration.partition, count, max_size);
