@@ -1,6 +1,6 @@
 // The sci protocol between this process and one peer: connection (link) to the
 // peer's segment, introduction, slot grants, signed notifications, large messages
-// through a double-buffered region, the send queue, and peer loss and restart.
+// through a region of several buffers, the send queue, and peer loss and restart.
 #include <msgpass/sci/node.hpp>
 
 #include <msgpass/wait.hpp>
@@ -126,7 +126,7 @@ SciNode::SciNode(std::shared_ptr<LocalNode> local, NodeParameters parameters)
     granted_.fill(no_slot);
     large_release_ = std::make_shared<LargeRelease>();
     large_release_->local = local_;
-    // The region where this peer writes large messages for us: two buffers of
+    // The region where this peer writes large messages for us: large_buffers of
     // max_message_size, sparse until touched.
     large_capacity_ = round_up(std::max<std::uint64_t>(parameters_.max_message_size, 64), 4096);
     large_region_ = std::make_unique<LocalSegment>();

@@ -107,7 +107,9 @@ TEST(Doorbell, RingFromAnotherThreadWakesASleeper) {
     std::atomic<bool> published{false};
     std::atomic<bool> waiter_done{false};
     const auto timeout = 10s;
-    const WaitPolicy policy{.spins = 0, .yields = 0, .max_sleep = std::chrono::microseconds(std::chrono::hours(1))};
+    const WaitPolicy policy{.spin = std::chrono::microseconds(0),
+                            .yield = std::chrono::microseconds(0),
+                            .max_sleep = std::chrono::microseconds(std::chrono::hours(1))};
     std::thread sender([&] {
         while (bell.sleepers.load() == 0 && !waiter_done.load())
             std::this_thread::yield();

@@ -8,6 +8,7 @@
 // sleeper is announced, so the fast path of send has no system call.
 #pragma once
 
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <cstdint>
@@ -34,9 +35,12 @@ private:
 };
 static_assert(std::atomic<std::uint32_t>::is_always_lock_free);
 
+// The phases are set in time, not in polls: a peer that was asleep needs tens of
+// microseconds to be scheduled again on a virtual machine, and a waiter that gave up
+// sooner would fall asleep too, so that both ends then pay a wake-up per message.
 struct WaitPolicy {
-    std::uint32_t spins = 2000;                  // busy polls before yielding
-    std::uint32_t yields = 50;                   // sched_yield polls before sleeping
+    std::chrono::microseconds spin{50};          // busy polling
+    std::chrono::microseconds yield{1000};       // polling with sched_yield, from the start
     std::chrono::microseconds max_sleep{100000}; // re-poll at least this often while asleep
 };
 
@@ -49,16 +53,20 @@ auto wait_for(Poll&& poll, std::chrono::nanoseconds timeout, Doorbell* bell, con
     using Clock = std::chrono::steady_clock;
     if (auto r = poll()) return r;
     if (timeout <= std::chrono::nanoseconds::zero()) return {};
-    const auto deadline = Clock::now() + timeout;
-    for (std::uint32_t i = 0; i < policy.spins; ++i) {
-        if (auto r = poll()) return r;
+    const auto start = Clock::now();
+    const auto deadline = start + timeout;
+    const auto spin_end = std::min(deadline, start + policy.spin);
+    const auto yield_end = std::min(deadline, start + policy.yield);
+    for (auto now = start; now < spin_end; now = Clock::now()) {
+        for (int i = 0; i < 32; ++i) {
+            if (auto r = poll()) return r;
 #if defined(__x86_64__) || defined(__i386__)
-        __builtin_ia32_pause();
+            __builtin_ia32_pause();
 #endif
+        }
     }
-    for (std::uint32_t i = 0; i < policy.yields; ++i) {
+    for (auto now = Clock::now(); now < yield_end; now = Clock::now()) {
         if (auto r = poll()) return r;
-        if (Clock::now() >= deadline) return {};
         std::this_thread::yield();
     }
     for (;;) {

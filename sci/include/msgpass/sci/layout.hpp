@@ -21,7 +21,7 @@ inline constexpr std::uint32_t protocol_version = 1;
 inline constexpr std::size_t control_block_size = 4096;
 inline constexpr std::size_t header_size = 64;      // fixed by the seed
 inline constexpr std::uint32_t max_outstanding = 7; // notification and ack words per header
-inline constexpr std::uint32_t large_buffers = 2;   // large-message buffers per sender (double buffering)
+inline constexpr std::uint32_t large_buffers = 4;   // large-message buffers per sender (pipelining)
 
 struct alignas(64) ControlBlock {
     std::uint64_t magic;
