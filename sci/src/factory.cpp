@@ -36,6 +36,9 @@ SciNodeFactory::~SciNodeFactory() {
     }
     groups_.clear();
     nodes_.clear();
+    // A clean end: partners that find this process gone with nothing outstanding
+    // do not report it as lost.
+    std::atomic_ref<std::uint32_t>(local_->control().closing).store(1, std::memory_order_release);
 }
 
 std::shared_ptr<SciNode> SciNodeFactory::make_node(NodeId id) {

@@ -261,6 +261,17 @@ void SciNode::check_peer(Link* link) {
         declare_lost(link, "node " + std::to_string(parameters_.peer) + " (" + parameters_.name +
                                ") restarted; messages to its earlier incarnation are lost");
     } else if (!link->segment.owner_alive()) {
+        const bool closed = std::atomic_ref<std::uint32_t>(link->control->closing).load(std::memory_order_acquire) != 0;
+        if (closed && unacknowledged(*link) == 0 && queue_depth_.load(std::memory_order_relaxed) == 0) {
+            // The peer ended cleanly and took everything: forget the link without an error.
+            std::lock_guard lock(link_mutex_);
+            if (link_.load(std::memory_order_acquire) == link) {
+                dead_epoch_ = link->epoch32;
+                link_.store(nullptr, std::memory_order_release);
+                next_connect_ = {};
+            }
+            return;
+        }
         declare_lost(link, "node " + std::to_string(parameters_.peer) + " (" + parameters_.name +
                                ") lost: its process is gone");
     }

@@ -35,6 +35,7 @@ struct alignas(64) ControlBlock {
     std::uint32_t slot_count;
     std::uint32_t max_outst_buffers;
     std::uint64_t max_message_size;
+    std::uint32_t closing;     // 1 once the owner shut down cleanly (its partners are not told "lost")
     alignas(64) Doorbell bell; // rung by senders when the owner sleeps
 };
 static_assert(sizeof(ControlBlock) <= control_block_size);
