@@ -55,6 +55,7 @@ struct SciNode::Link {
 struct SciNode::LargeRelease {
     std::atomic<std::uint64_t> released{0};
     std::shared_ptr<LocalNode> local;
+    LocalSegment region; // where the peer writes large messages to us; lives as long as its buffers
 };
 
 namespace {
@@ -129,11 +130,11 @@ SciNode::SciNode(std::shared_ptr<LocalNode> local, NodeParameters parameters)
     // The region where this peer writes large messages for us: large_buffers of
     // max_message_size, sparse until touched.
     large_capacity_ = round_up(std::max<std::uint64_t>(parameters_.max_message_size, 64), 4096);
-    large_region_ = std::make_unique<LocalSegment>();
-    large_region_->create(local_->device().segment_name(local_->parameters().self, local_->parameters().sci.recv_seg_id,
-                                                        "large." + std::to_string(parameters_.peer)),
-                          large_capacity_ * large_buffers);
-    large_region_->map();
+    large_release_->region.create(local_->device().segment_name(local_->parameters().self,
+                                                                local_->parameters().sci.recv_seg_id,
+                                                                "large." + std::to_string(parameters_.peer)),
+                                  large_capacity_ * large_buffers);
+    large_release_->region.map();
     local_->register_flushable(this);
     current_link();
 }
@@ -180,7 +181,8 @@ SciNode::Link* SciNode::establish_link() {
         cb.slot_offset + std::uint64_t{cb.slot_count} * cb.slot_size > seg_size) {
         return nullptr; // not a segment of this protocol version (or corrupt): never use it
     }
-    if (static_cast<std::uint32_t>(epoch) == dead_epoch_) return nullptr; // the lost incarnation
+    if (static_cast<std::uint32_t>(epoch) == dead_epoch_.load(std::memory_order_relaxed))
+        return nullptr; // the lost incarnation
     link->epoch32 = static_cast<std::uint32_t>(epoch);
     link->k = cb.max_outst_buffers;
     link->slot_size = cb.slot_size;
@@ -257,7 +259,8 @@ void SciNode::check_peer(Link* link) {
     next_check_ns_.store(now + parameters_.peer_timeout.count() / 4, std::memory_order_relaxed);
     if (link == nullptr) return;
     const std::uint32_t header_epoch = load(local_header_->epoch);
-    if (header_epoch != 0 && header_epoch != link->epoch32 && header_epoch != dead_epoch_) {
+    if (header_epoch != 0 && header_epoch != link->epoch32 &&
+        header_epoch != dead_epoch_.load(std::memory_order_relaxed)) {
         declare_lost(link, "node " + std::to_string(parameters_.peer) + " (" + parameters_.name +
                                ") restarted; messages to its earlier incarnation are lost");
     } else if (!link->segment.owner_alive()) {
@@ -266,7 +269,7 @@ void SciNode::check_peer(Link* link) {
             // The peer ended cleanly and took everything: forget the link without an error.
             std::lock_guard lock(link_mutex_);
             if (link_.load(std::memory_order_acquire) == link) {
-                dead_epoch_ = link->epoch32;
+                dead_epoch_.store(link->epoch32, std::memory_order_relaxed);
                 link_.store(nullptr, std::memory_order_release);
                 next_connect_ = {};
             }
@@ -279,9 +282,9 @@ void SciNode::check_peer(Link* link) {
 
 std::uint64_t SciNode::unacknowledged(const Link& link) const {
     // A message on index i is unacknowledged while the peer has not granted that
-    // index again. sent_ is read without the send lock: an estimate for the report.
+    // index again. sent_ is read without the send lock: a count for the report.
     std::uint64_t count = 0;
-    const std::uint64_t sent = sent_;
+    const std::uint64_t sent = sent_.load(std::memory_order_relaxed);
     for (std::uint32_t i = 0; i < link.k && i < sent; ++i) {
         const std::uint64_t rounds = (sent - i + link.k - 1) / link.k;
         if (sig_of(load(local_header_->ack[i])) != signature(rounds, salt_of(link.epoch32))) ++count;
@@ -292,7 +295,7 @@ std::uint64_t SciNode::unacknowledged(const Link& link) const {
 void SciNode::declare_lost(Link* link, const std::string& reason) {
     std::lock_guard lock(link_mutex_);
     if (link_.load(std::memory_order_acquire) != link) return; // already handled
-    dead_epoch_ = link->epoch32;
+    dead_epoch_.store(link->epoch32, std::memory_order_relaxed);
     link_.store(nullptr, std::memory_order_release);
     next_connect_ = {};
     {
@@ -318,15 +321,16 @@ void SciNode::throw_if_lost() {
 void SciNode::sync_send_side(Link* link) {
     if (link == send_link_ || link == nullptr) return;
     send_link_ = link; // a new incarnation: its counters start again
-    sent_ = 0;
+    sent_.store(0, std::memory_order_relaxed);
     large_sent_ = 0;
     last_note_.fill(0);
 }
 
 bool SciNode::try_transfer(Link& link, const Buffer& buffer) {
     if (load(local_header_->epoch) != link.epoch32) return false; // the peer has not introduced itself
-    const std::uint32_t i = static_cast<std::uint32_t>(sent_ % link.k);
-    const std::uint64_t round = sent_ / link.k;
+    const std::uint64_t n = sent_.load(std::memory_order_relaxed);
+    const std::uint32_t i = static_cast<std::uint32_t>(n % link.k);
+    const std::uint64_t round = n / link.k;
     const std::uint32_t ack = load(local_header_->ack[i]);
     if (sig_of(ack) != signature(round, salt_of(link.epoch32))) return false; // no free offset yet
     const std::uint32_t slot = ack & ack_slot_mask;
@@ -342,7 +346,7 @@ bool SciNode::try_transfer(Link& link, const Buffer& buffer) {
         sequence_.copy(link.slot(slot), buffer.fragments());
         note = make_note(signature(round, salt_of(local_->epoch32())), false, static_cast<std::uint32_t>(size));
     } else {
-        if (large_sent_ >= load(local_header_->large_grants)) return false; // both large buffers in use
+        if (large_sent_ >= load(local_header_->large_grants)) return false; // every large buffer is in use
         if (link.large_base == nullptr) {
             const std::string name = local_->device().segment_name(
                 parameters_.peer, parameters_.peer_segment_id, "large." + std::to_string(local_->parameters().self));
@@ -365,7 +369,7 @@ bool SciNode::try_transfer(Link& link, const Buffer& buffer) {
     }
     sequence_.write_word(&link.header->note[i], note, last_note_[i]);
     last_note_[i] = note;
-    ++sent_;
+    sent_.store(n + 1, std::memory_order_relaxed);
     stats_.sent(size);
     link.control->bell.ring();
     return true;
@@ -487,7 +491,7 @@ BufferPtr SciNode::take_message(Link& link) {
         ++large_received_;
         grant(link, i, slot); // the descriptor is read: the slot is free again
         buffer = std::make_unique<LargeRecvBuffer>(large_release_, &large_release_->released, local_.get(),
-                                                   large_region_->address() + d.buffer * large_capacity_,
+                                                   large_release_->region.address() + d.buffer * large_capacity_,
                                                    static_cast<std::size_t>(d.size));
     }
     publish_grants(link);

@@ -305,6 +305,29 @@ TEST(SciTransferErrors, OnePercentInjectedErrorsLoseDuplicateAndCorruptNothing) 
     EXPECT_GT(retries, n / 200) << "about 1% of the transfers should have been retried";
 }
 
+// ------------------------------------------------------- buffer lifetime
+
+TEST(SciBuffers, ReceivedBuffersStayValidAfterTheirFactoryIsGone) {
+    auto c = sci_configuration(partition_for_test(), 2);
+    auto a = NodeFactory::create(c, 1);
+    auto b = NodeFactory::create(c, 2);
+    auto to_b = a->create_node(2);
+    auto from_a = b->create_node(1);
+    const std::size_t large = 5 * c.sci.recv_buffer_size;
+    to_b->send(make_message(*a, 100, 0, 0));
+    to_b->send(make_message(*a, large, 0, 1));
+    ASSERT_TRUE(to_b->flush(10s));
+    auto small_msg = from_a->receive(10s);
+    auto large_msg = from_a->receive(10s);
+    ASSERT_NE(small_msg, nullptr);
+    ASSERT_NE(large_msg, nullptr);
+    from_a.reset();
+    b.reset(); // the receiving factory and its nodes are gone; the buffers are not
+    EXPECT_EQ(check_payload(*small_msg).seq, 0u);
+    EXPECT_EQ(check_payload(*large_msg).seq, 1u);
+    EXPECT_EQ(large_msg->size(), large);
+}
+
 // -------------------------------------------------------------- idle receive
 
 TEST(SciIdle, AReceiverIdleInABlockingReceiveSleepsInsteadOfSpinning) {

@@ -93,16 +93,15 @@ private:
     std::mutex link_mutex_; // order: send_mutex_ -> link_mutex_ -> recv_mutex_
     std::atomic<Link*> link_{nullptr};
     std::vector<std::unique_ptr<Link>> links_; // kept mapped until the node dies
-    std::uint32_t dead_epoch_ = 0;
+    std::atomic<std::uint32_t> dead_epoch_{0}; // the incarnation declared lost; read by checks without a lock
     std::chrono::steady_clock::time_point next_connect_{};
-    std::unique_ptr<LocalSegment> large_region_; // where the peer writes large messages to us
     std::uint64_t large_capacity_ = 0;
 
     std::mutex send_mutex_;
     std::deque<Queued> queue_;
     std::atomic<std::size_t> queue_depth_{0};
     Link* send_link_ = nullptr;
-    std::uint64_t sent_ = 0;
+    std::atomic<std::uint64_t> sent_{0}; // written under send_mutex_; read by loss reports
     std::uint64_t large_sent_ = 0;
     std::array<std::uint32_t, max_outstanding> last_note_{};
 
