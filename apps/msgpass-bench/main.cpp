@@ -12,16 +12,20 @@
 #include <boost/program_options.hpp>
 
 #include <algorithm>
+#include <arpa/inet.h>
 #include <cerrno>
 #include <csignal>
 #include <cstdio>
 #include <cstring>
 #include <filesystem>
+#include <fstream>
 #include <iostream>
 #include <map>
+#include <netinet/in.h>
 #include <sched.h>
 #include <sstream>
 #include <sys/prctl.h>
+#include <sys/socket.h>
 #include <sys/wait.h>
 #include <thread>
 #include <unistd.h>
@@ -61,6 +65,7 @@ struct Settings {
     std::uint32_t node_count = 2;
     std::uint64_t max_size = 0;
     std::uint32_t peer_index = 0;
+    std::vector<std::uint16_t> ports; // of nodes 1..node_count, chosen by the driver
 };
 
 class Progress {
@@ -92,11 +97,81 @@ bool group_pattern(const std::string& p) {
     return p == "broadcast" || p == "gather";
 }
 
-// The partition of a self-spawning run: nodes 1..count on this host, 7 outstanding
-// buffers and the send pool (the seed's defaults are 1 and off), messages up to the
-// largest size swept; --set overrides apply last.
+// True when nothing on this host holds `port` on 127.0.0.1, for TCP nor UDP. Without
+// SO_REUSEADDR, a bind also fails while a closed connection on the port is in
+// TIME_WAIT, so a port that passes is really free now.
+bool port_free(std::uint16_t port) {
+    for (int type : {SOCK_STREAM, SOCK_DGRAM}) {
+        const int fd = ::socket(AF_INET, type | SOCK_CLOEXEC, 0);
+        if (fd < 0) return false;
+        sockaddr_in address{};
+        address.sin_family = AF_INET;
+        address.sin_port = htons(port);
+        address.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+        const bool bound = ::bind(fd, reinterpret_cast<const sockaddr*>(&address), sizeof address) == 0;
+        ::close(fd);
+        if (!bound) return false;
+    }
+    return true;
+}
+
+// A port the kernel picks (bind to port 0, read it back), for when the range below
+// the ephemeral ports has none left. 0 when even that fails.
+std::uint16_t kernel_port() {
+    const int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    if (fd < 0) return 0;
+    sockaddr_in address{};
+    address.sin_family = AF_INET;
+    address.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    socklen_t length = sizeof address;
+    std::uint16_t port = 0;
+    if (::bind(fd, reinterpret_cast<const sockaddr*>(&address), sizeof address) == 0 &&
+        ::getsockname(fd, reinterpret_cast<sockaddr*>(&address), &length) == 0) {
+        port = ntohs(address.sin_port);
+    }
+    ::close(fd);
+    return port;
+}
+
+// Ports for the `count` nodes of a self-spawning run, for the tcp and udp
+// technologies (sci ignores them). They are taken below the kernel's ephemeral range,
+// because a port in that range, free when checked, can be handed to any process's
+// outgoing connection before our listener binds it. The search starts at a place
+// derived from the pid, so that parallel runs seldom try the same ports.
+std::vector<std::uint16_t> free_ports(std::uint32_t count) {
+    unsigned ephemeral_low = 32768;
+    if (std::ifstream range("/proc/sys/net/ipv4/ip_local_port_range"); range) {
+        unsigned low = 0;
+        if (range >> low && low > 1024 && low <= 65535) ephemeral_low = low;
+    }
+    const unsigned first = 10000;
+    std::vector<std::uint16_t> ports;
+    if (ephemeral_low > first + count) {
+        const unsigned span = ephemeral_low - first;
+        const unsigned start = static_cast<unsigned>(::getpid()) * 7919U % span;
+        for (unsigned i = 0; i < span && ports.size() < count; ++i) {
+            const auto port = static_cast<std::uint16_t>(first + (start + i) % span);
+            if (port_free(port)) ports.push_back(port);
+        }
+    }
+    while (ports.size() < count) {
+        const std::uint16_t port = kernel_port();
+        if (port == 0) throw ResourceError("msgpass-bench: no free TCP port on 127.0.0.1 for the nodes file");
+        if (std::find(ports.begin(), ports.end(), port) == ports.end()) ports.push_back(port);
+    }
+    return ports;
+}
+
+// The partition of a self-spawning run: nodes 1..count on this host (127.0.0.1, each
+// with its own port for the ip technologies), 7 outstanding buffers and the send pool
+// (the seed's defaults are 1 and off), messages up to the largest size swept; --set
+// overrides apply last.
 config::Configuration self_spawn_configuration(const Settings& s, const std::string& partition, std::uint32_t count,
                                                std::uint64_t max_size) {
+    if (s.ports.size() != count) {
+        throw ConfigError("msgpass-bench: " + std::to_string(s.ports.size()) + " ports for " + std::to_string(count) +
+                          " nodes");
+    }
     std::ostringstream network;
     network << "partition: " << partition << "\n"
             << "technology: " << s.technology.value_or("sci") << "\n"
@@ -106,8 +181,17 @@ config::Configuration self_spawn_configuration(const Settings& s, const std::str
     std::ostringstream nodes;
     nodes << "nodes:\n";
     for (std::uint32_t i = 1; i <= count; ++i)
-        nodes << "  - {id: " << i << "}\n";
+        nodes << "  - {id: " << i << ", host: 127.0.0.1, port: " << s.ports[i - 1] << "}\n";
     return config::load_text(network.str(), nodes.str(), s.sets, "msgpass-bench network", "msgpass-bench nodes");
+}
+
+std::string port_list(const std::vector<std::uint16_t>& ports) {
+    std::string list;
+    for (auto p : ports) {
+        if (!list.empty()) list += ',';
+        list += std::to_string(p);
+    }
+    return list;
 }
 
 // Removes what a killed peer of this run left in /dev/shm (a process that dies by
@@ -152,7 +236,9 @@ public:
                                              "--max-size",
                                              std::to_string(max_size),
                                              "--peer-index",
-                                             std::to_string(id - 1)};
+                                             std::to_string(id - 1),
+                                             "--ports",
+                                             port_list(s.ports)};
             if (s.technology) args.insert(args.end(), {"--technology", *s.technology});
             for (const auto& set : s.sets)
                 args.insert(args.end(), {"--set", set});
@@ -347,6 +433,7 @@ Settings parse(int argc, char** argv, bool& help) {
     Settings s;
     std::string sizes;
     std::string cpus;
+    std::string ports;
     std::string wait = "block";
     po::options_description visible(
         "msgpass-bench [options]\n\n"
@@ -370,9 +457,9 @@ Settings parse(int argc, char** argv, bool& help) {
         "wait", po::value(&wait), "block: receive(timeout), the layer's wait (default); spin: poll receive()")(
         "set", po::value(&s.sets)->composing(), "key=value override of the network file (repeatable)");
     po::options_description hidden;
-    hidden.add_options()("role", po::value(&s.role))("partition", po::value(&s.partition))(
-        "node-count", po::value(&s.node_count))("max-size", po::value(&s.max_size))("peer-index",
-                                                                                    po::value(&s.peer_index));
+    hidden.add_options()("role", po::value(&s.role))("partition", po::value(&s.partition))("node-count",
+                                                                                           po::value(&s.node_count))(
+        "max-size", po::value(&s.max_size))("peer-index", po::value(&s.peer_index))("ports", po::value(&ports));
     po::options_description all;
     all.add(visible).add(hidden);
     po::variables_map vm;
@@ -409,6 +496,16 @@ Settings parse(int argc, char** argv, bool& help) {
             if (item.empty() || *end != '\0' || c < 0 || c >= CPU_SETSIZE)
                 throw po::error("bad cpu '" + item + "' in --cpu");
             s.cpus.push_back(static_cast<int>(c));
+        }
+    }
+    if (!ports.empty()) {
+        std::stringstream in(ports);
+        std::string item;
+        while (std::getline(in, item, ',')) {
+            char* end = nullptr;
+            const long p = std::strtol(item.c_str(), &end, 10);
+            if (item.empty() || *end != '\0' || p <= 0 || p > 65535) throw po::error("bad port '" + item + "'");
+            s.ports.push_back(static_cast<std::uint16_t>(p));
         }
     }
     if (s.pattern && *s.pattern != "pingpong" && *s.pattern != "stream" && !group_pattern(*s.pattern) &&
@@ -526,6 +623,7 @@ int run(int argc, char** argv) {
     const bool group = s.pattern && group_pattern(*s.pattern);
     const std::uint32_t count = 1 + (group ? s.members : 1);
     const std::string partition = "bench-" + std::to_string(::getpid());
+    s.ports = free_ports(count);
     const auto configuration = self_spawn_configuration(s, partition, count, max_size);
     const StaleSegments cleanup(configuration.partition);
     Peers peers;
