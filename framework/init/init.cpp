@@ -3,6 +3,7 @@
 // configuration's `technology` key (default sci).
 #include <msgpass/msgpass.hpp>
 #include <msgpass/sci/factory.hpp>
+#include <msgpass/tcp/factory.hpp>
 
 namespace msgpass {
 
@@ -10,6 +11,7 @@ namespace {
 void register_builtin_technologies() {
     static const bool once = [] {
         sci::register_technology();
+        tcp::register_technology();
         return true;
     }();
     (void)once;

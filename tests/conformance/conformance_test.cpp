@@ -400,7 +400,7 @@ TEST_P(Conformance, ANodeCannotBeMadeForItselfOrForAnIdOutsideTheNodesFile) {
     EXPECT_THROW(NodeFactory::create(c, 99), ConfigError);
 }
 
-INSTANTIATE_TEST_SUITE_P(Technologies, Conformance, ::testing::Values("sci"),
+INSTANTIATE_TEST_SUITE_P(Technologies, Conformance, ::testing::Values("sci", "tcp"),
                          [](const auto& info) { return info.param; });
 
 } // namespace

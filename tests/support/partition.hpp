@@ -7,6 +7,10 @@
 
 #include <boost/crc.hpp>
 
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+
 #include <cctype>
 #include <cstdint>
 #include <cstring>
@@ -16,8 +20,38 @@
 #include <string>
 #include <sys/mman.h>
 #include <unistd.h>
+#include <vector>
 
 namespace msgpass::test {
+
+// True when a TCP listener could bind this port on 127.0.0.1 now.
+inline bool port_is_free(std::uint16_t port) {
+    const int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    if (fd < 0) return false;
+    int one = 1;
+    ::setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
+    sockaddr_in a{};
+    a.sin_family = AF_INET;
+    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    a.sin_port = htons(port);
+    const bool ok = ::bind(fd, reinterpret_cast<const sockaddr*>(&a), sizeof a) == 0;
+    ::close(fd);
+    return ok;
+}
+
+// n ports that are free now, below the kernel's ephemeral range (32768..) so that
+// outgoing connections of other tests do not take them, and spread by process id
+// so that tests running in parallel (ctest -j2) start from different places.
+inline std::vector<std::uint16_t> free_ports(int n) {
+    static std::uint32_t next = 20000 + (static_cast<std::uint32_t>(::getpid()) * 7919u) % 12000u;
+    std::vector<std::uint16_t> ports;
+    for (int tries = 0; static_cast<int>(ports.size()) < n && tries < 12000; ++tries) {
+        const auto port = static_cast<std::uint16_t>(next);
+        next = next + 1 >= 32000 ? 20000 : next + 1;
+        if (port_is_free(port)) ports.push_back(port);
+    }
+    return ports;
+}
 
 inline std::string unique_partition(const std::string& tag) {
     static int counter = 0;
@@ -51,7 +85,8 @@ private:
 };
 
 // A configuration of nodes 1..n on localhost; tweak changes the top level, which
-// every node then inherits (change node scope on the result).
+// every node then inherits (change node scope on the result). Every node gets a
+// free port on 127.0.0.1 for the technologies that use sockets.
 inline config::Configuration make_configuration(const std::string& technology, const std::string& partition, int n,
                                                 const std::function<void(config::Configuration&)>& tweak = {}) {
     config::Configuration c;
@@ -59,10 +94,15 @@ inline config::Configuration make_configuration(const std::string& technology, c
     c.technology = technology;
     c.network_file = "network.yaml";
     c.nodes_file = "nodes.yaml";
+    const auto ports = technology == "sci" ? std::vector<std::uint16_t>{} : free_ports(n);
     for (int i = 1; i <= n; ++i) {
         config::NodeConfig node;
         node.id = static_cast<NodeId>(i);
         node.name = "node-" + std::to_string(i);
+        if (!ports.empty()) {
+            node.host = "127.0.0.1";
+            node.port = ports.at(static_cast<std::size_t>(i - 1));
+        }
         c.nodes.push_back(node);
     }
     if (tweak) tweak(c);

@@ -1,0 +1,101 @@
+// The tcp technology: the same Node, Group and NodeFactory contract over TCP, for
+// partitions that span hosts (docs/tcp.md). Connectionless for the user, as in BMI:
+// each node listens on the host and port of the nodes file; a node opens a
+// connection to a peer the first time it sends to it and keeps it, re-establishing
+// it with backoff when it breaks. Messages are numbered per pair and acknowledged,
+// so that a broken connection between two live processes loses and duplicates
+// nothing; a peer process that dies is reported as PeerLost with the number of
+// messages it had not acknowledged.
+//
+// The data path runs in the caller's thread (a send writes to the socket when
+// nothing is queued before it; a receive reads the socket), so that a message costs
+// what a raw socket costs. One background thread per factory accepts connections,
+// runs the handshakes, reconnects, reads acknowledgements and writes what the
+// sockets could not take at once.
+#pragma once
+
+#include <msgpass/config.hpp>
+#include <msgpass/group.hpp>
+#include <msgpass/node_factory.hpp>
+#include <msgpass/tcp/protocol.hpp>
+
+#include <array>
+#include <atomic>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <vector>
+
+namespace msgpass::tcp {
+
+// Registers "tcp" with the TechnologyRegistry. Idempotent.
+void register_technology();
+
+class Engine;  // the sockets, the background thread, the nodes (src/engine.hpp)
+class TcpNode; // one peer (src/engine.hpp)
+
+// Counters of the listening side: connections refused or closed, per reason.
+struct ListenerStats {
+    std::uint64_t accepted = 0; // handshakes that succeeded
+    std::array<std::uint64_t, static_cast<std::size_t>(Refusal::kinds)> refused{};
+    [[nodiscard]] std::uint64_t refused_total() const noexcept {
+        std::uint64_t n = 0;
+        for (auto v : refused)
+            n += v;
+        return n;
+    }
+    [[nodiscard]] std::uint64_t count(Refusal r) const noexcept { return refused[static_cast<std::size_t>(r)]; }
+};
+
+class TcpNodeFactory final : public NodeFactory {
+public:
+    // Listens on this node's host and port. Throws ConfigError (no port, partition
+    // name too long), ResourceError (the port cannot be bound).
+    TcpNodeFactory(const config::Configuration& configuration, NodeId self);
+    // Flushes every node for at most peer_timeout, says goodbye to every peer,
+    // then closes. What could not be handed over is reported on stderr.
+    ~TcpNodeFactory() override;
+
+    [[nodiscard]] std::string_view technology() const noexcept override { return "tcp"; }
+    [[nodiscard]] NodeId self_id() const noexcept override { return self_; }
+    NodePtr create_node(NodeId id) override;
+    BufferPtr create_buffer(std::size_t size) override;
+    std::unique_ptr<DynamicGroup> create_group() override;
+    std::shared_ptr<Group> create_group(const std::string& name) override;
+
+    // Flushes every node; true when all queues are empty within timeout.
+    bool flush(std::chrono::nanoseconds timeout);
+    // The port this factory listens on (the nodes file's port).
+    [[nodiscard]] std::uint16_t port() const noexcept;
+    [[nodiscard]] ListenerStats listener_stats() const noexcept;
+    // Fault injection for tests and drills: aborts both connections with this peer
+    // (RST), as a network failure would; both processes live on and reconnect.
+    void reset_connections(NodeId peer);
+
+    [[nodiscard]] Engine& engine() const noexcept { return *engine_; }
+
+private:
+    NodeId self_;
+    std::shared_ptr<Engine> engine_;
+    std::mutex mutex_;
+    std::map<std::string, std::shared_ptr<Group>> groups_;
+};
+
+// The group of the tcp technology: members are tcp nodes; a blocking receive
+// sleeps in poll() on the members' sockets.
+class TcpGroup final : public BasicGroup {
+public:
+    TcpGroup(std::string name, std::shared_ptr<Engine> engine);
+    // Throws UsageError when the node is not a tcp node.
+    void add(NodePtr node) override;
+    bool remove(NodeId id) override;
+    [[nodiscard]] BufferPtr receive(std::chrono::nanoseconds timeout) override;
+    using BasicGroup::receive;
+
+private:
+    std::shared_ptr<Engine> engine_;
+    std::mutex members_mutex_;
+    std::vector<std::shared_ptr<TcpNode>> members_; // for the sockets to sleep on
+};
+
+} // namespace msgpass::tcp

@@ -1,0 +1,358 @@
+// Engine: the listening socket, the handshakes of incoming connections, and the
+// background thread that opens, repairs and drains the outgoing connections of
+// every TcpNode of one factory (see engine.hpp).
+#include "engine.hpp"
+
+#include <algorithm>
+#include <arpa/inet.h>
+#include <cerrno>
+#include <cstdio>
+#include <cstring>
+#include <netdb.h>
+#include <random>
+#include <sys/epoll.h>
+#include <sys/eventfd.h>
+#include <unistd.h>
+
+namespace msgpass::tcp {
+
+namespace {
+
+std::uint64_t event_data(Tag tag, std::uint64_t value) {
+    return (static_cast<std::uint64_t>(tag) << 56) | value;
+}
+
+std::uint64_t new_incarnation() {
+    std::random_device device;
+    std::uint64_t v = (static_cast<std::uint64_t>(device()) << 32) ^ device() ^
+                      static_cast<std::uint64_t>(Clock::now().time_since_epoch().count()) ^
+                      (static_cast<std::uint64_t>(::getpid()) << 16);
+    return v == 0 ? 1 : v;
+}
+
+std::string peer_text(const sockaddr_storage& a) {
+    char host[INET6_ADDRSTRLEN] = "?";
+    std::uint16_t port = 0;
+    if (a.ss_family == AF_INET) {
+        const auto* in = reinterpret_cast<const sockaddr_in*>(&a);
+        ::inet_ntop(AF_INET, &in->sin_addr, host, sizeof host);
+        port = ntohs(in->sin_port);
+    } else if (a.ss_family == AF_INET6) {
+        const auto* in = reinterpret_cast<const sockaddr_in6*>(&a);
+        ::inet_ntop(AF_INET6, &in->sin6_addr, host, sizeof host);
+        port = ntohs(in->sin6_port);
+    }
+    return std::string(host) + ":" + std::to_string(port);
+}
+
+} // namespace
+
+Parameters Parameters::from(const config::Configuration& configuration, NodeId self) {
+    Parameters p;
+    p.self = self;
+    p.partition = configuration.partition;
+    p.max_message_size = configuration.max_message_size;
+    p.peer_timeout = configuration.peer_timeout;
+    p.send_queue_limit = configuration.send_queue_limit;
+    p.handshake_timeout = std::min<std::chrono::nanoseconds>(configuration.peer_timeout, std::chrono::seconds(2));
+    p.backoff_max = std::min<std::chrono::nanoseconds>(std::chrono::milliseconds(100), configuration.peer_timeout / 4);
+    return p;
+}
+
+Shared::Shared(Parameters p) : parameters(std::move(p)), incarnation(new_incarnation()) {
+    epoll_fd = ::epoll_create1(EPOLL_CLOEXEC);
+    io_wake_fd = ::eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
+    recv_wake_fd = ::eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
+    if (epoll_fd < 0 || io_wake_fd < 0 || recv_wake_fd < 0) {
+        const std::string why = std::strerror(errno);
+        for (int fd : {epoll_fd, io_wake_fd, recv_wake_fd})
+            if (fd >= 0) ::close(fd);
+        throw ResourceError("tcp: cannot create epoll/eventfd: " + why);
+    }
+}
+
+Shared::~Shared() {
+    ::close(epoll_fd);
+    ::close(io_wake_fd);
+    ::close(recv_wake_fd);
+}
+
+void Shared::wake_io() const noexcept {
+    const std::uint64_t one = 1;
+    (void)!::write(io_wake_fd, &one, sizeof one);
+}
+
+void Shared::wake_receivers() const noexcept {
+    const std::uint64_t one = 1;
+    (void)!::write(recv_wake_fd, &one, sizeof one);
+}
+
+Engine::Engine(const config::Configuration& configuration, NodeId self)
+    : configuration_(configuration), shared_(std::make_shared<Shared>(Parameters::from(configuration, self))) {
+    const auto& me = configuration_.node(self);
+    const std::string where = configuration_.nodes_file.string() + ": node " + std::to_string(self);
+    if (me.port == 0) throw ConfigError(where + ": port: the tcp technology needs a port for every node");
+    if (configuration_.partition.size() > max_partition_length) {
+        throw ConfigError(configuration_.network_file.string() + ": partition: at most " +
+                          std::to_string(max_partition_length) + " bytes with the tcp technology, found " +
+                          std::to_string(configuration_.partition.size()));
+    }
+    addrinfo hints{};
+    hints.ai_family = AF_UNSPEC;
+    hints.ai_socktype = SOCK_STREAM;
+    hints.ai_flags = AI_NUMERICSERV | AI_PASSIVE;
+    addrinfo* found = nullptr;
+    const std::string port = std::to_string(me.port);
+    if (const int rc = ::getaddrinfo(me.host.c_str(), port.c_str(), &hints, &found); rc != 0 || found == nullptr) {
+        throw ConfigError(where + ": host: '" + me.host + "' does not resolve: " + ::gai_strerror(rc));
+    }
+    listen_fd_ = ::socket(found->ai_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+    int one = 1;
+    if (listen_fd_ >= 0) ::setsockopt(listen_fd_, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
+    if (listen_fd_ < 0 || ::bind(listen_fd_, found->ai_addr, found->ai_addrlen) != 0 ||
+        ::listen(listen_fd_, 1024) != 0) {
+        const std::string why = std::strerror(errno);
+        ::freeaddrinfo(found);
+        if (listen_fd_ >= 0) ::close(listen_fd_);
+        throw ResourceError(where + ": cannot listen on " + me.host + ":" + port + ": " + why);
+    }
+    ::freeaddrinfo(found);
+    port_ = me.port;
+    epoll_event ev{};
+    ev.events = EPOLLIN;
+    ev.data.u64 = event_data(Tag::listen, 0);
+    ::epoll_ctl(shared_->epoll_fd, EPOLL_CTL_ADD, listen_fd_, &ev);
+    ev.data.u64 = event_data(Tag::io_wake, 0);
+    ::epoll_ctl(shared_->epoll_fd, EPOLL_CTL_ADD, shared_->io_wake_fd, &ev);
+    thread_ = std::thread([this] { run(); });
+}
+
+Engine::~Engine() {
+    shutdown();
+    if (listen_fd_ >= 0) ::close(listen_fd_);
+}
+
+std::shared_ptr<TcpNode> Engine::node(NodeId id) {
+    std::lock_guard lock(nodes_mutex_);
+    if (auto it = nodes_.find(id); it != nodes_.end()) return it->second;
+    if (id == shared_->parameters.self) {
+        throw UsageError("node " + std::to_string(id) + " is this process itself: a node cannot send to itself");
+    }
+    const auto* peer = configuration_.find_node(id);
+    if (peer == nullptr) {
+        throw ConfigError(configuration_.nodes_file.string() + ": node id " + std::to_string(id) +
+                          " is not in the nodes file");
+    }
+    auto node = std::make_shared<TcpNode>(shared_, *peer);
+    nodes_.emplace(id, node);
+    return node;
+}
+
+std::vector<std::shared_ptr<TcpNode>> Engine::nodes() const {
+    std::lock_guard lock(nodes_mutex_);
+    std::vector<std::shared_ptr<TcpNode>> all;
+    all.reserve(nodes_.size());
+    for (const auto& [id, n] : nodes_)
+        all.push_back(n);
+    return all;
+}
+
+void Engine::shutdown() {
+    if (!thread_.joinable()) return;
+    const auto deadline = Clock::now() + shared_->parameters.peer_timeout;
+    for (const auto& n : nodes()) {
+        const auto left = std::max<std::chrono::nanoseconds>(deadline - Clock::now(), std::chrono::nanoseconds::zero());
+        if (!n->flush(left)) {
+            std::fprintf(stderr,
+                         "msgpass tcp node %u: %zu messages to node %u (%s) were never handed over: the node did "
+                         "not take them within peer_timeout\n",
+                         shared_->parameters.self, n->queued(), n->id(), n->name().c_str());
+        }
+    }
+    stop_.store(true);
+    shared_->wake_io();
+    thread_.join();
+    for (const auto& n : nodes())
+        n->close();
+    for (auto& [fd, p] : pending_)
+        ::close(fd);
+    pending_.clear();
+    shared_->closed.store(true);
+}
+
+void Engine::run() {
+    std::array<epoll_event, 64> events{};
+    while (!stop_.load()) {
+        auto now = Clock::now();
+        auto next = now + std::chrono::milliseconds(100);
+        for (const auto& n : nodes())
+            next = std::min(next, n->tick(now));
+        for (auto it = pending_.begin(); it != pending_.end();) {
+            auto& p = (it++)->second;
+            if (now >= p.deadline) {
+                refuse(p, Refusal::handshake_timeout, "", false);
+            } else {
+                next = std::min(next, p.deadline);
+            }
+        }
+        const auto wait = std::chrono::ceil<std::chrono::milliseconds>(std::max(next - now, Clock::duration::zero()));
+        const int n = ::epoll_wait(shared_->epoll_fd, events.data(), static_cast<int>(events.size()),
+                                   static_cast<int>(wait.count()));
+        for (int i = 0; i < n; ++i) {
+            const std::uint64_t data = events[i].data.u64;
+            const auto tag = static_cast<Tag>(data >> 56);
+            switch (tag) {
+            case Tag::listen:
+                accept_all();
+                break;
+            case Tag::io_wake: {
+                std::uint64_t v = 0;
+                (void)!::read(shared_->io_wake_fd, &v, sizeof v);
+                break;
+            }
+            case Tag::pending:
+                on_pending(static_cast<int>(data & 0xffffffffu));
+                break;
+            case Tag::out: {
+                const auto id = static_cast<NodeId>((data >> 24) & 0xffffffffu);
+                std::shared_ptr<TcpNode> node;
+                {
+                    std::lock_guard lock(nodes_mutex_);
+                    if (auto it = nodes_.find(id); it != nodes_.end()) node = it->second;
+                }
+                if (node) node->on_out_event(static_cast<std::uint32_t>(data & 0xffffffu), events[i].events);
+                break;
+            }
+            }
+        }
+    }
+}
+
+void Engine::accept_all() {
+    for (;;) {
+        sockaddr_storage from{};
+        socklen_t len = sizeof from;
+        const int fd = ::accept4(listen_fd_, reinterpret_cast<sockaddr*>(&from), &len, SOCK_NONBLOCK | SOCK_CLOEXEC);
+        if (fd < 0) {
+            if (errno == EINTR || errno == ECONNABORTED) continue;
+            return; // EAGAIN, or out of descriptors: the next readiness retries
+        }
+        const std::string text = peer_text(from);
+        if (pending_.size() >= shared_->parameters.max_pending) {
+            shared_->count_refusal(Refusal::too_many);
+            log_refusal(text, Refusal::too_many, "");
+            ::close(fd);
+            continue;
+        }
+        Pending p;
+        p.fd = fd;
+        p.deadline = Clock::now() + shared_->parameters.handshake_timeout;
+        p.from = text;
+        epoll_event ev{};
+        ev.events = EPOLLIN | EPOLLRDHUP;
+        ev.data.u64 = event_data(Tag::pending, static_cast<std::uint32_t>(fd));
+        if (::epoll_ctl(shared_->epoll_fd, EPOLL_CTL_ADD, fd, &ev) != 0) {
+            ::close(fd);
+            continue;
+        }
+        pending_.emplace(fd, std::move(p));
+    }
+}
+
+void Engine::on_pending(int fd) {
+    auto it = pending_.find(fd);
+    if (it == pending_.end()) return;
+    Pending& p = it->second;
+    auto* bytes = reinterpret_cast<std::byte*>(&p.hello);
+    const ssize_t got = ::recv(fd, bytes + p.got, sizeof(Hello) - p.got, MSG_DONTWAIT);
+    if (got < 0 && (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR)) return;
+    if (got <= 0) { // closed or failed before a whole Hello: a handshake cut short
+        refuse(p, Refusal::handshake_timeout, "closed before a whole hello", false);
+        return;
+    }
+    p.got += static_cast<std::size_t>(got);
+    if (p.got >= sizeof(std::uint32_t) && p.hello.magic != magic) {
+        refuse(p, Refusal::bad_magic, "", false);
+        return;
+    }
+    if (p.got < sizeof(Hello)) return;
+    finish_handshake(p);
+}
+
+void Engine::finish_handshake(Pending& p) {
+    const Hello& h = p.hello;
+    const auto& par = shared_->parameters;
+    if (h.version != protocol_version) {
+        refuse(p, Refusal::bad_version, "version " + std::to_string(h.version), true);
+        return;
+    }
+    if (h.kind != static_cast<std::uint16_t>(Kind::hello)) {
+        refuse(p, Refusal::protocol_error, "handshake kind " + std::to_string(h.kind), true);
+        return;
+    }
+    if (h.partition_length > max_partition_length) {
+        refuse(p, Refusal::bad_length, "partition length " + std::to_string(h.partition_length), true);
+        return;
+    }
+    const std::string_view partition(h.partition, static_cast<std::size_t>(h.partition_length));
+    if (partition != par.partition) {
+        refuse(p, Refusal::wrong_partition, "partition '" + std::string(partition) + "'", true);
+        return;
+    }
+    if (h.to != par.self) {
+        refuse(p, Refusal::wrong_target, "addressed to node " + std::to_string(h.to), true);
+        return;
+    }
+    if (h.from == par.self || configuration_.find_node(h.from) == nullptr || h.incarnation == 0) {
+        refuse(p, Refusal::unknown_node, "from node " + std::to_string(h.from), true);
+        return;
+    }
+    std::shared_ptr<TcpNode> peer;
+    try {
+        peer = node(h.from);
+    } catch (const Error& e) {
+        refuse(p, Refusal::unknown_node, e.what(), true);
+        return;
+    }
+    const int fd = p.fd;
+    const std::uint64_t incarnation = h.incarnation;
+    ::epoll_ctl(shared_->epoll_fd, EPOLL_CTL_DEL, fd, nullptr);
+    pending_.erase(fd); // p is gone from here on
+    peer->attach_incoming(fd, incarnation);
+    shared_->accepted.fetch_add(1);
+}
+
+void Engine::refuse(Pending& p, Refusal reason, const std::string& detail, bool answer) {
+    shared_->count_refusal(reason);
+    log_refusal(p.from, reason, detail);
+    if (answer) {
+        Welcome w;
+        w.kind = static_cast<std::uint16_t>(Kind::refusal);
+        w.from = shared_->parameters.self;
+        w.to = p.hello.from;
+        w.incarnation = shared_->incarnation;
+        w.reason = static_cast<std::uint32_t>(reason);
+        (void)::send(p.fd, &w, sizeof w, MSG_DONTWAIT | MSG_NOSIGNAL);
+    }
+    drop_pending(p.fd);
+}
+
+void Engine::drop_pending(int fd) {
+    ::close(fd);
+    pending_.erase(fd);
+}
+
+// One line per refused connection, at most 20 a second (a port scan or a flood
+// must not flood the log as well); the counters keep the full account.
+void Engine::log_refusal(const std::string& from, Refusal reason, const std::string& detail) {
+    const auto now = Clock::now();
+    if (now - log_window_ >= std::chrono::seconds(1)) {
+        log_window_ = now;
+        logged_in_window_ = 0;
+    }
+    if (++logged_in_window_ > 20) return;
+    std::fprintf(stderr, "msgpass tcp node %u: refused a connection from %s: %s%s%s\n", shared_->parameters.self,
+                 from.c_str(), std::string(describe(reason)).c_str(), detail.empty() ? "" : ": ", detail.c_str());
+}
+
+} // namespace msgpass::tcp

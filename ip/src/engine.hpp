@@ -1,0 +1,245 @@
+// Internals of the tcp technology: TcpNode (one peer: the connection this process
+// opened to send to it, and the connection it opened to send to us) and Engine (the
+// listening socket, the background thread and the nodes of one factory).
+//
+// Threads. Senders write to a node's outgoing socket under out_mutex_ when nothing
+// is queued before them; the receiver reads the incoming socket under in_mutex_.
+// Only the background thread opens and closes outgoing sockets and installs
+// incoming ones, so that an event it received always refers to the socket it
+// thinks it does (each outgoing connection carries a generation number).
+#pragma once
+
+#include <msgpass/config.hpp>
+#include <msgpass/node.hpp>
+#include <msgpass/tcp/factory.hpp>
+#include <msgpass/tcp/protocol.hpp>
+
+#include <array>
+#include <atomic>
+#include <chrono>
+#include <condition_variable>
+#include <deque>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <netinet/in.h>
+#include <optional>
+#include <string>
+#include <sys/socket.h>
+#include <thread>
+#include <vector>
+
+namespace msgpass::tcp {
+
+using Clock = std::chrono::steady_clock;
+
+struct Parameters {
+    NodeId self = 0;
+    std::string partition;
+    std::uint64_t max_message_size = 64 * config::MiB;
+    std::chrono::nanoseconds peer_timeout{std::chrono::seconds(1)};
+    std::uint32_t send_queue_limit = 65536;
+    std::chrono::nanoseconds handshake_timeout{std::chrono::seconds(2)}; // min(peer_timeout, 2 s)
+    std::size_t max_pending = 1024;                                      // connections waiting for their Hello
+    std::uint64_t ack_every = 64;              // acknowledge at least every this many messages
+    std::uint64_t ack_bytes = 2 * config::MiB; // ... or this many bytes
+    std::chrono::nanoseconds backoff_min{std::chrono::milliseconds(1)};
+    std::chrono::nanoseconds backoff_max{std::chrono::milliseconds(100)};
+
+    static Parameters from(const config::Configuration& configuration, NodeId self);
+};
+
+// What the nodes need from their factory, kept alive by the nodes themselves so that
+// a node the application still holds after its factory is gone stays safe to call.
+struct Shared {
+    Parameters parameters;
+    int epoll_fd = -1;     // the background thread's epoll set
+    int io_wake_fd = -1;   // eventfd: something for the background thread to do
+    int recv_wake_fd = -1; // eventfd: wakes receivers sleeping in poll()
+    std::uint64_t incarnation = 0;
+    std::atomic<bool> closed{false};
+    std::atomic<std::uint64_t> accepted{0};
+    std::array<std::atomic<std::uint64_t>, static_cast<std::size_t>(Refusal::kinds)> refused{};
+
+    explicit Shared(Parameters p);
+    ~Shared();
+    Shared(const Shared&) = delete;
+    Shared& operator=(const Shared&) = delete;
+    void wake_io() const noexcept;
+    void wake_receivers() const noexcept;
+    void count_refusal(Refusal r) noexcept { refused[static_cast<std::size_t>(r)].fetch_add(1); }
+};
+
+// Tags of epoll events (top byte of epoll_event.data.u64).
+enum class Tag : std::uint8_t { listen = 1, io_wake = 2, pending = 3, out = 4 };
+
+class TcpNode final : public Node {
+public:
+    TcpNode(std::shared_ptr<Shared> shared, const config::NodeConfig& peer);
+    ~TcpNode() override;
+
+    [[nodiscard]] NodeId id() const noexcept override { return id_; }
+    [[nodiscard]] const std::string& name() const noexcept override { return name_; }
+    void send(BufferPtr&& buffer) override;
+    void send_shared(const SharedBuffer& buffer) override;
+    [[nodiscard]] BufferPtr receive() override;
+    [[nodiscard]] BufferPtr receive(std::chrono::nanoseconds timeout) override;
+    bool flush(std::chrono::nanoseconds timeout) override;
+    [[nodiscard]] NodeStats stats() const noexcept override;
+
+    [[nodiscard]] std::size_t queued() const noexcept { return queue_depth_.load(std::memory_order_relaxed); }
+
+    // For the receive wait: sends the acknowledgement owed before sleeping, and
+    // returns the incoming socket to poll (-1 when there is none).
+    int prepare_to_sleep();
+
+    // --- background thread only ---
+    // Runs timers (reconnect, connect timeout, loss deadline); returns when it wants
+    // to be called again.
+    Clock::time_point tick(Clock::time_point now);
+    void on_out_event(std::uint32_t generation, std::uint32_t events);
+    // Installs an accepted, identified connection from the peer; returns the
+    // Welcome's next_expected.
+    std::uint64_t attach_incoming(int fd, std::uint64_t incarnation);
+    // Aborts both connections with RST (fault injection).
+    void reset_connections();
+    // Factory shutdown: a last acknowledgement and a goodbye on both connections,
+    // then close. The node refuses sends afterwards.
+    void close();
+
+private:
+    struct Entry {
+        FrameHeader header;
+        BufferPtr owned;
+        SharedBuffer shared;
+        [[nodiscard]] const Buffer& buffer() const { return owned ? *owned : *shared; }
+    };
+    enum class OutState { idle, waiting, connecting, handshaking, established };
+
+    template <class B>
+    void send_impl(B& buffer);
+    void throw_if_lost();
+    // out side, under out_mutex_
+    void write_pending();
+    void arm_out(bool want_write);
+    void out_broken(const std::string& why);
+    void start_connect(Clock::time_point now);
+    void attempt_failed(bool refused, const std::string& why, Clock::time_point now);
+    void handle_welcome(const Welcome& w);
+    void read_out_side();
+    void trim_acknowledged(std::uint64_t next_expected);
+    void declare_lost_locked(std::uint64_t incarnation, const std::string& reason);
+    void close_out_fd();
+    // in side, under in_mutex_
+    void read_in_side();
+    void parse_in_buffer();
+    void in_broken(const std::string& why);
+    void send_ack();
+    void deliver(BufferPtr message);
+
+    std::shared_ptr<Shared> shared_;
+    const NodeId id_;
+    const std::string name_;
+    sockaddr_storage address_{};
+    socklen_t address_length_ = 0;
+    std::string address_text_;
+    StatsCounters stats_;
+    std::atomic<std::size_t> queue_depth_{0};
+
+    // --- outgoing connection (data to the peer, acknowledgements back) ---
+    mutable std::mutex out_mutex_;
+    std::condition_variable out_changed_;
+    OutState state_ = OutState::idle;
+    int out_fd_ = -1;
+    std::uint32_t generation_ = 0;
+    bool armed_write_ = false;
+    std::deque<Entry> entries_; // not yet acknowledged, in seq order
+    std::size_t written_ = 0;   // entries fully written on the current connection
+    std::size_t offset_ = 0;    // bytes of entries_[written_] written
+    std::uint64_t next_seq_ = 0;
+    std::uint64_t peer_incarnation_ = 0; // of the last Welcome; 0 = none
+    bool peer_said_goodbye_ = false;
+    bool closed_ = false;
+    bool refusal_logged_ = false;
+    std::chrono::nanoseconds backoff_{};
+    Clock::time_point next_attempt_{};
+    Clock::time_point connect_deadline_{};
+    std::optional<Clock::time_point> broken_since_;
+    std::array<std::byte, 64> out_rx_{}; // Welcome, acks and goodbyes from the peer
+    std::size_t out_rx_len_ = 0;
+
+    // --- incoming connection (data from the peer, acknowledgements back) ---
+    std::mutex in_mutex_;
+    int in_fd_ = -1;
+    std::uint64_t in_incarnation_ = 0;
+    std::uint64_t received_ = 0; // complete messages received: the next expected seq
+    std::uint64_t acked_ = 0;    // the last acknowledgement written
+    std::uint64_t bytes_since_ack_ = 0;
+    std::vector<std::byte> rx_; // read buffer
+    std::size_t rx_begin_ = 0, rx_end_ = 0;
+    std::unique_ptr<HeapBuffer> assembling_; // a message larger than what rx_ holds
+    std::size_t assembled_ = 0;
+    std::uint64_t assembling_seq_ = 0;
+    std::deque<BufferPtr> inbox_;
+    bool in_goodbye_ = false;
+    std::array<std::byte, sizeof(FrameHeader)> ack_tx_{}; // an acknowledgement cut short by a full socket
+    std::size_t ack_tx_len_ = 0, ack_tx_off_ = 0;
+    std::string violation_;                           // reported once by receive()
+    std::atomic<bool> probe_wanted_{false};           // the incoming connection broke: ask the peer who it is
+    std::atomic<std::uint64_t> known_incarnation_{0}; // the peer's incarnation seen on either connection
+
+    // --- loss of the peer ---
+    std::mutex lost_mutex_;
+    std::atomic<bool> lost_pending_{false};
+    std::string lost_reason_;
+    std::uint64_t lost_unacknowledged_ = 0;
+    std::uint64_t lost_incarnation_ = 0; // the incarnation already reported
+};
+
+class Engine {
+public:
+    Engine(const config::Configuration& configuration, NodeId self);
+    ~Engine();
+    Engine(const Engine&) = delete;
+    Engine& operator=(const Engine&) = delete;
+
+    // The node for a peer id, made on first use. Throws ConfigError / UsageError.
+    std::shared_ptr<TcpNode> node(NodeId id);
+    [[nodiscard]] std::vector<std::shared_ptr<TcpNode>> nodes() const;
+    [[nodiscard]] const Shared& shared() const noexcept { return *shared_; }
+    [[nodiscard]] const std::shared_ptr<Shared>& shared_ptr() const noexcept { return shared_; }
+    [[nodiscard]] std::uint16_t port() const noexcept { return port_; }
+    [[nodiscard]] const config::Configuration& configuration() const noexcept { return configuration_; }
+    // Flushes, says goodbye, stops the background thread. Idempotent.
+    void shutdown();
+
+private:
+    struct Pending {
+        int fd = -1;
+        Clock::time_point deadline;
+        Hello hello;
+        std::size_t got = 0;
+        std::string from;
+    };
+    void run();
+    void accept_all();
+    void on_pending(int fd);
+    void finish_handshake(Pending& p);
+    void refuse(Pending& p, Refusal reason, const std::string& detail, bool answer);
+    void drop_pending(int fd);
+    void log_refusal(const std::string& from, Refusal reason, const std::string& detail);
+
+    config::Configuration configuration_;
+    std::shared_ptr<Shared> shared_;
+    int listen_fd_ = -1;
+    std::uint16_t port_ = 0;
+    mutable std::mutex nodes_mutex_;
+    std::map<NodeId, std::shared_ptr<TcpNode>> nodes_;
+    std::map<int, Pending> pending_; // background thread only
+    std::atomic<bool> stop_{false};
+    std::thread thread_;
+    Clock::time_point log_window_{};
+    int logged_in_window_ = 0;
+};
+
+} // namespace msgpass::tcp

@@ -1,0 +1,145 @@
+// The tcp factory and group, and the registration of the technology.
+#include <msgpass/tcp/factory.hpp>
+
+#include "engine.hpp"
+
+#include <poll.h>
+#include <unistd.h>
+
+namespace msgpass::tcp {
+
+void register_technology() {
+    TechnologyRegistry::instance().add("tcp", [](const config::Configuration& configuration, NodeId self) {
+        return std::make_unique<TcpNodeFactory>(configuration, self);
+    });
+}
+
+TcpNodeFactory::TcpNodeFactory(const config::Configuration& configuration, NodeId self)
+    : self_(self), engine_(std::make_shared<Engine>(configuration, self)) {}
+
+TcpNodeFactory::~TcpNodeFactory() {
+    {
+        std::lock_guard lock(mutex_);
+        groups_.clear();
+    }
+    engine_->shutdown();
+}
+
+NodePtr TcpNodeFactory::create_node(NodeId id) {
+    return engine_->node(id);
+}
+
+BufferPtr TcpNodeFactory::create_buffer(std::size_t size) {
+    const auto max = engine_->shared().parameters.max_message_size;
+    if (size > max) {
+        throw MessageTooLarge("a buffer of " + std::to_string(size) + " bytes exceeds max_message_size (" +
+                              std::to_string(max) + " bytes)");
+    }
+    return std::make_unique<HeapBuffer>(size);
+}
+
+std::unique_ptr<DynamicGroup> TcpNodeFactory::create_group() {
+    return std::make_unique<TcpGroup>("", engine_);
+}
+
+std::shared_ptr<Group> TcpNodeFactory::create_group(const std::string& name) {
+    std::lock_guard lock(mutex_);
+    if (auto it = groups_.find(name); it != groups_.end()) return it->second;
+    const auto& configuration = engine_->configuration();
+    auto members = configuration.groups.find(name);
+    if (members == configuration.groups.end()) {
+        std::string known;
+        for (const auto& [n, ids] : configuration.groups)
+            known += (known.empty() ? "" : ", ") + n;
+        throw ConfigError(configuration.network_file.string() + ": groups: no group named '" + name +
+                          "' (known: " + (known.empty() ? "none" : known) + ")");
+    }
+    auto group = std::make_shared<TcpGroup>(name, engine_);
+    for (NodeId id : members->second) {
+        if (id == self_) {
+            group->add_self(id);
+        } else {
+            group->add(engine_->node(id));
+        }
+    }
+    groups_.emplace(name, group);
+    return group;
+}
+
+bool TcpNodeFactory::flush(std::chrono::nanoseconds timeout) {
+    const auto deadline = Clock::now() + timeout;
+    bool all = true;
+    for (const auto& n : engine_->nodes()) {
+        all = n->flush(std::max<std::chrono::nanoseconds>(deadline - Clock::now(), std::chrono::nanoseconds::zero())) &&
+              all;
+    }
+    return all;
+}
+
+std::uint16_t TcpNodeFactory::port() const noexcept {
+    return engine_->port();
+}
+
+ListenerStats TcpNodeFactory::listener_stats() const noexcept {
+    ListenerStats s;
+    const auto& shared = engine_->shared();
+    s.accepted = shared.accepted.load();
+    for (std::size_t i = 0; i < s.refused.size(); ++i)
+        s.refused[i] = shared.refused[i].load();
+    return s;
+}
+
+void TcpNodeFactory::reset_connections(NodeId peer) {
+    engine_->node(peer)->reset_connections();
+}
+
+TcpGroup::TcpGroup(std::string name, std::shared_ptr<Engine> engine)
+    : BasicGroup(std::move(name)), engine_(std::move(engine)) {}
+
+void TcpGroup::add(NodePtr node) {
+    auto tcp = std::dynamic_pointer_cast<TcpNode>(node);
+    if (!tcp) throw UsageError("a tcp group takes only tcp nodes");
+    BasicGroup::add(std::move(node));
+    std::lock_guard lock(members_mutex_);
+    if (std::find(members_.begin(), members_.end(), tcp) == members_.end()) members_.push_back(std::move(tcp));
+}
+
+bool TcpGroup::remove(NodeId id) {
+    {
+        std::lock_guard lock(members_mutex_);
+        std::erase_if(members_, [id](const auto& n) { return n->id() == id; });
+    }
+    return BasicGroup::remove(id);
+}
+
+// Polls the members for a short spin, then sleeps in poll() on their incoming
+// sockets and on the factory's wake-up descriptor (a connection was installed, a
+// peer was lost).
+BufferPtr TcpGroup::receive(std::chrono::nanoseconds timeout) {
+    const auto start = Clock::now();
+    const auto deadline = start + timeout;
+    const auto spin_end = start + std::chrono::microseconds(50);
+    std::vector<pollfd> fds;
+    for (;;) {
+        if (auto m = BasicGroup::receive()) return m;
+        const auto now = Clock::now();
+        if (now >= deadline) return nullptr;
+        if (now < spin_end) continue;
+        fds.assign(1, pollfd{engine_->shared().recv_wake_fd, POLLIN, 0});
+        {
+            std::lock_guard lock(members_mutex_);
+            for (const auto& n : members_) {
+                const int fd = n->prepare_to_sleep();
+                if (fd >= 0) fds.push_back(pollfd{fd, POLLIN, 0});
+            }
+        }
+        const auto step = std::min<std::chrono::nanoseconds>(deadline - now, std::chrono::milliseconds(100));
+        const int ms = static_cast<int>(std::chrono::ceil<std::chrono::milliseconds>(step).count());
+        if (::poll(fds.data(), fds.size(), ms) > 0 && (fds[0].revents & POLLIN) != 0) {
+            std::uint64_t v = 0;
+            (void)!::read(fds[0].fd, &v, sizeof v);
+        }
+    }
+}
+
+} // namespace msgpass::tcp
