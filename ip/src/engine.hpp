@@ -24,6 +24,7 @@
 #include <mutex>
 #include <netinet/in.h>
 #include <optional>
+#include <span>
 #include <string>
 #include <sys/socket.h>
 #include <thread>
@@ -32,6 +33,16 @@
 namespace msgpass::tcp {
 
 using Clock = std::chrono::steady_clock;
+
+// A receiver acknowledges what it holds once it has waited ack_delay for more: in a
+// request-response exchange the peer's next message comes sooner, and an
+// acknowledgement written before every wait would wake the peer's background thread
+// once per message. (It also acknowledges every ack_every messages.)
+inline constexpr std::chrono::microseconds ack_delay{1000};
+
+// Sleeps in ppoll() until one of fds or wake_fd is readable or timeout passes;
+// consumes wake_fd's count. True unless the timeout passed.
+bool wait_readable(int wake_fd, std::span<const int> fds, std::chrono::nanoseconds timeout);
 
 struct Parameters {
     NodeId self = 0;
@@ -87,11 +98,14 @@ public:
     bool flush(std::chrono::nanoseconds timeout) override;
     [[nodiscard]] NodeStats stats() const noexcept override;
 
+    // A message already parsed, without a system call; null when none.
+    [[nodiscard]] BufferPtr take_ready();
     [[nodiscard]] std::size_t queued() const noexcept { return queue_depth_.load(std::memory_order_relaxed); }
 
-    // For the receive wait: sends the acknowledgement owed before sleeping, and
-    // returns the incoming socket to poll (-1 when there is none).
-    int prepare_to_sleep();
+    // For the receive wait: sends the acknowledgement owed when acknowledge is set
+    // (the receiver has been idle for ack_delay), and returns the incoming socket to
+    // poll (-1 when there is none).
+    int prepare_to_sleep(bool acknowledge);
 
     // --- background thread only ---
     // Runs timers (reconnect, connect timeout, loss deadline); returns when it wants

@@ -112,33 +112,28 @@ bool TcpGroup::remove(NodeId id) {
     return BasicGroup::remove(id);
 }
 
-// Polls the members for a short spin, then sleeps in poll() on their incoming
-// sockets and on the factory's wake-up descriptor (a connection was installed, a
-// peer was lost).
+// Polls the members once, then sleeps in poll() on their incoming sockets and on
+// the factory's wake-up descriptor (a connection was installed, a peer was lost).
 BufferPtr TcpGroup::receive(std::chrono::nanoseconds timeout) {
     const auto start = Clock::now();
     const auto deadline = start + timeout;
-    const auto spin_end = start + std::chrono::microseconds(50);
-    std::vector<pollfd> fds;
+    std::vector<int> fds;
     for (;;) {
         if (auto m = BasicGroup::receive()) return m;
         const auto now = Clock::now();
         if (now >= deadline) return nullptr;
-        if (now < spin_end) continue;
-        fds.assign(1, pollfd{engine_->shared().recv_wake_fd, POLLIN, 0});
+        const bool idle = now >= start + ack_delay;
+        fds.clear();
         {
             std::lock_guard lock(members_mutex_);
             for (const auto& n : members_) {
-                const int fd = n->prepare_to_sleep();
-                if (fd >= 0) fds.push_back(pollfd{fd, POLLIN, 0});
+                const int fd = n->prepare_to_sleep(idle);
+                if (fd >= 0) fds.push_back(fd);
             }
         }
-        const auto step = std::min<std::chrono::nanoseconds>(deadline - now, std::chrono::milliseconds(100));
-        const int ms = static_cast<int>(std::chrono::ceil<std::chrono::milliseconds>(step).count());
-        if (::poll(fds.data(), fds.size(), ms) > 0 && (fds[0].revents & POLLIN) != 0) {
-            std::uint64_t v = 0;
-            (void)!::read(fds[0].fd, &v, sizeof v);
-        }
+        (void)wait_readable(engine_->shared().recv_wake_fd, fds,
+                            std::min<std::chrono::nanoseconds>(deadline - now, idle ? std::chrono::milliseconds(100)
+                                                                                    : ack_delay - (now - start)));
     }
 }
 

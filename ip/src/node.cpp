@@ -765,29 +765,55 @@ BufferPtr TcpNode::receive() {
     return nullptr;
 }
 
-int TcpNode::prepare_to_sleep() {
+int TcpNode::prepare_to_sleep(bool acknowledge) {
     std::lock_guard lock(in_mutex_);
-    send_ack();
+    if (acknowledge) send_ack();
     return in_fd_;
 }
 
+BufferPtr TcpNode::take_ready() {
+    std::lock_guard lock(in_mutex_);
+    if (inbox_.empty()) return nullptr;
+    BufferPtr m = std::move(inbox_.front());
+    inbox_.pop_front();
+    stats_.received(m->size());
+    return m;
+}
+
+// Sleeps in poll() first and reads after: when the message is not there yet (a
+// request-response exchange), that is one system call less than trying to read
+// first, and a receive costs what a blocking read on a raw socket costs.
 BufferPtr TcpNode::receive(std::chrono::nanoseconds timeout) {
-    const auto deadline = Clock::now() + timeout;
-    const auto spin_end = Clock::now() + std::chrono::microseconds(50);
+    const auto start = Clock::now();
+    const auto deadline = start + timeout;
     for (;;) {
-        if (auto m = receive()) return m;
+        if (auto m = take_ready()) return m;
         const auto now = Clock::now();
-        if (now >= deadline) return nullptr;
-        if (now < spin_end) continue;
-        const int fd = prepare_to_sleep();
-        pollfd fds[2] = {{shared_->recv_wake_fd, POLLIN, 0}, {fd, POLLIN, 0}};
-        const auto step = std::min<std::chrono::nanoseconds>(deadline - now, std::chrono::milliseconds(100));
-        const int ms = static_cast<int>(std::chrono::ceil<std::chrono::milliseconds>(step).count());
-        if (::poll(fds, fd >= 0 ? 2 : 1, ms) > 0 && (fds[0].revents & POLLIN) != 0) {
-            std::uint64_t v = 0;
-            (void)!::read(shared_->recv_wake_fd, &v, sizeof v);
+        if (now >= deadline) return receive();
+        const bool idle = now >= start + ack_delay;
+        const int fd = prepare_to_sleep(idle);
+        const auto step = std::min<std::chrono::nanoseconds>(
+            deadline - now,
+            idle ? std::chrono::nanoseconds(std::chrono::milliseconds(100)) : ack_delay - (now - start));
+        if (wait_readable(shared_->recv_wake_fd, std::span<const int>(&fd, fd >= 0 ? 1 : 0), step)) {
+            if (auto m = receive()) return m;
         }
     }
+}
+
+bool wait_readable(int wake_fd, std::span<const int> fds, std::chrono::nanoseconds timeout) {
+    thread_local std::vector<pollfd> set;
+    set.assign(1, pollfd{wake_fd, POLLIN, 0});
+    for (int fd : fds)
+        set.push_back(pollfd{fd, POLLIN, 0});
+    const auto ns = std::max<std::int64_t>(timeout.count(), 0);
+    const timespec ts{static_cast<time_t>(ns / 1000000000), static_cast<long>(ns % 1000000000)};
+    const int n = ::ppoll(set.data(), set.size(), &ts, nullptr);
+    if (n > 0 && (set[0].revents & POLLIN) != 0) {
+        std::uint64_t v = 0;
+        (void)!::read(wake_fd, &v, sizeof v);
+    }
+    return n != 0;
 }
 
 } // namespace msgpass::tcp
