@@ -2,6 +2,8 @@
 // the built-in technologies, then NodeFactory::create() picks the one named by the
 // configuration's `technology` key (default sci).
 #include <msgpass/msgpass.hpp>
+
+#include "auto_factory.hpp"
 #include <msgpass/sci/factory.hpp>
 #include <msgpass/tcp/factory.hpp>
 
@@ -12,6 +14,7 @@ void register_builtin_technologies() {
     static const bool once = [] {
         sci::register_technology();
         tcp::register_technology();
+        register_auto_technology();
         return true;
     }();
     (void)once;

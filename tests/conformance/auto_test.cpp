@@ -1,0 +1,104 @@
+// technology: auto: one factory reaches the nodes of its own machine through sci and
+// the others through tcp, and one group mixes both (BMI's several methods at once).
+// The machines are named in the nodes file; all processes run here, so the test
+// shows the routing and the mixed group, and tests/tcp runs auto across namespaces.
+#include "../../framework/init/auto_factory.hpp"
+
+#include "../support/partition.hpp"
+
+#include <gtest/gtest.h>
+
+#include <msgpass/sci/node.hpp>
+
+namespace msgpass::test {
+namespace {
+
+using namespace std::chrono_literals;
+constexpr auto patience = 10s;
+
+// Nodes 1 and 2 on machine m1, node 3 on machine m2.
+config::Configuration two_machines(const std::string& tag) {
+    auto c = make_configuration("auto", unique_partition(tag), 3, [](config::Configuration& c) {
+        c.groups["sources"] = {2, 3};
+    });
+    c.nodes[0].machine = "m1";
+    c.nodes[1].machine = "m1";
+    c.nodes[2].machine = "m2";
+    return c;
+}
+
+TEST(AutoTechnology, NodesOnTheSameMachineTalkSciAndOthersTcp) {
+    auto c = two_machines("routing");
+    SegmentCleanup cleanup(c.partition);
+    auto f1 = NodeFactory::create(c, 1);
+    ASSERT_EQ(f1->technology(), "auto");
+    auto& a = dynamic_cast<AutoNodeFactory&>(*f1);
+    EXPECT_EQ(a.technology_of(2), "sci");
+    EXPECT_EQ(a.technology_of(3), "tcp");
+    EXPECT_NE(dynamic_cast<sci::SciNode*>(f1->create_node(2).get()), nullptr);
+    EXPECT_EQ(dynamic_cast<sci::SciNode*>(f1->create_node(3).get()), nullptr);
+    EXPECT_THROW(f1->create_node(1), UsageError);
+    EXPECT_THROW(f1->create_node(9), ConfigError);
+}
+
+TEST(AutoTechnology, AMixedGroupReceivesFromSciAndTcpMembersAndSendsToBoth) {
+    auto c = two_machines("mixed");
+    SegmentCleanup cleanup(c.partition);
+    auto f1 = NodeFactory::create(c, 1);
+    auto f2 = NodeFactory::create(c, 2);
+    auto f3 = NodeFactory::create(c, 3);
+    auto sources = f1->create_group("sources");
+    auto two_to_one = f2->create_node(1);
+    auto three_to_one = f3->create_node(1);
+    constexpr std::uint64_t n = 200;
+    for (std::uint64_t i = 0; i < n; ++i) {
+        two_to_one->send(make_message(*f2, 100 + i, 2, i));
+        three_to_one->send(make_message(*f3, 5000 + i, 3, i));
+    }
+    std::map<NodeId, std::uint64_t> next{{2, 0}, {3, 0}};
+    for (std::uint64_t k = 0; k < 2 * n; ++k) {
+        BufferPtr m;
+        for (auto deadline = std::chrono::steady_clock::now() + patience;
+             !m && std::chrono::steady_clock::now() < deadline;) {
+            two_to_one->flush(0ns);
+            three_to_one->flush(0ns);
+            m = sources->receive(1ms);
+        }
+        ASSERT_NE(m, nullptr) << "message " << k << " never arrived";
+        const auto h = check_payload(*m);
+        ASSERT_EQ(h.stream, m->source());
+        EXPECT_EQ(h.seq, next[m->source()]++);
+    }
+    EXPECT_EQ(next[2], n);
+    EXPECT_EQ(next[3], n);
+
+    // And back: one group send reaches the sci member and the tcp member.
+    sources->send(make_message(*f1, 300, 1, 77));
+    for (auto* f : {f2.get(), f3.get()}) {
+        auto from_one = f->create_node(1);
+        auto got = from_one->receive(patience);
+        ASSERT_NE(got, nullptr);
+        EXPECT_EQ(check_payload(*got).seq, 77u);
+    }
+}
+
+TEST(AutoTechnology, AMixedGroupSleepsAndWakesForATcpMessage) {
+    auto c = two_machines("wake");
+    SegmentCleanup cleanup(c.partition);
+    auto f1 = NodeFactory::create(c, 1);
+    auto f3 = NodeFactory::create(c, 3);
+    auto sources = f1->create_group("sources");
+    EXPECT_EQ(sources->receive(20ms), nullptr);
+    std::thread sender([&] {
+        auto to_one = f3->create_node(1);
+        to_one->send(make_message(*f3, 64, 3, 5));
+        to_one->flush(patience);
+    });
+    auto got = sources->receive(patience);
+    sender.join();
+    ASSERT_NE(got, nullptr);
+    EXPECT_EQ(got->source(), 3u);
+}
+
+} // namespace
+} // namespace msgpass::test
