@@ -1,6 +1,6 @@
 // The sci protocol between this process and one peer: connection (link) to the
 // peer's segment, introduction, slot grants, signed notifications, large messages
-// through a region of several buffers, the send queue, and peer loss and restart.
+// through a ring in a region per sender, the send queue, and peer loss and restart.
 #include <msgpass/sci/node.hpp>
 
 #include <msgpass/wait.hpp>
@@ -44,18 +44,43 @@ struct SciNode::Link {
     std::uint64_t max_message_size = 0;
     RemoteSegment large;
     std::byte* large_base = nullptr;
-    std::uint64_t large_capacity = 0;
+    std::uint64_t large_capacity = 0; // the largest message its large region takes
     [[nodiscard]] std::byte* slot(std::uint32_t s) const {
         return base + control->slot_offset + static_cast<std::size_t>(s) * slot_size;
     }
 };
 
-// Counts the large buffers the application released, so the receiver thread can
-// grant their reuse to the sender.
+// Counts the large buffers the application released, in the order the peer sent
+// them, so that the receiver thread can tell the sender which part of the ring is
+// free again. Buffers may be dropped in any order and by any thread; one dropped
+// before an older one is remembered until the older one goes too.
 struct SciNode::LargeRelease {
-    std::atomic<std::uint64_t> released{0};
     std::shared_ptr<LocalNode> local;
     LocalSegment region; // where the peer writes large messages to us; lives as long as its buffers
+    std::mutex mutex;
+    std::uint64_t generation = 0;                  // one per introduction: buffers of an earlier one count for nothing
+    std::uint64_t freed = 0;                       // messages released in order since the introduction
+    std::array<bool, large_in_flight> early{};     // released ahead of an older one, by sequence mod large_in_flight
+    std::atomic<std::uint64_t> freed_published{0}; // freed, for the receiver thread
+
+    void release(std::uint64_t of_generation, std::uint64_t sequence) {
+        std::lock_guard lock(mutex);
+        if (of_generation != generation || sequence < freed || sequence - freed >= large_in_flight) return;
+        early[sequence % large_in_flight] = true;
+        while (early[freed % large_in_flight]) {
+            early[freed % large_in_flight] = false;
+            ++freed;
+        }
+        freed_published.store(freed, std::memory_order_release);
+    }
+    // A new introduction: numbering starts again at 0. Returns the new generation.
+    std::uint64_t restart() {
+        std::lock_guard lock(mutex);
+        early.fill(false);
+        freed = 0;
+        freed_published.store(0, std::memory_order_release);
+        return ++generation;
+    }
 };
 
 namespace {
@@ -76,20 +101,20 @@ private:
 } // namespace
 
 // A received large message in the local large region of one sender.
-class LargeRecvBuffer final : public SingleBuffer {
+class SciNode::LargeRecvBuffer final : public SingleBuffer {
 public:
-    LargeRecvBuffer(std::shared_ptr<void> release, std::atomic<std::uint64_t>* counter, LocalNode* local,
+    LargeRecvBuffer(std::shared_ptr<LargeRelease> release, std::uint64_t generation, std::uint64_t sequence,
                     std::byte* data, std::size_t size)
-        : SingleBuffer(data, size, size), keep_(std::move(release)), counter_(counter), local_(local) {}
+        : SingleBuffer(data, size, size), release_(std::move(release)), generation_(generation), sequence_(sequence) {}
     ~LargeRecvBuffer() override {
-        counter_->fetch_add(1, std::memory_order_release);
-        local_->bell().ring();
+        release_->release(generation_, sequence_);
+        release_->local->bell().ring(); // the receiver thread publishes the release
     }
 
 private:
-    std::shared_ptr<void> keep_;
-    std::atomic<std::uint64_t>* counter_;
-    LocalNode* local_;
+    std::shared_ptr<LargeRelease> release_;
+    std::uint64_t generation_;
+    std::uint64_t sequence_;
 };
 
 NodeParameters NodeParameters::from(const config::Configuration& configuration, const LocalNode& local, NodeId peer) {
@@ -127,13 +152,13 @@ SciNode::SciNode(std::shared_ptr<LocalNode> local, NodeParameters parameters)
     granted_.fill(no_slot);
     large_release_ = std::make_shared<LargeRelease>();
     large_release_->local = local_;
-    // The region where this peer writes large messages for us: large_buffers of
-    // max_message_size, sparse until touched.
+    // The region where this peer writes large messages for us: the ring plus room
+    // for one message of max_message_size that starts at its end; sparse until touched.
     large_capacity_ = round_up(std::max<std::uint64_t>(parameters_.max_message_size, 64), 4096);
     large_release_->region.create(local_->device().segment_name(local_->parameters().self,
                                                                 local_->parameters().sci.recv_seg_id,
                                                                 "large." + std::to_string(parameters_.peer)),
-                                  large_capacity_ * large_buffers);
+                                  large_ring_size + large_capacity_);
     large_release_->region.map();
     local_->register_flushable(this);
     current_link();
@@ -208,8 +233,8 @@ void SciNode::introduce(Link& link) {
     }
     received_ = 0;
     large_received_ = 0;
-    large_published_ = large_release_->released.load(std::memory_order_acquire);
-    large_base_ = large_published_; // grants count the releases since this introduction
+    large_generation_ = large_release_->restart();
+    large_published_ = 0;
     store(link.header->epoch, 0);
     for (std::uint32_t i = 0; i < max_outstanding; ++i) {
         store(link.header->note[i], 0);
@@ -217,7 +242,7 @@ void SciNode::introduce(Link& link) {
         last_ack_[i] = 0;
         grant_round_[i] = 0;
     }
-    store(link.header->large_grants, large_buffers);
+    store(link.header->large_freed, 0);
     for (std::uint32_t i = 0; i < local_k_; ++i) {
         if (auto slot = local_->allocate_recv_slot()) grant(link, i, *slot);
     }
@@ -242,10 +267,10 @@ void SciNode::publish_grants(Link& link) {
         grant(link, i, *slot);
         rang = true;
     }
-    const auto released = large_release_->released.load(std::memory_order_acquire);
-    if (released != large_published_) {
-        large_published_ = released;
-        store(link.header->large_grants, static_cast<std::uint32_t>(large_buffers + released - large_base_));
+    const auto freed = large_release_->freed_published.load(std::memory_order_acquire);
+    if (freed != large_published_) {
+        large_published_ = freed;
+        store(link.header->large_freed, static_cast<std::uint32_t>(freed));
         rang = true;
     }
     if (rang) link.control->bell.ring();
@@ -323,6 +348,9 @@ void SciNode::sync_send_side(Link* link) {
     send_link_ = link; // a new incarnation: its counters start again
     sent_.store(0, std::memory_order_relaxed);
     large_sent_ = 0;
+    large_freed_ = 0;
+    large_head_ = 0;
+    large_live_.clear();
     last_note_.fill(0);
 }
 
@@ -346,13 +374,18 @@ bool SciNode::try_transfer(Link& link, const Buffer& buffer) {
         sequence_.copy(link.slot(slot), buffer.fragments());
         note = make_note(signature(round, salt_of(local_->epoch32())), false, static_cast<std::uint32_t>(size));
     } else {
-        if (large_sent_ >= load(local_header_->large_grants)) return false; // every large buffer is in use
         if (link.large_base == nullptr) {
             const std::string name = local_->device().segment_name(
                 parameters_.peer, parameters_.peer_segment_id, "large." + std::to_string(local_->parameters().self));
             if (!link.large.connect(name)) return false;
             link.large.map();
-            link.large_capacity = link.large.size() / large_buffers;
+            if (link.large.size() <= large_ring_size) {
+                declare_lost(&link, "node " + std::to_string(parameters_.peer) + " (" + parameters_.name +
+                                        ") offers a large-message region of " + std::to_string(link.large.size()) +
+                                        " bytes, smaller than its ring");
+                return false;
+            }
+            link.large_capacity = link.large.size() - large_ring_size;
             link.large_base = link.large.address();
         }
         if (size > link.large_capacity) {
@@ -360,12 +393,17 @@ bool SciNode::try_transfer(Link& link, const Buffer& buffer) {
                                   " bytes exceed its max_message_size of " + std::to_string(link.large_capacity) +
                                   " bytes");
         }
-        const auto which = static_cast<std::uint32_t>(large_sent_ % large_buffers);
-        sequence_.copy(link.large_base + which * link.large_capacity, buffer.fragments());
-        const LargeDescriptor d{size, which, static_cast<std::uint32_t>(size) ^ which ^ large_check};
+        const auto offset = place_large(link, size);
+        if (!offset) return false;
+        sequence_.copy(link.large_base + *offset, buffer.fragments());
+        const auto number = static_cast<std::uint32_t>(large_sent_);
+        const LargeDescriptor d{*offset, size, number, large_check_of(*offset, size, number)};
         sequence_.copy(link.slot(slot), &d, sizeof d);
         note = make_note(signature(round, salt_of(local_->epoch32())), true, sizeof d);
         ++large_sent_;
+        large_live_.push_back({*offset, *offset + size});
+        large_head_ = round_up(*offset + size, large_align);
+        if (large_head_ >= large_ring_size) large_head_ = 0;
     }
     sequence_.write_word(&link.header->note[i], note, last_note_[i]);
     last_note_[i] = note;
@@ -373,6 +411,28 @@ bool SciNode::try_transfer(Link& link, const Buffer& buffer) {
     stats_.sent(size);
     link.control->bell.ring();
     return true;
+}
+
+// Where the next large message of size bytes goes in the peer's region: at the
+// ring's head, once the messages the peer has not released yet leave room there.
+// nullopt while they do not (or large_in_flight are unreleased). Send lock held.
+std::optional<std::uint64_t> SciNode::place_large(Link& link, std::uint64_t size) {
+    const std::uint32_t freed_word = load(local_header_->large_freed);
+    const std::uint32_t newly = freed_word - static_cast<std::uint32_t>(large_freed_);
+    if (newly > large_live_.size()) {
+        declare_lost(&link, "node " + std::to_string(parameters_.peer) + " (" + parameters_.name +
+                                ") released large messages it was never sent");
+        return std::nullopt;
+    }
+    large_live_.erase(large_live_.begin(), large_live_.begin() + newly);
+    large_freed_ += newly;
+    if (large_live_.size() >= large_in_flight) return std::nullopt;
+    const std::uint64_t begin = large_head_;
+    const std::uint64_t end = begin + size;
+    for (const auto& e : large_live_) {
+        if (begin < e.end && e.begin < end) return std::nullopt;
+    }
+    return begin;
 }
 
 void SciNode::flush_locked(Link* link) {
@@ -481,18 +541,18 @@ BufferPtr SciNode::take_message(Link& link) {
     } else {
         LargeDescriptor d{};
         std::memcpy(&d, local_->slot_address(slot), sizeof d);
-        const auto expected = static_cast<std::uint32_t>(large_received_ % large_buffers);
-        if (size != sizeof d || d.buffer != expected || d.size > large_capacity_ ||
-            d.check != (static_cast<std::uint32_t>(d.size) ^ d.buffer ^ large_check)) {
+        const auto expected = static_cast<std::uint32_t>(large_received_);
+        if (size != sizeof d || d.sequence != expected || d.offset >= large_ring_size || d.size > large_capacity_ ||
+            d.check != large_check_of(d.offset, d.size, d.sequence)) {
             grant(link, i, slot);
             violation_ = "node " + std::to_string(parameters_.peer) + " sent a malformed large-message descriptor";
             return nullptr;
         }
-        ++large_received_;
         grant(link, i, slot); // the descriptor is read: the slot is free again
-        buffer = std::make_unique<LargeRecvBuffer>(large_release_, &large_release_->released, local_.get(),
-                                                   large_release_->region.address() + d.buffer * large_capacity_,
+        buffer = std::make_unique<LargeRecvBuffer>(large_release_, large_generation_, large_received_,
+                                                   large_release_->region.address() + d.offset,
                                                    static_cast<std::size_t>(d.size));
+        ++large_received_;
     }
     publish_grants(link);
     buffer->set_source(parameters_.peer);

@@ -18,6 +18,7 @@
 #include <deque>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -63,6 +64,7 @@ private:
         [[nodiscard]] const Buffer& buffer() const { return owned ? *owned : *shared; }
     };
     struct LargeRelease; // shared with large receive buffers
+    class LargeRecvBuffer;
 
     template <class B>
     void send_impl(B& buffer);
@@ -71,6 +73,7 @@ private:
     void introduce(Link& link);
     void sync_send_side(Link* link);
     bool try_transfer(Link& link, const Buffer& buffer);
+    std::optional<std::uint64_t> place_large(Link& link, std::uint64_t size);
     void flush_locked(Link* link);
     bool try_flush();
     void try_flush_queue() override { try_flush(); }
@@ -102,7 +105,14 @@ private:
     std::atomic<std::size_t> queue_depth_{0};
     Link* send_link_ = nullptr;
     std::atomic<std::uint64_t> sent_{0}; // written under send_mutex_; read by loss reports
-    std::uint64_t large_sent_ = 0;
+    std::uint64_t large_sent_ = 0;       // large messages sent to this incarnation
+    std::uint64_t large_freed_ = 0;      // of which the peer released (in order)
+    std::uint64_t large_head_ = 0;       // where the next large message starts in the peer's region
+    struct LargeExtent {
+        std::uint64_t begin;
+        std::uint64_t end;
+    };
+    std::deque<LargeExtent> large_live_; // sent and not yet released, oldest first
     std::array<std::uint32_t, max_outstanding> last_note_{};
 
     std::mutex recv_mutex_;
@@ -115,7 +125,7 @@ private:
     std::array<std::uint32_t, max_outstanding> last_ack_{};
     std::shared_ptr<LargeRelease> large_release_;
     std::uint64_t large_published_ = 0;
-    std::uint64_t large_base_ = 0;
+    std::uint64_t large_generation_ = 0;
     std::string violation_; // a protocol violation seen by the receiver, reported outside the lock
 
     std::atomic<bool> lost_pending_{false};
