@@ -169,6 +169,8 @@ void Engine::shutdown() {
                          shared_->parameters.self, n->queued(), n->id(), n->name().c_str());
         }
     }
+    for (const auto& n : nodes())
+        (void)n->wait_acknowledged(deadline);
     stop_.store(true);
     shared_->wake_io();
     thread_.join();

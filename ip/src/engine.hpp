@@ -14,6 +14,8 @@
 #include <msgpass/tcp/factory.hpp>
 #include <msgpass/tcp/protocol.hpp>
 
+#include "pool.hpp"
+
 #include <array>
 #include <atomic>
 #include <chrono>
@@ -39,6 +41,9 @@ using Clock = std::chrono::steady_clock;
 // acknowledgement written before every wait would wake the peer's background thread
 // once per message. (It also acknowledges every ack_every messages.)
 inline constexpr std::chrono::microseconds ack_delay{1000};
+// A send that follows the previous write of its node by less than this is part of a
+// stream and is written in a batch by the background thread (see TcpNode::send).
+inline constexpr std::chrono::microseconds batch_window{10};
 
 // Sleeps in ppoll() until one of fds or wake_fd is readable or timeout passes;
 // consumes wake_fd's count. True unless the timeout passed.
@@ -68,6 +73,7 @@ struct Shared {
     int io_wake_fd = -1;   // eventfd: something for the background thread to do
     int recv_wake_fd = -1; // eventfd: wakes receivers sleeping in poll()
     std::uint64_t incarnation = 0;
+    std::shared_ptr<BufferPool> pool = std::make_shared<BufferPool>(); // large message buffers
     std::atomic<bool> closed{false};
     std::atomic<std::uint64_t> accepted{0};
     std::array<std::atomic<std::uint64_t>, static_cast<std::size_t>(Refusal::kinds)> refused{};
@@ -117,6 +123,8 @@ public:
     std::uint64_t attach_incoming(int fd, std::uint64_t incarnation);
     // Aborts both connections with RST (fault injection).
     void reset_connections();
+    // Waits until the peer acknowledged every message written (or deadline).
+    bool wait_acknowledged(Clock::time_point deadline);
     // Factory shutdown: a last acknowledgement and a goodbye on both connections,
     // then close. The node refuses sends afterwards.
     void close();
@@ -167,9 +175,10 @@ private:
     int out_fd_ = -1;
     std::uint32_t generation_ = 0;
     bool armed_write_ = false;
-    std::deque<Entry> entries_; // not yet acknowledged, in seq order
-    std::size_t written_ = 0;   // entries fully written on the current connection
-    std::size_t offset_ = 0;    // bytes of entries_[written_] written
+    Clock::time_point last_write_{}; // of a send that wrote at once
+    std::deque<Entry> entries_;      // not yet acknowledged, in seq order
+    std::size_t written_ = 0;        // entries fully written on the current connection
+    std::size_t offset_ = 0;         // bytes of entries_[written_] written
     std::uint64_t next_seq_ = 0;
     std::uint64_t peer_incarnation_ = 0; // of the last Welcome; 0 = none
     bool peer_said_goodbye_ = false;
@@ -191,7 +200,8 @@ private:
     std::uint64_t bytes_since_ack_ = 0;
     std::vector<std::byte> rx_; // read buffer
     std::size_t rx_begin_ = 0, rx_end_ = 0;
-    std::unique_ptr<HeapBuffer> assembling_; // a message larger than what rx_ holds
+    BufferPtr assembling_; // a message larger than what rx_ holds (a SingleBuffer)
+    std::byte* assembling_data_ = nullptr;
     std::size_t assembled_ = 0;
     std::uint64_t assembling_seq_ = 0;
     std::deque<BufferPtr> inbox_;

@@ -35,7 +35,7 @@ BufferPtr TcpNodeFactory::create_buffer(std::size_t size) {
         throw MessageTooLarge("a buffer of " + std::to_string(size) + " bytes exceeds max_message_size (" +
                               std::to_string(max) + " bytes)");
     }
-    return std::make_unique<HeapBuffer>(size);
+    return engine_->shared().pool->make(size);
 }
 
 std::unique_ptr<DynamicGroup> TcpNodeFactory::create_group() {

@@ -163,7 +163,16 @@ void TcpNode::send_impl(B& buffer) {
     }
     entries_.push_back(std::move(e));
     if (state_ == OutState::established && waiting == 0) {
-        write_pending();
+        // A message after a pause goes out now. One that follows a write by less
+        // than batch_window is a stream: it waits for the background thread, which
+        // wakes once and writes everything queued by then in one system call.
+        const auto now = Clock::now();
+        if (now - last_write_ >= batch_window) {
+            last_write_ = now;
+            write_pending();
+        } else {
+            shared_->wake_io();
+        }
     } else if (state_ == OutState::idle) {
         next_attempt_ = Clock::now();
         state_ = OutState::waiting;
@@ -361,8 +370,10 @@ Clock::time_point TcpNode::tick(Clock::time_point now) {
         next_attempt_ = now;
     }
     switch (state_) {
-    case OutState::idle:
     case OutState::established:
+        if (written_ < entries_.size() && !armed_write_) write_pending(); // a stream's batch
+        return far;
+    case OutState::idle:
         return far;
     case OutState::waiting:
         if (now >= next_attempt_) {
@@ -525,6 +536,17 @@ void TcpNode::trim_acknowledged(std::uint64_t next_expected) {
         entries_.pop_front();
     }
     queue_depth_.store(entries_.size() - written_, std::memory_order_relaxed);
+    if (entries_.empty()) out_changed_.notify_all();
+}
+
+// Before a clean close: a socket closed while acknowledgements still arrive is reset
+// by the kernel, which drops what it had not sent yet, so the factory waits until
+// the peer acknowledged everything.
+bool TcpNode::wait_acknowledged(Clock::time_point deadline) {
+    std::unique_lock lock(out_mutex_);
+    while (!entries_.empty() && state_ == OutState::established && Clock::now() < deadline)
+        out_changed_.wait_until(lock, std::min(deadline, Clock::now() + std::chrono::milliseconds(100)));
+    return entries_.empty();
 }
 
 void TcpNode::reset_connections() {
@@ -694,8 +716,9 @@ void TcpNode::parse_in_buffer() {
             continue;
         }
         if (rx_begin_ + sizeof h + h.length <= rx_.size()) break; // fits: wait for the rest in rx_
-        assembling_ = std::make_unique<HeapBuffer>(static_cast<std::size_t>(h.length));
-        std::memcpy(assembling_->data(), rx_.data() + rx_begin_ + sizeof h, have);
+        assembling_ = shared_->pool->make(static_cast<std::size_t>(h.length));
+        assembling_data_ = assembling_->single()->data();
+        std::memcpy(assembling_data_, rx_.data() + rx_begin_ + sizeof h, have);
         assembled_ = have;
         assembling_seq_ = h.seq;
         rx_begin_ = rx_end_ = 0;
@@ -708,7 +731,7 @@ void TcpNode::read_in_side() {
     for (int round = 0; round < 4 && in_fd_ >= 0; ++round) {
         ssize_t got = 0;
         if (assembling_) {
-            got = ::recv(in_fd_, assembling_->data() + assembled_, assembling_->size() - assembled_, MSG_DONTWAIT);
+            got = ::recv(in_fd_, assembling_data_ + assembled_, assembling_->size() - assembled_, MSG_DONTWAIT);
         } else {
             if (rx_begin_ > 0 && rx_.size() - rx_end_ < sizeof(FrameHeader) + 4096) {
                 std::memmove(rx_.data(), rx_.data() + rx_begin_, rx_end_ - rx_begin_);
