@@ -113,6 +113,7 @@ LocalNode::LocalNode(LocalNodeParameters parameters)
     control_->max_message_size = parameters_.max_message_size;
     std::atomic_ref<std::uint64_t>(control_->epoch).store(new_epoch(), std::memory_order_release);
 
+    hot_slots_ = sci.recv_buffer_no >= peers * (sci.max_outst_buffers + 1);
     free_slots_.reserve(sci.recv_buffer_no);
     for (std::uint32_t s = sci.recv_buffer_no; s > 0; --s)
         free_slots_.push_back(s - 1);

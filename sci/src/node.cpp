@@ -172,6 +172,7 @@ SciNode::~SciNode() {
     for (auto slot : granted_) {
         if (slot != no_slot) local_->release_recv_slot(slot);
     }
+    if (hot_slot_ != no_slot) local_->release_recv_slot(hot_slot_);
     local_->release_local_header(parameters_.peer_index);
 }
 
@@ -231,6 +232,10 @@ void SciNode::introduce(Link& link) {
         if (slot != no_slot) local_->release_recv_slot(slot);
         slot = no_slot;
     }
+    if (hot_slot_ != no_slot) local_->release_recv_slot(hot_slot_);
+    hot_slot_ = no_slot;
+    hot_out_.store(false, std::memory_order_relaxed);
+    hot_issued_ = 0;
     received_ = 0;
     large_received_ = 0;
     large_generation_ = large_release_->restart();
@@ -241,8 +246,9 @@ void SciNode::introduce(Link& link) {
         store(link.header->ack[i], 0);
         last_ack_[i] = 0;
         grant_round_[i] = 0;
+        resign_[i] = false;
     }
-    store(link.header->large_freed, 0);
+    store(link.header->freed_hot, 0);
     for (std::uint32_t i = 0; i < local_k_; ++i) {
         if (auto slot = local_->allocate_recv_slot()) grant(link, i, *slot);
     }
@@ -261,6 +267,11 @@ void SciNode::grant(Link& link, std::uint32_t index, std::uint32_t slot) {
 void SciNode::publish_grants(Link& link) {
     bool rang = false;
     for (std::uint32_t i = 0; i < local_k_; ++i) {
+        if (resign_[i]) { // the index's slot stays, for the next round
+            resign_[i] = false;
+            grant(link, i, granted_[i]);
+            rang = true;
+        }
         if (granted_[i] != no_slot) continue;
         auto slot = local_->allocate_recv_slot();
         if (!slot) break;
@@ -270,10 +281,37 @@ void SciNode::publish_grants(Link& link) {
     const auto freed = large_release_->freed_published.load(std::memory_order_acquire);
     if (freed != large_published_) {
         large_published_ = freed;
-        store(link.header->large_freed, static_cast<std::uint32_t>(freed));
+        write_freed_hot(link);
         rang = true;
     }
     if (rang) link.control->bell.ring();
+}
+
+// The release count and the hot slot share one word. It is a plain store, never a
+// repeated stale value (an old release count would look like a count going back).
+void SciNode::write_freed_hot(Link& link) {
+    const std::uint32_t sig = hot_slot_ == no_slot ? 0 : signature(hot_issued_ - 1, salt_of(local_->epoch32()));
+    store(link.header->freed_hot, make_freed_hot(large_published_, sig, hot_slot_ == no_slot ? 0 : hot_slot_));
+}
+
+// Grants the peer a hot slot when it has none: the slot freed last, still in this
+// core's cache, which the peer's next message may use instead of the slot of its
+// index. Called by a send to the peer before its note is written, so that a reply
+// finds the grant. Never waits for the receiver thread.
+void SciNode::offer_hot(Link& link) {
+    if (!local_->hot_slots() || hot_out_.load(std::memory_order_relaxed)) return;
+    std::unique_lock lock(recv_mutex_, std::try_to_lock);
+    if (!lock.owns_lock() || recv_link_ != &link || hot_slot_ != no_slot) return;
+    const auto slot = local_->allocate_recv_slot();
+    if (!slot) return;
+    if (*slot >= hot_slot_limit) {
+        local_->release_recv_slot(*slot);
+        return;
+    }
+    hot_slot_ = *slot;
+    ++hot_issued_;
+    hot_out_.store(true, std::memory_order_relaxed);
+    write_freed_hot(link);
 }
 
 // ------------------------------------------------------------------------ loss
@@ -351,28 +389,37 @@ void SciNode::sync_send_side(Link* link) {
     large_freed_ = 0;
     large_head_ = 0;
     large_live_.clear();
+    hot_used_ = 0;
     last_note_.fill(0);
 }
 
-bool SciNode::try_transfer(Link& link, const Buffer& buffer) {
+bool SciNode::try_transfer(Link& link, const Buffer& buffer, BufferPtr* owned) {
     if (load(local_header_->epoch) != link.epoch32) return false; // the peer has not introduced itself
     const std::uint64_t n = sent_.load(std::memory_order_relaxed);
     const std::uint32_t i = static_cast<std::uint32_t>(n % link.k);
     const std::uint64_t round = n / link.k;
     const std::uint32_t ack = load(local_header_->ack[i]);
     if (sig_of(ack) != signature(round, salt_of(link.epoch32))) return false; // no free offset yet
-    const std::uint32_t slot = ack & ack_slot_mask;
+    std::uint32_t slot = ack & ack_slot_mask;
+    // The hot slot, when the peer granted one, replaces the index's slot (not for
+    // a few cache lines, where it gains nothing and checking it costs).
+    const std::size_t size = buffer.size();
+    bool hot = false;
+    if (size >= hot_min_size) {
+        const std::uint32_t freed_hot = load(local_header_->freed_hot);
+        hot = hot_sig_of(freed_hot) == signature(hot_used_, salt_of(link.epoch32));
+        if (hot) slot = hot_slot_of(freed_hot);
+    }
     if (slot >= link.slot_count) {
         declare_lost(&link, "node " + std::to_string(parameters_.peer) + " (" + parameters_.name + ") granted slot " +
                                 std::to_string(slot) + " outside its segment");
         return false;
     }
-    const std::size_t size = buffer.size();
     const std::uint64_t capacity = std::min<std::uint64_t>(link.slot_size, note_size_mask);
     std::uint32_t note = 0;
     if (size <= capacity) {
         sequence_.copy(link.slot(slot), buffer.fragments());
-        note = make_note(signature(round, salt_of(local_->epoch32())), false, static_cast<std::uint32_t>(size));
+        note = make_note(signature(round, salt_of(local_->epoch32())), false, static_cast<std::uint32_t>(size), hot);
     } else {
         if (link.large_base == nullptr) {
             const std::string name = local_->device().segment_name(
@@ -399,14 +446,22 @@ bool SciNode::try_transfer(Link& link, const Buffer& buffer) {
         const auto number = static_cast<std::uint32_t>(large_sent_);
         const LargeDescriptor d{*offset, size, number, large_check_of(*offset, size, number)};
         sequence_.copy(link.slot(slot), &d, sizeof d);
-        note = make_note(signature(round, salt_of(local_->epoch32())), true, sizeof d);
+        note = make_note(signature(round, salt_of(local_->epoch32())), true, sizeof d, hot);
         ++large_sent_;
         large_live_.push_back({*offset, *offset + size});
         large_head_ = round_up(*offset + size, large_align);
         if (large_head_ >= large_ring_size) large_head_ = 0;
     }
+    // A buffer that was received here frees its slot now, and the peer gets it as
+    // its hot slot before it sees this message: a reply goes where the cache is warm.
+    // Small messages do not wait for this (their replies gain nothing from it).
+    if (size >= hot_min_size) {
+        if (owned != nullptr) owned->reset();
+        offer_hot(link);
+    }
     sequence_.write_word(&link.header->note[i], note, last_note_[i]);
     last_note_[i] = note;
+    if (hot) ++hot_used_;
     sent_.store(n + 1, std::memory_order_relaxed);
     stats_.sent(size);
     link.control->bell.ring();
@@ -417,8 +472,8 @@ bool SciNode::try_transfer(Link& link, const Buffer& buffer) {
 // ring's head, once the messages the peer has not released yet leave room there.
 // nullopt while they do not (or large_in_flight are unreleased). Send lock held.
 std::optional<std::uint64_t> SciNode::place_large(Link& link, std::uint64_t size) {
-    const std::uint32_t freed_word = load(local_header_->large_freed);
-    const std::uint32_t newly = freed_word - static_cast<std::uint32_t>(large_freed_);
+    const std::uint32_t newly =
+        (freed_of(load(local_header_->freed_hot)) - static_cast<std::uint32_t>(large_freed_)) & 0xff;
     if (newly > large_live_.size()) {
         declare_lost(&link, "node " + std::to_string(parameters_.peer) + " (" + parameters_.name +
                                 ") released large messages it was never sent");
@@ -475,7 +530,9 @@ void SciNode::send_impl(B& buffer) {
     }
     sync_send_side(link);
     if (!queue_.empty()) flush_locked(link);
-    if (queue_.empty() && link != nullptr && try_transfer(*link, *buffer)) {
+    BufferPtr* owned = nullptr;
+    if constexpr (std::is_same_v<B, BufferPtr>) owned = &buffer;
+    if (queue_.empty() && link != nullptr && try_transfer(*link, *buffer, owned)) {
         buffer = nullptr;
         return;
     }
@@ -522,39 +579,67 @@ BufferPtr SciNode::take_message(Link& link) {
     const std::uint64_t round = received_ / local_k_;
     const std::uint32_t note = load(local_header_->note[i]);
     if (sig_of(note) != signature(round, salt_of(link.epoch32))) return nullptr;
-    const std::uint32_t slot = granted_[i];
-    if (slot == no_slot) return nullptr; // a note on an index we did not grant: ignore it
+    if (granted_[i] == no_slot) return nullptr; // a note on an index we did not grant: ignore it
     const std::uint32_t size = note & note_size_mask;
     const bool large = (note & note_large_flag) != 0;
+    const bool hot = (note & note_hot_flag) != 0;
     ++received_;
     ++grant_round_[i];
+    if (hot && hot_slot_ == no_slot) {
+        grant(link, i, granted_[i]);
+        violation_ = "node " + std::to_string(parameters_.peer) + " used a hot slot it was not granted";
+        return nullptr;
+    }
+    // A message in the hot slot leaves the index's slot granted for the next round.
+    const std::uint32_t slot = hot ? hot_slot_ : granted_[i];
+    if (hot) {
+        hot_slot_ = no_slot;
+        hot_out_.store(false, std::memory_order_relaxed);
+        resign_[i] = true;
+    }
     BufferPtr buffer;
     if (!large) {
         if (size > local_->control().slot_size) {
-            grant(link, i, slot);
+            if (hot) {
+                local_->release_recv_slot(slot);
+            } else {
+                grant(link, i, slot);
+            }
             violation_ = "node " + std::to_string(parameters_.peer) + " sent a size word of " + std::to_string(size) +
                          " bytes for a slot of " + std::to_string(local_->control().slot_size);
             return nullptr;
         }
         buffer = std::make_unique<RecvBuffer>(local_, slot, size);
-        granted_[i] = no_slot;
+        if (!hot) granted_[i] = no_slot;
     } else {
         LargeDescriptor d{};
         std::memcpy(&d, local_->slot_address(slot), sizeof d);
         const auto expected = static_cast<std::uint32_t>(large_received_);
         if (size != sizeof d || d.sequence != expected || d.offset >= large_ring_size || d.size > large_capacity_ ||
             d.check != large_check_of(d.offset, d.size, d.sequence)) {
-            grant(link, i, slot);
+            if (hot) {
+                local_->release_recv_slot(slot);
+            } else {
+                grant(link, i, slot);
+            }
             violation_ = "node " + std::to_string(parameters_.peer) + " sent a malformed large-message descriptor";
             return nullptr;
         }
-        grant(link, i, slot); // the descriptor is read: the slot is free again
+        // The descriptor is read: the slot is free again.
+        if (hot) {
+            local_->release_recv_slot(slot);
+        } else {
+            grant(link, i, slot);
+        }
         buffer = std::make_unique<LargeRecvBuffer>(large_release_, large_generation_, large_received_,
                                                    large_release_->region.address() + d.offset,
                                                    static_cast<std::size_t>(d.size));
         ++large_received_;
     }
-    publish_grants(link);
+    // With several outstanding messages the peer needs this index again only after
+    // the others, so its grant waits for the next receive call (off the latency
+    // path); with one, it is written before the message is handed out.
+    if (local_k_ == 1) publish_grants(link);
     buffer->set_source(parameters_.peer);
     stats_.received(buffer->size());
     return buffer;

@@ -17,7 +17,7 @@
 namespace msgpass::sci {
 
 inline constexpr std::uint64_t segment_magic = 0x3149435353504d4dULL; // "MMPSSCI1"
-inline constexpr std::uint32_t protocol_version = 2;
+inline constexpr std::uint32_t protocol_version = 3;
 inline constexpr std::size_t control_block_size = 4096;
 inline constexpr std::size_t header_size = 64;      // fixed by the seed
 inline constexpr std::uint32_t max_outstanding = 7; // notification and ack words per header
@@ -29,7 +29,7 @@ inline constexpr std::uint32_t max_outstanding = 7; // notification and ack word
 // messages over 256 KiB reach 8 GB/s, over 8 MiB 30 GB/s). 8 MiB exceeds the L2
 // of current cores and fits their L3.
 inline constexpr std::uint64_t large_ring_size = 8ULL << 20;
-inline constexpr std::uint32_t large_in_flight = 64; // large messages a sender may have unreleased
+inline constexpr std::uint32_t large_in_flight = 64; // large messages a sender may have unreleased (< 256)
 inline constexpr std::uint64_t large_align = 64;     // large messages start on a cache line
 
 struct alignas(64) ControlBlock {
@@ -51,12 +51,17 @@ static_assert(sizeof(ControlBlock) <= control_block_size);
 
 // One header: written by one remote node W into the segment of its partner O.
 //   epoch         W's epoch (low 32 bits, never 0) once W connected to O
-//   large_freed   how many of O's large messages W released, in the order they were sent
+//   freed_hot     large_freed:8 | hot signature:8 | hot slot:16
+//                   large_freed: how many of O's large messages W released, in the
+//                   order they were sent (mod 256; at most large_in_flight unreleased)
+//                   hot slot: a slot of W's segment that O may use for any one message
+//                   instead of the slot of its index (the slot W freed last, still in
+//                   cache), valid when the signature is that of O's next hot use
 //   note[i]       notification of W's message to O through outstanding index i
 //   ack[i]        the slot of W's segment that O may use for its next message on index i
 struct alignas(64) Header {
     std::uint32_t epoch;
-    std::uint32_t large_freed;
+    std::uint32_t freed_hot;
     std::uint32_t note[max_outstanding];
     std::uint32_t ack[max_outstanding];
 };
@@ -72,11 +77,28 @@ constexpr std::uint32_t salt_of(std::uint32_t epoch) noexcept {
     return (epoch * 2654435761u) >> 24;
 }
 
-// note = signature:8 | large:1 | size:23 (size of the slot's content)
+// note = signature:8 | large:1 | hot:1 | size:22 (size of the slot's content; hot:
+// the content is in the hot slot, not in the slot granted for the index)
 inline constexpr std::uint32_t note_large_flag = 1u << 23;
-inline constexpr std::uint32_t note_size_mask = note_large_flag - 1;
-constexpr std::uint32_t make_note(std::uint32_t sig, bool large, std::uint32_t size) noexcept {
-    return (sig << 24) | (large ? note_large_flag : 0) | (size & note_size_mask);
+inline constexpr std::uint32_t note_hot_flag = 1u << 22;
+inline constexpr std::uint32_t note_size_mask = note_hot_flag - 1;
+constexpr std::uint32_t make_note(std::uint32_t sig, bool large, std::uint32_t size, bool hot = false) noexcept {
+    return (sig << 24) | (large ? note_large_flag : 0) | (hot ? note_hot_flag : 0) | (size & note_size_mask);
+}
+// freed_hot = large_freed:8 | hot signature:8 | hot slot:16
+inline constexpr std::uint32_t hot_slot_limit = 1u << 16; // slots above cannot be hot
+inline constexpr std::size_t hot_min_size = 256;          // smaller messages keep to their index's slot
+constexpr std::uint32_t make_freed_hot(std::uint64_t freed, std::uint32_t hot_sig, std::uint32_t hot_slot) noexcept {
+    return (static_cast<std::uint32_t>(freed & 0xff) << 24) | ((hot_sig & 0xff) << 16) | (hot_slot & 0xffff);
+}
+constexpr std::uint32_t freed_of(std::uint32_t word) noexcept {
+    return word >> 24;
+}
+constexpr std::uint32_t hot_sig_of(std::uint32_t word) noexcept {
+    return (word >> 16) & 0xff;
+}
+constexpr std::uint32_t hot_slot_of(std::uint32_t word) noexcept {
+    return word & 0xffff;
 }
 // ack = signature:8 | slot:24
 inline constexpr std::uint32_t ack_slot_mask = (1u << 24) - 1;

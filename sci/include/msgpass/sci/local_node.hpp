@@ -68,6 +68,9 @@ public:
         return base_ + control_->slot_offset + static_cast<std::size_t>(slot) * control_->slot_size;
     }
     [[nodiscard]] std::uint32_t free_slots() const;
+    // Whether the pool has a slot per peer beyond their max_outst_buffers, so that
+    // each may hold a hot slot without ever taking a slot an index waits for.
+    [[nodiscard]] bool hot_slots() const noexcept { return hot_slots_; }
 
     // Every send or receive of any node moves the queues of all nodes, so that a
     // message queued towards one peer flows while the process waits on another.
@@ -93,6 +96,7 @@ private:
     mutable std::mutex slots_mutex_;
     std::vector<std::uint32_t> free_slots_;
     std::vector<bool> headers_taken_;
+    bool hot_slots_ = false;
     std::shared_ptr<SendPool> send_pool_;
     void progress_slow();
     std::atomic<std::ptrdiff_t> queued_total_{0};

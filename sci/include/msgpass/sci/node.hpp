@@ -72,7 +72,7 @@ private:
     Link* establish_link();
     void introduce(Link& link);
     void sync_send_side(Link* link);
-    bool try_transfer(Link& link, const Buffer& buffer);
+    bool try_transfer(Link& link, const Buffer& buffer, BufferPtr* owned = nullptr);
     std::optional<std::uint64_t> place_large(Link& link, std::uint64_t size);
     void flush_locked(Link* link);
     bool try_flush();
@@ -84,6 +84,8 @@ private:
     BufferPtr take_message(Link& link);
     void grant(Link& link, std::uint32_t index, std::uint32_t slot);
     void publish_grants(Link& link);
+    void write_freed_hot(Link& link);
+    void offer_hot(Link& link);
 
     std::shared_ptr<LocalNode> local_;
     NodeParameters parameters_;
@@ -113,6 +115,7 @@ private:
         std::uint64_t end;
     };
     std::deque<LargeExtent> large_live_; // sent and not yet released, oldest first
+    std::uint64_t hot_used_ = 0;         // hot slots of the peer used by this incarnation
     std::array<std::uint32_t, max_outstanding> last_note_{};
 
     std::mutex recv_mutex_;
@@ -123,10 +126,14 @@ private:
     std::array<std::uint32_t, max_outstanding> granted_{};     // slot granted per index
     std::array<std::uint64_t, max_outstanding> grant_round_{}; // round of that grant
     std::array<std::uint32_t, max_outstanding> last_ack_{};
+    std::array<bool, max_outstanding> resign_{}; // the slot stays granted; its ack awaits the next round's signature
     std::shared_ptr<LargeRelease> large_release_;
     std::uint64_t large_published_ = 0;
     std::uint64_t large_generation_ = 0;
-    std::string violation_; // a protocol violation seen by the receiver, reported outside the lock
+    std::uint32_t hot_slot_ = no_slot; // the hot slot granted to the peer, not used yet
+    std::uint64_t hot_issued_ = 0;     // hot slots granted since the introduction
+    std::atomic<bool> hot_out_{false}; // hot_slot_ != no_slot, read by senders without the lock
+    std::string violation_;            // a protocol violation seen by the receiver, reported outside the lock
 
     std::atomic<bool> lost_pending_{false};
     std::mutex lost_mutex_;
