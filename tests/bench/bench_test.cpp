@@ -261,6 +261,28 @@ TEST(BenchJson, GatherFromTwoMembersPrintsOneLineNamingTheMembers) {
     EXPECT_EQ(parse(run.lines[0]).members.at("members").number, 2);
 }
 
+// The tcp technology refuses a node without a port, so these runs finish only when
+// the generated nodes file gives every node one.
+TEST(BenchJson, PingpongOverTcpRunsOnTheGeneratedNodesPorts) {
+    const auto run =
+        run_bench({"--json", "--technology", "tcp", "--pattern", "pingpong", "--sizes", "64", "--iterations", "200"});
+    EXPECT_TRUE(exited_with(run.status, 0)) << "status " << run.status;
+    ASSERT_EQ(run.lines.size(), 1U);
+    expect_result_line(run.lines[0], "tcp", "pingpong", 64, true);
+}
+
+TEST(BenchJson, TwoTcpRunsAtOnceEachGetTheirOwnPorts) {
+    const std::vector<std::string> gather = {"--json", "--technology", "tcp",  "--pattern",    "gather", "--members",
+                                             "2",      "--sizes",      "1KiB", "--iterations", "200"};
+    ::Run second;
+    ::Run first = run_bench(gather, false, [&](msgpass::test::ChildProcess&) { second = run_bench(gather); });
+    for (const ::Run* run : {&first, &second}) {
+        EXPECT_TRUE(exited_with(run->status, 0)) << "status " << run->status;
+        ASSERT_EQ(run->lines.size(), 1U);
+        expect_result_line(run->lines[0], "tcp", "gather", 1024, false);
+    }
+}
+
 TEST(BenchJson, ReferencePrintsOneWellFormedLinePerFloor) {
     const auto run = run_bench({"--reference", "--json", "--sizes", "64", "--iterations", "200"});
     EXPECT_TRUE(exited_with(run.status, 0)) << "status " << run.status;
