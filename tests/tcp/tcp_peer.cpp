@@ -7,6 +7,7 @@
 // keys: to=ID[,ID...] from=ID[,ID...] count=N size=N|mixed progress=N silence_ms=N
 //       stream=N (receive: check stream N instead of the source's id, and count and
 //       skip messages of other streams, reported as "received N other M")
+//       stay=1 (stream: after "sent N", stay until killed instead of leaving)
 // MODE
 //   stream   send numbered messages (stream id = SELF) to every `to` in turn; count=0
 //            streams until SIGTERM, then sends each target an end marker that
@@ -79,6 +80,7 @@ struct Arguments {
     std::uint64_t progress = 1000;
     std::chrono::milliseconds silence{30000}; // a receive this long with nothing is a stall
     std::optional<std::uint32_t> stream;      // the stream to check; others are counted and skipped
+    bool stay = false;                        // stream: stay after "sent" until killed
 };
 
 std::size_t size_of(const Arguments& a, std::uint64_t seq) {
@@ -152,6 +154,10 @@ int stream(NodeFactory& factory, const Arguments& a, NodeId self) {
         }
     }
     say("sent " + std::to_string(i));
+    if (a.stay) {
+        for (;;)
+            ::pause(); // until the test kills it, once the receiver took everything
+    }
     return 0;
 }
 
@@ -258,6 +264,8 @@ int main(int argc, char** argv) {
                 a.size = value;
             } else if (key == "progress") {
                 a.progress = std::max<std::uint64_t>(1, std::stoull(value));
+            } else if (key == "stay") {
+                a.stay = value == "1";
             } else if (key == "stream") {
                 a.stream = static_cast<std::uint32_t>(std::stoul(value));
             } else if (key == "silence_ms") {

@@ -818,7 +818,8 @@ TEST_F(TcpPeerLife, ARestartedSenderIsRecognisedAndItsNewStreamArrivesWhole) {
         first.kill(SIGKILL);
         first.wait();
     }
-    ChildProcess second(peer_args(text_, 2, "stream", {"to=1", "count=500", "size=300"}));
+    // It stays after its stream: the end of a process is another test's matter.
+    ChildProcess second(peer_args(text_, 2, "stream", {"to=1", "count=500", "size=300", "stay=1"}));
     // Messages the first incarnation handed over before it died may still arrive,
     // in order; then the second numbers from 0 and ends with its end marker.
     std::uint64_t next = 1000;
@@ -845,9 +846,70 @@ TEST_F(TcpPeerLife, ARestartedSenderIsRecognisedAndItsNewStreamArrivesWhole) {
             reported = true;
         }
     }
+    // The loss may be reported only once the new stream was taken: receive()
+    // delivers what it holds before it reports.
+    if (!reported) {
+        try {
+            (void)from_peer->receive(500ms);
+        } catch (const PeerLost&) {
+            reported = true;
+        }
+    }
+    const auto second_end = outcome(second, patience);
     EXPECT_TRUE(reported) << "the loss of the first incarnation was never reported";
-    EXPECT_TRUE(second_started && ended && next == 500) << "the restarted sender's stream did not arrive whole";
-    EXPECT_EQ(outcome(second, patience), "sent 500");
+    EXPECT_TRUE(second_started && ended && next == 500)
+        << "the restarted sender's stream did not arrive whole: "
+        << (second_started ? "it started" : "it never started") << ", next message " << next
+        << (ended ? ", ended" : ", no end marker") << "; the sender said: " << second_end;
+    EXPECT_EQ(second_end, "sent 500");
+}
+
+// "A process that sends and then exits calls flush first (the factory's destructor
+// does it too)": a sender that flushed and left cleanly has its whole stream
+// delivered, and is forgotten quietly. Twenty short-lived senders in a row, since a
+// loss at the end of a stream depends on where the last acknowledgements meet the
+// close.
+TEST_F(TcpPeerLife, ASenderThatFlushesAndExitsCleanlyHasItsWholeStreamDelivered) {
+    auto self = NodeFactory::create(c_, 1);
+    auto from_peer = self->create_node(2);
+    for (int run = 0; run < 20; ++run) {
+        SCOPED_TRACE("sender process " + std::to_string(run + 1));
+        ChildProcess sender(peer_args(text_, 2, "stream", {"to=1", "count=500", "size=300"}));
+        std::uint64_t next = 0;
+        bool ended = false;
+        try {
+            while (!ended) {
+                auto m = from_peer->receive(patience);
+                ASSERT_NE(m, nullptr) << "the stream stalled at message " << next;
+                const auto h = check_payload(*m);
+                if (h.stream == end_stream) {
+                    EXPECT_EQ(h.seq, 500u);
+                    ended = true;
+                } else {
+                    ASSERT_EQ(h.seq, next);
+                    ++next;
+                }
+            }
+        } catch (const PeerLost& e) {
+            FAIL() << "the sender flushed and exited cleanly, yet its stream ended at message " << next
+                   << " of 500 without its end marker, and the receiver got: " << e.what();
+        }
+        // Acknowledgements go out from receive(): one short call lets the sender's
+        // factory see everything acknowledged and leave at once.
+        try {
+            EXPECT_EQ(from_peer->receive(20ms), nullptr) << "a message after the end marker";
+        } catch (const PeerLost& e) {
+            ADD_FAILURE() << "a clean exit was reported as a loss: " << e.what();
+        }
+        EXPECT_EQ(outcome(sender, patience), "sent 500");
+        const int status = sender.wait();
+        EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << "the sender did not exit cleanly";
+        try {
+            EXPECT_EQ(from_peer->receive(), nullptr) << "a message after the end marker";
+        } catch (const PeerLost& e) {
+            ADD_FAILURE() << "a clean exit was reported as a loss: " << e.what();
+        }
+    }
 }
 
 // ------------------------------------------------------ network namespaces
@@ -973,8 +1035,10 @@ TEST(TcpAcrossHosts, ALinkDownAndUpMidStreamLosesAndDuplicatesNothing) {
         text.nodes.push_back({static_cast<NodeId>(i), Hosts::address(i), static_cast<std::uint16_t>(7000 + i), ""});
     ChildProcess receiver(hosts.in(3, peer_args(text, 3, "receive", {"from=1,2", "count=0", "progress=1000"})));
     ASSERT_EQ(receiver.wait_for_line("ready", patience), "ready");
-    ChildProcess one(hosts.in(1, peer_args(text, 1, "stream", {"to=3", "count=0", "size=mixed"})));
-    ChildProcess two(hosts.in(2, peer_args(text, 2, "stream", {"to=3", "count=0", "size=mixed"})));
+    // The senders stay after their streams until the receiver took everything (the
+    // end of a sender process is another test's matter).
+    ChildProcess one(hosts.in(1, peer_args(text, 1, "stream", {"to=3", "count=0", "size=mixed", "stay=1"})));
+    ChildProcess two(hosts.in(2, peer_args(text, 2, "stream", {"to=3", "count=0", "size=mixed", "stay=1"})));
     ASSERT_EQ(one.wait_for_line("ready", patience), "ready");
     ASSERT_EQ(two.wait_for_line("ready", patience), "ready");
     // Progress lines of the receiver until pred holds on the last one; "" on failure.
@@ -1027,8 +1091,6 @@ TEST(TcpAcrossHosts, ALinkDownAndUpMidStreamLosesAndDuplicatesNothing) {
     const auto done = outcome(receiver, 60s);
     EXPECT_EQ(done, "received " + std::to_string(total)) << "last progress: " << last;
     EXPECT_EQ(receiver.wait(), 0);
-    EXPECT_EQ(one.wait(), 0);
-    EXPECT_EQ(two.wait(), 0);
 }
 
 // `technology: auto`: nodes 1 and 2 share machine m1 (ns1) and talk sci; node 3 is
