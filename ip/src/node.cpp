@@ -709,8 +709,8 @@ void TcpNode::parse_in_buffer() {
         }
         const std::size_t have = rx_end_ - rx_begin_ - sizeof h;
         if (have >= h.length) {
-            auto m = std::make_unique<HeapBuffer>(
-                std::span<const std::byte>(rx_.data() + rx_begin_ + sizeof h, static_cast<std::size_t>(h.length)));
+            auto m = shared_->pool->make(static_cast<std::size_t>(h.length));
+            std::memcpy(m->single()->data(), rx_.data() + rx_begin_ + sizeof h, static_cast<std::size_t>(h.length));
             rx_begin_ += sizeof h + h.length;
             deliver(std::move(m));
             continue;
@@ -807,6 +807,7 @@ BufferPtr TcpNode::take_ready() {
 // request-response exchange), that is one system call less than trying to read
 // first, and a receive costs what a blocking read on a raw socket costs.
 BufferPtr TcpNode::receive(std::chrono::nanoseconds timeout) {
+    if (auto m = take_ready()) return m; // a stream: no clock, no system call
     const auto start = Clock::now();
     const auto deadline = start + timeout;
     for (;;) {
