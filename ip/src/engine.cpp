@@ -197,9 +197,11 @@ void Engine::run() {
                 next = std::min(next, p.deadline);
             }
         }
-        const auto wait = std::chrono::ceil<std::chrono::milliseconds>(std::max(next - now, Clock::duration::zero()));
-        const int n = ::epoll_wait(shared_->epoll_fd, events.data(), static_cast<int>(events.size()),
-                                   static_cast<int>(wait.count()));
+        // Nanosecond timeouts: the tail of a stream's batch is due microseconds ahead.
+        const auto wait = std::chrono::duration_cast<std::chrono::nanoseconds>(
+            std::max<Clock::duration>(next - now, Clock::duration::zero()));
+        const timespec ts{static_cast<time_t>(wait.count() / 1000000000), static_cast<long>(wait.count() % 1000000000)};
+        const int n = ::epoll_pwait2(shared_->epoll_fd, events.data(), static_cast<int>(events.size()), &ts, nullptr);
         for (int i = 0; i < n; ++i) {
             const std::uint64_t data = events[i].data.u64;
             const auto tag = static_cast<Tag>(data >> 56);

@@ -41,9 +41,13 @@ using Clock = std::chrono::steady_clock;
 // acknowledgement written before every wait would wake the peer's background thread
 // once per message. (It also acknowledges every ack_every messages.)
 inline constexpr std::chrono::microseconds ack_delay{1000};
-// A send that follows the previous write of its node by less than this is part of a
-// stream and is written in a batch by the background thread (see TcpNode::send).
-inline constexpr std::chrono::microseconds batch_window{10};
+// A send that follows the previous write of its node by less than batch_window is
+// part of a stream and joins a batch, written by the sender at batch_messages or by
+// the background thread batch_window after the batch began (see TcpNode::send).
+// Messages of batch_bytes or more are written at once.
+inline constexpr std::chrono::microseconds batch_window{20};
+inline constexpr std::size_t batch_messages = 64;
+inline constexpr std::size_t batch_bytes = 16 * 1024;
 
 // Sleeps in ppoll() until one of fds or wake_fd is readable or timeout passes;
 // consumes wake_fd's count. True unless the timeout passed.
@@ -175,10 +179,11 @@ private:
     int out_fd_ = -1;
     std::uint32_t generation_ = 0;
     bool armed_write_ = false;
-    Clock::time_point last_write_{}; // of a send that wrote at once
-    std::deque<Entry> entries_;      // not yet acknowledged, in seq order
-    std::size_t written_ = 0;        // entries fully written on the current connection
-    std::size_t offset_ = 0;         // bytes of entries_[written_] written
+    Clock::time_point last_write_{};  // of the last write by a sender or a batch
+    Clock::time_point batch_start_{}; // when the batch now waiting began
+    std::deque<Entry> entries_;       // not yet acknowledged, in seq order
+    std::size_t written_ = 0;         // entries fully written on the current connection
+    std::size_t offset_ = 0;          // bytes of entries_[written_] written
     std::uint64_t next_seq_ = 0;
     std::uint64_t peer_incarnation_ = 0; // of the last Welcome; 0 = none
     bool peer_said_goodbye_ = false;

@@ -162,16 +162,23 @@ void TcpNode::send_impl(B& buffer) {
         e.shared = std::move(buffer);
     }
     entries_.push_back(std::move(e));
-    if (state_ == OutState::established && waiting == 0) {
+    if (state_ == OutState::established && !armed_write_) {
         // A message after a pause goes out now. One that follows a write by less
-        // than batch_window is a stream: it waits for the background thread, which
-        // wakes once and writes everything queued by then in one system call.
-        const auto now = Clock::now();
-        if (now - last_write_ >= batch_window) {
-            last_write_ = now;
+        // than batch_window is part of a stream: it joins a batch that this thread
+        // writes once it holds batch_messages (or a large message), or that the
+        // background thread writes batch_window after the batch began.
+        if (waiting == 0) {
+            const auto now = Clock::now();
+            if (now - last_write_ >= batch_window || size >= batch_bytes) {
+                last_write_ = now;
+                write_pending();
+            } else {
+                batch_start_ = now;
+                shared_->wake_io();
+            }
+        } else if (waiting + 1 >= batch_messages || size >= batch_bytes) {
+            last_write_ = Clock::now();
             write_pending();
-        } else {
-            shared_->wake_io();
         }
     } else if (state_ == OutState::idle) {
         next_attempt_ = Clock::now();
@@ -371,7 +378,11 @@ Clock::time_point TcpNode::tick(Clock::time_point now) {
     }
     switch (state_) {
     case OutState::established:
-        if (written_ < entries_.size() && !armed_write_) write_pending(); // a stream's batch
+        if (written_ < entries_.size() && !armed_write_) { // the tail of a stream's batch
+            if (now - batch_start_ < batch_window) return batch_start_ + batch_window;
+            last_write_ = now;
+            write_pending();
+        }
         return far;
     case OutState::idle:
         return far;
