@@ -967,10 +967,10 @@ TEST_F(TcpPeerLife, ASenderThatFlushesAndExitsCleanlyHasItsWholeStreamDelivered)
 
 // ------------------------------------------------------ network namespaces
 
-// Path of the `ip` tool, or "".
-std::string ip_tool() {
-    for (const char* p : {"/usr/sbin/ip", "/sbin/ip", "/usr/bin/ip", "/bin/ip"})
-        if (::access(p, X_OK) == 0) return p;
+// Path of a system tool (ip, ss), or "".
+std::string tool(const std::string& name) {
+    for (const char* dir : {"/usr/sbin/", "/sbin/", "/usr/bin/", "/bin/"})
+        if (::access((dir + name).c_str(), X_OK) == 0) return dir + name;
     return "";
 }
 
@@ -993,7 +993,7 @@ public:
     explicit Hosts(int n) {
         static int counter = 0;
         prefix_ = "mpt" + std::to_string(::getpid()) + "-" + std::to_string(++counter);
-        ip_ = ip_tool();
+        ip_ = tool("ip");
         if (ip_.empty()) {
             error_ = "no ip tool";
             return;
@@ -1033,6 +1033,21 @@ public:
     // The switch port of host i goes down or up, as a pulled cable would.
     bool set_link(int i, bool up) {
         return cmd({"-n", hub(), "link", "set", "p" + std::to_string(i), up ? "up" : "down"});
+    }
+    // The established TCP connections of host i as (local, peer) addresses; nullopt
+    // without the ss tool.
+    [[nodiscard]] std::optional<std::vector<std::pair<std::string, std::string>>> connections(int i) const {
+        const auto ss = tool("ss");
+        if (ss.empty()) return std::nullopt;
+        ChildProcess p(in(i, {ss, "-Htn", "state", "established"}));
+        std::vector<std::pair<std::string, std::string>> all;
+        for (auto line = p.read_line(10s); !line.empty(); line = p.read_line(10s)) {
+            std::istringstream fields(line);
+            std::string recv_q, send_q, local, peer;
+            if (fields >> recv_q >> send_q >> local >> peer) all.emplace_back(local, peer);
+        }
+        p.wait();
+        return all;
     }
     // argv to run a program in host i's namespace.
     [[nodiscard]] std::vector<std::string> in(int i, std::vector<std::string> argv) const {
@@ -1172,6 +1187,22 @@ TEST(TcpAcrossHosts, AnAutoPartitionUsesSciOnAMachineAndTcpBetweenMachinesBothWa
     }
     for (int id = 1; id <= 3; ++id)
         EXPECT_EQ(outcome(*nodes[static_cast<std::size_t>(id - 1)], 120s), "done 3000") << "node " << id;
+    // The nodes stay until told: their connections show which technology each pair
+    // used. Node 3 reached nodes 1 and 2 over TCP; nodes 1 and 2 never connected to
+    // each other (sci), though both reached node 3.
+    const auto m1 = hosts.connections(1), m2 = hosts.connections(2);
+    if (m1 && m2) {
+        const auto has = [](const auto& connections, const std::string& local_prefix, const std::string& peer) {
+            return std::any_of(connections.begin(), connections.end(),
+                               [&](const auto& c) { return c.first.rfind(local_prefix, 0) == 0 && c.second == peer; });
+        };
+        const auto one = Hosts::address(1), two = Hosts::address(2);
+        EXPECT_TRUE(has(*m2, two + ":", one + ":7001")) << "node 3 has no TCP connection to node 1";
+        EXPECT_TRUE(has(*m2, two + ":", one + ":7002")) << "node 3 has no TCP connection to node 2";
+        EXPECT_TRUE(has(*m1, one + ":", two + ":7003")) << "nodes 1 and 2 have no TCP connection to node 3";
+        EXPECT_FALSE(has(*m1, one + ":", one + ":7001") || has(*m1, one + ":", one + ":7002"))
+            << "nodes 1 and 2, on one machine, talked TCP instead of sci";
+    }
     for (auto& node : nodes)
         node->kill(SIGTERM);
     for (auto& node : nodes)
