@@ -18,6 +18,10 @@ void SciGroup::add(NodePtr node) {
     BasicGroup::add(std::move(node));
 }
 
+BufferPtr SciGroup::receive(std::chrono::nanoseconds timeout) {
+    return local_->wait([this] { return BasicGroup::receive(); }, timeout);
+}
+
 SciNodeFactory::SciNodeFactory(const config::Configuration& configuration, NodeId self)
     : configuration_(configuration), self_(self),
       local_(std::make_shared<LocalNode>(LocalNodeParameters::from(configuration, self))) {}
@@ -34,6 +38,8 @@ SciNodeFactory::~SciNodeFactory() {
                          node->queued(), id, node->name().c_str());
         }
     }
+    for (auto& [id, node] : nodes_)
+        node->publish_pending();
     groups_.clear();
     nodes_.clear();
     // A clean end: partners that find this process gone with nothing outstanding
@@ -58,7 +64,7 @@ BufferPtr SciNodeFactory::create_buffer(std::size_t size) {
 }
 
 std::unique_ptr<DynamicGroup> SciNodeFactory::create_group() {
-    return std::make_unique<SciGroup>("", local_->bell());
+    return std::make_unique<SciGroup>("", local_);
 }
 
 std::shared_ptr<Group> SciNodeFactory::create_group(const std::string& name) {
@@ -72,7 +78,7 @@ std::shared_ptr<Group> SciNodeFactory::create_group(const std::string& name) {
         throw ConfigError(configuration_.network_file.string() + ": groups: no group named '" + name +
                           "' (known: " + (known.empty() ? "none" : known) + ")");
     }
-    auto group = std::make_shared<SciGroup>(name, local_->bell());
+    auto group = std::make_shared<SciGroup>(name, local_);
     for (NodeId id : members->second) {
         if (id == self_) {
             group->add_self(id);

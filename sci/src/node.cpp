@@ -45,6 +45,9 @@ struct SciNode::Link {
     RemoteSegment large;
     std::byte* large_base = nullptr;
     std::uint64_t large_capacity = 0; // the largest message its large region takes
+    // The peer's broadcast region (receiver side), shared with the buffers that
+    // point into it so that they outlive the link.
+    std::shared_ptr<RemoteSegment> broadcast;
     [[nodiscard]] std::byte* slot(std::uint32_t s) const {
         return base + control->slot_offset + static_cast<std::size_t>(s) * slot_size;
     }
@@ -104,8 +107,9 @@ private:
 class SciNode::LargeRecvBuffer final : public SingleBuffer {
 public:
     LargeRecvBuffer(std::shared_ptr<LargeRelease> release, std::uint64_t generation, std::uint64_t sequence,
-                    std::byte* data, std::size_t size)
-        : SingleBuffer(data, size, size), release_(std::move(release)), generation_(generation), sequence_(sequence) {}
+                    std::byte* data, std::size_t size, std::shared_ptr<RemoteSegment> mapping)
+        : SingleBuffer(data, size, size), release_(std::move(release)), generation_(generation), sequence_(sequence),
+          mapping_(std::move(mapping)) {}
     ~LargeRecvBuffer() override {
         release_->release(generation_, sequence_);
         release_->local->bell().ring(); // the receiver thread publishes the release
@@ -115,6 +119,7 @@ private:
     std::shared_ptr<LargeRelease> release_;
     std::uint64_t generation_;
     std::uint64_t sequence_;
+    std::shared_ptr<RemoteSegment> mapping_; // the sender's broadcast region, or null
 };
 
 NodeParameters NodeParameters::from(const config::Configuration& configuration, const LocalNode& local, NodeId peer) {
@@ -173,6 +178,7 @@ SciNode::~SciNode() {
         if (slot != no_slot) local_->release_recv_slot(slot);
     }
     if (hot_slot_ != no_slot) local_->release_recv_slot(hot_slot_);
+    forget_large();
     local_->release_local_header(parameters_.peer_index);
 }
 
@@ -216,6 +222,7 @@ SciNode::Link* SciNode::establish_link() {
     link->max_message_size = cb.max_message_size;
     link->header =
         reinterpret_cast<Header*>(link->base + cb.header_offset + local_->parameters().self_index * header_size);
+    map_broadcast(*link, LargeDescriptor{}); // best effort; retried on the first broadcast descriptor
     introduce(*link);
     Link* raw = link.get();
     links_.push_back(std::move(link));
@@ -385,15 +392,24 @@ void SciNode::sync_send_side(Link* link) {
     if (link == send_link_ || link == nullptr) return;
     send_link_ = link; // a new incarnation: its counters start again
     sent_.store(0, std::memory_order_relaxed);
+    forget_large();
     large_sent_ = 0;
     large_freed_ = 0;
     large_head_ = 0;
-    large_live_.clear();
     hot_used_ = 0;
     last_note_.fill(0);
 }
 
-bool SciNode::try_transfer(Link& link, const Buffer& buffer, BufferPtr* owned) {
+// The descriptors not released by the previous incarnation of the peer will never
+// be: their broadcast entries are given up. Send lock held (or the node is dying).
+void SciNode::forget_large() {
+    for (const auto& e : large_live_) {
+        if (e.broadcast != no_entry) local_->broadcast_release(e.broadcast);
+    }
+    large_live_.clear();
+}
+
+bool SciNode::try_transfer(Link& link, const Buffer& buffer, BufferPtr* owned, const SharedBuffer* shared) {
     if (load(local_header_->epoch) != link.epoch32) return false; // the peer has not introduced itself
     const std::uint64_t n = sent_.load(std::memory_order_relaxed);
     const std::uint32_t i = static_cast<std::uint32_t>(n % link.k);
@@ -416,10 +432,28 @@ bool SciNode::try_transfer(Link& link, const Buffer& buffer, BufferPtr* owned) {
         return false;
     }
     const std::uint64_t capacity = std::min<std::uint64_t>(link.slot_size, note_size_mask);
+    const std::uint32_t sig = signature(round, salt_of(local_->epoch32()));
     std::uint32_t note = 0;
-    if (size <= capacity) {
+    // Sends the descriptor of a message in a region and remembers it until the
+    // peer releases it.
+    auto describe = [&](std::uint64_t offset, std::uint32_t region, std::uint64_t entry) {
+        const auto number = static_cast<std::uint32_t>(large_sent_);
+        const LargeDescriptor d{offset, size, number, region, large_check_of(offset, size, number, region), 0};
+        sequence_.copy(link.slot(slot), &d, sizeof d);
+        note = make_note(sig, true, sizeof d, hot);
+        ++large_sent_;
+        large_live_.push_back({offset, offset + size, entry});
+    };
+    std::optional<LocalNode::BroadcastPlace> shared_place;
+    if (shared != nullptr && size >= broadcast_min_size) {
+        if (!reclaim_large(link)) return false;
+        if (large_live_.size() < large_in_flight) shared_place = local_->broadcast_acquire(*shared, sequence_);
+    }
+    if (shared_place) {
+        describe(shared_place->offset, region_broadcast, shared_place->entry);
+    } else if (size <= capacity) {
         sequence_.copy(link.slot(slot), buffer.fragments());
-        note = make_note(signature(round, salt_of(local_->epoch32())), false, static_cast<std::uint32_t>(size), hot);
+        note = make_note(sig, false, static_cast<std::uint32_t>(size), hot);
     } else {
         if (link.large_base == nullptr) {
             const std::string name = local_->device().segment_name(
@@ -440,15 +474,11 @@ bool SciNode::try_transfer(Link& link, const Buffer& buffer, BufferPtr* owned) {
                                   " bytes exceed its max_message_size of " + std::to_string(link.large_capacity) +
                                   " bytes");
         }
-        const auto offset = place_large(link, size);
+        if (!reclaim_large(link)) return false;
+        const auto offset = place_large(size);
         if (!offset) return false;
         sequence_.copy(link.large_base + *offset, buffer.fragments());
-        const auto number = static_cast<std::uint32_t>(large_sent_);
-        const LargeDescriptor d{*offset, size, number, large_check_of(*offset, size, number)};
-        sequence_.copy(link.slot(slot), &d, sizeof d);
-        note = make_note(signature(round, salt_of(local_->epoch32())), true, sizeof d, hot);
-        ++large_sent_;
-        large_live_.push_back({*offset, *offset + size});
+        describe(*offset, region_large, no_entry);
         large_head_ = round_up(*offset + size, large_align);
         if (large_head_ >= large_ring_size) large_head_ = 0;
     }
@@ -468,30 +498,42 @@ bool SciNode::try_transfer(Link& link, const Buffer& buffer, BufferPtr* owned) {
     return true;
 }
 
-// Where the next large message of size bytes goes in the peer's region: at the
-// ring's head, once the messages the peer has not released yet leave room there.
-// nullopt while they do not (or large_in_flight are unreleased). Send lock held.
-std::optional<std::uint64_t> SciNode::place_large(Link& link, std::uint64_t size) {
+// Forgets the descriptors the peer released (in order) since the last call; their
+// broadcast entries lose a reference. False when the peer's count is impossible
+// (the peer is then declared lost). Send lock held.
+bool SciNode::reclaim_large(Link& link) {
     const std::uint32_t newly =
         (freed_of(load(local_header_->freed_hot)) - static_cast<std::uint32_t>(large_freed_)) & 0xff;
     if (newly > large_live_.size()) {
         declare_lost(&link, "node " + std::to_string(parameters_.peer) + " (" + parameters_.name +
                                 ") released large messages it was never sent");
-        return std::nullopt;
+        return false;
     }
-    large_live_.erase(large_live_.begin(), large_live_.begin() + newly);
+    for (std::uint32_t k = 0; k < newly; ++k) {
+        if (large_live_.front().broadcast != no_entry) local_->broadcast_release(large_live_.front().broadcast);
+        large_live_.pop_front();
+    }
     large_freed_ += newly;
+    return true;
+}
+
+// Where the next large message of size bytes goes in the peer's region: at the
+// ring's head, once the messages the peer has not released yet leave room there.
+// nullopt while they do not (or large_in_flight are unreleased). Send lock held.
+std::optional<std::uint64_t> SciNode::place_large(std::uint64_t size) {
     if (large_live_.size() >= large_in_flight) return std::nullopt;
     const std::uint64_t begin = large_head_;
     const std::uint64_t end = begin + size;
     for (const auto& e : large_live_) {
-        if (begin < e.end && e.begin < end) return std::nullopt;
+        if (e.broadcast == no_entry && begin < e.end && e.begin < end) return std::nullopt;
     }
     return begin;
 }
 
 void SciNode::flush_locked(Link* link) {
-    while (!queue_.empty() && link != nullptr && try_transfer(*link, queue_.front().buffer())) {
+    while (!queue_.empty() && link != nullptr &&
+           try_transfer(*link, queue_.front().buffer(), nullptr,
+                        queue_.front().shared ? &queue_.front().shared : nullptr)) {
         queue_.pop_front();
         queue_depth_.store(queue_.size(), std::memory_order_relaxed);
         local_->queued_changed(-1);
@@ -531,8 +573,13 @@ void SciNode::send_impl(B& buffer) {
     sync_send_side(link);
     if (!queue_.empty()) flush_locked(link);
     BufferPtr* owned = nullptr;
-    if constexpr (std::is_same_v<B, BufferPtr>) owned = &buffer;
-    if (queue_.empty() && link != nullptr && try_transfer(*link, *buffer, owned)) {
+    const SharedBuffer* shared = nullptr;
+    if constexpr (std::is_same_v<B, BufferPtr>) {
+        owned = &buffer;
+    } else {
+        shared = &buffer;
+    }
+    if (queue_.empty() && link != nullptr && try_transfer(*link, *buffer, owned, shared)) {
         buffer = nullptr;
         return;
     }
@@ -562,14 +609,13 @@ void SciNode::send_shared(const SharedBuffer& buffer) {
 }
 
 bool SciNode::flush(std::chrono::nanoseconds timeout) {
-    auto done = wait_for(
+    return local_->wait(
         [this]() -> bool {
             if (try_flush()) return true;
             check_peer(link_.load(std::memory_order_acquire));
             return false;
         },
-        timeout, &local_->bell());
-    return done;
+        timeout);
 }
 
 // --------------------------------------------------------------------- receive
@@ -615,8 +661,15 @@ BufferPtr SciNode::take_message(Link& link) {
         LargeDescriptor d{};
         std::memcpy(&d, local_->slot_address(slot), sizeof d);
         const auto expected = static_cast<std::uint32_t>(large_received_);
-        if (size != sizeof d || d.sequence != expected || d.offset >= large_ring_size || d.size > large_capacity_ ||
-            d.check != large_check_of(d.offset, d.size, d.sequence)) {
+        std::byte* data = nullptr;
+        const bool valid = size == sizeof d && d.sequence == expected && d.reserved == 0 &&
+                           d.check == large_check_of(d.offset, d.size, d.sequence, d.region);
+        if (valid && d.region == region_large && d.offset < large_ring_size && d.size <= large_capacity_) {
+            data = large_release_->region.address() + d.offset;
+        } else if (valid && d.region == region_broadcast) {
+            data = map_broadcast(link, d);
+        }
+        if (data == nullptr) {
             if (hot) {
                 local_->release_recv_slot(slot);
             } else {
@@ -631,9 +684,9 @@ BufferPtr SciNode::take_message(Link& link) {
         } else {
             grant(link, i, slot);
         }
-        buffer = std::make_unique<LargeRecvBuffer>(large_release_, large_generation_, large_received_,
-                                                   large_release_->region.address() + d.offset,
-                                                   static_cast<std::size_t>(d.size));
+        buffer = std::make_unique<LargeRecvBuffer>(large_release_, large_generation_, large_received_, data,
+                                                   static_cast<std::size_t>(d.size),
+                                                   d.region == region_broadcast ? link.broadcast : nullptr);
         ++large_received_;
     }
     // With several outstanding messages the peer needs this index again only after
@@ -643,6 +696,32 @@ BufferPtr SciNode::take_message(Link& link) {
     buffer->set_source(parameters_.peer);
     stats_.received(buffer->size());
     return buffer;
+}
+
+// The peer's broadcast region, mapped when first needed (normally when the link is
+// made); null when it cannot be mapped or the descriptor points outside it.
+// Receiver thread, or the link's maker before the link is published.
+std::byte* SciNode::map_broadcast(Link& link, const LargeDescriptor& d) {
+    if (!link.broadcast) {
+        auto segment = std::make_shared<RemoteSegment>();
+        try {
+            if (!segment->connect(
+                    local_->device().segment_name(parameters_.peer, parameters_.peer_segment_id, "bcast")))
+                return nullptr;
+            segment->map();
+        } catch (const Error&) {
+            return nullptr;
+        }
+        if (segment->size() <= large_ring_size) return nullptr;
+        link.broadcast = std::move(segment);
+    }
+    if (d.offset >= large_ring_size || d.size > link.broadcast->size() - d.offset) return nullptr;
+    return link.broadcast->address() + d.offset;
+}
+
+void SciNode::publish_pending() {
+    std::lock_guard lock(recv_mutex_);
+    if (recv_link_ != nullptr) publish_grants(*recv_link_);
 }
 
 BufferPtr SciNode::receive() {
@@ -664,7 +743,7 @@ BufferPtr SciNode::receive() {
 }
 
 BufferPtr SciNode::receive(std::chrono::nanoseconds timeout) {
-    return wait_for([this] { return receive(); }, timeout, &local_->bell());
+    return local_->wait([this] { return receive(); }, timeout);
 }
 
 NodeStats SciNode::stats() const noexcept {

@@ -18,12 +18,18 @@ namespace msgpass::sci {
 void register_technology();
 
 // SCIGroup: a dynamic group whose members are all SCINodes; a blocking receive
-// sleeps on the local segment's doorbell.
+// waits as the nodes do (LocalNode::wait) and sleeps on the local segment's doorbell.
 class SciGroup final : public BasicGroup {
 public:
-    SciGroup(std::string name, Doorbell& bell) : BasicGroup(std::move(name), &bell) {}
+    SciGroup(std::string name, std::shared_ptr<LocalNode> local)
+        : BasicGroup(std::move(name), &local->bell()), local_(std::move(local)) {}
     // Throws UsageError when the node is not an SCINode.
     void add(NodePtr node) override;
+    [[nodiscard]] BufferPtr receive() override { return BasicGroup::receive(); }
+    [[nodiscard]] BufferPtr receive(std::chrono::nanoseconds timeout) override;
+
+private:
+    std::shared_ptr<LocalNode> local_; // the doorbell lives in its segment
 };
 
 class SciNodeFactory final : public NodeFactory {

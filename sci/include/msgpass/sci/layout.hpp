@@ -17,7 +17,7 @@
 namespace msgpass::sci {
 
 inline constexpr std::uint64_t segment_magic = 0x3149435353504d4dULL; // "MMPSSCI1"
-inline constexpr std::uint32_t protocol_version = 3;
+inline constexpr std::uint32_t protocol_version = 4;
 inline constexpr std::size_t control_block_size = 4096;
 inline constexpr std::size_t header_size = 64;      // fixed by the seed
 inline constexpr std::uint32_t max_outstanding = 7; // notification and ack words per header
@@ -110,15 +110,25 @@ constexpr std::uint32_t sig_of(std::uint32_t word) noexcept {
 }
 
 // The content of a slot that announces a large message (note has the large flag).
+// The same descriptor announces a message in the sender's broadcast region (a
+// message sent to several peers, copied there once).
 struct LargeDescriptor {
-    std::uint64_t offset;   // where the message starts in the receiver's large region for this sender
+    std::uint64_t offset;   // where the message starts in its region
     std::uint64_t size;     // bytes
-    std::uint32_t sequence; // number of the large message since the introduction (mod 2^32)
-    std::uint32_t check;    // large_check_of(offset, size, sequence)
+    std::uint32_t sequence; // number of the descriptor since the introduction (mod 2^32)
+    std::uint32_t region;   // region_large or region_broadcast
+    std::uint32_t check;    // large_check_of(offset, size, sequence, region)
+    std::uint32_t reserved; // 0
 };
+inline constexpr std::uint32_t region_large = 0;     // the receiver's large region for this sender
+inline constexpr std::uint32_t region_broadcast = 1; // the sender's broadcast region
 inline constexpr std::uint32_t large_check = 0x5ca1ab1e;
-constexpr std::uint32_t large_check_of(std::uint64_t offset, std::uint64_t size, std::uint32_t sequence) noexcept {
-    return static_cast<std::uint32_t>(offset ^ (offset >> 32) ^ size ^ (size >> 32)) ^ sequence ^ large_check;
+constexpr std::uint32_t large_check_of(std::uint64_t offset, std::uint64_t size, std::uint32_t sequence,
+                                       std::uint32_t region) noexcept {
+    return static_cast<std::uint32_t>(offset ^ (offset >> 32) ^ size ^ (size >> 32)) ^ sequence ^
+           (region * 0x9e3779b9u) ^ large_check;
 }
+// Shared messages of at least this size go through the broadcast region.
+inline constexpr std::size_t broadcast_min_size = 1024;
 
 } // namespace msgpass::sci

@@ -9,13 +9,18 @@
 #include <msgpass/config.hpp>
 #include <msgpass/sci/layout.hpp>
 #include <msgpass/sci/remote_memory.hpp>
+#include <msgpass/wait.hpp>
 
+#include <algorithm>
 #include <atomic>
+#include <chrono>
 #include <cstddef>
 #include <cstdint>
+#include <deque>
 #include <memory>
 #include <mutex>
 #include <optional>
+#include <thread>
 #include <vector>
 
 namespace msgpass::sci {
@@ -81,11 +86,35 @@ public:
         if (queued_total_.load(std::memory_order_relaxed) != 0) progress_slow();
     }
 
+    // Waits as msgpass::wait_for does (spin, yield, sleep on this node's doorbell),
+    // except that it does not spin while this process's CPU is shared: several
+    // receivers of one core (a group's members pinned together) that each spun
+    // for 50 us before yielding kept the one with a message waiting for its turn.
+    // Whether the CPU is shared is learnt from yields: one that gives the CPU to
+    // another task takes several times longer than one that returns at once.
+    template <class Poll>
+    auto wait(Poll&& poll, std::chrono::nanoseconds timeout) -> decltype(poll());
+
     // A buffer of size bytes to send: from the send pool when use_send_pool is set
     // and size fits send_buffer_size and a buffer is free, else from the heap.
     BufferPtr allocate_send_buffer(std::size_t size);
 
     struct SendPool; // the pre-allocated send buffers (use_send_pool)
+
+    // The broadcast region: a message sent to several peers (send_shared, as a group
+    // send does) is copied once into this process's own region, and each peer gets a
+    // descriptor of it and reads it there. An entry lives until every peer that got
+    // it released it and another shared message took its place as the current one.
+    struct BroadcastPlace {
+        std::uint64_t entry;
+        std::uint64_t offset;
+    };
+    // A reference for one more peer to the shared message: copies it (through
+    // sequence) when it is not the current entry. nullopt when the region has no
+    // room or cannot be made: the caller then copies to the peer as usual.
+    std::optional<BroadcastPlace> broadcast_acquire(const SharedBuffer& buffer, Sequence& sequence);
+    void broadcast_release(std::uint64_t entry) noexcept;
+    struct Broadcast;
 
 private:
     LocalNodeParameters parameters_;
@@ -98,10 +127,46 @@ private:
     std::vector<bool> headers_taken_;
     bool hot_slots_ = false;
     std::shared_ptr<SendPool> send_pool_;
+    std::unique_ptr<Broadcast> broadcast_;
     void progress_slow();
     std::atomic<std::ptrdiff_t> queued_total_{0};
+    void learn_from_yield(std::chrono::nanoseconds took) noexcept;
+    std::atomic<bool> cpu_shared_{false};
+    std::atomic<std::uint32_t> fast_yields_{0};
     std::mutex flushables_mutex_;
     std::vector<Flushable*> flushables_;
 };
+
+template <class Poll>
+auto LocalNode::wait(Poll&& poll, std::chrono::nanoseconds timeout) -> decltype(poll()) {
+    using Clock = std::chrono::steady_clock;
+    const WaitPolicy policy;
+    if (auto r = poll()) return r;
+    if (timeout <= std::chrono::nanoseconds::zero()) return {};
+    const auto start = Clock::now();
+    const auto deadline = start + timeout;
+    if (!cpu_shared_.load(std::memory_order_relaxed)) {
+        const auto spin_end = std::min(deadline, start + policy.spin);
+        for (auto now = start; now < spin_end; now = Clock::now()) {
+            for (int i = 0; i < 32; ++i) {
+                if (auto r = poll()) return r;
+#if defined(__x86_64__) || defined(__i386__)
+                __builtin_ia32_pause();
+#endif
+            }
+        }
+    }
+    const auto yield_end = std::min(deadline, start + policy.yield);
+    for (auto now = Clock::now(); now < yield_end;) {
+        if (auto r = poll()) return r;
+        std::this_thread::yield();
+        const auto after = Clock::now();
+        learn_from_yield(after - now);
+        now = after;
+    }
+    const auto left = deadline - Clock::now();
+    if (left <= std::chrono::nanoseconds::zero()) return poll();
+    return wait_for(poll, left, &bell(), WaitPolicy{std::chrono::microseconds(0), std::chrono::microseconds(0)});
+}
 
 } // namespace msgpass::sci

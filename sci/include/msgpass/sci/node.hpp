@@ -53,6 +53,10 @@ public:
     [[nodiscard]] NodeStats stats() const noexcept override;
 
     bool flush(std::chrono::nanoseconds timeout) override;
+    // Writes the grants a receive call would write (indices whose message was taken,
+    // releases of large buffers), so that a peer sees every taken message
+    // acknowledged when this process ends cleanly without receiving again.
+    void publish_pending();
     // Messages waiting in the send queue.
     [[nodiscard]] std::size_t queued() const noexcept { return queue_depth_.load(std::memory_order_relaxed); }
 
@@ -72,8 +76,12 @@ private:
     Link* establish_link();
     void introduce(Link& link);
     void sync_send_side(Link* link);
-    bool try_transfer(Link& link, const Buffer& buffer, BufferPtr* owned = nullptr);
-    std::optional<std::uint64_t> place_large(Link& link, std::uint64_t size);
+    bool try_transfer(Link& link, const Buffer& buffer, BufferPtr* owned = nullptr,
+                      const SharedBuffer* shared = nullptr);
+    bool reclaim_large(Link& link);
+    std::optional<std::uint64_t> place_large(std::uint64_t size);
+    void forget_large();
+    std::byte* map_broadcast(Link& link, const LargeDescriptor& d);
     void flush_locked(Link* link);
     bool try_flush();
     void try_flush_queue() override { try_flush(); }
@@ -110,9 +118,11 @@ private:
     std::uint64_t large_sent_ = 0;       // large messages sent to this incarnation
     std::uint64_t large_freed_ = 0;      // of which the peer released (in order)
     std::uint64_t large_head_ = 0;       // where the next large message starts in the peer's region
+    static constexpr std::uint64_t no_entry = ~std::uint64_t{0};
     struct LargeExtent {
         std::uint64_t begin;
         std::uint64_t end;
+        std::uint64_t broadcast; // the entry in our broadcast region, or no_entry (in the peer's large region)
     };
     std::deque<LargeExtent> large_live_; // sent and not yet released, oldest first
     std::uint64_t hot_used_ = 0;         // hot slots of the peer used by this incarnation
