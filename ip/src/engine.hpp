@@ -138,6 +138,7 @@ private:
         FrameHeader header;
         BufferPtr owned;
         SharedBuffer shared;
+        bool written_once = false; // a later write is a resend (counted as a retry)
         [[nodiscard]] const Buffer& buffer() const { return owned ? *owned : *shared; }
     };
     enum class OutState { idle, waiting, connecting, handshaking, established };
@@ -162,6 +163,7 @@ private:
     void in_broken(const std::string& why);
     void send_ack();
     void deliver(BufferPtr message);
+    BufferPtr take_locked(std::unique_lock<std::mutex>& lock);
 
     std::shared_ptr<Shared> shared_;
     const NodeId id_;
@@ -209,7 +211,7 @@ private:
     std::byte* assembling_data_ = nullptr;
     std::size_t assembled_ = 0;
     std::uint64_t assembling_seq_ = 0;
-    std::deque<BufferPtr> inbox_;
+    std::deque<BufferPtr> inbox_; // null: the peer restarted here (its old incarnation is lost)
     bool in_goodbye_ = false;
     std::array<std::byte, sizeof(FrameHeader)> ack_tx_{}; // an acknowledgement cut short by a full socket
     std::size_t ack_tx_len_ = 0, ack_tx_off_ = 0;

@@ -231,14 +231,19 @@ void TcpNode::write_pending() {
         }
         auto left = static_cast<std::size_t>(wrote);
         while (left > 0 && written_ < entries_.size()) {
-            const Entry& e = entries_[written_];
+            Entry& e = entries_[written_];
             const std::size_t whole = sizeof(FrameHeader) + e.header.length;
             const std::size_t rest = whole - offset_;
             if (left >= rest) {
                 left -= rest;
                 offset_ = 0;
                 ++written_;
-                stats_.sent(e.header.length);
+                if (e.written_once) {
+                    stats_.retried(); // resent after a broken connection
+                } else {
+                    e.written_once = true;
+                    stats_.sent(e.header.length);
+                }
             } else {
                 offset_ += left;
                 left = 0;
@@ -526,7 +531,6 @@ void TcpNode::handle_welcome(const Welcome& w) {
     peer_incarnation_ = w.incarnation;
     known_incarnation_.store(w.incarnation);
     trim_acknowledged(w.next_expected);
-    if (written_ != 0 || offset_ != 0) stats_.retried(entries_.size());
     written_ = 0;
     offset_ = 0;
     state_ = OutState::established;
@@ -610,7 +614,18 @@ void TcpNode::close() {
 
 std::uint64_t TcpNode::attach_incoming(int fd, std::uint64_t incarnation) {
     std::uint64_t old_incarnation = 0;
-    bool old_said_goodbye = false;
+    bool restarted = false;
+    {
+        std::lock_guard lock(in_mutex_);
+        old_incarnation = in_incarnation_;
+        restarted = old_incarnation != 0 && old_incarnation != incarnation && !in_goodbye_;
+    }
+    // The loss of the old incarnation is declared before a message of the new one
+    // can be taken, and a marker in the inbox raises it between the two streams.
+    if (restarted) {
+        std::lock_guard lock(out_mutex_);
+        declare_lost_locked(old_incarnation, "it restarted");
+    }
     std::uint64_t next_expected = 0;
     {
         std::lock_guard lock(in_mutex_);
@@ -621,9 +636,8 @@ std::uint64_t TcpNode::attach_incoming(int fd, std::uint64_t incarnation) {
         assembling_.reset();
         rx_begin_ = rx_end_ = 0;
         ack_tx_len_ = ack_tx_off_ = 0;
-        old_incarnation = in_incarnation_;
-        old_said_goodbye = in_goodbye_;
         if (in_incarnation_ != incarnation) {
+            if (restarted) inbox_.push_back(nullptr);
             in_incarnation_ = incarnation;
             received_ = 0;
             acked_ = 0;
@@ -641,10 +655,6 @@ std::uint64_t TcpNode::attach_incoming(int fd, std::uint64_t incarnation) {
         w.incarnation = shared_->incarnation;
         w.next_expected = next_expected;
         (void)::send(fd, &w, sizeof w, MSG_DONTWAIT | MSG_NOSIGNAL);
-    }
-    if (old_incarnation != 0 && old_incarnation != incarnation && !old_said_goodbye) {
-        std::lock_guard lock(out_mutex_);
-        declare_lost_locked(old_incarnation, "it restarted");
     }
     shared_->wake_receivers();
     return next_expected;
@@ -778,16 +788,28 @@ void TcpNode::read_in_side() {
     }
 }
 
-BufferPtr TcpNode::receive() {
-    {
-        std::lock_guard lock(in_mutex_);
-        if (inbox_.empty() && in_fd_ >= 0) read_in_side();
-        if (!inbox_.empty()) {
-            BufferPtr m = std::move(inbox_.front());
-            inbox_.pop_front();
+// The next message of the inbox; at the marker of a restarted peer, the loss of its
+// old incarnation is raised (unless a send raised it already).
+BufferPtr TcpNode::take_locked(std::unique_lock<std::mutex>& lock) {
+    while (!inbox_.empty()) {
+        BufferPtr m = std::move(inbox_.front());
+        inbox_.pop_front();
+        if (m) {
             stats_.received(m->size());
             return m;
         }
+        lock.unlock();
+        throw_if_lost(); // the lock is not held while the exception leaves
+        lock.lock();
+    }
+    return nullptr;
+}
+
+BufferPtr TcpNode::receive() {
+    {
+        std::unique_lock lock(in_mutex_);
+        if (inbox_.empty() && in_fd_ >= 0) read_in_side();
+        if (auto m = take_locked(lock)) return m;
         if (!violation_.empty()) {
             std::string v = std::move(violation_);
             violation_.clear();
@@ -806,12 +828,8 @@ int TcpNode::prepare_to_sleep(bool acknowledge) {
 }
 
 BufferPtr TcpNode::take_ready() {
-    std::lock_guard lock(in_mutex_);
-    if (inbox_.empty()) return nullptr;
-    BufferPtr m = std::move(inbox_.front());
-    inbox_.pop_front();
-    stats_.received(m->size());
-    return m;
+    std::unique_lock lock(in_mutex_);
+    return take_locked(lock);
 }
 
 // Sleeps in poll() first and reads after: when the message is not there yet (a

@@ -43,7 +43,10 @@ public:
     // Non-blocking receive: the next message from this peer, or null if none arrived.
     // Only one thread of a process receives (the seed's contract). The caller owns
     // the returned buffer; dropping it returns its memory to the layer.
-    // Throws PeerLost when the peer died and every message it delivered was taken.
+    // Throws PeerLost when the peer died and every message it delivered was taken
+    // (a restarted peer: before the first message of its new process), and Error,
+    // once, when the peer broke the protocol (a length beyond max_message_size, a
+    // sequence number out of order); the connection is then closed.
     [[nodiscard]] virtual BufferPtr receive() = 0;
 
     // Blocking receive: waits at most timeout (spin briefly, then sleep until a
