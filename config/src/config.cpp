@@ -40,6 +40,15 @@ const NodeConfig& Configuration::node(NodeId id) const {
                       ", found nothing");
 }
 
+const std::vector<NodeId>& Configuration::group(const std::string& name) const {
+    if (auto it = groups.find(name); it != groups.end()) return it->second;
+    std::string known;
+    for (const auto& [n, ids] : groups)
+        known += (known.empty() ? "" : ", ") + n;
+    throw ConfigError(network_file.string() + ": groups: no group named '" + name +
+                      "' (known: " + (known.empty() ? "none" : known) + ")");
+}
+
 const Machine* Configuration::find_machine(const std::string& name) const noexcept {
     for (const auto& m : machines)
         if (m.name == name) return &m;

@@ -59,16 +59,9 @@ std::unique_ptr<DynamicGroup> AutoNodeFactory::create_group() {
 std::shared_ptr<Group> AutoNodeFactory::create_group(const std::string& name) {
     std::lock_guard lock(mutex_);
     if (auto it = groups_.find(name); it != groups_.end()) return it->second;
-    auto members = configuration_.groups.find(name);
-    if (members == configuration_.groups.end()) {
-        std::string known;
-        for (const auto& [n, ids] : configuration_.groups)
-            known += (known.empty() ? "" : ", ") + n;
-        throw ConfigError(configuration_.network_file.string() + ": groups: no group named '" + name +
-                          "' (known: " + (known.empty() ? "none" : known) + ")");
-    }
+    const auto& members = configuration_.group(name);
     auto group = std::make_shared<AutoGroup>(name, sci_->local_node().bell(), tcp_.get());
-    for (NodeId id : members->second) {
+    for (NodeId id : members) {
         if (id == self_) {
             group->add_self(id);
         } else {

@@ -45,17 +45,9 @@ std::unique_ptr<DynamicGroup> TcpNodeFactory::create_group() {
 std::shared_ptr<Group> TcpNodeFactory::create_group(const std::string& name) {
     std::lock_guard lock(mutex_);
     if (auto it = groups_.find(name); it != groups_.end()) return it->second;
-    const auto& configuration = engine_->configuration();
-    auto members = configuration.groups.find(name);
-    if (members == configuration.groups.end()) {
-        std::string known;
-        for (const auto& [n, ids] : configuration.groups)
-            known += (known.empty() ? "" : ", ") + n;
-        throw ConfigError(configuration.network_file.string() + ": groups: no group named '" + name +
-                          "' (known: " + (known.empty() ? "none" : known) + ")");
-    }
+    const auto& members = engine_->configuration().group(name);
     auto group = std::make_shared<TcpGroup>(name, engine_);
-    for (NodeId id : members->second) {
+    for (NodeId id : members) {
         if (id == self_) {
             group->add_self(id);
         } else {

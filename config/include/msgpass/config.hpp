@@ -83,6 +83,8 @@ struct Configuration {
     // The node with this id; throws ConfigError naming the nodes file.
     [[nodiscard]] const NodeConfig& node(NodeId id) const;
     [[nodiscard]] const Machine* find_machine(const std::string& name) const noexcept;
+    // The members of a static group; throws ConfigError naming the known groups.
+    [[nodiscard]] const std::vector<NodeId>& group(const std::string& name) const;
 };
 
 // Reads and validates both files, then applies overrides ("key.path=value", as
