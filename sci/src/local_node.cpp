@@ -6,6 +6,7 @@
 #include <chrono>
 #include <random>
 #include <unistd.h>
+#include <unordered_map>
 
 namespace msgpass::sci {
 
@@ -67,8 +68,12 @@ struct LocalNode::Broadcast {
         std::uint64_t id;
         std::uint64_t begin;
         std::uint64_t end;
-        std::uint32_t refs;
-        bool current; // the last entry, for more peers of the same message
+        std::uint32_t refs; // peers that were sent its descriptor and did not release it
+        // The message, compared by owner: its control block lives as long as this
+        // pointer, so a later message at the same address is never taken for it, and
+        // the message itself is not kept alive (it may hold a slot of this node).
+        std::weak_ptr<const Buffer> message;
+        const Buffer* key;
     };
     std::mutex mutex;
     LocalSegment region;
@@ -76,16 +81,32 @@ struct LocalNode::Broadcast {
     std::uint64_t capacity = 0;
     std::uint64_t head = 0;
     std::uint64_t next_id = 0;
-    std::deque<Entry> live; // oldest first
-    // The message of the current entry, compared by owner: its control block lives
-    // as long as this pointer, so a later message can never be taken for it, and the
-    // message itself is not kept alive (it may hold a slot of this very node).
-    std::weak_ptr<const Buffer> current_buffer;
+    std::deque<Entry> live;                                      // oldest first
+    std::unordered_map<const Buffer*, std::uint64_t> by_message; // entry of each live message
 
-    void reclaim() {
-        if (!live.empty() && live.back().current && current_buffer.expired()) live.back().current = false;
-        while (!live.empty() && live.front().refs == 0 && !live.front().current)
+    Entry* find(const SharedBuffer& buffer) {
+        auto it = by_message.find(buffer.get());
+        if (it == by_message.end() || live.empty() || it->second < live.front().id) return nullptr;
+        Entry& e = live[it->second - live.front().id];
+        if (e.message.owner_before(buffer) || buffer.owner_before(e.message)) return nullptr;
+        return &e;
+    }
+    // Frees the oldest entries no peer holds: those whose message is gone (no peer
+    // can be sent it any more), or any of them when room is needed (a peer sent the
+    // message later gets a copy of its own).
+    void reclaim(bool need_room) {
+        while (!live.empty() && live.front().refs == 0 && (need_room || live.front().message.expired())) {
+            auto it = by_message.find(live.front().key);
+            if (it != by_message.end() && it->second == live.front().id) by_message.erase(it);
             live.pop_front();
+        }
+    }
+    // Room for size bytes at the head. Entries are placed in ring order, so only the
+    // oldest can be in the way: the head is past it (room up to the end of the ring
+    // and beyond), or has wrapped and must stay before it (at it, the ring is full).
+    [[nodiscard]] bool room(std::uint64_t size) const {
+        return live.empty() || head > live.front().begin ||
+               (head < live.front().begin && head + size <= live.front().begin);
     }
 };
 
@@ -174,26 +195,22 @@ std::optional<LocalNode::BroadcastPlace> LocalNode::broadcast_acquire(const Shar
     auto& b = *broadcast_;
     std::lock_guard lock(b.mutex);
     if (b.base == nullptr) return std::nullopt;
-    if (!b.live.empty() && b.live.back().current && !b.current_buffer.owner_before(buffer) &&
-        !buffer.owner_before(b.current_buffer)) {
-        ++b.live.back().refs;
-        return BroadcastPlace{b.live.back().id, b.live.back().begin};
+    if (auto* e = b.find(buffer)) {
+        ++e->refs;
+        return BroadcastPlace{e->id, e->begin};
     }
-    if (!b.live.empty()) b.live.back().current = false;
-    b.reclaim();
     const std::uint64_t size = buffer->size();
     if (size > b.capacity) return std::nullopt;
-    // Entries are placed in ring order, so only the oldest can be in the way: the
-    // head is past it (room up to the end of the ring and beyond), or has wrapped
-    // and must stay before it (at it, the ring is full).
+    b.reclaim(false);
+    if (!b.room(size)) {
+        b.reclaim(true);
+        if (!b.room(size)) return std::nullopt;
+    }
     const std::uint64_t begin = b.head;
     const std::uint64_t end = begin + size;
-    if (!b.live.empty() && begin <= b.live.front().begin &&
-        (begin == b.live.front().begin || end > b.live.front().begin))
-        return std::nullopt;
     sequence.copy(b.base + begin, buffer->fragments());
-    b.live.push_back({b.next_id++, begin, end, 1, true});
-    b.current_buffer = buffer;
+    b.live.push_back({b.next_id++, begin, end, 1, buffer, buffer.get()});
+    b.by_message[buffer.get()] = b.live.back().id;
     b.head = (end + large_align - 1) / large_align * large_align;
     if (b.head >= large_ring_size) b.head = 0;
     return BroadcastPlace{b.live.back().id, begin};
@@ -206,7 +223,7 @@ void LocalNode::broadcast_release(std::uint64_t entry) noexcept {
     const std::uint64_t at = entry - b.live.front().id;
     if (at >= b.live.size() || b.live[at].refs == 0) return;
     --b.live[at].refs;
-    b.reclaim();
+    b.reclaim(false);
 }
 
 Header* LocalNode::allocate_local_header(std::size_t index) {
