@@ -169,7 +169,9 @@ void TcpNode::send_impl(B& buffer) {
         // background thread writes batch_window after the batch began.
         if (waiting == 0) {
             const auto now = Clock::now();
-            if (now - last_write_ >= batch_window || size >= batch_bytes) {
+            // A message received since the last write makes this a reply, not a stream.
+            const bool replied = last_take_.load(std::memory_order_relaxed) >= last_write_.time_since_epoch().count();
+            if (replied || now - last_write_ >= batch_window || size >= batch_bytes) {
                 last_write_ = now;
                 write_pending();
             } else {
@@ -796,6 +798,7 @@ BufferPtr TcpNode::take_locked(std::unique_lock<std::mutex>& lock) {
         inbox_.pop_front();
         if (m) {
             stats_.received(m->size());
+            last_take_.store(Clock::now().time_since_epoch().count(), std::memory_order_relaxed);
             return m;
         }
         lock.unlock();
