@@ -530,13 +530,65 @@ std::optional<std::uint64_t> SciNode::place_large(std::uint64_t size) {
     return begin;
 }
 
+// Sends the queued shared messages at the front of the queue (two or more) with one
+// note: their descriptors fill one slot. A receiver sharing its CPU with others then
+// takes many messages per turn instead of max_outst_buffers. Returns how many went.
+std::size_t SciNode::try_transfer_batch(Link& link) {
+    auto batchable = [](const Queued& q) { return q.shared && q.shared->size() >= broadcast_min_size; };
+    if (queue_.size() < 2 || !batchable(queue_[0]) || !batchable(queue_[1])) return 0;
+    if (load(local_header_->epoch) != link.epoch32) return 0;
+    const std::uint64_t n = sent_.load(std::memory_order_relaxed);
+    const std::uint32_t i = static_cast<std::uint32_t>(n % link.k);
+    const std::uint64_t round = n / link.k;
+    const std::uint32_t ack = load(local_header_->ack[i]);
+    if (sig_of(ack) != signature(round, salt_of(link.epoch32))) return 0;
+    const std::uint32_t slot = ack & ack_slot_mask;
+    if (slot >= link.slot_count || !reclaim_large(link)) return 0; // try_transfer reports a bad slot
+    const std::size_t room =
+        std::min<std::uint64_t>(std::min<std::uint64_t>(link.slot_size, note_size_mask) / sizeof(LargeDescriptor),
+                                large_in_flight - large_live_.size());
+    std::size_t count = 0;
+    std::array<LargeDescriptor, large_in_flight> d{};
+    while (count < room && count < queue_.size() && batchable(queue_[count])) {
+        const auto& shared = queue_[count].shared;
+        const auto place = local_->broadcast_acquire(shared, sequence_);
+        if (!place) break;
+        const auto number = static_cast<std::uint32_t>(large_sent_);
+        const std::uint64_t size = shared->size();
+        d[count] = LargeDescriptor{place->offset,
+                                   size,
+                                   number,
+                                   region_broadcast,
+                                   large_check_of(place->offset, size, number, region_broadcast),
+                                   0};
+        ++large_sent_;
+        large_live_.push_back({place->offset, place->offset + size, place->entry});
+        stats_.sent(size);
+        ++count;
+    }
+    if (count == 0) return 0;
+    sequence_.copy(link.slot(slot), d.data(), count * sizeof(LargeDescriptor));
+    const std::uint32_t note = make_note(signature(round, salt_of(local_->epoch32())), true,
+                                         static_cast<std::uint32_t>(count * sizeof(LargeDescriptor)));
+    sequence_.write_word(&link.header->note[i], note, last_note_[i]);
+    last_note_[i] = note;
+    sent_.store(n + 1, std::memory_order_relaxed);
+    link.control->bell.ring();
+    return count;
+}
+
 void SciNode::flush_locked(Link* link) {
-    while (!queue_.empty() && link != nullptr &&
-           try_transfer(*link, queue_.front().buffer(), nullptr,
-                        queue_.front().shared ? &queue_.front().shared : nullptr)) {
-        queue_.pop_front();
+    while (!queue_.empty() && link != nullptr) {
+        std::size_t sent = try_transfer_batch(*link);
+        if (sent == 0) {
+            if (!try_transfer(*link, queue_.front().buffer(), nullptr,
+                              queue_.front().shared ? &queue_.front().shared : nullptr))
+                break;
+            sent = 1;
+        }
+        queue_.erase(queue_.begin(), queue_.begin() + static_cast<std::ptrdiff_t>(sent));
         queue_depth_.store(queue_.size(), std::memory_order_relaxed);
-        local_->queued_changed(-1);
+        local_->queued_changed(-static_cast<std::ptrdiff_t>(sent));
     }
 }
 
@@ -658,36 +710,49 @@ BufferPtr SciNode::take_message(Link& link) {
         buffer = std::make_unique<RecvBuffer>(local_, slot, size);
         if (!hot) granted_[i] = no_slot;
     } else {
-        LargeDescriptor d{};
-        std::memcpy(&d, local_->slot_address(slot), sizeof d);
-        const auto expected = static_cast<std::uint32_t>(large_received_);
-        std::byte* data = nullptr;
-        const bool valid = size == sizeof d && d.sequence == expected && d.reserved == 0 &&
-                           d.check == large_check_of(d.offset, d.size, d.sequence, d.region);
-        if (valid && d.region == region_large && d.offset < large_ring_size && d.size <= large_capacity_) {
-            data = large_release_->region.address() + d.offset;
-        } else if (valid && d.region == region_broadcast) {
-            data = map_broadcast(link, d);
-        }
-        if (data == nullptr) {
-            if (hot) {
-                local_->release_recv_slot(slot);
-            } else {
-                grant(link, i, slot);
+        // One descriptor, or several (a batch of queued broadcast messages); the
+        // first is handed out now, the others by the next receive calls.
+        const std::size_t count = size / sizeof(LargeDescriptor);
+        bool valid = size % sizeof(LargeDescriptor) == 0 && count >= 1 && size <= local_->control().slot_size &&
+                     count <= large_in_flight;
+        for (std::size_t k = 0; valid && k < count; ++k) {
+            LargeDescriptor d{};
+            std::memcpy(&d, local_->slot_address(slot) + k * sizeof d, sizeof d);
+            std::byte* data = nullptr;
+            if (d.sequence == static_cast<std::uint32_t>(large_received_) && d.reserved == 0 &&
+                d.check == large_check_of(d.offset, d.size, d.sequence, d.region)) {
+                if (d.region == region_large && d.offset < large_ring_size && d.size <= large_capacity_) {
+                    data = large_release_->region.address() + d.offset;
+                } else if (d.region == region_broadcast) {
+                    data = map_broadcast(link, d);
+                }
             }
-            violation_ = "node " + std::to_string(parameters_.peer) + " sent a malformed large-message descriptor";
-            return nullptr;
+            if (data == nullptr) {
+                valid = false;
+                break;
+            }
+            auto b = std::make_unique<LargeRecvBuffer>(large_release_, large_generation_, large_received_, data,
+                                                       static_cast<std::size_t>(d.size),
+                                                       d.region == region_broadcast ? link.broadcast : nullptr);
+            b->set_source(parameters_.peer);
+            ++large_received_;
+            if (buffer) {
+                pending_.push_back(std::move(b));
+            } else {
+                buffer = std::move(b);
+            }
         }
-        // The descriptor is read: the slot is free again.
+        // The descriptors are read: the slot is free again.
         if (hot) {
             local_->release_recv_slot(slot);
         } else {
             grant(link, i, slot);
         }
-        buffer = std::make_unique<LargeRecvBuffer>(large_release_, large_generation_, large_received_, data,
-                                                   static_cast<std::size_t>(d.size),
-                                                   d.region == region_broadcast ? link.broadcast : nullptr);
-        ++large_received_;
+        if (!valid) {
+            pending_.clear();
+            violation_ = "node " + std::to_string(parameters_.peer) + " sent a malformed large-message descriptor";
+            return nullptr;
+        }
     }
     // With several outstanding messages the peer needs this index again only after
     // the others, so its grant waits for the next receive call (off the latency
@@ -730,6 +795,12 @@ BufferPtr SciNode::receive() {
     std::string violation;
     {
         std::lock_guard lock(recv_mutex_);
+        if (!pending_.empty()) {
+            auto b = std::move(pending_.front());
+            pending_.pop_front();
+            stats_.received(b->size());
+            return b;
+        }
         if (recv_link_ != nullptr) {
             publish_grants(*recv_link_);
             if (auto b = take_message(*recv_link_)) return b;

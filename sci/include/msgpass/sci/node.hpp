@@ -79,6 +79,7 @@ private:
     bool try_transfer(Link& link, const Buffer& buffer, BufferPtr* owned = nullptr,
                       const SharedBuffer* shared = nullptr);
     bool reclaim_large(Link& link);
+    std::size_t try_transfer_batch(Link& link);
     std::optional<std::uint64_t> place_large(std::uint64_t size);
     void forget_large();
     std::byte* map_broadcast(Link& link, const LargeDescriptor& d);
@@ -144,6 +145,7 @@ private:
     std::uint64_t hot_issued_ = 0;     // hot slots granted since the introduction
     std::atomic<bool> hot_out_{false}; // hot_slot_ != no_slot, read by senders without the lock
     std::string violation_;            // a protocol violation seen by the receiver, reported outside the lock
+    std::deque<BufferPtr> pending_;    // taken from a batch of descriptors, not handed out yet
 
     std::atomic<bool> lost_pending_{false};
     std::mutex lost_mutex_;
