@@ -154,6 +154,7 @@ private:
     void attempt_failed(bool refused, const std::string& why, Clock::time_point now);
     void handle_welcome(const Welcome& w);
     void read_out_side();
+    void handle_out_event(std::uint32_t generation, std::uint32_t events);
     void trim_acknowledged(std::uint64_t next_expected);
     void declare_lost_locked(std::uint64_t incarnation, const std::string& reason);
     void close_out_fd();
@@ -185,6 +186,8 @@ private:
     Clock::time_point batch_start_{};      // when the batch now waiting began
     std::atomic<Clock::rep> last_take_{0}; // when the application last took a message from this node
     std::deque<Entry> entries_;            // not yet acknowledged, in seq order
+    std::deque<Entry> acknowledged_;       // trimmed, to be freed outside the lock
+    std::vector<std::byte> staging_;       // small pieces of one write, copied together
     std::size_t written_ = 0;              // entries fully written on the current connection
     std::size_t offset_ = 0;               // bytes of entries_[written_] written
     std::uint64_t next_seq_ = 0;

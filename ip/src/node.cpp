@@ -25,6 +25,8 @@ namespace {
 
 constexpr std::size_t rx_capacity = 256 * 1024;
 constexpr int max_iov = 512;
+constexpr std::size_t small_piece = 512;        // copied into the staging area below this
+constexpr std::size_t staging_size = 64 * 1024; // per write
 
 std::uint64_t event_data(Tag tag, NodeId id, std::uint32_t generation) {
     return (static_cast<std::uint64_t>(tag) << 56) | (static_cast<std::uint64_t>(id) << 24) | (generation & 0xffffffu);
@@ -199,6 +201,12 @@ void TcpNode::write_pending() {
         iovec iov[max_iov];
         int n = 0;
         std::size_t skip = offset_;
+        // Small pieces (frame headers, small messages) are copied into one staging
+        // area, which the kernel copies far faster than hundreds of tiny iovecs;
+        // larger fragments go out from the application's memory as they are.
+        if (staging_.capacity() < staging_size) staging_.reserve(staging_size);
+        staging_.clear();
+        bool last_staged = false;
         for (std::size_t i = written_; i < entries_.size() && n < max_iov - 1; ++i) {
             const Entry& e = entries_[i];
             const auto add = [&](const void* p, std::size_t len) {
@@ -206,10 +214,26 @@ void TcpNode::write_pending() {
                     skip -= len;
                     return;
                 }
-                iov[n].iov_base = const_cast<std::byte*>(static_cast<const std::byte*>(p) + skip);
-                iov[n].iov_len = len - skip;
+                const auto* from = static_cast<const std::byte*>(p) + skip;
+                len -= skip;
                 skip = 0;
+                if (len <= small_piece && staging_.size() + len <= staging_size) {
+                    std::byte* to = staging_.data() + staging_.size();
+                    staging_.insert(staging_.end(), from, from + len);
+                    if (last_staged) {
+                        iov[n - 1].iov_len += len;
+                    } else {
+                        iov[n].iov_base = to;
+                        iov[n].iov_len = len;
+                        ++n;
+                        last_staged = true;
+                    }
+                    return;
+                }
+                iov[n].iov_base = const_cast<std::byte*>(from);
+                iov[n].iov_len = len;
                 ++n;
+                last_staged = false;
             };
             add(&e.header, sizeof e.header);
             for (const auto& f : e.buffer().fragments()) {
@@ -412,7 +436,14 @@ Clock::time_point TcpNode::tick(Clock::time_point now) {
 }
 
 void TcpNode::on_out_event(std::uint32_t generation, std::uint32_t events) {
-    std::lock_guard lock(out_mutex_);
+    std::deque<Entry> acknowledged; // freed after the lock: senders do not wait for free()
+    std::unique_lock lock(out_mutex_);
+    handle_out_event(generation, events);
+    acknowledged.swap(acknowledged_);
+    lock.unlock();
+}
+
+void TcpNode::handle_out_event(std::uint32_t generation, std::uint32_t events) {
     if (out_fd_ < 0 || (generation_ & 0xffffffu) != generation) return; // an event of a closed connection
     if (state_ == OutState::connecting) {
         int error = 0;
@@ -550,6 +581,7 @@ void TcpNode::trim_acknowledged(std::uint64_t next_expected) {
         } else {
             --written_;
         }
+        acknowledged_.push_back(std::move(entries_.front()));
         entries_.pop_front();
     }
     queue_depth_.store(entries_.size() - written_, std::memory_order_relaxed);
