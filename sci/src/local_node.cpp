@@ -212,7 +212,7 @@ std::optional<LocalNode::BroadcastPlace> LocalNode::broadcast_acquire(const Shar
     b.live.push_back({b.next_id++, begin, end, 1, buffer, buffer.get()});
     b.by_message[buffer.get()] = b.live.back().id;
     b.head = (end + large_align - 1) / large_align * large_align;
-    if (b.head >= large_ring_size) b.head = 0;
+    if (b.head >= large_wrap_at(size)) b.head = 0;
     return BroadcastPlace{b.live.back().id, begin};
 }
 

@@ -8,8 +8,13 @@
 #include <boost/interprocess/permissions.hpp>
 #include <boost/interprocess/shared_memory_object.hpp>
 
+#include <algorithm>
 #include <cerrno>
+#include <cstdint>
 #include <cstring>
+#if defined(__x86_64__)
+#include <emmintrin.h>
+#endif
 #include <optional>
 #include <pwd.h>
 #include <sys/file.h>
@@ -55,8 +60,15 @@ std::string VirtualDevice::partition_prefix() const {
 }
 
 std::string VirtualDevice::segment_name(NodeId node, std::uint32_t segment_id, const std::string& suffix) const {
-    std::string name = "/" + partition_prefix() + std::to_string(node) + "." + std::to_string(segment_id);
-    if (!suffix.empty()) name += "." + suffix;
+    std::string name = "/";
+    name += partition_prefix();
+    name += std::to_string(node);
+    name += '.';
+    name += std::to_string(segment_id);
+    if (!suffix.empty()) {
+        name += '.';
+        name += suffix;
+    }
     return name;
 }
 
@@ -378,6 +390,51 @@ void Sequence::copy(std::byte* dst, std::span<const std::span<std::byte>> fragme
             if (!f.empty()) std::memcpy(at, f.data(), f.size());
             at += f.size();
         }
+        if (check()) return;
+        if (at != dst) *dst = ~*dst; // the emulated link damaged the transfer
+        retries_.fetch_add(1, std::memory_order_relaxed);
+    }
+    throw ResourceError("transfer failed " + std::to_string(max_attempts) + " times in a row");
+}
+
+namespace {
+// Copies n bytes with non-temporal stores where dst is 16-byte aligned (SSE2, part
+// of x86-64), plain memcpy for the unaligned head and the tail, and elsewhere.
+void stream_bytes(std::byte* dst, const std::byte* src, std::size_t n) {
+#if defined(__x86_64__)
+    const std::size_t head = std::min(n, (16 - reinterpret_cast<std::uintptr_t>(dst) % 16) % 16);
+    std::memcpy(dst, src, head);
+    dst += head;
+    src += head;
+    n -= head;
+    std::size_t i = 0;
+    for (; i + 64 <= n; i += 64) {
+        const __m128i a = _mm_loadu_si128(reinterpret_cast<const __m128i*>(src + i));
+        const __m128i b = _mm_loadu_si128(reinterpret_cast<const __m128i*>(src + i + 16));
+        const __m128i c = _mm_loadu_si128(reinterpret_cast<const __m128i*>(src + i + 32));
+        const __m128i d = _mm_loadu_si128(reinterpret_cast<const __m128i*>(src + i + 48));
+        _mm_stream_si128(reinterpret_cast<__m128i*>(dst + i), a);
+        _mm_stream_si128(reinterpret_cast<__m128i*>(dst + i + 16), b);
+        _mm_stream_si128(reinterpret_cast<__m128i*>(dst + i + 32), c);
+        _mm_stream_si128(reinterpret_cast<__m128i*>(dst + i + 48), d);
+    }
+    std::memcpy(dst + i, src + i, n - i);
+#else
+    std::memcpy(dst, src, n);
+#endif
+}
+} // namespace
+
+void Sequence::copy_streaming(std::byte* dst, std::span<const std::span<std::byte>> fragments) {
+    for (int attempt = 0; attempt < max_attempts; ++attempt) {
+        std::byte* at = dst;
+        for (const auto& f : fragments) {
+            if (!f.empty()) stream_bytes(at, f.data(), f.size());
+            at += f.size();
+        }
+#if defined(__x86_64__)
+        _mm_sfence(); // non-temporal stores are not ordered by the release store of the note
+#endif
         if (check()) return;
         if (at != dst) *dst = ~*dst; // the emulated link damaged the transfer
         retries_.fetch_add(1, std::memory_order_relaxed);

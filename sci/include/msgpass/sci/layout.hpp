@@ -21,16 +21,22 @@ inline constexpr std::uint32_t protocol_version = 4;
 inline constexpr std::size_t control_block_size = 4096;
 inline constexpr std::size_t header_size = 64;      // fixed by the seed
 inline constexpr std::uint32_t max_outstanding = 7; // notification and ack words per header
-// Large messages rotate through the first large_ring_size bytes of a sender's large
-// region (a message that starts there may run past it), so the same memory is
-// written again only after 8 MiB of other messages: memory the receiver has just
-// read is still in its core's cache, and rewriting it from the other core costs
-// 3x to 4x more than writing memory that left that cache (measured here: 64 KiB
-// messages over 256 KiB reach 8 GB/s, over 8 MiB 30 GB/s). 8 MiB exceeds the L2
-// of current cores and fits their L3.
-inline constexpr std::uint64_t large_ring_size = 8ULL << 20;
-inline constexpr std::uint32_t large_in_flight = 64; // large messages a sender may have unreleased (< 256)
-inline constexpr std::uint64_t large_align = 64;     // large messages start on a cache line
+// Large messages rotate through the first bytes of a sender's large region (a
+// message that starts there may run past it), so the same memory is written again
+// only after 8 MiB of other messages: memory the receiver has just read is still in
+// its core's cache, and rewriting it from the other core costs 3x to 4x more than
+// writing memory that left that cache (measured here: 64 KiB messages over 256 KiB
+// reach 8 GB/s, over 8 MiB 30 GB/s). 8 MiB exceeds the L2 of current cores and fits
+// their L3. The sender wraps at 4 messages' worth when that is more (up to
+// large_ring_size), so that several large messages are in flight.
+inline constexpr std::uint64_t large_ring_size = 32ULL << 20; // where a message may start
+inline constexpr std::uint64_t large_wrap_min = 8ULL << 20;
+constexpr std::uint64_t large_wrap_at(std::uint64_t size) noexcept {
+    return size >= large_ring_size / 4 ? large_ring_size : (4 * size > large_wrap_min ? 4 * size : large_wrap_min);
+}
+inline constexpr std::uint32_t large_in_flight = 64;          // large messages a sender may have unreleased (< 256)
+inline constexpr std::uint64_t large_align = 64;              // large messages start on a cache line
+inline constexpr std::size_t streaming_min_size = 256 * 1024; // large messages copied with non-temporal stores
 
 struct alignas(64) ControlBlock {
     std::uint64_t magic;

@@ -144,6 +144,10 @@ public:
     // Copies the fragments to dst in order. dst must hold their total size.
     void copy(std::byte* dst, std::span<const std::span<std::byte>> fragments);
     void copy(std::byte* dst, const void* src, std::size_t n);
+    // As copy, with stores that bypass the cache (non-temporal), fenced before it
+    // returns. For large messages: the reader's core gets them from memory instead of
+    // snooping them out of this core's cache line by line.
+    void copy_streaming(std::byte* dst, std::span<const std::span<std::byte>> fragments);
     // Publishes a control word with release order. stale is the value the word held
     // before: an injected error writes it again (a repeated notification) before the
     // retry writes the right value, so the receiver must rely on the signature.
