@@ -477,14 +477,14 @@ bool SciNode::try_transfer(Link& link, const Buffer& buffer, BufferPtr* owned, c
         if (!reclaim_large(link)) return false;
         const auto offset = place_large(size);
         if (!offset) return false;
-        // Large messages bypass the cache from 256 KiB: on the VM, when its two CPUs sit
-        // far apart, a reader snooping lines out of the writer's cache got 2.5-3 GB/s
-        // and streamed stores 20-25 GB/s; when they sit close, 17-20 instead of 25-30.
-        if (size >= streaming_min_size) {
+        const bool streaming = size >= streaming_min_size && choose_streaming();
+        const auto copy_start = Clock::now();
+        if (streaming) {
             sequence_.copy_streaming(link.large_base + *offset, buffer.fragments());
         } else {
             sequence_.copy(link.large_base + *offset, buffer.fragments());
         }
+        record_copy(streaming, Clock::now() - copy_start, size);
         describe(*offset, region_large, no_entry);
         large_head_ = round_up(*offset + size, large_align);
         if (large_head_ >= large_wrap_at(size)) large_head_ = 0;
@@ -503,6 +503,29 @@ bool SciNode::try_transfer(Link& link, const Buffer& buffer, BufferPtr* owned, c
     stats_.sent(size);
     link.control->bell.ring();
     return true;
+}
+
+// Large messages are copied with cached or with non-temporal (streaming) stores,
+// whichever costs less per byte lately. On the VM the answer flips with the phase:
+// when its two CPUs sit far apart, writing lines the reader's core holds ran at
+// 2.5-3 GB/s and streamed stores at 12-25 GB/s; when they sit close, cached stores
+// at 25-30 GB/s and streamed ones at 17-20. The other way is tried every 256th
+// copy (a few percent of cost when it is the slow one). Below 256 KiB the copy is
+// always cached: there the sender's time misleads (streamed stores made its copy
+// faster but the reader slower, from memory instead of the L3: 64 KiB streams fell
+// from 1.05x to 0.8x of the hand-written ring). Send lock held.
+bool SciNode::choose_streaming() {
+    ++large_copies_;
+    if (copy_cost_[0] <= 0) return false;
+    if (copy_cost_[1] <= 0) return true;
+    const bool better = copy_cost_[1] < copy_cost_[0];
+    return (large_copies_ % 256 == 0) ? !better : better;
+}
+
+void SciNode::record_copy(bool streaming, std::chrono::nanoseconds took, std::uint64_t size) {
+    const double cost = static_cast<double>(took.count()) / static_cast<double>(std::max<std::uint64_t>(size, 1));
+    double& c = copy_cost_[streaming ? 1 : 0];
+    c = c <= 0 ? cost : 0.75 * c + 0.25 * cost;
 }
 
 // Forgets the descriptors the peer released (in order) since the last call; their

@@ -36,7 +36,7 @@ constexpr std::uint64_t large_wrap_at(std::uint64_t size) noexcept {
 }
 inline constexpr std::uint32_t large_in_flight = 64;          // large messages a sender may have unreleased (< 256)
 inline constexpr std::uint64_t large_align = 64;              // large messages start on a cache line
-inline constexpr std::size_t streaming_min_size = 256 * 1024; // large messages copied with non-temporal stores
+inline constexpr std::size_t streaming_min_size = 256 * 1024; // smaller large messages are copied through the cache
 
 struct alignas(64) ControlBlock {
     std::uint64_t magic;

@@ -79,6 +79,8 @@ private:
     bool try_transfer(Link& link, const Buffer& buffer, BufferPtr* owned = nullptr,
                       const SharedBuffer* shared = nullptr);
     bool reclaim_large(Link& link);
+    bool choose_streaming();
+    void record_copy(bool streaming, std::chrono::nanoseconds took, std::uint64_t size);
     std::size_t try_transfer_batch(Link& link);
     std::optional<std::uint64_t> place_large(std::uint64_t size);
     void forget_large();
@@ -127,6 +129,8 @@ private:
     };
     std::deque<LargeExtent> large_live_; // sent and not yet released, oldest first
     std::uint64_t hot_used_ = 0;         // hot slots of the peer used by this incarnation
+    std::uint64_t large_copies_ = 0;
+    std::array<double, 2> copy_cost_{}; // ns per byte of large copies: cached, streaming (0: not measured)
     std::array<std::uint32_t, max_outstanding> last_note_{};
 
     std::mutex recv_mutex_;
