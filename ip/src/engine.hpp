@@ -182,14 +182,15 @@ private:
     int out_fd_ = -1;
     std::uint32_t generation_ = 0;
     bool armed_write_ = false;
-    Clock::time_point last_write_{};       // of the last write by a sender or a batch
-    Clock::time_point batch_start_{};      // when the batch now waiting began
-    std::atomic<Clock::rep> last_take_{0}; // when the application last took a message from this node
-    std::deque<Entry> entries_;            // not yet acknowledged, in seq order
-    std::deque<Entry> acknowledged_;       // trimmed, to be freed outside the lock
-    std::vector<std::byte> staging_;       // small pieces of one write, copied together
-    std::size_t written_ = 0;              // entries fully written on the current connection
-    std::size_t offset_ = 0;               // bytes of entries_[written_] written
+    Clock::time_point last_write_{};      // of the last write by a sender or a batch
+    Clock::time_point batch_start_{};     // when the batch now waiting began
+    std::atomic<std::uint64_t> takes_{0}; // messages the application took from this node
+    std::uint64_t takes_at_write_ = 0;    // takes_ at the last immediate write
+    std::deque<Entry> entries_;           // not yet acknowledged, in seq order
+    std::deque<Entry> acknowledged_;      // trimmed, to be freed outside the lock
+    std::vector<std::byte> staging_;      // small pieces of one write, copied together
+    std::size_t written_ = 0;             // entries fully written on the current connection
+    std::size_t offset_ = 0;              // bytes of entries_[written_] written
     std::uint64_t next_seq_ = 0;
     std::uint64_t peer_incarnation_ = 0; // of the last Welcome; 0 = none
     bool peer_said_goodbye_ = false;

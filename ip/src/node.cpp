@@ -172,9 +172,11 @@ void TcpNode::send_impl(B& buffer) {
         if (waiting == 0) {
             const auto now = Clock::now();
             // A message received since the last write makes this a reply, not a stream.
-            const bool replied = last_take_.load(std::memory_order_relaxed) >= last_write_.time_since_epoch().count();
+            const std::uint64_t takes = takes_.load(std::memory_order_relaxed);
+            const bool replied = takes != takes_at_write_;
             if (replied || now - last_write_ >= batch_window || size >= batch_bytes) {
                 last_write_ = now;
+                takes_at_write_ = takes;
                 write_pending();
             } else {
                 batch_start_ = now;
@@ -830,7 +832,7 @@ BufferPtr TcpNode::take_locked(std::unique_lock<std::mutex>& lock) {
         inbox_.pop_front();
         if (m) {
             stats_.received(m->size());
-            last_take_.store(Clock::now().time_since_epoch().count(), std::memory_order_relaxed);
+            takes_.fetch_add(1, std::memory_order_relaxed);
             return m;
         }
         lock.unlock();
