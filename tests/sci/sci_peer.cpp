@@ -3,12 +3,15 @@
 // step on stdout so the test can wait on it.
 //   sci_peer PARTITION NODES SELF PEER MODE [COUNT] [SIZE] [PEER_TIMEOUT_MS]
 // MODE: stream (send COUNT numbered messages, or forever if 0), idle (until
-// killed), receive (take COUNT messages and check them).
+// killed), receive (take COUNT messages and check them), echo (send every received
+// buffer back as it is, until killed or the partner is lost).
 #include "../support/partition.hpp"
 
+#include <csignal>
 #include <cstdio>
 #include <cstdlib>
 #include <iostream>
+#include <sys/prctl.h>
 #include <unistd.h>
 
 int main(int argc, char** argv) {
@@ -54,6 +57,12 @@ int main(int argc, char** argv) {
         } else if (mode == "idle") {
             for (;;)
                 ::pause(); // until the test kills it
+        } else if (mode == "echo") {
+            // A test that dies must not leave an echo running forever.
+            ::prctl(PR_SET_PDEATHSIG, SIGKILL);
+            for (;;) {
+                if (auto m = node->receive(std::chrono::seconds(1))) node->send(std::move(m));
+            }
         } else if (mode == "receive") {
             for (std::uint64_t i = 0; i < count; ++i) {
                 auto m = node->receive(std::chrono::seconds(10));

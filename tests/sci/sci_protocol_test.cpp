@@ -1,0 +1,368 @@
+// Tests of the sci protocol paths that the conformance suite does not reach on its
+// own: the ring of large messages in the receiver's region (buffers released out of
+// order and held while the sender comes round), queued broadcasts that travel as
+// batches of descriptors (also with injected transfer errors), and the hot slot of
+// an echo that goes on across a restart of the peer process.
+#include <msgpass/sci/factory.hpp>
+
+#include "../support/partition.hpp"
+#include "../support/process.hpp"
+
+#include <gtest/gtest.h>
+
+#include <atomic>
+#include <cmath>
+#include <random>
+#include <thread>
+
+namespace msgpass::test {
+namespace {
+
+using namespace std::chrono_literals;
+using Clock = std::chrono::steady_clock;
+
+std::string partition_for_test() {
+    return unique_partition(::testing::UnitTest::GetInstance()->current_test_info()->name());
+}
+
+// ------------------------------------------------------------ large messages
+
+// The receiver holds about half of the large messages for a while and releases
+// held ones in a random order (not the order they came in), so the sender's ring
+// comes round to buffers still held, several times. A held buffer whose memory was
+// written again would fail its checksum when it is finally checked.
+TEST(SciLargeMessages, BuffersReleasedOutOfOrderAreNeverOverwrittenWhileHeld) {
+    auto c = make_configuration("sci", partition_for_test(), 2,
+                                [](config::Configuration& c) { c.sci.max_outst_buffers = 4; });
+    auto a = NodeFactory::create(c, 1);
+    auto b = NodeFactory::create(c, 2);
+    auto to_b = a->create_node(2);
+    auto from_a = b->create_node(1);
+
+    // 100 KiB .. 3 MiB, log-uniform: about 80 MiB in all, the ring (8 to 12 MiB
+    // before it wraps for these sizes) goes round several times.
+    constexpr std::uint64_t n = 96;
+    std::vector<std::size_t> size_of(n);
+    std::mt19937_64 sizes(11);
+    std::uint64_t total = 0;
+    for (auto& s : size_of) {
+        const double u = std::uniform_real_distribution<double>(0.0, 1.0)(sizes);
+        s = static_cast<std::size_t>(100.0 * 1024 * std::exp(u * std::log(30.72)));
+        total += s;
+    }
+    ASSERT_GT(total, 4 * (12ULL << 20));
+    ASSERT_GT(size_of.front(), c.sci.recv_buffer_size);
+
+    std::atomic<bool> stop{false};
+    std::string send_error;
+    std::thread sender([&] {
+        const auto deadline = Clock::now() + 60s;
+        try {
+            for (std::uint64_t i = 0; i < n && !stop.load(); ++i) {
+                to_b->send(make_message(*a, size_of[i], 0, i));
+                // Keep at most one message queued: the sender waits for the receiver
+                // to release ring space instead of piling up copies.
+                while (to_b->stats().queue_depth > 1 && !stop.load() && Clock::now() < deadline)
+                    (void)to_b->flush(10ms);
+            }
+            while (!stop.load() && !to_b->flush(10ms) && Clock::now() < deadline) {
+            }
+        } catch (const std::exception& e) {
+            send_error = e.what();
+        }
+    });
+
+    struct Held {
+        BufferPtr buffer;
+        std::uint64_t seq;
+    };
+    std::vector<Held> held;
+    std::mt19937 rng(5);
+    std::string error;
+    std::uint64_t out_of_order_releases = 0;
+    std::size_t most_held = 0;
+    auto release_one = [&] {
+        const std::size_t k = rng() % held.size();
+        try {
+            const auto h = check_payload(*held[k].buffer);
+            if (h.seq != held[k].seq && error.empty())
+                error = "held message " + std::to_string(held[k].seq) + " now carries " + std::to_string(h.seq);
+        } catch (const std::string& e) {
+            if (error.empty()) error = "held message " + std::to_string(held[k].seq) + ": " + e;
+        }
+        for (const auto& other : held) {
+            if (other.seq < held[k].seq) {
+                ++out_of_order_releases;
+                break;
+            }
+        }
+        held.erase(held.begin() + static_cast<std::ptrdiff_t>(k));
+    };
+
+    std::uint64_t next = 0;
+    const auto deadline = Clock::now() + 60s;
+    while (next < n && error.empty()) {
+        if (Clock::now() > deadline) {
+            error = "stalled at message " + std::to_string(next) + " holding " + std::to_string(held.size());
+            break;
+        }
+        // Nothing within 20 ms: the sender may wait for a held buffer. Releasing one
+        // (any) lets it go on; this decides only which buffers are held how long.
+        auto m = from_a->receive(20ms);
+        if (!m) {
+            if (!held.empty()) release_one();
+            continue;
+        }
+        try {
+            const auto h = check_payload(*m);
+            if (h.seq != next) {
+                error = "message " + std::to_string(h.seq) + " arrived when " + std::to_string(next) + " was due";
+                break;
+            }
+            if (m->size() != size_of[next]) {
+                error = "message " + std::to_string(next) + " has " + std::to_string(m->size()) + " bytes";
+                break;
+            }
+        } catch (const std::string& e) {
+            error = e;
+            break;
+        }
+        if (rng() % 2 == 0) held.push_back({std::move(m), next});
+        most_held = std::max(most_held, held.size());
+        if (held.size() > 4) release_one();
+        ++next;
+    }
+    while (!held.empty())
+        release_one();
+    stop.store(true);
+    sender.join();
+    EXPECT_EQ(error, "");
+    EXPECT_EQ(send_error, "");
+    EXPECT_EQ(next, n);
+    EXPECT_EQ(from_a->receive(), nullptr) << "a message was delivered twice";
+    EXPECT_GE(most_held, 3u);
+    EXPECT_GT(out_of_order_releases, 0u) << "no buffer was released before an older one";
+}
+
+// ------------------------------------------------------------- broadcast
+
+// One sender, three members, one thread per member. A first burst is sent before
+// any member receives, so the queues fill and the queued shared messages go out as
+// batches of descriptors; small messages (no descriptor) are mixed in to check the
+// order across both paths.
+void queued_broadcast_arrives_everywhere(double error_rate) {
+    const SegmentCleanup segments(partition_for_test());
+    auto c = make_configuration("sci", segments.partition(), 4, [&](config::Configuration& c) {
+        c.sci.max_outst_buffers = 4;
+        c.sci.inject_error_rate = error_rate;
+        c.sci.inject_error_seed = 77;
+        c.groups["members"] = {2, 3, 4};
+    });
+    auto sender = NodeFactory::create(c, 1);
+    std::vector<std::unique_ptr<NodeFactory>> members;
+    std::vector<NodePtr> from_sender, to_member;
+    for (NodeId id = 2; id <= 4; ++id) {
+        members.push_back(NodeFactory::create(c, id));
+        from_sender.push_back(members.back()->create_node(1));
+        to_member.push_back(sender->create_node(id));
+    }
+    auto group = sender->create_group("members");
+
+    constexpr std::uint64_t n = 2000;
+    constexpr std::uint64_t burst = 300;
+    auto size_of = [](std::uint64_t i) -> std::size_t {
+        if (i % 97 == 5) return 200 * 1024;
+        if (i % 7 == 3) return 100;
+        return 1024 + (i * 2654435761u) % (15 * 1024);
+    };
+
+    std::atomic<bool> stop{false};
+    std::vector<std::string> errors(members.size());
+    std::vector<std::uint64_t> received(members.size(), 0);
+    std::vector<std::thread> receivers;
+
+    auto send_all = [&](std::uint64_t from, std::uint64_t to) {
+        for (std::uint64_t i = from; i < to && !stop.load(); ++i) {
+            group->send(make_message(*sender, size_of(i), 1, i));
+            const auto until = Clock::now() + 20s;
+            for (std::size_t k = 0; k < to_member.size() && !stop.load() && Clock::now() < until;) {
+                if (i < burst || to_member[k]->stats().queue_depth < 400) {
+                    ++k;
+                } else {
+                    (void)to_member[k]->flush(5ms);
+                }
+            }
+        }
+    };
+
+    std::string send_error;
+    try {
+        send_all(0, burst);
+    } catch (const std::exception& e) {
+        send_error = e.what();
+    }
+    for (std::size_t k = 0; k < members.size(); ++k) {
+        receivers.emplace_back([&, k] {
+            try {
+                for (std::uint64_t i = 0; i < n; ++i) {
+                    auto m = from_sender[k]->receive(20s);
+                    if (!m) {
+                        errors[k] = "stalled at " + std::to_string(i);
+                        break;
+                    }
+                    const auto h = check_payload(*m);
+                    if (h.stream != 1 || h.seq != i || m->size() != size_of(i) || m->source() != 1) {
+                        errors[k] = "message " + std::to_string(h.seq) + " of " + std::to_string(m->size()) +
+                                    " bytes arrived when " + std::to_string(i) + " was due";
+                        break;
+                    }
+                    ++received[k];
+                }
+                if (errors[k].empty() && from_sender[k]->receive() != nullptr) errors[k] = "a message arrived twice";
+            } catch (const std::exception& e) {
+                errors[k] = e.what();
+            } catch (const std::string& e) {
+                errors[k] = e;
+            }
+            if (!errors[k].empty()) stop.store(true);
+        });
+    }
+    try {
+        if (send_error.empty()) send_all(burst, n);
+        const auto deadline = Clock::now() + 30s;
+        for (auto& node : to_member) {
+            while (!stop.load() && !node->flush(10ms) && Clock::now() < deadline) {
+            }
+        }
+    } catch (const std::exception& e) {
+        send_error = e.what();
+        stop.store(true);
+    }
+    for (auto& t : receivers)
+        t.join();
+
+    EXPECT_EQ(send_error, "");
+    std::uint64_t retries = 0;
+    for (std::size_t k = 0; k < members.size(); ++k) {
+        EXPECT_EQ(errors[k], "") << "member " << k + 2;
+        EXPECT_EQ(received[k], n) << "member " << k + 2;
+        const auto s = to_member[k]->stats();
+        EXPECT_GT(s.sends_queued, burst / 2) << "the queue towards member " << k + 2 << " never built up";
+        EXPECT_EQ(s.messages_sent, n);
+        retries += s.retries + from_sender[k]->stats().retries;
+    }
+    if (error_rate > 0) {
+        EXPECT_GT(retries, 0u) << "no injected error was repaired";
+    } else {
+        EXPECT_EQ(retries, 0u);
+    }
+}
+
+TEST(SciBroadcast, QueuedBroadcastArrivesAtEveryMemberOnceInOrderAndIntact) {
+    queued_broadcast_arrives_everywhere(0.0);
+}
+
+TEST(SciBroadcast, QueuedBroadcastWithTwoPercentInjectedErrorsArrivesAtEveryMemberOnceInOrderAndIntact) {
+    queued_broadcast_arrives_everywhere(0.02);
+}
+
+// ------------------------------------------------------------------ hot slot
+
+std::vector<std::string> echo_args(const std::string& partition) {
+    return {SCI_PEER, partition, "2", "2", "1", "echo", "0", "0", "300"};
+}
+
+// The grant word node 2 wrote into node 1's segment: its hot slot for node 1.
+std::uint32_t hot_signature_granted_by_peer(const sci::RemoteSegment& own) {
+    auto* header = reinterpret_cast<sci::Header*>(own.address() + sci::control_block_size + sci::header_size);
+    return sci::hot_sig_of(std::atomic_ref<std::uint32_t>(header->freed_hot).load(std::memory_order_acquire));
+}
+
+// Node 1 (here) sends a fresh message, node 2 (a process) echoes it, node 1 sends
+// the echo on as it is (a received buffer: it grants its hot slot), node 2 echoes
+// it again. Node 2 is killed while node 1 holds one of its echoes, which node 1
+// sends on to the restarted node 2 as it is; the pattern then goes on.
+TEST(SciHotSlot, AnEchoOfReceivedBuffersDeliversIntactDataAcrossAPeerRestart) {
+    const SegmentCleanup segments(partition_for_test()); // the killed peer leaves segments behind
+    const auto& partition = segments.partition();
+    auto c = make_configuration("sci", partition, 2, [](config::Configuration& c) {
+        c.peer_timeout = 300ms;
+        c.sci.max_outst_buffers = 4;
+    });
+    auto self = NodeFactory::create(c, 1);
+    auto peer = self->create_node(2);
+    sci::VirtualDevice device(partition);
+    sci::RemoteSegment own; // this process's own segment, to watch the peer's hot grant
+    ASSERT_TRUE(own.connect(device.segment_name(1, c.sci.recv_seg_id)));
+    own.map();
+
+    std::uint64_t seq = 0;
+    std::uint64_t hot_grants_seen = 0;
+    bool lost_reported = false;
+    // Waits for the echo of message `expected`, intact; PeerLost of the killed
+    // incarnation is taken once.
+    auto echo_of = [&](std::uint64_t expected) -> BufferPtr {
+        const auto deadline = Clock::now() + 10s;
+        while (Clock::now() < deadline) {
+            try {
+                auto m = peer->receive(deadline - Clock::now());
+                if (!m) break;
+                const auto h = check_payload(*m);
+                EXPECT_EQ(h.seq, expected);
+                if (h.seq != expected) return nullptr;
+                if (hot_signature_granted_by_peer(own) != 0) ++hot_grants_seen;
+                return m;
+            } catch (const PeerLost&) {
+                EXPECT_FALSE(lost_reported) << "PeerLost was raised twice for one loss";
+                lost_reported = true;
+            } catch (const std::string& e) {
+                ADD_FAILURE() << e;
+                return nullptr;
+            }
+        }
+        ADD_FAILURE() << "no echo of message " << expected;
+        return nullptr;
+    };
+    auto size_of = [](std::uint64_t i) -> std::size_t { return i % 5 == 4 ? 64 : 256 + (i * 977) % (8192 - 256); };
+    // One fresh message and the relay of its echo; returns the second echo.
+    auto round_trip = [&]() -> BufferPtr {
+        const std::uint64_t i = seq++;
+        peer->send(make_message(*self, size_of(i), 1, i));
+        auto first = echo_of(i);
+        if (!first) return nullptr;
+        peer->send(std::move(first));
+        return echo_of(i);
+    };
+
+    BufferPtr held;
+    {
+        ChildProcess first(echo_args(partition));
+        ASSERT_EQ(first.wait_for_line("ready", 10s), "ready");
+        for (int r = 0; r < 200; ++r)
+            ASSERT_NE(round_trip(), nullptr) << "round " << r << " before the restart";
+        held = round_trip();
+        ASSERT_NE(held, nullptr);
+        first.kill(SIGKILL);
+        first.wait();
+    }
+    EXPECT_FALSE(lost_reported) << "PeerLost before the peer died";
+    const std::uint64_t held_seq = seq - 1;
+    const std::uint64_t grants_before = hot_grants_seen;
+    EXPECT_GT(grants_before, 200u) << "the peer granted no hot slot before the restart";
+
+    ChildProcess second(echo_args(partition));
+    ASSERT_EQ(second.wait_for_line("ready", 10s), "ready");
+    // The buffer received from the first incarnation goes to the second as it is.
+    peer->send(std::move(held));
+    auto back = echo_of(held_seq);
+    ASSERT_NE(back, nullptr) << "the held echo did not come back from the restarted peer";
+    back.reset();
+    for (int r = 0; r < 200; ++r)
+        ASSERT_NE(round_trip(), nullptr) << "round " << r << " after the restart";
+    EXPECT_GT(hot_grants_seen - grants_before, 200u) << "the restarted peer granted no hot slot";
+    EXPECT_EQ(peer->receive(), nullptr) << "an echo arrived twice";
+    EXPECT_TRUE(lost_reported) << "the loss of the first incarnation was never reported";
+}
+
+} // namespace
+} // namespace msgpass::test
