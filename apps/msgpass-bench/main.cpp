@@ -403,11 +403,14 @@ std::vector<Result> run_reference(const Settings& s, const Progress& progress) {
 void print_default_table(const std::vector<std::uint64_t>& sizes, const std::map<std::uint64_t, Result>& ping,
                          const std::map<std::uint64_t, Result>& stream, const std::map<std::uint64_t, Result>& floor,
                          const std::map<std::uint64_t, Result>& ring, const std::string& technology) {
+    const bool tcp = technology == "tcp";
     std::printf("msgpass %s: stream bandwidth and ping-pong one-way latency; x floor = ratio to the same-size\n"
-                "shared-memory floor measured in this run (bandwidth / ring, latency / cache-line ping-pong)\n\n",
-                technology.c_str());
-    std::printf("%8s | %9s %8s | %8s %8s %8s %8s | %9s | %8s %8s\n", "size", "MB/s", "x ring", "p50 us", "x floor",
-                "p99 us", "max us", "msgs/s", "1999MB/s", "1999 us");
+                "%s floor measured in this run (%s)\n\n",
+                technology.c_str(), tcp ? "loopback TCP" : "shared-memory",
+                tcp ? "bandwidth / raw TCP stream, latency / raw TCP ping-pong"
+                    : "bandwidth / ring, latency / cache-line ping-pong");
+    std::printf("%8s | %9s %8s | %8s %8s %8s %8s | %9s | %8s %8s\n", "size", "MB/s", tcp ? "x raw" : "x ring", "p50 us",
+                "x floor", "p99 us", "max us", "msgs/s", "1999MB/s", "1999 us");
     std::printf(
         "---------+--------------------+--------------------------------------+-----------+------------------\n");
     for (auto size : sizes) {
@@ -616,8 +619,15 @@ int run(int argc, char** argv) {
         floors = [&](std::uint64_t size) {
             const Budget quick{0, 0.1};
             progress.show("floors " + size_label(size));
-            floor[size] = reference::shm_pingpong(size, quick);
-            ring[size] = reference::shm_ring(size, quick);
+            // tcp is measured against raw loopback TCP, every other technology
+            // against shared memory.
+            if (s.technology == std::optional<std::string>("tcp")) {
+                floor[size] = reference::tcp_pingpong(size, quick);
+                ring[size] = reference::tcp_stream(size, quick);
+            } else {
+                floor[size] = reference::shm_pingpong(size, quick);
+                ring[size] = reference::shm_ring(size, quick);
+            }
         };
     }
     const bool group = s.pattern && group_pattern(*s.pattern);
@@ -636,7 +646,7 @@ int run(int argc, char** argv) {
         *factory, peer_ids, [&] { peers.check(); }, s.wait);
     auto results = drive(driver, s, patterns, progress, floors);
     driver.quit();
-    if (floors) warn_if_shared_cpu(floor);
+    if (floors && s.technology != std::optional<std::string>("tcp")) warn_if_shared_cpu(floor);
     peers.stop(std::chrono::milliseconds(5000));
     if (s.json) return 0;
     if (!table) {
