@@ -49,22 +49,15 @@ private:
 };
 
 // A group whose members may be sci and tcp nodes. A blocking receive sleeps on the
-// sci doorbell when all members are sci, in poll() on the sockets when all are
-// tcp, and in poll() with 1 ms steps (checking the sci members between) when mixed.
+// sci doorbell, which the tcp factory rings on input from any of its connections.
 class AutoGroup final : public BasicGroup {
 public:
-    AutoGroup(std::string name, Doorbell& bell, const tcp::TcpNodeFactory* tcp);
+    AutoGroup(std::string name, Doorbell& bell, bool has_tcp) : BasicGroup(std::move(name), &bell), has_tcp_(has_tcp) {}
+    // Throws UsageError for a tcp node when the factory has no tcp part.
     void add(NodePtr node) override;
-    bool remove(NodeId id) override;
-    [[nodiscard]] BufferPtr receive(std::chrono::nanoseconds timeout) override;
-    using BasicGroup::receive;
 
 private:
-    Doorbell& bell_;
-    const tcp::TcpNodeFactory* tcp_;
-    std::mutex members_mutex_;
-    std::vector<NodePtr> members_;
-    std::size_t tcp_members_ = 0;
+    bool has_tcp_;
 };
 
 } // namespace msgpass

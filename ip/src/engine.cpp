@@ -85,6 +85,7 @@ void Shared::wake_io() const noexcept {
 void Shared::wake_receivers() const noexcept {
     const std::uint64_t one = 1;
     (void)!::write(recv_wake_fd, &one, sizeof one);
+    if (auto* b = bell.load()) b->ring();
 }
 
 Engine::Engine(const config::Configuration& configuration, NodeId self)
@@ -214,6 +215,9 @@ void Engine::run() {
                 (void)!::read(shared_->io_wake_fd, &v, sizeof v);
                 break;
             }
+            case Tag::in:
+                if (auto* b = shared_->bell.load()) b->ring();
+                break;
             case Tag::pending:
                 on_pending(static_cast<int>(data & 0xffffffffu));
                 break;

@@ -13,6 +13,7 @@
 #include <msgpass/node.hpp>
 #include <msgpass/tcp/factory.hpp>
 #include <msgpass/tcp/protocol.hpp>
+#include <msgpass/wait.hpp>
 
 #include "pool.hpp"
 
@@ -79,6 +80,9 @@ struct Shared {
     std::uint64_t incarnation = 0;
     std::shared_ptr<BufferPool> pool = std::make_shared<BufferPool>(); // large message buffers
     std::atomic<bool> closed{false};
+    // Set by technology: auto: input on any incoming connection rings this doorbell
+    // (the sci one), so that a group mixing sci and tcp nodes sleeps on one futex.
+    std::atomic<Doorbell*> bell{nullptr};
     std::atomic<std::uint64_t> accepted{0};
     std::array<std::atomic<std::uint64_t>, static_cast<std::size_t>(Refusal::kinds)> refused{};
 
@@ -92,7 +96,7 @@ struct Shared {
 };
 
 // Tags of epoll events (top byte of epoll_event.data.u64).
-enum class Tag : std::uint8_t { listen = 1, io_wake = 2, pending = 3, out = 4 };
+enum class Tag : std::uint8_t { listen = 1, io_wake = 2, pending = 3, out = 4, in = 5 };
 
 class TcpNode final : public Node {
 public:

@@ -81,16 +81,8 @@ ListenerStats TcpNodeFactory::listener_stats() const noexcept {
     return s;
 }
 
-void TcpNodeFactory::wait_for_input(const std::vector<NodePtr>& nodes, std::chrono::nanoseconds timeout,
-                                    bool acknowledge) const {
-    std::vector<int> fds;
-    for (const auto& n : nodes) {
-        if (auto* tcp = dynamic_cast<TcpNode*>(n.get())) {
-            const int fd = tcp->prepare_to_sleep(acknowledge);
-            if (fd >= 0) fds.push_back(fd);
-        }
-    }
-    (void)wait_readable(engine_->shared().recv_wake_fd, fds, timeout);
+void TcpNodeFactory::ring_on_input(Doorbell& bell) {
+    engine_->shared_ptr()->bell.store(&bell);
 }
 
 void TcpNodeFactory::reset_connections(NodeId peer) {

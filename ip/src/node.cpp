@@ -691,6 +691,12 @@ std::uint64_t TcpNode::attach_incoming(int fd, std::uint64_t incarnation) {
         w.incarnation = shared_->incarnation;
         w.next_expected = next_expected;
         (void)::send(fd, &w, sizeof w, MSG_DONTWAIT | MSG_NOSIGNAL);
+        if (shared_->bell.load() != nullptr) { // technology: auto: every arrival rings the doorbell
+            epoll_event ev{};
+            ev.events = EPOLLIN | EPOLLET | EPOLLRDHUP;
+            ev.data.u64 = event_data(Tag::in, id_, 0);
+            ::epoll_ctl(shared_->epoll_fd, EPOLL_CTL_ADD, fd, &ev);
+        }
     }
     shared_->wake_receivers();
     return next_expected;

@@ -72,11 +72,10 @@ public:
     // (RST), as a network failure would; both processes live on and reconnect.
     void reset_connections(NodeId peer);
 
-    // For groups that mix technologies (technology: auto): sleeps until one of the
-    // tcp nodes among these has input, a peer was lost or connected, or timeout
-    // passed. Nodes of other technologies are ignored. acknowledge: send the
-    // acknowledgements owed first (the caller has been idle for a while).
-    void wait_for_input(const std::vector<NodePtr>& nodes, std::chrono::nanoseconds timeout, bool acknowledge) const;
+    // For technology: auto: from now on, input on any incoming connection (and a
+    // connection installed, a peer lost) rings bell, so that a group mixing sci and
+    // tcp nodes sleeps on the sci doorbell alone. The bell must outlive the factory.
+    void ring_on_input(Doorbell& bell);
 
     [[nodiscard]] Engine& engine() const noexcept { return *engine_; }
 
