@@ -20,7 +20,7 @@ cd "$repo"
 # shellcheck source=scripts/deps.sh
 source scripts/deps.sh
 
-jobs=${MSGPASS_JOBS:-2}
+jobs=$msgpass_jobs
 seconds=${PEERS_SECONDS:-0.25}
 if [[ -z "${PEERS_CPUS+set}" ]]; then
     if (($(nproc) >= 2)); then PEERS_CPUS=0,1; else PEERS_CPUS=; fi
@@ -84,13 +84,7 @@ msgpass_install_deps
 install_peer_packages
 
 header "build msgpass-bench (Release, $build)"
-generator=()
-command -v ninja >/dev/null 2>&1 && generator=(-G Ninja)
-if [[ -f "$build/CMakeCache.txt" ]]; then
-    cached=$(sed -n 's/^CMAKE_GENERATOR:INTERNAL=//p' "$build/CMakeCache.txt")
-    [[ "$cached" == "${generator[1]:-Unix Makefiles}" ]] || rm -rf "$build"
-fi
-cmake -S "$repo" -B "$build" "${generator[@]}" -DCMAKE_BUILD_TYPE=Release -DMSGPASS_BUILD_TESTS=OFF >/dev/null
+msgpass_configure "$build" -DCMAKE_BUILD_TYPE=Release -DMSGPASS_BUILD_TESTS=OFF >/dev/null
 cmake --build "$build" -j"$jobs" --target msgpass-bench
 bench=$build/apps/msgpass-bench/msgpass-bench
 commit=$(git rev-parse --short HEAD 2>/dev/null || echo unknown)

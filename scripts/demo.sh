@@ -11,11 +11,7 @@ cd "$repo"
 # shellcheck source=scripts/deps.sh
 source scripts/deps.sh
 
-jobs=${MSGPASS_JOBS:-2}
-generator=()
-if command -v ninja >/dev/null 2>&1; then
-    generator=(-G Ninja)
-fi
+jobs=$msgpass_jobs
 build=build/release
 
 header() {
@@ -27,11 +23,7 @@ header "dependencies"
 msgpass_install_deps
 
 header "build (Release, $build)"
-if [[ -f "$build/CMakeCache.txt" ]]; then
-    cached=$(sed -n 's/^CMAKE_GENERATOR:INTERNAL=//p' "$build/CMakeCache.txt")
-    [[ "$cached" == "${generator[1]:-Unix Makefiles}" ]] || rm -rf "$build"
-fi
-cmake -S "$repo" -B "$build" "${generator[@]}" -DCMAKE_BUILD_TYPE=Release -DMSGPASS_BUILD_TESTS=OFF >/dev/null
+msgpass_configure "$build" -DCMAKE_BUILD_TYPE=Release -DMSGPASS_BUILD_TESTS=OFF >/dev/null
 cmake --build "$build" -j"$jobs"
 
 header "DAQ: 4 readout sources -> event builder -> 2 farm workers (apps/examples/daq)"

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Installs the Debian packages msgpass builds against, only those that are missing,
 # so that scripts/test.sh and scripts/demo.sh work on a fresh machine and cost
-# nothing on a prepared one. Source it and call msgpass_install_deps, or run it.
+# nothing on a prepared one. Source it and call msgpass_install_deps, or run it;
+# msgpass_configure is the one place that configures a build directory for them.
 # The package index is refreshed only when an install fails (a stale index is the
 # usual cause), so an offline machine that has everything never touches the network.
 
@@ -53,6 +54,25 @@ msgpass_install_deps() {
         fi
     fi
     rm -f "$log"
+}
+
+# Build parallelism for the scripts (MSGPASS_JOBS, default 2: the machines have 2 cores).
+msgpass_jobs=${MSGPASS_JOBS:-2}
+
+# msgpass_configure DIR [cmake arguments...]: configures the source tree into DIR with
+# Ninja when it is installed. A build directory made with another generator cannot
+# be reused, so it is started afresh.
+msgpass_configure() {
+    local dir=$1
+    shift
+    local generator=()
+    command -v ninja >/dev/null 2>&1 && generator=(-G Ninja)
+    if [[ -f "$dir/CMakeCache.txt" ]]; then
+        local cached
+        cached=$(sed -n 's/^CMAKE_GENERATOR:INTERNAL=//p' "$dir/CMakeCache.txt")
+        [[ "$cached" == "${generator[1]:-Unix Makefiles}" ]] || rm -rf "$dir"
+    fi
+    cmake -S "$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)" -B "$dir" "${generator[@]}" "$@"
 }
 
 if [[ "${BASH_SOURCE[0]}" == "$0" ]]; then

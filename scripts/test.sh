@@ -11,11 +11,7 @@ cd "$repo"
 # shellcheck source=scripts/deps.sh
 source scripts/deps.sh
 
-jobs=${MSGPASS_JOBS:-2}
-generator=()
-if command -v ninja >/dev/null 2>&1; then
-    generator=(-G Ninja)
-fi
+jobs=$msgpass_jobs
 # A sanitizer finding must fail the test, not scroll by in its output.
 export UBSAN_OPTIONS=${UBSAN_OPTIONS:-print_stacktrace=1:halt_on_error=1}
 export ASAN_OPTIONS=${ASAN_OPTIONS:-detect_leaks=1:abort_on_error=0}
@@ -34,28 +30,15 @@ step() {
     echo "==> $name: ok ($((SECONDS - start)) s)"
 }
 
-# A build directory made with another generator cannot be reused; start it afresh.
-configure() {
-    local dir=$1
-    shift
-    if [[ -f "$dir/CMakeCache.txt" ]]; then
-        local cached
-        cached=$(sed -n 's/^CMAKE_GENERATOR:INTERNAL=//p' "$dir/CMakeCache.txt")
-        local wanted=${generator[1]:-Unix Makefiles}
-        [[ "$cached" == "$wanted" ]] || rm -rf "$dir"
-    fi
-    cmake -S "$repo" -B "$dir" "${generator[@]}" -DCMAKE_BUILD_TYPE=Debug "$@"
-}
-
 step "dependencies" msgpass_install_deps
 
 asan=build/test-asan
-step "configure (address,undefined)" configure "$asan" -DMSGPASS_SANITIZE=address,undefined
+step "configure (address,undefined)" msgpass_configure "$asan" -DCMAKE_BUILD_TYPE=Debug -DMSGPASS_SANITIZE=address,undefined
 step "build (address,undefined)" cmake --build "$asan" -j"$jobs"
 step "ctest (address,undefined)" ctest --test-dir "$asan" -j"$jobs" --output-on-failure --timeout 600
 
 tsan=build/test-tsan
-step "configure (thread)" configure "$tsan" -DMSGPASS_SANITIZE=thread
+step "configure (thread)" msgpass_configure "$tsan" -DCMAKE_BUILD_TYPE=Debug -DMSGPASS_SANITIZE=thread
 step "build (thread)" cmake --build "$tsan" -j"$jobs"
 step "ctest -L tsan (thread)" ctest --test-dir "$tsan" -L tsan --no-tests=ignore -j"$jobs" --output-on-failure --timeout 600
 
