@@ -180,7 +180,6 @@ void Engine::shutdown() {
     for (auto& [fd, p] : pending_)
         ::close(fd);
     pending_.clear();
-    shared_->closed.store(true);
 }
 
 void Engine::run() {

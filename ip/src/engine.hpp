@@ -79,7 +79,6 @@ struct Shared {
     int recv_wake_fd = -1; // eventfd: wakes receivers sleeping in poll()
     std::uint64_t incarnation = 0;
     std::shared_ptr<BufferPool> pool = std::make_shared<BufferPool>(); // large message buffers
-    std::atomic<bool> closed{false};
     // Set by technology: auto: input on any incoming connection rings this doorbell
     // (the sci one), so that a group mixing sci and tcp nodes sleeps on one futex.
     std::atomic<Doorbell*> bell{nullptr};
@@ -165,7 +164,7 @@ private:
     // in side, under in_mutex_
     void read_in_side();
     void parse_in_buffer();
-    void in_broken(const std::string& why);
+    void in_broken(); // the incoming connection closed or failed
     void send_ack();
     void deliver(BufferPtr message);
     BufferPtr take_locked(std::unique_lock<std::mutex>& lock);

@@ -702,14 +702,13 @@ std::uint64_t TcpNode::attach_incoming(int fd, std::uint64_t incarnation) {
     return next_expected;
 }
 
-void TcpNode::in_broken(const std::string& why) {
+void TcpNode::in_broken() {
     if (in_fd_ >= 0) ::close(in_fd_);
     in_fd_ = -1;
     assembling_.reset();
     rx_begin_ = rx_end_ = 0;
     if (in_goodbye_) return;
     // Either the connection broke (the peer reconnects) or the peer died: ask it.
-    (void)why;
     probe_wanted_.store(true);
     shared_->wake_io();
 }
@@ -753,21 +752,21 @@ void TcpNode::parse_in_buffer() {
         if (h.type != static_cast<std::uint32_t>(FrameType::data) || h.flags != 0) {
             violation_ = "node " + std::to_string(id_) + " sent a frame of unknown type " + std::to_string(h.type);
             shared_->count_refusal(Refusal::protocol_error);
-            in_broken(violation_);
+            in_broken();
             return;
         }
         if (h.length > p.max_message_size) {
             violation_ = "node " + std::to_string(id_) + " sent a frame of " + std::to_string(h.length) +
                          " bytes, above max_message_size (" + std::to_string(p.max_message_size) + ")";
             shared_->count_refusal(Refusal::bad_length);
-            in_broken(violation_);
+            in_broken();
             return;
         }
         if (h.seq != received_) {
             violation_ = "node " + std::to_string(id_) + " sent message " + std::to_string(h.seq) + " where " +
                          std::to_string(received_) + " was expected";
             shared_->count_refusal(Refusal::protocol_error);
-            in_broken(violation_);
+            in_broken();
             return;
         }
         const std::size_t have = rx_end_ - rx_begin_ - sizeof h;
@@ -804,12 +803,12 @@ void TcpNode::read_in_side() {
             got = ::recv(in_fd_, rx_.data() + rx_end_, rx_.size() - rx_end_, MSG_DONTWAIT);
         }
         if (got == 0) {
-            in_broken("closed by the peer");
+            in_broken();
             return;
         }
         if (got < 0) {
             if (errno == EINTR) continue;
-            if (errno != EAGAIN && errno != EWOULDBLOCK) in_broken("read failed: " + errno_text(errno));
+            if (errno != EAGAIN && errno != EWOULDBLOCK) in_broken();
             return;
         }
         if (assembling_) {
