@@ -694,6 +694,17 @@ protected:
         ASSERT_EQ(text_.nodes.size(), 2u) << "no free ports";
         c_ = text_.load();
     }
+    // Starts node 2 streaming to this node, takes `count` of its messages, then
+    // kills it with SIGKILL mid-stream.
+    void take_from_a_sender_then_kill_it(Node& from_peer, int count) {
+        ChildProcess first(peer_args(text_, 2, "stream", {"to=1", "count=0", "size=300"}));
+        for (int i = 0; i < count; ++i) {
+            auto m = from_peer.receive(patience);
+            ASSERT_NE(m, nullptr) << "first stream stalled at " << i;
+        }
+        first.kill(SIGKILL);
+        first.wait();
+    }
     PartitionText text_;
     config::Configuration c_;
 };
@@ -813,15 +824,7 @@ TEST_F(TcpPeerLife, ARestartedReceiverWithTheSameNodeIdGetsNewTrafficOnly) {
 TEST_F(TcpPeerLife, ARestartedSenderIsRecognisedAndItsNewStreamArrivesWhole) {
     auto self = NodeFactory::create(c_, 1);
     auto from_peer = self->create_node(2);
-    {
-        ChildProcess first(peer_args(text_, 2, "stream", {"to=1", "count=0", "size=300"}));
-        for (int i = 0; i < 1000; ++i) {
-            auto m = from_peer->receive(patience);
-            ASSERT_NE(m, nullptr) << "first stream stalled at " << i;
-        }
-        first.kill(SIGKILL);
-        first.wait();
-    }
+    ASSERT_NO_FATAL_FAILURE(take_from_a_sender_then_kill_it(*from_peer, 1000));
     // It stays after its stream: the end of a process is another test's matter.
     ChildProcess second(peer_args(text_, 2, "stream", {"to=1", "count=500", "size=300", "stay=1"}));
     // Messages the first incarnation handed over before it died may still arrive,
@@ -874,15 +877,7 @@ TEST_F(TcpPeerLife, ARestartedSenderIsRecognisedAndItsNewStreamArrivesWhole) {
 TEST_F(TcpPeerLife, TheLossOfAKilledSenderIsReportedBeforeTheFirstMessageOfItsRestartedProcess) {
     auto self = NodeFactory::create(c_, 1);
     auto from_peer = self->create_node(2);
-    {
-        ChildProcess first(peer_args(text_, 2, "stream", {"to=1", "count=0", "size=300"}));
-        for (int i = 0; i < 1000; ++i) {
-            auto m = from_peer->receive(patience);
-            ASSERT_NE(m, nullptr) << "first stream stalled at " << i;
-        }
-        first.kill(SIGKILL);
-        first.wait();
-    }
+    ASSERT_NO_FATAL_FAILURE(take_from_a_sender_then_kill_it(*from_peer, 1000));
     ChildProcess second(peer_args(text_, 2, "stream", {"to=1", "count=500", "size=300", "stay=1"}));
     ASSERT_EQ(outcome(second, patience), "sent 500"); // connected, and its stream is in the sockets
     std::uint64_t next = 1000;
