@@ -96,10 +96,14 @@ dirty=$(git status --porcelain --untracked-files=no 2>/dev/null | awk '{print $2
 
 header "build zmq_bench ($out/zmq_bench)"
 zmq_bench=$out/zmq_bench
-if [[ ! -x "$zmq_bench" || tests/peers/zmq_bench.cpp -nt "$zmq_bench" ]]; then
+if [[ ! -x "$zmq_bench" || tests/peers/zmq_bench.cpp -nt "$zmq_bench" ||
+    apps/msgpass-bench/report.cpp -nt "$zmq_bench" ]]; then
+    # Its results are msgpass-bench's (report.cpp: the same summary and JSON line).
     # shellcheck disable=SC2046 # pkg-config's flags are words
-    "${CXX:-g++}" -std=c++20 -O2 -Wall -Wextra -Wpedantic -o "$zmq_bench" tests/peers/zmq_bench.cpp \
-        $(pkg-config --cflags --libs libzmq)
+    "${CXX:-g++}" -std=c++20 -O2 -Wall -Wextra -Wpedantic -o "$zmq_bench" \
+        -Iapps/msgpass-bench -Iconfig/include -Iframework/include \
+        tests/peers/zmq_bench.cpp apps/msgpass-bench/report.cpp "$build/config/libmsgpass_config.a" \
+        $(pkg-config --cflags --libs libzmq yaml-cpp)
 fi
 
 cpu_args=()

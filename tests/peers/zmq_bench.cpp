@@ -9,6 +9,8 @@
 // must not create one), and hands the peer the endpoint through a pipe.
 // It is built only by scripts/compare-peers.sh, not by the CMake build, so that
 // msgpass itself never depends on ZeroMQ.
+#include "report.hpp" // msgpass-bench's Result, summarize(), to_json(), parse_sizes()
+
 #include <zmq.h>
 
 #include <algorithm>
@@ -36,6 +38,16 @@
 
 namespace {
 
+using msgpass::bench::Latency;
+using msgpass::bench::parse_sizes;
+using msgpass::bench::Result;
+using msgpass::bench::summarize;
+
+void print_json(const Result& r) {
+    std::fputs((msgpass::bench::to_json(r) + "\n").c_str(), stdout);
+    std::fflush(stdout);
+}
+
 using Clock = std::chrono::steady_clock;
 
 constexpr std::uint64_t KiB = 1024;
@@ -56,20 +68,6 @@ struct Options {
     std::vector<int> cpus;
 };
 
-struct Latency {
-    double mean = 0, p50 = 0, p99 = 0, p999 = 0, max = 0;
-};
-
-struct Result {
-    std::string technology;
-    std::string pattern;
-    std::uint64_t size = 0;
-    std::uint64_t iterations = 0;
-    std::optional<Latency> one_way_us;
-    double msgs_per_s = 0;
-    double MBps = 0;
-};
-
 [[noreturn]] void fail(const std::string& what) {
     throw std::runtime_error(what + ": " + zmq_strerror(zmq_errno()));
 }
@@ -81,24 +79,6 @@ std::vector<std::string> split(const std::string& list) {
     while (std::getline(in, item, ','))
         items.push_back(item);
     return items;
-}
-
-// "8", "8KiB", "4MiB", as msgpass-bench's --sizes.
-std::uint64_t parse_size(const std::string& text) {
-    char* end = nullptr;
-    errno = 0;
-    const unsigned long long n = std::strtoull(text.c_str(), &end, 10);
-    const std::string unit = end ? end : "";
-    std::uint64_t scale = 1;
-    if (unit == "KiB" || unit == "KB" || unit == "K")
-        scale = KiB;
-    else if (unit == "MiB" || unit == "MB" || unit == "M")
-        scale = MiB;
-    else if (!unit.empty())
-        throw std::invalid_argument("bad size '" + text + "'");
-    if (text.empty() || end == text.c_str() || errno != 0 || n == 0 || n > 256 * MiB / scale)
-        throw std::invalid_argument("bad size '" + text + "' (1 byte .. 256 MiB)");
-    return n * scale;
 }
 
 Options parse(int argc, char** argv) {
@@ -122,10 +102,7 @@ Options parse(int argc, char** argv) {
             for (const auto& p : o.patterns)
                 if (p != "pingpong" && p != "stream") throw std::invalid_argument("unknown pattern '" + p + "'");
         } else if (arg == "--sizes") {
-            o.sizes.clear();
-            for (const auto& s : split(value))
-                o.sizes.push_back(parse_size(s));
-            if (o.sizes.empty()) throw std::invalid_argument("--sizes is empty");
+            o.sizes = parse_sizes(value);
         } else if (arg == "--seconds") {
             char* end = nullptr;
             o.seconds = std::strtod(value.c_str(), &end);
@@ -155,44 +132,6 @@ void pin(const std::vector<int>& cpus, std::size_t index) {
     CPU_SET(cpus[index % cpus.size()], &set);
     if (::sched_setaffinity(0, sizeof set, &set) != 0)
         throw std::runtime_error(std::string("cannot pin to a cpu: ") + std::strerror(errno));
-}
-
-double percentile(const std::vector<double>& sorted, double p) {
-    auto rank = static_cast<std::size_t>(std::ceil(p * static_cast<double>(sorted.size())));
-    rank = std::clamp<std::size_t>(rank, 1, sorted.size());
-    return sorted[rank - 1];
-}
-
-Latency summarize(std::vector<double>& samples) {
-    Latency l;
-    if (samples.empty()) return l;
-    std::sort(samples.begin(), samples.end());
-    l.mean = std::accumulate(samples.begin(), samples.end(), 0.0) / static_cast<double>(samples.size());
-    l.p50 = percentile(samples, 0.50);
-    l.p99 = percentile(samples, 0.99);
-    l.p999 = percentile(samples, 0.999);
-    l.max = samples.back();
-    return l;
-}
-
-std::string number(double v) {
-    if (!std::isfinite(v)) return "null";
-    char text[32];
-    std::snprintf(text, sizeof text, "%.6g", v);
-    return text;
-}
-
-void print_json(const Result& r) {
-    std::string line = "{\"technology\":\"" + r.technology + "\",\"pattern\":\"" + r.pattern +
-                       "\",\"size\":" + std::to_string(r.size) + ",\"iterations\":" + std::to_string(r.iterations);
-    if (r.one_way_us) {
-        const auto& l = *r.one_way_us;
-        line += ",\"one_way_us\":{\"mean\":" + number(l.mean) + ",\"p50\":" + number(l.p50) +
-                ",\"p99\":" + number(l.p99) + ",\"p999\":" + number(l.p999) + ",\"max\":" + number(l.max) + "}";
-    }
-    line += ",\"msgs_per_s\":" + number(r.msgs_per_s) + ",\"MBps\":" + number(r.MBps) + "}\n";
-    std::fputs(line.c_str(), stdout);
-    std::fflush(stdout);
 }
 
 // Reads one byte per cache line, as msgpass-bench's receivers and its ring floor do,
