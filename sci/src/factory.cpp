@@ -1,6 +1,9 @@
 // The sci factory and group, and the registration of the technology.
 #include <msgpass/sci/factory.hpp>
 
+#include "local_node.hpp"
+#include "node.hpp"
+
 #include <cstdio>
 
 namespace msgpass::sci {
@@ -10,6 +13,9 @@ void register_technology() {
         return std::make_unique<SciNodeFactory>(configuration, self);
     });
 }
+
+SciGroup::SciGroup(std::string name, std::shared_ptr<LocalNode> local)
+    : BasicGroup(std::move(name), &local->bell()), local_(std::move(local)) {}
 
 void SciGroup::add(NodePtr node) {
     if (node == nullptr || dynamic_cast<SciNode*>(node.get()) == nullptr) {
@@ -28,10 +34,9 @@ SciNodeFactory::SciNodeFactory(const config::Configuration& configuration, NodeI
 
 SciNodeFactory::~SciNodeFactory() {
     std::lock_guard lock(mutex_);
-    const auto deadline = std::chrono::steady_clock::now() + configuration_.peer_timeout;
+    const auto deadline = deadline_after(configuration_.peer_timeout);
     for (auto& [id, node] : nodes_) {
-        const auto left = deadline - std::chrono::steady_clock::now();
-        if (!node->flush(std::max<std::chrono::nanoseconds>(left, std::chrono::nanoseconds::zero()))) {
+        if (!node->flush(time_left(deadline))) {
             std::fprintf(stderr,
                          "msgpass: %zu messages to node %u (%s) were never transferred: the node did not "
                          "take them within peer_timeout\n",
@@ -45,6 +50,10 @@ SciNodeFactory::~SciNodeFactory() {
     // A clean end: partners that find this process gone with nothing outstanding
     // do not report it as lost.
     std::atomic_ref<std::uint32_t>(local_->control().closing).store(1, std::memory_order_release);
+}
+
+Doorbell& SciNodeFactory::bell() const noexcept {
+    return local_->bell();
 }
 
 std::shared_ptr<SciNode> SciNodeFactory::make_node(NodeId id) {
@@ -90,13 +99,10 @@ bool SciNodeFactory::flush(std::chrono::nanoseconds timeout) {
         for (auto& [id, n] : nodes_)
             nodes.push_back(n);
     }
-    const auto deadline = std::chrono::steady_clock::now() + timeout;
+    const auto deadline = deadline_after(timeout);
     bool all = true;
-    for (auto& n : nodes) {
-        all = n->flush(std::max<std::chrono::nanoseconds>(deadline - std::chrono::steady_clock::now(),
-                                                          std::chrono::nanoseconds::zero())) &&
-              all;
-    }
+    for (auto& n : nodes)
+        all = n->flush(time_left(deadline)) && all;
     return all;
 }
 

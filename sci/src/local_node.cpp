@@ -1,6 +1,6 @@
 // The local node: segment set-up and the pools of receive slots, headers and send
 // buffers.
-#include <msgpass/sci/local_node.hpp>
+#include "local_node.hpp"
 
 #include <algorithm>
 #include <chrono>

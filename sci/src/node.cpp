@@ -1,7 +1,7 @@
 // The sci protocol between this process and one peer: connection (link) to the
 // peer's segment, introduction, slot grants, signed notifications, large messages
 // through a ring in a region per sender, the send queue, and peer loss and restart.
-#include <msgpass/sci/node.hpp>
+#include "node.hpp"
 
 #include <msgpass/wait.hpp>
 

@@ -1,7 +1,7 @@
 // The emulation backend of the remote-memory layer: POSIX shared-memory objects
 // (Boost.Interprocess), an exclusive flock held by the owner as its liveness
 // token, and State objects for the life cycles of local and remote segments.
-#include <msgpass/sci/remote_memory.hpp>
+#include "remote_memory.hpp"
 
 #include <boost/interprocess/exceptions.hpp>
 #include <boost/interprocess/mapped_region.hpp>

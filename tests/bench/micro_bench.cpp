@@ -1,8 +1,8 @@
 // Micro-benchmarks of the sci hot paths (Google Benchmark; built with the tests,
 // not registered with ctest): receive-slot and send-buffer allocation and release
-// in sci::LocalNode, header signing and checking (msgpass/sci/layout.hpp), and the
+// in sci::LocalNode, header signing and checking (msgpass/sci/protocol.hpp), and the
 // gather copy of a FragmentList. Run: build-dir/tests/bench/micro_bench.
-#include <msgpass/sci/local_node.hpp>
+#include "local_node.hpp"
 
 #include "../support/partition.hpp"
 

@@ -2,13 +2,12 @@
 // the others through tcp, and one group mixes both (BMI's several methods at once).
 // The machines are named in the nodes file; all processes run here, so the test
 // shows the routing and the mixed group, and tests/tcp runs auto across namespaces.
-#include "../../framework/init/auto_factory.hpp"
+#include <msgpass/auto/factory.hpp>
 
 #include "../support/partition.hpp"
+#include "node.hpp" // sci/src: the sci node, to tell which technology reaches a peer
 
 #include <gtest/gtest.h>
-
-#include <msgpass/sci/node.hpp>
 
 namespace msgpass::test {
 namespace {
@@ -32,7 +31,7 @@ TEST(AutoTechnology, NodesOnTheSameMachineTalkSciAndOthersTcp) {
     SegmentCleanup cleanup(c.partition);
     auto f1 = NodeFactory::create(c, 1);
     ASSERT_EQ(f1->technology(), "auto");
-    auto& a = dynamic_cast<AutoNodeFactory&>(*f1);
+    auto& a = dynamic_cast<auto_::AutoNodeFactory&>(*f1);
     EXPECT_EQ(a.technology_of(2), "sci");
     EXPECT_EQ(a.technology_of(3), "tcp");
     EXPECT_NE(dynamic_cast<sci::SciNode*>(f1->create_node(2).get()), nullptr);

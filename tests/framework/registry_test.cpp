@@ -27,6 +27,7 @@ public:
     std::shared_ptr<Group> create_group(const std::string& name) override {
         throw ConfigError("no group named '" + name + "'");
     }
+    bool flush(std::chrono::nanoseconds) override { return true; }
 
     [[nodiscard]] const std::string& maker() const { return maker_; }
 

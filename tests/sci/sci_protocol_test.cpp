@@ -5,6 +5,10 @@
 // an echo that goes on across a restart of the peer process.
 #include <msgpass/sci/factory.hpp>
 
+#include "local_node.hpp"
+#include "node.hpp"
+#include "remote_memory.hpp"
+
 #include "../support/partition.hpp"
 #include "../support/process.hpp"
 

@@ -3,6 +3,10 @@
 // (kill -9 mid-stream, restart, stale segments, duplicate node ids, hostile words).
 #include <msgpass/sci/factory.hpp>
 
+#include "local_node.hpp"
+#include "node.hpp"
+#include "remote_memory.hpp"
+
 #include "../support/partition.hpp"
 #include "../support/process.hpp"
 

@@ -8,6 +8,7 @@
 #pragma once
 
 #include <msgpass/error.hpp>
+#include <msgpass/sizes.hpp>
 
 #include <chrono>
 #include <cstdint>
@@ -19,9 +20,9 @@
 
 namespace msgpass::config {
 
-inline constexpr std::uint64_t KiB = 1024;
-inline constexpr std::uint64_t MiB = 1024 * KiB;
-inline constexpr std::uint64_t GiB = 1024 * MiB;
+using msgpass::GiB;
+using msgpass::KiB;
+using msgpass::MiB;
 
 // Where a value came from, for error messages ("network.yaml:12:5").
 struct Location {

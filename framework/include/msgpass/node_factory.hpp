@@ -5,6 +5,7 @@
 #pragma once
 
 #include <msgpass/buffer.hpp>
+#include <msgpass/config.hpp>
 #include <msgpass/group.hpp>
 #include <msgpass/node.hpp>
 
@@ -15,11 +16,6 @@
 #include <vector>
 
 namespace msgpass {
-
-namespace config {
-struct Configuration;
-struct Options;
-} // namespace config
 
 class NodeFactory {
 public:
@@ -32,7 +28,7 @@ public:
     // UnknownTechnology (listing the known ones), ConfigError when self is not in
     // the nodes file, ResourceError when the local resources cannot be set up.
     // Defined in the msgpass umbrella library, which registers the built-in
-    // technologies (sci, tcp, udp) first.
+    // technologies first.
     static std::unique_ptr<NodeFactory> create(const config::Configuration& configuration, NodeId self);
     // The same from parsed command-line options (msgpass::options()).
     static std::unique_ptr<NodeFactory> create(const config::Options& options);
@@ -56,6 +52,11 @@ public:
     // created if needed. The same object on every call. Throws ConfigError for an
     // unknown name (listing the known ones).
     virtual std::shared_ptr<Group> create_group(const std::string& name) = 0;
+
+    // Waits at most timeout (one deadline for all nodes) until every node created by
+    // this factory has handed its queued messages over to its peer; true when every
+    // queue is empty. nanoseconds::max() waits until they are. Any thread.
+    virtual bool flush(std::chrono::nanoseconds timeout) = 0;
 };
 
 // The technologies this process can make, by name. Thread-safe.

@@ -8,6 +8,8 @@
 // sleeper is announced, so the fast path of send has no system call.
 #pragma once
 
+#include <msgpass/deadline.hpp>
+
 #include <algorithm>
 #include <atomic>
 #include <chrono>
@@ -54,7 +56,7 @@ auto wait_for(Poll&& poll, std::chrono::nanoseconds timeout, Doorbell* bell, con
     if (auto r = poll()) return r;
     if (timeout <= std::chrono::nanoseconds::zero()) return {};
     const auto start = Clock::now();
-    const auto deadline = start + timeout;
+    const auto deadline = deadline_after(timeout, start);
     const auto spin_end = std::min(deadline, start + policy.spin);
     const auto yield_end = std::min(deadline, start + policy.yield);
     for (auto now = start; now < spin_end; now = Clock::now()) {

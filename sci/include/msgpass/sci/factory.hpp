@@ -5,14 +5,15 @@
 #include <msgpass/config.hpp>
 #include <msgpass/group.hpp>
 #include <msgpass/node_factory.hpp>
-#include <msgpass/sci/local_node.hpp>
-#include <msgpass/sci/node.hpp>
 
 #include <map>
 #include <memory>
 #include <mutex>
 
 namespace msgpass::sci {
+
+class LocalNode; // the local segment of this process (src/local_node.hpp)
+class SciNode;   // one peer (src/node.hpp)
 
 // Registers "sci" with the TechnologyRegistry. Idempotent.
 void register_technology();
@@ -21,8 +22,7 @@ void register_technology();
 // waits as the nodes do (LocalNode::wait) and sleeps on the local segment's doorbell.
 class SciGroup final : public BasicGroup {
 public:
-    SciGroup(std::string name, std::shared_ptr<LocalNode> local)
-        : BasicGroup(std::move(name), &local->bell()), local_(std::move(local)) {}
+    SciGroup(std::string name, std::shared_ptr<LocalNode> local);
     // Throws UsageError when the node is not an SCINode.
     void add(NodePtr node) override;
     [[nodiscard]] BufferPtr receive() override { return BasicGroup::receive(); }
@@ -48,8 +48,10 @@ public:
     std::shared_ptr<Group> create_group(const std::string& name) override;
 
     [[nodiscard]] LocalNode& local_node() const noexcept { return *local_; }
+    // The doorbell of the local segment, which every sender to this process rings.
+    [[nodiscard]] Doorbell& bell() const noexcept;
     // Flushes every node's queue; true when all are empty within timeout.
-    bool flush(std::chrono::nanoseconds timeout);
+    bool flush(std::chrono::nanoseconds timeout) override;
 
 private:
     std::shared_ptr<SciNode> make_node(NodeId id);

@@ -15,7 +15,7 @@
 #include <msgpass/tcp/protocol.hpp>
 #include <msgpass/wait.hpp>
 
-#include "pool.hpp"
+#include <msgpass/ip/pool.hpp>
 
 #include <array>
 #include <atomic>
@@ -36,6 +36,8 @@
 namespace msgpass::tcp {
 
 using Clock = std::chrono::steady_clock;
+using ip::BufferPool;
+using ip::InlineBuffer;
 
 // A receiver acknowledges what it holds once it has waited ack_delay for more: in a
 // request-response exchange the peer's next message comes sooner, and an

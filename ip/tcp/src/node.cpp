@@ -295,7 +295,7 @@ void TcpNode::arm_out(bool want_write) {
 }
 
 bool TcpNode::flush(std::chrono::nanoseconds timeout) {
-    const auto deadline = Clock::now() + timeout;
+    const auto deadline = deadline_after(timeout);
     std::unique_lock lock(out_mutex_);
     for (;;) {
         if (state_ == OutState::established) write_pending();
@@ -880,7 +880,7 @@ BufferPtr TcpNode::take_ready() {
 BufferPtr TcpNode::receive(std::chrono::nanoseconds timeout) {
     if (auto m = take_ready()) return m; // a stream: no clock, no system call
     const auto start = Clock::now();
-    const auto deadline = start + timeout;
+    const auto deadline = deadline_after(timeout, start);
     for (;;) {
         if (auto m = take_ready()) return m;
         const auto now = Clock::now();

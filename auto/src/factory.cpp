@@ -1,13 +1,13 @@
-// technology: auto: one factory over the sci and tcp factories (see auto_factory.hpp).
-#include "auto_factory.hpp"
+// technology: auto: one factory over the sci and tcp factories (see msgpass/auto/factory.hpp).
+#include <msgpass/auto/factory.hpp>
 
 #include <msgpass/wait.hpp>
 
 #include <algorithm>
 
-namespace msgpass {
+namespace msgpass::auto_ {
 
-void register_auto_technology() {
+void register_technology() {
     TechnologyRegistry::instance().add("auto", [](const config::Configuration& configuration, NodeId self) {
         return std::make_unique<AutoNodeFactory>(configuration, self);
     });
@@ -27,7 +27,7 @@ AutoNodeFactory::AutoNodeFactory(const config::Configuration& configuration, Nod
                                     [&](const config::NodeConfig& n) { return !same_machine(me, n); });
     if (remote) {
         tcp_ = std::make_unique<tcp::TcpNodeFactory>(configuration_, self);
-        tcp_->ring_on_input(sci_->local_node().bell());
+        tcp_->ring_on_input(sci_->bell());
     }
 }
 
@@ -56,14 +56,14 @@ BufferPtr AutoNodeFactory::create_buffer(std::size_t size) {
 }
 
 std::unique_ptr<DynamicGroup> AutoNodeFactory::create_group() {
-    return std::make_unique<AutoGroup>("", sci_->local_node().bell(), tcp_ != nullptr);
+    return std::make_unique<AutoGroup>("", *this);
 }
 
 std::shared_ptr<Group> AutoNodeFactory::create_group(const std::string& name) {
     std::lock_guard lock(mutex_);
     if (auto it = groups_.find(name); it != groups_.end()) return it->second;
     const auto& members = configuration_.group(name);
-    auto group = std::make_shared<AutoGroup>(name, sci_->local_node().bell(), tcp_ != nullptr);
+    auto group = std::make_shared<AutoGroup>(name, *this);
     for (NodeId id : members) {
         if (id == self_) {
             group->add_self(id);
@@ -75,12 +75,23 @@ std::shared_ptr<Group> AutoNodeFactory::create_group(const std::string& name) {
     return group;
 }
 
+bool AutoNodeFactory::flush(std::chrono::nanoseconds timeout) {
+    const auto deadline = deadline_after(timeout);
+    const bool sci = sci_->flush(time_left(deadline));
+    return (tcp_ == nullptr || tcp_->flush(time_left(deadline))) && sci;
+}
+
+bool AutoNodeFactory::made(const Node& node) {
+    if (node.id() == self_ || configuration_.find_node(node.id()) == nullptr) return false;
+    return create_node(node.id()).get() == &node;
+}
+
 void AutoGroup::add(NodePtr node) {
     if (!node) throw UsageError("DynamicGroup::add: null node");
-    if (!has_tcp_ && dynamic_cast<sci::SciNode*>(node.get()) == nullptr) {
-        throw UsageError("this auto factory has no tcp part for node " + std::to_string(node->id()));
+    if (!factory_.made(*node)) {
+        throw UsageError("node " + std::to_string(node->id()) + " was not made by this auto factory");
     }
     BasicGroup::add(std::move(node));
 }
 
-} // namespace msgpass
+} // namespace msgpass::auto_

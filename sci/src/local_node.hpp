@@ -7,9 +7,10 @@
 
 #include <msgpass/buffer.hpp>
 #include <msgpass/config.hpp>
-#include <msgpass/sci/layout.hpp>
-#include <msgpass/sci/remote_memory.hpp>
+#include <msgpass/sci/protocol.hpp>
 #include <msgpass/wait.hpp>
+
+#include "remote_memory.hpp"
 
 #include <algorithm>
 #include <atomic>
@@ -144,7 +145,7 @@ auto LocalNode::wait(Poll&& poll, std::chrono::nanoseconds timeout) -> decltype(
     if (auto r = poll()) return r;
     if (timeout <= std::chrono::nanoseconds::zero()) return {};
     const auto start = Clock::now();
-    const auto deadline = start + timeout;
+    const auto deadline = deadline_after(timeout, start);
     if (!cpu_shared_.load(std::memory_order_relaxed)) {
         const auto spin_end = std::min(deadline, start + policy.spin);
         for (auto now = start; now < spin_end; now = Clock::now()) {
@@ -164,8 +165,8 @@ auto LocalNode::wait(Poll&& poll, std::chrono::nanoseconds timeout) -> decltype(
         learn_from_yield(after - now);
         now = after;
     }
-    const auto left = deadline - Clock::now();
-    if (left <= std::chrono::nanoseconds::zero()) return poll();
+    const auto left = time_left(deadline);
+    if (left == std::chrono::nanoseconds::zero()) return poll();
     return wait_for(poll, left, &bell(), WaitPolicy{std::chrono::microseconds(0), std::chrono::microseconds(0)});
 }
 

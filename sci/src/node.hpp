@@ -8,9 +8,10 @@
 
 #include <msgpass/config.hpp>
 #include <msgpass/node.hpp>
-#include <msgpass/sci/layout.hpp>
-#include <msgpass/sci/local_node.hpp>
-#include <msgpass/sci/remote_memory.hpp>
+#include <msgpass/sci/protocol.hpp>
+
+#include "local_node.hpp"
+#include "remote_memory.hpp"
 
 #include <array>
 #include <atomic>

@@ -64,7 +64,7 @@ public:
     std::shared_ptr<Group> create_group(const std::string& name) override;
 
     // Flushes every node; true when all queues are empty within timeout.
-    bool flush(std::chrono::nanoseconds timeout);
+    bool flush(std::chrono::nanoseconds timeout) override;
     // The port this factory listens on (the nodes file's port).
     [[nodiscard]] std::uint16_t port() const noexcept;
     [[nodiscard]] ListenerStats listener_stats() const noexcept;

@@ -2,6 +2,7 @@
 // are reached through sci, nodes on other machines through tcp, inside one factory
 // and one group. Two nodes are on the same machine when they name the same
 // `machine` in the nodes file, or, when neither names one, the same host.
+// The namespace is msgpass::auto_ because `auto` is a C++ keyword.
 #pragma once
 
 #include <msgpass/config.hpp>
@@ -14,10 +15,10 @@
 #include <memory>
 #include <mutex>
 
-namespace msgpass {
+namespace msgpass::auto_ {
 
 // Registers "auto" with the TechnologyRegistry. Idempotent.
-void register_auto_technology();
+void register_technology();
 
 // True when the two nodes of the configuration are on the same machine.
 [[nodiscard]] bool same_machine(const config::NodeConfig& a, const config::NodeConfig& b);
@@ -35,9 +36,16 @@ public:
     BufferPtr create_buffer(std::size_t size) override;
     std::unique_ptr<DynamicGroup> create_group() override;
     std::shared_ptr<Group> create_group(const std::string& name) override;
+    // Flushes the sci and the tcp part with one deadline.
+    bool flush(std::chrono::nanoseconds timeout) override;
 
     // The technology that reaches node id ("sci" or "tcp").
     [[nodiscard]] std::string_view technology_of(NodeId id) const;
+    // The doorbell every group of this factory sleeps on (the sci one; the tcp part
+    // rings it on input).
+    [[nodiscard]] Doorbell& bell() const noexcept { return sci_->bell(); }
+    // True when node is one this factory made (through its sci or tcp part).
+    [[nodiscard]] bool made(const Node& node);
 
 private:
     config::Configuration configuration_;
@@ -52,12 +60,13 @@ private:
 // sci doorbell, which the tcp factory rings on input from any of its connections.
 class AutoGroup final : public BasicGroup {
 public:
-    AutoGroup(std::string name, Doorbell& bell, bool has_tcp) : BasicGroup(std::move(name), &bell), has_tcp_(has_tcp) {}
-    // Throws UsageError for a tcp node when the factory has no tcp part.
+    AutoGroup(std::string name, AutoNodeFactory& factory)
+        : BasicGroup(std::move(name), &factory.bell()), factory_(factory) {}
+    // Throws UsageError for a node that this group's factory did not make.
     void add(NodePtr node) override;
 
 private:
-    bool has_tcp_;
+    AutoNodeFactory& factory_;
 };
 
-} // namespace msgpass
+} // namespace msgpass::auto_

@@ -160,7 +160,7 @@ std::vector<std::shared_ptr<TcpNode>> Engine::nodes() const {
 
 void Engine::shutdown() {
     if (!thread_.joinable()) return;
-    const auto deadline = Clock::now() + shared_->parameters.peer_timeout;
+    const auto deadline = deadline_after(shared_->parameters.peer_timeout);
     for (const auto& n : nodes()) {
         const auto left = std::max<std::chrono::nanoseconds>(deadline - Clock::now(), std::chrono::nanoseconds::zero());
         if (!n->flush(left)) {

@@ -59,12 +59,10 @@ std::shared_ptr<Group> TcpNodeFactory::create_group(const std::string& name) {
 }
 
 bool TcpNodeFactory::flush(std::chrono::nanoseconds timeout) {
-    const auto deadline = Clock::now() + timeout;
+    const auto deadline = deadline_after(timeout);
     bool all = true;
-    for (const auto& n : engine_->nodes()) {
-        all = n->flush(std::max<std::chrono::nanoseconds>(deadline - Clock::now(), std::chrono::nanoseconds::zero())) &&
-              all;
-    }
+    for (const auto& n : engine_->nodes())
+        all = n->flush(time_left(deadline)) && all;
     return all;
 }
 
@@ -112,7 +110,7 @@ bool TcpGroup::remove(NodeId id) {
 // the factory's wake-up descriptor (a connection was installed, a peer was lost).
 BufferPtr TcpGroup::receive(std::chrono::nanoseconds timeout) {
     const auto start = Clock::now();
-    const auto deadline = start + timeout;
+    const auto deadline = deadline_after(timeout, start);
     std::vector<int> fds;
     for (;;) {
         if (auto m = BasicGroup::receive()) return m;

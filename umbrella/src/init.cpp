@@ -3,7 +3,7 @@
 // configuration's `technology` key (default sci).
 #include <msgpass/msgpass.hpp>
 
-#include "auto_factory.hpp"
+#include <msgpass/auto/factory.hpp>
 #include <msgpass/sci/factory.hpp>
 #include <msgpass/tcp/factory.hpp>
 
@@ -14,7 +14,7 @@ void register_builtin_technologies() {
     static const bool once = [] {
         sci::register_technology();
         tcp::register_technology();
-        register_auto_technology();
+        auto_::register_technology();
         return true;
     }();
     (void)once;

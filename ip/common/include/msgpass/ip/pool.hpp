@@ -1,4 +1,4 @@
-// Recycled memory for large messages (64 KiB and more) of the tcp technology: a
+// Recycled memory for large messages (64 KiB and more) of the ip technologies: a
 // fresh buffer of a megabyte per message costs page faults on every touch, and with
 // glibc an mmap/munmap pair per message, which halved the bandwidth of a 1 MiB
 // stream. Freed buffers return here, by power-of-two size class, up to a few per
@@ -15,7 +15,7 @@
 #include <mutex>
 #include <vector>
 
-namespace msgpass::tcp {
+namespace msgpass::ip {
 
 // A small message in one allocation: the object and its bytes together (a
 // HeapBuffer takes two), which is a tenth of the cost of a 64-byte message in a
@@ -87,4 +87,4 @@ inline void BufferPool::give(std::size_t cls, std::unique_ptr<std::byte[]> memor
     if (free_[cls].size() < keep_per_class) free_[cls].push_back(std::move(memory));
 }
 
-} // namespace msgpass::tcp
+} // namespace msgpass::ip
