@@ -1,0 +1,102 @@
+#!/usr/bin/env bash
+# Checks that dependencies between the layers of msgpass point down only
+# (docs/architecture.md): every #include of a library or application file must name a
+# header of its own folder or of a lower layer, never one of a higher layer, never one
+# of a sibling at the same height (sci and ip/common, tcp and udp), and never a private
+# header (src/) of another folder. Tests are not checked: white-box tests reach private
+# headers on purpose.
+#
+#   scripts/check-layers.sh [ROOT]     ROOT defaults to the repository
+#
+# Prints one line per violation, "file:line: <folder> includes <header> of <folder>",
+# and exits 1 when there is any.
+set -euo pipefail
+
+root=${1:-$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)}
+cd "$root"
+
+# The layers, lowest first. Folders on one line are siblings: neither may include
+# the other.
+layers=(
+    "base"
+    "config"
+    "framework"
+    "sci ip/common"
+    "ip/tcp ip/udp"
+    "auto"
+    "umbrella"
+    "comm"
+    "mpi"
+    "apps"
+)
+
+declare -A rank=()
+for i in "${!layers[@]}"; do
+    for folder in ${layers[$i]}; do
+        rank[$folder]=$i
+    done
+done
+
+# The folder (layer) a path belongs to, or nothing.
+folder_of() {
+    local path=${1#./} f best=""
+    for f in "${!rank[@]}"; do
+        if [[ $path == "$f"/* && ${#f} -gt ${#best} ]]; then best=$f; fi
+    done
+    printf '%s' "$best"
+}
+
+# Public headers: <msgpass/...> -> the folder whose include/ holds it.
+declare -A public=()
+while IFS= read -r header; do
+    header=${header#./}
+    folder=$(folder_of "$header")
+    [[ -n $folder ]] || continue
+    public[${header#"$folder"/include/}]=$folder
+done < <(find . -path ./build -prune -o -path '*/include/msgpass/*' -type f -print)
+
+violations=0
+report() {
+    echo "$1"
+    violations=$((violations + 1))
+}
+
+while IFS= read -r file; do
+    file=${file#./}
+    from=$(folder_of "$file")
+    [[ -n $from ]] || continue
+    while IFS=: read -r line text; do
+        if [[ $text =~ ^[[:space:]]*#[[:space:]]*include[[:space:]]*\<(msgpass/[^>]+)\> ]]; then
+            header=${BASH_REMATCH[1]}
+            to=${public[$header]:-}
+            if [[ -z $to ]]; then
+                report "$file:$line: $from includes <$header>, which no folder's include/ provides"
+                continue
+            fi
+        elif [[ $text =~ ^[[:space:]]*#[[:space:]]*include[[:space:]]*\"([^\"]+)\" ]]; then
+            header=${BASH_REMATCH[1]}
+            resolved=$(realpath -m --relative-to=. "$(dirname "$file")/$header")
+            [[ -e $resolved ]] || continue # found through an include directory of the target
+            to=$(folder_of "$resolved")
+            [[ -n $to ]] || continue
+            if [[ $to != "$from" && $resolved == "$to"/src/* ]]; then
+                report "$file:$line: $from includes \"$header\", a private header of $to"
+                continue
+            fi
+        else
+            continue
+        fi
+        [[ $to == "$from" ]] && continue
+        if ((rank[$to] > rank[$from])); then
+            report "$file:$line: $from includes $header of $to, a higher layer"
+        elif ((rank[$to] == rank[$from])); then
+            report "$file:$line: $from includes $header of $to, a sibling at the same layer"
+        fi
+    done < <(grep -n '^[[:space:]]*#[[:space:]]*include' "$file" || true)
+done < <(find . -path ./build -prune -o -path ./tests -prune -o -type f \( -name '*.cpp' -o -name '*.hpp' -o -name '*.h' \) -print | sort)
+
+if ((violations > 0)); then
+    echo "check-layers: $violations include(s) break the layering (docs/architecture.md, Layers)" >&2
+    exit 1
+fi
+echo "check-layers: every include points down"
