@@ -444,7 +444,7 @@ Settings parse(int argc, char** argv, bool& help) {
         "and prints a table beside the SCI seed's 1999 figures and this machine's floors.\n\n"
         "Options");
     visible.add_options()("help,h", "this help")("technology", po::value<std::string>(),
-                                                 "sci | tcp | udp (default: the configuration's, sci)")(
+                                                 "sci | tcp | auto (default: the configuration's, sci)")(
         "pattern", po::value<std::string>(), "pingpong | stream | broadcast | gather | idle")(
         "sizes", po::value(&sizes), "message sizes, e.g. 8,64,1KiB,4MiB")("iterations", po::value(&s.budget.iterations),
                                                                           "timed messages (or round trips) per point")(

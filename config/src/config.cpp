@@ -418,7 +418,7 @@ const std::vector<std::string>& sci_key_list() {
 
 const std::vector<std::string> network_keys = {
     "partition", "technology", "max_message_size", "peer_timeout", "send_queue_limit", "sci", "groups"};
-const std::vector<std::string> technologies = {"sci", "tcp", "udp", "auto"};
+const std::vector<std::string> technologies = {"sci", "tcp", "auto"};
 
 bool contains(const std::vector<std::string>& list, const std::string& word) {
     return std::find(list.begin(), list.end(), word) != list.end();

@@ -68,7 +68,7 @@ struct NodeConfig {
 
 struct Configuration {
     std::string partition = "msgpass";            // scopes shared-memory names and handshakes
-    std::string technology = "sci";               // sci | tcp | udp | auto
+    std::string technology = "sci";               // sci | tcp | auto
     std::uint64_t max_message_size = 64 * MiB;    // larger sends throw MessageTooLarge
     std::chrono::milliseconds peer_timeout{1000}; // a silent dead peer is declared lost after this
     std::uint32_t send_queue_limit = 65536;       // queued messages per node before SendQueueFull
