@@ -197,7 +197,8 @@ void TcpNode::send_impl(B& buffer) {
 }
 
 // Writes as much of the queue as the socket takes, many messages per system call
-// (a gather write over headers and fragments, no staging copy).
+// (a gather write over headers and fragments; pieces up to small_piece bytes are
+// staged, larger ones written from where they are).
 void TcpNode::write_pending() {
     while (state_ == OutState::established && written_ < entries_.size()) {
         iovec iov[max_iov];
