@@ -2,7 +2,7 @@
 // `ring` sends a token to its successor, every other node forwards what it receives
 // from its predecessor, and the token comes back to the first node. No transport
 // appears in the code; network.yaml chooses it. Start it on every node with
-//   msgpass-run --config ring/network.yaml --nodes ring/nodes.yaml -- token-ring
+//   msgpass-run --config ring/network.yaml --nodes ring/nodes.yaml -- msgpass-token-ring
 // Exits 0 when the token went round, 1 on a timeout or a wrong token, 2 on an error.
 #include <msgpass/msgpass.hpp>
 
@@ -28,7 +28,7 @@ int main(int argc, char** argv) try {
         next->send(std::move(token));
         auto back = prev->receive(hop_timeout); // null on timeout
         if (!back) {
-            std::fprintf(stderr, "token-ring: node %u: the token did not come back within %llds\n", self,
+            std::fprintf(stderr, "msgpass-token-ring: node %u: the token did not come back within %llds\n", self,
                          static_cast<long long>(hop_timeout.count()));
             return 1;
         }
@@ -38,7 +38,7 @@ int main(int argc, char** argv) try {
 
     auto token = prev->receive(hop_timeout);
     if (!token) {
-        std::fprintf(stderr, "token-ring: node %u: no token from %u within %llds\n", self, prev->id(),
+        std::fprintf(stderr, "msgpass-token-ring: node %u: no token from %u within %llds\n", self, prev->id(),
                      static_cast<long long>(hop_timeout.count()));
         return 1;
     }
@@ -46,11 +46,11 @@ int main(int argc, char** argv) try {
     next->send(std::move(token)); // forward the received buffer as it is
     // send() never blocks: the token may still wait in the queue for a late peer.
     if (!next->flush(hop_timeout)) {
-        std::fprintf(stderr, "token-ring: node %u: could not hand the token to %u\n", self, next->id());
+        std::fprintf(stderr, "msgpass-token-ring: node %u: could not hand the token to %u\n", self, next->id());
         return 1;
     }
     return 0;
 } catch (const std::exception& e) {
-    std::fprintf(stderr, "token-ring: %s\n", e.what());
+    std::fprintf(stderr, "msgpass-token-ring: %s\n", e.what());
     return 2;
 }
