@@ -15,6 +15,7 @@ MSGPASS_PACKAGES=(
     libgmock-dev
     libbenchmark-dev
     pkg-config
+    help2man
 )
 
 msgpass_install_deps() {

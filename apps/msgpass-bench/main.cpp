@@ -439,26 +439,32 @@ Settings parse(int argc, char** argv, bool& help) {
     std::string ports;
     std::string wait = "block";
     po::options_description visible(
-        "msgpass-bench [options]\n\n"
+        "Usage: msgpass-bench [options]\n\n"
         "Without options: starts its peer, runs pingpong and stream over sci for 8 B..4 MiB\n"
         "and prints a table beside the SCI seed's 1999 figures and this machine's floors.\n\n"
         "Options");
-    visible.add_options()("help,h", "this help")("technology", po::value<std::string>(),
-                                                 "sci | tcp | auto (default: the configuration's, sci)")(
-        "pattern", po::value<std::string>(), "pingpong | stream | broadcast | gather | idle")(
-        "sizes", po::value(&sizes), "message sizes, e.g. 8,64,1KiB,4MiB")("iterations", po::value(&s.budget.iterations),
-                                                                          "timed messages (or round trips) per point")(
-        "seconds", po::value(&s.budget.seconds),
-        "time per point when --iterations is not given (default 0.4; idle: 5)")(
-        "members", po::value(&s.members), "group size for broadcast and gather (default 4)")(
-        "json", po::bool_switch(&s.json), "one JSON object per line on stdout, nothing else")(
-        "cpu", po::value(&cpus), "pin the driver to A and the peers to B,...: --cpu A,B")(
-        "reference", po::bool_switch(&s.reference), "measure the floors of this machine instead of msgpass")(
-        "config", po::value<std::string>(), "network file: run one side only (with --nodes, --node-id)")(
-        "nodes", po::value<std::string>(), "nodes file (one-side mode)")(
-        "node-id", po::value<NodeId>(), "own node id (one-side mode; else MSGPASS_NODE_ID or the launcher's rank)")(
-        "wait", po::value(&wait), "block: receive(timeout), the layer's wait (default); spin: poll receive()")(
-        "set", po::value(&s.sets)->composing(), "key=value override of the network file (repeatable)");
+    visible.add_options()                                                                                             //
+        ("help,h", "this help")                                                                                       //
+        ("technology", po::value<std::string>()->value_name("NAME"),                                                  //
+         "sci | tcp | auto (default: the configuration's, sci)")                                                      //
+        ("pattern", po::value<std::string>()->value_name("NAME"), "pingpong | stream | broadcast | gather | idle")    //
+        ("sizes", po::value(&sizes)->value_name("LIST"), "message sizes, e.g. 8,64,1KiB,4MiB")                        //
+        ("iterations", po::value(&s.budget.iterations)->value_name("N"), "timed messages (or round trips) per point") //
+        ("seconds", po::value(&s.budget.seconds)->value_name("SECONDS"),                                              //
+         "time per point when --iterations is not given (default 0.4; idle: 5)")                                      //
+        ("members", po::value(&s.members)->value_name("N"), "group size for broadcast and gather (default 4)")        //
+        ("json", po::bool_switch(&s.json), "one JSON object per line on stdout, nothing else")                        //
+        ("cpu", po::value(&cpus)->value_name("A,B"), "pin the driver to CPU A and the peers to B,...")                //
+        ("reference", po::bool_switch(&s.reference), "measure the floors of this machine instead of msgpass")         //
+        ("config", po::value<std::string>()->value_name("FILE"),                                                      //
+         "network file: run one side only (with --nodes, --node-id)")                                                 //
+        ("nodes", po::value<std::string>()->value_name("FILE"), "nodes file (one-side mode)")                         //
+        ("node-id", po::value<NodeId>()->value_name("ID"),                                                            //
+         "own node id (one-side mode; else MSGPASS_NODE_ID or the launcher's rank)")                                  //
+        ("wait", po::value(&wait)->value_name("MODE"),                                                                //
+         "block: receive(timeout), the layer's wait (default); spin: poll receive()")                                 //
+        ("set", po::value(&s.sets)->composing()->value_name("KEY=VALUE"),                                             //
+         "override of the network file (repeatable)");
     po::options_description hidden;
     hidden.add_options()("role", po::value(&s.role))("partition", po::value(&s.partition))("node-count",
                                                                                            po::value(&s.node_count))(

@@ -84,20 +84,26 @@ void print_config_error(const std::string& what) {
 }
 
 int run(int argc, char** argv) {
-    po::options_description visible("Usage: msgpass-run [options] -- PROGRAM [ARGS...]\n"
-                                    "Starts one process per node of this host; see docs/launcher.md.\n"
-                                    "Options");
-    visible.add_options()                                                                                //
-        ("config", po::value<std::string>()->default_value("network.yaml"), "network file")              //
-        ("nodes", po::value<std::string>()->default_value("nodes.yaml"), "nodes file")                   //
-        ("set", po::value<std::vector<std::string>>()->composing(),                                      //
-         "key=value override of the network file (repeatable), also passed to the programs")             //
-        ("only", po::value<std::vector<std::string>>()->composing(), "start only these node ids: 1,2,5") //
-        ("all-hosts", po::bool_switch(), "start the nodes of every host here (tests)")                   //
-        ("dry-run", po::bool_switch(), "print what would start (or be removed) and do nothing")          //
-        ("grace", po::value<double>()->default_value(5.0),                                               //
-         "seconds between SIGTERM and SIGKILL when stopping the others")                                 //
-        ("cleanup", po::bool_switch(), "remove the partition's shared-memory segments and exit")         //
+    po::options_description visible(
+        "Usage: msgpass-run [options] -- PROGRAM [ARGS...]\n\n"
+        "Starts one process per node of the nodes file that lives on this host, each running\n"
+        "the node's own command or PROGRAM ARGS; forwards their output and signals, and stops\n"
+        "the partition when one fails (docs/launcher.md).\n\n"
+        "Options");
+    visible.add_options()                                                                           //
+        ("config", po::value<std::string>()->default_value("network.yaml", "")->value_name("FILE"), //
+         "network file (default network.yaml)")                                                     //
+        ("nodes", po::value<std::string>()->default_value("nodes.yaml", "")->value_name("FILE"),    //
+         "nodes file (default nodes.yaml)")                                                         //
+        ("set", po::value<std::vector<std::string>>()->composing()->value_name("KEY=VALUE"),        //
+         "override of the network file (repeatable), also passed to the programs")                  //
+        ("only", po::value<std::vector<std::string>>()->composing()->value_name("IDS"),             //
+         "start only these node ids: 1,2,5")                                                        //
+        ("all-hosts", po::bool_switch(), "start the nodes of every host here (tests)")              //
+        ("dry-run", po::bool_switch(), "print what would start (or be removed) and do nothing")     //
+        ("grace", po::value<double>()->default_value(5.0, "")->value_name("SECONDS"),               //
+         "time between SIGTERM and SIGKILL when stopping the others (default 5)")                   //
+        ("cleanup", po::bool_switch(), "remove the partition's shared-memory segments and exit")    //
         ("help,h", "show this help");
     po::options_description hidden;
     hidden.add_options()("program", po::value<std::vector<std::string>>());
