@@ -51,18 +51,20 @@ Configuration load_documents(Problems& problems, const std::optional<std::string
     if (network_text) network_root = parse_yaml(problems, *network_text, network_source);
     if (nodes_text) nodes_root = parse_yaml(problems, *nodes_text, nodes_source);
 
+    const Schemas schemas(SchemaRegistry::instance().schemas());
     NetworkLayers layers;
     if (network_root)
-        collect_network(problems, Item{*network_root, YAML::Mark::null_mark(), &network_source, ""}, layers);
+        collect_network(problems, schemas, Item{*network_root, YAML::Mark::null_mark(), &network_source, ""}, layers);
     std::vector<Source> override_sources;
     override_sources.reserve(overrides.size());
     for (std::size_t i = 0; i < overrides.size(); ++i)
         override_sources.push_back(Source{"--set", 2, true});
     for (std::size_t i = 0; i < overrides.size(); ++i)
-        collect_override(problems, overrides[i], override_sources[i], layers);
-    resolve_network(problems, layers, c);
+        collect_override(problems, schemas, overrides[i], override_sources[i], layers);
+    resolve_network(problems, schemas, layers, c);
 
-    if (nodes_root) collect_nodes_file(problems, Item{*nodes_root, YAML::Mark::null_mark(), &nodes_source, ""}, c);
+    if (nodes_root)
+        collect_nodes_file(problems, schemas, Item{*nodes_root, YAML::Mark::null_mark(), &nodes_source, ""}, c);
     resolve_groups(problems, layers, nodes_source.name, c, nodes_root.has_value());
     return c;
 }

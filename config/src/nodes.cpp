@@ -1,9 +1,9 @@
-// The nodes-file schema: the machines and the nodes (id, name, host, port, machine,
-// command and the node's own `sci` context over the top-level one), with the checks
-// that span nodes (unique ids, names and endpoints).
+// The nodes-file schema: the machines (with the machine sections of the registered
+// technologies) and the nodes (id, name, host, port, machine, command, and a node's
+// own sections over the top-level ones), with the checks that span nodes (unique ids,
+// names and endpoints).
 #include "schemas.hpp"
 
-#include <limits>
 #include <set>
 #include <sstream>
 
@@ -21,9 +21,11 @@ struct NodeEntry {
     std::size_t index = 0;
 };
 
-const std::vector<std::string> node_keys = {"id", "name", "host", "port", "machine", "command", "sci"};
+const std::vector<std::string> generic_keys = {"id", "name", "host", "port", "machine", "command"};
 
-void collect_machines(Problems& problems, const Item& v, Configuration& c) {
+void collect_machines(Problems& problems, const Schemas& schemas, const Item& v, Configuration& c) {
+    const auto known = schemas.machine_keys();
+    const std::string what = "a mapping of machine settings (" + (known.empty() ? "none" : join(known)) + ")";
     for_each_entry(
         problems, v, "a mapping of machine names to machine settings", [&](const std::string& name, const Item& m) {
             Machine machine;
@@ -33,35 +35,32 @@ void collect_machines(Problems& problems, const Item& v, Configuration& c) {
                 report(problems, Item{YAML::Node(name), m.key_mark, v.source, m.path}, "a machine " + name_expected);
                 return;
             }
-            for_each_key(problems, m, {"sci"}, "a mapping of machine settings (sci)",
-                         [&](const std::string&, const Item& sci) {
-                             for_each_key(problems, sci, {"node_id"}, "a mapping with the SCI node_id",
-                                          [&](const std::string&, const Item& id) {
-                                              if (auto n = get_integer(problems, id, 0,
-                                                                       std::numeric_limits<std::uint32_t>::max(),
-                                                                       "an SCI node id"))
-                                                  machine.sci_node_id = static_cast<std::uint32_t>(*n);
-                                          });
-                         });
+            for_each_key(problems, m, known, what, [&](const std::string& key, const Item& section) {
+                const auto& type = *schemas.find(key)->machine;
+                SectionLayers layers;
+                collect_section(problems, section, type, layers);
+                std::any options = type.make();
+                resolve_section(problems, type, layers, section.path, options);
+                machine.sections.put(std::move(options));
+            });
             c.machines.push_back(machine);
         });
 }
 
-void collect_node(Problems& problems, const Item& v, std::size_t index, Configuration& c,
+void collect_node(Problems& problems, const Schemas& schemas, const Item& v, std::size_t index, Configuration& c,
                   const std::set<std::string>& machine_names, std::vector<NodeEntry>& entries) {
     NodeEntry entry;
     entry.index = index;
-    entry.node.sci = c.sci;
     entry.node.where = Location{v.source->name, v.mark().line + 1, v.mark().column + 1};
+    const auto known = schemas.node_keys();
     if (!v.node.IsMap()) {
-        report(problems, v, "a mapping of node settings (id, name, host, port, machine, command, sci)");
+        report(problems, v, "a mapping of node settings (" + join(known) + ")");
         return;
     }
     bool has_id = false;
     bool has_name = false;
-    std::optional<Item> sci_context;
-    std::map<std::string, Item> sci;
-    for_each_key(problems, v, node_keys, "a mapping of node settings", [&](const std::string& key, const Item& x) {
+    std::map<std::string, SectionLayers> sections; // the node's own, by technology
+    for_each_key(problems, v, known, "a mapping of node settings", [&](const std::string& key, const Item& x) {
         if (key == "id") {
             has_id = true;
             entry.id_value = x;
@@ -130,24 +129,24 @@ void collect_node(Problems& problems, const Item& v, std::size_t index, Configur
             } else {
                 report(problems, x, expected);
             }
-        } else if (key == "sci") {
-            if (x.node.IsDefined() && !x.node.IsNull() && !x.node.IsMap()) {
-                report(problems, x, "a mapping of SCI parameters");
-                return;
-            }
-            sci_context = x;
-            for_each_key(problems, x, sci_keys(), "a mapping of SCI parameters",
-                         [&](const std::string& k, const Item& value) { sci.insert_or_assign(k, value); });
+        } else if (const auto* schema = schemas.section(key)) {
+            collect_section(problems, x, *schema->section, sections[key]);
         }
     });
     if (!has_id) {
         problems.add(*v.source, v.mark(), v.path + ".id", "an integer node id", "nothing");
     }
     if (entry.id_ok && !has_name) entry.node.name = "node-" + std::to_string(entry.node.id);
-    for (const auto& [key, value] : sci)
-        apply_sci_key(problems, key, value, entry.node.sci);
-    if (sci_context && !sci.empty())
-        check_sci(problems, entry.node.sci, *v.source, sci_context->mark(), sci_context->path);
+    // A node's keys override single keys of the top-level section; a node that sets
+    // none keeps no section of its own (Configuration::section<T>(node) falls back).
+    for (const auto& [name, layers] : sections) {
+        if (layers.keys.empty()) continue;
+        const auto& type = *schemas.find(name)->section;
+        const std::any* top = c.sections.find(type.type());
+        std::any options = top != nullptr ? *top : type.make();
+        resolve_section(problems, type, layers, layers.context->path, options);
+        entry.node.sections.put(std::move(options));
+    }
     if (!has_name) entry.name_value = Item{YAML::Node(), v.mark(), v.source, v.path + ".name"};
     entries.push_back(std::move(entry));
 }
@@ -182,7 +181,11 @@ void check_unique_nodes(Problems& problems, const std::vector<NodeEntry>& entrie
 
 } // namespace
 
-void collect_nodes_file(Problems& problems, const Item& root, Configuration& c) {
+const std::vector<std::string>& node_keys() {
+    return generic_keys;
+}
+
+void collect_nodes_file(Problems& problems, const Schemas& schemas, const Item& root, Configuration& c) {
     std::optional<Item> nodes_list;
     std::optional<Item> machines;
     for_each_key(problems, root, {"machines", "nodes"}, "a mapping with machines and nodes",
@@ -193,7 +196,7 @@ void collect_nodes_file(Problems& problems, const Item& root, Configuration& c) 
                          nodes_list = v;
                      }
                  });
-    if (machines) collect_machines(problems, *machines, c);
+    if (machines) collect_machines(problems, schemas, *machines, c);
     if (!root.node.IsDefined() || !(root.node.IsNull() || root.node.IsMap())) return;
     if (!nodes_list) {
         problems.add(*root.source, root.mark(), "nodes", "a non-empty list of nodes", "nothing");
@@ -207,7 +210,7 @@ void collect_nodes_file(Problems& problems, const Item& root, Configuration& c) 
         std::size_t i = 0;
         for (const auto& item : nodes_list->node) {
             Item v{item, nodes_list->mark(), root.source, "nodes[" + std::to_string(i) + "]"};
-            collect_node(problems, v, i, c, machine_names, entries);
+            collect_node(problems, schemas, v, i, c, machine_names, entries);
             ++i;
         }
         check_unique_nodes(problems, entries);

@@ -331,6 +331,28 @@ std::optional<std::int64_t> parse_duration_ms(const std::string& text) {
     return static_cast<std::int64_t>(ms);
 }
 
+std::string duration_text(std::chrono::milliseconds duration) {
+    const auto ms = duration.count();
+    if (ms >= 3600000 && ms % 3600000 == 0) return std::to_string(ms / 3600000) + (ms == 3600000 ? " hour" : " hours");
+    if (ms >= 60000 && ms % 60000 == 0) return std::to_string(ms / 60000) + " min";
+    if (ms >= 1000 && ms % 1000 == 0) return std::to_string(ms / 1000) + "s";
+    return std::to_string(ms) + "ms";
+}
+
+std::optional<std::chrono::milliseconds> get_duration(Problems& problems, const Item& v, std::chrono::milliseconds low,
+                                                      std::chrono::milliseconds high) {
+    const std::string expected = "a duration from " + duration_text(low) + " to " + duration_text(high) +
+                                 " such as 500ms, 2.5s or 1000 (milliseconds)";
+    auto text = get_scalar(problems, v, expected);
+    if (!text) return std::nullopt;
+    const auto ms = parse_duration_ms(*text);
+    if (!ms || *ms < low.count() || *ms > high.count()) {
+        report(problems, v, expected);
+        return std::nullopt;
+    }
+    return std::chrono::milliseconds(*ms);
+}
+
 bool contains(const std::vector<std::string>& list, const std::string& word) {
     return std::find(list.begin(), list.end(), word) != list.end();
 }
@@ -383,6 +405,51 @@ std::optional<YAML::Node> parse_yaml(Problems& problems, const std::string& text
 }
 
 } // namespace detail
+
+const std::string& Value::path() const noexcept {
+    return item_->path;
+}
+
+Location Value::location() const {
+    return item_->location();
+}
+
+std::optional<std::string> Value::text(const std::string& expected) const {
+    return detail::get_scalar(*problems_, *item_, expected);
+}
+
+std::optional<std::uint64_t> Value::integer(std::uint64_t low, std::uint64_t high, const std::string& what) const {
+    return detail::get_integer(*problems_, *item_, low, high, what);
+}
+
+std::optional<std::uint64_t> Value::size(std::uint64_t high) const {
+    return detail::get_size(*problems_, *item_, high);
+}
+
+std::optional<std::chrono::milliseconds> Value::duration(std::chrono::milliseconds low,
+                                                         std::chrono::milliseconds high) const {
+    return detail::get_duration(*problems_, *item_, low, high);
+}
+
+std::optional<bool> Value::boolean() const {
+    return detail::get_bool(*problems_, *item_);
+}
+
+std::optional<double> Value::number(const std::string& expected) const {
+    auto text = detail::get_scalar(*problems_, *item_, expected);
+    if (!text) return std::nullopt;
+    auto x = detail::parse_double(*text);
+    if (!x) detail::report(*problems_, *item_, expected);
+    return x;
+}
+
+void Value::report(const std::string& expected, const std::string& found) const {
+    detail::report(*problems_, *item_, expected, found);
+}
+
+void Value::report_key(const std::string& key, const std::string& expected, const std::string& found) const {
+    problems_->add(*item_->source, item_->mark(), item_->path + "." + key, expected, found);
+}
 
 std::optional<std::uint64_t> parse_size(const std::string& text) {
     const auto result = detail::parse_size_detailed(text);

@@ -10,6 +10,7 @@
 
 #include <yaml-cpp/yaml.h>
 
+#include <chrono>
 #include <cstdint>
 #include <optional>
 #include <set>
@@ -21,8 +22,6 @@ namespace msgpass::config::detail {
 // Files larger than this are refused before parsing: a configuration is a few KiB,
 // and the cap bounds the memory and time a wrong path (a log, /dev/zero) can cost.
 constexpr std::size_t max_file_size = 16 * MiB;
-// Any size key above this is taken as a typo ("huge").
-constexpr std::uint64_t max_size = 16 * GiB;
 constexpr std::size_t max_name_length = 64;
 
 // Where text came from. Locations in a file come from yaml-cpp marks; a fixed source
@@ -92,6 +91,8 @@ std::optional<std::uint64_t> get_integer(Problems& problems, const Item& v, std:
                                          const std::string& what = "an integer");
 std::optional<std::uint64_t> get_size(Problems& problems, const Item& v, std::uint64_t high = max_size);
 std::optional<bool> get_bool(Problems& problems, const Item& v);
+std::optional<std::chrono::milliseconds> get_duration(Problems& problems, const Item& v, std::chrono::milliseconds low,
+                                                      std::chrono::milliseconds high);
 std::optional<double> parse_double(const std::string& text);
 // A duration in milliseconds: an integer (milliseconds), or a number with the unit
 // ms, s or min, optionally after one space ("2.5s", "500 ms"). Negative values are

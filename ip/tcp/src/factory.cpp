@@ -9,6 +9,7 @@
 namespace msgpass::tcp {
 
 void register_technology() {
+    config::SchemaRegistry::instance().add(config::TechnologySchema("tcp"));
     TechnologyRegistry::instance().add("tcp", [](const config::Configuration& configuration, NodeId self) {
         return std::make_unique<TcpNodeFactory>(configuration, self);
     });

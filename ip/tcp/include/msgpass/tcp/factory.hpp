@@ -28,7 +28,7 @@
 
 namespace msgpass::tcp {
 
-// Registers "tcp" with the TechnologyRegistry. Idempotent.
+// Registers "tcp" with the TechnologyRegistry and config::SchemaRegistry. Idempotent.
 void register_technology();
 
 class Engine;  // the sockets, the background thread, the nodes (src/engine.hpp)
