@@ -5,6 +5,7 @@
 #include <msgpass/config.hpp>
 
 #include <msgpass/sci/options.hpp>
+#include <msgpass/tcp/options.hpp>
 
 #include <gtest/gtest.h>
 
@@ -87,6 +88,9 @@ TEST(ConfigExamples, ExampleFilesLoadWithEveryDefault) {
     EXPECT_EQ(c.section<SciOptions>().send_buffer_size, defaults.send_buffer_size);
     EXPECT_EQ(c.section<SciOptions>().inject_error_rate, defaults.inject_error_rate);
     EXPECT_EQ(c.section<SciOptions>().inject_error_seed, defaults.inject_error_seed);
+    EXPECT_EQ(c.section<tcp::Options>().handshake_timeout, std::nullopt);
+    EXPECT_EQ(c.section<tcp::Options>().ack_every, tcp::Options{}.ack_every);
+    EXPECT_EQ(c.section<tcp::Options>().ack_bytes, tcp::Options{}.ack_bytes);
 
     ASSERT_EQ(c.nodes.size(), 7u);
     const std::vector<std::pair<NodeId, std::string>> expected = {

@@ -6,6 +6,8 @@
 #include <msgpass/config/schema.hpp>
 
 #include <msgpass/config.hpp>
+#include <msgpass/sci/options.hpp>
+#include <msgpass/tcp/options.hpp>
 
 #include <gtest/gtest.h>
 
@@ -261,6 +263,41 @@ TEST(TechnologySections, ATechnologyWithoutASectionOrNodeScopeHasNoKey) {
     EXPECT_NE(errors_of("", "machines:\n  m: {toponly: {}}\nnodes: [{id: 1}]\n")
                   .find("nodes.yaml:2:7: machines.m.toponly: expected a known key (known: sci)"),
               std::string::npos);
+}
+
+TEST(BuiltinSections, TheTcpSectionIsReadByTcpOptionsAndHasNoNodeScope) {
+    const auto c = load_text("technology: tcp\ntcp:\n  handshake_timeout: 250ms\n  ack_every: 16\n", two_nodes,
+                             {"tcp.ack_bytes=1MiB"});
+    const auto& tcp = c.section<tcp::Options>();
+    EXPECT_EQ(tcp.handshake_timeout, milliseconds(250));
+    EXPECT_EQ(tcp.ack_every, 16u);
+    EXPECT_EQ(tcp.ack_bytes, MiB);
+    EXPECT_EQ(load_text("", two_nodes).section<tcp::Options>().handshake_timeout, std::nullopt);
+    EXPECT_EQ(errors_of("tcp: {ack_every: 0}\n"),
+              "network.yaml:1:18: tcp.ack_every: expected an integer from 1 to 65536, found '0'");
+    EXPECT_EQ(errors_of("tcp: {handshake_timeout: 2 min}\n"),
+              "network.yaml:1:26: tcp.handshake_timeout: expected a duration from 1ms to 1 min such as 500ms, 2.5s or "
+              "1000 (milliseconds), found '2 min'");
+    EXPECT_EQ(errors_of("", "nodes:\n  - {id: 1, tcp: {ack_every: 2}}\n"),
+              "nodes.yaml:2:13: nodes[0].tcp: expected a known key (did you mean 'sci'? known: id, name, host, port, "
+              "machine, command, sci), found unknown key 'tcp'");
+}
+
+TEST(BuiltinSections, TheSciSectionAndMachineNodeIdAreReadBySciOptions) {
+    const auto c =
+        load_text("sci: {recv_buffer_no: 63}\n", "machines:\n  pc: {sci: {node_id: 12}}\n"
+                                                 "nodes:\n  - {id: 1, machine: pc, sci: {max_outst_buffers: 3}}\n"
+                                                 "  - {id: 2}\n");
+    EXPECT_EQ(c.section<sci::Options>().recv_buffer_no, 63u);
+    EXPECT_EQ(c.section<sci::Options>(c.node(1)).max_outst_buffers, 3u);
+    EXPECT_EQ(c.section<sci::Options>(c.node(1)).recv_buffer_no, 63u);
+    EXPECT_EQ(c.section<sci::Options>(c.node(2)).max_outst_buffers, 1u);
+    EXPECT_EQ(c.find_machine("pc")->section<sci::MachineOptions>().node_id, 12u);
+    EXPECT_EQ(load_text("", "machines: {pc: {}}\nnodes: [{id: 1}]\n")
+                  .find_machine("pc")
+                  ->section<sci::MachineOptions>()
+                  .node_id,
+              std::nullopt);
 }
 
 } // namespace

@@ -4,7 +4,7 @@
 // reports every problem at once, one line each, as
 //   file:line:column: key.path: expected X, found Y
 // Option structs map one-to-one onto YAML keys; their defaults are documented here
-// and in docs/configuration.md. The sections of a technology (`sci:`) are
+// and in docs/configuration.md. The sections of a technology (`sci:`, `tcp:`) are
 // read by that technology's own options struct, registered with SchemaRegistry
 // (msgpass/config/schema.hpp), and stored here by type: configuration.section<T>().
 #pragma once
