@@ -46,6 +46,8 @@ Configuration load_documents(Problems& problems, const std::optional<std::string
                              const std::optional<std::string>& nodes_text, const std::vector<std::string>& overrides,
                              const Source& network_source, const Source& nodes_source) {
     Configuration c;
+    c.network_file = network_source.name; // for the messages of the technologies' checks
+    c.nodes_file = nodes_source.name;
     std::optional<YAML::Node> network_root;
     std::optional<YAML::Node> nodes_root;
     if (network_text) network_root = parse_yaml(problems, *network_text, network_source);
@@ -66,6 +68,12 @@ Configuration load_documents(Problems& problems, const std::optional<std::string
     if (nodes_root)
         collect_nodes_file(problems, schemas, Item{*nodes_root, YAML::Mark::null_mark(), &nodes_source, ""}, c);
     resolve_groups(problems, layers, nodes_source.name, c, nodes_root.has_value());
+
+    for (const auto* source : {&network_source, &nodes_source})
+        problems.know(*source);
+    if (!override_sources.empty()) problems.know(override_sources.front());
+    for (const auto& schema : schemas.list())
+        if (schema->check) schema->check(c, Reporter(problems));
     return c;
 }
 

@@ -123,6 +123,12 @@ void Problems::add(const Source& source, const YAML::Mark& mark, const std::stri
          Location{source.name, line, column}.str() + ": " + path + ": expected " + expected + ", found " + found});
 }
 
+void Problems::add(const Location& at, const std::string& path, const std::string& expected, const std::string& found) {
+    const auto rank = ranks_.find(at.file);
+    list_.push_back({rank == ranks_.end() ? 0 : rank->second, at.line, at.column,
+                     at.str() + ": " + path + ": expected " + expected + ", found " + found});
+}
+
 void Problems::raise() {
     std::stable_sort(list_.begin(), list_.end(), [](const Problem& a, const Problem& b) {
         return std::tie(a.rank, a.line, a.column) < std::tie(b.rank, b.line, b.column);
@@ -436,9 +442,9 @@ std::optional<bool> Value::boolean() const {
 }
 
 std::optional<double> Value::number(const std::string& expected) const {
-    auto text = detail::get_scalar(*problems_, *item_, expected);
-    if (!text) return std::nullopt;
-    auto x = detail::parse_double(*text);
+    const auto written = detail::get_scalar(*problems_, *item_, expected);
+    if (!written) return std::nullopt;
+    auto x = detail::parse_double(*written);
     if (!x) detail::report(*problems_, *item_, expected);
     return x;
 }
@@ -449,6 +455,11 @@ void Value::report(const std::string& expected, const std::string& found) const 
 
 void Value::report_key(const std::string& key, const std::string& expected, const std::string& found) const {
     problems_->add(*item_->source, item_->mark(), item_->path + "." + key, expected, found);
+}
+
+void Reporter::report(const Location& at, const std::string& path, const std::string& expected,
+                      const std::string& found) const {
+    problems_->add(at, path, expected, found);
 }
 
 std::optional<std::uint64_t> parse_size(const std::string& text) {

@@ -12,6 +12,7 @@
 
 #include <chrono>
 #include <cstdint>
+#include <map>
 #include <optional>
 #include <set>
 #include <string>
@@ -37,6 +38,10 @@ class Problems {
 public:
     void add(const Source& source, const YAML::Mark& mark, const std::string& path, const std::string& expected,
              const std::string& found);
+    // The same at a location kept from a value; its file is one of the sources
+    // announced with know(), which gives its place in the report.
+    void add(const Location& at, const std::string& path, const std::string& expected, const std::string& found);
+    void know(const Source& source) { ranks_.insert_or_assign(source.name, source.rank); }
     [[nodiscard]] bool empty() const { return list_.empty(); }
     // Throws one ConfigError with a line per problem (at most a hundred).
     [[noreturn]] void raise();
@@ -49,6 +54,7 @@ private:
         std::string text;
     };
     std::vector<Problem> list_;
+    std::map<std::string, int> ranks_; // source name -> rank
 };
 
 // A value as found in a file or an override, with what is needed to report on it.

@@ -12,6 +12,7 @@
 #include <gtest/gtest.h>
 
 #include <chrono>
+#include <map>
 
 namespace msgpass::config {
 namespace {
@@ -100,6 +101,7 @@ struct FakeOptions {
 
 struct FakeMachineOptions {
     std::string rack;
+    Location rack_at; // for the rule over all machines
     static const std::vector<std::string>& keys() {
         static const std::vector<std::string> list = {"rack"};
         return list;
@@ -107,15 +109,32 @@ struct FakeMachineOptions {
     void set(const std::string& key, const Value& v) {
         if (key == "rack") {
             if (auto text = v.text("a rack name")) rack = *text;
+            rack_at = v.location();
         }
     }
 };
+
+// A rule over all machines, as the SCI node id of a machine must be its own.
+void one_machine_per_rack(const Configuration& c, const Reporter& reporter) {
+    std::map<std::string, const Machine*> first;
+    for (const auto& m : c.machines) {
+        const auto& options = m.section<FakeMachineOptions>();
+        if (options.rack.empty()) continue;
+        const auto [it, fresh] = first.emplace(options.rack, &m);
+        if (!fresh) {
+            reporter.report(options.rack_at, "machines." + m.name + ".fake.rack",
+                            "a rack of one machine only (machine '" + it->second->name + "' has it)",
+                            "'" + options.rack + "'");
+        }
+    }
+}
 
 TechnologySchema fake_schema() {
     return TechnologySchema("fake")
         .with_section(SectionType::of<FakeOptions>("a mapping of fake settings"))
         .with_node_scope()
-        .with_machine_section(SectionType::of<FakeMachineOptions>("a mapping of fake machine settings"));
+        .with_machine_section(SectionType::of<FakeMachineOptions>("a mapping of fake machine settings"))
+        .with_check(one_machine_per_rack);
 }
 
 TEST(TechnologyNames, AnUnregisteredTechnologyIsRefusedAtItsPlaceListingTheRegisteredOnes) {
@@ -250,6 +269,20 @@ TEST(TechnologySections, RulesOverSeveralKeysAreReportedAtTheSection) {
     // Set only by an override: reported at --set under the section's name.
     EXPECT_EQ(errors_of("", two_nodes, {"fake.low=50", "fake.high=40"}),
               "--set:0:0: fake.low: expected low <= high (40), found low 50");
+}
+
+TEST(TechnologySections, ARuleOverAllMachinesIsReportedAtTheValueItNamesInFileOrder) {
+    const ScopedSchema fake(fake_schema());
+    EXPECT_EQ(errors_of("partition: 'a b'\n", "machines:\n"
+                                              "  m1: {fake: {rack: r7}}\n"
+                                              "  m2: {fake: {rack: r7}}\n"
+                                              "nodes: [{id: 1, port: 70000}]\n"),
+              "network.yaml:1:12: partition: expected a partition name of 1 to 64 characters [A-Za-z0-9_.-], found "
+              "'a b'\n"
+              "nodes.yaml:3:21: machines.m2.fake.rack: expected a rack of one machine only (machine 'm1' has it), "
+              "found 'r7'\n"
+              "nodes.yaml:4:23: nodes[0].port: expected a port from 0 to 65535, found '70000'");
+    EXPECT_EQ(errors_of("", "machines:\n  m1: {fake: {rack: r7}}\n  m2: {fake: {rack: r8}}\nnodes: [{id: 1}]\n"), "");
 }
 
 TEST(TechnologySections, ATechnologyWithoutASectionOrNodeScopeHasNoKey) {

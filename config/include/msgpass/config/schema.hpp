@@ -16,6 +16,7 @@
 
 #include <any>
 #include <concepts>
+#include <functional>
 #include <map>
 #include <memory>
 #include <optional>
@@ -25,6 +26,8 @@
 #include <vector>
 
 namespace msgpass::config {
+
+struct Configuration;
 
 // The options struct of a section: one member per key, holding its default, and
 //   static const std::vector<std::string>& keys();   the section's keys
@@ -98,11 +101,18 @@ struct TechnologySchema {
         machine = std::move(type);
         return *this;
     }
+    TechnologySchema& with_check(std::function<void(const Configuration&, const Reporter&)> rule) {
+        check = std::move(rule);
+        return *this;
+    }
 
     std::string name;                   // the value of `technology:` that selects it, lower case
     std::optional<SectionType> section; // `<name>:` at the top of the network file, and --set <name>.<key>
     bool node_scope = false;            // a node's own `<name>:` overrides single keys of section
     std::optional<SectionType> machine; // `<name>:` in a machine of the nodes file
+    // Rules over the whole loaded configuration (several nodes or machines), run once
+    // both files and the overrides are in, whatever the configured technology.
+    std::function<void(const Configuration&, const Reporter&)> check;
 };
 
 // The technologies the configuration knows, by name. Thread-safe; load() takes a

@@ -69,4 +69,18 @@ private:
     detail::Problems* problems_;
 };
 
+// Reports what a technology finds across the loaded configuration (a rule over
+// several nodes or machines) at the place of a value its options kept
+// (Value::location()). Made by the loader for TechnologySchema::check.
+class Reporter {
+public:
+    explicit Reporter(detail::Problems& problems) noexcept : problems_(&problems) {}
+    // "<at>: <path>: expected <expected>, found <found>".
+    void report(const Location& at, const std::string& path, const std::string& expected,
+                const std::string& found) const;
+
+private:
+    detail::Problems* problems_;
+};
+
 } // namespace msgpass::config
