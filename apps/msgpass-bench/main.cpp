@@ -561,6 +561,7 @@ std::vector<Result> drive(Driver& driver, const Settings& s, const std::vector<s
 }
 
 int run(int argc, char** argv) {
+    msgpass::register_builtin_technologies(); // before its configuration loads
     bool help = false;
     Settings s = parse(argc, argv, help);
     if (help) return 0;

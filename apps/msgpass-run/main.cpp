@@ -7,7 +7,7 @@
 #include "plan.hpp"
 #include "supervisor.hpp"
 
-#include <msgpass/config.hpp>
+#include <msgpass/msgpass.hpp>
 
 #include <boost/program_options.hpp>
 
@@ -130,6 +130,8 @@ int run(int argc, char** argv) {
 
     const fs::path config_file = vm["config"].as<std::string>();
     const fs::path nodes_file = vm["nodes"].as<std::string>();
+    // The technologies' names and sections, which the files are checked against.
+    msgpass::register_builtin_technologies();
     const auto configuration = msgpass::config::load(config_file, nodes_file, sets);
 
     if (vm["cleanup"].as<bool>()) {

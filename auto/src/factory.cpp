@@ -8,6 +8,10 @@
 namespace msgpass::auto_ {
 
 void register_technology() {
+    // auto runs the sci and tcp factories and reads their sections; it adds none.
+    sci::register_technology();
+    tcp::register_technology();
+    config::SchemaRegistry::instance().add(config::TechnologySchema("auto"));
     TechnologyRegistry::instance().add("auto", [](const config::Configuration& configuration, NodeId self) {
         return std::make_unique<AutoNodeFactory>(configuration, self);
     });

@@ -1,5 +1,6 @@
 // The sci factory and group, and the registration of the technology.
 #include <msgpass/sci/factory.hpp>
+#include <msgpass/sci/options.hpp>
 
 #include "local_node.hpp"
 #include "node.hpp"
@@ -9,6 +10,7 @@
 namespace msgpass::sci {
 
 void register_technology() {
+    config::SchemaRegistry::instance().add(schema());
     TechnologyRegistry::instance().add("sci", [](const config::Configuration& configuration, NodeId self) {
         return std::make_unique<SciNodeFactory>(configuration, self);
     });

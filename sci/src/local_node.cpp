@@ -29,7 +29,7 @@ LocalNodeParameters LocalNodeParameters::from(const config::Configuration& confi
     for (std::size_t i = 0; i < configuration.nodes.size(); ++i) {
         if (configuration.nodes[i].id == self) {
             p.self_index = i;
-            p.sci = configuration.nodes[i].sci;
+            p.sci = configuration.section<Options>(configuration.nodes[i]);
             found = true;
         }
     }

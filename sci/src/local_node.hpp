@@ -7,6 +7,7 @@
 
 #include <msgpass/buffer.hpp>
 #include <msgpass/config.hpp>
+#include <msgpass/sci/options.hpp>
 #include <msgpass/sci/protocol.hpp>
 #include <msgpass/wait.hpp>
 
@@ -32,7 +33,7 @@ struct LocalNodeParameters {
     NodeId self = 0;
     std::size_t self_index = 0; // position of self in the nodes file
     std::size_t node_count = 0; // nodes in the nodes file
-    config::SciParameters sci;
+    Options sci;                // the SCI context of this node
     std::uint64_t max_message_size = 64 * config::MiB;
     std::string partition;
 

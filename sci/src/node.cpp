@@ -131,7 +131,7 @@ NodeParameters NodeParameters::from(const config::Configuration& configuration, 
         if (configuration.nodes[i].id == peer) {
             p.peer_index = i;
             p.name = configuration.nodes[i].name;
-            p.peer_segment_id = configuration.nodes[i].sci.recv_seg_id;
+            p.peer_segment_id = configuration.section<Options>(configuration.nodes[i]).recv_seg_id;
             found = true;
         }
     }

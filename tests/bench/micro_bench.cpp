@@ -4,6 +4,8 @@
 // gather copy of a FragmentList. Run: build-dir/tests/bench/micro_bench.
 #include "local_node.hpp"
 
+#include <msgpass/sci/options.hpp>
+
 #include "../support/partition.hpp"
 
 #include <benchmark/benchmark.h>
@@ -21,8 +23,9 @@ std::shared_ptr<sci::LocalNode> make_local_node(bool send_pool) {
     partition += std::to_string(::getpid());
     partition += '-';
     partition += std::to_string(++counter);
-    auto c = test::make_configuration("sci", partition, 2,
-                                      [&](config::Configuration& c) { c.sci.use_send_pool = send_pool; });
+    auto c = test::make_configuration("sci", partition, 2, [&](config::Configuration& c) {
+        c.edit_section<sci::Options>().use_send_pool = send_pool;
+    });
     return std::make_shared<sci::LocalNode>(sci::LocalNodeParameters::from(c, 1));
 }
 

@@ -4,6 +4,9 @@
 // problem as "file:line:column: key.path: expected X, found Y" and never in a crash.
 #include <msgpass/config.hpp>
 
+#include <msgpass/sci/options.hpp>
+#include <msgpass/tcp/options.hpp>
+
 #include <gtest/gtest.h>
 
 #include <fstream>
@@ -12,6 +15,8 @@
 
 namespace msgpass::config {
 namespace {
+
+using SciOptions = sci::Options;
 
 const std::string two_nodes = "nodes:\n  - {id: 1}\n  - {id: 2}\n";
 
@@ -66,23 +71,26 @@ private:
 TEST(ConfigExamples, ExampleFilesLoadWithEveryDefault) {
     const std::filesystem::path examples = MSGPASS_CONFIG_EXAMPLES;
     const auto c = load(examples / "network.yaml", examples / "nodes.yaml");
-    const SciParameters defaults;
+    const SciOptions defaults;
     EXPECT_EQ(c.partition, "msgpass");
     EXPECT_EQ(c.technology, "sci");
     EXPECT_EQ(c.max_message_size, 64 * MiB);
     EXPECT_EQ(c.peer_timeout, std::chrono::milliseconds(1000));
     EXPECT_EQ(c.send_queue_limit, 65536u);
-    EXPECT_EQ(c.sci.max_outst_buffers, defaults.max_outst_buffers);
-    EXPECT_EQ(c.sci.recv_seg_id, defaults.recv_seg_id);
-    EXPECT_EQ(c.sci.recv_seg_size, defaults.recv_seg_size);
-    EXPECT_EQ(c.sci.header_area_size, defaults.header_area_size);
-    EXPECT_EQ(c.sci.recv_buffer_no, defaults.recv_buffer_no);
-    EXPECT_EQ(c.sci.recv_buffer_size, defaults.recv_buffer_size);
-    EXPECT_EQ(c.sci.use_send_pool, defaults.use_send_pool);
-    EXPECT_EQ(c.sci.send_buffer_no, defaults.send_buffer_no);
-    EXPECT_EQ(c.sci.send_buffer_size, defaults.send_buffer_size);
-    EXPECT_EQ(c.sci.inject_error_rate, defaults.inject_error_rate);
-    EXPECT_EQ(c.sci.inject_error_seed, defaults.inject_error_seed);
+    EXPECT_EQ(c.section<SciOptions>().max_outst_buffers, defaults.max_outst_buffers);
+    EXPECT_EQ(c.section<SciOptions>().recv_seg_id, defaults.recv_seg_id);
+    EXPECT_EQ(c.section<SciOptions>().recv_seg_size, defaults.recv_seg_size);
+    EXPECT_EQ(c.section<SciOptions>().header_area_size, defaults.header_area_size);
+    EXPECT_EQ(c.section<SciOptions>().recv_buffer_no, defaults.recv_buffer_no);
+    EXPECT_EQ(c.section<SciOptions>().recv_buffer_size, defaults.recv_buffer_size);
+    EXPECT_EQ(c.section<SciOptions>().use_send_pool, defaults.use_send_pool);
+    EXPECT_EQ(c.section<SciOptions>().send_buffer_no, defaults.send_buffer_no);
+    EXPECT_EQ(c.section<SciOptions>().send_buffer_size, defaults.send_buffer_size);
+    EXPECT_EQ(c.section<SciOptions>().inject_error_rate, defaults.inject_error_rate);
+    EXPECT_EQ(c.section<SciOptions>().inject_error_seed, defaults.inject_error_seed);
+    EXPECT_EQ(c.section<tcp::Options>().handshake_timeout, std::nullopt);
+    EXPECT_EQ(c.section<tcp::Options>().ack_every, tcp::Options{}.ack_every);
+    EXPECT_EQ(c.section<tcp::Options>().ack_bytes, tcp::Options{}.ack_bytes);
 
     ASSERT_EQ(c.nodes.size(), 7u);
     const std::vector<std::pair<NodeId, std::string>> expected = {
@@ -96,11 +104,11 @@ TEST(ConfigExamples, ExampleFilesLoadWithEveryDefault) {
     }
     EXPECT_EQ(c.node(1).port, 17001);
     EXPECT_EQ(c.node(11).port, 17011);
-    EXPECT_EQ(c.node(5).sci.recv_buffer_no, 255u);
-    EXPECT_EQ(c.node(5).sci.max_outst_buffers, 4u);
-    EXPECT_EQ(c.node(1).sci.recv_buffer_no, 127u);
+    EXPECT_EQ(c.section<SciOptions>(c.node(5)).recv_buffer_no, 255u);
+    EXPECT_EQ(c.section<SciOptions>(c.node(5)).max_outst_buffers, 4u);
+    EXPECT_EQ(c.section<SciOptions>(c.node(1)).recv_buffer_no, 127u);
     ASSERT_NE(c.find_machine("localhost"), nullptr);
-    EXPECT_EQ(c.find_machine("localhost")->sci_node_id, 4u);
+    EXPECT_EQ(c.find_machine("localhost")->section<sci::MachineOptions>().node_id, 4u);
     EXPECT_EQ(c.find_machine("elsewhere"), nullptr);
     EXPECT_EQ(c.groups.at("sources"), (std::vector<NodeId>{1, 2, 3, 4}));
     EXPECT_EQ(c.groups.at("farm"), (std::vector<NodeId>{10, 11}));
@@ -117,7 +125,7 @@ TEST(ConfigDefaults, EmptyNetworkFileGivesTheHeaderDefaults) {
     EXPECT_EQ(c.max_message_size, defaults.max_message_size);
     EXPECT_EQ(c.peer_timeout, defaults.peer_timeout);
     EXPECT_EQ(c.send_queue_limit, defaults.send_queue_limit);
-    EXPECT_EQ(c.sci.recv_buffer_no, SciParameters{}.recv_buffer_no);
+    EXPECT_EQ(c.section<SciOptions>().recv_buffer_no, SciOptions{}.recv_buffer_no);
     EXPECT_TRUE(c.groups.empty());
     ASSERT_EQ(c.nodes.size(), 1u);
     const auto& n = c.nodes[0];
@@ -132,12 +140,12 @@ TEST(ConfigDefaults, EmptyNetworkFileGivesTheHeaderDefaults) {
 TEST(ConfigDefaults, NodeScopeSciWinsOverTopLevelWhichWinsOverDefault) {
     const auto c = load_text("sci:\n  recv_buffer_no: 100\n  max_outst_buffers: 3\n",
                              "nodes:\n  - {id: 1, sci: {recv_buffer_no: 50}}\n  - {id: 2}\n");
-    EXPECT_EQ(c.sci.recv_buffer_no, 100u);
-    EXPECT_EQ(c.node(1).sci.recv_buffer_no, 50u);       // node scope
-    EXPECT_EQ(c.node(1).sci.max_outst_buffers, 3u);     // top level
-    EXPECT_EQ(c.node(1).sci.recv_seg_id, 8u);           // default
-    EXPECT_EQ(c.node(2).sci.recv_buffer_no, 100u);      // top level
-    EXPECT_EQ(c.node(2).sci.send_buffer_size, 8 * KiB); // default
+    EXPECT_EQ(c.section<SciOptions>().recv_buffer_no, 100u);
+    EXPECT_EQ(c.section<SciOptions>(c.node(1)).recv_buffer_no, 50u);       // node scope
+    EXPECT_EQ(c.section<SciOptions>(c.node(1)).max_outst_buffers, 3u);     // top level
+    EXPECT_EQ(c.section<SciOptions>(c.node(1)).recv_seg_id, 8u);           // default
+    EXPECT_EQ(c.section<SciOptions>(c.node(2)).recv_buffer_no, 100u);      // top level
+    EXPECT_EQ(c.section<SciOptions>(c.node(2)).send_buffer_size, 8 * KiB); // default
 }
 
 TEST(ConfigValues, SizesAcceptUnitsOfPowersOf1024) {
@@ -158,8 +166,8 @@ TEST(ConfigValues, SizesAcceptUnitsOfPowersOf1024) {
     const auto c =
         load_text("max_message_size: 1 MiB\nsci:\n  recv_seg_size: 2MiB\n  recv_buffer_size: 4096\n", two_nodes);
     EXPECT_EQ(c.max_message_size, MiB);
-    EXPECT_EQ(c.sci.recv_seg_size, 2 * MiB);
-    EXPECT_EQ(c.sci.recv_buffer_size, 4096u);
+    EXPECT_EQ(c.section<SciOptions>().recv_seg_size, 2 * MiB);
+    EXPECT_EQ(c.section<SciOptions>().recv_buffer_size, 4096u);
 }
 
 TEST(ConfigValues, DurationsAndBooleansAndTechnologyAreParsed) {
@@ -168,14 +176,16 @@ TEST(ConfigValues, DurationsAndBooleansAndTechnologyAreParsed) {
     EXPECT_EQ(load_text("peer_timeout: 2.5s\n", two_nodes).peer_timeout, std::chrono::milliseconds(2500));
     EXPECT_EQ(load_text("peer_timeout: 1 min\n", two_nodes).peer_timeout, std::chrono::milliseconds(60000));
     // The seed: "0 means false, everything else means true".
-    EXPECT_FALSE(load_text("sci: {use_send_pool: 0}\n", two_nodes).sci.use_send_pool);
-    EXPECT_TRUE(load_text("sci: {use_send_pool: 3}\n", two_nodes).sci.use_send_pool);
-    EXPECT_TRUE(load_text("sci: {use_send_pool: true}\n", two_nodes).sci.use_send_pool);
-    EXPECT_FALSE(load_text("sci: {use_send_pool: no}\n", two_nodes).sci.use_send_pool);
+    EXPECT_FALSE(load_text("sci: {use_send_pool: 0}\n", two_nodes).section<SciOptions>().use_send_pool);
+    EXPECT_TRUE(load_text("sci: {use_send_pool: 3}\n", two_nodes).section<SciOptions>().use_send_pool);
+    EXPECT_TRUE(load_text("sci: {use_send_pool: true}\n", two_nodes).section<SciOptions>().use_send_pool);
+    EXPECT_FALSE(load_text("sci: {use_send_pool: no}\n", two_nodes).section<SciOptions>().use_send_pool);
     EXPECT_EQ(load_text("technology: TCP\n", two_nodes).technology, "tcp");
     EXPECT_EQ(load_text("technology: auto\n", two_nodes).technology, "auto");
-    EXPECT_EQ(load_text("sci: {inject_error_rate: 0.25}\n", two_nodes).sci.inject_error_rate, 0.25);
-    EXPECT_EQ(load_text("sci: {inject_error_seed: 18446744073709551615}\n", two_nodes).sci.inject_error_seed,
+    EXPECT_EQ(load_text("sci: {inject_error_rate: 0.25}\n", two_nodes).section<SciOptions>().inject_error_rate, 0.25);
+    EXPECT_EQ(load_text("sci: {inject_error_seed: 18446744073709551615}\n", two_nodes)
+                  .section<SciOptions>()
+                  .inject_error_seed,
               18446744073709551615u);
     for (const char* bad : {"0", "0ms", "-5", "-1s", "2 hours", "1.5", "3601s", "abc", "1e400s"}) {
         EXPECT_NE(errors_of(std::string("peer_timeout: ") + bad + "\n"), "") << bad;
@@ -276,7 +286,7 @@ TEST(ConfigErrors, WrongTypesAreReportedWithWhatWasFound) {
               "network.yaml:2:19: sci.recv_buffer_no: expected an integer from 1 to 4294967295, found 'many'");
     EXPECT_EQ(errors_of("sci: 5\n"), "network.yaml:1:6: sci: expected a mapping of SCI parameters, found '5'");
     EXPECT_EQ(errors_of("technology: myrinet\n"),
-              "network.yaml:1:13: technology: expected one of sci, tcp, auto, found 'myrinet'");
+              "network.yaml:1:13: technology: expected one of auto, sci, tcp, found 'myrinet'");
     EXPECT_EQ(errors_of("- a\n- b\n"), "network.yaml:1:1: : expected a mapping of network settings, found a list");
     EXPECT_EQ(errors_of("just text\n"),
               "network.yaml:1:1: : expected a mapping of network settings, found 'just text'");
@@ -382,7 +392,7 @@ TEST(ConfigErrors, EveryProblemIsReportedAtOnceInFileOrder) {
                               "  - {id: 1, colour: red}\n";
     const auto lines = lines_of(errors_of(network, nodes, {"partition=has space"}));
     const std::vector<std::string> expected = {
-        "network.yaml:1:13: technology: expected one of sci, tcp, auto, found 'carrier-pigeon'",
+        "network.yaml:1:13: technology: expected one of auto, sci, tcp, found 'carrier-pigeon'",
         "network.yaml:3:19: sci.recv_buffer_no: expected an integer from 1 to 4294967295, found '0'",
         "network.yaml:4:21: sci.header_area_size: expected a multiple of 64 bytes (one 64-byte header per remote "
         "node), found '100'",
@@ -406,11 +416,11 @@ TEST(ConfigOverrides, SetReplacesFileValuesBeforeNodeScope) {
     EXPECT_EQ(c.max_message_size, MiB);
     EXPECT_EQ(c.peer_timeout, std::chrono::milliseconds(200));
     EXPECT_EQ(c.send_queue_limit, 7u);
-    EXPECT_EQ(c.sci.recv_buffer_no, 30u);
-    EXPECT_TRUE(c.sci.use_send_pool);
-    EXPECT_EQ(c.node(1).sci.recv_buffer_no, 20u); // the node's own key still wins
-    EXPECT_EQ(c.node(2).sci.recv_buffer_no, 30u);
-    EXPECT_TRUE(c.node(2).sci.use_send_pool);
+    EXPECT_EQ(c.section<SciOptions>().recv_buffer_no, 30u);
+    EXPECT_TRUE(c.section<SciOptions>().use_send_pool);
+    EXPECT_EQ(c.section<SciOptions>(c.node(1)).recv_buffer_no, 20u); // the node's own key still wins
+    EXPECT_EQ(c.section<SciOptions>(c.node(2)).recv_buffer_no, 30u);
+    EXPECT_TRUE(c.section<SciOptions>(c.node(2)).use_send_pool);
     EXPECT_EQ(c.groups.at("pair"), (std::vector<NodeId>{1, 2}));
     // The last override of a key wins, and an override repairs a bad file value.
     EXPECT_EQ(load_text("partition: 'bad one'\n", two_nodes, {"partition=a", "partition=b"}).partition, "b");
@@ -431,7 +441,7 @@ TEST(ConfigOverrides, BadOverridesAreReportedAtSet) {
               "--set:0:0: sci.recv_buffer_no.x: expected a network-file key such as partition or "
               "sci.recv_buffer_no, found 'sci.recv_buffer_no.x'");
     EXPECT_EQ(errors_of("", two_nodes, {"technology="}),
-              "--set:0:0: technology: expected one of sci, tcp, auto, found nothing");
+              "--set:0:0: technology: expected one of auto, sci, tcp, found nothing");
     EXPECT_EQ(errors_of("", two_nodes, {"partition=[x"})
                   .rfind("--set:0:0: partition: expected a YAML value, found "
                          "'[x'",
@@ -444,7 +454,7 @@ TEST(ConfigOverrides, BadOverridesAreReportedAtSet) {
 TEST(ConfigRobustness, AliasesDeepNestingAndOddDocumentsNeverCrash) {
     // Aliases are plain YAML: a shared SCI context.
     const auto c = load_text("sci: &common {recv_buffer_no: 63}\n", "nodes:\n  - {id: 1, sci: {recv_buffer_no: 7}}\n");
-    EXPECT_EQ(c.sci.recv_buffer_no, 63u);
+    EXPECT_EQ(c.section<SciOptions>().recv_buffer_no, 63u);
     EXPECT_NE(errors_of("a: &x [*x]\n"), "");
     EXPECT_NE(errors_of("groups: {g: &x [1, *x]}\n"), "");
     // yaml-cpp refuses nesting beyond its depth guard with an exception, not a crash.

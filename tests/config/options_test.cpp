@@ -4,6 +4,8 @@
 // restored around each test.
 #include <msgpass/config.hpp>
 
+#include <msgpass/sci/options.hpp>
+
 #include <gtest/gtest.h>
 
 #include <cstdlib>
@@ -129,7 +131,7 @@ TEST_F(CommandLine, OptionsAreReadAndTheRestIsLeftInOrder) {
     const auto o = parse({"-v", "--config", network_, "input.dat", "--nodes=" + nodes_, "--node-id", "2", "--set",
                           "sci.recv_buffer_no=20", "--rate=5", "--", "--config", "x"});
     EXPECT_EQ(o.configuration.partition, "cli");
-    EXPECT_EQ(o.configuration.sci.recv_buffer_no, 20u);
+    EXPECT_EQ(o.configuration.section<sci::Options>().recv_buffer_no, 20u);
     EXPECT_EQ(o.self, 2u);
     EXPECT_EQ(o.rest, (std::vector<std::string>{"-v", "input.dat", "--rate=5", "--config", "x"}));
 }
@@ -143,7 +145,7 @@ TEST_F(CommandLine, EnvironmentGivesDefaultsAndSetLinesApplyBeforeCommandLineOne
     EXPECT_EQ(o.self, 1u);
     EXPECT_EQ(o.configuration.partition, "from-cli");
     EXPECT_EQ(o.configuration.technology, "tcp");
-    EXPECT_EQ(o.configuration.sci.recv_buffer_no, 30u);
+    EXPECT_EQ(o.configuration.section<sci::Options>().recv_buffer_no, 30u);
     EXPECT_TRUE(o.rest.empty());
     EXPECT_EQ(o.configuration.network_file, network_);
 }

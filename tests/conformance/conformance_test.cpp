@@ -2,6 +2,7 @@
 // written once and run on every technology (parameterised by technology name).
 // A technology joins by adding its name to the instantiation at the bottom.
 #include <msgpass/node.hpp>
+#include <msgpass/sci/options.hpp>
 
 #include "../support/partition.hpp"
 
@@ -53,7 +54,7 @@ TEST_P(Conformance, MessageArrivesOnceCompleteAndFromItsSender) {
 // slot+1, many slots, the maximum; maximum+1 is refused with the buffer kept.
 TEST_P(Conformance, EverySizeFromZeroToTheMaximumArrivesIntact) {
     auto c = make(2, [](config::Configuration& c) { c.max_message_size = 16 * config::MiB; });
-    const std::size_t slot = c.sci.recv_buffer_size;
+    const std::size_t slot = c.section<sci::Options>().recv_buffer_size;
     const std::size_t max = c.max_message_size;
     auto a = NodeFactory::create(c, 1);
     auto b = NodeFactory::create(c, 2);
@@ -102,7 +103,7 @@ TEST_P(Conformance, MessageLargerThanTheMaximumIsRefusedAndLeftWithTheCaller) {
 // "Messages between a pair of nodes arrive once, complete, uncorrupted and in send
 // order" with "many threads" sending at once.
 TEST_P(Conformance, FourSenderThreadsEachKeepTheirOrderAndIntegrity) {
-    auto c = make(2, [](config::Configuration& c) { c.sci.max_outst_buffers = 4; });
+    auto c = make(2, [](config::Configuration& c) { c.edit_section<sci::Options>().max_outst_buffers = 4; });
     auto a = NodeFactory::create(c, 1);
     auto b = NodeFactory::create(c, 2);
     auto to_b = a->create_node(2);
@@ -261,7 +262,7 @@ TEST_P(Conformance, AReceivedBufferCanBeSentOnAsItIs) {
     auto two_from_one = f2->create_node(1);
     auto two_to_three = f2->create_node(3);
     auto three_from_two = f3->create_node(2);
-    for (std::size_t size : {std::size_t{300}, std::size_t{3 * c.sci.recv_buffer_size}}) {
+    for (std::size_t size : {std::size_t{300}, std::size_t{3 * c.section<sci::Options>().recv_buffer_size}}) {
         one_to_two->send(make_message(*f1, size, 5, size));
         auto got = must_receive(*two_from_one);
         ASSERT_NE(got, nullptr);
@@ -328,7 +329,7 @@ TEST_P(Conformance, GroupSendReachesEveryMemberOnce) {
 // The seed: "to ensure fairness the loop starts every time from a different node".
 TEST_P(Conformance, GroupReceiveRotatesStartNodeForFairness) {
     auto c = make(3, [](config::Configuration& c) {
-        c.sci.max_outst_buffers = 4;
+        c.edit_section<sci::Options>().max_outst_buffers = 4;
         c.groups["sources"] = {2, 3};
     });
     auto builder = NodeFactory::create(c, 1);

@@ -5,6 +5,8 @@
 // MODE: stream (send COUNT numbered messages, or forever if 0), idle (until
 // killed), receive (take COUNT messages and check them), echo (send every received
 // buffer back as it is, until killed or the partner is lost).
+#include <msgpass/sci/options.hpp>
+
 #include "../support/partition.hpp"
 
 #include <csignal>
@@ -30,7 +32,7 @@ int main(int argc, char** argv) {
     const int timeout_ms = argc > 8 ? std::atoi(argv[8]) : 1000;
     auto c = test::make_configuration("sci", partition, nodes, [&](config::Configuration& c) {
         c.peer_timeout = std::chrono::milliseconds(timeout_ms);
-        c.sci.max_outst_buffers = 4;
+        c.edit_section<sci::Options>().max_outst_buffers = 4;
     });
     try {
         auto factory = NodeFactory::create(c, self);

@@ -4,6 +4,7 @@
 // batches of descriptors (also with injected transfer errors), and the hot slot of
 // an echo that goes on across a restart of the peer process.
 #include <msgpass/sci/factory.hpp>
+#include <msgpass/sci/options.hpp>
 
 #include "local_node.hpp"
 #include "node.hpp"
@@ -37,7 +38,7 @@ std::string partition_for_test() {
 // written again would fail its checksum when it is finally checked.
 TEST(SciLargeMessages, BuffersReleasedOutOfOrderAreNeverOverwrittenWhileHeld) {
     auto c = make_configuration("sci", partition_for_test(), 2,
-                                [](config::Configuration& c) { c.sci.max_outst_buffers = 4; });
+                                [](config::Configuration& c) { c.edit_section<sci::Options>().max_outst_buffers = 4; });
     auto a = NodeFactory::create(c, 1);
     auto b = NodeFactory::create(c, 2);
     auto to_b = a->create_node(2);
@@ -55,7 +56,7 @@ TEST(SciLargeMessages, BuffersReleasedOutOfOrderAreNeverOverwrittenWhileHeld) {
         total += s;
     }
     ASSERT_GT(total, 4 * (12ULL << 20));
-    ASSERT_GT(size_of.front(), c.sci.recv_buffer_size);
+    ASSERT_GT(size_of.front(), c.section<sci::Options>().recv_buffer_size);
 
     std::atomic<bool> stop{false};
     std::string send_error;
@@ -157,9 +158,10 @@ TEST(SciLargeMessages, BuffersReleasedOutOfOrderAreNeverOverwrittenWhileHeld) {
 void queued_broadcast_arrives_everywhere(double error_rate) {
     const SegmentCleanup segments(partition_for_test());
     auto c = make_configuration("sci", segments.partition(), 4, [&](config::Configuration& c) {
-        c.sci.max_outst_buffers = 4;
-        c.sci.inject_error_rate = error_rate;
-        c.sci.inject_error_seed = 77;
+        auto& options = c.edit_section<sci::Options>();
+        options.max_outst_buffers = 4;
+        options.inject_error_rate = error_rate;
+        options.inject_error_seed = 77;
         c.groups["members"] = {2, 3, 4};
     });
     auto sender = NodeFactory::create(c, 1);
@@ -291,13 +293,13 @@ TEST(SciHotSlot, AnEchoOfReceivedBuffersDeliversIntactDataAcrossAPeerRestart) {
     const auto& partition = segments.partition();
     auto c = make_configuration("sci", partition, 2, [](config::Configuration& c) {
         c.peer_timeout = 300ms;
-        c.sci.max_outst_buffers = 4;
+        c.edit_section<sci::Options>().max_outst_buffers = 4;
     });
     auto self = NodeFactory::create(c, 1);
     auto peer = self->create_node(2);
     sci::VirtualDevice device(partition);
     sci::RemoteSegment own; // this process's own segment, to watch the peer's hot grant
-    ASSERT_TRUE(own.connect(device.segment_name(1, c.sci.recv_seg_id)));
+    ASSERT_TRUE(own.connect(device.segment_name(1, c.section<sci::Options>().recv_seg_id)));
     own.map();
 
     std::uint64_t seq = 0;

@@ -2,6 +2,7 @@
 // layer, segment ownership, injected transfer errors, idle cost, and peer life
 // (kill -9 mid-stream, restart, stale segments, duplicate node ids, hostile words).
 #include <msgpass/sci/factory.hpp>
+#include <msgpass/sci/options.hpp>
 
 #include "local_node.hpp"
 #include "node.hpp"
@@ -37,7 +38,7 @@ config::Configuration sci_configuration(const std::string& partition, int nodes,
                                         std::chrono::milliseconds timeout = 1000ms) {
     return make_configuration("sci", partition, nodes, [&](config::Configuration& c) {
         c.peer_timeout = timeout;
-        c.sci.max_outst_buffers = 4;
+        c.edit_section<sci::Options>().max_outst_buffers = 4;
     });
 }
 
@@ -259,9 +260,10 @@ TEST(SciPeerLife, ASenderGetsPeerLostWhenItsReceiverIsKilled) {
 // intact, and retries counted."
 TEST(SciTransferErrors, OnePercentInjectedErrorsLoseDuplicateAndCorruptNothing) {
     auto c = make_configuration("sci", partition_for_test(), 2, [](config::Configuration& c) {
-        c.sci.max_outst_buffers = 4;
-        c.sci.inject_error_rate = 0.01;
-        c.sci.inject_error_seed = 1234;
+        auto& options = c.edit_section<sci::Options>();
+        options.max_outst_buffers = 4;
+        options.inject_error_rate = 0.01;
+        options.inject_error_seed = 1234;
     });
     auto a = NodeFactory::create(c, 1);
     auto b = NodeFactory::create(c, 2);
@@ -270,7 +272,7 @@ TEST(SciTransferErrors, OnePercentInjectedErrorsLoseDuplicateAndCorruptNothing) 
     constexpr std::uint64_t n = 100000;
     std::thread sender([&] {
         for (std::uint64_t i = 0; i < n; ++i) {
-            const std::size_t size = i % 1000 == 0 ? 3 * c.sci.recv_buffer_size : 24 + i % 200;
+            const std::size_t size = i % 1000 == 0 ? 3 * c.section<sci::Options>().recv_buffer_size : 24 + i % 200;
             for (;;) {
                 try {
                     to_b->send(make_message(*a, size, 0, i));
@@ -317,7 +319,7 @@ TEST(SciBuffers, ReceivedBuffersStayValidAfterTheirFactoryIsGone) {
     auto b = NodeFactory::create(c, 2);
     auto to_b = a->create_node(2);
     auto from_a = b->create_node(1);
-    const std::size_t large = 5 * c.sci.recv_buffer_size;
+    const std::size_t large = 5 * c.section<sci::Options>().recv_buffer_size;
     to_b->send(make_message(*a, 100, 0, 0));
     to_b->send(make_message(*a, large, 0, 1));
     ASSERT_TRUE(to_b->flush(10s));
@@ -372,7 +374,7 @@ TEST(SciHostilePeer, GarbageInTheHeaderAreaNeverCrashesTheReceiver) {
         try {
             auto m = from_b->receive();
             if (m) {
-                EXPECT_LE(m->size(), c.sci.recv_buffer_size);
+                EXPECT_LE(m->size(), c.section<sci::Options>().recv_buffer_size);
             }
         } catch (const PeerLost&) {
         }

@@ -85,7 +85,7 @@ private:
 };
 
 // A configuration of nodes 1..n on localhost; tweak changes the top level, which
-// every node then inherits (change node scope on the result). Every node gets a
+// every node follows (give a node a section of its own on the result to differ). Every node gets a
 // free port on 127.0.0.1 for the technologies that use sockets.
 inline config::Configuration make_configuration(const std::string& technology, const std::string& partition, int n,
                                                 const std::function<void(config::Configuration&)>& tweak = {}) {
@@ -105,9 +105,7 @@ inline config::Configuration make_configuration(const std::string& technology, c
         }
         c.nodes.push_back(node);
     }
-    if (tweak) tweak(c);
-    for (auto& node : c.nodes)
-        node.sci = c.sci; // node scope inherits the top-level context
+    if (tweak) tweak(c); // nodes without sections of their own follow the top level
     return c;
 }
 

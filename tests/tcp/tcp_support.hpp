@@ -40,6 +40,7 @@ struct PartitionText {
     std::chrono::milliseconds peer_timeout{1000};
     std::uint64_t max_message_size = 16 * config::MiB;
     std::uint32_t send_queue_limit = 65536;
+    std::string tcp_section;           // the value of `tcp:` as YAML, or "" for none
     std::vector<std::string> machines; // names; each gets an SCI node id
     std::vector<NodeSpec> nodes;
 
@@ -47,7 +48,8 @@ struct PartitionText {
         return "partition: " + partition + "\ntechnology: " + technology +
                "\npeer_timeout: " + std::to_string(peer_timeout.count()) +
                "ms\nmax_message_size: " + std::to_string(max_message_size) +
-               "\nsend_queue_limit: " + std::to_string(send_queue_limit) + "\n";
+               "\nsend_queue_limit: " + std::to_string(send_queue_limit) + "\n" +
+               (tcp_section.empty() ? "" : "tcp: " + tcp_section + "\n");
     }
     [[nodiscard]] std::string nodes_yaml() const {
         std::string y;

@@ -4,6 +4,9 @@
 // restarted, and partitions across "hosts" made of network namespaces (a link taken
 // down mid-stream; a `technology: auto` partition that mixes sci and tcp).
 #include <msgpass/tcp/factory.hpp>
+#include <msgpass/tcp/options.hpp>
+
+#include "engine.hpp"
 
 #include "../support/process.hpp"
 #include "tcp_support.hpp"
@@ -548,6 +551,43 @@ TEST_F(TcpHostileInput, TwoHundredSilentConnectionsAtOnceDoNotStopGoodTrafficAnd
     for (auto& s : flood)
         EXPECT_TRUE(s.wait_closed(peer_timeout + 20s)) << "a silent connection of the flood was never closed";
     expect_refused({Refusal::handshake_timeout, Refusal::too_many}, 200);
+}
+
+// ------------------------------------------------------------ tcp options
+
+TEST(TcpOptions, TheTcpSectionSetsTheEngineParametersAndWithoutItTheDefaultsHold) {
+    auto text = local_partition(partition_for_test(), 2, 500ms);
+    ASSERT_EQ(text.nodes.size(), 2u) << "no free ports";
+    const auto defaults = tcp::Parameters::from(text.load(), 1);
+    EXPECT_EQ(defaults.handshake_timeout, 500ms); // min(peer_timeout, 2 s)
+    EXPECT_EQ(defaults.ack_every, 64u);
+    EXPECT_EQ(defaults.ack_bytes, 2 * config::MiB);
+    text.tcp_section = "{handshake_timeout: 5s, ack_every: 8, ack_bytes: 64KiB}";
+    const auto c = text.load();
+    EXPECT_EQ(c.section<tcp::Options>().ack_every, 8u);
+    const auto p = tcp::Parameters::from(c, 1);
+    EXPECT_EQ(p.handshake_timeout, 5s);
+    EXPECT_EQ(p.ack_every, 8u);
+    EXPECT_EQ(p.ack_bytes, 64 * config::KiB);
+}
+
+// With a peer timeout of 500 ms a silent connection is closed after 500 ms
+// (min(peer_timeout, 2 s)); `tcp: {handshake_timeout: 30s}` keeps it open.
+TEST(TcpOptions, AConfiguredHandshakeTimeoutHoldsASilentConnectionPastTheDefault) {
+    auto text = local_partition(partition_for_test(), 1, 500ms);
+    ASSERT_EQ(text.nodes.size(), 1u) << "no free ports";
+    {
+        auto factory = NodeFactory::create(text.load(), 1);
+        auto s = RawSocket::connect_to(text.nodes[0].port);
+        ASSERT_TRUE(s.valid());
+        EXPECT_TRUE(s.wait_closed(10s)) << "a silent connection outlived the default handshake timeout";
+    }
+    text.tcp_section = "{handshake_timeout: 30s}";
+    auto factory = NodeFactory::create(text.load(), 1);
+    auto s = RawSocket::connect_to(text.nodes[0].port);
+    ASSERT_TRUE(s.valid());
+    EXPECT_FALSE(s.wait_closed(3s)) << "closed before the configured handshake timeout of 30 s";
+    EXPECT_EQ(tcp_of(*factory).listener_stats().count(Refusal::handshake_timeout), 0u);
 }
 
 // ------------------------------------------------------- connection reset

@@ -9,7 +9,6 @@
 
 namespace msgpass {
 
-namespace {
 void register_builtin_technologies() {
     static const bool once = [] {
         sci::register_technology();
@@ -19,7 +18,18 @@ void register_builtin_technologies() {
     }();
     (void)once;
 }
+
+namespace {
+// Before main, so that a program that loads its configuration with config::load()
+// and only then calls NodeFactory::create() has the technologies' names and sections
+// at load time: this file is linked into every program that calls create().
+[[maybe_unused]] const bool registered_at_start = (register_builtin_technologies(), true);
 } // namespace
+
+config::Options options(int argc, const char* const* argv) {
+    register_builtin_technologies();
+    return config::parse_command_line(argc, argv);
+}
 
 std::unique_ptr<NodeFactory> NodeFactory::create(const config::Configuration& configuration, NodeId self) {
     register_builtin_technologies();

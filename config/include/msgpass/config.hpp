@@ -1,12 +1,16 @@
-// The configuration model: the network file (partition-wide settings, the top-level
-// `sci` context, static groups) and the nodes file (machines and nodes), with the
-// keys and defaults of section 10 of the SCI seed. load() validates everything and
+// The configuration model: the network file (partition-wide settings, each
+// technology's section, static groups) and the nodes file (machines and nodes), with
+// the keys and defaults of section 10 of the SCI seed. load() validates everything and
 // reports every problem at once, one line each, as
 //   file:line:column: key.path: expected X, found Y
 // Option structs map one-to-one onto YAML keys; their defaults are documented here
-// and in docs/configuration.md.
+// and in docs/configuration.md. The sections of a technology (`sci:`, `tcp:`) are
+// read by that technology's own options struct, registered with SchemaRegistry
+// (msgpass/config/schema.hpp), and stored here by type: configuration.section<T>().
 #pragma once
 
+#include <msgpass/config/schema.hpp>
+#include <msgpass/config/value.hpp>
 #include <msgpass/error.hpp>
 #include <msgpass/sizes.hpp>
 
@@ -24,35 +28,26 @@ using msgpass::GiB;
 using msgpass::KiB;
 using msgpass::MiB;
 
-// Where a value came from, for error messages ("network.yaml:12:5").
-struct Location {
-    std::string file;
-    int line = 0;   // 1-based; 0 when unknown (defaults, --set)
-    int column = 0; // 1-based
-    [[nodiscard]] std::string str() const;
-};
-
-// The SCI context (seed section 10). Top level in the network file; a node's own
-// `sci` context overrides single keys.
-struct SciParameters {
-    std::uint32_t max_outst_buffers = 1;      // outstanding sends per pair (1..7)
-    std::uint32_t recv_seg_id = 8;            // segment identifier
-    std::uint64_t recv_seg_size = 1 * MiB;    // whole local segment
-    std::uint64_t header_area_size = 8 * KiB; // 64-byte headers, one per remote node
-    std::uint32_t recv_buffer_no = 127;       // receive slots
-    std::uint64_t recv_buffer_size = 8 * KiB; // bytes per receive slot
-    bool use_send_pool = false;               // pre-allocated send buffers, else heap
-    std::uint32_t send_buffer_no = 127;       // send pool buffers
-    std::uint64_t send_buffer_size = 8 * KiB; // bytes per send pool buffer
-    // msgpass extensions
-    double inject_error_rate = 0.0;      // emulated transfer error probability
-    std::uint64_t inject_error_seed = 1; // seed of the error injection
-};
+namespace detail {
+// A default-constructed T, for a section nobody wrote.
+template <typename T>
+const T& defaults() {
+    static const T value{};
+    return value;
+}
+} // namespace detail
 
 struct Machine {
     std::string name;
-    std::optional<std::uint32_t> sci_node_id; // SCI node identifier; absent = invalid
+    Sections sections; // each technology's machine section (sci: the SCI node_id)
     Location where;
+
+    // The machine's section of type T, or T's defaults.
+    template <typename T>
+    [[nodiscard]] const T& section() const {
+        const T* own = sections.find<T>();
+        return own != nullptr ? *own : detail::defaults<T>();
+    }
 };
 
 struct NodeConfig {
@@ -62,17 +57,17 @@ struct NodeConfig {
     std::uint16_t port = 0;           // 0: none (sci only)
     std::string machine;              // name of a Machine, or ""
     std::vector<std::string> command; // program and arguments for msgpass-run, or empty
-    SciParameters sci;                // resolved: defaults < top level < node scope
+    Sections sections;                // its own sections (node scope), resolved over the top level
     Location where;
 };
 
 struct Configuration {
     std::string partition = "msgpass";            // scopes shared-memory names and handshakes
-    std::string technology = "sci";               // sci | tcp | auto
+    std::string technology = "sci";               // a name registered with SchemaRegistry
     std::uint64_t max_message_size = 64 * MiB;    // larger sends throw MessageTooLarge
     std::chrono::milliseconds peer_timeout{1000}; // a silent dead peer is declared lost after this
     std::uint32_t send_queue_limit = 65536;       // queued messages per node before SendQueueFull
-    SciParameters sci;                            // resolved top-level context
+    Sections sections;                            // each registered technology's section
     std::map<std::string, std::vector<NodeId>> groups;
     std::vector<Machine> machines;
     std::vector<NodeConfig> nodes; // in file order
@@ -86,12 +81,36 @@ struct Configuration {
     [[nodiscard]] const Machine* find_machine(const std::string& name) const noexcept;
     // The members of a static group; throws ConfigError naming the known groups.
     [[nodiscard]] const std::vector<NodeId>& group(const std::string& name) const;
+
+    // The top-level section of type T (sci::Options, ...), or T's defaults when none
+    // was loaded (a Configuration built in code).
+    template <typename T>
+    [[nodiscard]] const T& section() const {
+        const T* own = sections.find<T>();
+        return own != nullptr ? *own : detail::defaults<T>();
+    }
+    // The section of type T that applies to a node: its own (node scope, resolved
+    // over the top level when loaded), else the top-level one.
+    template <typename T>
+    [[nodiscard]] const T& section(const NodeConfig& node) const {
+        const T* own = node.sections.find<T>();
+        return own != nullptr ? *own : section<T>();
+    }
+    // The top-level section of type T to change (code that builds a configuration).
+    template <typename T>
+    T& edit_section() {
+        return sections.edit<T>();
+    }
 };
 
 // Reads and validates both files, then applies overrides ("key.path=value", as
 // --set: e.g. "sci.recv_buffer_no=255", "partition=test", "nodes.3.port=0" is not
 // supported: overrides address network-file keys). Throws ConfigError whose what()
-// has one line per problem. Never crashes on any input.
+// has one line per problem. Never crashes on any input. The technologies (the values
+// of `technology` and their sections) are those of SchemaRegistry::instance() when
+// it is called: a program linking msgpass::msgpass has the built-in ones registered
+// before main (and msgpass::options() registers them too); one that links config
+// alone calls msgpass::register_builtin_technologies() or registers its own first.
 Configuration load(const std::filesystem::path& network_file, const std::filesystem::path& nodes_file,
                    const std::vector<std::string>& overrides = {});
 
@@ -122,10 +141,3 @@ struct Options {
 Options parse_command_line(int argc, const char* const* argv);
 
 } // namespace msgpass::config
-
-namespace msgpass {
-// Shorthand for applications: msgpass::options(argc, argv).
-inline config::Options options(int argc, const char* const* argv) {
-    return config::parse_command_line(argc, argv);
-}
-} // namespace msgpass

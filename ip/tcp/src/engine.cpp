@@ -54,7 +54,11 @@ Parameters Parameters::from(const config::Configuration& configuration, NodeId s
     p.max_message_size = configuration.max_message_size;
     p.peer_timeout = configuration.peer_timeout;
     p.send_queue_limit = configuration.send_queue_limit;
-    p.handshake_timeout = std::min<std::chrono::nanoseconds>(configuration.peer_timeout, std::chrono::seconds(2));
+    const auto& options = configuration.section<Options>();
+    p.handshake_timeout = options.handshake_timeout.value_or(
+        std::min<std::chrono::milliseconds>(configuration.peer_timeout, std::chrono::seconds(2)));
+    p.ack_every = options.ack_every;
+    p.ack_bytes = options.ack_bytes;
     p.backoff_max = std::min<std::chrono::nanoseconds>(std::chrono::milliseconds(100), configuration.peer_timeout / 4);
     return p;
 }

@@ -12,6 +12,7 @@
 #include <msgpass/config.hpp>
 #include <msgpass/node.hpp>
 #include <msgpass/tcp/factory.hpp>
+#include <msgpass/tcp/options.hpp>
 #include <msgpass/tcp/protocol.hpp>
 #include <msgpass/wait.hpp>
 
@@ -62,10 +63,10 @@ struct Parameters {
     std::uint64_t max_message_size = 64 * config::MiB;
     std::chrono::nanoseconds peer_timeout{std::chrono::seconds(1)};
     std::uint32_t send_queue_limit = 65536;
-    std::chrono::nanoseconds handshake_timeout{std::chrono::seconds(2)}; // min(peer_timeout, 2 s)
+    std::chrono::nanoseconds handshake_timeout{std::chrono::seconds(2)}; // tcp.handshake_timeout
     std::size_t max_pending = 1024;                                      // connections waiting for their Hello
-    std::uint64_t ack_every = 64;              // acknowledge at least every this many messages
-    std::uint64_t ack_bytes = 2 * config::MiB; // ... or this many bytes
+    std::uint64_t ack_every = 64;              // acknowledge at least every this many messages (tcp.ack_every)
+    std::uint64_t ack_bytes = 2 * config::MiB; // ... or this many bytes (tcp.ack_bytes)
     std::chrono::nanoseconds backoff_min{std::chrono::milliseconds(1)};
     std::chrono::nanoseconds backoff_max{std::chrono::milliseconds(100)};
 

@@ -1,5 +1,6 @@
 // The tcp factory and group, and the registration of the technology.
 #include <msgpass/tcp/factory.hpp>
+#include <msgpass/tcp/options.hpp>
 
 #include "engine.hpp"
 
@@ -9,6 +10,7 @@
 namespace msgpass::tcp {
 
 void register_technology() {
+    config::SchemaRegistry::instance().add(schema());
     TechnologyRegistry::instance().add("tcp", [](const config::Configuration& configuration, NodeId self) {
         return std::make_unique<TcpNodeFactory>(configuration, self);
     });

@@ -17,7 +17,8 @@
 
 namespace msgpass::auto_ {
 
-// Registers "auto" with the TechnologyRegistry. Idempotent.
+// Registers "auto" with the TechnologyRegistry and config::SchemaRegistry, and the sci
+// and tcp technologies it is made of. Idempotent.
 void register_technology();
 
 // True when the two nodes of the configuration are on the same machine.

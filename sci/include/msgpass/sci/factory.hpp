@@ -15,7 +15,8 @@ namespace msgpass::sci {
 class LocalNode; // the local segment of this process (src/local_node.hpp)
 class SciNode;   // one peer (src/node.hpp)
 
-// Registers "sci" with the TechnologyRegistry. Idempotent.
+// Registers "sci" with the TechnologyRegistry and its configuration (options.hpp)
+// with config::SchemaRegistry. Idempotent.
 void register_technology();
 
 // SCIGroup: a dynamic group whose members are all SCINodes; a blocking receive

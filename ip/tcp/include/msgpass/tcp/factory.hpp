@@ -28,7 +28,8 @@
 
 namespace msgpass::tcp {
 
-// Registers "tcp" with the TechnologyRegistry. Idempotent.
+// Registers "tcp" with the TechnologyRegistry and its configuration (options.hpp)
+// with config::SchemaRegistry. Idempotent.
 void register_technology();
 
 class Engine;  // the sockets, the background thread, the nodes (src/engine.hpp)

@@ -1,0 +1,213 @@
+// The network-file schema: partition-wide settings, the sections of the registered
+// technologies and the static groups, and the --set overrides that address the same
+// keys. Values are gathered into NetworkLayers (file first, overrides on top) and
+// judged afterwards; a section is judged by its technology's options.
+#include "schemas.hpp"
+
+#include <algorithm>
+#include <limits>
+#include <set>
+#include <sstream>
+
+namespace msgpass::config::detail {
+
+namespace {
+
+const std::vector<std::string> generic_keys = {"partition",    "technology",       "max_message_size",
+                                               "peer_timeout", "send_queue_limit", "groups"};
+
+void collect_groups(Problems& problems, const Item& v, NetworkLayers& layers) {
+    for_each_entry(problems, v, "a mapping of group names to lists of node ids",
+                   [&](const std::string& name, const Item& members) {
+                       if (!is_name(name)) {
+                           report(problems, Item{YAML::Node(name), members.key_mark, v.source, members.path},
+                                  "a group " + name_expected);
+                           return;
+                       }
+                       layers.groups.insert_or_assign(name, members);
+                   });
+}
+
+void collect_network_key(Problems& problems, const Schemas& schemas, const std::string& key, const Item& v,
+                         NetworkLayers& layers) {
+    if (const auto* schema = schemas.section(key)) {
+        collect_section(problems, v, *schema->section, layers.sections[key]);
+    } else if (key == "groups") {
+        collect_groups(problems, v, layers);
+    } else {
+        layers.top.insert_or_assign(key, v);
+    }
+}
+
+void resolve_top(Problems& problems, const Schemas& schemas, const NetworkLayers& layers, Configuration& c) {
+    for (const auto& [key, v] : layers.top) {
+        if (key == "partition") {
+            if (auto text = get_scalar(problems, v, "a partition " + name_expected)) {
+                if (is_name(*text)) {
+                    c.partition = *text;
+                } else {
+                    report(problems, v, "a partition " + name_expected);
+                }
+            }
+        } else if (key == "technology") {
+            // Only a registered technology: a name nobody registered would pass here
+            // and fail later, in NodeFactory::create.
+            const auto names = schemas.names();
+            const std::string expected =
+                names.empty() ? "a registered technology (none is registered)" : "one of " + join(names);
+            if (auto text = get_scalar(problems, v, expected)) {
+                std::string lower = *text;
+                std::transform(lower.begin(), lower.end(), lower.begin(),
+                               [](char ch) { return static_cast<char>(std::tolower(static_cast<unsigned char>(ch))); });
+                if (schemas.find(lower) != nullptr) {
+                    c.technology = lower;
+                } else {
+                    report(problems, v, expected);
+                }
+            }
+        } else if (key == "max_message_size") {
+            if (auto n = get_size(problems, v, 2 * GiB)) c.max_message_size = *n;
+        } else if (key == "peer_timeout") {
+            if (auto d = get_duration(problems, v, std::chrono::milliseconds(1), std::chrono::hours(1)))
+                c.peer_timeout = *d;
+        } else if (key == "send_queue_limit") {
+            if (auto n = get_integer(problems, v, 1, std::numeric_limits<std::uint32_t>::max()))
+                c.send_queue_limit = static_cast<std::uint32_t>(*n);
+        }
+    }
+}
+
+} // namespace
+
+const std::vector<std::string>& network_keys() {
+    return generic_keys;
+}
+
+void collect_network(Problems& problems, const Schemas& schemas, const Item& root, NetworkLayers& layers) {
+    for_each_key(
+        problems, root, schemas.network_keys(), "a mapping of network settings",
+        [&](const std::string& key, const Item& v) { collect_network_key(problems, schemas, key, v, layers); },
+        [&](const std::string& key) { return schemas.place_of(key); });
+}
+
+void collect_override(Problems& problems, const Schemas& schemas, const std::string& text, const Source& source,
+                      NetworkLayers& layers) {
+    const auto equal = text.find('=');
+    Item whole{YAML::Node(text), YAML::Mark::null_mark(), &source, "--set"};
+    if (equal == std::string::npos || equal == 0) {
+        report(problems, whole, "key=value such as sci.recv_buffer_no=255");
+        return;
+    }
+    auto trim = [](std::string s) {
+        const auto first = s.find_first_not_of(" \t");
+        if (first == std::string::npos) return std::string{};
+        return s.substr(first, s.find_last_not_of(" \t") - first + 1);
+    };
+    const std::string path = trim(text.substr(0, equal));
+    const std::string value_text = text.substr(equal + 1);
+    YAML::Node node;
+    try {
+        node = YAML::Load(value_text);
+    } catch (const YAML::Exception& e) {
+        report(problems, Item{YAML::Node(), YAML::Mark::null_mark(), &source, path}, "a YAML value",
+               quote(value_text) + " (" + e.msg + ")");
+        return;
+    }
+    Item v{node, YAML::Mark::null_mark(), &source, path};
+    std::vector<std::string> parts;
+    std::string part;
+    for (std::istringstream in(path); std::getline(in, part, '.');)
+        parts.push_back(part);
+    if (!path.empty() && path.back() == '.') parts.push_back("");
+    if (parts.empty()) {
+        report(problems, whole, "key=value such as sci.recv_buffer_no=255");
+        return;
+    }
+    Item key_value{YAML::Node(parts[0]), YAML::Mark::null_mark(), &source, path};
+    const auto known = schemas.network_keys();
+    if (!contains(known, parts[0])) {
+        report(problems, key_value, known_keys_text(parts[0], known, schemas.place_of(parts[0])),
+               unknown_key_found(parts[0]));
+        return;
+    }
+    const auto* schema = schemas.section(parts[0]);
+    if (parts.size() == 1) {
+        collect_network_key(problems, schemas, parts[0], v, layers);
+    } else if (parts.size() == 2 && schema != nullptr) {
+        const auto& keys = schema->section->keys();
+        if (!contains(keys, parts[1])) {
+            report(problems, key_value, known_keys_text(parts[1], keys), unknown_key_found(parts[1]));
+            return;
+        }
+        layers.sections[parts[0]].keys.insert_or_assign(parts[1], v);
+    } else if (parts.size() == 2 && parts[0] == "groups") {
+        if (!is_name(parts[1])) {
+            report(problems, key_value, "a group " + name_expected, quote(parts[1]));
+            return;
+        }
+        layers.groups.insert_or_assign(parts[1], v);
+    } else {
+        report(problems, key_value, "a network-file key such as partition or sci.recv_buffer_no", quote(path));
+    }
+}
+
+void resolve_network(Problems& problems, const Schemas& schemas, const NetworkLayers& layers, Configuration& c) {
+    resolve_top(problems, schemas, layers, c);
+    // Every registered section is stored, with its defaults when nobody wrote it.
+    for (const auto& schema : schemas.list()) {
+        if (!schema->section) continue;
+        std::any options = schema->section->make();
+        if (auto it = layers.sections.find(schema->name); it != layers.sections.end())
+            resolve_section(problems, *schema->section, it->second, schema->name, options);
+        c.sections.put(std::move(options));
+    }
+}
+
+void resolve_groups(Problems& problems, const NetworkLayers& layers, const std::string& nodes_name, Configuration& c,
+                    bool nodes_known) {
+    std::vector<std::string> known;
+    for (const auto& n : c.nodes) {
+        if (known.size() == 20) {
+            known.push_back("...");
+            break;
+        }
+        known.push_back(std::to_string(n.id));
+    }
+    const std::string member_expected =
+        "a node id of " + nodes_name + " (" + (known.empty() ? "none" : join(known)) + ")";
+    std::set<NodeId> node_ids;
+    for (const auto& n : c.nodes)
+        node_ids.insert(n.id);
+    for (const auto& [name, v] : layers.groups) {
+        if (!v.node.IsSequence() || v.node.size() == 0) {
+            report(problems, v, "a non-empty list of node ids");
+            continue;
+        }
+        std::vector<NodeId> members;
+        std::set<NodeId> seen;
+        bool ok = true;
+        std::size_t i = 0;
+        for (const auto& item : v.node) {
+            Item m{item, v.mark(), v.source, v.path + "[" + std::to_string(i++) + "]"};
+            auto id = get_integer(problems, m, 1, max_node_id, "a node id");
+            if (!id) {
+                ok = false;
+                continue;
+            }
+            if (nodes_known && !node_ids.contains(static_cast<NodeId>(*id))) {
+                report(problems, m, member_expected);
+                ok = false;
+                continue;
+            }
+            if (!seen.insert(static_cast<NodeId>(*id)).second) {
+                report(problems, m, "each member once", "a repeated member " + quote(item.Scalar()));
+                ok = false;
+                continue;
+            }
+            members.push_back(static_cast<NodeId>(*id));
+        }
+        if (ok) c.groups[name] = std::move(members);
+    }
+}
+
+} // namespace msgpass::config::detail

@@ -1,0 +1,34 @@
+// The configuration of the tcp technology: its section `tcp:` at the top of the
+// network file (and --set tcp.<key>=value), read by tcp::Options and registered under
+// the name "tcp" by register_technology() (schema()). Every key is optional; without
+// the section tcp behaves as docs/tcp.md describes. The tcp code reads it as
+// configuration.section<tcp::Options>().
+#pragma once
+
+#include <msgpass/config.hpp>
+
+#include <chrono>
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace msgpass::tcp {
+
+struct Options {
+    // How long an accepted connection may take to send its whole Hello; absent:
+    // min(peer_timeout, 2 s). 1ms to 1 min.
+    std::optional<std::chrono::milliseconds> handshake_timeout;
+    // A receiver acknowledges at least every ack_every messages (1 to 65536) or
+    // ack_bytes bytes (1 byte to 1GiB); the sender keeps what it sent until then.
+    std::uint64_t ack_every = 64;
+    std::uint64_t ack_bytes = 2 * config::MiB;
+
+    static const std::vector<std::string>& keys();
+    void set(const std::string& key, const config::Value& value);
+};
+
+// "tcp": Options at the top of the network file; no node scope, no machine section.
+config::TechnologySchema schema();
+
+} // namespace msgpass::tcp

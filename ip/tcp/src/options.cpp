@@ -1,0 +1,25 @@
+// The tcp technology's configuration: the keys of its section and their ranges.
+#include <msgpass/tcp/options.hpp>
+
+namespace msgpass::tcp {
+
+const std::vector<std::string>& Options::keys() {
+    static const std::vector<std::string> list = {"handshake_timeout", "ack_every", "ack_bytes"};
+    return list;
+}
+
+void Options::set(const std::string& key, const config::Value& value) {
+    if (key == "handshake_timeout") {
+        if (auto d = value.duration(std::chrono::milliseconds(1), std::chrono::minutes(1))) handshake_timeout = *d;
+    } else if (key == "ack_every") {
+        if (auto n = value.integer(1, 65536)) ack_every = *n;
+    } else if (key == "ack_bytes") {
+        if (auto n = value.size(config::GiB)) ack_bytes = *n;
+    }
+}
+
+config::TechnologySchema schema() {
+    return config::TechnologySchema("tcp").with_section(config::SectionType::of<Options>("a mapping of tcp settings"));
+}
+
+} // namespace msgpass::tcp
