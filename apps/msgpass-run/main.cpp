@@ -8,11 +8,11 @@
 #include "supervisor.hpp"
 
 #include <msgpass/config.hpp>
+#include <msgpass/sci/naming.hpp>
 
 #include <boost/program_options.hpp>
 
 #include <fcntl.h>
-#include <pwd.h>
 #include <sys/mman.h>
 #include <unistd.h>
 
@@ -43,29 +43,17 @@ void ensure_standard_descriptors() {
     }
 }
 
-std::string user_name() {
-    if (const passwd* entry = ::getpwuid(::geteuid()); entry != nullptr && entry->pw_name != nullptr)
-        return entry->pw_name;
-    return std::to_string(::geteuid());
-}
-
-// Removes (or with dry_run only lists) /dev/shm/msgpass.<user>.<partition>.*.
+// Removes (or with dry_run only lists) the partition's segments, named as the sci
+// technology names them (msgpass/sci/naming.hpp).
 int cleanup(const msgpass::config::Configuration& configuration, bool dry_run) {
-    const std::string prefix = "msgpass." + user_name() + "." + configuration.partition + ".";
-    std::vector<std::string> names;
     std::error_code error;
-    for (fs::directory_iterator it("/dev/shm", error), end; !error && it != end; it.increment(error)) {
-        const std::string name = it->path().filename().string();
-        if (name.compare(0, prefix.size(), prefix) == 0) names.push_back(name);
-    }
+    const auto names = msgpass::sci::partition_segments(msgpass::sci::segment_user(), configuration.partition, error);
     if (error) {
-        std::cerr << "msgpass-run: cannot list /dev/shm: " << error.message() << "\n";
+        std::cerr << "msgpass-run: cannot list " << msgpass::sci::shm_directory << ": " << error.message() << "\n";
         return exit_failure;
     }
-    std::sort(names.begin(), names.end());
     int result = 0;
-    for (const auto& name : names) {
-        const std::string shm_name = "/" + name;
+    for (const auto& shm_name : names) {
         if (dry_run) {
             std::cout << "would remove " << shm_name << "\n";
         } else if (::shm_unlink(shm_name.c_str()) == 0 || errno == ENOENT) {

@@ -16,7 +16,6 @@
 #include <emmintrin.h>
 #endif
 #include <optional>
-#include <pwd.h>
 #include <sys/file.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -27,16 +26,10 @@ namespace msgpass::sci {
 
 namespace {
 
-std::string current_user() {
-    if (const passwd* pw = getpwuid(geteuid()); pw != nullptr && pw->pw_name != nullptr) return pw->pw_name;
-    return "uid" + std::to_string(geteuid());
-}
-
 // Inode of the object a shared-memory name designates now, 0 if none.
 std::uint64_t inode_of_name(const std::string& name) {
     struct stat st {};
-    const std::string path = "/dev/shm/" + (name.starts_with('/') ? name.substr(1) : name);
-    if (::stat(path.c_str(), &st) != 0) return 0;
+    if (::stat(shm_path(name).c_str(), &st) != 0) return 0;
     return static_cast<std::uint64_t>(st.st_ino);
 }
 
@@ -53,23 +46,14 @@ std::string bip_name(const std::string& name) {
 
 } // namespace
 
-VirtualDevice::VirtualDevice(std::string partition) : partition_(std::move(partition)), user_(current_user()) {}
+VirtualDevice::VirtualDevice(std::string partition) : partition_(std::move(partition)), user_(segment_user()) {}
 
 std::string VirtualDevice::partition_prefix() const {
-    return "msgpass." + user_ + "." + partition_ + ".";
+    return sci::partition_prefix(user_, partition_);
 }
 
 std::string VirtualDevice::segment_name(NodeId node, std::uint32_t segment_id, const std::string& suffix) const {
-    std::string name = "/";
-    name += partition_prefix();
-    name += std::to_string(node);
-    name += '.';
-    name += std::to_string(segment_id);
-    if (!suffix.empty()) {
-        name += '.';
-        name += suffix;
-    }
-    return name;
+    return sci::segment_name(SegmentAddress{user_, partition_, node, segment_id}, suffix);
 }
 
 // ---------------------------------------------------------------- local segment

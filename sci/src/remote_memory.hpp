@@ -16,6 +16,7 @@
 #pragma once
 
 #include <msgpass/error.hpp>
+#include <msgpass/sci/naming.hpp>
 
 #include <atomic>
 #include <cstddef>
@@ -33,7 +34,7 @@ public:
     // A device scoped to a partition (names of segments embed user and partition).
     explicit VirtualDevice(std::string partition);
 
-    // "/msgpass.<user>.<partition>.<node>.<segment>[.<suffix>]"
+    // The name of a node's segment or region, by sci::segment_name (naming.hpp).
     [[nodiscard]] std::string segment_name(NodeId node, std::uint32_t segment_id, const std::string& suffix = {}) const;
     // The prefix shared by every segment of the partition (without the leading '/').
     [[nodiscard]] std::string partition_prefix() const;

@@ -12,6 +12,7 @@
 
 #include <gtest/gtest.h>
 
+#include <optional>
 #include <pwd.h>
 #include <sys/stat.h>
 #include <thread>
@@ -28,9 +29,9 @@ std::string partition_for_test() {
     return unique_partition(::testing::UnitTest::GetInstance()->current_test_info()->name());
 }
 
-std::string user() {
-    const passwd* pw = getpwuid(geteuid());
-    return pw != nullptr ? pw->pw_name : "uid" + std::to_string(geteuid());
+// The file of node 1's segment (recv_seg_id 8) in a partition.
+std::string segment_path(const std::string& partition) {
+    return sci::shm_path(sci::segment_name({sci::segment_user(), partition, 1, 8}));
 }
 
 config::Configuration sci_configuration(const std::string& partition, int nodes,
@@ -52,6 +53,55 @@ std::vector<std::string> peer_args(const std::string& partition, int nodes, int 
             std::to_string(count),
             std::to_string(size),
             std::to_string(timeout_ms)};
+}
+
+// ------------------------------------------------------------- segment names
+
+TEST(SegmentNames, FollowTheOneRuleOfNamingHpp) {
+    const sci::SegmentAddress a{"ann", "daq-1", 5, 8};
+    EXPECT_EQ(sci::partition_prefix("ann", "daq-1"), "msgpass.ann.daq-1.");
+    EXPECT_EQ(sci::segment_name(a), "/msgpass.ann.daq-1.5.8");
+    EXPECT_EQ(sci::segment_name(a, "bcast"), "/msgpass.ann.daq-1.5.8.bcast");
+    EXPECT_EQ(sci::segment_name(a, "large.2"), "/msgpass.ann.daq-1.5.8.large.2");
+    EXPECT_EQ(sci::shm_path("/msgpass.ann.daq-1.5.8"), "/dev/shm/msgpass.ann.daq-1.5.8");
+    EXPECT_EQ(sci::shm_path("msgpass.ann.daq-1.5.8"), "/dev/shm/msgpass.ann.daq-1.5.8");
+}
+
+TEST(SegmentNames, AUserWithoutAPasswdEntryIsUidAndTheNumber) {
+    std::optional<uid_t> missing;
+    for (uid_t uid = 47001; !missing && uid < 47101; ++uid)
+        if (::getpwuid(uid) == nullptr) missing = uid;
+    ASSERT_TRUE(missing) << "every uid from 47001 to 47100 has a passwd entry";
+    EXPECT_EQ(sci::segment_user(*missing), "uid" + std::to_string(*missing));
+    const passwd* self = ::getpwuid(::geteuid());
+    EXPECT_EQ(sci::segment_user(), self != nullptr ? std::string(self->pw_name) : "uid" + std::to_string(::geteuid()));
+}
+
+// The segments a factory makes are those the naming functions find: its own segment,
+// its broadcast region and a large-message region per peer it created a node for.
+TEST(SegmentNames, TheSegmentsAFactoryMakesAreFoundByPartitionAndByNode) {
+    const SegmentCleanup segments(partition_for_test());
+    auto c = sci_configuration(segments.partition(), 3);
+    auto f = NodeFactory::create(c, 2);
+    f->create_node(1);
+    f->create_node(3);
+    const auto address = sci::segment_address(c, 2);
+    EXPECT_EQ(address.user, sci::segment_user());
+    EXPECT_EQ(address.partition, segments.partition());
+    EXPECT_EQ(address.node, 2u);
+    EXPECT_EQ(address.segment_id, 8u);
+    const std::vector<std::string> expected{sci::segment_name(address), sci::segment_name(address, "bcast"),
+                                            sci::segment_name(address, "large.1"),
+                                            sci::segment_name(address, "large.3")};
+    std::error_code error;
+    EXPECT_EQ(sci::node_segments(address, error), expected);
+    EXPECT_FALSE(error) << error.message();
+    EXPECT_EQ(sci::partition_segments(sci::segment_user(), segments.partition(), error), expected);
+    // Node 2 with segment id 80 would share the prefix: it is not node 2's.
+    EXPECT_EQ(sci::node_segments({address.user, address.partition, 2, 80}, error), std::vector<std::string>{});
+    f.reset();
+    EXPECT_EQ(sci::partition_segments(sci::segment_user(), segments.partition(), error), std::vector<std::string>{})
+        << "a factory that ends cleanly removes its segments";
 }
 
 // ------------------------------------------------------------- remote memory
@@ -91,7 +141,7 @@ TEST(RemoteMemory, SegmentsAreOwnerOnlyAndNamedByUserAndPartition) {
     auto c = sci_configuration(partition, 2);
     auto f = NodeFactory::create(c, 1);
     struct stat st {};
-    const std::string path = "/dev/shm/msgpass." + user() + "." + partition + ".1.8";
+    const std::string path = segment_path(partition);
     ASSERT_EQ(::stat(path.c_str(), &st), 0) << path;
     EXPECT_EQ(st.st_mode & 0777, 0600u);
     f.reset();
@@ -132,7 +182,7 @@ TEST(SciPeerLife, ASegmentLeftByADeadProcessIsReplacedAtStart) {
         peer.wait();
     }
     struct stat st {};
-    const std::string path = "/dev/shm/msgpass." + user() + "." + partition + ".1.8";
+    const std::string path = segment_path(partition);
     ASSERT_EQ(::stat(path.c_str(), &st), 0) << "the killed process left no segment to replace";
     auto c = sci_configuration(partition, 2);
     auto f = NodeFactory::create(c, 1); // must not throw

@@ -1,0 +1,64 @@
+// The names of the shared-memory segments of the sci technology, written once: the
+// technology creates and connects its segments by these names, msgpass-run removes
+// them (--cleanup, and at the end of a partition), msgpass-bench and the tests find
+// them. docs/sci-protocol.md ("Segment names") gives the rule.
+#pragma once
+
+#include <msgpass/config.hpp>
+
+#include <cstdint>
+#include <string>
+#include <string_view>
+#include <sys/types.h>
+#include <system_error>
+#include <vector>
+
+namespace msgpass::sci {
+
+// Where Linux keeps POSIX shared-memory objects: "/name" is the file "/dev/shm/name".
+inline constexpr std::string_view shm_directory = "/dev/shm";
+
+// The user part of segment names: the login name of uid, or "uid<N>" when uid has no
+// passwd entry (a container started with a bare numeric user, say).
+std::string segment_user(uid_t uid);
+// segment_user of the effective user of this process.
+std::string segment_user();
+
+// "msgpass.<user>.<partition>.": the name of every segment of the partition is "/"
+// followed by this.
+std::string partition_prefix(std::string_view user, std::string_view partition);
+
+// What a segment is named after.
+struct SegmentAddress {
+    std::string user;
+    std::string partition;
+    NodeId node = 0;
+    std::uint32_t segment_id = 0; // the node's recv_seg_id
+};
+
+// "/msgpass.<user>.<partition>.<node>.<segment id>", followed by "." and suffix when
+// suffix is not empty (the regions of a node: "bcast", "large.<sender>").
+std::string segment_name(const SegmentAddress& address, std::string_view suffix = {});
+
+// The address of a node's segment in a configuration (its partition and the node's
+// recv_seg_id), for user. Throws ConfigError when the node is not in the nodes file.
+SegmentAddress segment_address(const config::Configuration& configuration, NodeId node,
+                               const std::string& user = segment_user());
+
+// "/dev/shm/name" for the segment "/name" (or "name").
+std::string shm_path(std::string_view name);
+
+// The segments (names with their leading '/') in directory whose name starts with
+// prefix (given without '/'), sorted. error is set when the directory cannot be read.
+std::vector<std::string> find_segments(std::string_view prefix, std::error_code& error,
+                                       std::string_view directory = shm_directory);
+
+// The segments of one node: its segment and the regions named after it (the names
+// segment_name gives for this address, with any suffix).
+std::vector<std::string> node_segments(const SegmentAddress& address, std::error_code& error,
+                                       std::string_view directory = shm_directory);
+
+// Every segment of a partition: find_segments(partition_prefix(user, partition)).
+std::vector<std::string> partition_segments(std::string_view user, std::string_view partition, std::error_code& error);
+
+} // namespace msgpass::sci
