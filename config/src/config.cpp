@@ -732,6 +732,9 @@ struct NodeEntry {
 const std::vector<std::string> node_keys = {"id", "name", "host", "port", "machine", "command", "sci"};
 
 void collect_machines(Problems& problems, const Value& v, Configuration& c) {
+    // SISCI addresses a segment by (SCI node id, segment id), and the sci segment names
+    // carry the machine's SCI node id: two machines must not share one.
+    std::map<std::uint32_t, std::pair<std::string, Location>> sci_ids; // the first machine with each id
     for_each_key(
         problems, v, {}, "a mapping of machine names to machine settings",
         [&](const std::string& name, const Value& m) {
@@ -742,16 +745,24 @@ void collect_machines(Problems& problems, const Value& v, Configuration& c) {
                 report(problems, Value{YAML::Node(name), m.key_mark, v.source, m.path}, "a machine " + name_expected);
                 return;
             }
-            for_each_key(problems, m, {"sci"}, "a mapping of machine settings (sci)",
-                         [&](const std::string&, const Value& sci) {
-                             for_each_key(problems, sci, {"node_id"}, "a mapping with the SCI node_id",
-                                          [&](const std::string&, const Value& id) {
-                                              if (auto n = get_integer(problems, id, 0,
-                                                                       std::numeric_limits<std::uint32_t>::max(),
-                                                                       "an SCI node id"))
-                                                  machine.sci_node_id = static_cast<std::uint32_t>(*n);
-                                          });
-                         });
+            for_each_key(
+                problems, m, {"sci"}, "a mapping of machine settings (sci)", [&](const std::string&, const Value& sci) {
+                    for_each_key(
+                        problems, sci, {"node_id"}, "a mapping with the SCI node_id",
+                        [&](const std::string&, const Value& id) {
+                            auto n = get_integer(problems, id, 0, std::numeric_limits<std::uint32_t>::max(),
+                                                 "an SCI node id");
+                            if (!n) return;
+                            machine.sci_node_id = static_cast<std::uint32_t>(*n);
+                            const Location at{v.source->name, id.mark().line + 1, id.mark().column + 1};
+                            auto [first, fresh] = sci_ids.emplace(*machine.sci_node_id, std::make_pair(name, at));
+                            if (!fresh) {
+                                report(problems, id,
+                                       "an SCI node id of one machine only (machine " + quote(first->second.first) +
+                                           " has it, at " + first->second.second.str() + ")");
+                            }
+                        });
+                });
             c.machines.push_back(machine);
         });
 }

@@ -39,6 +39,8 @@ LocalNodeParameters LocalNodeParameters::from(const config::Configuration& confi
     }
     p.max_message_size = configuration.max_message_size;
     p.partition = configuration.partition;
+    for (const auto& node : configuration.nodes)
+        p.sci_node_ids[node.id] = sci_node_id_of(configuration, node.id);
     return p;
 }
 
@@ -111,7 +113,7 @@ struct LocalNode::Broadcast {
 };
 
 LocalNode::LocalNode(LocalNodeParameters parameters)
-    : parameters_(std::move(parameters)), device_(parameters_.partition) {
+    : parameters_(std::move(parameters)), device_(parameters_.partition, parameters_.sci_node_ids) {
     const auto& sci = parameters_.sci;
     const std::string where = "node " + std::to_string(parameters_.self) + ": sci.";
     if (sci.max_outst_buffers < 1 || sci.max_outst_buffers > max_outstanding) {

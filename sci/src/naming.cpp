@@ -35,8 +35,10 @@ std::string partition_prefix(std::string_view user, std::string_view partition) 
 
 std::string segment_name(const SegmentAddress& address, std::string_view suffix) {
     std::string name = "/" + partition_prefix(address.user, address.partition);
+    name += address.sci_node_id ? "sci" + std::to_string(*address.sci_node_id) : std::string("sci-none");
+    name += ".node";
     name += std::to_string(address.node);
-    name += '.';
+    name += ".seg";
     name += std::to_string(address.segment_id);
     if (!suffix.empty()) {
         name += '.';
@@ -45,9 +47,16 @@ std::string segment_name(const SegmentAddress& address, std::string_view suffix)
     return name;
 }
 
-SegmentAddress segment_address(const config::Configuration& configuration, NodeId node, const std::string& user) {
+std::optional<std::uint32_t> sci_node_id_of(const config::Configuration& configuration, NodeId node) {
     const auto& n = configuration.node(node);
-    return SegmentAddress{user, configuration.partition, node, n.sci.recv_seg_id};
+    if (n.machine.empty()) return std::nullopt;
+    const auto* machine = configuration.find_machine(n.machine);
+    return machine != nullptr ? machine->sci_node_id : std::nullopt;
+}
+
+SegmentAddress segment_address(const config::Configuration& configuration, NodeId node, const std::string& user) {
+    return SegmentAddress{user, configuration.partition, sci_node_id_of(configuration, node), node,
+                          configuration.node(node).sci.recv_seg_id};
 }
 
 std::string shm_path(std::string_view name) {

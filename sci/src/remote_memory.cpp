@@ -46,14 +46,18 @@ std::string bip_name(const std::string& name) {
 
 } // namespace
 
-VirtualDevice::VirtualDevice(std::string partition) : partition_(std::move(partition)), user_(segment_user()) {}
+VirtualDevice::VirtualDevice(std::string partition, std::map<NodeId, std::optional<std::uint32_t>> sci_node_ids)
+    : partition_(std::move(partition)), user_(segment_user()), sci_node_ids_(std::move(sci_node_ids)) {}
 
 std::string VirtualDevice::partition_prefix() const {
     return sci::partition_prefix(user_, partition_);
 }
 
 std::string VirtualDevice::segment_name(NodeId node, std::uint32_t segment_id, const std::string& suffix) const {
-    return sci::segment_name(SegmentAddress{user_, partition_, node, segment_id}, suffix);
+    const auto sci = sci_node_ids_.find(node);
+    return sci::segment_name(
+        SegmentAddress{user_, partition_, sci != sci_node_ids_.end() ? sci->second : std::nullopt, node, segment_id},
+        suffix);
 }
 
 // ---------------------------------------------------------------- local segment

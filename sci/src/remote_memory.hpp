@@ -21,8 +21,10 @@
 #include <atomic>
 #include <cstddef>
 #include <cstdint>
+#include <map>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <random>
 #include <span>
 #include <string>
@@ -31,8 +33,9 @@ namespace msgpass::sci {
 
 class VirtualDevice {
 public:
-    // A device scoped to a partition (names of segments embed user and partition).
-    explicit VirtualDevice(std::string partition);
+    // A device scoped to a partition (names of segments embed user and partition), with
+    // the SCI node id of each node's machine (a node not listed has none).
+    explicit VirtualDevice(std::string partition, std::map<NodeId, std::optional<std::uint32_t>> sci_node_ids = {});
 
     // The name of a node's segment or region, by sci::segment_name (naming.hpp).
     [[nodiscard]] std::string segment_name(NodeId node, std::uint32_t segment_id, const std::string& suffix = {}) const;
@@ -43,6 +46,7 @@ public:
 private:
     std::string partition_;
     std::string user_;
+    std::map<NodeId, std::optional<std::uint32_t>> sci_node_ids_;
 };
 
 // A mapping of a shared-memory object into this process.

@@ -595,7 +595,7 @@ void expect_cleanup_finds_what_sci_made(const std::optional<uid_t>& uid) {
     std::vector<std::string> made;
     for (const auto& line : lines_of(probe_run.out()))
         if (line.rfind("segment ", 0) == 0) made.push_back(line.substr(8));
-    const msgpass::sci::SegmentAddress address{user, ws.partition(), 1, 8};
+    const msgpass::sci::SegmentAddress address{user, ws.partition(), std::nullopt, 1, 8};
     ASSERT_EQ(made, (std::vector<std::string>{msgpass::sci::segment_name(address),
                                               msgpass::sci::segment_name(address, "bcast"),
                                               msgpass::sci::segment_name(address, "large.2")}))

@@ -31,7 +31,7 @@ std::string partition_for_test() {
 
 // The file of node 1's segment (recv_seg_id 8) in a partition.
 std::string segment_path(const std::string& partition) {
-    return sci::shm_path(sci::segment_name({sci::segment_user(), partition, 1, 8}));
+    return sci::shm_path(sci::segment_name({sci::segment_user(), partition, std::nullopt, 1, 8}));
 }
 
 config::Configuration sci_configuration(const std::string& partition, int nodes,
@@ -58,13 +58,29 @@ std::vector<std::string> peer_args(const std::string& partition, int nodes, int 
 // ------------------------------------------------------------- segment names
 
 TEST(SegmentNames, FollowTheOneRuleOfNamingHpp) {
-    const sci::SegmentAddress a{"ann", "daq-1", 5, 8};
+    const sci::SegmentAddress a{"ann", "daq-1", 4, 5, 8};
     EXPECT_EQ(sci::partition_prefix("ann", "daq-1"), "msgpass.ann.daq-1.");
-    EXPECT_EQ(sci::segment_name(a), "/msgpass.ann.daq-1.5.8");
-    EXPECT_EQ(sci::segment_name(a, "bcast"), "/msgpass.ann.daq-1.5.8.bcast");
-    EXPECT_EQ(sci::segment_name(a, "large.2"), "/msgpass.ann.daq-1.5.8.large.2");
-    EXPECT_EQ(sci::shm_path("/msgpass.ann.daq-1.5.8"), "/dev/shm/msgpass.ann.daq-1.5.8");
-    EXPECT_EQ(sci::shm_path("msgpass.ann.daq-1.5.8"), "/dev/shm/msgpass.ann.daq-1.5.8");
+    EXPECT_EQ(sci::segment_name(a), "/msgpass.ann.daq-1.sci4.node5.seg8");
+    EXPECT_EQ(sci::segment_name(a, "bcast"), "/msgpass.ann.daq-1.sci4.node5.seg8.bcast");
+    EXPECT_EQ(sci::segment_name(a, "large.2"), "/msgpass.ann.daq-1.sci4.node5.seg8.large.2");
+    EXPECT_EQ(sci::segment_name({"uid1234", "p", std::nullopt, 7, 9}), "/msgpass.uid1234.p.sci-none.node7.seg9");
+    EXPECT_EQ(sci::shm_path("/msgpass.ann.daq-1.sci4.node5.seg8"), "/dev/shm/msgpass.ann.daq-1.sci4.node5.seg8");
+    EXPECT_EQ(sci::shm_path("msgpass.ann.daq-1.sci4.node5.seg8"), "/dev/shm/msgpass.ann.daq-1.sci4.node5.seg8");
+}
+
+// The name carries the SCI node id of the node's machine and the node's own
+// recv_seg_id; nodes without a machine, or whose machine has no id, have none.
+TEST(SegmentNames, CarryTheMachinesSciNodeIdAndTheNodesSegmentId) {
+    const auto c = config::load_text("partition: p\n",
+                                     "machines:\n  pc-a: {sci: {node_id: 4}}\n  pc-b: {sci: {node_id: 9}}\n"
+                                     "  pc-c: {}\nnodes:\n"
+                                     "  - {id: 1, machine: pc-a}\n  - {id: 2, machine: pc-b, sci: {recv_seg_id: 3}}\n"
+                                     "  - {id: 3, machine: pc-c}\n  - {id: 4}\n");
+    EXPECT_EQ(sci::segment_name(sci::segment_address(c, 1, "ann")), "/msgpass.ann.p.sci4.node1.seg8");
+    EXPECT_EQ(sci::segment_name(sci::segment_address(c, 2, "ann")), "/msgpass.ann.p.sci9.node2.seg3");
+    EXPECT_EQ(sci::segment_name(sci::segment_address(c, 3, "ann")), "/msgpass.ann.p.sci-none.node3.seg8");
+    EXPECT_EQ(sci::segment_name(sci::segment_address(c, 4, "ann")), "/msgpass.ann.p.sci-none.node4.seg8");
+    EXPECT_THROW((void)sci::segment_address(c, 5), ConfigError);
 }
 
 TEST(SegmentNames, AUserWithoutAPasswdEntryIsUidAndTheNumber) {
@@ -97,11 +113,50 @@ TEST(SegmentNames, TheSegmentsAFactoryMakesAreFoundByPartitionAndByNode) {
     EXPECT_EQ(sci::node_segments(address, error), expected);
     EXPECT_FALSE(error) << error.message();
     EXPECT_EQ(sci::partition_segments(sci::segment_user(), segments.partition(), error), expected);
-    // Node 2 with segment id 80 would share the prefix: it is not node 2's.
-    EXPECT_EQ(sci::node_segments({address.user, address.partition, 2, 80}, error), std::vector<std::string>{});
+    // Segment id 80 of node 2 would start with the same characters: it is not node 2's.
+    EXPECT_EQ(sci::node_segments({address.user, address.partition, std::nullopt, 2, 80}, error),
+              std::vector<std::string>{});
     f.reset();
     EXPECT_EQ(sci::partition_segments(sci::segment_user(), segments.partition(), error), std::vector<std::string>{})
         << "a factory that ends cleanly removes its segments";
+}
+
+// Nodes of machines with different SCI node ids find each other's segment, large-
+// message region and broadcast region by those ids.
+TEST(SegmentNames, NodesOfMachinesWithSciNodeIdsConnectThroughThem) {
+    const SegmentCleanup segments(partition_for_test());
+    auto c = sci_configuration(segments.partition(), 3);
+    c.machines = {config::Machine{"pc-a", 4u, {}}, config::Machine{"pc-b", 9u, {}}};
+    c.nodes[0].machine = "pc-a";
+    c.nodes[1].machine = "pc-b";
+    c.nodes[2].machine = "pc-b";
+    auto one = NodeFactory::create(c, 1);
+    auto two = NodeFactory::create(c, 2);
+    auto three = NodeFactory::create(c, 3);
+    const std::string prefix = "/" + sci::partition_prefix(sci::segment_user(), segments.partition());
+    for (const auto& [id, name] : std::vector<std::pair<NodeId, std::string>>{
+             {1, "sci4.node1.seg8"}, {2, "sci9.node2.seg8"}, {3, "sci9.node3.seg8"}}) {
+        EXPECT_EQ(sci::segment_name(sci::segment_address(c, id)), prefix + name);
+        struct stat st {};
+        EXPECT_EQ(::stat(sci::shm_path(prefix + name).c_str(), &st), 0) << prefix + name;
+    }
+    auto to_two = one->create_node(2);
+    auto from_one_at_two = two->create_node(1);
+    auto from_one_at_three = three->create_node(1);
+    to_two->send(make_message(*one, 100, 1, 0));
+    to_two->send(make_message(*one, 64 * 1024, 1, 1)); // beyond the 8 KiB slot: the large region
+    auto group = one->create_group();
+    group->add(to_two);
+    group->add(one->create_node(3));
+    group->send(make_message(*one, 4096, 1, 2)); // a shared message: the broadcast region
+    for (std::uint64_t seq = 0; seq < 3; ++seq) {
+        auto m = from_one_at_two->receive(10s);
+        ASSERT_NE(m, nullptr) << "message " << seq << " did not reach node 2";
+        EXPECT_EQ(check_payload(*m).seq, seq);
+    }
+    auto m = from_one_at_three->receive(10s);
+    ASSERT_NE(m, nullptr) << "the group message did not reach node 3";
+    EXPECT_EQ(check_payload(*m).seq, 2u);
 }
 
 // ------------------------------------------------------------- remote memory

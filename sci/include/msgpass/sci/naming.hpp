@@ -7,6 +7,7 @@
 #include <msgpass/config.hpp>
 
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <sys/types.h>
@@ -28,20 +29,30 @@ std::string segment_user();
 // followed by this.
 std::string partition_prefix(std::string_view user, std::string_view partition);
 
-// What a segment is named after.
+// What a segment is named after. SISCI connects a remote segment by (SCI node id,
+// segment id); in the emulation every process is an SCI node of its own, so the
+// node id comes too (the nodes of one machine share its SCI node id and, by
+// default, their recv_seg_id).
 struct SegmentAddress {
     std::string user;
     std::string partition;
+    std::optional<std::uint32_t> sci_node_id; // of the node's machine; none without one
     NodeId node = 0;
     std::uint32_t segment_id = 0; // the node's recv_seg_id
 };
 
-// "/msgpass.<user>.<partition>.<node>.<segment id>", followed by "." and suffix when
-// suffix is not empty (the regions of a node: "bcast", "large.<sender>").
+// "/msgpass.<user>.<partition>.sci<S>.node<N>.seg<G>" ("sci-none" for a node without
+// an SCI node id), followed by "." and suffix when suffix is not empty (the regions
+// of a node: "bcast", "large.<sender>").
 std::string segment_name(const SegmentAddress& address, std::string_view suffix = {});
 
-// The address of a node's segment in a configuration (its partition and the node's
-// recv_seg_id), for user. Throws ConfigError when the node is not in the nodes file.
+// The SCI node id of a node: its machine's node_id, none when the node names no
+// machine or its machine has none. Throws ConfigError for a node not in the nodes file.
+std::optional<std::uint32_t> sci_node_id_of(const config::Configuration& configuration, NodeId node);
+
+// The address of a node's segment in a configuration (its partition, the SCI node id
+// of its machine and its recv_seg_id), for user. Throws ConfigError when the node is
+// not in the nodes file.
 SegmentAddress segment_address(const config::Configuration& configuration, NodeId node,
                                const std::string& user = segment_user());
 
