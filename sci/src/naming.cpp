@@ -2,8 +2,12 @@
 #include <msgpass/sci/naming.hpp>
 
 #include <algorithm>
+#include <cerrno>
+#include <fcntl.h>
 #include <filesystem>
 #include <pwd.h>
+#include <sys/file.h>
+#include <sys/mman.h>
 #include <unistd.h>
 
 namespace msgpass::sci {
@@ -89,6 +93,34 @@ std::vector<std::string> node_segments(const SegmentAddress& address, std::error
 
 std::vector<std::string> partition_segments(std::string_view user, std::string_view partition, std::error_code& error) {
     return find_segments(partition_prefix(user, partition), error);
+}
+
+Removal remove_stale_segment(const std::string& name, std::error_code& error, bool dry_run) {
+    error.clear();
+    const int fd = ::shm_open(name.c_str(), O_RDONLY | O_CLOEXEC, 0);
+    if (fd < 0) {
+        if (errno == ENOENT) return Removal::absent;
+        error.assign(errno, std::system_category());
+        return Removal::failed;
+    }
+    Removal result = Removal::removed;
+    if (::flock(fd, LOCK_EX | LOCK_NB) != 0) {
+        if (errno == EWOULDBLOCK) {
+            result = Removal::in_use;
+        } else {
+            error.assign(errno, std::system_category());
+            result = Removal::failed;
+        }
+    } else if (!dry_run && ::shm_unlink(name.c_str()) != 0) {
+        if (errno == ENOENT) {
+            result = Removal::absent;
+        } else {
+            error.assign(errno, std::system_category());
+            result = Removal::failed;
+        }
+    }
+    ::close(fd); // drops the lock
+    return result;
 }
 
 } // namespace msgpass::sci

@@ -87,15 +87,19 @@ int wait_for(const sigset_t& set) {
     }
 }
 
+// The factory of --sci, kept in a global so that it stays reachable (not a leak for
+// the sanitizers) and is never destroyed.
+msgpass::NodeFactory* never_destroyed = nullptr;
+
 // --sci: the partition's configuration comes from the MSGPASS_* variables, as for
 // any program msgpass-run starts.
 void join_sci(char* program) {
     char* args[] = {program, nullptr};
     try {
         const auto options = msgpass::options(1, args);
-        auto* factory = msgpass::NodeFactory::create(options).release(); // never destroyed: see above
+        never_destroyed = msgpass::NodeFactory::create(options).release();
         for (const auto& node : options.configuration.nodes)
-            if (node.id != options.self) factory->create_node(node.id);
+            if (node.id != options.self) never_destroyed->create_node(node.id);
         std::error_code error;
         const auto address = msgpass::sci::segment_address(options.configuration, options.self);
         for (const auto& name : msgpass::sci::node_segments(address, error))

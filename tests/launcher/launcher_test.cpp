@@ -634,6 +634,94 @@ TEST(LauncherCleanup, FindsWhatTheSciTechnologyMadeForAUserWithoutAPasswdEntry) 
     expect_cleanup_finds_what_sci_made(uid);
 }
 
+// ----------------------------------------------- segments at the end of a partition
+
+// The "segment <name>" lines launcher_probe --sci printed through the launcher.
+std::vector<std::string> segments_reported(const std::string& out) {
+    std::vector<std::string> names;
+    for (const auto& line : lines_of(out)) {
+        const auto at = line.find("] segment ");
+        if (at != std::string::npos) names.push_back(line.substr(at + 10));
+    }
+    return names;
+}
+
+// Nodes that fail (exit code 3), are killed (SIGKILL) or are stopped by the launcher
+// (SIGTERM) after making their segments, and never destroy their factories: when
+// msgpass-run returns, no segment of the partition is left.
+TEST(LauncherSegments, AFailedPartitionLeavesNoSegmentBehind) {
+    Workspace ws;
+    ws.write_local_nodes(3);
+    const PartitionSegments segments(msgpass::sci::segment_user(), ws.partition());
+    Launcher run(run_probe(ws, {}, {"--sci", "--fail", "2:3", "--raise", "3:9", "--wait"}));
+    EXPECT_EQ(run.finish(), 1) << run.err();
+    // Each made its segment, its broadcast region and a large region per peer.
+    EXPECT_EQ(segments_reported(run.out()).size(), 12u) << run.out() << run.err();
+    EXPECT_EQ(segments.list(), std::vector<std::string>{});
+    for (const char* node : {"node 1 (alpha)", "node 2 (beta)", "node 3 (gamma)"})
+        EXPECT_NE(run.err().find(std::string("msgpass-run: removed 4 shared-memory segments left by ") + node + "\n"),
+                  std::string::npos)
+            << run.err();
+}
+
+TEST(LauncherSegments, ACleanPartitionLeavesNoSegmentBehind) {
+    Workspace ws;
+    ws.write_local_nodes(2);
+    const PartitionSegments segments(msgpass::sci::segment_user(), ws.partition());
+    Launcher run(run_probe(ws, {}, {"--sci"}));
+    EXPECT_EQ(run.finish(), 0) << run.err();
+    EXPECT_EQ(segments_reported(run.out()).size(), 6u) << run.out() << run.err();
+    EXPECT_EQ(segments.list(), std::vector<std::string>{});
+}
+
+// Segments that a live process holds stay: node 1 of a partition started by another
+// launcher (a second launcher of node 1 fails, as the id is taken, and ends), and a
+// process of another partition. --cleanup keeps them too.
+TEST(LauncherSegments, SegmentsOfLiveProcessesAreLeftAlone) {
+    Workspace ws;
+    ws.write_local_nodes(2);
+    Workspace other;
+    other.write_local_nodes(1);
+    const PartitionSegments segments(msgpass::sci::segment_user(), ws.partition());
+    const PartitionSegments other_segments(msgpass::sci::segment_user(), other.partition());
+    Launcher first(run_probe(ws, {"--only", "1"}, {"--sci", "--wait"}));
+    ASSERT_TRUE(first.read_until("[alpha] ready\n")) << first.out() << first.err();
+    Launcher elsewhere(run_probe(other, {}, {"--sci", "--wait"}));
+    ASSERT_TRUE(elsewhere.read_until("[alpha] ready\n")) << elsewhere.out() << elsewhere.err();
+    const auto live = segments.list();
+    ASSERT_EQ(live, segments_reported(first.out()));
+    ASSERT_EQ(live.size(), 3u);
+    const auto other_live = other_segments.list();
+    ASSERT_EQ(other_live.size(), 2u);
+
+    Launcher second(run_probe(ws, {"--only", "1"}, {"--sci"}));
+    EXPECT_EQ(second.finish(), 1) << second.err();
+    EXPECT_NE(second.err().find("same node id"), std::string::npos) << second.err();
+    EXPECT_EQ(segments.list(), live);
+    Launcher node_2(run_probe(ws, {"--only", "2"}, {"--sci"}));
+    EXPECT_EQ(node_2.finish(), 0) << node_2.err();
+    EXPECT_EQ(segments_reported(node_2.out()).size(), 3u) << node_2.out();
+    EXPECT_EQ(segments.list(), live) << "node 2's segments were left, or node 1's removed";
+    EXPECT_EQ(other_segments.list(), other_live);
+
+    Launcher cleanup(concat(ws.files_args(), {"--cleanup"}));
+    EXPECT_EQ(cleanup.finish(), 0) << cleanup.err();
+    std::string kept;
+    for (const auto& name : live)
+        kept += "kept " + name + ": a live process holds it\n";
+    EXPECT_EQ(cleanup.out(), kept);
+    EXPECT_EQ(segments.list(), live);
+
+    // Stopped, the live node's launcher removes them at its end.
+    ::kill(first.pid(), SIGTERM);
+    EXPECT_EQ(first.finish(), 128 + SIGTERM) << first.err();
+    EXPECT_EQ(segments.list(), std::vector<std::string>{});
+    EXPECT_EQ(other_segments.list(), other_live);
+    ::kill(elsewhere.pid(), SIGTERM);
+    EXPECT_EQ(elsewhere.finish(), 128 + SIGTERM) << elsewhere.err();
+    EXPECT_EQ(other_segments.list(), std::vector<std::string>{});
+}
+
 TEST(Launcher, BadOptionsExitWithUsageError) {
     Workspace ws;
     ws.write_local_nodes(1);
