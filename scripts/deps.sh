@@ -15,6 +15,7 @@ MSGPASS_PACKAGES=(
     libgmock-dev
     libbenchmark-dev
     pkg-config
+    util-linux # unshare, for tests/sci/shm_full_test (mount comes with the essential mount package)
 )
 
 msgpass_install_deps() {
