@@ -16,6 +16,7 @@ MSGPASS_PACKAGES=(
     libbenchmark-dev
     pkg-config
     help2man
+    util-linux # unshare, for tests/sci/shm_full_test (mount comes with the essential mount package)
 )
 
 msgpass_install_deps() {

@@ -9,6 +9,8 @@
 #include "reference.hpp"
 #include "report.hpp"
 
+#include <msgpass/sci/naming.hpp>
+
 #include <boost/program_options.hpp>
 
 #include <algorithm>
@@ -24,6 +26,7 @@
 #include <netinet/in.h>
 #include <sched.h>
 #include <sstream>
+#include <sys/mman.h>
 #include <sys/prctl.h>
 #include <sys/socket.h>
 #include <sys/wait.h>
@@ -199,19 +202,17 @@ std::string port_list(const std::vector<std::uint16_t>& ports) {
 // only its own segments match. Declared before Peers: runs after they are reaped.
 class StaleSegments {
 public:
-    explicit StaleSegments(std::string partition) : tag_("." + std::move(partition) + ".") {}
+    explicit StaleSegments(std::string partition) : partition_(std::move(partition)) {}
     StaleSegments(const StaleSegments&) = delete;
     StaleSegments& operator=(const StaleSegments&) = delete;
     ~StaleSegments() {
         std::error_code ec;
-        for (const auto& e : std::filesystem::directory_iterator("/dev/shm", ec)) {
-            const auto name = e.path().filename().string();
-            if (name.find(tag_) != std::string::npos) std::filesystem::remove(e.path(), ec);
-        }
+        for (const auto& name : sci::partition_segments(sci::segment_user(), partition_, ec))
+            ::shm_unlink(name.c_str());
     }
 
 private:
-    std::string tag_;
+    std::string partition_;
 };
 
 // The peer processes of a self-spawning run, stopped and reaped on destruction.

@@ -1,25 +1,24 @@
 // msgpass-run [options] -- PROGRAM [ARGS...]: starts one process per node of this
 // host from the network and nodes files (BIP's bipload for a partition, like mpirun),
-// telling each its identity through MSGPASS_* variables; --dry-run shows what would
-// start and --cleanup removes the partition's leftover shared-memory segments.
+// telling each its identity through MSGPASS_* variables, and at the end removes the
+// shared-memory segments its nodes left behind; --dry-run shows what would start and
+// --cleanup removes the partition's leftover shared-memory segments.
 // Exit codes: 0 success, 1 a node failed, 2 bad command line or configuration,
 // 128+N stopped by signal N. See docs/launcher.md.
 #include "plan.hpp"
 #include "supervisor.hpp"
 
 #include <msgpass/msgpass.hpp>
+#include <msgpass/sci/naming.hpp>
 
 #include <boost/program_options.hpp>
 
 #include <fcntl.h>
-#include <pwd.h>
-#include <sys/mman.h>
 #include <unistd.h>
 
 #include <algorithm>
 #include <cerrno>
 #include <cmath>
-#include <cstring>
 #include <filesystem>
 #include <iostream>
 #include <string>
@@ -43,39 +42,62 @@ void ensure_standard_descriptors() {
     }
 }
 
-std::string user_name() {
-    if (const passwd* entry = ::getpwuid(::geteuid()); entry != nullptr && entry->pw_name != nullptr)
-        return entry->pw_name;
-    return std::to_string(::geteuid());
-}
-
-// Removes (or with dry_run only lists) /dev/shm/msgpass.<user>.<partition>.*.
+// Removes (or with dry_run only lists) the partition's segments, named as the sci
+// technology names them (msgpass/sci/naming.hpp), except those a live process holds.
 int cleanup(const msgpass::config::Configuration& configuration, bool dry_run) {
-    const std::string prefix = "msgpass." + user_name() + "." + configuration.partition + ".";
-    std::vector<std::string> names;
     std::error_code error;
-    for (fs::directory_iterator it("/dev/shm", error), end; !error && it != end; it.increment(error)) {
-        const std::string name = it->path().filename().string();
-        if (name.compare(0, prefix.size(), prefix) == 0) names.push_back(name);
-    }
+    const auto names = msgpass::sci::partition_segments(msgpass::sci::segment_user(), configuration.partition, error);
     if (error) {
-        std::cerr << "msgpass-run: cannot list /dev/shm: " << error.message() << "\n";
+        std::cerr << "msgpass-run: cannot list " << msgpass::sci::shm_directory << ": " << error.message() << "\n";
         return exit_failure;
     }
-    std::sort(names.begin(), names.end());
     int result = 0;
-    for (const auto& name : names) {
-        const std::string shm_name = "/" + name;
-        if (dry_run) {
-            std::cout << "would remove " << shm_name << "\n";
-        } else if (::shm_unlink(shm_name.c_str()) == 0 || errno == ENOENT) {
-            std::cout << "removed " << shm_name << "\n";
-        } else {
-            std::cerr << "msgpass-run: cannot remove " << shm_name << ": " << std::strerror(errno) << "\n";
+    for (const auto& shm_name : names) {
+        switch (msgpass::sci::remove_stale_segment(shm_name, error, dry_run)) {
+        case msgpass::sci::Removal::removed:
+        case msgpass::sci::Removal::absent:
+            std::cout << (dry_run ? "would remove " : "removed ") << shm_name << "\n";
+            break;
+        case msgpass::sci::Removal::in_use:
+            std::cout << (dry_run ? "would keep " : "kept ") << shm_name << ": a live process holds it\n";
+            break;
+        case msgpass::sci::Removal::failed:
+            std::cerr << "msgpass-run: cannot remove " << shm_name << ": " << error.message() << "\n";
             result = exit_failure;
+            break;
         }
     }
     return result;
+}
+
+// At the end of a partition, however it ended: removes the segments of the nodes this
+// launcher started that no live process holds any more (a process killed by a signal,
+// or one that ended without destroying its factory, leaves them behind). Segments of
+// other nodes and partitions, and those a live process holds (another launcher's
+// process with the same node id, say), stay.
+void remove_segments_left(const msgpass::config::Configuration& configuration,
+                          const std::vector<msgpass::run::Launch>& plan) {
+    const std::string user = msgpass::sci::segment_user();
+    for (const auto& launch : plan) {
+        std::error_code error;
+        const auto names =
+            msgpass::sci::node_segments(msgpass::sci::segment_address(configuration, launch.id, user), error);
+        if (error) {
+            std::cerr << "msgpass-run: cannot list " << msgpass::sci::shm_directory << ": " << error.message() << "\n";
+            return;
+        }
+        int removed = 0;
+        for (const auto& name : names) {
+            const auto removal = msgpass::sci::remove_stale_segment(name, error);
+            if (removal == msgpass::sci::Removal::removed) ++removed;
+            if (removal == msgpass::sci::Removal::failed)
+                std::cerr << "msgpass-run: cannot remove " << name << ": " << error.message() << "\n";
+        }
+        if (removed > 0) {
+            std::cerr << "msgpass-run: removed " << removed << " shared-memory segment" << (removed == 1 ? "" : "s")
+                      << " left by node " << launch.id << " (" << launch.name << ")\n";
+        }
+    }
 }
 
 void print_config_error(const std::string& what) {
@@ -103,7 +125,7 @@ int run(int argc, char** argv) {
         ("dry-run", po::bool_switch(), "print what would start (or be removed) and do nothing")     //
         ("grace", po::value<double>()->default_value(5.0, "")->value_name("SECONDS"),               //
          "time between SIGTERM and SIGKILL when stopping the others (default 5)")                   //
-        ("cleanup", po::bool_switch(), "remove the partition's shared-memory segments and exit")    //
+        ("cleanup", po::bool_switch(), "remove the partition's stale shared-memory segments and exit")  //
         ("help,h", "show this help");
     po::options_description hidden;
     hidden.add_options()("program", po::value<std::vector<std::string>>());
@@ -161,7 +183,9 @@ int run(int argc, char** argv) {
     }
     std::cout.flush();
     const auto grace = std::chrono::milliseconds(std::llround(grace_seconds * 1000.0));
-    return msgpass::run::supervise(plan, grace);
+    const int code = msgpass::run::supervise(plan, grace);
+    remove_segments_left(configuration, plan);
+    return code;
 }
 
 } // namespace

@@ -39,6 +39,8 @@ LocalNodeParameters LocalNodeParameters::from(const config::Configuration& confi
     }
     p.max_message_size = configuration.max_message_size;
     p.partition = configuration.partition;
+    for (const auto& node : configuration.nodes)
+        p.sci_node_ids[node.id] = sci_node_id_of(configuration, node.id);
     return p;
 }
 
@@ -111,7 +113,7 @@ struct LocalNode::Broadcast {
 };
 
 LocalNode::LocalNode(LocalNodeParameters parameters)
-    : parameters_(std::move(parameters)), device_(parameters_.partition) {
+    : parameters_(std::move(parameters)), device_(parameters_.partition, parameters_.sci_node_ids) {
     const auto& sci = parameters_.sci;
     const std::string where = "node " + std::to_string(parameters_.self) + ": sci.";
     if (sci.max_outst_buffers < 1 || sci.max_outst_buffers > max_outstanding) {
@@ -174,7 +176,7 @@ LocalNode::LocalNode(LocalNodeParameters parameters)
     broadcast_->capacity = (std::max<std::uint64_t>(parameters_.max_message_size, 64) + 4095) / 4096 * 4096;
     try {
         broadcast_->region.create(device_.segment_name(parameters_.self, sci.recv_seg_id, "bcast"),
-                                  large_ring_size + broadcast_->capacity);
+                                  large_ring_size + broadcast_->capacity, Pages::on_use);
         broadcast_->region.map();
         broadcast_->base = broadcast_->region.address();
     } catch (const Error&) {
@@ -208,6 +210,11 @@ std::optional<LocalNode::BroadcastPlace> LocalNode::broadcast_acquire(const Shar
     }
     const std::uint64_t begin = b.head;
     const std::uint64_t end = begin + size;
+    try {
+        b.region.reserve(begin, size); // the region is sparse: its pages are taken on first use
+    } catch (const ResourceError&) {
+        return std::nullopt; // no room in /dev/shm: each peer gets its own copy, or the send reports it
+    }
     sequence.copy(b.base + begin, buffer->fragments());
     b.live.push_back({b.next_id++, begin, end, 1, buffer, buffer.get()});
     b.by_message[buffer.get()] = b.live.back().id;

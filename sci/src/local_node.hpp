@@ -19,6 +19,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <deque>
+#include <map>
 #include <memory>
 #include <mutex>
 #include <optional>
@@ -36,6 +37,8 @@ struct LocalNodeParameters {
     Options sci;                // the SCI context of this node
     std::uint64_t max_message_size = 64 * config::MiB;
     std::string partition;
+    // The SCI node id of every node's machine (none without one), for segment names.
+    std::map<NodeId, std::optional<std::uint32_t>> sci_node_ids;
 
     static LocalNodeParameters from(const config::Configuration& configuration, NodeId self);
 };

@@ -7,7 +7,9 @@
 
 #include <algorithm>
 #include <cstring>
+#include <exception>
 #include <new>
+#include <utility>
 
 namespace msgpass::sci {
 
@@ -163,7 +165,7 @@ SciNode::SciNode(std::shared_ptr<LocalNode> local, NodeParameters parameters)
     large_release_->region.create(local_->device().segment_name(local_->parameters().self,
                                                                 local_->parameters().sci.recv_seg_id,
                                                                 "large." + std::to_string(parameters_.peer)),
-                                  large_ring_size + large_capacity_);
+                                  large_ring_size + large_capacity_, Pages::on_use); // the sender reserves
     large_release_->region.map();
     local_->register_flushable(this);
     current_link();
@@ -377,6 +379,17 @@ void SciNode::declare_lost(Link* link, const std::string& reason) {
     lost_pending_.store(true, std::memory_order_release);
 }
 
+void SciNode::throw_if_deferred() {
+    if (!deferred_pending_.load(std::memory_order_acquire)) return;
+    std::exception_ptr error;
+    {
+        std::lock_guard deferred(lost_mutex_);
+        error = std::exchange(deferred_error_, nullptr);
+        deferred_pending_.store(false, std::memory_order_relaxed);
+    }
+    if (error) std::rethrow_exception(error);
+}
+
 void SciNode::throw_if_lost() {
     if (!lost_pending_.load(std::memory_order_acquire)) return;
     if (!lost_pending_.exchange(false, std::memory_order_acq_rel)) return;
@@ -477,6 +490,13 @@ bool SciNode::try_transfer(Link& link, const Buffer& buffer, BufferPtr* owned, c
         if (!reclaim_large(link)) return false;
         const auto offset = place_large(size);
         if (!offset) return false;
+        try {
+            link.large.reserve(*offset, size); // the peer's region is sparse: a full /dev/shm is an error, not SIGBUS
+        } catch (const ResourceError& e) {
+            stats_.error();
+            throw ResourceError("send to node " + std::to_string(parameters_.peer) + " (" + parameters_.name + ") of " +
+                                std::to_string(size) + " bytes: " + e.what());
+        }
         const bool streaming = size >= streaming_min_size && choose_streaming();
         const auto copy_start = Clock::now();
         if (streaming) {
@@ -628,7 +648,15 @@ bool SciNode::try_flush() {
     if (!lock.owns_lock()) return false;
     Link* link = current_link();
     sync_send_side(link);
-    flush_locked(link);
+    try {
+        flush_locked(link);
+    } catch (const ResourceError&) {
+        // Called by any send, receive or flush of the process: the message stays
+        // queued, and the next send to this node reports why it does not go.
+        std::lock_guard deferred(lost_mutex_);
+        deferred_error_ = std::current_exception();
+        deferred_pending_.store(true, std::memory_order_release);
+    }
     return queue_.empty();
 }
 
@@ -645,6 +673,7 @@ void SciNode::send_impl(B& buffer) {
     local_->progress(); // queues towards other peers move too
     std::lock_guard lock(send_mutex_);
     throw_if_lost();
+    throw_if_deferred();
     Link* link = current_link();
     if (link != nullptr && size > link->max_message_size) {
         stats_.error();

@@ -17,6 +17,7 @@
 #include <atomic>
 #include <chrono>
 #include <deque>
+#include <exception>
 #include <memory>
 #include <mutex>
 #include <optional>
@@ -92,6 +93,9 @@ private:
     void check_peer(Link* link);
     void declare_lost(Link* link, const std::string& reason);
     void throw_if_lost();
+    // Throws the error a flush outside a send met (no room in /dev/shm for a queued
+    // message), once. Send lock held.
+    void throw_if_deferred();
     std::uint64_t unacknowledged(const Link& link) const;
     BufferPtr take_message(Link& link);
     void grant(Link& link, std::uint32_t index, std::uint32_t slot);
@@ -153,7 +157,9 @@ private:
     std::deque<BufferPtr> pending_;    // taken from a batch of descriptors, not handed out yet
 
     std::atomic<bool> lost_pending_{false};
-    std::mutex lost_mutex_;
+    std::mutex lost_mutex_; // also guards deferred_error_
+    std::atomic<bool> deferred_pending_{false};
+    std::exception_ptr deferred_error_;
     std::string lost_reason_;
     std::uint64_t lost_unacknowledged_ = 0;
     std::atomic<std::int64_t> next_check_ns_{0};

@@ -3,6 +3,7 @@
 #include <msgpass/sci/options.hpp>
 
 #include <limits>
+#include <map>
 #include <sstream>
 
 namespace msgpass::sci {
@@ -94,14 +95,37 @@ const std::vector<std::string>& MachineOptions::keys() {
 void MachineOptions::set(const std::string& key, const config::Value& value) {
     if (key == "node_id") {
         if (auto n = value.integer(0, u32, "an SCI node id")) node_id = static_cast<std::uint32_t>(*n);
+        node_id_at = value.location();
     }
 }
+
+namespace {
+
+// SISCI addresses a segment by (SCI node id, segment id), and the segment names carry
+// the machine's SCI node id (naming.hpp): two machines must not share one.
+void one_machine_per_sci_node_id(const config::Configuration& c, const config::Reporter& reporter) {
+    std::map<std::uint32_t, const config::Machine*> first;
+    for (const auto& m : c.machines) {
+        const auto& options = m.section<MachineOptions>();
+        if (!options.node_id) continue;
+        const auto [it, fresh] = first.emplace(*options.node_id, &m);
+        if (fresh) continue;
+        const auto& earlier = it->second->section<MachineOptions>();
+        reporter.report(options.node_id_at, "machines." + m.name + ".sci.node_id",
+                        "an SCI node id of one machine only (machine '" + it->second->name + "' has it, at " +
+                            earlier.node_id_at.str() + ")",
+                        "'" + std::to_string(*options.node_id) + "'");
+    }
+}
+
+} // namespace
 
 config::TechnologySchema schema() {
     return config::TechnologySchema("sci")
         .with_section(config::SectionType::of<Options>("a mapping of SCI parameters"))
         .with_node_scope()
-        .with_machine_section(config::SectionType::of<MachineOptions>("a mapping with the SCI node_id"));
+        .with_machine_section(config::SectionType::of<MachineOptions>("a mapping with the SCI node_id"))
+        .with_check(one_machine_per_sci_node_id);
 }
 
 } // namespace msgpass::sci

@@ -15,10 +15,11 @@
 #if defined(__x86_64__)
 #include <emmintrin.h>
 #endif
+#include <fcntl.h>
 #include <optional>
-#include <pwd.h>
 #include <sys/file.h>
 #include <sys/stat.h>
+#include <sys/statvfs.h>
 #include <unistd.h>
 
 namespace bip = boost::interprocess;
@@ -27,16 +28,10 @@ namespace msgpass::sci {
 
 namespace {
 
-std::string current_user() {
-    if (const passwd* pw = getpwuid(geteuid()); pw != nullptr && pw->pw_name != nullptr) return pw->pw_name;
-    return "uid" + std::to_string(geteuid());
-}
-
 // Inode of the object a shared-memory name designates now, 0 if none.
 std::uint64_t inode_of_name(const std::string& name) {
     struct stat st {};
-    const std::string path = "/dev/shm/" + (name.starts_with('/') ? name.substr(1) : name);
-    if (::stat(path.c_str(), &st) != 0) return 0;
+    if (::stat(shm_path(name).c_str(), &st) != 0) return 0;
     return static_cast<std::uint64_t>(st.st_ino);
 }
 
@@ -46,6 +41,31 @@ std::uint64_t inode_of_fd(int fd) {
     return static_cast<std::uint64_t>(st.st_ino);
 }
 
+// " (/dev/shm: N bytes, M free)", or "" when it cannot be told.
+std::string shm_space() {
+    struct statvfs st {};
+    const std::string dir(shm_directory);
+    if (::statvfs(dir.c_str(), &st) != 0) return "";
+    return " (" + dir + ": " + std::to_string(std::uint64_t{st.f_blocks} * st.f_frsize) + " bytes, " +
+           std::to_string(std::uint64_t{st.f_bavail} * st.f_frsize) + " free)";
+}
+
+// Takes the pages of [from, to) of the object behind fd from /dev/shm now, so that
+// writing them later never meets a full tmpfs (SIGBUS). Throws ResourceError naming
+// the segment, its size, the range and /dev/shm.
+void reserve_pages(int fd, const std::string& name, std::size_t size, std::size_t from, std::size_t to) {
+    int rc = 0;
+    do {
+        rc = ::posix_fallocate(fd, static_cast<off_t>(from), static_cast<off_t>(to - from));
+    } while (rc == EINTR);
+    if (rc == 0) return;
+    const std::string what = from == 0 && to == size ? "the " + std::to_string(size) + " bytes"
+                                                     : "bytes " + std::to_string(from) + " to " + std::to_string(to) +
+                                                           " of the " + std::to_string(size) + " bytes";
+    throw ResourceError("cannot reserve " + what + " of shared memory segment '" + name + "' in " +
+                        std::string(shm_directory) + ": " + std::strerror(rc) + shm_space());
+}
+
 // Boost.Interprocess names are without the leading '/'.
 std::string bip_name(const std::string& name) {
     return name.starts_with('/') ? name.substr(1) : name;
@@ -53,23 +73,18 @@ std::string bip_name(const std::string& name) {
 
 } // namespace
 
-VirtualDevice::VirtualDevice(std::string partition) : partition_(std::move(partition)), user_(current_user()) {}
+VirtualDevice::VirtualDevice(std::string partition, std::map<NodeId, std::optional<std::uint32_t>> sci_node_ids)
+    : partition_(std::move(partition)), user_(segment_user()), sci_node_ids_(std::move(sci_node_ids)) {}
 
 std::string VirtualDevice::partition_prefix() const {
-    return "msgpass." + user_ + "." + partition_ + ".";
+    return sci::partition_prefix(user_, partition_);
 }
 
 std::string VirtualDevice::segment_name(NodeId node, std::uint32_t segment_id, const std::string& suffix) const {
-    std::string name = "/";
-    name += partition_prefix();
-    name += std::to_string(node);
-    name += '.';
-    name += std::to_string(segment_id);
-    if (!suffix.empty()) {
-        name += '.';
-        name += suffix;
-    }
-    return name;
+    const auto sci = sci_node_ids_.find(node);
+    return sci::segment_name(
+        SegmentAddress{user_, partition_, sci != sci_node_ids_.end() ? sci->second : std::nullopt, node, segment_id},
+        suffix);
 }
 
 // ---------------------------------------------------------------- local segment
@@ -83,7 +98,7 @@ class LocalSegment::State {
 public:
     virtual ~State() = default;
     [[nodiscard]] virtual const char* name() const noexcept = 0;
-    virtual void create(LocalSegment& s, const std::string&, std::size_t) { refuse(s, "create"); }
+    virtual void create(LocalSegment& s, const std::string&, std::size_t, Pages) { refuse(s, "create"); }
     virtual void map(LocalSegment& s) { refuse(s, "map"); }
     virtual void unmap(LocalSegment& s) { refuse(s, "unmap"); }
     virtual void destroy(LocalSegment& s) { refuse(s, "destroy"); }
@@ -105,6 +120,7 @@ public:
     static std::byte*& address(LocalSegment& s) { return s.address_; }
     static std::size_t& size(LocalSegment& s) { return s.size_; }
     static std::string& name(LocalSegment& s) { return s.name_; }
+    static std::size_t& reserved(LocalSegment& s) { return s.reserved_; }
 };
 
 namespace {
@@ -112,7 +128,7 @@ namespace {
 class LocalDestroyed final : public LocalSegment::State {
 public:
     [[nodiscard]] const char* name() const noexcept override { return "destroyed"; }
-    void create(LocalSegment& s, const std::string& segment, std::size_t size) override;
+    void create(LocalSegment& s, const std::string& segment, std::size_t size, Pages pages) override;
 };
 
 class LocalCreated final : public LocalSegment::State {
@@ -132,7 +148,7 @@ public:
     }
 };
 
-void LocalDestroyed::create(LocalSegment& s, const std::string& segment, std::size_t size) {
+void LocalDestroyed::create(LocalSegment& s, const std::string& segment, std::size_t size, Pages pages) {
     const std::string name = bip_name(segment);
     bip::permissions owner_only;
     owner_only.set_permissions(0600);
@@ -170,9 +186,18 @@ void LocalDestroyed::create(LocalSegment& s, const std::string& segment, std::si
             throw ResourceError("cannot size shared memory segment '" + segment + "' to " + std::to_string(size) +
                                 " bytes: " + e.what());
         }
+        if (pages == Pages::reserved && size > 0) {
+            try {
+                reserve_pages(fd, segment, size, 0, size);
+            } catch (const ResourceError&) {
+                bip::shared_memory_object::remove(name.c_str());
+                throw;
+            }
+        }
         LocalState::fd(s) = fd;
         LocalState::name(s) = segment;
         LocalState::size(s) = size;
+        LocalState::reserved(s) = pages == Pages::reserved ? size : 0;
         objects.object = std::move(object);
         LocalState::become(s, std::make_unique<LocalCreated>());
         return;
@@ -195,6 +220,7 @@ void LocalCreated::destroy(LocalSegment& s) {
     objects.object.reset(); // closes the descriptor and drops the lock
     LocalState::fd(s) = -1;
     LocalState::size(s) = 0;
+    LocalState::reserved(s) = 0;
     LocalState::become(s, std::make_unique<LocalDestroyed>());
 }
 
@@ -214,8 +240,18 @@ LocalSegment::~LocalSegment() {
         // Destruction never throws; the object is removed at the next start anyway.
     }
 }
-void LocalSegment::create(const std::string& name, std::size_t size) {
-    state_->create(*this, name, size);
+void LocalSegment::create(const std::string& name, std::size_t size, Pages pages) {
+    state_->create(*this, name, size, pages);
+}
+void LocalSegment::reserve(std::size_t offset, std::size_t length) {
+    const std::size_t end = offset + length;
+    if (end <= reserved_) return;
+    if (fd_ < 0 || end > size_) {
+        throw UsageError("local segment '" + name_ + "': cannot reserve bytes " + std::to_string(offset) + " to " +
+                         std::to_string(end) + " of " + std::to_string(size_));
+    }
+    reserve_pages(fd_, name_, size_, reserved_, end); // from the mark: the range before it is reserved
+    reserved_ = end;
 }
 void LocalSegment::map() {
     state_->map(*this);
@@ -268,6 +304,7 @@ public:
     static std::byte*& address(RemoteSegment& s) { return s.address_; }
     static std::size_t& size(RemoteSegment& s) { return s.size_; }
     static std::string& name(RemoteSegment& s) { return s.name_; }
+    static std::size_t& reserved(RemoteSegment& s) { return s.reserved_; }
 };
 
 namespace {
@@ -334,6 +371,7 @@ void RemoteConnected::disconnect(RemoteSegment& s) {
     RemoteState::fd(s) = -1;
     RemoteState::inode(s) = 0;
     RemoteState::size(s) = 0;
+    RemoteState::reserved(s) = 0;
     RemoteState::become(s, std::make_unique<RemoteDisconnected>());
 }
 
@@ -379,6 +417,17 @@ bool RemoteSegment::owner_alive() const noexcept {
 
 bool RemoteSegment::replaced() const noexcept {
     return fd_ < 0 || inode_of_name(name_) != inode_;
+}
+
+void RemoteSegment::reserve(std::size_t offset, std::size_t length) {
+    const std::size_t end = offset + length;
+    if (end <= reserved_) return;
+    if (fd_ < 0 || end > size_) {
+        throw UsageError("remote segment '" + name_ + "': cannot reserve bytes " + std::to_string(offset) + " to " +
+                         std::to_string(end) + " of " + std::to_string(size_));
+    }
+    reserve_pages(fd_, name_, size_, reserved_, end);
+    reserved_ = end;
 }
 
 // --------------------------------------------------------------------- sequence

@@ -16,12 +16,15 @@
 #pragma once
 
 #include <msgpass/error.hpp>
+#include <msgpass/sci/naming.hpp>
 
 #include <atomic>
 #include <cstddef>
 #include <cstdint>
+#include <map>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <random>
 #include <span>
 #include <string>
@@ -30,10 +33,11 @@ namespace msgpass::sci {
 
 class VirtualDevice {
 public:
-    // A device scoped to a partition (names of segments embed user and partition).
-    explicit VirtualDevice(std::string partition);
+    // A device scoped to a partition (names of segments embed user and partition), with
+    // the SCI node id of each node's machine (a node not listed has none).
+    explicit VirtualDevice(std::string partition, std::map<NodeId, std::optional<std::uint32_t>> sci_node_ids = {});
 
-    // "/msgpass.<user>.<partition>.<node>.<segment>[.<suffix>]"
+    // The name of a node's segment or region, by sci::segment_name (naming.hpp).
     [[nodiscard]] std::string segment_name(NodeId node, std::uint32_t segment_id, const std::string& suffix = {}) const;
     // The prefix shared by every segment of the partition (without the leading '/').
     [[nodiscard]] std::string partition_prefix() const;
@@ -42,6 +46,7 @@ public:
 private:
     std::string partition_;
     std::string user_;
+    std::map<NodeId, std::optional<std::uint32_t>> sci_node_ids_;
 };
 
 // A mapping of a shared-memory object into this process.
@@ -63,6 +68,15 @@ protected:
     std::string name_;
 };
 
+// When the pages of a segment are taken from /dev/shm. A tmpfs hands out pages when
+// they are first written; one that is full then answers with SIGBUS, which kills the
+// writer. Reserved pages are taken at once (fallocate), so that a lack of space is a
+// ResourceError instead.
+enum class Pages {
+    reserved, // all of them, when the segment is created
+    on_use,   // sparse: the writer reserves each range before its first write (reserve())
+};
+
 class LocalSegment final : public MemorySegment {
 public:
     class State;
@@ -71,8 +85,14 @@ public:
 
     // Creates the object mode 0600. A segment of the same name left by a dead
     // process is removed and replaced; a live owner makes this throw ResourceError
-    // naming the owner's segment.
-    void create(const std::string& name, std::size_t size);
+    // naming the owner's segment. With Pages::reserved, a /dev/shm without room for
+    // size bytes makes it throw ResourceError naming the segment, its size and
+    // /dev/shm (and nothing is left behind).
+    void create(const std::string& name, std::size_t size, Pages pages = Pages::reserved);
+    // Reserves the pages of [offset, offset + length) before they are first written
+    // (a segment created Pages::on_use); a range below what was reserved already
+    // costs nothing. Throws ResourceError naming the segment, the range and /dev/shm.
+    void reserve(std::size_t offset, std::size_t length);
     void map();
     void unmap();
     // Unmaps if needed and removes the object.
@@ -86,6 +106,7 @@ private:
     friend class LocalState;
     std::unique_ptr<State> state_;
     int fd_ = -1;
+    std::size_t reserved_ = 0; // [0, reserved_) has its pages
 };
 
 class RemoteSegment final : public MemorySegment {
@@ -109,12 +130,16 @@ public:
     // True when the name now designates another object than the one connected
     // (the owner restarted and replaced its segment).
     [[nodiscard]] bool replaced() const noexcept;
+    // As LocalSegment::reserve, for a segment whose owner left its pages to the writer
+    // (a large-message region, which the sender fills).
+    void reserve(std::size_t offset, std::size_t length);
 
 private:
     friend class RemoteState;
     std::unique_ptr<State> state_;
     int fd_ = -1;
     std::uint64_t inode_ = 0;
+    std::size_t reserved_ = 0; // [0, reserved_) has its pages, as far as this mapping knows
 };
 
 // Decides which transfers fail, reproducibly (Bernoulli with a seed).

@@ -362,6 +362,36 @@ TEST(ConfigErrors, DuplicateIdsNamesAndEndpointsAreRefused) {
               "'nowhere'");
 }
 
+// The sci segment names carry the machine's SCI node id, as SISCI addresses a
+// segment by (SCI node id, segment id): two machines with one id would meet.
+TEST(ConfigErrors, TwoMachinesWithOneSciNodeIdAreRefusedNamingBoth) {
+    const std::string nodes = "machines:\n"
+                              "  pc-a: {sci: {node_id: 4}}\n"
+                              "  pc-b: {sci: {node_id: 7}}\n"
+                              "  pc-c: {sci: {node_id: 4}}\n"
+                              "nodes:\n  - {id: 1, machine: pc-a}\n  - {id: 2, machine: pc-c}\n";
+    EXPECT_EQ(errors_of("", nodes),
+              "nodes.yaml:4:25: machines.pc-c.sci.node_id: expected an SCI node id of one machine only (machine "
+              "'pc-a' has it, at nodes.yaml:2:25), found '4'");
+    // In a file, the error names the file.
+    TempDir dir;
+    const auto network = dir.write("network.yaml", "");
+    const auto nodes_file = dir.write("nodes.yaml", nodes);
+    try {
+        (void)load(network, nodes_file);
+        FAIL() << "two machines with SCI node id 4 were accepted";
+    } catch (const ConfigError& e) {
+        EXPECT_EQ(std::string(e.what()), nodes_file.string() +
+                                             ":4:25: machines.pc-c.sci.node_id: expected an SCI node id of one "
+                                             "machine only (machine 'pc-a' has it, at " +
+                                             nodes_file.string() + ":2:25), found '4'");
+    }
+    // Distinct ids, and machines without one, are fine; so are nodes sharing a machine.
+    EXPECT_EQ(errors_of("", "machines:\n  a: {sci: {node_id: 4}}\n  b: {sci: {node_id: 5}}\n  c: {}\n  d: {}\n"
+                            "nodes:\n  - {id: 1, machine: a}\n  - {id: 2, machine: a}\n  - {id: 3, machine: c}\n"),
+              "");
+}
+
 TEST(ConfigErrors, GroupMembersMustBeKnownNodesListedOnce) {
     EXPECT_EQ(errors_of("groups:\n  farm: [1, 12]\n"),
               "network.yaml:2:13: groups.farm[1]: expected a node id of nodes.yaml (1, 2), found '12'");

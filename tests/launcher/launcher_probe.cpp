@@ -11,9 +11,16 @@
 //   --stubborn       print "ready", ignore SIGTERM and wait for SIGKILL
 //   --partial TEXT   print TEXT without a newline
 //   --exit CODE      exit with CODE (default 0)
+//   --sci            join the partition with the sci technology (a factory and a node
+//                    to every other node) and print "segment <name>" for each segment
+//                    it made; the factory is never destroyed, as in a program that
+//                    ends with exit() or a signal, so its segments stay behind
 // Signals are blocked from the first instruction so that a signal sent after
 // "ready" is always seen by sigwait. Waits end after two minutes at the latest, so a
 // broken test cannot leave a probe behind for long.
+#include <msgpass/msgpass.hpp>
+#include <msgpass/sci/naming.hpp>
+
 #include <dirent.h>
 #include <unistd.h>
 
@@ -77,6 +84,30 @@ int wait_for(const sigset_t& set) {
         const int sig = ::sigtimedwait(&set, nullptr, &limit);
         if (sig > 0) return sig;
         if (errno != EINTR) std::_Exit(92);
+    }
+}
+
+// The factory of --sci, kept in a global so that it stays reachable (not a leak for
+// the sanitizers) and is never destroyed.
+msgpass::NodeFactory* never_destroyed = nullptr;
+
+// --sci: the partition's configuration comes from the MSGPASS_* variables, as for
+// any program msgpass-run starts.
+void join_sci(char* program) {
+    char* args[] = {program, nullptr};
+    try {
+        const auto options = msgpass::options(1, args);
+        never_destroyed = msgpass::NodeFactory::create(options).release();
+        for (const auto& node : options.configuration.nodes)
+            if (node.id != options.self) never_destroyed->create_node(node.id);
+        std::error_code error;
+        const auto address = msgpass::sci::segment_address(options.configuration, options.self);
+        for (const auto& name : msgpass::sci::node_segments(address, error))
+            line("segment " + name);
+        if (error) std::_Exit(97);
+    } catch (const std::exception& e) {
+        put(STDERR_FILENO, std::string("launcher_probe: --sci: ") + e.what() + "\n");
+        std::_Exit(98);
     }
 }
 
@@ -155,6 +186,8 @@ int main(int argc, char** argv) {
         } else if (arg == "--partial") {
             put(STDOUT_FILENO, value);
             ++i;
+        } else if (arg == "--sci") {
+            join_sci(argv[0]);
         } else if (arg == "--exit") {
             exit_code = std::atoi(value.c_str());
             ++i;

@@ -6,9 +6,12 @@
 // children get SIGTERM through PR_SET_PDEATHSIG then.
 #include "plan.hpp"
 
+#include <msgpass/sci/naming.hpp>
+
 #include <gtest/gtest.h>
 
 #include <fcntl.h>
+#include <grp.h>
 #include <poll.h>
 #include <pwd.h>
 #include <sys/mman.h>
@@ -24,11 +27,14 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <optional>
 #include <regex>
 #include <set>
 #include <sstream>
 #include <string>
 #include <vector>
+
+extern char** environ;
 
 namespace {
 
@@ -79,6 +85,14 @@ public:
             lines += "  - {id: " + std::to_string(i + 1) + ", name: " + names[i] + ", host: localhost}\n";
         write_files(lines);
     }
+    // Lets other users read the files (a test that runs programs as another user).
+    void share() const {
+        fs::permissions(dir_, fs::perms::owner_all | fs::perms::group_read | fs::perms::group_exec |
+                                  fs::perms::others_read | fs::perms::others_exec);
+        for (const auto& file : {network(), nodes()})
+            fs::permissions(file, fs::perms::owner_read | fs::perms::owner_write | fs::perms::group_read |
+                                      fs::perms::others_read);
+    }
     std::vector<std::string> files_args() const {
         return {"--config", network().string(), "--nodes", nodes().string()};
     }
@@ -88,23 +102,40 @@ private:
     std::string partition_;
 };
 
-// One msgpass-run, its stdout and stderr collected as they come.
+// How to start a program other than plainly: variables added to the environment,
+// and a user to run as (the test runs as root then).
+struct StartAs {
+    std::vector<std::string> environment; // "NAME=value", added to the test's own
+    std::optional<uid_t> uid;
+};
+
+// One msgpass-run (or another program), its stdout and stderr collected as they come.
 class Launcher {
 public:
-    explicit Launcher(const std::vector<std::string>& args) {
+    explicit Launcher(const std::vector<std::string>& args, const StartAs& as = {},
+                      const std::string& program = launcher) {
         int out[2];
         int err[2];
         if (::pipe2(out, O_CLOEXEC) != 0 || ::pipe2(err, O_CLOEXEC) != 0) throw std::runtime_error("pipe2");
-        std::vector<char*> argv{const_cast<char*>(launcher.c_str())};
+        std::vector<char*> argv{const_cast<char*>(program.c_str())};
         for (const auto& arg : args)
             argv.push_back(const_cast<char*>(arg.c_str()));
         argv.push_back(nullptr);
+        std::vector<char*> envp; // the added variables first: getenv takes the first of a name
+        for (const auto& e : as.environment)
+            envp.push_back(const_cast<char*>(e.c_str()));
+        for (char** e = environ; *e != nullptr; ++e)
+            envp.push_back(*e);
+        envp.push_back(nullptr);
         pid_ = ::fork();
         if (pid_ < 0) throw std::runtime_error("fork");
         if (pid_ == 0) {
             ::dup2(out[1], STDOUT_FILENO);
             ::dup2(err[1], STDERR_FILENO);
-            ::execv(argv[0], argv.data());
+            if (as.uid && (::setgroups(0, nullptr) != 0 || ::setresgid(*as.uid, *as.uid, *as.uid) != 0 ||
+                           ::setresuid(*as.uid, *as.uid, *as.uid) != 0))
+                ::_exit(125);
+            ::execve(argv[0], argv.data(), envp.data());
             ::_exit(126);
         }
         ::close(out[1]);
@@ -220,11 +251,6 @@ std::vector<std::string> lines_of(const std::string& text) {
 std::vector<std::string> run_probe(const Workspace& ws, const std::vector<std::string>& options,
                                    const std::vector<std::string>& probe_args) {
     return concat(concat(concat(ws.files_args(), options), {"--", probe}), probe_args);
-}
-
-std::string user_name() {
-    const passwd* entry = ::getpwuid(::geteuid());
-    return entry != nullptr ? entry->pw_name : std::to_string(::geteuid());
 }
 
 // ---------------------------------------------------------------- plan.hpp
@@ -509,8 +535,9 @@ TEST(Launcher, ChildrenInheritOnlyTheStandardDescriptors) {
 TEST(Launcher, CleanupRemovesOnlyThePartitionsSegments) {
     Workspace ws;
     ws.write_local_nodes(1);
-    const std::string mine = "/msgpass." + user_name() + "." + ws.partition() + ".seg1";
-    const std::string other = "/msgpass." + user_name() + "." + ws.partition() + "x.seg1";
+    const std::string user = msgpass::sci::segment_user();
+    const std::string mine = "/" + msgpass::sci::partition_prefix(user, ws.partition()) + "seg1";
+    const std::string other = "/" + msgpass::sci::partition_prefix(user, ws.partition() + "x") + "seg1";
     for (const auto& name : {mine, other}) {
         const int fd = ::shm_open(name.c_str(), O_CREAT | O_EXCL | O_RDWR, 0600);
         ASSERT_GE(fd, 0) << name << ": " << std::strerror(errno);
@@ -522,10 +549,177 @@ TEST(Launcher, CleanupRemovesOnlyThePartitionsSegments) {
     Launcher run(concat(ws.files_args(), {"--cleanup"}));
     EXPECT_EQ(run.finish(), 0) << run.err();
     EXPECT_EQ(run.out(), "removed " + mine + "\n");
-    EXPECT_FALSE(fs::exists("/dev/shm" + mine));
-    EXPECT_TRUE(fs::exists("/dev/shm" + other));
+    EXPECT_FALSE(fs::exists(msgpass::sci::shm_path(mine)));
+    EXPECT_TRUE(fs::exists(msgpass::sci::shm_path(other)));
     ::shm_unlink(mine.c_str());
     ::shm_unlink(other.c_str());
+}
+
+// Removes every segment of a partition at the end of a test, passed or failed.
+class PartitionSegments {
+public:
+    PartitionSegments(std::string user, std::string partition)
+        : user_(std::move(user)), partition_(std::move(partition)) {}
+    ~PartitionSegments() {
+        for (const auto& name : list())
+            ::shm_unlink(name.c_str());
+    }
+    PartitionSegments(const PartitionSegments&) = delete;
+    PartitionSegments& operator=(const PartitionSegments&) = delete;
+    std::vector<std::string> list() const {
+        std::error_code error;
+        auto names = msgpass::sci::partition_segments(user_, partition_, error);
+        EXPECT_FALSE(error) << error.message();
+        return names;
+    }
+
+private:
+    std::string user_;
+    std::string partition_;
+};
+
+// Node 1 of a two-node sci partition (launcher_probe --sci, started directly) makes
+// its segments and dies by SIGKILL; msgpass-run --cleanup, run as the same user,
+// lists and removes exactly those segments.
+void expect_cleanup_finds_what_sci_made(const std::optional<uid_t>& uid) {
+    Workspace ws;
+    ws.write_local_nodes(2);
+    ws.share();
+    const std::string user = uid ? msgpass::sci::segment_user(*uid) : msgpass::sci::segment_user();
+    const PartitionSegments segments(user, ws.partition());
+    const StartAs as{{}, uid};
+    const StartAs node_1{
+        {"MSGPASS_NODE_ID=1", "MSGPASS_CONFIG=" + ws.network().string(), "MSGPASS_NODES=" + ws.nodes().string()}, uid};
+    Launcher probe_run({"--sci", "--raise", "1:9"}, node_1, probe);
+    ASSERT_EQ(probe_run.finish(), 128 + SIGKILL) << probe_run.err();
+    std::vector<std::string> made;
+    for (const auto& line : lines_of(probe_run.out()))
+        if (line.rfind("segment ", 0) == 0) made.push_back(line.substr(8));
+    const msgpass::sci::SegmentAddress address{user, ws.partition(), std::nullopt, 1, 8};
+    ASSERT_EQ(made, (std::vector<std::string>{msgpass::sci::segment_name(address),
+                                              msgpass::sci::segment_name(address, "bcast"),
+                                              msgpass::sci::segment_name(address, "large.2")}))
+        << probe_run.out();
+    EXPECT_EQ(segments.list(), made);
+
+    Launcher dry(concat(ws.files_args(), {"--cleanup", "--dry-run"}), as);
+    EXPECT_EQ(dry.finish(), 0) << dry.err();
+    std::string expected;
+    for (const auto& name : made)
+        expected += "would remove " + name + "\n";
+    EXPECT_EQ(dry.out(), expected);
+    Launcher run(concat(ws.files_args(), {"--cleanup"}), as);
+    EXPECT_EQ(run.finish(), 0) << run.err();
+    expected.clear();
+    for (const auto& name : made)
+        expected += "removed " + name + "\n";
+    EXPECT_EQ(run.out(), expected);
+    EXPECT_EQ(segments.list(), std::vector<std::string>{});
+}
+
+TEST(LauncherCleanup, FindsWhatTheSciTechnologyMade) {
+    expect_cleanup_finds_what_sci_made(std::nullopt);
+}
+
+// A user without a passwd entry is "uid<N>" in segment names, for sci and for
+// msgpass-run alike (msgpass-run once said "<N>" and missed every segment).
+TEST(LauncherCleanup, FindsWhatTheSciTechnologyMadeForAUserWithoutAPasswdEntry) {
+    if (::geteuid() != 0)
+        GTEST_SKIP() << "running programs as another user needs root; this test runs as uid " << ::geteuid();
+    std::optional<uid_t> uid;
+    for (uid_t candidate = 47001; !uid && candidate < 47101; ++candidate)
+        if (::getpwuid(candidate) == nullptr) uid = candidate;
+    ASSERT_TRUE(uid) << "every uid from 47001 to 47100 has a passwd entry";
+    ASSERT_EQ(msgpass::sci::segment_user(*uid), "uid" + std::to_string(*uid));
+    expect_cleanup_finds_what_sci_made(uid);
+}
+
+// ----------------------------------------------- segments at the end of a partition
+
+// The "segment <name>" lines launcher_probe --sci printed through the launcher.
+std::vector<std::string> segments_reported(const std::string& out) {
+    std::vector<std::string> names;
+    for (const auto& line : lines_of(out)) {
+        const auto at = line.find("] segment ");
+        if (at != std::string::npos) names.push_back(line.substr(at + 10));
+    }
+    return names;
+}
+
+// Nodes that fail (exit code 3), are killed (SIGKILL) or are stopped by the launcher
+// (SIGTERM) after making their segments, and never destroy their factories: when
+// msgpass-run returns, no segment of the partition is left.
+TEST(LauncherSegments, AFailedPartitionLeavesNoSegmentBehind) {
+    Workspace ws;
+    ws.write_local_nodes(3);
+    const PartitionSegments segments(msgpass::sci::segment_user(), ws.partition());
+    Launcher run(run_probe(ws, {}, {"--sci", "--fail", "2:3", "--raise", "3:9", "--wait"}));
+    EXPECT_EQ(run.finish(), 1) << run.err();
+    // Each made its segment, its broadcast region and a large region per peer.
+    EXPECT_EQ(segments_reported(run.out()).size(), 12u) << run.out() << run.err();
+    EXPECT_EQ(segments.list(), std::vector<std::string>{});
+    for (const char* node : {"node 1 (alpha)", "node 2 (beta)", "node 3 (gamma)"})
+        EXPECT_NE(run.err().find(std::string("msgpass-run: removed 4 shared-memory segments left by ") + node + "\n"),
+                  std::string::npos)
+            << run.err();
+}
+
+TEST(LauncherSegments, ACleanPartitionLeavesNoSegmentBehind) {
+    Workspace ws;
+    ws.write_local_nodes(2);
+    const PartitionSegments segments(msgpass::sci::segment_user(), ws.partition());
+    Launcher run(run_probe(ws, {}, {"--sci"}));
+    EXPECT_EQ(run.finish(), 0) << run.err();
+    EXPECT_EQ(segments_reported(run.out()).size(), 6u) << run.out() << run.err();
+    EXPECT_EQ(segments.list(), std::vector<std::string>{});
+}
+
+// Segments that a live process holds stay: node 1 of a partition started by another
+// launcher (a second launcher of node 1 fails, as the id is taken, and ends), and a
+// process of another partition. --cleanup keeps them too.
+TEST(LauncherSegments, SegmentsOfLiveProcessesAreLeftAlone) {
+    Workspace ws;
+    ws.write_local_nodes(2);
+    Workspace other;
+    other.write_local_nodes(1);
+    const PartitionSegments segments(msgpass::sci::segment_user(), ws.partition());
+    const PartitionSegments other_segments(msgpass::sci::segment_user(), other.partition());
+    Launcher first(run_probe(ws, {"--only", "1"}, {"--sci", "--wait"}));
+    ASSERT_TRUE(first.read_until("[alpha] ready\n")) << first.out() << first.err();
+    Launcher elsewhere(run_probe(other, {}, {"--sci", "--wait"}));
+    ASSERT_TRUE(elsewhere.read_until("[alpha] ready\n")) << elsewhere.out() << elsewhere.err();
+    const auto live = segments.list();
+    ASSERT_EQ(live, segments_reported(first.out()));
+    ASSERT_EQ(live.size(), 3u);
+    const auto other_live = other_segments.list();
+    ASSERT_EQ(other_live.size(), 2u);
+
+    Launcher second(run_probe(ws, {"--only", "1"}, {"--sci"}));
+    EXPECT_EQ(second.finish(), 1) << second.err();
+    EXPECT_NE(second.err().find("same node id"), std::string::npos) << second.err();
+    EXPECT_EQ(segments.list(), live);
+    Launcher node_2(run_probe(ws, {"--only", "2"}, {"--sci"}));
+    EXPECT_EQ(node_2.finish(), 0) << node_2.err();
+    EXPECT_EQ(segments_reported(node_2.out()).size(), 3u) << node_2.out();
+    EXPECT_EQ(segments.list(), live) << "node 2's segments were left, or node 1's removed";
+    EXPECT_EQ(other_segments.list(), other_live);
+
+    Launcher cleanup(concat(ws.files_args(), {"--cleanup"}));
+    EXPECT_EQ(cleanup.finish(), 0) << cleanup.err();
+    std::string kept;
+    for (const auto& name : live)
+        kept += "kept " + name + ": a live process holds it\n";
+    EXPECT_EQ(cleanup.out(), kept);
+    EXPECT_EQ(segments.list(), live);
+
+    // Stopped, the live node's launcher removes them at its end.
+    ::kill(first.pid(), SIGTERM);
+    EXPECT_EQ(first.finish(), 128 + SIGTERM) << first.err();
+    EXPECT_EQ(segments.list(), std::vector<std::string>{});
+    EXPECT_EQ(other_segments.list(), other_live);
+    ::kill(elsewhere.pid(), SIGTERM);
+    EXPECT_EQ(elsewhere.finish(), 128 + SIGTERM) << elsewhere.err();
+    EXPECT_EQ(other_segments.list(), std::vector<std::string>{});
 }
 
 TEST(Launcher, BadOptionsExitWithUsageError) {

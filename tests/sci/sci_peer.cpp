@@ -57,6 +57,7 @@ int main(int argc, char** argv) {
             node->flush(std::chrono::seconds(10));
             std::printf("sent %llu\n", static_cast<unsigned long long>(count));
         } else if (mode == "idle") {
+            ::prctl(PR_SET_PDEATHSIG, SIGKILL); // a test that dies must not leave it idling forever
             for (;;)
                 ::pause(); // until the test kills it
         } else if (mode == "echo") {

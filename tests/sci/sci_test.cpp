@@ -13,6 +13,7 @@
 
 #include <gtest/gtest.h>
 
+#include <optional>
 #include <pwd.h>
 #include <sys/stat.h>
 #include <thread>
@@ -29,9 +30,9 @@ std::string partition_for_test() {
     return unique_partition(::testing::UnitTest::GetInstance()->current_test_info()->name());
 }
 
-std::string user() {
-    const passwd* pw = getpwuid(geteuid());
-    return pw != nullptr ? pw->pw_name : "uid" + std::to_string(geteuid());
+// The file of node 1's segment (recv_seg_id 8) in a partition.
+std::string segment_path(const std::string& partition) {
+    return sci::shm_path(sci::segment_name({sci::segment_user(), partition, std::nullopt, 1, 8}));
 }
 
 config::Configuration sci_configuration(const std::string& partition, int nodes,
@@ -53,6 +54,110 @@ std::vector<std::string> peer_args(const std::string& partition, int nodes, int 
             std::to_string(count),
             std::to_string(size),
             std::to_string(timeout_ms)};
+}
+
+// ------------------------------------------------------------- segment names
+
+TEST(SegmentNames, FollowTheOneRuleOfNamingHpp) {
+    const sci::SegmentAddress a{"ann", "daq-1", 4, 5, 8};
+    EXPECT_EQ(sci::partition_prefix("ann", "daq-1"), "msgpass.ann.daq-1.");
+    EXPECT_EQ(sci::segment_name(a), "/msgpass.ann.daq-1.sci4.node5.seg8");
+    EXPECT_EQ(sci::segment_name(a, "bcast"), "/msgpass.ann.daq-1.sci4.node5.seg8.bcast");
+    EXPECT_EQ(sci::segment_name(a, "large.2"), "/msgpass.ann.daq-1.sci4.node5.seg8.large.2");
+    EXPECT_EQ(sci::segment_name({"uid1234", "p", std::nullopt, 7, 9}), "/msgpass.uid1234.p.sci-none.node7.seg9");
+    EXPECT_EQ(sci::shm_path("/msgpass.ann.daq-1.sci4.node5.seg8"), "/dev/shm/msgpass.ann.daq-1.sci4.node5.seg8");
+    EXPECT_EQ(sci::shm_path("msgpass.ann.daq-1.sci4.node5.seg8"), "/dev/shm/msgpass.ann.daq-1.sci4.node5.seg8");
+}
+
+// The name carries the SCI node id of the node's machine and the node's own
+// recv_seg_id; nodes without a machine, or whose machine has no id, have none.
+TEST(SegmentNames, CarryTheMachinesSciNodeIdAndTheNodesSegmentId) {
+    const auto c = config::load_text("partition: p\n",
+                                     "machines:\n  pc-a: {sci: {node_id: 4}}\n  pc-b: {sci: {node_id: 9}}\n"
+                                     "  pc-c: {}\nnodes:\n"
+                                     "  - {id: 1, machine: pc-a}\n  - {id: 2, machine: pc-b, sci: {recv_seg_id: 3}}\n"
+                                     "  - {id: 3, machine: pc-c}\n  - {id: 4}\n");
+    EXPECT_EQ(sci::segment_name(sci::segment_address(c, 1, "ann")), "/msgpass.ann.p.sci4.node1.seg8");
+    EXPECT_EQ(sci::segment_name(sci::segment_address(c, 2, "ann")), "/msgpass.ann.p.sci9.node2.seg3");
+    EXPECT_EQ(sci::segment_name(sci::segment_address(c, 3, "ann")), "/msgpass.ann.p.sci-none.node3.seg8");
+    EXPECT_EQ(sci::segment_name(sci::segment_address(c, 4, "ann")), "/msgpass.ann.p.sci-none.node4.seg8");
+    EXPECT_THROW((void)sci::segment_address(c, 5), ConfigError);
+}
+
+TEST(SegmentNames, AUserWithoutAPasswdEntryIsUidAndTheNumber) {
+    std::optional<uid_t> missing;
+    for (uid_t uid = 47001; !missing && uid < 47101; ++uid)
+        if (::getpwuid(uid) == nullptr) missing = uid;
+    ASSERT_TRUE(missing) << "every uid from 47001 to 47100 has a passwd entry";
+    EXPECT_EQ(sci::segment_user(*missing), "uid" + std::to_string(*missing));
+    const passwd* self = ::getpwuid(::geteuid());
+    EXPECT_EQ(sci::segment_user(), self != nullptr ? std::string(self->pw_name) : "uid" + std::to_string(::geteuid()));
+}
+
+// The segments a factory makes are those the naming functions find: its own segment,
+// its broadcast region and a large-message region per peer it created a node for.
+TEST(SegmentNames, TheSegmentsAFactoryMakesAreFoundByPartitionAndByNode) {
+    const SegmentCleanup segments(partition_for_test());
+    auto c = sci_configuration(segments.partition(), 3);
+    auto f = NodeFactory::create(c, 2);
+    f->create_node(1);
+    f->create_node(3);
+    const auto address = sci::segment_address(c, 2);
+    EXPECT_EQ(address.user, sci::segment_user());
+    EXPECT_EQ(address.partition, segments.partition());
+    EXPECT_EQ(address.node, 2u);
+    EXPECT_EQ(address.segment_id, 8u);
+    const std::vector<std::string> expected{sci::segment_name(address), sci::segment_name(address, "bcast"),
+                                            sci::segment_name(address, "large.1"),
+                                            sci::segment_name(address, "large.3")};
+    std::error_code error;
+    EXPECT_EQ(sci::node_segments(address, error), expected);
+    EXPECT_FALSE(error) << error.message();
+    EXPECT_EQ(sci::partition_segments(sci::segment_user(), segments.partition(), error), expected);
+    // Segment id 80 of node 2 would start with the same characters: it is not node 2's.
+    EXPECT_EQ(sci::node_segments({address.user, address.partition, std::nullopt, 2, 80}, error),
+              std::vector<std::string>{});
+    f.reset();
+    EXPECT_EQ(sci::partition_segments(sci::segment_user(), segments.partition(), error), std::vector<std::string>{})
+        << "a factory that ends cleanly removes its segments";
+}
+
+// Nodes of machines with different SCI node ids find each other's segment, large-
+// message region and broadcast region by those ids.
+TEST(SegmentNames, NodesOfMachinesWithSciNodeIdsConnectThroughThem) {
+    const SegmentCleanup segments(partition_for_test());
+    auto c = sci_configuration(segments.partition(), 3);
+    c.machines = {config::Machine{"pc-a", 4u, {}}, config::Machine{"pc-b", 9u, {}}};
+    c.nodes[0].machine = "pc-a";
+    c.nodes[1].machine = "pc-b";
+    c.nodes[2].machine = "pc-b";
+    auto one = NodeFactory::create(c, 1);
+    auto two = NodeFactory::create(c, 2);
+    auto three = NodeFactory::create(c, 3);
+    const std::string prefix = "/" + sci::partition_prefix(sci::segment_user(), segments.partition());
+    for (const auto& [id, name] : std::vector<std::pair<NodeId, std::string>>{
+             {1, "sci4.node1.seg8"}, {2, "sci9.node2.seg8"}, {3, "sci9.node3.seg8"}}) {
+        EXPECT_EQ(sci::segment_name(sci::segment_address(c, id)), prefix + name);
+        struct stat st {};
+        EXPECT_EQ(::stat(sci::shm_path(prefix + name).c_str(), &st), 0) << prefix + name;
+    }
+    auto to_two = one->create_node(2);
+    auto from_one_at_two = two->create_node(1);
+    auto from_one_at_three = three->create_node(1);
+    to_two->send(make_message(*one, 100, 1, 0));
+    to_two->send(make_message(*one, 64 * 1024, 1, 1)); // beyond the 8 KiB slot: the large region
+    auto group = one->create_group();
+    group->add(to_two);
+    group->add(one->create_node(3));
+    group->send(make_message(*one, 4096, 1, 2)); // a shared message: the broadcast region
+    for (std::uint64_t seq = 0; seq < 3; ++seq) {
+        auto m = from_one_at_two->receive(10s);
+        ASSERT_NE(m, nullptr) << "message " << seq << " did not reach node 2";
+        EXPECT_EQ(check_payload(*m).seq, seq);
+    }
+    auto m = from_one_at_three->receive(10s);
+    ASSERT_NE(m, nullptr) << "the group message did not reach node 3";
+    EXPECT_EQ(check_payload(*m).seq, 2u);
 }
 
 // ------------------------------------------------------------- remote memory
@@ -92,7 +197,7 @@ TEST(RemoteMemory, SegmentsAreOwnerOnlyAndNamedByUserAndPartition) {
     auto c = sci_configuration(partition, 2);
     auto f = NodeFactory::create(c, 1);
     struct stat st {};
-    const std::string path = "/dev/shm/msgpass." + user() + "." + partition + ".1.8";
+    const std::string path = segment_path(partition);
     ASSERT_EQ(::stat(path.c_str(), &st), 0) << path;
     EXPECT_EQ(st.st_mode & 0777, 0600u);
     f.reset();
@@ -133,7 +238,7 @@ TEST(SciPeerLife, ASegmentLeftByADeadProcessIsReplacedAtStart) {
         peer.wait();
     }
     struct stat st {};
-    const std::string path = "/dev/shm/msgpass." + user() + "." + partition + ".1.8";
+    const std::string path = segment_path(partition);
     ASSERT_EQ(::stat(path.c_str(), &st), 0) << "the killed process left no segment to replace";
     auto c = sci_configuration(partition, 2);
     auto f = NodeFactory::create(c, 1); // must not throw

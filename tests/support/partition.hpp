@@ -4,6 +4,7 @@
 #pragma once
 
 #include <msgpass/msgpass.hpp>
+#include <msgpass/sci/naming.hpp>
 
 #include <boost/crc.hpp>
 
@@ -14,9 +15,7 @@
 #include <cctype>
 #include <cstdint>
 #include <cstring>
-#include <filesystem>
 #include <functional>
-#include <pwd.h>
 #include <string>
 #include <sys/mman.h>
 #include <unistd.h>
@@ -69,14 +68,9 @@ public:
     SegmentCleanup(const SegmentCleanup&) = delete;
     SegmentCleanup& operator=(const SegmentCleanup&) = delete;
     ~SegmentCleanup() {
-        const passwd* pw = getpwuid(geteuid());
-        const std::string user = pw != nullptr ? pw->pw_name : "uid" + std::to_string(geteuid());
-        const std::string prefix = "msgpass." + user + "." + partition_ + ".";
         std::error_code ec;
-        for (const auto& entry : std::filesystem::directory_iterator("/dev/shm", ec)) {
-            const auto name = entry.path().filename().string();
-            if (name.rfind(prefix, 0) == 0) ::shm_unlink(("/" + name).c_str());
-        }
+        for (const auto& name : sci::partition_segments(sci::segment_user(), partition_, ec))
+            ::shm_unlink(name.c_str());
     }
     [[nodiscard]] const std::string& partition() const { return partition_; }
 

@@ -6,6 +6,7 @@
 #include <chrono>
 #include <csignal>
 #include <fcntl.h>
+#include <optional>
 #include <poll.h>
 #include <spawn.h>
 #include <stdexcept>
@@ -61,7 +62,10 @@ public:
     }
 
     // The next line of the child's stdout, or "" at EOF or after timeout.
-    std::string read_line(std::chrono::milliseconds timeout) {
+    std::string read_line(std::chrono::milliseconds timeout) { return next_line(timeout).value_or(""); }
+    // The next line of the child's stdout, empty ones included; nullopt at EOF or
+    // after timeout.
+    std::optional<std::string> next_line(std::chrono::milliseconds timeout) {
         const auto deadline = std::chrono::steady_clock::now() + timeout;
         for (;;) {
             if (auto nl = buffer_.find('\n'); nl != std::string::npos) {
@@ -71,12 +75,12 @@ public:
             }
             const auto left =
                 std::chrono::duration_cast<std::chrono::milliseconds>(deadline - std::chrono::steady_clock::now());
-            if (left.count() <= 0) return "";
+            if (left.count() <= 0) return std::nullopt;
             pollfd p{out_, POLLIN, 0};
             if (::poll(&p, 1, static_cast<int>(left.count())) <= 0) continue;
             char chunk[4096];
             const ssize_t n = ::read(out_, chunk, sizeof chunk);
-            if (n <= 0) return "";
+            if (n <= 0) return std::nullopt;
             buffer_.append(chunk, static_cast<std::size_t>(n));
         }
     }

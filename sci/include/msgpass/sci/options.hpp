@@ -42,6 +42,7 @@ struct Options {
 // The SCI context of a machine (machines.yaml of the seed).
 struct MachineOptions {
     std::optional<std::uint32_t> node_id; // the SCI node identifier; absent = invalid
+    config::Location node_id_at;          // where it was written, for the one-machine-per-id rule
 
     static const std::vector<std::string>& keys();
     void set(const std::string& key, const config::Value& value);
