@@ -112,20 +112,20 @@ int run(int argc, char** argv) {
         "the node's own command or PROGRAM ARGS; forwards their output and signals, and stops\n"
         "the partition when one fails (docs/launcher.md).\n\n"
         "Options");
-    visible.add_options()                                                                           //
-        ("config", po::value<std::string>()->default_value("network.yaml", "")->value_name("FILE"), //
-         "network file (default network.yaml)")                                                     //
-        ("nodes", po::value<std::string>()->default_value("nodes.yaml", "")->value_name("FILE"),    //
-         "nodes file (default nodes.yaml)")                                                         //
-        ("set", po::value<std::vector<std::string>>()->composing()->value_name("KEY=VALUE"),        //
-         "override of the network file (repeatable), also passed to the programs")                  //
-        ("only", po::value<std::vector<std::string>>()->composing()->value_name("IDS"),             //
-         "start only these node ids: 1,2,5")                                                        //
-        ("all-hosts", po::bool_switch(), "start the nodes of every host here (tests)")              //
-        ("dry-run", po::bool_switch(), "print what would start (or be removed) and do nothing")     //
-        ("grace", po::value<double>()->default_value(5.0, "")->value_name("SECONDS"),               //
-         "time between SIGTERM and SIGKILL when stopping the others (default 5)")                   //
-        ("cleanup", po::bool_switch(), "remove the partition's stale shared-memory segments and exit")  //
+    visible.add_options()                                                                              //
+        ("config", po::value<std::string>()->default_value("network.yaml", "")->value_name("FILE"),    //
+         "network file (default network.yaml)")                                                        //
+        ("nodes", po::value<std::string>()->default_value("nodes.yaml", "")->value_name("FILE"),       //
+         "nodes file (default nodes.yaml)")                                                            //
+        ("set", po::value<std::vector<std::string>>()->composing()->value_name("KEY=VALUE"),           //
+         "override of the network file (repeatable), also passed to the programs")                     //
+        ("only", po::value<std::vector<std::string>>()->composing()->value_name("IDS"),                //
+         "start only these node ids: 1,2,5")                                                           //
+        ("all-hosts", po::bool_switch(), "start the nodes of every host here (tests)")                 //
+        ("dry-run", po::bool_switch(), "print what would start (or be removed) and do nothing")        //
+        ("grace", po::value<double>()->default_value(5.0, "")->value_name("SECONDS"),                  //
+         "time between SIGTERM and SIGKILL when stopping the others (default 5)")                      //
+        ("cleanup", po::bool_switch(), "remove the partition's stale shared-memory segments and exit") //
         ("help,h", "show this help");
     po::options_description hidden;
     hidden.add_options()("program", po::value<std::vector<std::string>>());

@@ -127,7 +127,12 @@ TEST(SegmentNames, TheSegmentsAFactoryMakesAreFoundByPartitionAndByNode) {
 TEST(SegmentNames, NodesOfMachinesWithSciNodeIdsConnectThroughThem) {
     const SegmentCleanup segments(partition_for_test());
     auto c = sci_configuration(segments.partition(), 3);
-    c.machines = {config::Machine{"pc-a", 4u, {}}, config::Machine{"pc-b", 9u, {}}};
+    for (const auto& [name, sci_id] : {std::pair<const char*, std::uint32_t>{"pc-a", 4}, {"pc-b", 9}}) {
+        config::Machine m;
+        m.name = name;
+        m.sections.edit<sci::MachineOptions>().node_id = sci_id;
+        c.machines.push_back(std::move(m));
+    }
     c.nodes[0].machine = "pc-a";
     c.nodes[1].machine = "pc-b";
     c.nodes[2].machine = "pc-b";

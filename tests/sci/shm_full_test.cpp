@@ -150,8 +150,9 @@ bool contains(const std::string& text, const std::string& part) {
 TEST(FullDevShm, ASegmentThatDoesNotFitIsAResourceErrorNamingItsNameSizeAndDevShm) {
     RUN_IN_A_SMALL_DEV_SHM();
     const SegmentCleanup segments(partition_for_test());
-    const auto c = sci_configuration(segments.partition(), 2,
-                                     [](config::Configuration& c) { c.sci.recv_seg_size = 8 * config::MiB; });
+    const auto c = sci_configuration(segments.partition(), 2, [](config::Configuration& c) {
+        c.edit_section<sci::Options>().recv_seg_size = 8 * config::MiB;
+    });
     try {
         auto f = NodeFactory::create(c, 1);
         FAIL() << "a factory with an 8 MiB segment was created in a 4 MiB /dev/shm";
