@@ -223,7 +223,12 @@ SciNode::Link* SciNode::establish_link() {
     link->header =
         reinterpret_cast<Header*>(link->base + cb.header_offset + local_->parameters().self_index * header_size);
     map_broadcast(*link, LargeDescriptor{}); // best effort; retried on the first broadcast descriptor
-    introduce(*link);
+    {
+        // The first incarnation is introduced at once; a later one only when the
+        // receive side has taken every message of the previous one (receive()).
+        std::lock_guard recv(recv_mutex_);
+        if (recv_link_ == nullptr) introduce(*link);
+    }
     Link* raw = link.get();
     links_.push_back(std::move(link));
     link_.store(raw, std::memory_order_release);
@@ -231,10 +236,15 @@ SciNode::Link* SciNode::establish_link() {
     return raw;
 }
 
-// Writes our header at the peer: no notification, a granted slot per index, the
-// large-buffer grants, and our epoch last, so the peer never mixes incarnations.
+// Moves the receive side to this incarnation of the peer and writes our header at
+// the peer: a granted slot per index, the large-buffer grants, and our epoch last,
+// so the peer never mixes incarnations. Our notification words there are left as
+// they are: the partner may not have taken the messages of our previous
+// incarnation yet, and clears them itself when it introduces itself to us. For the
+// same reason we clear the notifications the peer's previous incarnation left in
+// our header only now, when every one of them has been taken; the new incarnation
+// writes none before it sees the grants below. recv_mutex_ held.
 void SciNode::introduce(Link& link) {
-    std::lock_guard lock(recv_mutex_);
     for (auto& slot : granted_) {
         if (slot != no_slot) local_->release_recv_slot(slot);
         slot = no_slot;
@@ -249,7 +259,7 @@ void SciNode::introduce(Link& link) {
     large_published_ = 0;
     store(link.header->epoch, 0);
     for (std::uint32_t i = 0; i < max_outstanding; ++i) {
-        store(link.header->note[i], 0);
+        store(local_header_->note[i], 0);
         store(link.header->ack[i], 0);
         last_ack_[i] = 0;
         grant_round_[i] = 0;
@@ -261,6 +271,20 @@ void SciNode::introduce(Link& link) {
     }
     store(link.header->epoch, local_->epoch32());
     recv_link_ = &link;
+}
+
+// The next message of the receive side's incarnation: one of a batch already
+// taken, or the next notification. recv_mutex_ held.
+BufferPtr SciNode::take_next() {
+    if (!pending_.empty()) {
+        auto b = std::move(pending_.front());
+        pending_.pop_front();
+        stats_.received(b->size());
+        return b;
+    }
+    if (recv_link_ == nullptr) return nullptr;
+    publish_grants(*recv_link_);
+    return take_message(*recv_link_);
 }
 
 void SciNode::grant(Link& link, std::uint32_t index, std::uint32_t slot) {
@@ -365,16 +389,18 @@ std::uint64_t SciNode::unacknowledged(const Link& link) const {
 void SciNode::declare_lost(Link* link, const std::string& reason) {
     std::lock_guard lock(link_mutex_);
     if (link_.load(std::memory_order_acquire) != link) return; // already handled
-    dead_epoch_.store(link->epoch32, std::memory_order_relaxed);
-    link_.store(nullptr, std::memory_order_release);
-    next_connect_ = {};
     {
         std::lock_guard lost(lost_mutex_);
         lost_reason_ = reason;
         lost_unacknowledged_ = unacknowledged(*link);
     }
     stats_.error();
+    // Pending before the link goes: whoever sees a later link sees the loss too (the
+    // receive side moves to it only once the loss is reported).
     lost_pending_.store(true, std::memory_order_release);
+    dead_epoch_.store(link->epoch32, std::memory_order_relaxed);
+    link_.store(nullptr, std::memory_order_release);
+    next_connect_ = {};
 }
 
 void SciNode::throw_if_lost() {
@@ -819,27 +845,36 @@ void SciNode::publish_pending() {
     if (recv_link_ != nullptr) publish_grants(*recv_link_);
 }
 
+// The order a restarted peer's messages come in: every message of the old
+// incarnation, then its loss (once, unless a send raised it already), then the
+// messages of the new one. The receive side stays with the old incarnation until it
+// has nothing more and the loss is reported; only then does it introduce itself to
+// the new one, which cannot send before that.
 BufferPtr SciNode::receive() {
     local_->progress();
     Link* link = current_link();
     std::string violation;
     {
         std::lock_guard lock(recv_mutex_);
-        if (!pending_.empty()) {
-            auto b = std::move(pending_.front());
-            pending_.pop_front();
-            stats_.received(b->size());
-            return b;
-        }
-        if (recv_link_ != nullptr) {
-            publish_grants(*recv_link_);
-            if (auto b = take_message(*recv_link_)) return b;
-        }
+        if (auto b = take_next()) return b;
         violation.swap(violation_);
     }
     if (!violation.empty() && link != nullptr) declare_lost(link, violation + "; the connection is dropped");
     check_peer(link);
+    if (lost_pending_.load(std::memory_order_acquire)) {
+        // The loss was found after the poll above: a message the peer wrote before it
+        // went is visible now, and comes before the loss.
+        std::lock_guard lock(recv_mutex_);
+        if (auto b = take_next()) return b;
+    }
     throw_if_lost();
+    if (Link* now = link_.load(std::memory_order_acquire); now != nullptr) {
+        std::lock_guard lock(recv_mutex_);
+        if (recv_link_ != now && !lost_pending_.load(std::memory_order_acquire)) {
+            if (auto b = take_next()) return b;
+            introduce(*now);
+        }
+    }
     return nullptr;
 }
 

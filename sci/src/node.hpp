@@ -93,6 +93,7 @@ private:
     void declare_lost(Link* link, const std::string& reason);
     void throw_if_lost();
     std::uint64_t unacknowledged(const Link& link) const;
+    BufferPtr take_next();
     BufferPtr take_message(Link& link);
     void grant(Link& link, std::uint32_t index, std::uint32_t slot);
     void publish_grants(Link& link);

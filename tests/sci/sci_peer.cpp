@@ -2,9 +2,10 @@
 // same one the test builds) and streams, receives or idles, printing one line per
 // step on stdout so the test can wait on it.
 //   sci_peer PARTITION NODES SELF PEER MODE [COUNT] [SIZE] [PEER_TIMEOUT_MS]
-// MODE: stream (send COUNT numbered messages, or forever if 0), idle (until
-// killed), receive (take COUNT messages and check them), echo (send every received
-// buffer back as it is, until killed or the partner is lost).
+// MODE: stream (send COUNT numbered messages, or forever if 0), burst (send COUNT
+// numbered messages, flush them, print "sent COUNT", then stay until killed), idle
+// (until killed), receive (take COUNT messages and check them), echo (send every
+// received buffer back as it is, until killed or the partner is lost).
 #include "../support/partition.hpp"
 
 #include <csignal>
@@ -37,7 +38,7 @@ int main(int argc, char** argv) {
         auto node = factory->create_node(peer);
         std::printf("ready\n");
         std::fflush(stdout);
-        if (mode == "stream") {
+        if (mode == "stream" || mode == "burst") {
             for (std::uint64_t i = 0; count == 0 || i < count; ++i) {
                 for (;;) {
                     try {
@@ -52,8 +53,18 @@ int main(int argc, char** argv) {
                     std::fflush(stdout);
                 }
             }
-            node->flush(std::chrono::seconds(10));
+            if (!node->flush(std::chrono::seconds(10))) {
+                std::printf("flush timed out with %llu queued\n",
+                            static_cast<unsigned long long>(node->stats().queue_depth));
+                std::fflush(stdout);
+            }
             std::printf("sent %llu\n", static_cast<unsigned long long>(count));
+            if (mode == "burst") {
+                std::fflush(stdout);
+                ::prctl(PR_SET_PDEATHSIG, SIGKILL); // a test that dies must not leave it
+                for (;;)
+                    ::pause(); // until the test kills it
+            }
         } else if (mode == "idle") {
             for (;;)
                 ::pause(); // until the test kills it

@@ -220,6 +220,55 @@ TEST(SciPeerLife, ARestartedPeerIsRecognisedAndTrafficResumes) {
     EXPECT_EQ(second.wait_for_line("sent", 10s), "sent 500");
 }
 
+// "A restarted peer's loss comes before its new process's first message": the old
+// process hands over three messages that the test has not taken and is killed; the
+// new process introduces itself in this node's segment and has three messages of
+// its own to send. A send to the peer notices the restart and a flush connects to
+// the new process before the test receives anything. The test must still get the
+// old messages, then the loss once, then the new ones.
+TEST(SciPeerLife, ARestartedPeersOldMessagesComeFirstThenItsLossThenItsNewMessages) {
+    const SegmentCleanup segments(partition_for_test()); // killed peers leave segments behind
+    const auto& partition = segments.partition();
+    auto c = sci_configuration(partition, 2, 300ms);
+    auto self = NodeFactory::create(c, 1);
+    auto peer = self->create_node(2);
+    constexpr std::size_t old_size = 100, new_size = 200;
+    std::vector<std::string> events;
+    auto take = [&](std::chrono::milliseconds timeout) {
+        try {
+            auto m = peer->receive(timeout);
+            if (!m) return;
+            const auto h = check_payload(*m);
+            const std::string which = m->size() == old_size   ? "old "
+                                      : m->size() == new_size ? "new "
+                                                              : std::to_string(m->size()) + " B ";
+            events.push_back(which + std::to_string(h.seq));
+        } catch (const PeerLost& e) {
+            EXPECT_EQ(e.peer(), 2u);
+            events.emplace_back("lost");
+        }
+    };
+    {
+        ChildProcess first(peer_args(partition, 2, 2, 1, "burst", 3, old_size, 300));
+        ASSERT_EQ(first.wait_for_line("ready", 10s), "ready");
+        take(0ms); // connects to the first process, which then may send
+        ASSERT_EQ(first.read_line(10s), "sent 3") << "the first process did not hand its messages over";
+        first.kill(SIGKILL);
+        first.wait();
+    }
+    ChildProcess second(peer_args(partition, 2, 2, 1, "burst", 3, new_size, 300));
+    ASSERT_EQ(second.wait_for_line("ready", 10s), "ready"); // it introduced itself in our segment
+    peer->send(make_message(*self, 64, 1, 0));
+    (void)peer->flush(2s);
+
+    const auto deadline = std::chrono::steady_clock::now() + 20s;
+    while (events.size() < 7 && std::chrono::steady_clock::now() < deadline)
+        take(100ms);
+    const std::vector<std::string> expected{"old 0", "old 1", "old 2", "lost", "new 0", "new 1", "new 2"};
+    EXPECT_EQ(events, expected);
+    EXPECT_EQ(peer->receive(), nullptr) << "nothing follows, and PeerLost is raised once";
+}
+
 TEST(SciPeerLife, ASenderGetsPeerLostWhenItsReceiverIsKilled) {
     const SegmentCleanup segments(partition_for_test()); // killed peers leave segments behind
     const auto& partition = segments.partition();
