@@ -428,15 +428,15 @@ bool contains(const std::vector<std::string>& list, const std::string& word) {
 void apply_sci_key(Problems& problems, const std::string& key, const Value& v, SciParameters& sci) {
     constexpr std::uint64_t u32 = std::numeric_limits<std::uint32_t>::max();
     if (key == "max_outst_buffers") {
-        if (auto n = get_integer(problems, v, 1, 7)) sci.max_outst_buffers = static_cast<std::uint32_t>(*n);
+        if (auto n = get_integer(problems, v, 1, 15)) sci.max_outst_buffers = static_cast<std::uint32_t>(*n);
     } else if (key == "recv_seg_id") {
         if (auto n = get_integer(problems, v, 0, u32)) sci.recv_seg_id = static_cast<std::uint32_t>(*n);
     } else if (key == "recv_seg_size") {
         if (auto n = get_size(problems, v)) sci.recv_seg_size = *n;
     } else if (key == "header_area_size") {
         if (auto n = get_size(problems, v)) {
-            if (*n % 64 != 0) {
-                report(problems, v, "a multiple of 64 bytes (one 64-byte header per remote node)");
+            if (*n % 128 != 0) {
+                report(problems, v, "a multiple of 128 bytes (one 128-byte header per node)");
             } else {
                 sci.header_area_size = *n;
             }

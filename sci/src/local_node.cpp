@@ -31,6 +31,8 @@ LocalNodeParameters LocalNodeParameters::from(const config::Configuration& confi
             p.self_index = i;
             p.sci = configuration.nodes[i].sci;
             found = true;
+        } else {
+            p.peer_outstanding += configuration.nodes[i].sci.max_outst_buffers;
         }
     }
     if (!found) {
@@ -119,9 +121,9 @@ LocalNode::LocalNode(LocalNodeParameters parameters)
                           std::to_string(sci.max_outst_buffers));
     }
     if (sci.header_area_size % header_size != 0 || sci.header_area_size / header_size < parameters_.node_count) {
-        throw ConfigError(where + "header_area_size: expected a multiple of 64 bytes with one header per node (" +
-                          std::to_string(parameters_.node_count * header_size) + " bytes or more), found " +
-                          std::to_string(sci.header_area_size));
+        throw ConfigError(where + "header_area_size: expected a multiple of " + std::to_string(header_size) +
+                          " bytes with one header per node (" + std::to_string(parameters_.node_count * header_size) +
+                          " bytes or more), found " + std::to_string(sci.header_area_size));
     }
     if (sci.recv_buffer_size < 64 || sci.recv_buffer_size % 64 != 0) {
         throw ConfigError(where + "recv_buffer_size: expected a multiple of 64 bytes, found " +
@@ -132,9 +134,9 @@ LocalNode::LocalNode(LocalNodeParameters parameters)
                           std::to_string(sci.recv_buffer_no));
     }
     const std::uint64_t peers = parameters_.node_count > 0 ? parameters_.node_count - 1 : 0;
-    if (sci.recv_buffer_no < peers * sci.max_outst_buffers) {
-        throw ConfigError(where + "recv_buffer_no: expected at least max_outst_buffers x other nodes = " +
-                          std::to_string(peers * sci.max_outst_buffers) + " slots, found " +
+    if (sci.recv_buffer_no < parameters_.peer_outstanding) {
+        throw ConfigError(where + "recv_buffer_no: expected at least the sum of the other nodes' max_outst_buffers = " +
+                          std::to_string(parameters_.peer_outstanding) + " slots, found " +
                           std::to_string(sci.recv_buffer_no));
     }
     const std::uint64_t needed = sci.header_area_size + std::uint64_t{sci.recv_buffer_no} * sci.recv_buffer_size;
@@ -161,7 +163,7 @@ LocalNode::LocalNode(LocalNodeParameters parameters)
     control_->max_message_size = parameters_.max_message_size;
     std::atomic_ref<std::uint64_t>(control_->epoch).store(new_epoch(), std::memory_order_release);
 
-    hot_slots_ = sci.recv_buffer_no >= peers * (sci.max_outst_buffers + 1);
+    hot_slots_ = sci.recv_buffer_no >= parameters_.peer_outstanding + peers;
     free_slots_.reserve(sci.recv_buffer_no);
     for (std::uint32_t s = sci.recv_buffer_no; s > 0; --s)
         free_slots_.push_back(s - 1);

@@ -32,6 +32,9 @@ struct LocalNodeParameters {
     NodeId self = 0;
     std::size_t self_index = 0; // position of self in the nodes file
     std::size_t node_count = 0; // nodes in the nodes file
+    // Receive slots reserved for the other nodes: the sum of their max_outst_buffers
+    // (a receiver grants each sender as many slots as the sender's value).
+    std::uint64_t peer_outstanding = 0;
     config::SciParameters sci;
     std::uint64_t max_message_size = 64 * config::MiB;
     std::string partition;

@@ -38,7 +38,7 @@ struct SciNode::Link {
     Header* header = nullptr; // our header in the peer's segment
     std::byte* base = nullptr;
     std::uint32_t epoch32 = 0;
-    std::uint32_t k = 1; // outstanding messages we may have towards the peer
+    std::uint32_t k = 1; // outstanding messages the peer may have towards us: its max_outst_buffers
     std::uint64_t slot_size = 0;
     std::uint32_t slot_count = 0;
     std::uint64_t max_message_size = 0;
@@ -151,7 +151,7 @@ NodeParameters NodeParameters::from(const config::Configuration& configuration, 
 SciNode::SciNode(std::shared_ptr<LocalNode> local, NodeParameters parameters)
     : local_(std::move(local)), parameters_(std::move(parameters)),
       local_header_(local_->allocate_local_header(parameters_.peer_index)),
-      local_k_(local_->control().max_outst_buffers),
+      send_k_(local_->control().max_outst_buffers),
       injector_(parameters_.inject_error_rate, parameters_.inject_error_seed),
       sequence_(injector_.enabled() ? &injector_ : nullptr) {
     granted_.fill(no_slot);
@@ -259,14 +259,14 @@ void SciNode::introduce(Link& link) {
     large_published_ = 0;
     store(link.header->epoch, 0);
     for (std::uint32_t i = 0; i < max_outstanding; ++i) {
-        store(local_header_->note[i], 0);
-        store(link.header->ack[i], 0);
+        store(local_header_->index[i].note, 0);
+        store(link.header->index[i].ack, 0);
         last_ack_[i] = 0;
         grant_round_[i] = 0;
         resign_[i] = false;
     }
     store(link.header->freed_hot, 0);
-    for (std::uint32_t i = 0; i < local_k_; ++i) {
+    for (std::uint32_t i = 0; i < link.k; ++i) {
         if (auto slot = local_->allocate_recv_slot()) grant(link, i, *slot);
     }
     store(link.header->epoch, local_->epoch32());
@@ -290,14 +290,14 @@ BufferPtr SciNode::take_next() {
 void SciNode::grant(Link& link, std::uint32_t index, std::uint32_t slot) {
     const std::uint32_t ack = make_ack(signature(grant_round_[index], salt_of(local_->epoch32())), slot);
     granted_[index] = slot;
-    sequence_.write_word(&link.header->ack[index], ack, last_ack_[index]);
+    sequence_.write_word(&link.header->index[index].ack, ack, last_ack_[index]);
     last_ack_[index] = ack;
 }
 
 // Grants pending slots and large buffers released by the application. Receiver.
 void SciNode::publish_grants(Link& link) {
     bool rang = false;
-    for (std::uint32_t i = 0; i < local_k_; ++i) {
+    for (std::uint32_t i = 0; i < link.k; ++i) {
         if (resign_[i]) { // the index's slot stays, for the next round
             resign_[i] = false;
             grant(link, i, granted_[i]);
@@ -379,9 +379,9 @@ std::uint64_t SciNode::unacknowledged(const Link& link) const {
     // index again. sent_ is read without the send lock: a count for the report.
     std::uint64_t count = 0;
     const std::uint64_t sent = sent_.load(std::memory_order_relaxed);
-    for (std::uint32_t i = 0; i < link.k && i < sent; ++i) {
-        const std::uint64_t rounds = (sent - i + link.k - 1) / link.k;
-        if (sig_of(load(local_header_->ack[i])) != signature(rounds, salt_of(link.epoch32))) ++count;
+    for (std::uint32_t i = 0; i < send_k_ && i < sent; ++i) {
+        const std::uint64_t rounds = (sent - i + send_k_ - 1) / send_k_;
+        if (sig_of(load(local_header_->index[i].ack)) != signature(rounds, salt_of(link.epoch32))) ++count;
     }
     return count;
 }
@@ -438,9 +438,9 @@ void SciNode::forget_large() {
 bool SciNode::try_transfer(Link& link, const Buffer& buffer, BufferPtr* owned, const SharedBuffer* shared) {
     if (load(local_header_->epoch) != link.epoch32) return false; // the peer has not introduced itself
     const std::uint64_t n = sent_.load(std::memory_order_relaxed);
-    const std::uint32_t i = static_cast<std::uint32_t>(n % link.k);
-    const std::uint64_t round = n / link.k;
-    const std::uint32_t ack = load(local_header_->ack[i]);
+    const std::uint32_t i = static_cast<std::uint32_t>(n % send_k_);
+    const std::uint64_t round = n / send_k_;
+    const std::uint32_t ack = load(local_header_->index[i].ack);
     if (sig_of(ack) != signature(round, salt_of(link.epoch32))) return false; // no free offset yet
     std::uint32_t slot = ack & ack_slot_mask;
     // The hot slot, when the peer granted one, replaces the index's slot (not for
@@ -522,7 +522,7 @@ bool SciNode::try_transfer(Link& link, const Buffer& buffer, BufferPtr* owned, c
         if (owned != nullptr) owned->reset();
         offer_hot(link);
     }
-    sequence_.write_word(&link.header->note[i], note, last_note_[i]);
+    sequence_.write_word(&link.header->index[i].note, note, last_note_[i]);
     last_note_[i] = note;
     if (hot) ++hot_used_;
     sent_.store(n + 1, std::memory_order_relaxed);
@@ -594,9 +594,9 @@ std::size_t SciNode::try_transfer_batch(Link& link) {
     if (queue_.size() < 2 || !batchable(queue_[0]) || !batchable(queue_[1])) return 0;
     if (load(local_header_->epoch) != link.epoch32) return 0;
     const std::uint64_t n = sent_.load(std::memory_order_relaxed);
-    const std::uint32_t i = static_cast<std::uint32_t>(n % link.k);
-    const std::uint64_t round = n / link.k;
-    const std::uint32_t ack = load(local_header_->ack[i]);
+    const std::uint32_t i = static_cast<std::uint32_t>(n % send_k_);
+    const std::uint64_t round = n / send_k_;
+    const std::uint32_t ack = load(local_header_->index[i].ack);
     if (sig_of(ack) != signature(round, salt_of(link.epoch32))) return 0;
     const std::uint32_t slot = ack & ack_slot_mask;
     if (slot >= link.slot_count || !reclaim_large(link)) return 0; // try_transfer reports a bad slot
@@ -626,7 +626,7 @@ std::size_t SciNode::try_transfer_batch(Link& link) {
     sequence_.copy(link.slot(slot), d.data(), count * sizeof(LargeDescriptor));
     const std::uint32_t note = make_note(signature(round, salt_of(local_->epoch32())), true,
                                          static_cast<std::uint32_t>(count * sizeof(LargeDescriptor)));
-    sequence_.write_word(&link.header->note[i], note, last_note_[i]);
+    sequence_.write_word(&link.header->index[i].note, note, last_note_[i]);
     last_note_[i] = note;
     sent_.store(n + 1, std::memory_order_relaxed);
     link.control->bell.ring();
@@ -729,9 +729,9 @@ bool SciNode::flush(std::chrono::nanoseconds timeout) {
 // --------------------------------------------------------------------- receive
 
 BufferPtr SciNode::take_message(Link& link) {
-    const std::uint32_t i = static_cast<std::uint32_t>(received_ % local_k_);
-    const std::uint64_t round = received_ / local_k_;
-    const std::uint32_t note = load(local_header_->note[i]);
+    const std::uint32_t i = static_cast<std::uint32_t>(received_ % link.k);
+    const std::uint64_t round = received_ / link.k;
+    const std::uint32_t note = load(local_header_->index[i].note);
     if (sig_of(note) != signature(round, salt_of(link.epoch32))) return nullptr;
     if (granted_[i] == no_slot) return nullptr; // a note on an index we did not grant: ignore it
     const std::uint32_t size = note & note_size_mask;
@@ -813,7 +813,7 @@ BufferPtr SciNode::take_message(Link& link) {
     // With several outstanding messages the peer needs this index again only after
     // the others, so its grant waits for the next receive call (off the latency
     // path); with one, it is written before the message is handed out.
-    if (local_k_ == 1) publish_grants(link);
+    if (link.k == 1) publish_grants(link);
     buffer->set_source(parameters_.peer);
     stats_.received(buffer->size());
     return buffer;

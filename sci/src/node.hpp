@@ -102,8 +102,8 @@ private:
 
     std::shared_ptr<LocalNode> local_;
     NodeParameters parameters_;
-    Header* local_header_;  // the peer writes here
-    std::uint32_t local_k_; // outstanding messages the peer may have towards us
+    Header* local_header_; // the peer writes here
+    std::uint32_t send_k_; // outstanding messages towards the peer: our max_outst_buffers
     ErrorInjector injector_;
     Sequence sequence_;
     StatsCounters stats_;

@@ -14,6 +14,7 @@
 
 #include <gtest/gtest.h>
 
+#include <array>
 #include <atomic>
 #include <cmath>
 #include <random>
@@ -268,6 +269,109 @@ TEST(SciBroadcast, QueuedBroadcastArrivesAtEveryMemberOnceInOrderAndIntact) {
 
 TEST(SciBroadcast, QueuedBroadcastWithTwoPercentInjectedErrorsArrivesAtEveryMemberOnceInOrderAndIntact) {
     queued_broadcast_arrives_everywhere(0.02);
+}
+
+// -------------------------------------------------------- outstanding buffers
+
+// "max_outst_buffers: the value configured for the sending node (its node scope,
+// else the top-level sci context) is how many receive buffers the receiving node
+// reserves for that sender; its range is 1..15". Node 1 has 15 (node scope), node 2
+// 1 (the top level), and the receiver, node 3, 4 of its own. Before the receiver
+// takes anything, node 1 has handed over 15 messages and node 2 one, the rest wait
+// in their send queues; then both stream, and every message arrives once, in order.
+TEST(SciOutstandingBuffers, EachSenderHasItsOwnMaxOutstBuffersOutstandingAtTheSameReceiver) {
+    const SegmentCleanup segments(partition_for_test());
+    auto c = make_configuration("sci", segments.partition(), 3,
+                                [](config::Configuration& c) { c.sci.max_outst_buffers = 1; });
+    c.nodes[0].sci.max_outst_buffers = 15;
+    c.nodes[2].sci.max_outst_buffers = 4;
+    auto a = NodeFactory::create(c, 1);
+    auto b = NodeFactory::create(c, 2);
+    auto r = NodeFactory::create(c, 3);
+    auto from_a = r->create_node(1); // the receiver connects and grants its slots
+    auto from_b = r->create_node(2);
+    auto a_to_r = a->create_node(3);
+    auto b_to_r = b->create_node(3);
+
+    constexpr std::uint64_t first = 20;
+    for (std::uint64_t i = 0; i < first; ++i) {
+        a_to_r->send(make_message(*a, 100, 1, i));
+        b_to_r->send(make_message(*b, 100, 2, i));
+    }
+    EXPECT_EQ(a_to_r->stats().messages_sent, 15u);
+    EXPECT_EQ(a_to_r->stats().queue_depth, first - 15) << "node 1 (max_outst_buffers 15)";
+    EXPECT_EQ(b_to_r->stats().messages_sent, 1u);
+    EXPECT_EQ(b_to_r->stats().queue_depth, first - 1) << "node 2 (max_outst_buffers 1)";
+
+    constexpr std::uint64_t n = 3000;
+    std::atomic<bool> stop{false};
+    auto stream = [&](NodeFactory& f, Node& to, std::uint32_t id) {
+        for (std::uint64_t i = first; i < n && !stop.load(); ++i) {
+            for (;;) {
+                try {
+                    to.send(make_message(f, 24 + i % 300, id, i));
+                    break;
+                } catch (const SendQueueFull&) {
+                    (void)to.flush(1ms);
+                }
+            }
+        }
+        const auto deadline = Clock::now() + 30s;
+        while (!stop.load() && !to.flush(10ms) && Clock::now() < deadline) {
+        }
+    };
+    std::thread sender_a([&] { stream(*a, *a_to_r, 1); });
+    std::thread sender_b([&] { stream(*b, *b_to_r, 2); });
+
+    auto group = r->create_group();
+    group->add(from_a);
+    group->add(from_b);
+    std::array<std::uint64_t, 3> next{};
+    std::string error;
+    try {
+        while (next[1] < n || next[2] < n) {
+            auto m = group->receive(20s);
+            if (!m) {
+                error = "stalled at " + std::to_string(next[1]) + " from node 1 and " + std::to_string(next[2]) +
+                        " from node 2";
+                break;
+            }
+            const auto h = check_payload(*m);
+            if (h.stream != m->source() || (h.stream != 1 && h.stream != 2) || h.seq != next[h.stream]) {
+                error = "message " + std::to_string(h.seq) + " of node " + std::to_string(m->source()) + " arrived";
+                break;
+            }
+            ++next[h.stream];
+        }
+    } catch (const std::string& e) {
+        error = e;
+    }
+    stop.store(true);
+    sender_a.join();
+    sender_b.join();
+    EXPECT_EQ(error, "");
+    EXPECT_EQ(next[1], n);
+    EXPECT_EQ(next[2], n);
+    EXPECT_EQ(group->receive(), nullptr) << "a message was delivered twice";
+}
+
+// A receiver reserves for each sender as many slots as the sender's value, so its
+// pool must cover their sum: a node with too few fails at start and says why.
+TEST(SciOutstandingBuffers, AReceiverWithFewerSlotsThanItsSendersReserveFailsClearlyAtStart) {
+    auto c = make_configuration("sci", partition_for_test(), 3,
+                                [](config::Configuration& c) { c.sci.max_outst_buffers = 15; });
+    c.nodes[2].sci.recv_buffer_no = 29;
+    try {
+        auto r = NodeFactory::create(c, 3);
+        FAIL() << "a node with 29 slots for two senders of 15 started";
+    } catch (const ConfigError& e) {
+        EXPECT_NE(std::string(e.what()).find("recv_buffer_no: expected at least the sum of the other nodes' "
+                                             "max_outst_buffers = 30 slots, found 29"),
+                  std::string::npos)
+            << e.what();
+    }
+    c.nodes[2].sci.recv_buffer_no = 30;
+    EXPECT_NO_THROW(NodeFactory::create(c, 3));
 }
 
 // ------------------------------------------------------------------ hot slot

@@ -416,7 +416,7 @@ TEST(SciHostilePeer, GarbageInTheHeaderAreaNeverCrashesTheReceiver) {
     std::mt19937 rng(7);
     auto* header = reinterpret_cast<std::uint32_t*>(seg.address() + sci::control_block_size + sci::header_size);
     for (int round = 0; round < 2000; ++round) {
-        for (int w = 1; w < 16; ++w)
+        for (std::size_t w = 1; w < sci::header_size / 4; ++w)
             std::atomic_ref<std::uint32_t>(header[w]).store(rng());
         try {
             auto m = from_b->receive();

@@ -4,7 +4,7 @@
 //   [ control block: 4 KiB ][ header area: header_area_size ][ receive slots ]
 //
 // The control block identifies the segment (magic, version, owner id, epoch,
-// geometry) and holds the owner's doorbell. The header area holds one 64-byte
+// geometry) and holds the owner's doorbell. The header area holds one 128-byte
 // header per node of the nodes file (by position), written only by that node.
 // Receive slots are recv_buffer_no slots of recv_buffer_size bytes.
 #pragma once
@@ -17,10 +17,13 @@
 namespace msgpass::sci {
 
 inline constexpr std::uint64_t segment_magic = 0x3149435353504d4dULL; // "MMPSSCI1"
-inline constexpr std::uint32_t protocol_version = 4;
+inline constexpr std::uint32_t protocol_version = 5;
 inline constexpr std::size_t control_block_size = 4096;
-inline constexpr std::size_t header_size = 64;      // fixed by the seed
-inline constexpr std::uint32_t max_outstanding = 7; // notification and ack words per header
+// The seed's 64-byte header held 15 outstanding messages per direction by packing
+// two 16-bit fields per word; a signed 32-bit word per notification and per grant
+// needs two cache lines for as many.
+inline constexpr std::size_t header_size = 128;
+inline constexpr std::uint32_t max_outstanding = 15; // the seed's limit for max_outst_buffers
 // Large messages rotate through the first bytes of a sender's large region (a
 // message that starts there may run past it), so the same memory is written again
 // only after 8 MiB of other messages: memory the receiver has just read is still in
@@ -63,13 +66,19 @@ static_assert(sizeof(ControlBlock) <= control_block_size);
 //                   hot slot: a slot of W's segment that O may use for any one message
 //                   instead of the slot of its index (the slot W freed last, still in
 //                   cache), valid when the signature is that of O's next hot use
-//   note[i]       notification of W's message to O through outstanding index i
-//   ack[i]        the slot of W's segment that O may use for its next message on index i
+//   index[i].note notification of W's message to O through outstanding index i
+//                 (i < W's max_outst_buffers)
+//   index[i].ack  the slot of W's segment that O may use for its next message on
+//                 index i (i < O's max_outst_buffers)
+// A note and an ack share a pair of words, so that up to 7 outstanding messages
+// each way (and every word of max_outst_buffers: 1) stay on the first cache line.
 struct alignas(64) Header {
     std::uint32_t epoch;
     std::uint32_t freed_hot;
-    std::uint32_t note[max_outstanding];
-    std::uint32_t ack[max_outstanding];
+    struct Index {
+        std::uint32_t note;
+        std::uint32_t ack;
+    } index[max_outstanding];
 };
 static_assert(sizeof(Header) == header_size);
 
