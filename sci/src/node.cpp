@@ -38,7 +38,8 @@ struct SciNode::Link {
     Header* header = nullptr; // our header in the peer's segment
     std::byte* base = nullptr;
     std::uint32_t epoch32 = 0;
-    std::uint32_t k = 1; // outstanding messages the peer may have towards us: its max_outst_buffers
+    std::uint32_t k = 1;          // outstanding messages the peer may have towards us: its max_outst_buffers
+    std::uint32_t generation = 0; // of the receive side's introduction to this link (Grants)
     std::uint64_t slot_size = 0;
     std::uint32_t slot_count = 0;
     std::uint64_t max_message_size = 0;
@@ -86,22 +87,92 @@ struct SciNode::LargeRelease {
     }
 };
 
-namespace {
+// The grants of our receive slots to the peer (the ack words of our header at the
+// peer), shared with the buffers received from it: a buffer that is dropped gives
+// its slot back to the peer at once, from the dropping thread, when an index of its
+// incarnation waits for one (seed, receive step 3), so that a sender waiting for an
+// offset goes on while the receiver still works on earlier messages. The receiver
+// thread grants from the pool on its next receive what no buffer gave back.
+//
+// Each index has one atomic word: generation:24 | round:8 | slot:32. generation
+// names the receive side's introduction (a buffer of an earlier one never grants),
+// round is that of the index's next grant (mod 255: the signature depends on no
+// more), slot is the slot granted for it, no_slot while the index waits for one, or
+// unused_slot beyond the peer's max_outst_buffers. The word goes from a slot to
+// no_slot only in the receiver thread (a message taken), and from no_slot to a
+// slot by a compare-exchange, so exactly one thread writes each grant.
+struct SciNode::Grants {
+    static constexpr std::uint32_t no_slot = 0xffffffffu;
+    static constexpr std::uint32_t unused_slot = 0xfffffffeu;
+    static constexpr std::uint32_t generation_mask = (1u << 24) - 1;
 
-// SCIRecvBuffer: a received message in a receive slot of the local segment. The
-// slot returns to the pool when the buffer is dropped.
-class RecvBuffer final : public SingleBuffer {
-public:
-    RecvBuffer(std::shared_ptr<LocalNode> local, std::uint32_t slot, std::size_t size)
-        : SingleBuffer(local->slot_address(slot), size, size), local_(std::move(local)), slot_(slot) {}
-    ~RecvBuffer() override { local_->release_recv_slot(slot_); }
+    Grants(std::shared_ptr<LocalNode> l, double rate, std::uint64_t seed)
+        : local(std::move(l)), injector(rate, seed), sequence(injector.enabled() ? &injector : nullptr) {}
 
-private:
-    std::shared_ptr<LocalNode> local_;
-    std::uint32_t slot_;
+    std::shared_ptr<LocalNode> local;
+    ErrorInjector injector;
+    Sequence sequence;
+    // Every link made, kept mapped as long as a buffer may write a grant through it.
+    std::vector<std::unique_ptr<Link>> links;
+    std::array<std::atomic<std::uint64_t>, max_outstanding> index{};
+    std::uint32_t generation = 0; // of the last introduction; receiver thread
+
+    static std::uint64_t pack(std::uint32_t gen, std::uint32_t round, std::uint32_t slot) {
+        return (std::uint64_t{gen & generation_mask} << 40) | (std::uint64_t{round} << 32) | slot;
+    }
+    static std::uint32_t generation_of(std::uint64_t w) { return static_cast<std::uint32_t>(w >> 40); }
+    static std::uint32_t round_of(std::uint64_t w) { return static_cast<std::uint32_t>(w >> 32) & 0xff; }
+    static std::uint32_t slot_of(std::uint64_t w) { return static_cast<std::uint32_t>(w); }
+    static std::uint32_t next_round(std::uint32_t round) { return (round + 1) % 255; }
+
+    // Writes the ack of index i. An injected error writes the word of the previous
+    // round first (a repeated grant), which the sender does not take.
+    void write_ack(Link& link, std::uint32_t i, std::uint32_t round, std::uint32_t slot) {
+        const std::uint32_t salt = salt_of(local->epoch32());
+        sequence.write_word(&link.header->index[i].ack, make_ack(signature(round, salt), slot),
+                            make_ack(signature(round + 254, salt), slot));
+    }
+    // Grants slot to index i if it waits for one in this generation.
+    bool give(Link& link, std::uint32_t i, std::uint32_t slot) {
+        std::uint64_t w = index[i].load(std::memory_order_acquire);
+        if (generation_of(w) != link.generation || slot_of(w) != no_slot) return false;
+        if (!index[i].compare_exchange_strong(w, pack(link.generation, round_of(w), slot), std::memory_order_acq_rel,
+                                              std::memory_order_acquire))
+            return false;
+        write_ack(link, i, round_of(w), slot);
+        return true;
+    }
+    // Grants slot to the first index that waits for one, from index `first` on.
+    // False when none does (the slot then goes back to the pool). Any thread.
+    bool offer(Link& link, std::uint32_t first, std::uint32_t slot) {
+        for (std::uint32_t k = 0; k < link.k; ++k) {
+            if (give(link, (first + k) % link.k, slot)) {
+                link.control->bell.ring();
+                return true;
+            }
+        }
+        return false;
+    }
 };
 
-} // namespace
+// SCIRecvBuffer: a received message in a receive slot of the local segment. When
+// the buffer is dropped, its slot is granted to the sender again (or returns to the
+// pool).
+class SciNode::RecvBuffer final : public SingleBuffer {
+public:
+    RecvBuffer(std::shared_ptr<Grants> grants, Link& link, std::uint32_t index, std::uint32_t slot, std::size_t size)
+        : SingleBuffer(grants->local->slot_address(slot), size, size), grants_(std::move(grants)), link_(link),
+          index_(index), slot_(slot) {}
+    ~RecvBuffer() override {
+        if (!grants_->offer(link_, index_, slot_)) grants_->local->release_recv_slot(slot_);
+    }
+
+private:
+    std::shared_ptr<Grants> grants_;
+    Link& link_; // owned by grants_
+    std::uint32_t index_;
+    std::uint32_t slot_;
+};
 
 // A received large message in the local large region of one sender.
 class SciNode::LargeRecvBuffer final : public SingleBuffer {
@@ -152,9 +223,10 @@ SciNode::SciNode(std::shared_ptr<LocalNode> local, NodeParameters parameters)
     : local_(std::move(local)), parameters_(std::move(parameters)),
       local_header_(local_->allocate_local_header(parameters_.peer_index)),
       send_k_(local_->control().max_outst_buffers),
-      injector_(parameters_.inject_error_rate, parameters_.inject_error_seed),
-      sequence_(injector_.enabled() ? &injector_ : nullptr) {
-    granted_.fill(no_slot);
+      grants_(std::make_shared<Grants>(local_, parameters_.inject_error_rate, parameters_.inject_error_seed)),
+      sequence_(grants_->sequence) {
+    for (auto& w : grants_->index)
+        w.store(Grants::pack(0, 0, Grants::unused_slot), std::memory_order_relaxed);
     large_release_ = std::make_shared<LargeRelease>();
     large_release_->local = local_;
     // The region where this peer writes large messages for us: the ring plus room
@@ -173,10 +245,9 @@ SciNode::~SciNode() {
     local_->unregister_flushable(this);
     local_->queued_changed(-static_cast<std::ptrdiff_t>(queue_.size()));
     // Slots granted to the peer go back to the pool; received buffers keep the local
-    // node alive on their own.
-    for (auto slot : granted_) {
-        if (slot != no_slot) local_->release_recv_slot(slot);
-    }
+    // node alive on their own, and give their slots to the pool (a new generation).
+    std::lock_guard lock(recv_mutex_);
+    release_grants(grants_->generation + 1, 0);
     if (hot_slot_ != no_slot) local_->release_recv_slot(hot_slot_);
     forget_large();
     local_->release_local_header(parameters_.peer_index);
@@ -230,7 +301,7 @@ SciNode::Link* SciNode::establish_link() {
         if (recv_link_ == nullptr) introduce(*link);
     }
     Link* raw = link.get();
-    links_.push_back(std::move(link));
+    grants_->links.push_back(std::move(link));
     link_.store(raw, std::memory_order_release);
     raw->control->bell.ring();
     return raw;
@@ -245,10 +316,9 @@ SciNode::Link* SciNode::establish_link() {
 // our header only now, when every one of them has been taken; the new incarnation
 // writes none before it sees the grants below. recv_mutex_ held.
 void SciNode::introduce(Link& link) {
-    for (auto& slot : granted_) {
-        if (slot != no_slot) local_->release_recv_slot(slot);
-        slot = no_slot;
-    }
+    grants_->generation = (grants_->generation + 1) & Grants::generation_mask;
+    link.generation = grants_->generation;
+    release_grants(link.generation, link.k);
     if (hot_slot_ != no_slot) local_->release_recv_slot(hot_slot_);
     hot_slot_ = no_slot;
     hot_out_.store(false, std::memory_order_relaxed);
@@ -261,16 +331,25 @@ void SciNode::introduce(Link& link) {
     for (std::uint32_t i = 0; i < max_outstanding; ++i) {
         store(local_header_->index[i].note, 0);
         store(link.header->index[i].ack, 0);
-        last_ack_[i] = 0;
-        grant_round_[i] = 0;
         resign_[i] = false;
     }
     store(link.header->freed_hot, 0);
-    for (std::uint32_t i = 0; i < link.k; ++i) {
-        if (auto slot = local_->allocate_recv_slot()) grant(link, i, *slot);
-    }
+    for (std::uint32_t i = 0; i < link.k; ++i)
+        grant_from_pool(link, i);
     store(link.header->epoch, local_->epoch32());
     recv_link_ = &link;
+}
+
+// Starts a new generation of grants: every index of the old one lets go of its
+// slot (to the pool), the first k wait for one, the others are unused. Buffers of
+// the old generation then return their slots to the pool. recv_mutex_ held.
+void SciNode::release_grants(std::uint32_t generation, std::uint32_t k) {
+    for (std::uint32_t i = 0; i < max_outstanding; ++i) {
+        const std::uint64_t old = grants_->index[i].exchange(
+            Grants::pack(generation, 0, i < k ? Grants::no_slot : Grants::unused_slot), std::memory_order_acq_rel);
+        const std::uint32_t slot = Grants::slot_of(old);
+        if (slot != Grants::no_slot && slot != Grants::unused_slot) local_->release_recv_slot(slot);
+    }
 }
 
 // The next message of the receive side's incarnation: one of a batch already
@@ -287,27 +366,31 @@ BufferPtr SciNode::take_next() {
     return take_message(*recv_link_);
 }
 
-void SciNode::grant(Link& link, std::uint32_t index, std::uint32_t slot) {
-    const std::uint32_t ack = make_ack(signature(grant_round_[index], salt_of(local_->epoch32())), slot);
-    granted_[index] = slot;
-    sequence_.write_word(&link.header->index[index].ack, ack, last_ack_[index]);
-    last_ack_[index] = ack;
+// A slot from the pool for index i, if it still waits for one (a dropped buffer
+// may have given it one meanwhile). False when the pool is empty. recv_mutex_ held.
+bool SciNode::grant_from_pool(Link& link, std::uint32_t i) {
+    if (Grants::slot_of(grants_->index[i].load(std::memory_order_acquire)) != Grants::no_slot) return true;
+    const auto slot = local_->allocate_recv_slot();
+    if (!slot) return false;
+    if (!grants_->give(link, i, *slot)) local_->release_recv_slot(*slot);
+    return true;
 }
 
-// Grants pending slots and large buffers released by the application. Receiver.
+// Renews the grants of indices whose slot stayed (a message came through the hot
+// slot), grants pending indices from the pool (what no dropped buffer gave back),
+// and publishes the large buffers released by the application. Receiver.
 void SciNode::publish_grants(Link& link) {
     bool rang = false;
     for (std::uint32_t i = 0; i < link.k; ++i) {
+        const std::uint64_t w = grants_->index[i].load(std::memory_order_acquire);
         if (resign_[i]) { // the index's slot stays, for the next round
             resign_[i] = false;
-            grant(link, i, granted_[i]);
+            grants_->write_ack(link, i, Grants::round_of(w), Grants::slot_of(w));
+            rang = true;
+        } else if (Grants::slot_of(w) == Grants::no_slot) {
+            if (!grant_from_pool(link, i)) break;
             rang = true;
         }
-        if (granted_[i] != no_slot) continue;
-        auto slot = local_->allocate_recv_slot();
-        if (!slot) break;
-        grant(link, i, *slot);
-        rang = true;
     }
     const auto freed = large_release_->freed_published.load(std::memory_order_acquire);
     if (freed != large_published_) {
@@ -733,23 +816,33 @@ BufferPtr SciNode::take_message(Link& link) {
     const std::uint64_t round = received_ / link.k;
     const std::uint32_t note = load(local_header_->index[i].note);
     if (sig_of(note) != signature(round, salt_of(link.epoch32))) return nullptr;
-    if (granted_[i] == no_slot) return nullptr; // a note on an index we did not grant: ignore it
+    const std::uint64_t w = grants_->index[i].load(std::memory_order_acquire);
+    const std::uint32_t granted = Grants::slot_of(w);
+    if (granted == Grants::no_slot || granted == Grants::unused_slot)
+        return nullptr; // a note on an index we did not grant: ignore it
     const std::uint32_t size = note & note_size_mask;
     const bool large = (note & note_large_flag) != 0;
     const bool hot = (note & note_hot_flag) != 0;
     ++received_;
-    ++grant_round_[i];
+    const std::uint32_t next = Grants::next_round(Grants::round_of(w));
+    // The index keeps its slot for the next round: granted again at once.
+    auto keep = [&] {
+        grants_->index[i].store(Grants::pack(link.generation, next, granted), std::memory_order_release);
+        grants_->write_ack(link, i, next, granted);
+    };
     if (hot && hot_slot_ == no_slot) {
-        grant(link, i, granted_[i]);
+        keep();
         violation_ = "node " + std::to_string(parameters_.peer) + " used a hot slot it was not granted";
         return nullptr;
     }
-    // A message in the hot slot leaves the index's slot granted for the next round.
-    const std::uint32_t slot = hot ? hot_slot_ : granted_[i];
+    // A message in the hot slot leaves the index's slot granted for the next round
+    // (publish_grants renews its signature).
+    const std::uint32_t slot = hot ? hot_slot_ : granted;
     if (hot) {
         hot_slot_ = no_slot;
         hot_out_.store(false, std::memory_order_relaxed);
         resign_[i] = true;
+        grants_->index[i].store(Grants::pack(link.generation, next, granted), std::memory_order_release);
     }
     BufferPtr buffer;
     if (!large) {
@@ -757,14 +850,17 @@ BufferPtr SciNode::take_message(Link& link) {
             if (hot) {
                 local_->release_recv_slot(slot);
             } else {
-                grant(link, i, slot);
+                keep();
             }
             violation_ = "node " + std::to_string(parameters_.peer) + " sent a size word of " + std::to_string(size) +
                          " bytes for a slot of " + std::to_string(local_->control().slot_size);
             return nullptr;
         }
-        buffer = std::make_unique<RecvBuffer>(local_, slot, size);
-        if (!hot) granted_[i] = no_slot;
+        // The index waits for a slot: this buffer's when it is dropped, or one from
+        // the pool on the next receive.
+        if (!hot)
+            grants_->index[i].store(Grants::pack(link.generation, next, Grants::no_slot), std::memory_order_release);
+        buffer = std::make_unique<RecvBuffer>(grants_, link, i, slot, size);
     } else {
         // One descriptor, or several (a batch of queued broadcast messages); the
         // first is handed out now, the others by the next receive calls.
@@ -802,7 +898,7 @@ BufferPtr SciNode::take_message(Link& link) {
         if (hot) {
             local_->release_recv_slot(slot);
         } else {
-            grant(link, i, slot);
+            keep();
         }
         if (!valid) {
             pending_.clear();

@@ -17,6 +17,9 @@
 #include <array>
 #include <atomic>
 #include <cmath>
+#include <condition_variable>
+#include <deque>
+#include <mutex>
 #include <random>
 #include <thread>
 
@@ -372,6 +375,125 @@ TEST(SciOutstandingBuffers, AReceiverWithFewerSlotsThanItsSendersReserveFailsCle
     }
     c.nodes[2].sci.recv_buffer_no = 30;
     EXPECT_NO_THROW(NodeFactory::create(c, 3));
+}
+
+// ------------------------------------------------------------ receive slots
+
+// "A released receive buffer gives its offset back to the sender without waiting
+// for the receiver's next receive call". The receiver has exactly the slots it
+// grants the sender (4), holds the 4 messages it took, and the sender's fifth
+// message waits in its queue. Dropping one buffer, with no receive call after it,
+// lets the fifth go.
+TEST(SciReceiveSlots, ADroppedBufferGivesItsSlotBackToTheSenderWithoutAnotherReceive) {
+    constexpr std::uint32_t k = 4;
+    auto c = make_configuration("sci", partition_for_test(), 2, [](config::Configuration& c) {
+        c.sci.max_outst_buffers = k;
+        c.sci.recv_buffer_no = k; // no slot beyond those granted to the one sender
+    });
+    auto a = NodeFactory::create(c, 1);
+    auto b = NodeFactory::create(c, 2);
+    auto to_b = a->create_node(2);
+    auto from_a = b->create_node(1);
+    for (std::uint64_t i = 0; i <= k; ++i)
+        to_b->send(make_message(*a, 100, 1, i));
+    ASSERT_EQ(to_b->stats().queue_depth, 1u) << "the sender had more than " << k << " slots";
+    std::vector<BufferPtr> held;
+    for (std::uint64_t i = 0; i < k; ++i) {
+        held.push_back(from_a->receive(10s));
+        ASSERT_NE(held.back(), nullptr) << "message " << i;
+        ASSERT_EQ(check_payload(*held.back()).seq, i);
+    }
+    EXPECT_FALSE(to_b->flush(50ms)) << "the fifth message went while every slot was held";
+    held.erase(held.begin()); // message 0: its slot goes back to the sender now
+    EXPECT_TRUE(to_b->flush(10s)) << "the queued message still waits for a slot";
+    EXPECT_EQ(to_b->stats().queue_depth, 0u);
+    auto fifth = from_a->receive(10s);
+    ASSERT_NE(fifth, nullptr);
+    EXPECT_EQ(check_payload(*fifth).seq, k);
+    for (std::size_t i = 0; i < held.size(); ++i)
+        EXPECT_EQ(check_payload(*held[i]).seq, i + 1) << "a held message was overwritten";
+}
+
+// The receiver thread hands every message to a worker thread that checks and drops
+// it, so grants are written by the worker while the receiver takes the next
+// messages and grants from the pool (a pool of 2 slots beyond the sender's 4). Every
+// message arrives once, in order, intact.
+TEST(SciReceiveSlots, BuffersDroppedByAnotherThreadWhileTheReceiverGoesOnArriveOnceInOrder) {
+    auto c = make_configuration("sci", partition_for_test(), 2, [](config::Configuration& c) {
+        c.sci.max_outst_buffers = 4;
+        c.sci.recv_buffer_no = 6;
+    });
+    auto a = NodeFactory::create(c, 1);
+    auto b = NodeFactory::create(c, 2);
+    auto to_b = a->create_node(2);
+    auto from_a = b->create_node(1);
+    constexpr std::uint64_t n = 20000;
+    std::atomic<bool> stop{false};
+    std::thread sender([&] {
+        for (std::uint64_t i = 0; i < n && !stop.load(); ++i) {
+            for (;;) {
+                try {
+                    to_b->send(make_message(*a, 24 + i % 500, 1, i));
+                    break;
+                } catch (const SendQueueFull&) {
+                    (void)to_b->flush(1ms);
+                }
+            }
+        }
+        const auto deadline = Clock::now() + 30s;
+        while (!stop.load() && !to_b->flush(10ms) && Clock::now() < deadline) {
+        }
+    });
+    std::mutex mutex;
+    std::condition_variable cv;
+    std::deque<BufferPtr> handed;
+    bool done = false;
+    std::string worker_error;
+    std::uint64_t checked = 0;
+    std::thread worker([&] {
+        for (;;) {
+            BufferPtr m;
+            {
+                std::unique_lock lock(mutex);
+                cv.wait(lock, [&] { return done || !handed.empty(); });
+                if (handed.empty()) return;
+                m = std::move(handed.front());
+                handed.pop_front();
+            }
+            try {
+                const auto h = check_payload(*m);
+                if (h.seq != checked && worker_error.empty())
+                    worker_error = "message " + std::to_string(h.seq) + " when " + std::to_string(checked) + " was due";
+            } catch (const std::string& e) {
+                if (worker_error.empty()) worker_error = e;
+            }
+            ++checked;
+            m.reset(); // the worker's drop grants the slot
+        }
+    });
+    std::string error;
+    for (std::uint64_t i = 0; i < n; ++i) {
+        auto m = from_a->receive(20s);
+        if (!m) {
+            error = "stalled at " + std::to_string(i);
+            break;
+        }
+        std::lock_guard lock(mutex);
+        handed.push_back(std::move(m));
+        cv.notify_one();
+    }
+    {
+        std::lock_guard lock(mutex);
+        done = true;
+        cv.notify_one();
+    }
+    worker.join();
+    stop.store(true);
+    sender.join();
+    EXPECT_EQ(error, "");
+    EXPECT_EQ(worker_error, "");
+    EXPECT_EQ(checked, n);
+    EXPECT_EQ(from_a->receive(), nullptr) << "a message was delivered twice";
 }
 
 // ------------------------------------------------------------------ hot slot
