@@ -284,21 +284,54 @@ void LocalNode::learn_from_yield(std::chrono::nanoseconds took) noexcept {
     }
 }
 
-void LocalNode::register_flushable(Flushable* node) {
-    std::lock_guard lock(flushables_mutex_);
-    flushables_.push_back(node);
+void LocalNode::register_partner(Partner* node) {
+    std::lock_guard lock(partners_mutex_);
+    partners_.push_back(node);
 }
 
-void LocalNode::unregister_flushable(Flushable* node) {
-    std::lock_guard lock(flushables_mutex_);
-    std::erase(flushables_, node);
+void LocalNode::unregister_partner(Partner* node) {
+    std::lock_guard lock(partners_mutex_);
+    std::erase(partners_, node);
 }
 
 void LocalNode::progress_slow() {
-    std::unique_lock lock(flushables_mutex_, std::try_to_lock);
+    std::unique_lock lock(partners_mutex_, std::try_to_lock);
     if (!lock.owns_lock()) return; // another thread is driving the queues
-    for (Flushable* node : flushables_)
+    for (Partner* node : partners_)
         node->try_flush_queue();
+}
+
+// The flag first, then each partner's header under its receiver lock: an
+// introduction made meanwhile (under the same lock) writes the flag it reads.
+void LocalNode::announce_sleep() {
+    std::lock_guard lock(sleep_mutex_);
+    if (sleepers_++ != 0) return;
+    asleep_.store(true, std::memory_order_seq_cst);
+    {
+        std::lock_guard partners(partners_mutex_);
+        for (Partner* node : partners_)
+            node->write_status();
+    }
+    // The announcement before the sleeper's next poll (a partner's note before its
+    // look at the announcement: one of the two sees the other).
+    std::atomic_thread_fence(std::memory_order_seq_cst);
+}
+
+void LocalNode::withdraw_sleep() {
+    std::lock_guard lock(sleep_mutex_);
+    if (--sleepers_ != 0) return;
+    asleep_.store(false, std::memory_order_seq_cst);
+    std::lock_guard partners(partners_mutex_);
+    for (Partner* node : partners_)
+        node->write_status();
+}
+
+void LocalNode::set_closing() {
+    std::lock_guard lock(sleep_mutex_);
+    closing_.store(true, std::memory_order_release);
+    std::lock_guard partners(partners_mutex_);
+    for (Partner* node : partners_)
+        node->write_status();
 }
 
 BufferPtr LocalNode::allocate_send_buffer(std::size_t size) {

@@ -38,8 +38,9 @@ struct SciNode::Link {
     Header* header = nullptr; // our header in the peer's segment
     std::byte* base = nullptr;
     std::uint32_t epoch32 = 0;
-    std::uint32_t k = 1;          // outstanding messages the peer may have towards us: its max_outst_buffers
-    std::uint32_t generation = 0; // of the receive side's introduction to this link (Grants)
+    std::uint32_t k = 1;           // outstanding messages the peer may have towards us: its max_outst_buffers
+    std::uint32_t generation = 0;  // of the receive side's introduction to this link (Grants)
+    std::uint64_t slot_offset = 0; // the geometry is read once, when connecting
     std::uint64_t slot_size = 0;
     std::uint32_t slot_count = 0;
     std::uint64_t max_message_size = 0;
@@ -50,7 +51,7 @@ struct SciNode::Link {
     // point into it so that they outlive the link.
     std::shared_ptr<RemoteSegment> broadcast;
     [[nodiscard]] std::byte* slot(std::uint32_t s) const {
-        return base + control->slot_offset + static_cast<std::size_t>(s) * slot_size;
+        return base + slot_offset + static_cast<std::size_t>(s) * slot_size;
     }
 };
 
@@ -106,10 +107,12 @@ struct SciNode::Grants {
     static constexpr std::uint32_t unused_slot = 0xfffffffeu;
     static constexpr std::uint32_t generation_mask = (1u << 24) - 1;
 
-    Grants(std::shared_ptr<LocalNode> l, double rate, std::uint64_t seed)
-        : local(std::move(l)), injector(rate, seed), sequence(injector.enabled() ? &injector : nullptr) {}
+    Grants(std::shared_ptr<LocalNode> l, Header* h, double rate, std::uint64_t seed)
+        : local(std::move(l)), local_header(h), injector(rate, seed),
+          sequence(injector.enabled() ? &injector : nullptr) {}
 
     std::shared_ptr<LocalNode> local;
+    Header* local_header; // where the peer writes to us (its status: whether it sleeps)
     ErrorInjector injector;
     Sequence sequence;
     // Every link made, kept mapped as long as a buffer may write a grant through it.
@@ -142,12 +145,21 @@ struct SciNode::Grants {
         write_ack(link, i, round_of(w), slot);
         return true;
     }
+    // After a note or a grant was written to the peer: rings its doorbell if it said
+    // it sleeps. That word is in our own segment (the peer wrote it there), so no
+    // remote memory is read; the fence pairs with the one of the peer's
+    // announcement (LocalNode::announce_sleep), so that either the peer's last poll
+    // sees what we wrote or we see that it sleeps.
+    void wake(Link& link) const {
+        std::atomic_thread_fence(std::memory_order_seq_cst);
+        if (asleep_of(load(local_header->status))) link.control->bell.wake();
+    }
     // Grants slot to the first index that waits for one, from index `first` on.
     // False when none does (the slot then goes back to the pool). Any thread.
     bool offer(Link& link, std::uint32_t first, std::uint32_t slot) {
         for (std::uint32_t k = 0; k < link.k; ++k) {
             if (give(link, (first + k) % link.k, slot)) {
-                link.control->bell.ring();
+                wake(link);
                 return true;
             }
         }
@@ -223,7 +235,8 @@ SciNode::SciNode(std::shared_ptr<LocalNode> local, NodeParameters parameters)
     : local_(std::move(local)), parameters_(std::move(parameters)),
       local_header_(local_->allocate_local_header(parameters_.peer_index)),
       send_k_(local_->control().max_outst_buffers),
-      grants_(std::make_shared<Grants>(local_, parameters_.inject_error_rate, parameters_.inject_error_seed)),
+      grants_(std::make_shared<Grants>(local_, local_header_, parameters_.inject_error_rate,
+                                       parameters_.inject_error_seed)),
       sequence_(grants_->sequence) {
     for (auto& w : grants_->index)
         w.store(Grants::pack(0, 0, Grants::unused_slot), std::memory_order_relaxed);
@@ -237,12 +250,12 @@ SciNode::SciNode(std::shared_ptr<LocalNode> local, NodeParameters parameters)
                                                                 "large." + std::to_string(parameters_.peer)),
                                   large_ring_size + large_capacity_);
     large_release_->region.map();
-    local_->register_flushable(this);
+    local_->register_partner(this);
     current_link();
 }
 
 SciNode::~SciNode() {
-    local_->unregister_flushable(this);
+    local_->unregister_partner(this);
     local_->queued_changed(-static_cast<std::ptrdiff_t>(queue_.size()));
     // Slots granted to the peer go back to the pool; received buffers keep the local
     // node alive on their own, and give their slots to the pool (a new generation).
@@ -288,6 +301,7 @@ SciNode::Link* SciNode::establish_link() {
         return nullptr; // the lost incarnation
     link->epoch32 = static_cast<std::uint32_t>(epoch);
     link->k = cb.max_outst_buffers;
+    link->slot_offset = cb.slot_offset;
     link->slot_size = cb.slot_size;
     link->slot_count = cb.slot_count;
     link->max_message_size = cb.max_message_size;
@@ -303,6 +317,8 @@ SciNode::Link* SciNode::establish_link() {
     Link* raw = link.get();
     grants_->links.push_back(std::move(link));
     link_.store(raw, std::memory_order_release);
+    // A peer that sleeps before we ever connected could not tell us so: its bell's
+    // sleeper count is read here, once per connection (not on the data path).
     raw->control->bell.ring();
     return raw;
 }
@@ -333,7 +349,7 @@ void SciNode::introduce(Link& link) {
         store(link.header->index[i].ack, 0);
         resign_[i] = false;
     }
-    store(link.header->freed_hot, 0);
+    store_status(link);
     for (std::uint32_t i = 0; i < link.k; ++i)
         grant_from_pool(link, i);
     store(link.header->epoch, local_->epoch32());
@@ -395,17 +411,25 @@ void SciNode::publish_grants(Link& link) {
     const auto freed = large_release_->freed_published.load(std::memory_order_acquire);
     if (freed != large_published_) {
         large_published_ = freed;
-        write_freed_hot(link);
+        store_status(link);
         rang = true;
     }
-    if (rang) link.control->bell.ring();
+    if (rang) grants_->wake(link);
 }
 
-// The release count and the hot slot share one word. It is a plain store, never a
-// repeated stale value (an old release count would look like a count going back).
-void SciNode::write_freed_hot(Link& link) {
-    const std::uint32_t sig = hot_slot_ == no_slot ? 0 : signature(hot_issued_ - 1, salt_of(local_->epoch32()));
-    store(link.header->freed_hot, make_freed_hot(large_published_, sig, hot_slot_ == no_slot ? 0 : hot_slot_));
+// The release count, the hot slot and this process's state share one word, written
+// under the receiver lock from copies kept here (never read back from the peer's
+// segment). A plain store, never a repeated stale value (an old release count would
+// look like a count going back). recv_mutex_ held.
+void SciNode::store_status(Link& link) {
+    const std::uint32_t sig = hot_slot_ == no_slot ? 0 : hot_signature(hot_issued_ - 1, salt_of(local_->epoch32()));
+    store(link.header->status, make_status(large_published_, sig, hot_slot_ == no_slot ? 0 : hot_slot_,
+                                           local_->asleep(), local_->closing()));
+}
+
+void SciNode::write_status() {
+    std::lock_guard lock(recv_mutex_);
+    if (recv_link_ != nullptr) store_status(*recv_link_);
 }
 
 // Grants the peer a hot slot when it has none: the slot freed last, still in this
@@ -425,7 +449,7 @@ void SciNode::offer_hot(Link& link) {
     hot_slot_ = *slot;
     ++hot_issued_;
     hot_out_.store(true, std::memory_order_relaxed);
-    write_freed_hot(link);
+    store_status(link);
 }
 
 // ------------------------------------------------------------------------ loss
@@ -441,7 +465,7 @@ void SciNode::check_peer(Link* link) {
         declare_lost(link, "node " + std::to_string(parameters_.peer) + " (" + parameters_.name +
                                ") restarted; messages to its earlier incarnation are lost");
     } else if (!link->segment.owner_alive()) {
-        const bool closed = std::atomic_ref<std::uint32_t>(link->control->closing).load(std::memory_order_acquire) != 0;
+        const bool closed = closing_of(load(local_header_->status));
         if (closed && unacknowledged(*link) == 0 && queue_depth_.load(std::memory_order_relaxed) == 0) {
             // The peer ended cleanly and took everything: forget the link without an error.
             std::lock_guard lock(link_mutex_);
@@ -531,9 +555,9 @@ bool SciNode::try_transfer(Link& link, const Buffer& buffer, BufferPtr* owned, c
     const std::size_t size = buffer.size();
     bool hot = false;
     if (size >= hot_min_size) {
-        const std::uint32_t freed_hot = load(local_header_->freed_hot);
-        hot = hot_sig_of(freed_hot) == signature(hot_used_, salt_of(link.epoch32));
-        if (hot) slot = hot_slot_of(freed_hot);
+        const std::uint32_t status = load(local_header_->status);
+        hot = hot_sig_of(status) == hot_signature(hot_used_, salt_of(link.epoch32));
+        if (hot) slot = hot_slot_of(status);
     }
     if (slot >= link.slot_count) {
         declare_lost(&link, "node " + std::to_string(parameters_.peer) + " (" + parameters_.name + ") granted slot " +
@@ -610,7 +634,7 @@ bool SciNode::try_transfer(Link& link, const Buffer& buffer, BufferPtr* owned, c
     if (hot) ++hot_used_;
     sent_.store(n + 1, std::memory_order_relaxed);
     stats_.sent(size);
-    link.control->bell.ring();
+    grants_->wake(link);
     return true;
 }
 
@@ -642,7 +666,7 @@ void SciNode::record_copy(bool streaming, std::chrono::nanoseconds took, std::ui
 // (the peer is then declared lost). Send lock held.
 bool SciNode::reclaim_large(Link& link) {
     const std::uint32_t newly =
-        (freed_of(load(local_header_->freed_hot)) - static_cast<std::uint32_t>(large_freed_)) & 0xff;
+        (freed_of(load(local_header_->status)) - static_cast<std::uint32_t>(large_freed_)) & 0x7f;
     if (newly > large_live_.size()) {
         declare_lost(&link, "node " + std::to_string(parameters_.peer) + " (" + parameters_.name +
                                 ") released large messages it was never sent");
@@ -712,7 +736,7 @@ std::size_t SciNode::try_transfer_batch(Link& link) {
     sequence_.write_word(&link.header->index[i].note, note, last_note_[i]);
     last_note_[i] = note;
     sent_.store(n + 1, std::memory_order_relaxed);
-    link.control->bell.ring();
+    grants_->wake(link);
     return count;
 }
 

@@ -40,7 +40,7 @@ struct NodeParameters {
     static NodeParameters from(const config::Configuration& configuration, const LocalNode& local, NodeId peer);
 };
 
-class SciNode final : public Node, private Flushable {
+class SciNode final : public Node, private Partner {
 public:
     SciNode(std::shared_ptr<LocalNode> local, NodeParameters parameters);
     ~SciNode() override;
@@ -100,7 +100,8 @@ private:
     bool grant_from_pool(Link& link, std::uint32_t index);
     void release_grants(std::uint32_t generation, std::uint32_t k);
     void publish_grants(Link& link);
-    void write_freed_hot(Link& link);
+    void store_status(Link& link);
+    void write_status() override;
     void offer_hot(Link& link);
 
     std::shared_ptr<LocalNode> local_;

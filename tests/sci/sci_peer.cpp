@@ -3,17 +3,48 @@
 // step on stdout so the test can wait on it.
 //   sci_peer PARTITION NODES SELF PEER MODE [COUNT] [SIZE] [PEER_TIMEOUT_MS]
 // MODE: stream (send COUNT numbered messages, or forever if 0), burst (send COUNT
-// numbered messages, flush them, print "sent COUNT", then stay until killed), idle
-// (until killed), receive (take COUNT messages and check them), echo (send every
-// received buffer back as it is, until killed or the partner is lost).
+// numbered messages, flush them, print "sent COUNT", then stay until killed),
+// blind-stream (stream, after making this process's mapping of the partner's
+// control block inaccessible: any read of it kills the process), idle (until
+// killed), receive (take COUNT messages and check them), echo (send every received
+// buffer back as it is, until killed or the partner is lost).
+#include <msgpass/sci/protocol.hpp>
+
+#include "remote_memory.hpp"
+
 #include "../support/partition.hpp"
 
 #include <csignal>
 #include <cstdio>
 #include <cstdlib>
+#include <fstream>
 #include <iostream>
+#include <sstream>
+#include <sys/mman.h>
 #include <sys/prctl.h>
 #include <unistd.h>
+
+namespace {
+
+// Makes the first page (the control block) of this process's mapping of the shared
+// object `name` inaccessible. False when there is no such mapping.
+bool hide_control_block(const std::string& name) {
+    std::ifstream maps("/proc/self/maps");
+    const std::string path = "/dev/shm" + name;
+    for (std::string line; std::getline(maps, line);) {
+        if (line.size() < path.size() || line.compare(line.size() - path.size(), path.size(), path) != 0) continue;
+        std::istringstream fields(line); // start-end perms offset ...
+        std::string range, perms, offset;
+        fields >> range >> perms >> offset;
+        if (std::stoull(offset, nullptr, 16) != 0) continue;
+        const auto start = static_cast<std::uintptr_t>(std::stoull(range, nullptr, 16));
+        return ::mprotect(reinterpret_cast<void*>(start), // NOLINT(performance-no-int-to-ptr): from /proc/self/maps
+                          msgpass::sci::control_block_size, PROT_NONE) == 0;
+    }
+    return false;
+}
+
+} // namespace
 
 int main(int argc, char** argv) {
     using namespace msgpass;
@@ -38,7 +69,12 @@ int main(int argc, char** argv) {
         auto node = factory->create_node(peer);
         std::printf("ready\n");
         std::fflush(stdout);
-        if (mode == "stream" || mode == "burst") {
+        if (mode == "blind-stream" &&
+            !hide_control_block(sci::VirtualDevice(partition).segment_name(peer, c.node(peer).sci.recv_seg_id))) {
+            std::printf("error: no mapping of node %u's segment\n", peer);
+            return 1;
+        }
+        if (mode == "stream" || mode == "burst" || mode == "blind-stream") {
             for (std::uint64_t i = 0; count == 0 || i < count; ++i) {
                 for (;;) {
                     try {

@@ -496,6 +496,62 @@ TEST(SciReceiveSlots, BuffersDroppedByAnotherThreadWhileTheReceiverGoesOnArriveO
     EXPECT_EQ(from_a->receive(), nullptr) << "a message was delivered twice";
 }
 
+// ---------------------------------------------------------------- doorbell
+
+// A receiver that sleeps says so in its header in the sender's segment, which is
+// where the sender looks (its own memory). A sender that publishes after that rings
+// the receiver's doorbell; one whose receiver does not sleep makes no system call.
+// Node 2 receives, node 1 sends; the test watches node 2's status word in node 1's
+// segment and node 2's doorbell.
+TEST(SciDoorbell, ASleepingReceiverIsRungAndAnAwakeOneIsNot) {
+    const SegmentCleanup segments(partition_for_test());
+    auto c = make_configuration("sci", segments.partition(), 2,
+                                [](config::Configuration& c) { c.sci.max_outst_buffers = 4; });
+    auto a = NodeFactory::create(c, 1);
+    auto b = NodeFactory::create(c, 2);
+    auto to_b = a->create_node(2);
+    auto from_a = b->create_node(1);
+    sci::VirtualDevice device(segments.partition());
+    sci::RemoteSegment segment_a, segment_b;
+    ASSERT_TRUE(segment_a.connect(device.segment_name(1, c.sci.recv_seg_id)));
+    ASSERT_TRUE(segment_b.connect(device.segment_name(2, c.sci.recv_seg_id)));
+    segment_a.map();
+    segment_b.map();
+    auto* status = &reinterpret_cast<sci::Header*>(segment_a.address() + sci::control_block_size + sci::header_size)
+                        ->status; // node 2's header in node 1's segment
+    auto& bell = reinterpret_cast<sci::ControlBlock*>(segment_b.address())->bell;
+    auto asleep = [&] { return sci::asleep_of(std::atomic_ref<std::uint32_t>(*status).load()); };
+
+    // Awake: node 2 polls without waiting; the sends ring nothing.
+    ASSERT_FALSE(asleep());
+    const std::uint32_t rung_before = bell.sequence.load();
+    for (std::uint64_t i = 0; i < 100; ++i) {
+        to_b->send(make_message(*a, 64, 1, i));
+        BufferPtr m;
+        const auto until = Clock::now() + 10s;
+        while (!m && Clock::now() < until)
+            m = from_a->receive();
+        ASSERT_NE(m, nullptr) << "message " << i;
+    }
+    EXPECT_EQ(bell.sequence.load(), rung_before) << "a sender rang a receiver that was awake";
+
+    // Asleep: node 2 waits in receive(10 s) and announces it; node 1's send rings.
+    BufferPtr got;
+    std::thread receiver([&] { got = from_a->receive(10s); });
+    const auto until = Clock::now() + 10s;
+    while (!asleep() && Clock::now() < until)
+        std::this_thread::yield();
+    const bool announced = asleep();
+    const std::uint32_t rung = bell.sequence.load();
+    to_b->send(make_message(*a, 64, 1, 100));
+    receiver.join();
+    ASSERT_TRUE(announced) << "node 2 never said it sleeps";
+    ASSERT_NE(got, nullptr);
+    EXPECT_EQ(check_payload(*got).seq, 100u);
+    EXPECT_NE(bell.sequence.load(), rung) << "the sender did not ring the sleeping receiver";
+    EXPECT_FALSE(asleep()) << "node 2 still says it sleeps after it woke";
+}
+
 // ------------------------------------------------------------------ hot slot
 
 std::vector<std::string> echo_args(const std::string& partition) {
@@ -505,7 +561,7 @@ std::vector<std::string> echo_args(const std::string& partition) {
 // The grant word node 2 wrote into node 1's segment: its hot slot for node 1.
 std::uint32_t hot_signature_granted_by_peer(const sci::RemoteSegment& own) {
     auto* header = reinterpret_cast<sci::Header*>(own.address() + sci::control_block_size + sci::header_size);
-    return sci::hot_sig_of(std::atomic_ref<std::uint32_t>(header->freed_hot).load(std::memory_order_acquire));
+    return sci::hot_sig_of(std::atomic_ref<std::uint32_t>(header->status).load(std::memory_order_acquire));
 }
 
 // Node 1 (here) sends a fresh message, node 2 (a process) echoes it, node 1 sends

@@ -14,6 +14,7 @@
 
 #include <pwd.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
 #include <thread>
 #include <time.h>
 
@@ -300,6 +301,47 @@ TEST(SciPeerLife, ASenderGetsPeerLostWhenItsReceiverIsKilled) {
         }
     }
     EXPECT_TRUE(lost);
+}
+
+// ------------------------------------------------------------- data path
+
+// "No remote reads on the data path": once connected, a sender reads nothing of the
+// receiver's segment but what it writes. The sender here is a process whose mapping
+// of the receiver's control block (geometry, doorbell) is made inaccessible after it
+// connected, so that a read of it would kill it; it streams to this process, which
+// polls without ever sleeping (waking a sleeper is the one access left: its
+// doorbell, an increment and a futex wake).
+TEST(SciDataPath, ASenderReadsNothingOfTheReceiversControlBlockOnceConnected) {
+    const SegmentCleanup segments(partition_for_test());
+    const auto& partition = segments.partition();
+    auto c = sci_configuration(partition, 2);
+    auto self = NodeFactory::create(c, 1);
+    auto from_peer = self->create_node(2);
+    constexpr std::uint64_t n = 3000;
+    ChildProcess peer(peer_args(partition, 2, 2, 1, "blind-stream", n, 300));
+    std::uint64_t next = 0;
+    std::string error;
+    const auto deadline = std::chrono::steady_clock::now() + 30s;
+    while (next < n && error.empty() && std::chrono::steady_clock::now() < deadline) {
+        try {
+            auto m = from_peer->receive(); // never sleeps
+            if (!m) continue;
+            if (check_payload(*m).seq != next) error = "out of order at " + std::to_string(next);
+        } catch (const std::string& e) {
+            error = e;
+        } catch (const PeerLost& e) {
+            error = std::string("the sender was lost (a read of the receiver's control block kills it): ") + e.what();
+        }
+        ++next;
+    }
+    EXPECT_EQ(error, "");
+    EXPECT_EQ(next, n) << "the sender stopped (a read of the receiver's control block kills it)";
+    const auto last = peer.wait_for_line("sent", 10s);
+    EXPECT_EQ(last, "sent " + std::to_string(n));
+    const int status = peer.wait();
+    EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0)
+        << (WIFSIGNALED(status) ? "the sender died of signal " + std::to_string(WTERMSIG(status))
+                                : "the sender exited with " + std::to_string(WEXITSTATUS(status)));
 }
 
 // ---------------------------------------------------------- injected errors
