@@ -90,6 +90,10 @@ bool AutoNodeFactory::made(const Node& node) {
     return create_node(node.id()).get() == &node;
 }
 
+BufferPtr AutoGroup::receive(std::chrono::nanoseconds timeout) {
+    return factory_.wait([this] { return BasicGroup::receive(); }, timeout);
+}
+
 void AutoGroup::add(NodePtr node) {
     if (!node) throw UsageError("DynamicGroup::add: null node");
     if (!factory_.made(*node)) {

@@ -19,6 +19,10 @@ long futex(std::atomic<std::uint32_t>* word, int op, std::uint32_t value, const 
 void Doorbell::ring() noexcept {
     std::atomic_thread_fence(std::memory_order_seq_cst);
     if (sleepers.load(std::memory_order_seq_cst) == 0) return;
+    wake();
+}
+
+void Doorbell::wake() noexcept {
     sequence.fetch_add(1, std::memory_order_seq_cst);
     futex(&sequence, FUTEX_WAKE, INT_MAX, nullptr);
 }

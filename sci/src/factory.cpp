@@ -47,15 +47,19 @@ SciNodeFactory::~SciNodeFactory() {
     }
     for (auto& [id, node] : nodes_)
         node->publish_pending();
+    // A clean end: partners that find this process gone with nothing outstanding
+    // do not report it as lost (written into our header at each of them).
+    local_->set_closing();
     groups_.clear();
     nodes_.clear();
-    // A clean end: partners that find this process gone with nothing outstanding
-    // do not report it as lost.
-    std::atomic_ref<std::uint32_t>(local_->control().closing).store(1, std::memory_order_release);
 }
 
 Doorbell& SciNodeFactory::bell() const noexcept {
     return local_->bell();
+}
+
+BufferPtr SciNodeFactory::wait(const std::function<BufferPtr()>& poll, std::chrono::nanoseconds timeout) {
+    return local_->wait(poll, timeout);
 }
 
 std::shared_ptr<SciNode> SciNodeFactory::make_node(NodeId id) {

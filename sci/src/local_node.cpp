@@ -31,6 +31,8 @@ LocalNodeParameters LocalNodeParameters::from(const config::Configuration& confi
             p.self_index = i;
             p.sci = configuration.section<Options>(configuration.nodes[i]);
             found = true;
+        } else {
+            p.peer_outstanding += configuration.section<Options>(configuration.nodes[i]).max_outst_buffers;
         }
     }
     if (!found) {
@@ -121,9 +123,9 @@ LocalNode::LocalNode(LocalNodeParameters parameters)
                           std::to_string(sci.max_outst_buffers));
     }
     if (sci.header_area_size % header_size != 0 || sci.header_area_size / header_size < parameters_.node_count) {
-        throw ConfigError(where + "header_area_size: expected a multiple of 64 bytes with one header per node (" +
-                          std::to_string(parameters_.node_count * header_size) + " bytes or more), found " +
-                          std::to_string(sci.header_area_size));
+        throw ConfigError(where + "header_area_size: expected a multiple of " + std::to_string(header_size) +
+                          " bytes with one header per node (" + std::to_string(parameters_.node_count * header_size) +
+                          " bytes or more), found " + std::to_string(sci.header_area_size));
     }
     if (sci.recv_buffer_size < 64 || sci.recv_buffer_size % 64 != 0) {
         throw ConfigError(where + "recv_buffer_size: expected a multiple of 64 bytes, found " +
@@ -134,9 +136,9 @@ LocalNode::LocalNode(LocalNodeParameters parameters)
                           std::to_string(sci.recv_buffer_no));
     }
     const std::uint64_t peers = parameters_.node_count > 0 ? parameters_.node_count - 1 : 0;
-    if (sci.recv_buffer_no < peers * sci.max_outst_buffers) {
-        throw ConfigError(where + "recv_buffer_no: expected at least max_outst_buffers x other nodes = " +
-                          std::to_string(peers * sci.max_outst_buffers) + " slots, found " +
+    if (sci.recv_buffer_no < parameters_.peer_outstanding) {
+        throw ConfigError(where + "recv_buffer_no: expected at least the sum of the other nodes' max_outst_buffers = " +
+                          std::to_string(parameters_.peer_outstanding) + " slots, found " +
                           std::to_string(sci.recv_buffer_no));
     }
     const std::uint64_t needed = sci.header_area_size + std::uint64_t{sci.recv_buffer_no} * sci.recv_buffer_size;
@@ -163,7 +165,7 @@ LocalNode::LocalNode(LocalNodeParameters parameters)
     control_->max_message_size = parameters_.max_message_size;
     std::atomic_ref<std::uint64_t>(control_->epoch).store(new_epoch(), std::memory_order_release);
 
-    hot_slots_ = sci.recv_buffer_no >= peers * (sci.max_outst_buffers + 1);
+    hot_slots_ = sci.recv_buffer_no >= parameters_.peer_outstanding + peers;
     free_slots_.reserve(sci.recv_buffer_no);
     for (std::uint32_t s = sci.recv_buffer_no; s > 0; --s)
         free_slots_.push_back(s - 1);
@@ -289,21 +291,54 @@ void LocalNode::learn_from_yield(std::chrono::nanoseconds took) noexcept {
     }
 }
 
-void LocalNode::register_flushable(Flushable* node) {
-    std::lock_guard lock(flushables_mutex_);
-    flushables_.push_back(node);
+void LocalNode::register_partner(Partner* node) {
+    std::lock_guard lock(partners_mutex_);
+    partners_.push_back(node);
 }
 
-void LocalNode::unregister_flushable(Flushable* node) {
-    std::lock_guard lock(flushables_mutex_);
-    std::erase(flushables_, node);
+void LocalNode::unregister_partner(Partner* node) {
+    std::lock_guard lock(partners_mutex_);
+    std::erase(partners_, node);
 }
 
 void LocalNode::progress_slow() {
-    std::unique_lock lock(flushables_mutex_, std::try_to_lock);
+    std::unique_lock lock(partners_mutex_, std::try_to_lock);
     if (!lock.owns_lock()) return; // another thread is driving the queues
-    for (Flushable* node : flushables_)
+    for (Partner* node : partners_)
         node->try_flush_queue();
+}
+
+// The flag first, then each partner's header under its receiver lock: an
+// introduction made meanwhile (under the same lock) writes the flag it reads.
+void LocalNode::announce_sleep() {
+    std::lock_guard lock(sleep_mutex_);
+    if (sleepers_++ != 0) return;
+    asleep_.store(true, std::memory_order_seq_cst);
+    {
+        std::lock_guard partners(partners_mutex_);
+        for (Partner* node : partners_)
+            node->write_status();
+    }
+    // The announcement before the sleeper's next poll (a partner's note before its
+    // look at the announcement: one of the two sees the other).
+    std::atomic_thread_fence(std::memory_order_seq_cst);
+}
+
+void LocalNode::withdraw_sleep() {
+    std::lock_guard lock(sleep_mutex_);
+    if (--sleepers_ != 0) return;
+    asleep_.store(false, std::memory_order_seq_cst);
+    std::lock_guard partners(partners_mutex_);
+    for (Partner* node : partners_)
+        node->write_status();
+}
+
+void LocalNode::set_closing() {
+    std::lock_guard lock(sleep_mutex_);
+    closing_.store(true, std::memory_order_release);
+    std::lock_guard partners(partners_mutex_);
+    for (Partner* node : partners_)
+        node->write_status();
 }
 
 BufferPtr LocalNode::allocate_send_buffer(std::size_t size) {

@@ -34,6 +34,9 @@ struct LocalNodeParameters {
     NodeId self = 0;
     std::size_t self_index = 0; // position of self in the nodes file
     std::size_t node_count = 0; // nodes in the nodes file
+    // Receive slots reserved for the other nodes: the sum of their max_outst_buffers
+    // (a receiver grants each sender as many slots as the sender's value).
+    std::uint64_t peer_outstanding = 0;
     Options sci;                // the SCI context of this node
     std::uint64_t max_message_size = 64 * config::MiB;
     std::string partition;
@@ -43,12 +46,16 @@ struct LocalNodeParameters {
     static LocalNodeParameters from(const config::Configuration& configuration, NodeId self);
 };
 
-// Something with a send queue that the local node can drive (an SCINode).
-class Flushable {
+// A peer that the local node drives (an SCINode): its send queue, and the status
+// this process shows it.
+class Partner {
 public:
-    virtual ~Flushable() = default;
+    virtual ~Partner() = default;
     // Transfers queued messages while possible; never blocks on a lock.
     virtual void try_flush_queue() = 0;
+    // Writes this process's status (LocalNode::asleep, closing) into our header at
+    // the peer, once the peer has been introduced to. May wait for the receiver lock.
+    virtual void write_status() = 0;
 };
 
 class LocalNode : public std::enable_shared_from_this<LocalNode> {
@@ -84,12 +91,21 @@ public:
 
     // Every send or receive of any node moves the queues of all nodes, so that a
     // message queued towards one peer flows while the process waits on another.
-    void register_flushable(Flushable* node);
-    void unregister_flushable(Flushable* node);
+    void register_partner(Partner* node);
+    void unregister_partner(Partner* node);
     void queued_changed(std::ptrdiff_t delta) noexcept { queued_total_.fetch_add(delta, std::memory_order_relaxed); }
     void progress() {
         if (queued_total_.load(std::memory_order_relaxed) != 0) progress_slow();
     }
+
+    // Whether a thread of this process sleeps on the doorbell, as every partner is
+    // told: a partner rings the doorbell after writing a message or a grant here
+    // only when our header in its segment says so, so no sender reads our segment.
+    [[nodiscard]] bool asleep() const noexcept { return asleep_.load(std::memory_order_acquire); }
+    // Whether this process ended cleanly (the factory's destructor, after its last
+    // grants): partners that find it gone then forget it without reporting a loss.
+    [[nodiscard]] bool closing() const noexcept { return closing_.load(std::memory_order_acquire); }
+    void set_closing();
 
     // Waits as msgpass::wait_for does (spin, yield, sleep on this node's doorbell),
     // except that it does not spin while this process's CPU is shared: several
@@ -138,8 +154,29 @@ private:
     void learn_from_yield(std::chrono::nanoseconds took) noexcept;
     std::atomic<bool> cpu_shared_{false};
     std::atomic<std::uint32_t> fast_yields_{0};
-    std::mutex flushables_mutex_;
-    std::vector<Flushable*> flushables_;
+    std::mutex partners_mutex_;
+    std::vector<Partner*> partners_;
+    // Sleep announcements: the first thread to sleep tells every partner, the last
+    // to wake tells them again; announcements are made one at a time.
+    class Asleep;
+    void announce_sleep();
+    void withdraw_sleep();
+    std::mutex sleep_mutex_; // order: sleep_mutex_ -> partners_mutex_ -> a node's receiver lock
+    std::uint32_t sleepers_ = 0;
+    std::atomic<bool> asleep_{false};
+    std::atomic<bool> closing_{false};
+};
+
+// Holds a sleep announcement for the time a wait may sleep.
+class LocalNode::Asleep {
+public:
+    explicit Asleep(LocalNode& local) : local_(local) { local_.announce_sleep(); }
+    ~Asleep() { local_.withdraw_sleep(); }
+    Asleep(const Asleep&) = delete;
+    Asleep& operator=(const Asleep&) = delete;
+
+private:
+    LocalNode& local_;
 };
 
 template <class Poll>
@@ -171,6 +208,9 @@ auto LocalNode::wait(Poll&& poll, std::chrono::nanoseconds timeout) -> decltype(
     }
     const auto left = time_left(deadline);
     if (left == std::chrono::nanoseconds::zero()) return poll();
+    // Announced before the polls of the sleeping phase: a partner that publishes
+    // after the announcement rings, one that published before is found by the poll.
+    const Asleep announced(*this);
     return wait_for(poll, left, &bell(), WaitPolicy{std::chrono::microseconds(0), std::chrono::microseconds(0)});
 }
 

@@ -40,7 +40,9 @@ struct SciNode::Link {
     Header* header = nullptr; // our header in the peer's segment
     std::byte* base = nullptr;
     std::uint32_t epoch32 = 0;
-    std::uint32_t k = 1; // outstanding messages we may have towards the peer
+    std::uint32_t k = 1;           // outstanding messages the peer may have towards us: its max_outst_buffers
+    std::uint32_t generation = 0;  // of the receive side's introduction to this link (Grants)
+    std::uint64_t slot_offset = 0; // the geometry is read once, when connecting
     std::uint64_t slot_size = 0;
     std::uint32_t slot_count = 0;
     std::uint64_t max_message_size = 0;
@@ -51,7 +53,7 @@ struct SciNode::Link {
     // point into it so that they outlive the link.
     std::shared_ptr<RemoteSegment> broadcast;
     [[nodiscard]] std::byte* slot(std::uint32_t s) const {
-        return base + control->slot_offset + static_cast<std::size_t>(s) * slot_size;
+        return base + slot_offset + static_cast<std::size_t>(s) * slot_size;
     }
 };
 
@@ -88,22 +90,103 @@ struct SciNode::LargeRelease {
     }
 };
 
-namespace {
+// The grants of our receive slots to the peer (the ack words of our header at the
+// peer), shared with the buffers received from it: a buffer that is dropped gives
+// its slot back to the peer at once, from the dropping thread, when an index of its
+// incarnation waits for one (seed, receive step 3), so that a sender waiting for an
+// offset goes on while the receiver still works on earlier messages. The receiver
+// thread grants from the pool on its next receive what no buffer gave back.
+//
+// Each index has one atomic word: generation:24 | round:8 | slot:32. generation
+// names the receive side's introduction (a buffer of an earlier one never grants),
+// round is that of the index's next grant (mod 255: the signature depends on no
+// more), slot is the slot granted for it, no_slot while the index waits for one, or
+// unused_slot beyond the peer's max_outst_buffers. The word goes from a slot to
+// no_slot only in the receiver thread (a message taken), and from no_slot to a
+// slot by a compare-exchange, so exactly one thread writes each grant.
+struct SciNode::Grants {
+    static constexpr std::uint32_t no_slot = 0xffffffffu;
+    static constexpr std::uint32_t unused_slot = 0xfffffffeu;
+    static constexpr std::uint32_t generation_mask = (1u << 24) - 1;
 
-// SCIRecvBuffer: a received message in a receive slot of the local segment. The
-// slot returns to the pool when the buffer is dropped.
-class RecvBuffer final : public SingleBuffer {
-public:
-    RecvBuffer(std::shared_ptr<LocalNode> local, std::uint32_t slot, std::size_t size)
-        : SingleBuffer(local->slot_address(slot), size, size), local_(std::move(local)), slot_(slot) {}
-    ~RecvBuffer() override { local_->release_recv_slot(slot_); }
+    Grants(std::shared_ptr<LocalNode> l, Header* h, double rate, std::uint64_t seed)
+        : local(std::move(l)), local_header(h), injector(rate, seed),
+          sequence(injector.enabled() ? &injector : nullptr) {}
 
-private:
-    std::shared_ptr<LocalNode> local_;
-    std::uint32_t slot_;
+    std::shared_ptr<LocalNode> local;
+    Header* local_header; // where the peer writes to us (its status: whether it sleeps)
+    ErrorInjector injector;
+    Sequence sequence;
+    // Every link made, kept mapped as long as a buffer may write a grant through it.
+    std::vector<std::unique_ptr<Link>> links;
+    std::array<std::atomic<std::uint64_t>, max_outstanding> index{};
+    std::uint32_t generation = 0; // of the last introduction; receiver thread
+
+    static std::uint64_t pack(std::uint32_t gen, std::uint32_t round, std::uint32_t slot) {
+        return (std::uint64_t{gen & generation_mask} << 40) | (std::uint64_t{round} << 32) | slot;
+    }
+    static std::uint32_t generation_of(std::uint64_t w) { return static_cast<std::uint32_t>(w >> 40); }
+    static std::uint32_t round_of(std::uint64_t w) { return static_cast<std::uint32_t>(w >> 32) & 0xff; }
+    static std::uint32_t slot_of(std::uint64_t w) { return static_cast<std::uint32_t>(w); }
+    static std::uint32_t next_round(std::uint32_t round) { return (round + 1) % 255; }
+
+    // Writes the ack of index i. An injected error writes the word of the previous
+    // round first (a repeated grant), which the sender does not take.
+    void write_ack(Link& link, std::uint32_t i, std::uint32_t round, std::uint32_t slot) {
+        const std::uint32_t salt = salt_of(local->epoch32());
+        sequence.write_word(&link.header->index[i].ack, make_ack(signature(round, salt), slot),
+                            make_ack(signature(round + 254, salt), slot));
+    }
+    // Grants slot to index i if it waits for one in this generation.
+    bool give(Link& link, std::uint32_t i, std::uint32_t slot) {
+        std::uint64_t w = index[i].load(std::memory_order_acquire);
+        if (generation_of(w) != link.generation || slot_of(w) != no_slot) return false;
+        if (!index[i].compare_exchange_strong(w, pack(link.generation, round_of(w), slot), std::memory_order_acq_rel,
+                                              std::memory_order_acquire))
+            return false;
+        write_ack(link, i, round_of(w), slot);
+        return true;
+    }
+    // After a note or a grant was written to the peer: rings its doorbell if it said
+    // it sleeps. That word is in our own segment (the peer wrote it there), so no
+    // remote memory is read; the fence pairs with the one of the peer's
+    // announcement (LocalNode::announce_sleep), so that either the peer's last poll
+    // sees what we wrote or we see that it sleeps.
+    void wake(Link& link) const {
+        std::atomic_thread_fence(std::memory_order_seq_cst);
+        if (asleep_of(load(local_header->status))) link.control->bell.wake();
+    }
+    // Grants slot to the first index that waits for one, from index `first` on.
+    // False when none does (the slot then goes back to the pool). Any thread.
+    bool offer(Link& link, std::uint32_t first, std::uint32_t slot) {
+        for (std::uint32_t k = 0; k < link.k; ++k) {
+            if (give(link, (first + k) % link.k, slot)) {
+                wake(link);
+                return true;
+            }
+        }
+        return false;
+    }
 };
 
-} // namespace
+// SCIRecvBuffer: a received message in a receive slot of the local segment. When
+// the buffer is dropped, its slot is granted to the sender again (or returns to the
+// pool).
+class SciNode::RecvBuffer final : public SingleBuffer {
+public:
+    RecvBuffer(std::shared_ptr<Grants> grants, Link& link, std::uint32_t index, std::uint32_t slot, std::size_t size)
+        : SingleBuffer(grants->local->slot_address(slot), size, size), grants_(std::move(grants)), link_(link),
+          index_(index), slot_(slot) {}
+    ~RecvBuffer() override {
+        if (!grants_->offer(link_, index_, slot_)) grants_->local->release_recv_slot(slot_);
+    }
+
+private:
+    std::shared_ptr<Grants> grants_;
+    Link& link_; // owned by grants_
+    std::uint32_t index_;
+    std::uint32_t slot_;
+};
 
 // A received large message in the local large region of one sender.
 class SciNode::LargeRecvBuffer final : public SingleBuffer {
@@ -153,10 +236,12 @@ NodeParameters NodeParameters::from(const config::Configuration& configuration, 
 SciNode::SciNode(std::shared_ptr<LocalNode> local, NodeParameters parameters)
     : local_(std::move(local)), parameters_(std::move(parameters)),
       local_header_(local_->allocate_local_header(parameters_.peer_index)),
-      local_k_(local_->control().max_outst_buffers),
-      injector_(parameters_.inject_error_rate, parameters_.inject_error_seed),
-      sequence_(injector_.enabled() ? &injector_ : nullptr) {
-    granted_.fill(no_slot);
+      send_k_(local_->control().max_outst_buffers),
+      grants_(std::make_shared<Grants>(local_, local_header_, parameters_.inject_error_rate,
+                                       parameters_.inject_error_seed)),
+      sequence_(grants_->sequence) {
+    for (auto& w : grants_->index)
+        w.store(Grants::pack(0, 0, Grants::unused_slot), std::memory_order_relaxed);
     large_release_ = std::make_shared<LargeRelease>();
     large_release_->local = local_;
     // The region where this peer writes large messages for us: the ring plus room
@@ -167,18 +252,17 @@ SciNode::SciNode(std::shared_ptr<LocalNode> local, NodeParameters parameters)
                                                                 "large." + std::to_string(parameters_.peer)),
                                   large_ring_size + large_capacity_, Pages::on_use); // the sender reserves
     large_release_->region.map();
-    local_->register_flushable(this);
+    local_->register_partner(this);
     current_link();
 }
 
 SciNode::~SciNode() {
-    local_->unregister_flushable(this);
+    local_->unregister_partner(this);
     local_->queued_changed(-static_cast<std::ptrdiff_t>(queue_.size()));
     // Slots granted to the peer go back to the pool; received buffers keep the local
-    // node alive on their own.
-    for (auto slot : granted_) {
-        if (slot != no_slot) local_->release_recv_slot(slot);
-    }
+    // node alive on their own, and give their slots to the pool (a new generation).
+    std::lock_guard lock(recv_mutex_);
+    release_grants(grants_->generation + 1, 0);
     if (hot_slot_ != no_slot) local_->release_recv_slot(hot_slot_);
     forget_large();
     local_->release_local_header(parameters_.peer_index);
@@ -219,28 +303,40 @@ SciNode::Link* SciNode::establish_link() {
         return nullptr; // the lost incarnation
     link->epoch32 = static_cast<std::uint32_t>(epoch);
     link->k = cb.max_outst_buffers;
+    link->slot_offset = cb.slot_offset;
     link->slot_size = cb.slot_size;
     link->slot_count = cb.slot_count;
     link->max_message_size = cb.max_message_size;
     link->header =
         reinterpret_cast<Header*>(link->base + cb.header_offset + local_->parameters().self_index * header_size);
     map_broadcast(*link, LargeDescriptor{}); // best effort; retried on the first broadcast descriptor
-    introduce(*link);
+    {
+        // The first incarnation is introduced at once; a later one only when the
+        // receive side has taken every message of the previous one (receive()).
+        std::lock_guard recv(recv_mutex_);
+        if (recv_link_ == nullptr) introduce(*link);
+    }
     Link* raw = link.get();
-    links_.push_back(std::move(link));
+    grants_->links.push_back(std::move(link));
     link_.store(raw, std::memory_order_release);
+    // A peer that sleeps before we ever connected could not tell us so: its bell's
+    // sleeper count is read here, once per connection (not on the data path).
     raw->control->bell.ring();
     return raw;
 }
 
-// Writes our header at the peer: no notification, a granted slot per index, the
-// large-buffer grants, and our epoch last, so the peer never mixes incarnations.
+// Moves the receive side to this incarnation of the peer and writes our header at
+// the peer: a granted slot per index, the large-buffer grants, and our epoch last,
+// so the peer never mixes incarnations. Our notification words there are left as
+// they are: the partner may not have taken the messages of our previous
+// incarnation yet, and clears them itself when it introduces itself to us. For the
+// same reason we clear the notifications the peer's previous incarnation left in
+// our header only now, when every one of them has been taken; the new incarnation
+// writes none before it sees the grants below. recv_mutex_ held.
 void SciNode::introduce(Link& link) {
-    std::lock_guard lock(recv_mutex_);
-    for (auto& slot : granted_) {
-        if (slot != no_slot) local_->release_recv_slot(slot);
-        slot = no_slot;
-    }
+    grants_->generation = (grants_->generation + 1) & Grants::generation_mask;
+    link.generation = grants_->generation;
+    release_grants(link.generation, link.k);
     if (hot_slot_ != no_slot) local_->release_recv_slot(hot_slot_);
     hot_slot_ = no_slot;
     hot_out_.store(false, std::memory_order_relaxed);
@@ -251,56 +347,91 @@ void SciNode::introduce(Link& link) {
     large_published_ = 0;
     store(link.header->epoch, 0);
     for (std::uint32_t i = 0; i < max_outstanding; ++i) {
-        store(link.header->note[i], 0);
-        store(link.header->ack[i], 0);
-        last_ack_[i] = 0;
-        grant_round_[i] = 0;
+        store(local_header_->index[i].note, 0);
+        store(link.header->index[i].ack, 0);
         resign_[i] = false;
     }
-    store(link.header->freed_hot, 0);
-    for (std::uint32_t i = 0; i < local_k_; ++i) {
-        if (auto slot = local_->allocate_recv_slot()) grant(link, i, *slot);
-    }
+    store_status(link);
+    for (std::uint32_t i = 0; i < link.k; ++i)
+        grant_from_pool(link, i);
     store(link.header->epoch, local_->epoch32());
     recv_link_ = &link;
 }
 
-void SciNode::grant(Link& link, std::uint32_t index, std::uint32_t slot) {
-    const std::uint32_t ack = make_ack(signature(grant_round_[index], salt_of(local_->epoch32())), slot);
-    granted_[index] = slot;
-    sequence_.write_word(&link.header->ack[index], ack, last_ack_[index]);
-    last_ack_[index] = ack;
+// Starts a new generation of grants: every index of the old one lets go of its
+// slot (to the pool), the first k wait for one, the others are unused. Buffers of
+// the old generation then return their slots to the pool. recv_mutex_ held.
+void SciNode::release_grants(std::uint32_t generation, std::uint32_t k) {
+    for (std::uint32_t i = 0; i < max_outstanding; ++i) {
+        const std::uint64_t old = grants_->index[i].exchange(
+            Grants::pack(generation, 0, i < k ? Grants::no_slot : Grants::unused_slot), std::memory_order_acq_rel);
+        const std::uint32_t slot = Grants::slot_of(old);
+        if (slot != Grants::no_slot && slot != Grants::unused_slot) local_->release_recv_slot(slot);
+    }
 }
 
-// Grants pending slots and large buffers released by the application. Receiver.
+// The next message of the receive side's incarnation: one of a batch already
+// taken, or the next notification. recv_mutex_ held.
+BufferPtr SciNode::take_next() {
+    if (!pending_.empty()) {
+        auto b = std::move(pending_.front());
+        pending_.pop_front();
+        stats_.received(b->size());
+        return b;
+    }
+    if (recv_link_ == nullptr) return nullptr;
+    publish_grants(*recv_link_);
+    return take_message(*recv_link_);
+}
+
+// A slot from the pool for index i, if it still waits for one (a dropped buffer
+// may have given it one meanwhile). False when the pool is empty. recv_mutex_ held.
+bool SciNode::grant_from_pool(Link& link, std::uint32_t i) {
+    if (Grants::slot_of(grants_->index[i].load(std::memory_order_acquire)) != Grants::no_slot) return true;
+    const auto slot = local_->allocate_recv_slot();
+    if (!slot) return false;
+    if (!grants_->give(link, i, *slot)) local_->release_recv_slot(*slot);
+    return true;
+}
+
+// Renews the grants of indices whose slot stayed (a message came through the hot
+// slot), grants pending indices from the pool (what no dropped buffer gave back),
+// and publishes the large buffers released by the application. Receiver.
 void SciNode::publish_grants(Link& link) {
     bool rang = false;
-    for (std::uint32_t i = 0; i < local_k_; ++i) {
+    for (std::uint32_t i = 0; i < link.k; ++i) {
+        const std::uint64_t w = grants_->index[i].load(std::memory_order_acquire);
         if (resign_[i]) { // the index's slot stays, for the next round
             resign_[i] = false;
-            grant(link, i, granted_[i]);
+            grants_->write_ack(link, i, Grants::round_of(w), Grants::slot_of(w));
+            rang = true;
+        } else if (Grants::slot_of(w) == Grants::no_slot) {
+            if (!grant_from_pool(link, i)) break;
             rang = true;
         }
-        if (granted_[i] != no_slot) continue;
-        auto slot = local_->allocate_recv_slot();
-        if (!slot) break;
-        grant(link, i, *slot);
-        rang = true;
     }
     const auto freed = large_release_->freed_published.load(std::memory_order_acquire);
     if (freed != large_published_) {
         large_published_ = freed;
-        write_freed_hot(link);
+        store_status(link);
         rang = true;
     }
-    if (rang) link.control->bell.ring();
+    if (rang) grants_->wake(link);
 }
 
-// The release count and the hot slot share one word. It is a plain store, never a
-// repeated stale value (an old release count would look like a count going back).
-void SciNode::write_freed_hot(Link& link) {
-    const std::uint32_t sig = hot_slot_ == no_slot ? 0 : signature(hot_issued_ - 1, salt_of(local_->epoch32()));
-    store(link.header->freed_hot, make_freed_hot(large_published_, sig, hot_slot_ == no_slot ? 0 : hot_slot_));
+// The release count, the hot slot and this process's state share one word, written
+// under the receiver lock from copies kept here (never read back from the peer's
+// segment). A plain store, never a repeated stale value (an old release count would
+// look like a count going back). recv_mutex_ held.
+void SciNode::store_status(Link& link) {
+    const std::uint32_t sig = hot_slot_ == no_slot ? 0 : hot_signature(hot_issued_ - 1, salt_of(local_->epoch32()));
+    store(link.header->status, make_status(large_published_, sig, hot_slot_ == no_slot ? 0 : hot_slot_,
+                                           local_->asleep(), local_->closing()));
+}
+
+void SciNode::write_status() {
+    std::lock_guard lock(recv_mutex_);
+    if (recv_link_ != nullptr) store_status(*recv_link_);
 }
 
 // Grants the peer a hot slot when it has none: the slot freed last, still in this
@@ -320,7 +451,7 @@ void SciNode::offer_hot(Link& link) {
     hot_slot_ = *slot;
     ++hot_issued_;
     hot_out_.store(true, std::memory_order_relaxed);
-    write_freed_hot(link);
+    store_status(link);
 }
 
 // ------------------------------------------------------------------------ loss
@@ -336,7 +467,7 @@ void SciNode::check_peer(Link* link) {
         declare_lost(link, "node " + std::to_string(parameters_.peer) + " (" + parameters_.name +
                                ") restarted; messages to its earlier incarnation are lost");
     } else if (!link->segment.owner_alive()) {
-        const bool closed = std::atomic_ref<std::uint32_t>(link->control->closing).load(std::memory_order_acquire) != 0;
+        const bool closed = closing_of(load(local_header_->status));
         if (closed && unacknowledged(*link) == 0 && queue_depth_.load(std::memory_order_relaxed) == 0) {
             // The peer ended cleanly and took everything: forget the link without an error.
             std::lock_guard lock(link_mutex_);
@@ -357,9 +488,9 @@ std::uint64_t SciNode::unacknowledged(const Link& link) const {
     // index again. sent_ is read without the send lock: a count for the report.
     std::uint64_t count = 0;
     const std::uint64_t sent = sent_.load(std::memory_order_relaxed);
-    for (std::uint32_t i = 0; i < link.k && i < sent; ++i) {
-        const std::uint64_t rounds = (sent - i + link.k - 1) / link.k;
-        if (sig_of(load(local_header_->ack[i])) != signature(rounds, salt_of(link.epoch32))) ++count;
+    for (std::uint32_t i = 0; i < send_k_ && i < sent; ++i) {
+        const std::uint64_t rounds = (sent - i + send_k_ - 1) / send_k_;
+        if (sig_of(load(local_header_->index[i].ack)) != signature(rounds, salt_of(link.epoch32))) ++count;
     }
     return count;
 }
@@ -367,16 +498,18 @@ std::uint64_t SciNode::unacknowledged(const Link& link) const {
 void SciNode::declare_lost(Link* link, const std::string& reason) {
     std::lock_guard lock(link_mutex_);
     if (link_.load(std::memory_order_acquire) != link) return; // already handled
-    dead_epoch_.store(link->epoch32, std::memory_order_relaxed);
-    link_.store(nullptr, std::memory_order_release);
-    next_connect_ = {};
     {
         std::lock_guard lost(lost_mutex_);
         lost_reason_ = reason;
         lost_unacknowledged_ = unacknowledged(*link);
     }
     stats_.error();
+    // Pending before the link goes: whoever sees a later link sees the loss too (the
+    // receive side moves to it only once the loss is reported).
     lost_pending_.store(true, std::memory_order_release);
+    dead_epoch_.store(link->epoch32, std::memory_order_relaxed);
+    link_.store(nullptr, std::memory_order_release);
+    next_connect_ = {};
 }
 
 void SciNode::throw_if_deferred() {
@@ -425,9 +558,9 @@ void SciNode::forget_large() {
 bool SciNode::try_transfer(Link& link, const Buffer& buffer, BufferPtr* owned, const SharedBuffer* shared) {
     if (load(local_header_->epoch) != link.epoch32) return false; // the peer has not introduced itself
     const std::uint64_t n = sent_.load(std::memory_order_relaxed);
-    const std::uint32_t i = static_cast<std::uint32_t>(n % link.k);
-    const std::uint64_t round = n / link.k;
-    const std::uint32_t ack = load(local_header_->ack[i]);
+    const std::uint32_t i = static_cast<std::uint32_t>(n % send_k_);
+    const std::uint64_t round = n / send_k_;
+    const std::uint32_t ack = load(local_header_->index[i].ack);
     if (sig_of(ack) != signature(round, salt_of(link.epoch32))) return false; // no free offset yet
     std::uint32_t slot = ack & ack_slot_mask;
     // The hot slot, when the peer granted one, replaces the index's slot (not for
@@ -435,9 +568,9 @@ bool SciNode::try_transfer(Link& link, const Buffer& buffer, BufferPtr* owned, c
     const std::size_t size = buffer.size();
     bool hot = false;
     if (size >= hot_min_size) {
-        const std::uint32_t freed_hot = load(local_header_->freed_hot);
-        hot = hot_sig_of(freed_hot) == signature(hot_used_, salt_of(link.epoch32));
-        if (hot) slot = hot_slot_of(freed_hot);
+        const std::uint32_t status = load(local_header_->status);
+        hot = hot_sig_of(status) == hot_signature(hot_used_, salt_of(link.epoch32));
+        if (hot) slot = hot_slot_of(status);
     }
     if (slot >= link.slot_count) {
         declare_lost(&link, "node " + std::to_string(parameters_.peer) + " (" + parameters_.name + ") granted slot " +
@@ -516,12 +649,12 @@ bool SciNode::try_transfer(Link& link, const Buffer& buffer, BufferPtr* owned, c
         if (owned != nullptr) owned->reset();
         offer_hot(link);
     }
-    sequence_.write_word(&link.header->note[i], note, last_note_[i]);
+    sequence_.write_word(&link.header->index[i].note, note, last_note_[i]);
     last_note_[i] = note;
     if (hot) ++hot_used_;
     sent_.store(n + 1, std::memory_order_relaxed);
     stats_.sent(size);
-    link.control->bell.ring();
+    grants_->wake(link);
     return true;
 }
 
@@ -553,7 +686,7 @@ void SciNode::record_copy(bool streaming, std::chrono::nanoseconds took, std::ui
 // (the peer is then declared lost). Send lock held.
 bool SciNode::reclaim_large(Link& link) {
     const std::uint32_t newly =
-        (freed_of(load(local_header_->freed_hot)) - static_cast<std::uint32_t>(large_freed_)) & 0xff;
+        (freed_of(load(local_header_->status)) - static_cast<std::uint32_t>(large_freed_)) & 0x7f;
     if (newly > large_live_.size()) {
         declare_lost(&link, "node " + std::to_string(parameters_.peer) + " (" + parameters_.name +
                                 ") released large messages it was never sent");
@@ -588,9 +721,9 @@ std::size_t SciNode::try_transfer_batch(Link& link) {
     if (queue_.size() < 2 || !batchable(queue_[0]) || !batchable(queue_[1])) return 0;
     if (load(local_header_->epoch) != link.epoch32) return 0;
     const std::uint64_t n = sent_.load(std::memory_order_relaxed);
-    const std::uint32_t i = static_cast<std::uint32_t>(n % link.k);
-    const std::uint64_t round = n / link.k;
-    const std::uint32_t ack = load(local_header_->ack[i]);
+    const std::uint32_t i = static_cast<std::uint32_t>(n % send_k_);
+    const std::uint64_t round = n / send_k_;
+    const std::uint32_t ack = load(local_header_->index[i].ack);
     if (sig_of(ack) != signature(round, salt_of(link.epoch32))) return 0;
     const std::uint32_t slot = ack & ack_slot_mask;
     if (slot >= link.slot_count || !reclaim_large(link)) return 0; // try_transfer reports a bad slot
@@ -620,10 +753,10 @@ std::size_t SciNode::try_transfer_batch(Link& link) {
     sequence_.copy(link.slot(slot), d.data(), count * sizeof(LargeDescriptor));
     const std::uint32_t note = make_note(signature(round, salt_of(local_->epoch32())), true,
                                          static_cast<std::uint32_t>(count * sizeof(LargeDescriptor)));
-    sequence_.write_word(&link.header->note[i], note, last_note_[i]);
+    sequence_.write_word(&link.header->index[i].note, note, last_note_[i]);
     last_note_[i] = note;
     sent_.store(n + 1, std::memory_order_relaxed);
-    link.control->bell.ring();
+    grants_->wake(link);
     return count;
 }
 
@@ -732,27 +865,37 @@ bool SciNode::flush(std::chrono::nanoseconds timeout) {
 // --------------------------------------------------------------------- receive
 
 BufferPtr SciNode::take_message(Link& link) {
-    const std::uint32_t i = static_cast<std::uint32_t>(received_ % local_k_);
-    const std::uint64_t round = received_ / local_k_;
-    const std::uint32_t note = load(local_header_->note[i]);
+    const std::uint32_t i = static_cast<std::uint32_t>(received_ % link.k);
+    const std::uint64_t round = received_ / link.k;
+    const std::uint32_t note = load(local_header_->index[i].note);
     if (sig_of(note) != signature(round, salt_of(link.epoch32))) return nullptr;
-    if (granted_[i] == no_slot) return nullptr; // a note on an index we did not grant: ignore it
+    const std::uint64_t w = grants_->index[i].load(std::memory_order_acquire);
+    const std::uint32_t granted = Grants::slot_of(w);
+    if (granted == Grants::no_slot || granted == Grants::unused_slot)
+        return nullptr; // a note on an index we did not grant: ignore it
     const std::uint32_t size = note & note_size_mask;
     const bool large = (note & note_large_flag) != 0;
     const bool hot = (note & note_hot_flag) != 0;
     ++received_;
-    ++grant_round_[i];
+    const std::uint32_t next = Grants::next_round(Grants::round_of(w));
+    // The index keeps its slot for the next round: granted again at once.
+    auto keep = [&] {
+        grants_->index[i].store(Grants::pack(link.generation, next, granted), std::memory_order_release);
+        grants_->write_ack(link, i, next, granted);
+    };
     if (hot && hot_slot_ == no_slot) {
-        grant(link, i, granted_[i]);
+        keep();
         violation_ = "node " + std::to_string(parameters_.peer) + " used a hot slot it was not granted";
         return nullptr;
     }
-    // A message in the hot slot leaves the index's slot granted for the next round.
-    const std::uint32_t slot = hot ? hot_slot_ : granted_[i];
+    // A message in the hot slot leaves the index's slot granted for the next round
+    // (publish_grants renews its signature).
+    const std::uint32_t slot = hot ? hot_slot_ : granted;
     if (hot) {
         hot_slot_ = no_slot;
         hot_out_.store(false, std::memory_order_relaxed);
         resign_[i] = true;
+        grants_->index[i].store(Grants::pack(link.generation, next, granted), std::memory_order_release);
     }
     BufferPtr buffer;
     if (!large) {
@@ -760,14 +903,17 @@ BufferPtr SciNode::take_message(Link& link) {
             if (hot) {
                 local_->release_recv_slot(slot);
             } else {
-                grant(link, i, slot);
+                keep();
             }
             violation_ = "node " + std::to_string(parameters_.peer) + " sent a size word of " + std::to_string(size) +
                          " bytes for a slot of " + std::to_string(local_->control().slot_size);
             return nullptr;
         }
-        buffer = std::make_unique<RecvBuffer>(local_, slot, size);
-        if (!hot) granted_[i] = no_slot;
+        // The index waits for a slot: this buffer's when it is dropped, or one from
+        // the pool on the next receive.
+        if (!hot)
+            grants_->index[i].store(Grants::pack(link.generation, next, Grants::no_slot), std::memory_order_release);
+        buffer = std::make_unique<RecvBuffer>(grants_, link, i, slot, size);
     } else {
         // One descriptor, or several (a batch of queued broadcast messages); the
         // first is handed out now, the others by the next receive calls.
@@ -805,7 +951,7 @@ BufferPtr SciNode::take_message(Link& link) {
         if (hot) {
             local_->release_recv_slot(slot);
         } else {
-            grant(link, i, slot);
+            keep();
         }
         if (!valid) {
             pending_.clear();
@@ -816,7 +962,7 @@ BufferPtr SciNode::take_message(Link& link) {
     // With several outstanding messages the peer needs this index again only after
     // the others, so its grant waits for the next receive call (off the latency
     // path); with one, it is written before the message is handed out.
-    if (local_k_ == 1) publish_grants(link);
+    if (link.k == 1) publish_grants(link);
     buffer->set_source(parameters_.peer);
     stats_.received(buffer->size());
     return buffer;
@@ -848,27 +994,36 @@ void SciNode::publish_pending() {
     if (recv_link_ != nullptr) publish_grants(*recv_link_);
 }
 
+// The order a restarted peer's messages come in: every message of the old
+// incarnation, then its loss (once, unless a send raised it already), then the
+// messages of the new one. The receive side stays with the old incarnation until it
+// has nothing more and the loss is reported; only then does it introduce itself to
+// the new one, which cannot send before that.
 BufferPtr SciNode::receive() {
     local_->progress();
     Link* link = current_link();
     std::string violation;
     {
         std::lock_guard lock(recv_mutex_);
-        if (!pending_.empty()) {
-            auto b = std::move(pending_.front());
-            pending_.pop_front();
-            stats_.received(b->size());
-            return b;
-        }
-        if (recv_link_ != nullptr) {
-            publish_grants(*recv_link_);
-            if (auto b = take_message(*recv_link_)) return b;
-        }
+        if (auto b = take_next()) return b;
         violation.swap(violation_);
     }
     if (!violation.empty() && link != nullptr) declare_lost(link, violation + "; the connection is dropped");
     check_peer(link);
+    if (lost_pending_.load(std::memory_order_acquire)) {
+        // The loss was found after the poll above: a message the peer wrote before it
+        // went is visible now, and comes before the loss.
+        std::lock_guard lock(recv_mutex_);
+        if (auto b = take_next()) return b;
+    }
     throw_if_lost();
+    if (Link* now = link_.load(std::memory_order_acquire); now != nullptr) {
+        std::lock_guard lock(recv_mutex_);
+        if (recv_link_ != now && !lost_pending_.load(std::memory_order_acquire)) {
+            if (auto b = take_next()) return b;
+            introduce(*now);
+        }
+    }
     return nullptr;
 }
 

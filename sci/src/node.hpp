@@ -41,7 +41,7 @@ struct NodeParameters {
     static NodeParameters from(const config::Configuration& configuration, const LocalNode& local, NodeId peer);
 };
 
-class SciNode final : public Node, private Flushable {
+class SciNode final : public Node, private Partner {
 public:
     SciNode(std::shared_ptr<LocalNode> local, NodeParameters parameters);
     ~SciNode() override;
@@ -69,7 +69,9 @@ private:
         SharedBuffer shared;
         [[nodiscard]] const Buffer& buffer() const { return owned ? *owned : *shared; }
     };
+    struct Grants;       // shared with receive buffers
     struct LargeRelease; // shared with large receive buffers
+    class RecvBuffer;
     class LargeRecvBuffer;
 
     template <class B>
@@ -97,23 +99,25 @@ private:
     // message), once. Send lock held.
     void throw_if_deferred();
     std::uint64_t unacknowledged(const Link& link) const;
+    BufferPtr take_next();
     BufferPtr take_message(Link& link);
-    void grant(Link& link, std::uint32_t index, std::uint32_t slot);
+    bool grant_from_pool(Link& link, std::uint32_t index);
+    void release_grants(std::uint32_t generation, std::uint32_t k);
     void publish_grants(Link& link);
-    void write_freed_hot(Link& link);
+    void store_status(Link& link);
+    void write_status() override;
     void offer_hot(Link& link);
 
     std::shared_ptr<LocalNode> local_;
     NodeParameters parameters_;
-    Header* local_header_;  // the peer writes here
-    std::uint32_t local_k_; // outstanding messages the peer may have towards us
-    ErrorInjector injector_;
-    Sequence sequence_;
+    Header* local_header_; // the peer writes here
+    std::uint32_t send_k_; // outstanding messages towards the peer: our max_outst_buffers
+    std::shared_ptr<Grants> grants_;
+    Sequence& sequence_; // grants_->sequence: transfers to the peer, with their error injection
     StatsCounters stats_;
 
     std::mutex link_mutex_; // order: send_mutex_ -> link_mutex_ -> recv_mutex_
     std::atomic<Link*> link_{nullptr};
-    std::vector<std::unique_ptr<Link>> links_; // kept mapped until the node dies
     std::atomic<std::uint32_t> dead_epoch_{0}; // the incarnation declared lost; read by checks without a lock
     std::chrono::steady_clock::time_point next_connect_{};
     std::uint64_t large_capacity_ = 0;
@@ -143,9 +147,6 @@ private:
     std::uint64_t received_ = 0;
     std::uint64_t large_received_ = 0;
     static constexpr std::uint32_t no_slot = 0xffffffffu;
-    std::array<std::uint32_t, max_outstanding> granted_{};     // slot granted per index
-    std::array<std::uint64_t, max_outstanding> grant_round_{}; // round of that grant
-    std::array<std::uint32_t, max_outstanding> last_ack_{};
     std::array<bool, max_outstanding> resign_{}; // the slot stays granted; its ack awaits the next round's signature
     std::shared_ptr<LargeRelease> large_release_;
     std::uint64_t large_published_ = 0;

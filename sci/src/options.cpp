@@ -22,15 +22,15 @@ const std::vector<std::string>& Options::keys() {
 
 void Options::set(const std::string& key, const config::Value& value) {
     if (key == "max_outst_buffers") {
-        if (auto n = value.integer(1, 7)) max_outst_buffers = static_cast<std::uint32_t>(*n);
+        if (auto n = value.integer(1, 15)) max_outst_buffers = static_cast<std::uint32_t>(*n);
     } else if (key == "recv_seg_id") {
         if (auto n = value.integer(0, u32)) recv_seg_id = static_cast<std::uint32_t>(*n);
     } else if (key == "recv_seg_size") {
         if (auto n = value.size()) recv_seg_size = *n;
     } else if (key == "header_area_size") {
         if (auto n = value.size()) {
-            if (*n % 64 != 0) {
-                value.report("a multiple of 64 bytes (one 64-byte header per remote node)");
+            if (*n % 128 != 0) {
+                value.report("a multiple of 128 bytes (one 128-byte header per node)");
             } else {
                 header_area_size = *n;
             }

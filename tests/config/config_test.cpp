@@ -148,6 +148,17 @@ TEST(ConfigDefaults, NodeScopeSciWinsOverTopLevelWhichWinsOverDefault) {
     EXPECT_EQ(c.section<SciOptions>(c.node(2)).send_buffer_size, 8 * KiB); // default
 }
 
+// "max_outst_buffers: the value configured for the sending node (its node scope,
+// else the top-level sci context); its range is 1..15".
+TEST(ConfigValues, MaxOutstBuffersTakesOneToFifteenAtTheTopLevelOrInANodesScope) {
+    const auto c =
+        load_text("sci:\n  max_outst_buffers: 15\n", "nodes:\n  - {id: 1, sci: {max_outst_buffers: 1}}\n  - {id: 2}\n");
+    EXPECT_EQ(c.section<SciOptions>(c.node(1)).max_outst_buffers, 1u);  // node scope
+    EXPECT_EQ(c.section<SciOptions>(c.node(2)).max_outst_buffers, 15u); // top level
+    EXPECT_EQ(errors_of("", "nodes:\n  - {id: 1, sci: {max_outst_buffers: 16}}\n"),
+              "nodes.yaml:2:38: nodes[0].sci.max_outst_buffers: expected an integer from 1 to 15, found '16'");
+}
+
 TEST(ConfigValues, SizesAcceptUnitsOfPowersOf1024) {
     EXPECT_EQ(parse_size("8192"), 8192u);
     EXPECT_EQ(parse_size("8KiB"), 8 * KiB);
@@ -324,8 +335,10 @@ TEST(ConfigErrors, ZeroNegativeAndHugeSizesAreRefused) {
               "network.yaml:1:19: max_message_size: expected a size from 1 byte to 2GiB, found '3GiB'");
     EXPECT_EQ(errors_of("sci: {recv_buffer_size: 100}\n"),
               "network.yaml:1:25: sci.recv_buffer_size: expected a multiple of 64 bytes, found '100'");
-    EXPECT_EQ(errors_of("sci: {max_outst_buffers: 8}\n"),
-              "network.yaml:1:26: sci.max_outst_buffers: expected an integer from 1 to 7, found '8'");
+    EXPECT_EQ(errors_of("sci: {max_outst_buffers: 16}\n"),
+              "network.yaml:1:26: sci.max_outst_buffers: expected an integer from 1 to 15, found '16'");
+    EXPECT_EQ(errors_of("sci: {max_outst_buffers: 0}\n"),
+              "network.yaml:1:26: sci.max_outst_buffers: expected an integer from 1 to 15, found '0'");
     EXPECT_EQ(errors_of("sci: {recv_seg_id: -1}\n"),
               "network.yaml:1:20: sci.recv_seg_id: expected an integer from 0 to 4294967295, found '-1'");
     EXPECT_EQ(errors_of("sci: {inject_error_rate: 1.0}\n"),
@@ -424,8 +437,8 @@ TEST(ConfigErrors, EveryProblemIsReportedAtOnceInFileOrder) {
     const std::vector<std::string> expected = {
         "network.yaml:1:13: technology: expected one of auto, sci, tcp, found 'carrier-pigeon'",
         "network.yaml:3:19: sci.recv_buffer_no: expected an integer from 1 to 4294967295, found '0'",
-        "network.yaml:4:21: sci.header_area_size: expected a multiple of 64 bytes (one 64-byte header per remote "
-        "node), found '100'",
+        "network.yaml:4:21: sci.header_area_size: expected a multiple of 128 bytes (one 128-byte header per node), "
+        "found '100'",
         "network.yaml:6:13: groups.farm[1]: expected a node id of nodes.yaml (1), found '99'",
         "nodes.yaml:2:19: nodes[0].port: expected a port from 0 to 65535, found '70000'",
         "nodes.yaml:3:10: nodes[1].id: expected a unique node id (nodes[0] has it), found '1'",

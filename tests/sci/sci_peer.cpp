@@ -2,19 +2,50 @@
 // same one the test builds) and streams, receives or idles, printing one line per
 // step on stdout so the test can wait on it.
 //   sci_peer PARTITION NODES SELF PEER MODE [COUNT] [SIZE] [PEER_TIMEOUT_MS]
-// MODE: stream (send COUNT numbered messages, or forever if 0), idle (until
+// MODE: stream (send COUNT numbered messages, or forever if 0), burst (send COUNT
+// numbered messages, flush them, print "sent COUNT", then stay until killed),
+// blind-stream (stream, after making this process's mapping of the partner's
+// control block inaccessible: any read of it kills the process), idle (until
 // killed), receive (take COUNT messages and check them), echo (send every received
 // buffer back as it is, until killed or the partner is lost).
 #include <msgpass/sci/options.hpp>
+#include <msgpass/sci/protocol.hpp>
+
+#include "remote_memory.hpp"
 
 #include "../support/partition.hpp"
 
 #include <csignal>
 #include <cstdio>
 #include <cstdlib>
+#include <fstream>
 #include <iostream>
+#include <sstream>
+#include <sys/mman.h>
 #include <sys/prctl.h>
 #include <unistd.h>
+
+namespace {
+
+// Makes the first page (the control block) of this process's mapping of the shared
+// object `name` inaccessible. False when there is no such mapping.
+bool hide_control_block(const std::string& name) {
+    std::ifstream maps("/proc/self/maps");
+    const std::string path = "/dev/shm" + name;
+    for (std::string line; std::getline(maps, line);) {
+        if (line.size() < path.size() || line.compare(line.size() - path.size(), path.size(), path) != 0) continue;
+        std::istringstream fields(line); // start-end perms offset ...
+        std::string range, perms, offset;
+        fields >> range >> perms >> offset;
+        if (std::stoull(offset, nullptr, 16) != 0) continue;
+        const auto start = static_cast<std::uintptr_t>(std::stoull(range, nullptr, 16));
+        return ::mprotect(reinterpret_cast<void*>(start), // NOLINT(performance-no-int-to-ptr): from /proc/self/maps
+                          msgpass::sci::control_block_size, PROT_NONE) == 0;
+    }
+    return false;
+}
+
+} // namespace
 
 int main(int argc, char** argv) {
     using namespace msgpass;
@@ -39,7 +70,12 @@ int main(int argc, char** argv) {
         auto node = factory->create_node(peer);
         std::printf("ready\n");
         std::fflush(stdout);
-        if (mode == "stream") {
+        if (mode == "blind-stream" &&
+            !hide_control_block(sci::VirtualDevice(partition).segment_name(peer, c.node(peer).sci.recv_seg_id))) {
+            std::printf("error: no mapping of node %u's segment\n", peer);
+            return 1;
+        }
+        if (mode == "stream" || mode == "burst" || mode == "blind-stream") {
             for (std::uint64_t i = 0; count == 0 || i < count; ++i) {
                 for (;;) {
                     try {
@@ -54,8 +90,18 @@ int main(int argc, char** argv) {
                     std::fflush(stdout);
                 }
             }
-            node->flush(std::chrono::seconds(10));
+            if (!node->flush(std::chrono::seconds(10))) {
+                std::printf("flush timed out with %llu queued\n",
+                            static_cast<unsigned long long>(node->stats().queue_depth));
+                std::fflush(stdout);
+            }
             std::printf("sent %llu\n", static_cast<unsigned long long>(count));
+            if (mode == "burst") {
+                std::fflush(stdout);
+                ::prctl(PR_SET_PDEATHSIG, SIGKILL); // a test that dies must not leave it
+                for (;;)
+                    ::pause(); // until the test kills it
+            }
         } else if (mode == "idle") {
             ::prctl(PR_SET_PDEATHSIG, SIGKILL); // a test that dies must not leave it idling forever
             for (;;)

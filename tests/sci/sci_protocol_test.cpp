@@ -15,8 +15,12 @@
 
 #include <gtest/gtest.h>
 
+#include <array>
 #include <atomic>
 #include <cmath>
+#include <condition_variable>
+#include <deque>
+#include <mutex>
 #include <random>
 #include <thread>
 
@@ -272,6 +276,284 @@ TEST(SciBroadcast, QueuedBroadcastWithTwoPercentInjectedErrorsArrivesAtEveryMemb
     queued_broadcast_arrives_everywhere(0.02);
 }
 
+// -------------------------------------------------------- outstanding buffers
+
+// "max_outst_buffers: the value configured for the sending node (its node scope,
+// else the top-level sci context) is how many receive buffers the receiving node
+// reserves for that sender; its range is 1..15". Node 1 has 15 (node scope), node 2
+// 1 (the top level), and the receiver, node 3, 4 of its own. Before the receiver
+// takes anything, node 1 has handed over 15 messages and node 2 one, the rest wait
+// in their send queues; then both stream, and every message arrives once, in order.
+TEST(SciOutstandingBuffers, EachSenderHasItsOwnMaxOutstBuffersOutstandingAtTheSameReceiver) {
+    const SegmentCleanup segments(partition_for_test());
+    auto c = make_configuration("sci", segments.partition(), 3,
+                                [](config::Configuration& c) { c.sci.max_outst_buffers = 1; });
+    c.nodes[0].sci.max_outst_buffers = 15;
+    c.nodes[2].sci.max_outst_buffers = 4;
+    auto a = NodeFactory::create(c, 1);
+    auto b = NodeFactory::create(c, 2);
+    auto r = NodeFactory::create(c, 3);
+    auto from_a = r->create_node(1); // the receiver connects and grants its slots
+    auto from_b = r->create_node(2);
+    auto a_to_r = a->create_node(3);
+    auto b_to_r = b->create_node(3);
+
+    constexpr std::uint64_t first = 20;
+    for (std::uint64_t i = 0; i < first; ++i) {
+        a_to_r->send(make_message(*a, 100, 1, i));
+        b_to_r->send(make_message(*b, 100, 2, i));
+    }
+    EXPECT_EQ(a_to_r->stats().messages_sent, 15u);
+    EXPECT_EQ(a_to_r->stats().queue_depth, first - 15) << "node 1 (max_outst_buffers 15)";
+    EXPECT_EQ(b_to_r->stats().messages_sent, 1u);
+    EXPECT_EQ(b_to_r->stats().queue_depth, first - 1) << "node 2 (max_outst_buffers 1)";
+
+    constexpr std::uint64_t n = 3000;
+    std::atomic<bool> stop{false};
+    auto stream = [&](NodeFactory& f, Node& to, std::uint32_t id) {
+        for (std::uint64_t i = first; i < n && !stop.load(); ++i) {
+            for (;;) {
+                try {
+                    to.send(make_message(f, 24 + i % 300, id, i));
+                    break;
+                } catch (const SendQueueFull&) {
+                    (void)to.flush(1ms);
+                }
+            }
+        }
+        const auto deadline = Clock::now() + 30s;
+        while (!stop.load() && !to.flush(10ms) && Clock::now() < deadline) {
+        }
+    };
+    std::thread sender_a([&] { stream(*a, *a_to_r, 1); });
+    std::thread sender_b([&] { stream(*b, *b_to_r, 2); });
+
+    auto group = r->create_group();
+    group->add(from_a);
+    group->add(from_b);
+    std::array<std::uint64_t, 3> next{};
+    std::string error;
+    try {
+        while (next[1] < n || next[2] < n) {
+            auto m = group->receive(20s);
+            if (!m) {
+                error = "stalled at " + std::to_string(next[1]) + " from node 1 and " + std::to_string(next[2]) +
+                        " from node 2";
+                break;
+            }
+            const auto h = check_payload(*m);
+            if (h.stream != m->source() || (h.stream != 1 && h.stream != 2) || h.seq != next[h.stream]) {
+                error = "message " + std::to_string(h.seq) + " of node " + std::to_string(m->source()) + " arrived";
+                break;
+            }
+            ++next[h.stream];
+        }
+    } catch (const std::string& e) {
+        error = e;
+    }
+    stop.store(true);
+    sender_a.join();
+    sender_b.join();
+    EXPECT_EQ(error, "");
+    EXPECT_EQ(next[1], n);
+    EXPECT_EQ(next[2], n);
+    EXPECT_EQ(group->receive(), nullptr) << "a message was delivered twice";
+}
+
+// A receiver reserves for each sender as many slots as the sender's value, so its
+// pool must cover their sum: a node with too few fails at start and says why.
+TEST(SciOutstandingBuffers, AReceiverWithFewerSlotsThanItsSendersReserveFailsClearlyAtStart) {
+    auto c = make_configuration("sci", partition_for_test(), 3,
+                                [](config::Configuration& c) { c.sci.max_outst_buffers = 15; });
+    c.nodes[2].sci.recv_buffer_no = 29;
+    try {
+        auto r = NodeFactory::create(c, 3);
+        FAIL() << "a node with 29 slots for two senders of 15 started";
+    } catch (const ConfigError& e) {
+        EXPECT_NE(std::string(e.what()).find("recv_buffer_no: expected at least the sum of the other nodes' "
+                                             "max_outst_buffers = 30 slots, found 29"),
+                  std::string::npos)
+            << e.what();
+    }
+    c.nodes[2].sci.recv_buffer_no = 30;
+    EXPECT_NO_THROW(NodeFactory::create(c, 3));
+}
+
+// ------------------------------------------------------------ receive slots
+
+// "A released receive buffer gives its offset back to the sender without waiting
+// for the receiver's next receive call". The receiver has exactly the slots it
+// grants the sender (4), holds the 4 messages it took, and the sender's fifth
+// message waits in its queue. Dropping one buffer, with no receive call after it,
+// lets the fifth go.
+TEST(SciReceiveSlots, ADroppedBufferGivesItsSlotBackToTheSenderWithoutAnotherReceive) {
+    constexpr std::uint32_t k = 4;
+    auto c = make_configuration("sci", partition_for_test(), 2, [](config::Configuration& c) {
+        c.sci.max_outst_buffers = k;
+        c.sci.recv_buffer_no = k; // no slot beyond those granted to the one sender
+    });
+    auto a = NodeFactory::create(c, 1);
+    auto b = NodeFactory::create(c, 2);
+    auto to_b = a->create_node(2);
+    auto from_a = b->create_node(1);
+    for (std::uint64_t i = 0; i <= k; ++i)
+        to_b->send(make_message(*a, 100, 1, i));
+    ASSERT_EQ(to_b->stats().queue_depth, 1u) << "the sender had more than " << k << " slots";
+    std::vector<BufferPtr> held;
+    for (std::uint64_t i = 0; i < k; ++i) {
+        held.push_back(from_a->receive(10s));
+        ASSERT_NE(held.back(), nullptr) << "message " << i;
+        ASSERT_EQ(check_payload(*held.back()).seq, i);
+    }
+    EXPECT_FALSE(to_b->flush(50ms)) << "the fifth message went while every slot was held";
+    held.erase(held.begin()); // message 0: its slot goes back to the sender now
+    EXPECT_TRUE(to_b->flush(10s)) << "the queued message still waits for a slot";
+    EXPECT_EQ(to_b->stats().queue_depth, 0u);
+    auto fifth = from_a->receive(10s);
+    ASSERT_NE(fifth, nullptr);
+    EXPECT_EQ(check_payload(*fifth).seq, k);
+    for (std::size_t i = 0; i < held.size(); ++i)
+        EXPECT_EQ(check_payload(*held[i]).seq, i + 1) << "a held message was overwritten";
+}
+
+// The receiver thread hands every message to a worker thread that checks and drops
+// it, so grants are written by the worker while the receiver takes the next
+// messages and grants from the pool (a pool of 2 slots beyond the sender's 4). Every
+// message arrives once, in order, intact.
+TEST(SciReceiveSlots, BuffersDroppedByAnotherThreadWhileTheReceiverGoesOnArriveOnceInOrder) {
+    auto c = make_configuration("sci", partition_for_test(), 2, [](config::Configuration& c) {
+        c.sci.max_outst_buffers = 4;
+        c.sci.recv_buffer_no = 6;
+    });
+    auto a = NodeFactory::create(c, 1);
+    auto b = NodeFactory::create(c, 2);
+    auto to_b = a->create_node(2);
+    auto from_a = b->create_node(1);
+    constexpr std::uint64_t n = 20000;
+    std::atomic<bool> stop{false};
+    std::thread sender([&] {
+        for (std::uint64_t i = 0; i < n && !stop.load(); ++i) {
+            for (;;) {
+                try {
+                    to_b->send(make_message(*a, 24 + i % 500, 1, i));
+                    break;
+                } catch (const SendQueueFull&) {
+                    (void)to_b->flush(1ms);
+                }
+            }
+        }
+        const auto deadline = Clock::now() + 30s;
+        while (!stop.load() && !to_b->flush(10ms) && Clock::now() < deadline) {
+        }
+    });
+    std::mutex mutex;
+    std::condition_variable cv;
+    std::deque<BufferPtr> handed;
+    bool done = false;
+    std::string worker_error;
+    std::uint64_t checked = 0;
+    std::thread worker([&] {
+        for (;;) {
+            BufferPtr m;
+            {
+                std::unique_lock lock(mutex);
+                cv.wait(lock, [&] { return done || !handed.empty(); });
+                if (handed.empty()) return;
+                m = std::move(handed.front());
+                handed.pop_front();
+            }
+            try {
+                const auto h = check_payload(*m);
+                if (h.seq != checked && worker_error.empty())
+                    worker_error = "message " + std::to_string(h.seq) + " when " + std::to_string(checked) + " was due";
+            } catch (const std::string& e) {
+                if (worker_error.empty()) worker_error = e;
+            }
+            ++checked;
+            m.reset(); // the worker's drop grants the slot
+        }
+    });
+    std::string error;
+    for (std::uint64_t i = 0; i < n; ++i) {
+        auto m = from_a->receive(20s);
+        if (!m) {
+            error = "stalled at " + std::to_string(i);
+            break;
+        }
+        std::lock_guard lock(mutex);
+        handed.push_back(std::move(m));
+        cv.notify_one();
+    }
+    {
+        std::lock_guard lock(mutex);
+        done = true;
+        cv.notify_one();
+    }
+    worker.join();
+    stop.store(true);
+    sender.join();
+    EXPECT_EQ(error, "");
+    EXPECT_EQ(worker_error, "");
+    EXPECT_EQ(checked, n);
+    EXPECT_EQ(from_a->receive(), nullptr) << "a message was delivered twice";
+}
+
+// ---------------------------------------------------------------- doorbell
+
+// A receiver that sleeps says so in its header in the sender's segment, which is
+// where the sender looks (its own memory). A sender that publishes after that rings
+// the receiver's doorbell; one whose receiver does not sleep makes no system call.
+// Node 2 receives, node 1 sends; the test watches node 2's status word in node 1's
+// segment and node 2's doorbell.
+TEST(SciDoorbell, ASleepingReceiverIsRungAndAnAwakeOneIsNot) {
+    const SegmentCleanup segments(partition_for_test());
+    auto c = make_configuration("sci", segments.partition(), 2,
+                                [](config::Configuration& c) { c.sci.max_outst_buffers = 4; });
+    auto a = NodeFactory::create(c, 1);
+    auto b = NodeFactory::create(c, 2);
+    auto to_b = a->create_node(2);
+    auto from_a = b->create_node(1);
+    sci::VirtualDevice device(segments.partition());
+    sci::RemoteSegment segment_a, segment_b;
+    ASSERT_TRUE(segment_a.connect(device.segment_name(1, c.sci.recv_seg_id)));
+    ASSERT_TRUE(segment_b.connect(device.segment_name(2, c.sci.recv_seg_id)));
+    segment_a.map();
+    segment_b.map();
+    auto* status = &reinterpret_cast<sci::Header*>(segment_a.address() + sci::control_block_size + sci::header_size)
+                        ->status; // node 2's header in node 1's segment
+    auto& bell = reinterpret_cast<sci::ControlBlock*>(segment_b.address())->bell;
+    auto asleep = [&] { return sci::asleep_of(std::atomic_ref<std::uint32_t>(*status).load()); };
+
+    // Awake: node 2 polls without waiting; the sends ring nothing.
+    ASSERT_FALSE(asleep());
+    const std::uint32_t rung_before = bell.sequence.load();
+    for (std::uint64_t i = 0; i < 100; ++i) {
+        to_b->send(make_message(*a, 64, 1, i));
+        BufferPtr m;
+        const auto until = Clock::now() + 10s;
+        while (!m && Clock::now() < until)
+            m = from_a->receive();
+        ASSERT_NE(m, nullptr) << "message " << i;
+    }
+    EXPECT_EQ(bell.sequence.load(), rung_before) << "a sender rang a receiver that was awake";
+
+    // Asleep: node 2 waits in receive(10 s) and announces it; node 1's send rings.
+    BufferPtr got;
+    std::thread receiver([&] { got = from_a->receive(10s); });
+    const auto until = Clock::now() + 10s;
+    while (!asleep() && Clock::now() < until)
+        std::this_thread::yield();
+    const bool announced = asleep();
+    const std::uint32_t rung = bell.sequence.load();
+    to_b->send(make_message(*a, 64, 1, 100));
+    receiver.join();
+    ASSERT_TRUE(announced) << "node 2 never said it sleeps";
+    ASSERT_NE(got, nullptr);
+    EXPECT_EQ(check_payload(*got).seq, 100u);
+    EXPECT_NE(bell.sequence.load(), rung) << "the sender did not ring the sleeping receiver";
+    EXPECT_FALSE(asleep()) << "node 2 still says it sleeps after it woke";
+}
+
 // ------------------------------------------------------------------ hot slot
 
 std::vector<std::string> echo_args(const std::string& partition) {
@@ -281,7 +563,7 @@ std::vector<std::string> echo_args(const std::string& partition) {
 // The grant word node 2 wrote into node 1's segment: its hot slot for node 1.
 std::uint32_t hot_signature_granted_by_peer(const sci::RemoteSegment& own) {
     auto* header = reinterpret_cast<sci::Header*>(own.address() + sci::control_block_size + sci::header_size);
-    return sci::hot_sig_of(std::atomic_ref<std::uint32_t>(header->freed_hot).load(std::memory_order_acquire));
+    return sci::hot_sig_of(std::atomic_ref<std::uint32_t>(header->status).load(std::memory_order_acquire));
 }
 
 // Node 1 (here) sends a fresh message, node 2 (a process) echoes it, node 1 sends

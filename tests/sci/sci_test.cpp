@@ -16,6 +16,7 @@
 #include <optional>
 #include <pwd.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
 #include <thread>
 #include <time.h>
 
@@ -331,6 +332,55 @@ TEST(SciPeerLife, ARestartedPeerIsRecognisedAndTrafficResumes) {
     EXPECT_EQ(second.wait_for_line("sent", 10s), "sent 500");
 }
 
+// "A restarted peer's loss comes before its new process's first message": the old
+// process hands over three messages that the test has not taken and is killed; the
+// new process introduces itself in this node's segment and has three messages of
+// its own to send. A send to the peer notices the restart and a flush connects to
+// the new process before the test receives anything. The test must still get the
+// old messages, then the loss once, then the new ones.
+TEST(SciPeerLife, ARestartedPeersOldMessagesComeFirstThenItsLossThenItsNewMessages) {
+    const SegmentCleanup segments(partition_for_test()); // killed peers leave segments behind
+    const auto& partition = segments.partition();
+    auto c = sci_configuration(partition, 2, 300ms);
+    auto self = NodeFactory::create(c, 1);
+    auto peer = self->create_node(2);
+    constexpr std::size_t old_size = 100, new_size = 200;
+    std::vector<std::string> events;
+    auto take = [&](std::chrono::milliseconds timeout) {
+        try {
+            auto m = peer->receive(timeout);
+            if (!m) return;
+            const auto h = check_payload(*m);
+            const std::string which = m->size() == old_size   ? "old "
+                                      : m->size() == new_size ? "new "
+                                                              : std::to_string(m->size()) + " B ";
+            events.push_back(which + std::to_string(h.seq));
+        } catch (const PeerLost& e) {
+            EXPECT_EQ(e.peer(), 2u);
+            events.emplace_back("lost");
+        }
+    };
+    {
+        ChildProcess first(peer_args(partition, 2, 2, 1, "burst", 3, old_size, 300));
+        ASSERT_EQ(first.wait_for_line("ready", 10s), "ready");
+        take(0ms); // connects to the first process, which then may send
+        ASSERT_EQ(first.read_line(10s), "sent 3") << "the first process did not hand its messages over";
+        first.kill(SIGKILL);
+        first.wait();
+    }
+    ChildProcess second(peer_args(partition, 2, 2, 1, "burst", 3, new_size, 300));
+    ASSERT_EQ(second.wait_for_line("ready", 10s), "ready"); // it introduced itself in our segment
+    peer->send(make_message(*self, 64, 1, 0));
+    (void)peer->flush(2s);
+
+    const auto deadline = std::chrono::steady_clock::now() + 20s;
+    while (events.size() < 7 && std::chrono::steady_clock::now() < deadline)
+        take(100ms);
+    const std::vector<std::string> expected{"old 0", "old 1", "old 2", "lost", "new 0", "new 1", "new 2"};
+    EXPECT_EQ(events, expected);
+    EXPECT_EQ(peer->receive(), nullptr) << "nothing follows, and PeerLost is raised once";
+}
+
 TEST(SciPeerLife, ASenderGetsPeerLostWhenItsReceiverIsKilled) {
     const SegmentCleanup segments(partition_for_test()); // killed peers leave segments behind
     const auto& partition = segments.partition();
@@ -362,6 +412,47 @@ TEST(SciPeerLife, ASenderGetsPeerLostWhenItsReceiverIsKilled) {
         }
     }
     EXPECT_TRUE(lost);
+}
+
+// ------------------------------------------------------------- data path
+
+// "No remote reads on the data path": once connected, a sender reads nothing of the
+// receiver's segment but what it writes. The sender here is a process whose mapping
+// of the receiver's control block (geometry, doorbell) is made inaccessible after it
+// connected, so that a read of it would kill it; it streams to this process, which
+// polls without ever sleeping (waking a sleeper is the one access left: its
+// doorbell, an increment and a futex wake).
+TEST(SciDataPath, ASenderReadsNothingOfTheReceiversControlBlockOnceConnected) {
+    const SegmentCleanup segments(partition_for_test());
+    const auto& partition = segments.partition();
+    auto c = sci_configuration(partition, 2);
+    auto self = NodeFactory::create(c, 1);
+    auto from_peer = self->create_node(2);
+    constexpr std::uint64_t n = 3000;
+    ChildProcess peer(peer_args(partition, 2, 2, 1, "blind-stream", n, 300));
+    std::uint64_t next = 0;
+    std::string error;
+    const auto deadline = std::chrono::steady_clock::now() + 30s;
+    while (next < n && error.empty() && std::chrono::steady_clock::now() < deadline) {
+        try {
+            auto m = from_peer->receive(); // never sleeps
+            if (!m) continue;
+            if (check_payload(*m).seq != next) error = "out of order at " + std::to_string(next);
+        } catch (const std::string& e) {
+            error = e;
+        } catch (const PeerLost& e) {
+            error = std::string("the sender was lost (a read of the receiver's control block kills it): ") + e.what();
+        }
+        ++next;
+    }
+    EXPECT_EQ(error, "");
+    EXPECT_EQ(next, n) << "the sender stopped (a read of the receiver's control block kills it)";
+    const auto last = peer.wait_for_line("sent", 10s);
+    EXPECT_EQ(last, "sent " + std::to_string(n));
+    const int status = peer.wait();
+    EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0)
+        << (WIFSIGNALED(status) ? "the sender died of signal " + std::to_string(WTERMSIG(status))
+                                : "the sender exited with " + std::to_string(WEXITSTATUS(status)));
 }
 
 // ---------------------------------------------------------- injected errors
@@ -479,7 +570,7 @@ TEST(SciHostilePeer, GarbageInTheHeaderAreaNeverCrashesTheReceiver) {
     std::mt19937 rng(7);
     auto* header = reinterpret_cast<std::uint32_t*>(seg.address() + sci::control_block_size + sci::header_size);
     for (int round = 0; round < 2000; ++round) {
-        for (int w = 1; w < 16; ++w)
+        for (std::size_t w = 1; w < sci::header_size / 4; ++w)
             std::atomic_ref<std::uint32_t>(header[w]).store(rng());
         try {
             auto m = from_b->receive();

@@ -23,6 +23,10 @@ class Doorbell {
 public:
     // Called by a sender after it published a message (release store).
     void ring() noexcept;
+    // Wakes the sleepers without looking at `sleepers`: for a sender that learnt
+    // from elsewhere that one sleeps (sci: from a word the sleeper wrote into the
+    // sender's own memory, so that the sender never reads the sleeper's).
+    void wake() noexcept;
     // Called by the receiver: sleeps until ring() or until timeout. poll() is called
     // once after the sleeper is announced, to close the race with a sender that
     // published just before; if it returns true the receiver does not sleep.

@@ -11,6 +11,7 @@
 #include <msgpass/sci/factory.hpp>
 #include <msgpass/tcp/factory.hpp>
 
+#include <functional>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -45,6 +46,11 @@ public:
     // The doorbell every group of this factory sleeps on (the sci one; the tcp part
     // rings it on input).
     [[nodiscard]] Doorbell& bell() const noexcept { return sci_->bell(); }
+    // Calls poll until it returns a buffer or timeout passes, sleeping on that
+    // doorbell as the sci nodes do (sci::SciNodeFactory::wait).
+    [[nodiscard]] BufferPtr wait(const std::function<BufferPtr()>& poll, std::chrono::nanoseconds timeout) {
+        return sci_->wait(poll, timeout);
+    }
     // True when node is one this factory made (through its sci or tcp part).
     [[nodiscard]] bool made(const Node& node);
 
@@ -57,14 +63,17 @@ private:
     std::map<std::string, std::shared_ptr<Group>> groups_;
 };
 
-// A group whose members may be sci and tcp nodes. A blocking receive sleeps on the
-// sci doorbell, which the tcp factory rings on input from any of its connections.
+// A group whose members may be sci and tcp nodes. A blocking receive waits as an
+// sci group does (it tells the sci partners that it sleeps) on the sci doorbell,
+// which the tcp factory rings on input from any of its connections.
 class AutoGroup final : public BasicGroup {
 public:
     AutoGroup(std::string name, AutoNodeFactory& factory)
         : BasicGroup(std::move(name), &factory.bell()), factory_(factory) {}
     // Throws UsageError for a node that this group's factory did not make.
     void add(NodePtr node) override;
+    [[nodiscard]] BufferPtr receive() override { return BasicGroup::receive(); }
+    [[nodiscard]] BufferPtr receive(std::chrono::nanoseconds timeout) override;
 
 private:
     AutoNodeFactory& factory_;

@@ -6,6 +6,7 @@
 #include <msgpass/group.hpp>
 #include <msgpass/node_factory.hpp>
 
+#include <functional>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -51,6 +52,11 @@ public:
     [[nodiscard]] LocalNode& local_node() const noexcept { return *local_; }
     // The doorbell of the local segment, which every sender to this process rings.
     [[nodiscard]] Doorbell& bell() const noexcept;
+    // Calls poll until it returns a buffer or timeout passes, waiting as the sci
+    // nodes and groups do: spin, yield, then sleep on bell() after telling every
+    // partner so (a partner rings only a process that said it sleeps). For a group
+    // of another technology that sleeps on this doorbell (technology: auto).
+    [[nodiscard]] BufferPtr wait(const std::function<BufferPtr()>& poll, std::chrono::nanoseconds timeout);
     // Flushes every node's queue; true when all are empty within timeout.
     bool flush(std::chrono::nanoseconds timeout) override;
 

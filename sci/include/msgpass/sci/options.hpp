@@ -19,10 +19,10 @@ namespace msgpass::sci {
 // The SCI context. A node's own keys override those of the top level, which override
 // these defaults.
 struct Options {
-    std::uint32_t max_outst_buffers = 1;              // outstanding sends per pair (1..7)
+    std::uint32_t max_outst_buffers = 1;              // outstanding sends of this node to each partner (1..15)
     std::uint32_t recv_seg_id = 8;                    // segment identifier
     std::uint64_t recv_seg_size = 1 * config::MiB;    // whole local segment
-    std::uint64_t header_area_size = 8 * config::KiB; // 64-byte headers, one per remote node
+    std::uint64_t header_area_size = 8 * config::KiB; // 128-byte headers, one per node
     std::uint32_t recv_buffer_no = 127;               // receive slots
     std::uint64_t recv_buffer_size = 8 * config::KiB; // bytes per receive slot
     bool use_send_pool = false;                       // pre-allocated send buffers, else heap

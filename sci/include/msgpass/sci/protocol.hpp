@@ -4,7 +4,7 @@
 //   [ control block: 4 KiB ][ header area: header_area_size ][ receive slots ]
 //
 // The control block identifies the segment (magic, version, owner id, epoch,
-// geometry) and holds the owner's doorbell. The header area holds one 64-byte
+// geometry) and holds the owner's doorbell. The header area holds one 128-byte
 // header per node of the nodes file (by position), written only by that node.
 // Receive slots are recv_buffer_no slots of recv_buffer_size bytes.
 #pragma once
@@ -17,10 +17,13 @@
 namespace msgpass::sci {
 
 inline constexpr std::uint64_t segment_magic = 0x3149435353504d4dULL; // "MMPSSCI1"
-inline constexpr std::uint32_t protocol_version = 4;
+inline constexpr std::uint32_t protocol_version = 6;
 inline constexpr std::size_t control_block_size = 4096;
-inline constexpr std::size_t header_size = 64;      // fixed by the seed
-inline constexpr std::uint32_t max_outstanding = 7; // notification and ack words per header
+// The seed's 64-byte header held 15 outstanding messages per direction by packing
+// two 16-bit fields per word; a signed 32-bit word per notification and per grant
+// needs two cache lines for as many.
+inline constexpr std::size_t header_size = 128;
+inline constexpr std::uint32_t max_outstanding = 15; // the seed's limit for max_outst_buffers
 // Large messages rotate through the first bytes of a sender's large region (a
 // message that starts there may run past it), so the same memory is written again
 // only after 8 MiB of other messages: memory the receiver has just read is still in
@@ -34,7 +37,7 @@ inline constexpr std::uint64_t large_wrap_min = 8ULL << 20;
 constexpr std::uint64_t large_wrap_at(std::uint64_t size) noexcept {
     return size >= large_ring_size / 4 ? large_ring_size : (4 * size > large_wrap_min ? 4 * size : large_wrap_min);
 }
-inline constexpr std::uint32_t large_in_flight = 64;          // large messages a sender may have unreleased (< 256)
+inline constexpr std::uint32_t large_in_flight = 64;          // large messages a sender may have unreleased (< 128)
 inline constexpr std::uint64_t large_align = 64;              // large messages start on a cache line
 inline constexpr std::size_t streaming_min_size = 256 * 1024; // smaller large messages are copied through the cache
 
@@ -50,26 +53,37 @@ struct alignas(64) ControlBlock {
     std::uint32_t slot_count;
     std::uint32_t max_outst_buffers;
     std::uint64_t max_message_size;
-    std::uint32_t closing;     // 1 once the owner shut down cleanly (its partners are not told "lost")
-    alignas(64) Doorbell bell; // rung by senders when the owner sleeps
+    // Rung by a partner that wrote a message or a grant here while the owner said
+    // (in the partner's own segment) that it sleeps.
+    alignas(64) Doorbell bell;
 };
 static_assert(sizeof(ControlBlock) <= control_block_size);
 
 // One header: written by one remote node W into the segment of its partner O.
 //   epoch         W's epoch (low 32 bits, never 0) once W connected to O
-//   freed_hot     large_freed:8 | hot signature:8 | hot slot:16
+//   status        large_freed:7 | hot signature:7 | closing:1 | asleep:1 | hot slot:16
 //                   large_freed: how many of O's large messages W released, in the
-//                   order they were sent (mod 256; at most large_in_flight unreleased)
+//                   order they were sent (mod 128; at most large_in_flight unreleased)
+//                   closing: W's process ended cleanly (O is not told "lost")
+//                   asleep: a thread of W sleeps on W's doorbell: O rings it after
+//                   writing a message or a grant for W (O reads this word in its own
+//                   segment: the send path reads no remote memory)
 //                   hot slot: a slot of W's segment that O may use for any one message
 //                   instead of the slot of its index (the slot W freed last, still in
 //                   cache), valid when the signature is that of O's next hot use
-//   note[i]       notification of W's message to O through outstanding index i
-//   ack[i]        the slot of W's segment that O may use for its next message on index i
+//   index[i].note notification of W's message to O through outstanding index i
+//                 (i < W's max_outst_buffers)
+//   index[i].ack  the slot of W's segment that O may use for its next message on
+//                 index i (i < O's max_outst_buffers)
+// A note and an ack share a pair of words, so that up to 7 outstanding messages
+// each way (and every word of max_outst_buffers: 1) stay on the first cache line.
 struct alignas(64) Header {
     std::uint32_t epoch;
-    std::uint32_t freed_hot;
-    std::uint32_t note[max_outstanding];
-    std::uint32_t ack[max_outstanding];
+    std::uint32_t status;
+    struct Index {
+        std::uint32_t note;
+        std::uint32_t ack;
+    } index[max_outstanding];
 };
 static_assert(sizeof(Header) == header_size);
 
@@ -91,20 +105,35 @@ inline constexpr std::uint32_t note_size_mask = note_hot_flag - 1;
 constexpr std::uint32_t make_note(std::uint32_t sig, bool large, std::uint32_t size, bool hot = false) noexcept {
     return (sig << 24) | (large ? note_large_flag : 0) | (hot ? note_hot_flag : 0) | (size & note_size_mask);
 }
-// freed_hot = large_freed:8 | hot signature:8 | hot slot:16
+// status = large_freed:7 | hot signature:7 | closing:1 | asleep:1 | hot slot:16
 inline constexpr std::uint32_t hot_slot_limit = 1u << 16; // slots above cannot be hot
 inline constexpr std::size_t hot_min_size = 256;          // smaller messages keep to their index's slot
-constexpr std::uint32_t make_freed_hot(std::uint64_t freed, std::uint32_t hot_sig, std::uint32_t hot_slot) noexcept {
-    return (static_cast<std::uint32_t>(freed & 0xff) << 24) | ((hot_sig & 0xff) << 16) | (hot_slot & 0xffff);
+inline constexpr std::uint32_t status_closing = 1u << 17;
+inline constexpr std::uint32_t status_asleep = 1u << 16;
+static_assert(large_in_flight < 128); // large_freed counts mod 128
+// The signature of the h-th hot slot a node grants: 1..127, salted as signature().
+constexpr std::uint32_t hot_signature(std::uint64_t h, std::uint32_t salt) noexcept {
+    return 1 + static_cast<std::uint32_t>((h + salt) % 127);
+}
+constexpr std::uint32_t make_status(std::uint64_t freed, std::uint32_t hot_sig, std::uint32_t hot_slot, bool asleep,
+                                    bool closing) noexcept {
+    return (static_cast<std::uint32_t>(freed & 0x7f) << 25) | ((hot_sig & 0x7f) << 18) |
+           (closing ? status_closing : 0) | (asleep ? status_asleep : 0) | (hot_slot & 0xffff);
 }
 constexpr std::uint32_t freed_of(std::uint32_t word) noexcept {
-    return word >> 24;
+    return word >> 25;
 }
 constexpr std::uint32_t hot_sig_of(std::uint32_t word) noexcept {
-    return (word >> 16) & 0xff;
+    return (word >> 18) & 0x7f;
 }
 constexpr std::uint32_t hot_slot_of(std::uint32_t word) noexcept {
     return word & 0xffff;
+}
+constexpr bool asleep_of(std::uint32_t word) noexcept {
+    return (word & status_asleep) != 0;
+}
+constexpr bool closing_of(std::uint32_t word) noexcept {
+    return (word & status_closing) != 0;
 }
 // ack = signature:8 | slot:24
 inline constexpr std::uint32_t ack_slot_mask = (1u << 24) - 1;
