@@ -8,6 +8,7 @@
 // control block inaccessible: any read of it kills the process), idle (until
 // killed), receive (take COUNT messages and check them), echo (send every received
 // buffer back as it is, until killed or the partner is lost).
+#include <msgpass/sci/naming.hpp>
 #include <msgpass/sci/options.hpp>
 #include <msgpass/sci/protocol.hpp>
 
@@ -70,8 +71,7 @@ int main(int argc, char** argv) {
         auto node = factory->create_node(peer);
         std::printf("ready\n");
         std::fflush(stdout);
-        if (mode == "blind-stream" &&
-            !hide_control_block(sci::VirtualDevice(partition).segment_name(peer, c.node(peer).sci.recv_seg_id))) {
+        if (mode == "blind-stream" && !hide_control_block(sci::segment_name(sci::segment_address(c, peer)))) {
             std::printf("error: no mapping of node %u's segment\n", peer);
             return 1;
         }

@@ -27,6 +27,14 @@
 namespace msgpass::test {
 namespace {
 
+// A node's own sci section in a configuration built in code, made from the top-level
+// one (as load() resolves a node scope over the top level) the first time.
+sci::Options& node_sci(config::Configuration& c, std::size_t index) {
+    auto& node = c.nodes.at(index);
+    if (node.sections.find<sci::Options>() == nullptr) node.sections.edit<sci::Options>() = c.section<sci::Options>();
+    return node.sections.edit<sci::Options>();
+}
+
 using namespace std::chrono_literals;
 using Clock = std::chrono::steady_clock;
 
@@ -287,9 +295,9 @@ TEST(SciBroadcast, QueuedBroadcastWithTwoPercentInjectedErrorsArrivesAtEveryMemb
 TEST(SciOutstandingBuffers, EachSenderHasItsOwnMaxOutstBuffersOutstandingAtTheSameReceiver) {
     const SegmentCleanup segments(partition_for_test());
     auto c = make_configuration("sci", segments.partition(), 3,
-                                [](config::Configuration& c) { c.sci.max_outst_buffers = 1; });
-    c.nodes[0].sci.max_outst_buffers = 15;
-    c.nodes[2].sci.max_outst_buffers = 4;
+                                [](config::Configuration& c) { c.edit_section<sci::Options>().max_outst_buffers = 1; });
+    node_sci(c, 0).max_outst_buffers = 15;
+    node_sci(c, 2).max_outst_buffers = 4;
     auto a = NodeFactory::create(c, 1);
     auto b = NodeFactory::create(c, 2);
     auto r = NodeFactory::create(c, 3);
@@ -363,9 +371,10 @@ TEST(SciOutstandingBuffers, EachSenderHasItsOwnMaxOutstBuffersOutstandingAtTheSa
 // A receiver reserves for each sender as many slots as the sender's value, so its
 // pool must cover their sum: a node with too few fails at start and says why.
 TEST(SciOutstandingBuffers, AReceiverWithFewerSlotsThanItsSendersReserveFailsClearlyAtStart) {
-    auto c = make_configuration("sci", partition_for_test(), 3,
-                                [](config::Configuration& c) { c.sci.max_outst_buffers = 15; });
-    c.nodes[2].sci.recv_buffer_no = 29;
+    auto c = make_configuration("sci", partition_for_test(), 3, [](config::Configuration& c) {
+        c.edit_section<sci::Options>().max_outst_buffers = 15;
+    });
+    node_sci(c, 2).recv_buffer_no = 29;
     try {
         auto r = NodeFactory::create(c, 3);
         FAIL() << "a node with 29 slots for two senders of 15 started";
@@ -375,7 +384,7 @@ TEST(SciOutstandingBuffers, AReceiverWithFewerSlotsThanItsSendersReserveFailsCle
                   std::string::npos)
             << e.what();
     }
-    c.nodes[2].sci.recv_buffer_no = 30;
+    node_sci(c, 2).recv_buffer_no = 30;
     EXPECT_NO_THROW(NodeFactory::create(c, 3));
 }
 
@@ -389,8 +398,8 @@ TEST(SciOutstandingBuffers, AReceiverWithFewerSlotsThanItsSendersReserveFailsCle
 TEST(SciReceiveSlots, ADroppedBufferGivesItsSlotBackToTheSenderWithoutAnotherReceive) {
     constexpr std::uint32_t k = 4;
     auto c = make_configuration("sci", partition_for_test(), 2, [](config::Configuration& c) {
-        c.sci.max_outst_buffers = k;
-        c.sci.recv_buffer_no = k; // no slot beyond those granted to the one sender
+        c.edit_section<sci::Options>().max_outst_buffers = k;
+        c.edit_section<sci::Options>().recv_buffer_no = k; // no slot beyond those granted to the one sender
     });
     auto a = NodeFactory::create(c, 1);
     auto b = NodeFactory::create(c, 2);
@@ -422,8 +431,8 @@ TEST(SciReceiveSlots, ADroppedBufferGivesItsSlotBackToTheSenderWithoutAnotherRec
 // message arrives once, in order, intact.
 TEST(SciReceiveSlots, BuffersDroppedByAnotherThreadWhileTheReceiverGoesOnArriveOnceInOrder) {
     auto c = make_configuration("sci", partition_for_test(), 2, [](config::Configuration& c) {
-        c.sci.max_outst_buffers = 4;
-        c.sci.recv_buffer_no = 6;
+        c.edit_section<sci::Options>().max_outst_buffers = 4;
+        c.edit_section<sci::Options>().recv_buffer_no = 6;
     });
     auto a = NodeFactory::create(c, 1);
     auto b = NodeFactory::create(c, 2);
@@ -508,15 +517,15 @@ TEST(SciReceiveSlots, BuffersDroppedByAnotherThreadWhileTheReceiverGoesOnArriveO
 TEST(SciDoorbell, ASleepingReceiverIsRungAndAnAwakeOneIsNot) {
     const SegmentCleanup segments(partition_for_test());
     auto c = make_configuration("sci", segments.partition(), 2,
-                                [](config::Configuration& c) { c.sci.max_outst_buffers = 4; });
+                                [](config::Configuration& c) { c.edit_section<sci::Options>().max_outst_buffers = 4; });
     auto a = NodeFactory::create(c, 1);
     auto b = NodeFactory::create(c, 2);
     auto to_b = a->create_node(2);
     auto from_a = b->create_node(1);
     sci::VirtualDevice device(segments.partition());
     sci::RemoteSegment segment_a, segment_b;
-    ASSERT_TRUE(segment_a.connect(device.segment_name(1, c.sci.recv_seg_id)));
-    ASSERT_TRUE(segment_b.connect(device.segment_name(2, c.sci.recv_seg_id)));
+    ASSERT_TRUE(segment_a.connect(device.segment_name(1, c.section<sci::Options>().recv_seg_id)));
+    ASSERT_TRUE(segment_b.connect(device.segment_name(2, c.section<sci::Options>().recv_seg_id)));
     segment_a.map();
     segment_b.map();
     auto* status = &reinterpret_cast<sci::Header*>(segment_a.address() + sci::control_block_size + sci::header_size)
