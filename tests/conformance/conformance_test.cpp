@@ -3,7 +3,9 @@
 // A technology joins by adding its name to the instantiation at the bottom.
 #include <msgpass/node.hpp>
 
+#include "../support/bounded.hpp"
 #include "../support/partition.hpp"
+#include "../support/threads.hpp"
 
 #include <gtest/gtest.h>
 
@@ -41,12 +43,17 @@ TEST_P(Conformance, MessageArrivesOnceCompleteAndFromItsSender) {
     auto to_b = a->create_node(2);
     auto from_a = b->create_node(1);
     to_b->send(make_message(*a, 100, 7, 1));
+    to_b->send(make_end_marker(*a, 1));
     auto got = must_receive(*from_a);
     ASSERT_NE(got, nullptr);
     EXPECT_EQ(got->size(), 100u);
     EXPECT_EQ(got->source(), 1u);
     EXPECT_EQ(check_payload(*got).seq, 1u);
-    EXPECT_EQ(from_a->receive(), nullptr) << "a message was delivered twice";
+    ASSERT_TRUE(to_b->flush(patience)); // the end marker may wait for the slot the message freed
+    auto end = must_receive(*from_a);
+    ASSERT_NE(end, nullptr);
+    EXPECT_EQ(check_payload(*end).stream, end_stream) << "the message came twice, or the end marker was lost";
+    EXPECT_EQ(nothing_more(*from_a), "") << "a message was delivered twice";
 }
 
 // Sizes around the receive slot and up to the maximum: 0, 1, slot-1, slot,
@@ -110,38 +117,36 @@ TEST_P(Conformance, FourSenderThreadsEachKeepTheirOrderAndIntegrity) {
     constexpr int threads = 4;
     constexpr std::uint64_t per_thread = 5000;
     std::vector<std::thread> senders;
-    std::atomic<int> failures{0};
+    std::vector<std::string> failures(threads);
     for (int t = 0; t < threads; ++t) {
         senders.emplace_back([&, t] {
-            for (std::uint64_t i = 0; i < per_thread; ++i) {
-                const std::size_t size = 16 + (i * 37 + t * 101) % 3000;
-                for (;;) {
-                    try {
-                        to_b->send(make_message(*a, size, static_cast<std::uint32_t>(t), i));
-                        break;
-                    } catch (const SendQueueFull&) {
-                        to_b->flush(1ms);
-                    } catch (...) {
-                        ++failures;
-                        return;
-                    }
+            try {
+                for (std::uint64_t i = 0; i < per_thread; ++i) {
+                    const std::size_t size = 16 + (i * 37 + t * 101) % 3000;
+                    send_retrying(*to_b, make_message(*a, size, static_cast<std::uint32_t>(t), i),
+                                  "message " + std::to_string(i) + " of thread " + std::to_string(t));
                 }
+                send_retrying(*to_b, make_end_marker(*a, per_thread), "the end marker of thread " + std::to_string(t));
+                if (!to_b->flush(patience)) failures[t] = "could not flush";
+            } catch (const std::exception& e) {
+                failures[t] = e.what();
             }
-            if (!to_b->flush(patience)) ++failures;
         });
     }
     std::vector<std::uint64_t> next(threads, 0);
-    std::uint64_t total = 0;
+    int ended = 0;
     std::string error;
-    while (total < threads * per_thread && error.empty()) {
+    while (ended < threads && error.empty()) {
         auto m = from_a->receive(patience);
         if (!m) {
-            error = "receive timed out after " + std::to_string(total) + " messages";
+            error = "receive timed out after " + std::to_string(from_a->stats().messages_received) + " messages";
             break;
         }
         try {
             auto h = check_payload(*m);
-            if (h.stream >= threads)
+            if (h.stream == end_stream)
+                ++ended;
+            else if (h.stream >= threads)
                 error = "unknown stream";
             else if (h.seq != next[h.stream])
                 error = "stream " + std::to_string(h.stream) + ": expected message " + std::to_string(next[h.stream]) +
@@ -151,15 +156,17 @@ TEST_P(Conformance, FourSenderThreadsEachKeepTheirOrderAndIntegrity) {
         } catch (const std::string& e) {
             error = e;
         }
-        ++total;
     }
     for (auto& s : senders)
         s.join();
     EXPECT_EQ(error, "");
-    EXPECT_EQ(failures.load(), 0);
-    EXPECT_EQ(from_a->receive(), nullptr) << "more messages than were sent";
-    EXPECT_EQ(from_a->stats().messages_received, threads * per_thread);
-    EXPECT_EQ(to_b->stats().messages_sent, threads * per_thread);
+    for (int t = 0; t < threads; ++t) {
+        EXPECT_EQ(failures[t], "") << "sender thread " << t;
+        EXPECT_EQ(next[t], per_thread) << "stream " << t << " had not arrived whole at its end marker";
+    }
+    EXPECT_EQ(nothing_more(*from_a), "") << "more messages than were sent";
+    EXPECT_EQ(from_a->stats().messages_received, threads * (per_thread + 1));
+    EXPECT_EQ(to_b->stats().messages_sent, threads * (per_thread + 1));
 }
 
 TEST_P(Conformance, ReceiveReturnsNothingWhenNothingArrivedAndWaitsAtMostTheTimeout) {
@@ -168,28 +175,46 @@ TEST_P(Conformance, ReceiveReturnsNothingWhenNothingArrivedAndWaitsAtMostTheTime
     auto b = NodeFactory::create(c, 2);
     auto from_b = a->create_node(2);
     EXPECT_EQ(from_b->receive(), nullptr);
-    const auto start = std::chrono::steady_clock::now();
-    EXPECT_EQ(from_b->receive(50ms), nullptr);
-    const auto waited = std::chrono::steady_clock::now() - start;
-    EXPECT_GE(waited, 50ms);
-    EXPECT_LT(waited, patience);
+    // Every wait lasts at least the timeout; the fastest of three ends within what a
+    // wake-up costs on a loaded machine (a wait that overslept by a re-poll period
+    // of 100 ms, or that waited twice, fails).
+    constexpr auto timeout = 50ms;
+    auto fastest = std::chrono::nanoseconds::max();
+    for (int round = 0; round < 3; ++round) {
+        const auto start = Clock::now();
+        EXPECT_EQ(from_b->receive(timeout), nullptr);
+        const auto waited = Clock::now() - start;
+        EXPECT_GE(waited, timeout) << "round " << round;
+        fastest = std::min(fastest, std::chrono::duration_cast<std::chrono::nanoseconds>(waited));
+    }
+    EXPECT_LT(fastest, timeout + 40ms) << "receive(50 ms) took at least " << fastest / 1us << " us";
 }
 
+// A receiver asleep in a blocking receive (its thread blocked in the kernel, past the
+// spin and yield phases) is woken by the arrival itself: the wait re-polls on its own
+// only every 100 ms, so a sender that never rang, or a wake-up that never came,
+// shows as about 100 ms. The fastest of three rounds is judged, so that one
+// descheduled thread on a loaded machine does not fail the test.
 TEST_P(Conformance, BlockingReceiveWakesWhenAMessageArrives) {
     auto c = make(2);
     auto a = NodeFactory::create(c, 1);
     auto b = NodeFactory::create(c, 2);
     auto to_b = a->create_node(2);
     auto from_a = b->create_node(1);
-    std::thread sender([&] {
-        // The receiver is (most likely) asleep by the time the message goes; either way it must arrive.
-        to_b->send(make_message(*a, 64, 0, 42));
-        to_b->flush(patience);
-    });
-    auto got = from_a->receive(patience);
-    sender.join();
-    ASSERT_NE(got, nullptr);
-    EXPECT_EQ(check_payload(*got).seq, 42u);
+    const auto rounds = wake_ups(
+        3, [&] { return from_a->receive(patience); },
+        [&](int r) {
+            to_b->send(make_message(*a, 64, 0, static_cast<std::uint64_t>(r)));
+            (void)to_b->flush(patience);
+        });
+    for (std::size_t r = 0; r < rounds.size(); ++r) {
+        SCOPED_TRACE("round " + std::to_string(r));
+        EXPECT_EQ(rounds[r].error, "");
+        ASSERT_NE(rounds[r].message, nullptr);
+        EXPECT_EQ(check_payload(*rounds[r].message).seq, r);
+    }
+    EXPECT_LT(fastest(rounds), 50ms) << "the fastest wake-up took " << fastest(rounds) / 1us
+                                     << " us: the receiver woke by re-polling, not by the arrival";
 }
 
 // The seed: "if there is no remote address available ... the buffer is locally
@@ -321,8 +346,15 @@ TEST_P(Conformance, GroupSendReachesEveryMemberOnce) {
             EXPECT_EQ(check_payload(*got).seq, i);
         }
     }
-    for (auto& n : from_supervisor)
-        EXPECT_EQ(n->receive(), nullptr);
+    farm->send(make_end_marker(*f1, 5));
+    ASSERT_TRUE(f1->flush(patience));
+    for (auto& n : from_supervisor) {
+        SCOPED_TRACE("member " + std::to_string(n->id()));
+        auto end = must_receive(*n);
+        ASSERT_NE(end, nullptr);
+        EXPECT_EQ(check_payload(*end).stream, end_stream) << "a message came twice, or the end marker was lost";
+        EXPECT_EQ(nothing_more(*n), "");
+    }
 }
 
 // The seed: "to ensure fairness the loop starts every time from a different node".
@@ -372,7 +404,7 @@ TEST_P(Conformance, DynamicGroupAddsAndRemovesMembersAtRunTime) {
     group->send(make_message(*f1, 10, 0, 1));
     auto got = must_receive(*from1_at3);
     ASSERT_NE(got, nullptr);
-    EXPECT_EQ(from1_at2->receive(20ms), nullptr) << "a removed member still got the message";
+    EXPECT_EQ(nothing_more(*from1_at2), "") << "a removed member still got the message";
 }
 
 TEST_P(Conformance, StatisticsCountMessagesAndBytes) {
