@@ -2,9 +2,10 @@
 // same one the test builds) and streams, receives or idles, printing one line per
 // step on stdout so the test can wait on it.
 //   sci_peer PARTITION NODES SELF PEER MODE [COUNT] [SIZE] [PEER_TIMEOUT_MS]
-// MODE: stream (send COUNT numbered messages, or forever if 0), idle (until
-// killed), receive (take COUNT messages and check them), echo (send every received
+// MODE: stream (send COUNT numbered messages and then an end marker, or stream
+// forever if COUNT is 0), idle (until killed), receive (take COUNT messages and check them), echo (send every received
 // buffer back as it is, until killed or the partner is lost).
+#include "../support/bounded.hpp"
 #include "../support/partition.hpp"
 
 #include <csignal>
@@ -39,20 +40,17 @@ int main(int argc, char** argv) {
         std::fflush(stdout);
         if (mode == "stream") {
             for (std::uint64_t i = 0; count == 0 || i < count; ++i) {
-                for (;;) {
-                    try {
-                        node->send(test::make_message(*factory, size, self, i));
-                        break;
-                    } catch (const SendQueueFull&) {
-                        node->flush(std::chrono::milliseconds(10));
-                    }
-                }
+                test::send_retrying(*node, test::make_message(*factory, size, self, i), "message " + std::to_string(i));
                 if (i == 1000) {
                     std::printf("streaming\n");
                     std::fflush(stdout);
                 }
             }
-            node->flush(std::chrono::seconds(10));
+            test::send_retrying(*node, test::make_end_marker(*factory, count), "the end marker");
+            if (!node->flush(std::chrono::seconds(10))) {
+                std::printf("error: could not flush to node %u\n", static_cast<unsigned>(peer));
+                return 1;
+            }
             std::printf("sent %llu\n", static_cast<unsigned long long>(count));
         } else if (mode == "idle") {
             for (;;)
