@@ -5,6 +5,7 @@
 // down mid-stream; a `technology: auto` partition that mixes sci and tcp).
 #include <msgpass/tcp/factory.hpp>
 
+#include "../support/bounded.hpp"
 #include "../support/process.hpp"
 #include "tcp_support.hpp"
 
@@ -31,7 +32,6 @@ namespace msgpass::test {
 namespace {
 
 using namespace std::chrono_literals;
-using Clock = std::chrono::steady_clock;
 using tcp::Refusal;
 
 constexpr auto patience = 30s; // a bound for waits that succeed in milliseconds
@@ -42,18 +42,6 @@ std::string partition_for_test() {
 
 tcp::TcpNodeFactory& tcp_of(NodeFactory& f) {
     return dynamic_cast<tcp::TcpNodeFactory&>(f);
-}
-
-// Polls a condition (a counter another thread or process moves) until it holds or
-// the bound passes; the pause between polls only keeps the CPU free.
-template <class Predicate>
-bool eventually(Predicate&& holds, std::chrono::milliseconds bound) {
-    const auto deadline = Clock::now() + bound;
-    while (!holds()) {
-        if (Clock::now() > deadline) return holds();
-        std::this_thread::sleep_for(1ms);
-    }
-    return true;
 }
 
 std::string describe(const tcp::ListenerStats& s) {
@@ -194,6 +182,8 @@ public:
         std::atomic<std::uint64_t> watched_messages{0};
         std::atomic<std::uint64_t> watched_losses{0};
         std::atomic<std::uint64_t> watched_errors{0};
+        std::mutex watched_mutex;
+        std::string watched_error; // what the errors said
     };
 
     GoodTraffic(Side& a, Side& b) : a_(a), b_(b) {
@@ -241,8 +231,10 @@ private:
                 }
             } catch (const PeerLost&) {
                 ++me.watched_losses; // a node that never ran may be reported lost
-            } catch (const Error&) {
+            } catch (const Error& e) {
                 ++me.watched_errors; // the protocol violation of the hostile connection, reported once
+                std::lock_guard lock(me.watched_mutex);
+                me.watched_error += (me.watched_error.empty() ? "" : "; ") + std::string(e.what());
             }
         }
         BufferPtr m;
@@ -352,6 +344,15 @@ protected:
         EXPECT_GT(one_.received, 0u);
         EXPECT_GT(two_.received, 0u);
         EXPECT_EQ(two_.watched_messages, 0u) << "the node the hostile side claimed to be delivered a message";
+        // "Error, once, when the peer broke the protocol": exactly the declared number
+        // of errors from the claimed node, none for a refused handshake. (A loss of
+        // that node, which never ran, may be reported as well.)
+        EXPECT_EQ(two_.watched_errors, expected_errors_) << "errors from node 3: " << two_.watched_error;
+        if (expected_errors_ != 0) {
+            EXPECT_NE(two_.watched_error.find(expected_error_text_), std::string::npos)
+                << "the error does not say what was wrong: " << two_.watched_error;
+        }
+        EXPECT_EQ(f2_->create_node(3)->stats().errors, two_.watched_errors + two_.watched_losses);
         const auto now = tcp2().listener_stats();
         std::set<Refusal> declared;
         for (const auto& [kinds, n] : expected_) {
@@ -395,6 +396,30 @@ protected:
         expected_.emplace_back(std::move(kinds), n);
     }
 
+    // Declares that node 3's receive reports one Error saying `text` (the protocol
+    // violation of the hostile connection), and waits until it did.
+    void expect_error(const std::string& text) {
+        expected_errors_ = 1;
+        expected_error_text_ = text;
+        EXPECT_TRUE(eventually([&] { return two_.watched_errors >= 1; }, 10s))
+            << "no Error from the node that broke the protocol";
+    }
+
+    // Connects as node 3, completes the handshake and checks the Welcome.
+    RawSocket handshake_as_node_3() {
+        auto s = RawSocket::connect_to(port());
+        EXPECT_TRUE(s.valid());
+        EXPECT_TRUE(s.send_struct(hello_from(3)));
+        tcp::Welcome w{};
+        EXPECT_EQ(s.read_exact(&w, sizeof w), sizeof w) << "a good Hello got no Welcome";
+        EXPECT_EQ(w.kind, static_cast<std::uint16_t>(tcp::Kind::welcome)) << "refused for " << w.reason;
+        EXPECT_EQ(w.from, 2u);
+        EXPECT_EQ(w.to, 3u);
+        EXPECT_EQ(w.next_expected, 0u);
+        EXPECT_TRUE(eventually([&] { return tcp2().listener_stats().accepted > before_.accepted; }, 10s));
+        return s;
+    }
+
     tcp::Hello hello_from(NodeId from) const {
         return tcp::make_hello(from, 2, 0x1234'5678'9abc'def0ULL + from, text_.partition);
     }
@@ -420,6 +445,8 @@ protected:
     tcp::ListenerStats before_;
     std::unique_ptr<GoodTraffic> traffic_;
     std::vector<std::pair<std::vector<Refusal>, std::uint64_t>> expected_;
+    std::uint64_t expected_errors_ = 0;
+    std::string expected_error_text_;
 };
 
 TEST_F(TcpHostileInput, GarbageBytesAreClosedAndCountedAsBadMagic) {
@@ -508,15 +535,8 @@ TEST_F(TcpHostileInput, AHelloWithAHugePartitionLengthIsRefusedAndCountedAsBadLe
 }
 
 TEST_F(TcpHostileInput, AFrameLengthOfTwoToTheSixtyThirdAfterAGoodHelloClosesTheConnectionAndDeliversNothing) {
-    auto s = RawSocket::connect_to(port());
+    auto s = handshake_as_node_3();
     ASSERT_TRUE(s.valid());
-    ASSERT_TRUE(s.send_struct(hello_from(3)));
-    tcp::Welcome w{};
-    ASSERT_EQ(s.read_exact(&w, sizeof w), sizeof w) << "a good Hello got no Welcome";
-    ASSERT_EQ(w.kind, static_cast<std::uint16_t>(tcp::Kind::welcome)) << "refused for " << w.reason;
-    EXPECT_EQ(w.from, 2u);
-    EXPECT_EQ(w.to, 3u);
-    EXPECT_TRUE(eventually([&] { return tcp2().listener_stats().accepted > before_.accepted; }, 10s));
     tcp::FrameHeader frame;
     frame.length = 1ULL << 63;
     frame.seq = 0;
@@ -524,6 +544,7 @@ TEST_F(TcpHostileInput, AFrameLengthOfTwoToTheSixtyThirdAfterAGoodHelloClosesThe
     ASSERT_TRUE(s.send_struct(frame));
     EXPECT_TRUE(s.wait_closed()) << "a frame of 2^63 bytes did not close the connection";
     expect_refused({Refusal::bad_length});
+    expect_error("above max_message_size");
 }
 
 TEST_F(TcpHostileInput, AConnectionThatNeverSpeaksIsClosedAfterTheHandshakeTimeoutAndCounted) {
@@ -574,18 +595,12 @@ TEST(TcpConnectionReset, AResetMidStreamWithBothSidesAliveLosesAndDuplicatesNoth
                 failed = true;
                 return;
             }
-            auto m = make_message(*a, mixed_size(i), 0, i);
-            for (;;) {
-                try {
-                    to_b->send(std::move(m));
-                    break;
-                } catch (const SendQueueFull&) {
-                    to_b->flush(1ms);
-                } catch (const Error& e) {
-                    send_error = "message " + std::to_string(i) + ": " + e.what();
-                    failed = true;
-                    return;
-                }
+            try {
+                send_retrying(*to_b, make_message(*a, mixed_size(i), 0, i), "message " + std::to_string(i));
+            } catch (const std::exception& e) {
+                send_error = "message " + std::to_string(i) + ": " + e.what();
+                failed = true;
+                return;
             }
         }
         if (!to_b->flush(patience)) send_error = "could not flush";
@@ -673,17 +688,11 @@ std::uint64_t progress_of(const std::string& line, NodeId id) {
     return at == std::string::npos ? 0 : std::stoull(line.substr(at + key.size()));
 }
 
-// Sends message seq of stream to node, driving the queue while it is full.
+// Sends message seq of stream to node, driving the queue while it is full (for at
+// most default_patience, then Stalled).
 void send_driving(NodeFactory& f, Node& node, std::uint32_t stream, std::uint64_t seq, std::size_t size = 0) {
-    auto m = make_message(f, size == 0 ? mixed_size(seq) : size, stream, seq);
-    for (;;) {
-        try {
-            node.send(std::move(m));
-            return;
-        } catch (const SendQueueFull&) {
-            node.flush(10ms);
-        }
-    }
+    send_retrying(node, make_message(f, size == 0 ? mixed_size(seq) : size, stream, seq),
+                  "message " + std::to_string(seq) + " of stream " + std::to_string(stream));
 }
 
 class TcpPeerLife : public ::testing::Test {
