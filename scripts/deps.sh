@@ -15,6 +15,7 @@ MSGPASS_PACKAGES=(
     libgmock-dev
     libbenchmark-dev
     pkg-config
+    iproute2 # ip and ss: the tcp tests across network namespaces (required when CI is set)
 )
 
 msgpass_install_deps() {
