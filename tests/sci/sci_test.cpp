@@ -1,6 +1,6 @@
 // Tests of the sci technology beyond the conformance suite: the remote-memory
 // layer, segment ownership, injected transfer errors, idle cost, and peer life
-// (kill -9 mid-stream, restart, stale segments, duplicate node ids),
+// (kill -9 mid-stream, restart, clean exit, stale segments, duplicate node ids),
 // the doorbell wake-up, and forged words of a hostile peer.
 #include <msgpass/sci/factory.hpp>
 
@@ -182,6 +182,41 @@ TEST(SciPeerLife, APeerKilledMidStreamIsReportedWithinThePeerTimeoutAndNothingPa
     const auto waited = std::chrono::steady_clock::now() - killed;
     EXPECT_LT(waited, timeout) << "PeerLost came " << waited / 1ms << " ms after the kill";
     EXPECT_EQ(nothing_more(*from_peer), "") << "PeerLost is raised once per loss, and nothing follows it";
+}
+
+// A peer that streams, flushes and exits cleanly (its factory's destructor marks its
+// segment closed) has its whole stream delivered, end marker included, and is
+// forgotten quietly: no PeerLost, not even several peer timeouts later.
+TEST(SciPeerLife, ASenderThatExitsCleanlyHasItsWholeStreamDeliveredAndIsNeverReportedLost) {
+    const SegmentCleanup segments(partition_for_test());
+    const auto& partition = segments.partition();
+    const auto timeout = 300ms;
+    auto c = sci_configuration(partition, 2, timeout);
+    auto self = NodeFactory::create(c, 1);
+    auto from_peer = self->create_node(2);
+    constexpr std::uint64_t n = 500;
+    ChildProcess peer(peer_args(partition, 2, 2, 1, "stream", n, 300, static_cast<int>(timeout.count())));
+    try {
+        for (std::uint64_t i = 0; i < n; ++i) {
+            auto m = from_peer->receive(10s);
+            ASSERT_NE(m, nullptr) << "the stream stalled at " << i;
+            ASSERT_EQ(check_payload(*m).seq, i);
+        }
+        auto end = from_peer->receive(10s);
+        ASSERT_NE(end, nullptr) << "the end marker never arrived";
+        EXPECT_EQ(check_payload(*end).stream, end_stream);
+        EXPECT_EQ(check_payload(*end).seq, n);
+    } catch (const PeerLost& e) {
+        FAIL() << "a peer that ended cleanly was reported lost: " << e.what();
+    }
+    EXPECT_EQ(peer.wait_for_line("sent", 10s), "sent 500");
+    const int status = peer.wait();
+    ASSERT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << "the peer did not exit cleanly: " << status;
+    // Its process is gone now; each receive checks the peer at most every
+    // peer_timeout / 4, so three peer timeouts give a loss every chance to show.
+    for (const auto end = std::chrono::steady_clock::now() + 3 * timeout; std::chrono::steady_clock::now() < end;)
+        ASSERT_EQ(nothing_more(*from_peer, 50ms), "");
+    EXPECT_EQ(from_peer->stats().errors, 0u);
 }
 
 TEST(SciPeerLife, ARestartedPeerIsRecognisedAndTrafficResumes) {

@@ -1,8 +1,10 @@
 // Tests of the tcp technology beyond the conformance suite: hostile input on the
-// listening port (each refusal closed and counted while good traffic flows), a
-// connection reset mid-stream between live processes, peers killed with SIGKILL and
-// restarted, and partitions across "hosts" made of network namespaces (a link taken
-// down mid-stream; a `technology: auto` partition that mixes sci and tcp).
+// listening port (each refusal closed and counted while good traffic flows; frames
+// that break the protocol after a good handshake reported once as an Error), a port
+// already taken, a connection reset mid-stream between live processes, peers killed
+// with SIGKILL and restarted, and partitions across "hosts" made of network
+// namespaces (a link taken down mid-stream, for less and for more than peer_timeout;
+// a `technology: auto` partition that mixes sci and tcp).
 #include <msgpass/tcp/factory.hpp>
 
 #include "../support/bounded.hpp"
@@ -20,6 +22,7 @@
 #include <algorithm>
 #include <atomic>
 #include <cerrno>
+#include <cstring>
 #include <filesystem>
 #include <map>
 #include <mutex>
@@ -28,6 +31,7 @@
 #include <set>
 #include <sstream>
 #include <thread>
+#include <tuple>
 
 namespace msgpass::test {
 namespace {
@@ -548,6 +552,37 @@ TEST_F(TcpHostileInput, AFrameLengthOfTwoToTheSixtyThirdAfterAGoodHelloClosesThe
     expect_error("above max_message_size");
 }
 
+// "a sequence number out of order": the first data frame of a fresh incarnation must
+// be message 0; message 5, with a whole, well-formed payload, is refused.
+TEST_F(TcpHostileInput, ADataFrameWithTheWrongSequenceNumberIsOneErrorAndDeliversNothing) {
+    auto s = handshake_as_node_3();
+    ASSERT_TRUE(s.valid());
+    std::vector<std::byte> payload(100);
+    fill_payload(payload, 3, 5);
+    tcp::FrameHeader frame;
+    frame.length = payload.size();
+    frame.seq = 5;
+    frame.type = static_cast<std::uint32_t>(tcp::FrameType::data);
+    ASSERT_TRUE(s.send_struct(frame));
+    ASSERT_TRUE(s.send_all(payload.data(), payload.size()));
+    EXPECT_TRUE(s.wait_closed()) << "a frame out of order did not close the connection";
+    expect_refused({Refusal::protocol_error});
+    expect_error("sent message 5 where 0 was expected");
+}
+
+TEST_F(TcpHostileInput, AFrameOfAnUnknownTypeAfterAGoodHelloIsOneErrorAndDeliversNothing) {
+    auto s = handshake_as_node_3();
+    ASSERT_TRUE(s.valid());
+    tcp::FrameHeader frame;
+    frame.length = 0;
+    frame.seq = 0;
+    frame.type = 77;
+    ASSERT_TRUE(s.send_struct(frame));
+    EXPECT_TRUE(s.wait_closed()) << "a frame of an unknown type did not close the connection";
+    expect_refused({Refusal::protocol_error});
+    expect_error("unknown type 77");
+}
+
 TEST_F(TcpHostileInput, AConnectionThatNeverSpeaksIsClosedAfterTheHandshakeTimeoutAndCounted) {
     auto s = RawSocket::connect_to(port());
     ASSERT_TRUE(s.valid());
@@ -570,6 +605,33 @@ TEST_F(TcpHostileInput, TwoHundredSilentConnectionsAtOnceDoNotStopGoodTrafficAnd
     for (auto& s : flood)
         EXPECT_TRUE(s.wait_closed(peer_timeout + 20s)) << "a silent connection of the flood was never closed";
     expect_refused({Refusal::handshake_timeout, Refusal::too_many}, 200);
+}
+
+// ------------------------------------------------------------ resources
+
+// "ResourceError (the port cannot be bound)": another program listens on node 1's
+// port; the factory says which port, and starts once the port is free again.
+TEST(TcpResources, AFactoryWhosePortIsTakenFailsWithAResourceErrorNamingThePort) {
+    const auto text = local_partition(partition_for_test(), 2, 1000ms);
+    ASSERT_EQ(text.nodes.size(), 2u) << "no free ports";
+    const auto c = text.load();
+    const auto port = text.nodes[0].port;
+    RawSocket squatter(::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0));
+    ASSERT_TRUE(squatter.valid());
+    sockaddr_in a{};
+    a.sin_family = AF_INET;
+    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    a.sin_port = htons(port);
+    ASSERT_EQ(::bind(squatter.fd(), reinterpret_cast<const sockaddr*>(&a), sizeof a), 0) << std::strerror(errno);
+    ASSERT_EQ(::listen(squatter.fd(), 1), 0);
+    try {
+        auto f = NodeFactory::create(c, 1);
+        FAIL() << "a factory started on port " << port << ", which another socket listens on";
+    } catch (const ResourceError& e) {
+        EXPECT_NE(std::string(e.what()).find(std::to_string(port)), std::string::npos) << e.what();
+    }
+    squatter.close();
+    EXPECT_NO_THROW((void)NodeFactory::create(c, 1)) << "the factory did not start once the port was free";
 }
 
 // ------------------------------------------------------- connection reset
@@ -1159,6 +1221,59 @@ TEST(TcpAcrossHosts, ALinkDownAndUpMidStreamLosesAndDuplicatesNothing) {
     const auto done = outcome(receiver, 60s);
     EXPECT_EQ(done, "received " + std::to_string(total)) << "last progress: " << last;
     EXPECT_EQ(receiver.wait(), 0);
+}
+
+// "PeerLost: the peer died or was silent for peer_timeout": ns1 streams to ns2, and
+// ns1's switch port goes down and stays down. Both processes live, but neither can
+// reach the other: each reports the other lost, not before peer_timeout after the
+// cut, and within a few peer timeouts (the socket's user timeout notices the silence
+// of a sender's connection after one, keepalive that of a receiver's after about
+// three, and then reconnecting fails for one more).
+TEST(TcpAcrossHosts, ALinkDownForLongerThanThePeerTimeoutIsReportedAsPeerLostOnBothSides) {
+    Hosts hosts(2);
+    REQUIRE_NAMESPACES(hosts);
+    PartitionText text;
+    text.partition = partition_for_test();
+    text.peer_timeout = 1s;
+    text.send_queue_limit = 2000;
+    for (int i = 1; i <= 2; ++i)
+        text.nodes.push_back({static_cast<NodeId>(i), Hosts::address(i), static_cast<std::uint16_t>(7000 + i), ""});
+    ChildProcess receiver(hosts.in(2, peer_args(text, 2, "receive", {"from=1", "count=0", "progress=1000"})));
+    ASSERT_EQ(receiver.wait_for_line("ready", patience), "ready");
+    ChildProcess sender(hosts.in(1, peer_args(text, 1, "stream", {"to=2", "count=0", "size=300"})));
+    ASSERT_EQ(sender.wait_for_line("ready", patience), "ready");
+    ASSERT_EQ(receiver.wait_for_line("progress", patience).rfind("progress", 0), 0u) << "the stream did not start";
+    ASSERT_TRUE(hosts.set_link(1, false));
+    const auto down = Clock::now();
+    // Both ends' outcomes, each stamped when it was printed (read in turns).
+    std::string sender_end, receiver_end;
+    Clock::time_point sender_at{}, receiver_at{};
+    const auto deadline = down + 30s;
+    while ((sender_end.empty() || receiver_end.empty()) && Clock::now() < deadline) {
+        for (auto [peer, end, at] :
+             {std::tuple{&sender, &sender_end, &sender_at}, std::tuple{&receiver, &receiver_end, &receiver_at}}) {
+            if (!end->empty()) continue;
+            const auto line = peer->read_line(10ms);
+            for (const char* prefix : {"sent", "received", "error", "lost"}) {
+                if (line.rfind(prefix, 0) == 0) {
+                    *end = line;
+                    *at = Clock::now();
+                }
+            }
+        }
+    }
+    ASSERT_TRUE(hosts.set_link(1, true));
+    const auto ms = [&](Clock::time_point t) {
+        return std::chrono::duration_cast<std::chrono::milliseconds>(t - down);
+    };
+    ASSERT_EQ(sender_end.rfind("lost 2 ", 0), 0u) << "the sender said: " << sender_end;
+    ASSERT_EQ(receiver_end.rfind("lost 1 ", 0), 0u) << "the receiver said: " << receiver_end;
+    EXPECT_GE(ms(sender_at), text.peer_timeout) << "the sender gave up before peer_timeout";
+    EXPECT_GE(ms(receiver_at), text.peer_timeout) << "the receiver gave up before peer_timeout";
+    EXPECT_LT(ms(sender_at), 4 * text.peer_timeout) << sender_end;
+    EXPECT_LT(ms(receiver_at), 7 * text.peer_timeout) << receiver_end;
+    EXPECT_EQ(WEXITSTATUS(sender.wait()), 3);
+    EXPECT_EQ(WEXITSTATUS(receiver.wait()), 3);
 }
 
 // `technology: auto`: nodes 1 and 2 share machine m1 (ns1) and talk sci; node 3 is
