@@ -88,9 +88,11 @@ TEST_P(Conformance, MessageArrivesOnceCompleteAndFromItsSender) {
 }
 
 // Sizes around the receive slot and up to the maximum: 0, 1, slot-1, slot,
-// slot+1, many slots, the maximum; maximum+1 is refused with the buffer kept.
+// slot+1, many slots, the maximum; maximum+1 is refused with the buffer kept. The
+// maximum is above 8 MiB, where sci's large messages wrap at the whole ring, and
+// small enough to keep the test within seconds under ThreadSanitizer.
 TEST_P(Conformance, EverySizeFromZeroToTheMaximumArrivesIntact) {
-    auto c = make(2, [](config::Configuration& c) { c.max_message_size = 16 * config::MiB; });
+    auto c = make(2, [](config::Configuration& c) { c.max_message_size = 9 * config::MiB; });
     const std::size_t slot = c.sci.recv_buffer_size;
     const std::size_t max = c.max_message_size;
     auto a = NodeFactory::create(c, 1);
@@ -146,7 +148,7 @@ TEST_P(Conformance, FourSenderThreadsEachKeepTheirOrderAndIntegrity) {
     auto to_b = a->create_node(2);
     auto from_a = b->create_node(1);
     constexpr int threads = 4;
-    constexpr std::uint64_t per_thread = 5000;
+    constexpr std::uint64_t per_thread = 2000;
     std::vector<std::thread> senders;
     std::vector<std::string> failures(threads);
     for (int t = 0; t < threads; ++t) {
