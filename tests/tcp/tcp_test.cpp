@@ -1295,11 +1295,11 @@ TEST(TcpAcrossHosts, AnAutoPartitionUsesSciOnAMachineAndTcpBetweenMachinesBothWa
     for (int id = 1; id <= 3; ++id) {
         const int host = id == 3 ? 2 : 1;
         nodes.push_back(std::make_unique<ChildProcess>(hosts.in(
-            host, peer_args(text, static_cast<NodeId>(id), "exchange", {to.at(id), "count=3000", "size=mixed"}))));
+            host, peer_args(text, static_cast<NodeId>(id), "exchange", {to.at(id), "count=1000", "size=mixed"}))));
         ASSERT_EQ(nodes.back()->read_line(patience), "ready") << "node " << id;
     }
     for (int id = 1; id <= 3; ++id)
-        EXPECT_EQ(outcome(*nodes[static_cast<std::size_t>(id - 1)], 120s), "done 3000") << "node " << id;
+        EXPECT_EQ(outcome(*nodes[static_cast<std::size_t>(id - 1)], 120s), "done 1000") << "node " << id;
     // The nodes stay until told: their connections show which technology each pair
     // used. Node 3 reached nodes 1 and 2 over TCP; nodes 1 and 2 never connected to
     // each other (sci), though both reached node 3.
