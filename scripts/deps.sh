@@ -17,6 +17,7 @@ MSGPASS_PACKAGES=(
     pkg-config
     help2man
     util-linux # unshare, for tests/sci/shm_full_test (mount comes with the essential mount package)
+    iproute2 # ip and ss: the tcp tests across network namespaces (required when CI is set)
 )
 
 msgpass_install_deps() {

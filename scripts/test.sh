@@ -40,6 +40,6 @@ step "ctest (address,undefined)" ctest --test-dir "$asan" -j"$jobs" --output-on-
 tsan=build/test-tsan
 step "configure (thread)" msgpass_configure "$tsan" -DCMAKE_BUILD_TYPE=Debug -DMSGPASS_SANITIZE=thread
 step "build (thread)" cmake --build "$tsan" -j"$jobs"
-step "ctest -L tsan (thread)" ctest --test-dir "$tsan" -L tsan --no-tests=ignore -j"$jobs" --output-on-failure --timeout 600
+step "ctest -L tsan (thread)" ctest --test-dir "$tsan" -L tsan --no-tests=error -j"$jobs" --output-on-failure --timeout 600
 
 echo "==> all tests passed ($((SECONDS - total_start)) s)"

@@ -38,7 +38,8 @@ bool Group::contains(NodeId id) const {
     return std::find(ids.begin(), ids.end(), id) != ids.end();
 }
 
-BasicGroup::BasicGroup(std::string name, Doorbell* bell) : name_(std::move(name)), bell_(bell) {}
+BasicGroup::BasicGroup(std::string name, Doorbell* bell, WaitPolicy policy)
+    : name_(std::move(name)), bell_(bell), policy_(policy) {}
 
 std::vector<NodeId> BasicGroup::members() const {
     std::lock_guard lock(mutex_);
@@ -93,7 +94,7 @@ BufferPtr BasicGroup::receive() {
 }
 
 BufferPtr BasicGroup::receive(std::chrono::nanoseconds timeout) {
-    return wait_for([this] { return receive(); }, timeout, bell_);
+    return wait_for([this] { return receive(); }, timeout, bell_, policy_);
 }
 
 void BasicGroup::add(NodePtr node) {

@@ -1,17 +1,25 @@
-// The conformance suite: the contract of msgpass/node.hpp and msgpass/group.hpp,
-// written once and run on every technology (parameterised by technology name).
-// A technology joins by adding its name to the instantiation at the bottom.
+// The conformance suite: the contract of msgpass/node.hpp, msgpass/group.hpp and
+// msgpass/node_factory.hpp, written once and run on every technology (parameterised
+// by technology name). A technology joins by adding its name to the instantiation
+// at the bottom. On `auto` the nodes alternate between two machines, so that node
+// 1 reaches node 2 through tcp and node 3 through sci, and groups mix both.
 #include <msgpass/node.hpp>
 #include <msgpass/sci/options.hpp>
 
+#include "../support/bounded.hpp"
 #include "../support/partition.hpp"
+#include "../support/threads.hpp"
 
 #include <gtest/gtest.h>
 
 #include <atomic>
 #include <chrono>
+#include <cstdio>
+#include <fstream>
 #include <map>
+#include <regex>
 #include <thread>
+#include <unistd.h>
 #include <vector>
 
 namespace msgpass::test {
@@ -24,9 +32,34 @@ class Conformance : public ::testing::TestWithParam<std::string> {
 protected:
     config::Configuration make(int n, const std::function<void(config::Configuration&)>& tweak = {}) {
         const auto* info = ::testing::UnitTest::GetInstance()->current_test_info();
-        return make_configuration(GetParam(), unique_partition(info->name()), n, tweak);
+        auto c = make_configuration(GetParam(), unique_partition(info->name()), n, tweak);
+        if (GetParam() == "auto") {
+            for (auto& node : c.nodes)
+                node.machine = node.id % 2 == 1 ? "m1" : "m2";
+        }
+        return c;
     }
 };
+
+// Everything a node sends while alive, then the end marker: the messages must come
+// in order, then the end marker, then nothing more within a grace period (a
+// duplicate that comes late fails as one that comes early).
+void expect_stream_then_end(Node& from, std::uint64_t count, std::uint32_t stream = 0) {
+    for (std::uint64_t i = 0; i < count; ++i) {
+        auto m = from.receive(patience);
+        ASSERT_NE(m, nullptr) << "message " << i << " of " << count << " never arrived";
+        const auto h = check_payload(*m);
+        ASSERT_EQ(h.stream, stream) << "message " << i;
+        ASSERT_EQ(h.seq, i);
+    }
+    auto end = from.receive(patience);
+    ASSERT_NE(end, nullptr) << "the end marker never arrived";
+    const auto h = check_payload(*end);
+    EXPECT_EQ(h.stream, end_stream) << "message " << h.seq << " of stream " << h.stream
+                                    << " where the end marker was due";
+    EXPECT_EQ(h.seq, count);
+    EXPECT_EQ(nothing_more(from), "");
+}
 
 // Receives from node with a bounded wait; fails the test on timeout.
 BufferPtr must_receive(Node& node) {
@@ -42,18 +75,25 @@ TEST_P(Conformance, MessageArrivesOnceCompleteAndFromItsSender) {
     auto to_b = a->create_node(2);
     auto from_a = b->create_node(1);
     to_b->send(make_message(*a, 100, 7, 1));
+    to_b->send(make_end_marker(*a, 1));
     auto got = must_receive(*from_a);
     ASSERT_NE(got, nullptr);
     EXPECT_EQ(got->size(), 100u);
     EXPECT_EQ(got->source(), 1u);
     EXPECT_EQ(check_payload(*got).seq, 1u);
-    EXPECT_EQ(from_a->receive(), nullptr) << "a message was delivered twice";
+    ASSERT_TRUE(to_b->flush(patience)); // the end marker may wait for the slot the message freed
+    auto end = must_receive(*from_a);
+    ASSERT_NE(end, nullptr);
+    EXPECT_EQ(check_payload(*end).stream, end_stream) << "the message came twice, or the end marker was lost";
+    EXPECT_EQ(nothing_more(*from_a), "") << "a message was delivered twice";
 }
 
 // Sizes around the receive slot and up to the maximum: 0, 1, slot-1, slot,
-// slot+1, many slots, the maximum; maximum+1 is refused with the buffer kept.
+// slot+1, many slots, the maximum; maximum+1 is refused with the buffer kept. The
+// maximum is above 8 MiB, where sci's large messages wrap at the whole ring, and
+// small enough to keep the test within seconds under ThreadSanitizer.
 TEST_P(Conformance, EverySizeFromZeroToTheMaximumArrivesIntact) {
-    auto c = make(2, [](config::Configuration& c) { c.max_message_size = 16 * config::MiB; });
+    auto c = make(2, [](config::Configuration& c) { c.max_message_size = 9 * config::MiB; });
     const std::size_t slot = c.section<sci::Options>().recv_buffer_size;
     const std::size_t max = c.max_message_size;
     auto a = NodeFactory::create(c, 1);
@@ -109,40 +149,38 @@ TEST_P(Conformance, FourSenderThreadsEachKeepTheirOrderAndIntegrity) {
     auto to_b = a->create_node(2);
     auto from_a = b->create_node(1);
     constexpr int threads = 4;
-    constexpr std::uint64_t per_thread = 5000;
+    constexpr std::uint64_t per_thread = 2000;
     std::vector<std::thread> senders;
-    std::atomic<int> failures{0};
+    std::vector<std::string> failures(threads);
     for (int t = 0; t < threads; ++t) {
         senders.emplace_back([&, t] {
-            for (std::uint64_t i = 0; i < per_thread; ++i) {
-                const std::size_t size = 16 + (i * 37 + t * 101) % 3000;
-                for (;;) {
-                    try {
-                        to_b->send(make_message(*a, size, static_cast<std::uint32_t>(t), i));
-                        break;
-                    } catch (const SendQueueFull&) {
-                        to_b->flush(1ms);
-                    } catch (...) {
-                        ++failures;
-                        return;
-                    }
+            try {
+                for (std::uint64_t i = 0; i < per_thread; ++i) {
+                    const std::size_t size = 16 + (i * 37 + t * 101) % 3000;
+                    send_retrying(*to_b, make_message(*a, size, static_cast<std::uint32_t>(t), i),
+                                  "message " + std::to_string(i) + " of thread " + std::to_string(t));
                 }
+                send_retrying(*to_b, make_end_marker(*a, per_thread), "the end marker of thread " + std::to_string(t));
+                if (!to_b->flush(patience)) failures[t] = "could not flush";
+            } catch (const std::exception& e) {
+                failures[t] = e.what();
             }
-            if (!to_b->flush(patience)) ++failures;
         });
     }
     std::vector<std::uint64_t> next(threads, 0);
-    std::uint64_t total = 0;
+    int ended = 0;
     std::string error;
-    while (total < threads * per_thread && error.empty()) {
+    while (ended < threads && error.empty()) {
         auto m = from_a->receive(patience);
         if (!m) {
-            error = "receive timed out after " + std::to_string(total) + " messages";
+            error = "receive timed out after " + std::to_string(from_a->stats().messages_received) + " messages";
             break;
         }
         try {
             auto h = check_payload(*m);
-            if (h.stream >= threads)
+            if (h.stream == end_stream)
+                ++ended;
+            else if (h.stream >= threads)
                 error = "unknown stream";
             else if (h.seq != next[h.stream])
                 error = "stream " + std::to_string(h.stream) + ": expected message " + std::to_string(next[h.stream]) +
@@ -152,15 +190,17 @@ TEST_P(Conformance, FourSenderThreadsEachKeepTheirOrderAndIntegrity) {
         } catch (const std::string& e) {
             error = e;
         }
-        ++total;
     }
     for (auto& s : senders)
         s.join();
     EXPECT_EQ(error, "");
-    EXPECT_EQ(failures.load(), 0);
-    EXPECT_EQ(from_a->receive(), nullptr) << "more messages than were sent";
-    EXPECT_EQ(from_a->stats().messages_received, threads * per_thread);
-    EXPECT_EQ(to_b->stats().messages_sent, threads * per_thread);
+    for (int t = 0; t < threads; ++t) {
+        EXPECT_EQ(failures[t], "") << "sender thread " << t;
+        EXPECT_EQ(next[t], per_thread) << "stream " << t << " had not arrived whole at its end marker";
+    }
+    EXPECT_EQ(nothing_more(*from_a), "") << "more messages than were sent";
+    EXPECT_EQ(from_a->stats().messages_received, threads * (per_thread + 1));
+    EXPECT_EQ(to_b->stats().messages_sent, threads * (per_thread + 1));
 }
 
 TEST_P(Conformance, ReceiveReturnsNothingWhenNothingArrivedAndWaitsAtMostTheTimeout) {
@@ -169,28 +209,46 @@ TEST_P(Conformance, ReceiveReturnsNothingWhenNothingArrivedAndWaitsAtMostTheTime
     auto b = NodeFactory::create(c, 2);
     auto from_b = a->create_node(2);
     EXPECT_EQ(from_b->receive(), nullptr);
-    const auto start = std::chrono::steady_clock::now();
-    EXPECT_EQ(from_b->receive(50ms), nullptr);
-    const auto waited = std::chrono::steady_clock::now() - start;
-    EXPECT_GE(waited, 50ms);
-    EXPECT_LT(waited, patience);
+    // Every wait lasts at least the timeout; the fastest of three ends within what a
+    // wake-up costs on a loaded machine (a wait that overslept by a re-poll period
+    // of 100 ms, or that waited twice, fails).
+    constexpr auto timeout = 50ms;
+    auto fastest = std::chrono::nanoseconds::max();
+    for (int round = 0; round < 3; ++round) {
+        const auto start = Clock::now();
+        EXPECT_EQ(from_b->receive(timeout), nullptr);
+        const auto waited = Clock::now() - start;
+        EXPECT_GE(waited, timeout) << "round " << round;
+        fastest = std::min(fastest, std::chrono::duration_cast<std::chrono::nanoseconds>(waited));
+    }
+    EXPECT_LT(fastest, timeout + 40ms) << "receive(50 ms) took at least " << fastest / 1us << " us";
 }
 
+// A receiver asleep in a blocking receive (its thread blocked in the kernel, past the
+// spin and yield phases) is woken by the arrival itself: the wait re-polls on its own
+// only every 100 ms, so a sender that never rang, or a wake-up that never came,
+// shows as about 100 ms. The fastest of three rounds is judged, so that one
+// descheduled thread on a loaded machine does not fail the test.
 TEST_P(Conformance, BlockingReceiveWakesWhenAMessageArrives) {
     auto c = make(2);
     auto a = NodeFactory::create(c, 1);
     auto b = NodeFactory::create(c, 2);
     auto to_b = a->create_node(2);
     auto from_a = b->create_node(1);
-    std::thread sender([&] {
-        // The receiver is (most likely) asleep by the time the message goes; either way it must arrive.
-        to_b->send(make_message(*a, 64, 0, 42));
-        to_b->flush(patience);
-    });
-    auto got = from_a->receive(patience);
-    sender.join();
-    ASSERT_NE(got, nullptr);
-    EXPECT_EQ(check_payload(*got).seq, 42u);
+    const auto rounds = wake_ups(
+        3, [&] { return from_a->receive(patience); },
+        [&](int r) {
+            to_b->send(make_message(*a, 64, 0, static_cast<std::uint64_t>(r)));
+            (void)to_b->flush(patience);
+        });
+    for (std::size_t r = 0; r < rounds.size(); ++r) {
+        SCOPED_TRACE("round " + std::to_string(r));
+        EXPECT_EQ(rounds[r].error, "");
+        ASSERT_NE(rounds[r].message, nullptr);
+        EXPECT_EQ(check_payload(*rounds[r].message).seq, r);
+    }
+    EXPECT_LT(fastest(rounds), 50ms) << "the fastest wake-up took " << fastest(rounds) / 1us
+                                     << " us: the receiver woke by re-polling, not by the arrival";
 }
 
 // The seed: "if there is no remote address available ... the buffer is locally
@@ -230,6 +288,28 @@ TEST_P(Conformance, SendQueueHasABoundAndTheRefusedBufferStaysWithTheCaller) {
     EXPECT_THROW(to_b->send(std::move(extra)), SendQueueFull);
     ASSERT_NE(extra, nullptr);
     EXPECT_EQ(to_b->stats().queue_depth, 8u);
+}
+
+// "flush ... true when the queue is empty": a peer that never starts takes nothing,
+// so the node's flush and the factory's flush both give up after their timeout.
+TEST_P(Conformance, FlushToAPeerThatNeverStartsReturnsFalseAfterTheTimeout) {
+    auto c = make(2);
+    auto a = NodeFactory::create(c, 1);
+    auto to_b = a->create_node(2); // node 2 never starts
+    to_b->send(make_message(*a, 32, 0, 0));
+    constexpr auto timeout = 100ms;
+    auto start = Clock::now();
+    EXPECT_FALSE(to_b->flush(timeout)) << "a message to a peer that never ran was handed over";
+    auto waited = Clock::now() - start;
+    EXPECT_GE(waited, timeout);
+    EXPECT_LT(waited, timeout + 250ms);
+    start = Clock::now();
+    EXPECT_FALSE(a->flush(timeout)) << "the factory's flush reported every queue empty";
+    waited = Clock::now() - start;
+    EXPECT_GE(waited, timeout);
+    EXPECT_LT(waited, timeout + 250ms);
+    EXPECT_EQ(to_b->stats().queue_depth, 1u);
+    EXPECT_EQ(to_b->stats().messages_sent, 0u);
 }
 
 TEST_P(Conformance, SendsToAPeerNotStartedYetFlowWhenItAppears) {
@@ -322,8 +402,15 @@ TEST_P(Conformance, GroupSendReachesEveryMemberOnce) {
             EXPECT_EQ(check_payload(*got).seq, i);
         }
     }
-    for (auto& n : from_supervisor)
-        EXPECT_EQ(n->receive(), nullptr);
+    farm->send(make_end_marker(*f1, 5));
+    ASSERT_TRUE(f1->flush(patience));
+    for (auto& n : from_supervisor) {
+        SCOPED_TRACE("member " + std::to_string(n->id()));
+        auto end = must_receive(*n);
+        ASSERT_NE(end, nullptr);
+        EXPECT_EQ(check_payload(*end).stream, end_stream) << "a message came twice, or the end marker was lost";
+        EXPECT_EQ(nothing_more(*n), "");
+    }
 }
 
 // The seed: "to ensure fairness the loop starts every time from a different node".
@@ -373,7 +460,7 @@ TEST_P(Conformance, DynamicGroupAddsAndRemovesMembersAtRunTime) {
     group->send(make_message(*f1, 10, 0, 1));
     auto got = must_receive(*from1_at3);
     ASSERT_NE(got, nullptr);
-    EXPECT_EQ(from1_at2->receive(20ms), nullptr) << "a removed member still got the message";
+    EXPECT_EQ(nothing_more(*from1_at2), "") << "a removed member still got the message";
 }
 
 TEST_P(Conformance, StatisticsCountMessagesAndBytes) {
@@ -401,7 +488,178 @@ TEST_P(Conformance, ANodeCannotBeMadeForItselfOrForAnIdOutsideTheNodesFile) {
     EXPECT_THROW(NodeFactory::create(c, 99), ConfigError);
 }
 
-INSTANTIATE_TEST_SUITE_P(Technologies, Conformance, ::testing::Values("sci", "tcp"),
+// "send_shared: the layer keeps a reference until the message is transferred, and
+// never changes it": one shared message to two peers arrives unchanged at both, the
+// caller's copy is unchanged, and the layer's references are dropped once the
+// message was transferred (use_count back to the caller's one). Small, slot-sized
+// and large messages take different paths in sci (copy, broadcast region).
+TEST_P(Conformance, SendSharedDeliversTheMessageUnchangedAndThenReleasesIt) {
+    auto c = make(3);
+    auto f1 = NodeFactory::create(c, 1);
+    auto f2 = NodeFactory::create(c, 2);
+    auto f3 = NodeFactory::create(c, 3);
+    auto to2 = f1->create_node(2);
+    auto to3 = f1->create_node(3);
+    auto at2 = f2->create_node(1);
+    auto at3 = f3->create_node(1);
+    std::uint64_t seq = 0;
+    for (std::size_t size : {std::size_t{100}, std::size_t{4000}, std::size_t{5 * c.section<sci::Options>().recv_buffer_size}}) {
+        SCOPED_TRACE("size " + std::to_string(size));
+        SharedBuffer shared = make_message(*f1, size, 6, seq);
+        std::vector<std::byte> before(size);
+        shared->copy_to(before);
+        to2->send_shared(shared);
+        to3->send_shared(shared);
+        for (auto* from : {at2.get(), at3.get()}) {
+            BufferPtr got;
+            for (auto deadline = Clock::now() + patience; !got && Clock::now() < deadline;) {
+                (void)to2->flush(0ns);
+                (void)to3->flush(0ns);
+                got = from->receive(1ms);
+            }
+            ASSERT_NE(got, nullptr) << "the shared message never arrived at node " << from->id();
+            ASSERT_EQ(got->size(), size);
+            std::vector<std::byte> bytes(size);
+            got->copy_to(bytes);
+            EXPECT_TRUE(bytes == before) << "node " << from->id() << " got other bytes";
+        }
+        std::vector<std::byte> after(size);
+        shared->copy_to(after);
+        EXPECT_TRUE(after == before) << "the layer changed the caller's shared message";
+        // Acknowledgements go out from receivers that wait (tcp: after 1 ms idle).
+        EXPECT_TRUE(eventually(
+            [&] {
+                (void)to2->flush(0ns);
+                (void)to3->flush(0ns);
+                EXPECT_EQ(at2->receive(2ms), nullptr);
+                EXPECT_EQ(at3->receive(2ms), nullptr);
+                return shared.use_count() == 1;
+            },
+            patience))
+            << "the layer still holds " << shared.use_count() - 1 << " references after the transfer";
+        ++seq;
+    }
+}
+
+// "resize(n) changes the message size up to the capacity": a buffer of the factory,
+// resized below its capacity, is sent with its new size, from the send pool and from
+// the heap (sci.use_send_pool on and off; other technologies ignore the key).
+TEST_P(Conformance, ABufferResizedBelowItsCapacityArrivesWithItsNewSizeWithAndWithoutTheSendPool) {
+    for (bool pool : {false, true}) {
+        SCOPED_TRACE(pool ? "send pool" : "heap");
+        auto c = make(2, [&](config::Configuration& c) { c.edit_section<sci::Options>().use_send_pool = pool; });
+        auto a = NodeFactory::create(c, 1);
+        auto b = NodeFactory::create(c, 2);
+        auto to_b = a->create_node(2);
+        auto from_a = b->create_node(1);
+        std::uint64_t seq = 0;
+        for (auto [made, sent] : {std::pair<std::size_t, std::size_t>{4000, 1000},
+                                  {c.section<sci::Options>().send_buffer_size, 17},
+                                  {3 * c.section<sci::Options>().send_buffer_size, c.section<sci::Options>().send_buffer_size + 1}}) {
+            auto m = a->create_buffer(made);
+            ASSERT_NE(m->single(), nullptr);
+            ASSERT_GE(m->single()->capacity(), made);
+            m->single()->resize(sent);
+            ASSERT_EQ(m->size(), sent);
+            fill_payload(m->single()->bytes(), 1, seq);
+            EXPECT_THROW(m->single()->resize(m->single()->capacity() + 1), MessageTooLarge);
+            EXPECT_EQ(m->size(), sent) << "a refused resize changed the size";
+            to_b->send(std::move(m));
+            ASSERT_TRUE(to_b->flush(patience));
+            auto got = must_receive(*from_a);
+            ASSERT_NE(got, nullptr);
+            EXPECT_EQ(got->size(), sent) << "made with " << made << " bytes, resized to " << sent;
+            EXPECT_EQ(check_payload(*got).seq, seq);
+            ++seq;
+        }
+        EXPECT_EQ(nothing_more(*from_a), "");
+    }
+}
+
+// NodeFactory::create: "ResourceError when local resources cannot be set up": a
+// second factory for a node id that a live factory holds (its segment, its port) is
+// refused, and the first one goes on working.
+TEST_P(Conformance, ASecondFactoryWithTheSameNodeIdIsRefusedWithResourceError) {
+    auto c = make(2);
+    auto a = NodeFactory::create(c, 1);
+    try {
+        auto again = NodeFactory::create(c, 1);
+        FAIL() << "two factories were made for node 1";
+    } catch (const ResourceError& e) {
+        EXPECT_FALSE(std::string(e.what()).empty());
+    }
+    auto b = NodeFactory::create(c, 2);
+    auto from_a = b->create_node(1);
+    a->create_node(2)->send(make_message(*a, 64, 0, 3));
+    ASSERT_TRUE(a->flush(patience));
+    auto got = must_receive(*from_a);
+    ASSERT_NE(got, nullptr);
+    EXPECT_EQ(check_payload(*got).seq, 3u);
+}
+
+// "the factory's destructor does it too": a factory destroyed right after queueing
+// a stream hands all of it over to a peer that is receiving, which then takes the
+// whole stream and its end marker, and is never told of a loss: the sender ended
+// cleanly (the peer checks a silent partner every peer_timeout / 4).
+TEST_P(Conformance, TheFactoryDestructorHandsQueuedMessagesOverBeforeItEnds) {
+    auto c = make(2, [](config::Configuration& c) { c.peer_timeout = 1s; });
+    auto a = NodeFactory::create(c, 1);
+    auto b = NodeFactory::create(c, 2);
+    auto to_b = a->create_node(2);
+    auto from_a = b->create_node(1);
+    constexpr std::uint64_t n = 300;
+    std::thread receiver([&] { expect_stream_then_end(*from_a, n); });
+    for (std::uint64_t i = 0; i < n; ++i)
+        to_b->send(make_message(*a, 256, 0, i));
+    to_b->send(make_end_marker(*a, n));
+    to_b.reset();
+    a.reset(); // flushes: the receiver takes the rest meanwhile
+    receiver.join();
+    for (const auto end = Clock::now() + c.peer_timeout; Clock::now() < end;)
+        ASSERT_EQ(nothing_more(*from_a, 50ms), "") << "after the sender's factory ended cleanly";
+    EXPECT_EQ(from_a->stats().errors, 0u);
+}
+
+// Runs f with this process's stderr going to a file; returns what was written.
+template <class F>
+std::string stderr_of(F&& f) {
+    std::fflush(stderr);
+    char path[] = "/tmp/msgpass-stderr-XXXXXX";
+    const int file = ::mkstemp(path);
+    if (file < 0) return "mkstemp failed";
+    const int saved = ::dup(STDERR_FILENO);
+    ::dup2(file, STDERR_FILENO);
+    f();
+    std::fflush(stderr);
+    ::dup2(saved, STDERR_FILENO);
+    ::close(saved);
+    ::close(file);
+    std::ifstream in(path);
+    std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+    ::unlink(path);
+    return text;
+}
+
+// "... and reports what it could not hand over": messages to a peer that never runs
+// are named, with their count and the peer, on stderr when the factory ends (after
+// at most peer_timeout).
+TEST_P(Conformance, TheFactoryDestructorReportsWhatItCouldNotHandOver) {
+    auto c = make(2, [](config::Configuration& c) { c.peer_timeout = 200ms; });
+    auto a = NodeFactory::create(c, 1);
+    auto to_b = a->create_node(2); // node 2 never starts
+    for (int i = 0; i < 3; ++i)
+        to_b->send(make_message(*a, 64, 0, i));
+    to_b.reset();
+    const auto start = Clock::now();
+    const auto report = stderr_of([&] { a.reset(); });
+    const auto took = Clock::now() - start;
+    EXPECT_TRUE(std::regex_search(report, std::regex("3 messages to node 2 \\(node-2\\) were never")))
+        << "stderr: " << report;
+    EXPECT_GE(took, c.peer_timeout) << "the destructor gave up before peer_timeout";
+    EXPECT_LT(took, c.peer_timeout + 2s);
+}
+
+INSTANTIATE_TEST_SUITE_P(Technologies, Conformance, ::testing::Values("sci", "tcp", "auto"),
                          [](const auto& info) { return info.param; });
 
 } // namespace

@@ -123,7 +123,8 @@ std::string text_of(const Buffer& b) {
 
 // A group of fake nodes with these ids, in this order.
 struct Fixture {
-    explicit Fixture(std::initializer_list<NodeId> ids, Doorbell* bell = nullptr) : group("test", bell) {
+    explicit Fixture(std::initializer_list<NodeId> ids, Doorbell* bell = nullptr, WaitPolicy policy = {})
+        : group("test", bell, policy) {
         for (NodeId id : ids) {
             nodes.push_back(std::make_shared<FakeNode>(id));
             group.add(nodes.back());
@@ -377,23 +378,38 @@ TEST(BasicGroup, BlockingReceiveReturnsAPresentMessageAtOnce) {
     EXPECT_EQ(f.nodes[1]->receive_calls(), 1u);
 }
 
+// The group's receive sleeps on the doorbell it was given, with a policy that never
+// re-polls on its own before the timeout: a message delivered while it sleeps is
+// found only because the ring wakes it (a group that ignored the bell never shows a
+// sleeper, and a ring that does nothing leaves it asleep until the timeout).
 TEST(BasicGroup, BlockingReceiveWakesWhenAMessageArrivesFromAnotherThread) {
     Doorbell bell;
-    Fixture f({1, 2}, &bell);
+    const WaitPolicy policy{.spin = std::chrono::microseconds(0),
+                            .yield = std::chrono::microseconds(0),
+                            .max_sleep = std::chrono::microseconds(std::chrono::hours(1))};
+    Fixture f({1, 2}, &bell, policy);
+    const auto timeout = 5s;
     std::atomic<bool> done{false};
+    std::atomic<bool> slept{false};
     std::thread sender([&] {
         // Deliver once the receiver sleeps (or has finished), then ring as a technology does.
         while (bell.sleepers.load() == 0 && !done.load())
             std::this_thread::yield();
+        slept = bell.sleepers.load() != 0;
         f.nodes[1]->deliver(message("late"));
         bell.ring();
     });
-    auto b = f.group.receive(10s);
+    const auto start = std::chrono::steady_clock::now();
+    auto b = f.group.receive(timeout);
+    const auto waited = std::chrono::steady_clock::now() - start;
     done = true;
     sender.join();
-    ASSERT_NE(b, nullptr);
+    EXPECT_TRUE(slept) << "the group's receive never slept on its doorbell";
+    ASSERT_NE(b, nullptr) << "the ring did not wake the group's receive";
+    EXPECT_LT(waited, timeout) << "the receive returned only at its timeout";
     EXPECT_EQ(text_of(*b), "late");
     EXPECT_EQ(b->source(), 2u);
+    EXPECT_EQ(bell.sequence.load(), 1u);
 }
 
 TEST(Group, RingHelpersWrapAround) {

@@ -2,18 +2,18 @@
 // same one the test builds) and streams, receives or idles, printing one line per
 // step on stdout so the test can wait on it.
 //   sci_peer PARTITION NODES SELF PEER MODE [COUNT] [SIZE] [PEER_TIMEOUT_MS]
-// MODE: stream (send COUNT numbered messages, or forever if 0), burst (send COUNT
-// numbered messages, flush them, print "sent COUNT", then stay until killed),
-// blind-stream (stream, after making this process's mapping of the partner's
-// control block inaccessible: any read of it kills the process), idle (until
-// killed), receive (take COUNT messages and check them), echo (send every received
-// buffer back as it is, until killed or the partner is lost).
+// MODE: stream (send COUNT numbered messages and then an end marker, or stream
+// forever if COUNT is 0), burst (send COUNT numbered messages, flush them, print
+// "sent COUNT", then stay until killed), blind-stream (as burst without the stay,
+// after making this process's mapping of the partner's control block inaccessible:
+// any read of it kills the process), idle (until killed), receive (take COUNT
+// messages and check them), echo (send every received buffer back as it is, until
+// killed or the partner is lost).
 #include <msgpass/sci/naming.hpp>
 #include <msgpass/sci/options.hpp>
 #include <msgpass/sci/protocol.hpp>
 
-#include "remote_memory.hpp"
-
+#include "../support/bounded.hpp"
 #include "../support/partition.hpp"
 
 #include <csignal>
@@ -77,20 +77,19 @@ int main(int argc, char** argv) {
         }
         if (mode == "stream" || mode == "burst" || mode == "blind-stream") {
             for (std::uint64_t i = 0; count == 0 || i < count; ++i) {
-                for (;;) {
-                    try {
-                        node->send(test::make_message(*factory, size, self, i));
-                        break;
-                    } catch (const SendQueueFull&) {
-                        node->flush(std::chrono::milliseconds(10));
-                    }
-                }
+                test::send_retrying(*node, test::make_message(*factory, size, self, i), "message " + std::to_string(i));
                 if (i == 1000) {
                     std::printf("streaming\n");
                     std::fflush(stdout);
                 }
             }
-            if (!node->flush(std::chrono::seconds(10))) {
+            if (mode == "stream") {
+                test::send_retrying(*node, test::make_end_marker(*factory, count), "the end marker");
+                if (!node->flush(std::chrono::seconds(10))) {
+                    std::printf("error: could not flush to node %u\n", static_cast<unsigned>(peer));
+                    return 1;
+                }
+            } else if (!node->flush(std::chrono::seconds(10))) {
                 std::printf("flush timed out with %llu queued\n",
                             static_cast<unsigned long long>(node->stats().queue_depth));
                 std::fflush(stdout);

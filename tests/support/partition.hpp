@@ -13,8 +13,11 @@
 #include <sys/socket.h>
 
 #include <cctype>
+#include <chrono>
 #include <cstdint>
 #include <cstring>
+#include <exception>
+#include <filesystem>
 #include <functional>
 #include <string>
 #include <sys/mman.h>
@@ -137,6 +140,15 @@ inline BufferPtr make_message(NodeFactory& factory, std::size_t size, std::uint3
     return b;
 }
 
+// The stream id of the message that closes a stream; its seq is the number of
+// messages the stream had. A receiver that took the end marker has taken everything
+// before it, so that "nothing more arrives after it" shows that nothing came twice.
+inline constexpr std::uint32_t end_stream = 0xffffffffu;
+
+inline BufferPtr make_end_marker(NodeFactory& factory, std::uint64_t count) {
+    return make_message(factory, sizeof(PayloadHeader), end_stream, count);
+}
+
 // Checks a received payload; returns its header (stream, seq) or throws a string.
 inline PayloadHeader check_payload(const Buffer& b) {
     const auto* s = b.single();
@@ -149,6 +161,26 @@ inline PayloadHeader check_payload(const Buffer& b) {
             std::to_string(h.seq);
     }
     return h;
+}
+
+// After the end marker: nothing more may arrive from a node or group within grace.
+// Returns "" or a description of what came (a message, or an exception).
+template <class Receiver>
+std::string nothing_more(Receiver& from, std::chrono::milliseconds grace = std::chrono::milliseconds(100)) {
+    try {
+        auto m = from.receive(grace);
+        if (!m) return "";
+        std::string what = "a message of " + std::to_string(m->size()) + " bytes from node " +
+                           std::to_string(m->source()) + " arrived after the end marker";
+        try {
+            const auto h = check_payload(*m);
+            what += " (stream " + std::to_string(h.stream) + ", message " + std::to_string(h.seq) + ")";
+        } catch (const std::string&) {
+        }
+        return what;
+    } catch (const std::exception& e) {
+        return std::string("after the end marker, receive threw: ") + e.what();
+    }
 }
 
 } // namespace msgpass::test

@@ -21,6 +21,7 @@
 //   idle     make the nodes, print "ready" and wait to be killed.
 // Any failure prints "error: ..." (or "lost ID unacknowledged N" for PeerLost) and
 // exits non-zero.
+#include "../support/bounded.hpp"
 #include "tcp_support.hpp"
 
 #include <atomic>
@@ -87,17 +88,11 @@ std::size_t size_of(const Arguments& a, std::uint64_t seq) {
     return a.size == "mixed" ? test::mixed_size(seq) : static_cast<std::size_t>(std::stoull(a.size));
 }
 
-// Sends one message, flushing while the queue is full; PeerLost goes to the caller.
+// Sends one message, flushing while the queue is full (test::Stalled when it stays
+// full for default_patience); PeerLost goes to the caller.
 void send_one(NodeFactory& factory, Node& node, std::size_t size, std::uint32_t stream, std::uint64_t seq) {
-    auto m = test::make_message(factory, size, stream, seq);
-    for (;;) {
-        try {
-            node.send(std::move(m));
-            return;
-        } catch (const SendQueueFull&) {
-            node.flush(10ms);
-        }
-    }
+    test::send_retrying(node, test::make_message(factory, size, stream, seq),
+                        "message " + std::to_string(seq) + " of stream " + std::to_string(stream));
 }
 
 enum class Taken { message, end, other };

@@ -1,8 +1,7 @@
 // What the tcp tests and their peer program (tcp_peer) agree on: the partition as
 // YAML text (the test loads the same text it hands to the peers, so that both sides
 // run the same configuration, and a peer in another network namespace gets its
-// addresses the same way), the sizes of a mixed stream, and the end marker of a
-// stream whose length is not known in advance.
+// addresses the same way) and the sizes of a mixed stream.
 #pragma once
 
 #include "../support/partition.hpp"
@@ -13,10 +12,6 @@
 #include <vector>
 
 namespace msgpass::test {
-
-// The stream id of the message that closes a stream; its seq is the number of
-// messages the stream had.
-inline constexpr std::uint32_t end_stream = 0xffffffffu;
 
 // Sizes of a mixed stream: mostly small fragments, every 97th above 64 KiB (more
 // than a socket takes in one write), every 1000th of 1 MiB.

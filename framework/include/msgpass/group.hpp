@@ -7,6 +7,7 @@
 #pragma once
 
 #include <msgpass/node.hpp>
+#include <msgpass/wait.hpp>
 
 #include <chrono>
 #include <cstddef>
@@ -16,8 +17,6 @@
 #include <vector>
 
 namespace msgpass {
-
-class Doorbell;
 
 class Group {
 public:
@@ -61,10 +60,12 @@ public:
 };
 
 // The technology-independent group. Send and receive go through Node; a
-// technology passes its doorbell so that a blocking receive sleeps on it.
+// technology passes its doorbell so that a blocking receive sleeps on it, and may
+// pass the wait policy of that receive (tests pass a long max_sleep, so that only
+// the doorbell's ring can wake the receiver in time).
 class BasicGroup : public DynamicGroup {
 public:
-    explicit BasicGroup(std::string name = {}, Doorbell* bell = nullptr);
+    explicit BasicGroup(std::string name = {}, Doorbell* bell = nullptr, WaitPolicy policy = {});
 
     [[nodiscard]] const std::string& name() const noexcept override { return name_; }
     [[nodiscard]] std::vector<NodeId> members() const override;
@@ -81,6 +82,7 @@ public:
 private:
     std::string name_;
     Doorbell* bell_;
+    WaitPolicy policy_;
     mutable std::mutex mutex_; // guards the lists against add/remove during send
     std::vector<NodeId> ids_;  // members in order, self included
     std::vector<NodePtr> nodes_;
