@@ -503,7 +503,8 @@ TEST_P(Conformance, SendSharedDeliversTheMessageUnchangedAndThenReleasesIt) {
     auto at2 = f2->create_node(1);
     auto at3 = f3->create_node(1);
     std::uint64_t seq = 0;
-    for (std::size_t size : {std::size_t{100}, std::size_t{4000}, std::size_t{5 * c.section<sci::Options>().recv_buffer_size}}) {
+    for (std::size_t size :
+         {std::size_t{100}, std::size_t{4000}, std::size_t{5 * c.section<sci::Options>().recv_buffer_size}}) {
         SCOPED_TRACE("size " + std::to_string(size));
         SharedBuffer shared = make_message(*f1, size, 6, seq);
         std::vector<std::byte> before(size);
@@ -553,9 +554,10 @@ TEST_P(Conformance, ABufferResizedBelowItsCapacityArrivesWithItsNewSizeWithAndWi
         auto to_b = a->create_node(2);
         auto from_a = b->create_node(1);
         std::uint64_t seq = 0;
-        for (auto [made, sent] : {std::pair<std::size_t, std::size_t>{4000, 1000},
-                                  {c.section<sci::Options>().send_buffer_size, 17},
-                                  {3 * c.section<sci::Options>().send_buffer_size, c.section<sci::Options>().send_buffer_size + 1}}) {
+        for (auto [made, sent] :
+             {std::pair<std::size_t, std::size_t>{4000, 1000},
+              {c.section<sci::Options>().send_buffer_size, 17},
+              {3 * c.section<sci::Options>().send_buffer_size, c.section<sci::Options>().send_buffer_size + 1}}) {
             auto m = a->create_buffer(made);
             ASSERT_NE(m->single(), nullptr);
             ASSERT_GE(m->single()->capacity(), made);

@@ -670,7 +670,7 @@ TEST(SciHostilePeer, ASignedNotificationThatBreaksTheProtocolIsOneLossAndDeliver
         // One message was taken: the next is message 1, on index 1 of round 0.
         const std::uint32_t k = c.section<sci::Options>().max_outst_buffers;
         const std::uint32_t sig = sci::signature(1 / k, sci::salt_of(epoch));
-        std::atomic_ref<std::uint32_t>(header->note[1 % k])
+        std::atomic_ref<std::uint32_t>(header->index[1 % k].note)
             .store(forgery.note(sig, static_cast<std::uint32_t>(control.slot_size)));
         int errors = 0;
         int delivered = 0;
