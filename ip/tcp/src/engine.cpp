@@ -3,12 +3,12 @@
 // every TcpNode of one factory (see engine.hpp).
 #include "engine.hpp"
 
+#include <msgpass/ip/socket.hpp>
+
 #include <algorithm>
-#include <arpa/inet.h>
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
-#include <netdb.h>
 #include <random>
 #include <sys/epoll.h>
 #include <sys/eventfd.h>
@@ -28,21 +28,6 @@ std::uint64_t new_incarnation() {
                       static_cast<std::uint64_t>(Clock::now().time_since_epoch().count()) ^
                       (static_cast<std::uint64_t>(::getpid()) << 16);
     return v == 0 ? 1 : v;
-}
-
-std::string peer_text(const sockaddr_storage& a) {
-    char host[INET6_ADDRSTRLEN] = "?";
-    std::uint16_t port = 0;
-    if (a.ss_family == AF_INET) {
-        const auto* in = reinterpret_cast<const sockaddr_in*>(&a);
-        ::inet_ntop(AF_INET, &in->sin_addr, host, sizeof host);
-        port = ntohs(in->sin_port);
-    } else if (a.ss_family == AF_INET6) {
-        const auto* in = reinterpret_cast<const sockaddr_in6*>(&a);
-        ::inet_ntop(AF_INET6, &in->sin6_addr, host, sizeof host);
-        port = ntohs(in->sin6_port);
-    }
-    return std::string(host) + ":" + std::to_string(port);
 }
 
 } // namespace
@@ -98,26 +83,8 @@ Engine::Engine(const config::Configuration& configuration, NodeId self)
                           std::to_string(max_partition_length) + " bytes with the tcp technology, found " +
                           std::to_string(configuration_.partition.size()));
     }
-    addrinfo hints{};
-    hints.ai_family = AF_UNSPEC;
-    hints.ai_socktype = SOCK_STREAM;
-    hints.ai_flags = AI_NUMERICSERV | AI_PASSIVE;
-    addrinfo* found = nullptr;
-    const std::string port = std::to_string(me.port);
-    if (const int rc = ::getaddrinfo(me.host.c_str(), port.c_str(), &hints, &found); rc != 0 || found == nullptr) {
-        throw ConfigError(where + ": host: '" + me.host + "' does not resolve: " + ::gai_strerror(rc));
-    }
-    listen_fd_ = ::socket(found->ai_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
-    int one = 1;
-    if (listen_fd_ >= 0) ::setsockopt(listen_fd_, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
-    if (listen_fd_ < 0 || ::bind(listen_fd_, found->ai_addr, found->ai_addrlen) != 0 ||
-        ::listen(listen_fd_, 1024) != 0) {
-        const std::string why = std::strerror(errno);
-        ::freeaddrinfo(found);
-        if (listen_fd_ >= 0) ::close(listen_fd_);
-        throw ResourceError(where + ": cannot listen on " + me.host + ":" + port + ": " + why);
-    }
-    ::freeaddrinfo(found);
+    listen_fd_ =
+        ip::bind_socket(ip::resolve(me.host, me.port, SOCK_STREAM, true, where + ": host"), SOCK_STREAM, 1024, where);
     port_ = me.port;
     epoll_event ev{};
     ev.events = EPOLLIN;
@@ -244,7 +211,7 @@ void Engine::accept_all() {
             if (errno == EINTR || errno == ECONNABORTED) continue;
             return; // EAGAIN, or out of descriptors: the next readiness retries
         }
-        const std::string text = peer_text(from);
+        const std::string text = ip::address_text(from);
         if (pending_.size() >= shared_->parameters.max_pending) {
             shared_->count_refusal(Refusal::too_many);
             log_refusal(text, Refusal::too_many, "");

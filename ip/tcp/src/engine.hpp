@@ -16,6 +16,7 @@
 #include <msgpass/wait.hpp>
 
 #include <msgpass/ip/pool.hpp>
+#include <msgpass/ip/socket.hpp>
 
 #include <array>
 #include <atomic>
@@ -174,9 +175,7 @@ private:
     std::shared_ptr<Shared> shared_;
     const NodeId id_;
     const std::string name_;
-    sockaddr_storage address_{};
-    socklen_t address_length_ = 0;
-    std::string address_text_;
+    ip::Address address_; // empty: the peer has no port (receive only)
     StatsCounters stats_;
     std::atomic<std::size_t> queue_depth_{0};
 

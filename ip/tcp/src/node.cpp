@@ -5,6 +5,8 @@
 // inbox and acknowledges what it holds.
 #include "engine.hpp"
 
+#include <msgpass/ip/socket.hpp>
+
 #include <msgpass/wait.hpp>
 
 #include <algorithm>
@@ -12,7 +14,6 @@
 #include <cstdio>
 #include <cstring>
 #include <fcntl.h>
-#include <netdb.h>
 #include <netinet/tcp.h>
 #include <poll.h>
 #include <sys/epoll.h>
@@ -30,10 +31,6 @@ constexpr std::size_t staging_size = 64 * 1024; // per write
 
 std::uint64_t event_data(Tag tag, NodeId id, std::uint32_t generation) {
     return (static_cast<std::uint64_t>(tag) << 56) | (static_cast<std::uint64_t>(id) << 24) | (generation & 0xffffffu);
-}
-
-std::string errno_text(int e) {
-    return std::strerror(e);
 }
 
 // Keepalive and user timeout sized to the peer timeout: a connection to a host that
@@ -57,21 +54,10 @@ void tune_socket(int fd, std::chrono::nanoseconds peer_timeout) {
 
 TcpNode::TcpNode(std::shared_ptr<Shared> shared, const config::NodeConfig& peer)
     : shared_(std::move(shared)), id_(peer.id), name_(peer.name), backoff_(shared_->parameters.backoff_min) {
-    address_text_ = peer.host + ":" + std::to_string(peer.port);
+    address_.text = ip::host_port(peer.host, peer.port);
     if (peer.port == 0) return; // receive only: the peer cannot be reached
-    addrinfo hints{};
-    hints.ai_family = AF_UNSPEC;
-    hints.ai_socktype = SOCK_STREAM;
-    hints.ai_flags = AI_NUMERICSERV;
-    addrinfo* found = nullptr;
-    const std::string port = std::to_string(peer.port);
-    if (const int rc = ::getaddrinfo(peer.host.c_str(), port.c_str(), &hints, &found); rc != 0 || found == nullptr) {
-        throw ConfigError(peer.where.str() + ": nodes." + std::to_string(peer.id) + ".host: '" + peer.host +
-                          "' does not resolve: " + ::gai_strerror(rc));
-    }
-    std::memcpy(&address_, found->ai_addr, found->ai_addrlen);
-    address_length_ = found->ai_addrlen;
-    ::freeaddrinfo(found);
+    address_ = ip::resolve(peer.host, peer.port, SOCK_STREAM, false,
+                           peer.where.str() + ": nodes." + std::to_string(peer.id) + ".host");
 }
 
 TcpNode::~TcpNode() {
@@ -112,7 +98,7 @@ void TcpNode::declare_lost_locked(std::uint64_t incarnation, const std::string& 
     {
         std::lock_guard lock(lost_mutex_);
         lost_incarnation_ = incarnation;
-        lost_reason_ = "peer " + std::to_string(id_) + " (" + name_ + ", " + address_text_ + ") lost: " + reason +
+        lost_reason_ = "peer " + std::to_string(id_) + " (" + name_ + ", " + address_.text + ") lost: " + reason +
                        "; " + std::to_string(unacknowledged) + " messages sent to it were not acknowledged";
         lost_unacknowledged_ = unacknowledged;
         lost_pending_.store(true, std::memory_order_release);
@@ -147,7 +133,7 @@ void TcpNode::send_impl(B& buffer) {
     throw_if_lost();
     std::unique_lock lock(out_mutex_);
     if (closed_) throw UsageError("node " + std::to_string(id_) + ": its tcp factory was destroyed");
-    if (address_length_ == 0) throw UsageError("node " + std::to_string(id_) + " has no port in the nodes file");
+    if (address_.empty()) throw UsageError("node " + std::to_string(id_) + " has no port in the nodes file");
     const std::size_t waiting = entries_.size() - written_;
     if (waiting >= shared_->parameters.send_queue_limit) {
         stats_.error();
@@ -254,7 +240,7 @@ void TcpNode::write_pending() {
                 arm_out(true);
                 return;
             }
-            out_broken("write failed: " + errno_text(errno));
+            out_broken("write failed: " + ip::errno_text(errno));
             return;
         }
         auto left = static_cast<std::size_t>(wrote);
@@ -351,9 +337,9 @@ void TcpNode::out_broken(const std::string& why) {
 }
 
 void TcpNode::start_connect(Clock::time_point now) {
-    const int fd = ::socket(address_.ss_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+    const int fd = ip::open_socket(address_.family(), SOCK_STREAM);
     if (fd < 0) {
-        attempt_failed(false, "socket: " + errno_text(errno), now);
+        attempt_failed(false, "socket: " + ip::errno_text(errno), now);
         return;
     }
     tune_socket(fd, shared_->parameters.peer_timeout);
@@ -365,16 +351,16 @@ void TcpNode::start_connect(Clock::time_point now) {
     ev.data.u64 = event_data(Tag::out, id_, generation_);
     if (::epoll_ctl(shared_->epoll_fd, EPOLL_CTL_ADD, fd, &ev) != 0) {
         close_out_fd();
-        attempt_failed(false, "epoll: " + errno_text(errno), now);
+        attempt_failed(false, "epoll: " + ip::errno_text(errno), now);
         return;
     }
     state_ = OutState::connecting;
     connect_deadline_ =
         now + std::min<std::chrono::nanoseconds>(shared_->parameters.peer_timeout, std::chrono::seconds(2));
-    if (::connect(fd, reinterpret_cast<const sockaddr*>(&address_), address_length_) != 0 && errno != EINPROGRESS) {
+    if (::connect(fd, address_.get(), address_.length) != 0 && errno != EINPROGRESS) {
         const int e = errno;
         close_out_fd();
-        attempt_failed(e == ECONNREFUSED, "connect to " + address_text_ + ": " + errno_text(e), now);
+        attempt_failed(e == ECONNREFUSED, "connect to " + address_.text + ": " + ip::errno_text(e), now);
     }
 }
 
@@ -403,7 +389,7 @@ void TcpNode::attempt_failed(bool refused, const std::string& why, Clock::time_p
 Clock::time_point TcpNode::tick(Clock::time_point now) {
     const auto far = now + std::chrono::seconds(1);
     std::lock_guard lock(out_mutex_);
-    if (closed_ || address_length_ == 0) return far;
+    if (closed_ || address_.empty()) return far;
     if (probe_wanted_.exchange(false) && state_ == OutState::idle) {
         if (!broken_since_) broken_since_ = now;
         state_ = OutState::waiting;
@@ -429,7 +415,7 @@ Clock::time_point TcpNode::tick(Clock::time_point now) {
     case OutState::handshaking:
         if (now >= connect_deadline_) {
             close_out_fd();
-            attempt_failed(false, "no answer from " + address_text_ + " in time", now);
+            attempt_failed(false, "no answer from " + address_.text + " in time", now);
             return next_attempt_;
         }
         return connect_deadline_;
@@ -453,7 +439,7 @@ void TcpNode::handle_out_event(std::uint32_t generation, std::uint32_t events) {
         ::getsockopt(out_fd_, SOL_SOCKET, SO_ERROR, &error, &len);
         if (error != 0) {
             close_out_fd();
-            attempt_failed(error == ECONNREFUSED, "connect to " + address_text_ + ": " + errno_text(error),
+            attempt_failed(error == ECONNREFUSED, "connect to " + address_.text + ": " + ip::errno_text(error),
                            Clock::now());
             return;
         }
@@ -482,7 +468,8 @@ void TcpNode::read_out_side() {
     for (;;) {
         const ssize_t got = ::recv(out_fd_, out_rx_.data() + out_rx_len_, out_rx_.size() - out_rx_len_, MSG_DONTWAIT);
         if (got == 0 || (got < 0 && errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR)) {
-            const std::string why = got == 0 ? "connection closed by the peer" : "read failed: " + errno_text(errno);
+            const std::string why =
+                got == 0 ? "connection closed by the peer" : "read failed: " + ip::errno_text(errno);
             if (state_ == OutState::handshaking) {
                 close_out_fd();
                 attempt_failed(false, why, Clock::now());
@@ -527,14 +514,14 @@ void TcpNode::read_out_side() {
 void TcpNode::handle_welcome(const Welcome& w) {
     if (w.magic != magic || w.version != protocol_version || w.from != id_ || w.to != shared_->parameters.self) {
         close_out_fd();
-        attempt_failed(false, "the answer from " + address_text_ + " is not a msgpass welcome for this pair",
+        attempt_failed(false, "the answer from " + address_.text + " is not a msgpass welcome for this pair",
                        Clock::now());
         return;
     }
     if (w.kind == static_cast<std::uint16_t>(Kind::refusal)) {
         if (!refusal_logged_) {
             std::fprintf(stderr, "msgpass tcp node %u: node %u (%s) refused the connection: %s\n",
-                         shared_->parameters.self, id_, address_text_.c_str(),
+                         shared_->parameters.self, id_, address_.text.c_str(),
                          std::string(describe(static_cast<Refusal>(
                                          w.reason < static_cast<std::uint32_t>(Refusal::kinds) ? w.reason : 0)))
                              .c_str());
