@@ -11,7 +11,6 @@
 #include <cstring>
 #include <random>
 #include <sys/epoll.h>
-#include <sys/eventfd.h>
 #include <unistd.h>
 
 namespace msgpass::tcp {
@@ -44,34 +43,7 @@ Parameters Parameters::from(const config::Configuration& configuration, NodeId s
     return p;
 }
 
-Shared::Shared(Parameters p) : parameters(std::move(p)), incarnation(new_incarnation()) {
-    epoll_fd = ::epoll_create1(EPOLL_CLOEXEC);
-    io_wake_fd = ::eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
-    recv_wake_fd = ::eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
-    if (epoll_fd < 0 || io_wake_fd < 0 || recv_wake_fd < 0) {
-        const std::string why = std::strerror(errno);
-        for (int fd : {epoll_fd, io_wake_fd, recv_wake_fd})
-            if (fd >= 0) ::close(fd);
-        throw ResourceError("tcp: cannot create epoll/eventfd: " + why);
-    }
-}
-
-Shared::~Shared() {
-    ::close(epoll_fd);
-    ::close(io_wake_fd);
-    ::close(recv_wake_fd);
-}
-
-void Shared::wake_io() const noexcept {
-    const std::uint64_t one = 1;
-    (void)!::write(io_wake_fd, &one, sizeof one);
-}
-
-void Shared::wake_receivers() const noexcept {
-    const std::uint64_t one = 1;
-    (void)!::write(recv_wake_fd, &one, sizeof one);
-    if (auto* b = bell.load()) b->ring();
-}
+Shared::Shared(Parameters p) : parameters(std::move(p)), incarnation(new_incarnation()) {}
 
 Engine::Engine(const config::Configuration& configuration, NodeId self)
     : configuration_(configuration), shared_(std::make_shared<Shared>(Parameters::from(configuration, self))) {
@@ -86,12 +58,8 @@ Engine::Engine(const config::Configuration& configuration, NodeId self)
     listen_fd_ =
         ip::bind_socket(ip::resolve(me.host, me.port, SOCK_STREAM, true, where + ": host"), SOCK_STREAM, 1024, where);
     port_ = me.port;
-    epoll_event ev{};
-    ev.events = EPOLLIN;
-    ev.data.u64 = event_data(Tag::listen, 0);
-    ::epoll_ctl(shared_->epoll_fd, EPOLL_CTL_ADD, listen_fd_, &ev);
-    ev.data.u64 = event_data(Tag::io_wake, 0);
-    ::epoll_ctl(shared_->epoll_fd, EPOLL_CTL_ADD, shared_->io_wake_fd, &ev);
+    shared_->epoll.add(listen_fd_, EPOLLIN, event_data(Tag::listen, 0));
+    shared_->epoll.add(shared_->io_wake.fd(), EPOLLIN, event_data(Tag::io_wake, 0));
     thread_ = std::thread([this] { run(); });
 }
 
@@ -165,10 +133,7 @@ void Engine::run() {
             }
         }
         // Nanosecond timeouts: the tail of a stream's batch is due microseconds ahead.
-        const auto wait = std::chrono::duration_cast<std::chrono::nanoseconds>(
-            std::max<Clock::duration>(next - now, Clock::duration::zero()));
-        const timespec ts{static_cast<time_t>(wait.count() / 1000000000), static_cast<long>(wait.count() % 1000000000)};
-        const int n = ::epoll_pwait2(shared_->epoll_fd, events.data(), static_cast<int>(events.size()), &ts, nullptr);
+        const int n = shared_->epoll.wait(events, std::chrono::duration_cast<std::chrono::nanoseconds>(next - now));
         for (int i = 0; i < n; ++i) {
             const std::uint64_t data = events[i].data.u64;
             const auto tag = static_cast<Tag>(data >> 56);
@@ -176,11 +141,9 @@ void Engine::run() {
             case Tag::listen:
                 accept_all();
                 break;
-            case Tag::io_wake: {
-                std::uint64_t v = 0;
-                (void)!::read(shared_->io_wake_fd, &v, sizeof v);
+            case Tag::io_wake:
+                shared_->io_wake.drain();
                 break;
-            }
             case Tag::in:
                 if (auto* b = shared_->bell.load()) b->ring();
                 break;
@@ -222,10 +185,7 @@ void Engine::accept_all() {
         p.fd = fd;
         p.deadline = Clock::now() + shared_->parameters.handshake_timeout;
         p.from = text;
-        epoll_event ev{};
-        ev.events = EPOLLIN | EPOLLRDHUP;
-        ev.data.u64 = event_data(Tag::pending, static_cast<std::uint32_t>(fd));
-        if (::epoll_ctl(shared_->epoll_fd, EPOLL_CTL_ADD, fd, &ev) != 0) {
+        if (!shared_->epoll.add(fd, EPOLLIN | EPOLLRDHUP, event_data(Tag::pending, static_cast<std::uint32_t>(fd)))) {
             ::close(fd);
             continue;
         }
@@ -290,7 +250,7 @@ void Engine::finish_handshake(Pending& p) {
     }
     const int fd = p.fd;
     const std::uint64_t incarnation = h.incarnation;
-    ::epoll_ctl(shared_->epoll_fd, EPOLL_CTL_DEL, fd, nullptr);
+    shared_->epoll.remove(fd);
     pending_.erase(fd); // p is gone from here on
     peer->attach_incoming(fd, incarnation);
     shared_->accepted.fetch_add(1);

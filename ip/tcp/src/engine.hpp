@@ -16,6 +16,7 @@
 #include <msgpass/wait.hpp>
 
 #include <msgpass/ip/pool.hpp>
+#include <msgpass/ip/reactor.hpp>
 #include <msgpass/ip/socket.hpp>
 
 #include <array>
@@ -53,10 +54,6 @@ inline constexpr std::chrono::microseconds batch_window{20};
 inline constexpr std::size_t batch_messages = 64;
 inline constexpr std::size_t batch_bytes = 16 * 1024;
 
-// Sleeps in ppoll() until one of fds or wake_fd is readable or timeout passes;
-// consumes wake_fd's count. True unless the timeout passed.
-bool wait_readable(int wake_fd, std::span<const int> fds, std::chrono::nanoseconds timeout);
-
 struct Parameters {
     NodeId self = 0;
     std::string partition;
@@ -77,9 +74,9 @@ struct Parameters {
 // a node the application still holds after its factory is gone stays safe to call.
 struct Shared {
     Parameters parameters;
-    int epoll_fd = -1;     // the background thread's epoll set
-    int io_wake_fd = -1;   // eventfd: something for the background thread to do
-    int recv_wake_fd = -1; // eventfd: wakes receivers sleeping in poll()
+    ip::Epoll epoll{"tcp"};      // the background thread's epoll set
+    ip::WakeFd io_wake{"tcp"};   // something for the background thread to do
+    ip::WakeFd recv_wake{"tcp"}; // wakes receivers sleeping in poll()
     std::uint64_t incarnation = 0;
     std::shared_ptr<BufferPool> pool = std::make_shared<BufferPool>(); // large message buffers
     // Set by technology: auto: input on any incoming connection rings this doorbell
@@ -89,11 +86,13 @@ struct Shared {
     std::array<std::atomic<std::uint64_t>, static_cast<std::size_t>(Refusal::kinds)> refused{};
 
     explicit Shared(Parameters p);
-    ~Shared();
     Shared(const Shared&) = delete;
     Shared& operator=(const Shared&) = delete;
-    void wake_io() const noexcept;
-    void wake_receivers() const noexcept;
+    void wake_io() const noexcept { io_wake.ring(); }
+    void wake_receivers() const noexcept {
+        recv_wake.ring();
+        if (auto* b = bell.load()) b->ring();
+    }
     void count_refusal(Refusal r) noexcept { refused[static_cast<std::size_t>(r)].fetch_add(1); }
 };
 

@@ -15,7 +15,6 @@
 #include <cstring>
 #include <fcntl.h>
 #include <netinet/tcp.h>
-#include <poll.h>
 #include <sys/epoll.h>
 #include <sys/uio.h>
 #include <unistd.h>
@@ -273,10 +272,8 @@ void TcpNode::write_pending() {
 
 void TcpNode::arm_out(bool want_write) {
     if (out_fd_ < 0 || armed_write_ == want_write) return;
-    epoll_event ev{};
-    ev.events = EPOLLIN | EPOLLRDHUP | (want_write ? EPOLLOUT : 0u);
-    ev.data.u64 = event_data(Tag::out, id_, generation_);
-    ::epoll_ctl(shared_->epoll_fd, EPOLL_CTL_MOD, out_fd_, &ev);
+    shared_->epoll.modify(out_fd_, EPOLLIN | EPOLLRDHUP | (want_write ? EPOLLOUT : 0u),
+                          event_data(Tag::out, id_, generation_));
     armed_write_ = want_write;
 }
 
@@ -346,10 +343,7 @@ void TcpNode::start_connect(Clock::time_point now) {
     ++generation_;
     out_fd_ = fd;
     armed_write_ = true;
-    epoll_event ev{};
-    ev.events = EPOLLOUT | EPOLLIN | EPOLLRDHUP;
-    ev.data.u64 = event_data(Tag::out, id_, generation_);
-    if (::epoll_ctl(shared_->epoll_fd, EPOLL_CTL_ADD, fd, &ev) != 0) {
+    if (!shared_->epoll.add(fd, EPOLLOUT | EPOLLIN | EPOLLRDHUP, event_data(Tag::out, id_, generation_))) {
         close_out_fd();
         attempt_failed(false, "epoll: " + ip::errno_text(errno), now);
         return;
@@ -679,10 +673,7 @@ std::uint64_t TcpNode::attach_incoming(int fd, std::uint64_t incarnation) {
         w.next_expected = next_expected;
         (void)::send(fd, &w, sizeof w, MSG_DONTWAIT | MSG_NOSIGNAL);
         if (shared_->bell.load() != nullptr) { // technology: auto: every arrival rings the doorbell
-            epoll_event ev{};
-            ev.events = EPOLLIN | EPOLLET | EPOLLRDHUP;
-            ev.data.u64 = event_data(Tag::in, id_, 0);
-            ::epoll_ctl(shared_->epoll_fd, EPOLL_CTL_ADD, fd, &ev);
+            shared_->epoll.add(fd, EPOLLIN | EPOLLET | EPOLLRDHUP, event_data(Tag::in, id_, 0));
         }
     }
     shared_->wake_receivers();
@@ -877,25 +868,10 @@ BufferPtr TcpNode::receive(std::chrono::nanoseconds timeout) {
         const auto step = std::min<std::chrono::nanoseconds>(
             deadline - now,
             idle ? std::chrono::nanoseconds(std::chrono::milliseconds(100)) : ack_delay - (now - start));
-        if (wait_readable(shared_->recv_wake_fd, std::span<const int>(&fd, fd >= 0 ? 1 : 0), step)) {
+        if (ip::wait_readable(shared_->recv_wake, std::span<const int>(&fd, fd >= 0 ? 1 : 0), step)) {
             if (auto m = receive()) return m;
         }
     }
-}
-
-bool wait_readable(int wake_fd, std::span<const int> fds, std::chrono::nanoseconds timeout) {
-    thread_local std::vector<pollfd> set;
-    set.assign(1, pollfd{wake_fd, POLLIN, 0});
-    for (int fd : fds)
-        set.push_back(pollfd{fd, POLLIN, 0});
-    const auto ns = std::max<std::int64_t>(timeout.count(), 0);
-    const timespec ts{static_cast<time_t>(ns / 1000000000), static_cast<long>(ns % 1000000000)};
-    const int n = ::ppoll(set.data(), set.size(), &ts, nullptr);
-    if (n > 0 && (set[0].revents & POLLIN) != 0) {
-        std::uint64_t v = 0;
-        (void)!::read(wake_fd, &v, sizeof v);
-    }
-    return n != 0;
 }
 
 } // namespace msgpass::tcp
