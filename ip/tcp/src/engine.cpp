@@ -58,6 +58,8 @@ Engine::Engine(const config::Configuration& configuration, NodeId self)
     listen_fd_ =
         ip::bind_socket(ip::resolve(me.host, me.port, SOCK_STREAM, true, where + ": host"), SOCK_STREAM, 1024, where);
     port_ = me.port;
+    acceptor_ = ip::Acceptor{protocol, configuration_.partition, self,
+                             [this](std::uint32_t id) { return configuration_.find_node(id) != nullptr; }};
     shared_->epoll.add(listen_fd_, EPOLLIN, event_data(Tag::listen, 0));
     shared_->epoll.add(shared_->io_wake.fd(), EPOLLIN, event_data(Tag::io_wake, 0));
     thread_ = std::thread([this] { run(); });
@@ -214,33 +216,11 @@ void Engine::on_pending(int fd) {
 }
 
 void Engine::finish_handshake(Pending& p) {
+    if (const ip::Verdict verdict = ip::check_hello(p.hello, acceptor_); !verdict.accepted()) {
+        refuse(p, verdict.refusal, verdict.detail, true);
+        return;
+    }
     const Hello& h = p.hello;
-    const auto& par = shared_->parameters;
-    if (h.version != protocol_version) {
-        refuse(p, Refusal::bad_version, "version " + std::to_string(h.version), true);
-        return;
-    }
-    if (h.kind != static_cast<std::uint16_t>(Kind::hello)) {
-        refuse(p, Refusal::protocol_error, "handshake kind " + std::to_string(h.kind), true);
-        return;
-    }
-    if (h.partition_length > max_partition_length) {
-        refuse(p, Refusal::bad_length, "partition length " + std::to_string(h.partition_length), true);
-        return;
-    }
-    const std::string_view partition(h.partition, static_cast<std::size_t>(h.partition_length));
-    if (partition != par.partition) {
-        refuse(p, Refusal::wrong_partition, "partition '" + std::string(partition) + "'", true);
-        return;
-    }
-    if (h.to != par.self) {
-        refuse(p, Refusal::wrong_target, "addressed to node " + std::to_string(h.to), true);
-        return;
-    }
-    if (h.from == par.self || configuration_.find_node(h.from) == nullptr || h.incarnation == 0) {
-        refuse(p, Refusal::unknown_node, "from node " + std::to_string(h.from), true);
-        return;
-    }
     std::shared_ptr<TcpNode> peer;
     try {
         peer = node(h.from);
@@ -260,12 +240,8 @@ void Engine::refuse(Pending& p, Refusal reason, const std::string& detail, bool 
     shared_->count_refusal(reason);
     log_refusal(p.from, reason, detail);
     if (answer) {
-        Welcome w;
-        w.kind = static_cast<std::uint16_t>(Kind::refusal);
-        w.from = shared_->parameters.self;
-        w.to = p.hello.from;
-        w.incarnation = shared_->incarnation;
-        w.reason = static_cast<std::uint32_t>(reason);
+        const Welcome w =
+            ip::make_refusal(protocol, shared_->parameters.self, p.hello.from, shared_->incarnation, reason);
         (void)::send(p.fd, &w, sizeof w, MSG_DONTWAIT | MSG_NOSIGNAL);
     }
     drop_pending(p.fd);

@@ -271,6 +271,7 @@ private:
     config::Configuration configuration_;
     std::shared_ptr<Shared> shared_;
     int listen_fd_ = -1;
+    ip::Acceptor acceptor_; // what a Hello must say
     std::uint16_t port_ = 0;
     mutable std::mutex nodes_mutex_;
     std::map<NodeId, std::shared_ptr<TcpNode>> nodes_;

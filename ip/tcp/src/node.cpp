@@ -506,27 +506,26 @@ void TcpNode::read_out_side() {
 }
 
 void TcpNode::handle_welcome(const Welcome& w) {
-    if (w.magic != magic || w.version != protocol_version || w.from != id_ || w.to != shared_->parameters.self) {
+    switch (ip::check_answer(w, protocol, shared_->parameters.self, id_)) {
+    case ip::Answer::welcome:
+        break;
+    case ip::Answer::foreign:
         close_out_fd();
         attempt_failed(false, "the answer from " + address_.text + " is not a msgpass welcome for this pair",
                        Clock::now());
         return;
-    }
-    if (w.kind == static_cast<std::uint16_t>(Kind::refusal)) {
+    case ip::Answer::refusal:
         if (!refusal_logged_) {
             std::fprintf(stderr, "msgpass tcp node %u: node %u (%s) refused the connection: %s\n",
                          shared_->parameters.self, id_, address_.text.c_str(),
-                         std::string(describe(static_cast<Refusal>(
-                                         w.reason < static_cast<std::uint32_t>(Refusal::kinds) ? w.reason : 0)))
-                             .c_str());
+                         std::string(describe(ip::refusal_reason(w))).c_str());
             refusal_logged_ = true;
         }
         close_out_fd();
         backoff_ = shared_->parameters.backoff_max;
         attempt_failed(false, "refused", Clock::now());
         return;
-    }
-    if (w.kind != static_cast<std::uint16_t>(Kind::welcome)) {
+    case ip::Answer::unexpected:
         close_out_fd();
         attempt_failed(false, "unexpected handshake answer", Clock::now());
         return;
@@ -666,11 +665,8 @@ std::uint64_t TcpNode::attach_incoming(int fd, std::uint64_t incarnation) {
         acked_ = received_;
         // The Welcome goes out before any acknowledgement can (same lock); a fresh
         // socket takes its 40 bytes at once.
-        Welcome w;
-        w.from = shared_->parameters.self;
-        w.to = id_;
-        w.incarnation = shared_->incarnation;
-        w.next_expected = next_expected;
+        const Welcome w =
+            ip::make_welcome(protocol, shared_->parameters.self, id_, shared_->incarnation, next_expected);
         (void)::send(fd, &w, sizeof w, MSG_DONTWAIT | MSG_NOSIGNAL);
         if (shared_->bell.load() != nullptr) { // technology: auto: every arrival rings the doorbell
             shared_->epoll.add(fd, EPOLLIN | EPOLLET | EPOLLRDHUP, event_data(Tag::in, id_, 0));
