@@ -140,9 +140,7 @@ void TcpNode::send_impl(B& buffer) {
                             std::to_string(shared_->parameters.send_queue_limit) + ") messages");
     }
     Entry e;
-    e.header.length = size;
-    e.header.seq = next_seq_++;
-    e.header.type = static_cast<std::uint32_t>(FrameType::data);
+    e.header = ip::data_frame(next_seq_++, size);
     if constexpr (std::is_same_v<B, BufferPtr>) {
         e.owned = std::move(buffer);
     } else {
@@ -486,13 +484,12 @@ void TcpNode::read_out_side() {
                 continue;
             }
             if (out_rx_len_ - at < sizeof(FrameHeader)) break;
-            FrameHeader h;
-            std::memcpy(&h, out_rx_.data() + at, sizeof h);
+            const FrameHeader h = ip::decode(out_rx_.data() + at);
             at += sizeof h;
-            if (h.type == static_cast<std::uint32_t>(FrameType::ack) && h.length == 0 && h.seq <= next_seq_) {
+            const ip::Frame frame = ip::check_ack_side(h);
+            if (frame == ip::Frame::ack && h.seq <= next_seq_) {
                 trim_acknowledged(h.seq);
-            } else if (h.type == static_cast<std::uint32_t>(FrameType::goodbye) && h.length == 0 &&
-                       h.seq <= next_seq_) {
+            } else if (frame == ip::Frame::goodbye && h.seq <= next_seq_) {
                 trim_acknowledged(h.seq); // its last acknowledgement
                 peer_said_goodbye_ = true;
             } else {
@@ -605,7 +602,7 @@ void TcpNode::close() {
         std::lock_guard lock(in_mutex_);
         if (in_fd_ >= 0) {
             // The last acknowledgement, then goodbye: the peer forgets us quietly.
-            FrameHeader bye{0, received_, static_cast<std::uint32_t>(FrameType::goodbye), 0};
+            const FrameHeader bye = ip::goodbye_frame(received_);
             ::send(in_fd_, &bye, sizeof bye, MSG_DONTWAIT | MSG_NOSIGNAL);
             ::shutdown(in_fd_, SHUT_WR);
         }
@@ -613,7 +610,7 @@ void TcpNode::close() {
     std::lock_guard lock(out_mutex_);
     closed_ = true;
     if (out_fd_ >= 0 && state_ == OutState::established && written_ == entries_.size()) {
-        FrameHeader bye{0, 0, static_cast<std::uint32_t>(FrameType::goodbye), 0};
+        const FrameHeader bye = ip::goodbye_frame(0);
         ::send(out_fd_, &bye, sizeof bye, MSG_DONTWAIT | MSG_NOSIGNAL);
         ::shutdown(out_fd_, SHUT_WR);
         // Drain acknowledgements so that close() sends FIN, not RST.
@@ -691,9 +688,8 @@ void TcpNode::send_ack() {
     if (in_fd_ < 0) return;
     if (ack_tx_off_ == ack_tx_len_) {
         if (received_ == acked_) return;
-        FrameHeader h{0, received_, static_cast<std::uint32_t>(FrameType::ack), 0};
-        std::memcpy(ack_tx_.data(), &h, sizeof h);
-        ack_tx_len_ = sizeof h;
+        ip::encode(ip::ack_frame(received_), ack_tx_.data());
+        ack_tx_len_ = ip::frame_header_size;
         ack_tx_off_ = 0;
         acked_ = received_;
         bytes_since_ack_ = 0;
@@ -715,24 +711,17 @@ void TcpNode::deliver(BufferPtr message) {
 void TcpNode::parse_in_buffer() {
     const auto& p = shared_->parameters;
     while (!assembling_ && rx_end_ - rx_begin_ >= sizeof(FrameHeader)) {
-        FrameHeader h;
-        std::memcpy(&h, rx_.data() + rx_begin_, sizeof h);
-        if (h.type == static_cast<std::uint32_t>(FrameType::goodbye) && h.length == 0) {
+        const FrameHeader h = ip::decode(rx_.data() + rx_begin_);
+        const ip::Frame frame = ip::check_data_side(h, p.max_message_size);
+        if (frame == ip::Frame::goodbye) {
             rx_begin_ += sizeof h;
             in_goodbye_ = true;
             known_incarnation_.store(0); // a clean end: a later refusal is not a loss
             continue;
         }
-        if (h.type != static_cast<std::uint32_t>(FrameType::data) || h.flags != 0) {
-            violation_ = "node " + std::to_string(id_) + " sent a frame of unknown type " + std::to_string(h.type);
-            shared_->count_refusal(Refusal::protocol_error);
-            in_broken();
-            return;
-        }
-        if (h.length > p.max_message_size) {
-            violation_ = "node " + std::to_string(id_) + " sent a frame of " + std::to_string(h.length) +
-                         " bytes, above max_message_size (" + std::to_string(p.max_message_size) + ")";
-            shared_->count_refusal(Refusal::bad_length);
+        if (frame != ip::Frame::data) {
+            violation_ = "node " + std::to_string(id_) + " sent " + ip::describe_fault(h, frame, p.max_message_size);
+            shared_->count_refusal(ip::refusal_of(frame));
             in_broken();
             return;
         }

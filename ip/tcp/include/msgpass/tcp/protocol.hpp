@@ -7,11 +7,12 @@
 //
 // A connection starts with the handshake of ip/common (msgpass/ip/handshake.hpp): a
 // Hello from the connector and a Welcome (or a refusal) from the acceptor, under
-// tcp's magic and version; then frames follow, each a FrameHeader and `length`
-// bytes. Every length is checked against max_message_size before anything is
-// allocated.
+// tcp's magic and version; then frames follow (msgpass/ip/frame.hpp), each a
+// FrameHeader and `length` bytes. Every length is checked against max_message_size
+// before anything is allocated.
 #pragma once
 
+#include <msgpass/ip/frame.hpp>
 #include <msgpass/ip/handshake.hpp>
 
 #include <cstdint>
@@ -25,26 +26,13 @@ inline constexpr std::uint16_t protocol_version = 1;
 inline constexpr ip::Protocol protocol{magic, protocol_version};
 
 using ip::describe;
+using ip::FrameHeader;
+using ip::FrameType;
 using ip::Hello;
 using ip::Kind;
 using ip::max_partition_length;
 using ip::Refusal;
 using ip::Welcome;
-
-enum class FrameType : std::uint32_t {
-    data = 1,    // connector -> acceptor: one message of `length` bytes, number `seq`
-    ack = 2,     // acceptor -> connector: every message before `seq` was received
-    goodbye = 3, // either way: the sender closes cleanly (its factory is destroyed)
-};
-
-// Every frame after the handshake, 24 bytes, followed by `length` bytes (data only).
-struct FrameHeader {
-    std::uint64_t length = 0; // payload bytes; <= max_message_size, else the connection is closed
-    std::uint64_t seq = 0;    // data: per-pair sequence number from 0; ack: next expected
-    std::uint32_t type = 0;   // FrameType
-    std::uint32_t flags = 0;  // 0 (reserved)
-};
-static_assert(sizeof(FrameHeader) == 24);
 
 // A Hello of the tcp protocol; the partition must fit (checked by the factory at start-up).
 [[nodiscard]] inline Hello make_hello(std::uint32_t from, std::uint32_t to, std::uint64_t incarnation,
