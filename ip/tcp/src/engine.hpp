@@ -18,6 +18,7 @@
 #include <msgpass/ip/pool.hpp>
 #include <msgpass/ip/reactor.hpp>
 #include <msgpass/ip/socket.hpp>
+#include <msgpass/ip/window.hpp>
 
 #include <array>
 #include <atomic>
@@ -139,13 +140,6 @@ public:
     void close();
 
 private:
-    struct Entry {
-        FrameHeader header;
-        BufferPtr owned;
-        SharedBuffer shared;
-        bool written_once = false; // a later write is a resend (counted as a retry)
-        [[nodiscard]] const Buffer& buffer() const { return owned ? *owned : *shared; }
-    };
     enum class OutState { idle, waiting, connecting, handshaking, established };
 
     template <class B>
@@ -160,7 +154,8 @@ private:
     void handle_welcome(const Welcome& w);
     void read_out_side();
     void handle_out_event(std::uint32_t generation, std::uint32_t events);
-    void trim_acknowledged(std::uint64_t next_expected);
+    bool acknowledged(std::uint64_t next_expected);
+    void trimmed();
     void declare_lost_locked(std::uint64_t incarnation, const std::string& reason);
     void close_out_fd();
     // in side, under in_mutex_
@@ -189,13 +184,9 @@ private:
     Clock::time_point batch_start_{};     // when the batch now waiting began
     std::atomic<std::uint64_t> takes_{0}; // messages the application took from this node
     std::uint64_t takes_at_write_ = 0;    // takes_ at the last immediate write
-    std::deque<Entry> entries_;           // not yet acknowledged, in seq order
-    std::deque<Entry> acknowledged_;      // trimmed, to be freed outside the lock
+    ip::SendWindow window_;               // messages not yet acknowledged
     std::vector<std::byte> staging_;      // small pieces of one write, copied together
-    std::size_t written_ = 0;             // entries fully written on the current connection
-    std::size_t offset_ = 0;              // bytes of entries_[written_] written
-    std::uint64_t next_seq_ = 0;
-    std::uint64_t peer_incarnation_ = 0; // of the last Welcome; 0 = none
+    std::uint64_t peer_incarnation_ = 0;  // of the last Welcome; 0 = none
     bool peer_said_goodbye_ = false;
     bool closed_ = false;
     bool refusal_logged_ = false;
@@ -209,11 +200,8 @@ private:
     // --- incoming connection (data from the peer, acknowledgements back) ---
     std::mutex in_mutex_;
     int in_fd_ = -1;
-    std::uint64_t in_incarnation_ = 0;
-    std::uint64_t received_ = 0; // complete messages received: the next expected seq
-    std::uint64_t acked_ = 0;    // the last acknowledgement written
-    std::uint64_t bytes_since_ack_ = 0;
-    std::vector<std::byte> rx_; // read buffer
+    ip::ReceiveWindow in_window_; // the peer incarnation's next expected message, acknowledgements owed
+    std::vector<std::byte> rx_;   // read buffer
     std::size_t rx_begin_ = 0, rx_end_ = 0;
     BufferPtr assembling_; // a message larger than what rx_ holds (a SingleBuffer)
     std::byte* assembling_data_ = nullptr;

@@ -86,11 +86,7 @@ void TcpNode::declare_lost_locked(std::uint64_t incarnation, const std::string& 
         std::lock_guard lock(lost_mutex_);
         if (incarnation != 0 && incarnation == lost_incarnation_) return; // already reported
     }
-    const std::uint64_t unacknowledged = entries_.size();
-    entries_.clear();
-    written_ = 0;
-    offset_ = 0;
-    next_seq_ = 0;
+    const std::uint64_t unacknowledged = window_.lose();
     queue_depth_.store(0, std::memory_order_relaxed);
     peer_incarnation_ = 0;
     broken_since_.reset();
@@ -133,20 +129,13 @@ void TcpNode::send_impl(B& buffer) {
     std::unique_lock lock(out_mutex_);
     if (closed_) throw UsageError("node " + std::to_string(id_) + ": its tcp factory was destroyed");
     if (address_.empty()) throw UsageError("node " + std::to_string(id_) + " has no port in the nodes file");
-    const std::size_t waiting = entries_.size() - written_;
+    const std::size_t waiting = window_.waiting();
     if (waiting >= shared_->parameters.send_queue_limit) {
         stats_.error();
         throw SendQueueFull("send queue to node " + std::to_string(id_) + " holds send_queue_limit (" +
                             std::to_string(shared_->parameters.send_queue_limit) + ") messages");
     }
-    Entry e;
-    e.header = ip::data_frame(next_seq_++, size);
-    if constexpr (std::is_same_v<B, BufferPtr>) {
-        e.owned = std::move(buffer);
-    } else {
-        e.shared = std::move(buffer);
-    }
-    entries_.push_back(std::move(e));
+    window_.push(std::move(buffer), size);
     if (state_ == OutState::established && !armed_write_) {
         // A message after a pause goes out now. One that follows a write by less
         // than batch_window is part of a stream: it joins a batch that this thread
@@ -174,7 +163,7 @@ void TcpNode::send_impl(B& buffer) {
         state_ = OutState::waiting;
         shared_->wake_io();
     }
-    const std::size_t left = entries_.size() - written_;
+    const std::size_t left = window_.waiting();
     queue_depth_.store(left, std::memory_order_relaxed);
     if (left > 0) stats_.queued();
 }
@@ -182,18 +171,18 @@ void TcpNode::send_impl(B& buffer) {
 // Writes as much of the queue as the socket takes, many messages per system call
 // (a gather write over headers and fragments, no staging copy).
 void TcpNode::write_pending() {
-    while (state_ == OutState::established && written_ < entries_.size()) {
+    while (state_ == OutState::established && !window_.all_written()) {
         iovec iov[max_iov];
         int n = 0;
-        std::size_t skip = offset_;
+        std::size_t skip = window_.offset();
         // Small pieces (frame headers, small messages) are copied into one staging
         // area, which the kernel copies far faster than hundreds of tiny iovecs;
         // larger fragments go out from the application's memory as they are.
         if (staging_.capacity() < staging_size) staging_.reserve(staging_size);
         staging_.clear();
         bool last_staged = false;
-        for (std::size_t i = written_; i < entries_.size() && n < max_iov - 1; ++i) {
-            const Entry& e = entries_[i];
+        for (std::size_t i = window_.written(); i < window_.size() && n < max_iov - 1; ++i) {
+            const ip::Outgoing& e = window_[i];
             const auto add = [&](const void* p, std::size_t len) {
                 if (skip >= len) {
                     skip -= len;
@@ -240,32 +229,19 @@ void TcpNode::write_pending() {
             out_broken("write failed: " + ip::errno_text(errno));
             return;
         }
-        auto left = static_cast<std::size_t>(wrote);
-        while (left > 0 && written_ < entries_.size()) {
-            Entry& e = entries_[written_];
-            const std::size_t whole = sizeof(FrameHeader) + e.header.length;
-            const std::size_t rest = whole - offset_;
-            if (left >= rest) {
-                left -= rest;
-                offset_ = 0;
-                ++written_;
-                if (e.written_once) {
-                    stats_.retried(); // resent after a broken connection
-                } else {
-                    e.written_once = true;
-                    stats_.sent(e.header.length);
-                }
+        window_.wrote(static_cast<std::size_t>(wrote), [this](const ip::Outgoing& e, bool resent) {
+            if (resent) {
+                stats_.retried(); // resent after a broken connection
             } else {
-                offset_ += left;
-                left = 0;
+                stats_.sent(e.header.length);
             }
-        }
+        });
     }
-    if (written_ == entries_.size()) {
+    if (window_.all_written()) {
         arm_out(false);
         out_changed_.notify_all();
     }
-    queue_depth_.store(entries_.size() - written_, std::memory_order_relaxed);
+    queue_depth_.store(window_.waiting(), std::memory_order_relaxed);
 }
 
 void TcpNode::arm_out(bool want_write) {
@@ -280,8 +256,8 @@ bool TcpNode::flush(std::chrono::nanoseconds timeout) {
     std::unique_lock lock(out_mutex_);
     for (;;) {
         if (state_ == OutState::established) write_pending();
-        if (written_ == entries_.size()) return true;
-        if (closed_ || Clock::now() >= deadline) return written_ == entries_.size();
+        if (window_.all_written()) return true;
+        if (closed_ || Clock::now() >= deadline) return window_.all_written();
         if (state_ == OutState::idle) {
             state_ = OutState::waiting;
             next_attempt_ = Clock::now();
@@ -306,12 +282,11 @@ void TcpNode::close_out_fd() {
 
 void TcpNode::out_broken(const std::string& why) {
     close_out_fd();
-    written_ = 0; // resend from what the peer says it has
-    offset_ = 0;
+    window_.rewind(); // resend from what the peer says it has
     const auto now = Clock::now();
     if (peer_said_goodbye_) {
         peer_said_goodbye_ = false;
-        if (entries_.empty()) { // the peer ended cleanly with everything taken
+        if (window_.empty()) { // the peer ended cleanly with everything taken
             state_ = OutState::idle;
             peer_incarnation_ = 0;
             known_incarnation_.store(0);
@@ -363,13 +338,13 @@ void TcpNode::attempt_failed(bool refused, const std::string& why, Clock::time_p
     const std::uint64_t known = peer_incarnation_ != 0 ? peer_incarnation_ : known_incarnation_.load();
     if (refused && known != 0) {
         declare_lost_locked(known, "its port refuses connections (" + why + ")");
-        state_ = entries_.empty() ? OutState::idle : OutState::waiting;
+        state_ = window_.empty() ? OutState::idle : OutState::waiting;
         next_attempt_ = now + backoff_;
         return;
     }
     if (broken_since_ && now - *broken_since_ >= shared_->parameters.peer_timeout) {
         declare_lost_locked(known, "no connection for peer_timeout (" + why + ")");
-        state_ = entries_.empty() ? OutState::idle : OutState::waiting;
+        state_ = window_.empty() ? OutState::idle : OutState::waiting;
         next_attempt_ = now + backoff_;
         return;
     }
@@ -389,7 +364,7 @@ Clock::time_point TcpNode::tick(Clock::time_point now) {
     }
     switch (state_) {
     case OutState::established:
-        if (written_ < entries_.size() && !armed_write_) { // the tail of a stream's batch
+        if (!window_.all_written() && !armed_write_) { // the tail of a stream's batch
             if (now - batch_start_ < batch_window) return batch_start_ + batch_window;
             last_write_ = now;
             write_pending();
@@ -416,10 +391,10 @@ Clock::time_point TcpNode::tick(Clock::time_point now) {
 }
 
 void TcpNode::on_out_event(std::uint32_t generation, std::uint32_t events) {
-    std::deque<Entry> acknowledged; // freed after the lock: senders do not wait for free()
+    std::deque<ip::Outgoing> acknowledged; // freed after the lock: senders do not wait for free()
     std::unique_lock lock(out_mutex_);
     handle_out_event(generation, events);
-    acknowledged.swap(acknowledged_);
+    window_.take_acknowledged(acknowledged);
     lock.unlock();
 }
 
@@ -487,15 +462,12 @@ void TcpNode::read_out_side() {
             const FrameHeader h = ip::decode(out_rx_.data() + at);
             at += sizeof h;
             const ip::Frame frame = ip::check_ack_side(h);
-            if (frame == ip::Frame::ack && h.seq <= next_seq_) {
-                trim_acknowledged(h.seq);
-            } else if (frame == ip::Frame::goodbye && h.seq <= next_seq_) {
-                trim_acknowledged(h.seq); // its last acknowledgement
-                peer_said_goodbye_ = true;
-            } else {
+            const bool taken = (frame == ip::Frame::ack || frame == ip::Frame::goodbye) && acknowledged(h.seq);
+            if (!taken) { // not an acknowledgement, or one of messages never sent
                 out_broken("protocol error from the peer (frame type " + std::to_string(h.type) + ")");
                 return;
             }
+            if (frame == ip::Frame::goodbye) peer_said_goodbye_ = true; // with its last acknowledgement
         }
         std::memmove(out_rx_.data(), out_rx_.data() + at, out_rx_len_ - at);
         out_rx_len_ -= at;
@@ -530,21 +502,20 @@ void TcpNode::handle_welcome(const Welcome& w) {
     if (peer_incarnation_ != 0 && w.incarnation != peer_incarnation_) {
         declare_lost_locked(peer_incarnation_, "it restarted");
     }
-    const std::uint64_t first = entries_.empty() ? next_seq_ : entries_.front().header.seq;
-    if (w.next_expected > next_seq_ || w.next_expected < first) {
+    const std::uint64_t first = window_.first_unacknowledged();
+    const std::uint64_t next = window_.next_seq();
+    if (!window_.resume(w.next_expected)) {
         // The peer claims messages we never sent, or lost some it had acknowledged.
         declare_lost_locked(w.incarnation, "its welcome expects message " + std::to_string(w.next_expected) +
                                                " but this node holds " + std::to_string(first) + ".." +
-                                               std::to_string(next_seq_));
+                                               std::to_string(next));
         close_out_fd();
         state_ = OutState::idle;
         return;
     }
+    trimmed();
     peer_incarnation_ = w.incarnation;
     known_incarnation_.store(w.incarnation);
-    trim_acknowledged(w.next_expected);
-    written_ = 0;
-    offset_ = 0;
     state_ = OutState::established;
     broken_since_.reset();
     backoff_ = shared_->parameters.backoff_min;
@@ -553,18 +524,17 @@ void TcpNode::handle_welcome(const Welcome& w) {
     out_changed_.notify_all();
 }
 
-void TcpNode::trim_acknowledged(std::uint64_t next_expected) {
-    while (!entries_.empty() && entries_.front().header.seq < next_expected) {
-        if (written_ == 0) { // acknowledged before we knew it was written (resend after a break)
-            offset_ = 0;
-        } else {
-            --written_;
-        }
-        acknowledged_.push_back(std::move(entries_.front()));
-        entries_.pop_front();
-    }
-    queue_depth_.store(entries_.size() - written_, std::memory_order_relaxed);
-    if (entries_.empty()) out_changed_.notify_all();
+// An acknowledgement of every message before next_expected; false when it
+// acknowledges messages never sent.
+bool TcpNode::acknowledged(std::uint64_t next_expected) {
+    if (!window_.acknowledge(next_expected)) return false;
+    trimmed();
+    return true;
+}
+
+void TcpNode::trimmed() {
+    queue_depth_.store(window_.waiting(), std::memory_order_relaxed);
+    if (window_.empty()) out_changed_.notify_all();
 }
 
 // Before a clean close: a socket closed while acknowledgements still arrive is reset
@@ -572,9 +542,9 @@ void TcpNode::trim_acknowledged(std::uint64_t next_expected) {
 // the peer acknowledged everything.
 bool TcpNode::wait_acknowledged(Clock::time_point deadline) {
     std::unique_lock lock(out_mutex_);
-    while (!entries_.empty() && state_ == OutState::established && Clock::now() < deadline)
+    while (!window_.empty() && state_ == OutState::established && Clock::now() < deadline)
         out_changed_.wait_until(lock, std::min(deadline, Clock::now() + std::chrono::milliseconds(100)));
-    return entries_.empty();
+    return window_.empty();
 }
 
 void TcpNode::reset_connections() {
@@ -602,14 +572,14 @@ void TcpNode::close() {
         std::lock_guard lock(in_mutex_);
         if (in_fd_ >= 0) {
             // The last acknowledgement, then goodbye: the peer forgets us quietly.
-            const FrameHeader bye = ip::goodbye_frame(received_);
+            const FrameHeader bye = ip::goodbye_frame(in_window_.expected());
             ::send(in_fd_, &bye, sizeof bye, MSG_DONTWAIT | MSG_NOSIGNAL);
             ::shutdown(in_fd_, SHUT_WR);
         }
     }
     std::lock_guard lock(out_mutex_);
     closed_ = true;
-    if (out_fd_ >= 0 && state_ == OutState::established && written_ == entries_.size()) {
+    if (out_fd_ >= 0 && state_ == OutState::established && window_.all_written()) {
         const FrameHeader bye = ip::goodbye_frame(0);
         ::send(out_fd_, &bye, sizeof bye, MSG_DONTWAIT | MSG_NOSIGNAL);
         ::shutdown(out_fd_, SHUT_WR);
@@ -630,7 +600,7 @@ std::uint64_t TcpNode::attach_incoming(int fd, std::uint64_t incarnation) {
     bool restarted = false;
     {
         std::lock_guard lock(in_mutex_);
-        old_incarnation = in_incarnation_;
+        old_incarnation = in_window_.incarnation();
         restarted = old_incarnation != 0 && old_incarnation != incarnation && !in_goodbye_;
     }
     // The loss of the old incarnation is declared before a message of the new one
@@ -649,17 +619,11 @@ std::uint64_t TcpNode::attach_incoming(int fd, std::uint64_t incarnation) {
         assembling_.reset();
         rx_begin_ = rx_end_ = 0;
         ack_tx_len_ = ack_tx_off_ = 0;
-        if (in_incarnation_ != incarnation) {
-            if (restarted) inbox_.push_back(nullptr);
-            in_incarnation_ = incarnation;
-            received_ = 0;
-            acked_ = 0;
-            bytes_since_ack_ = 0;
-        }
+        if (restarted && in_window_.incarnation() != incarnation) inbox_.push_back(nullptr);
+        in_window_.attach(incarnation); // a new incarnation counts from 0
         in_goodbye_ = false;
         known_incarnation_.store(incarnation);
-        next_expected = received_;
-        acked_ = received_;
+        next_expected = in_window_.expected();
         // The Welcome goes out before any acknowledgement can (same lock); a fresh
         // socket takes its 40 bytes at once.
         const Welcome w =
@@ -687,12 +651,10 @@ void TcpNode::in_broken() {
 void TcpNode::send_ack() {
     if (in_fd_ < 0) return;
     if (ack_tx_off_ == ack_tx_len_) {
-        if (received_ == acked_) return;
-        ip::encode(ip::ack_frame(received_), ack_tx_.data());
+        if (!in_window_.ack_owed()) return;
+        ip::encode(ip::ack_frame(in_window_.acknowledge()), ack_tx_.data());
         ack_tx_len_ = ip::frame_header_size;
         ack_tx_off_ = 0;
-        acked_ = received_;
-        bytes_since_ack_ = 0;
     }
     const ssize_t wrote =
         ::send(in_fd_, ack_tx_.data() + ack_tx_off_, ack_tx_len_ - ack_tx_off_, MSG_DONTWAIT | MSG_NOSIGNAL);
@@ -701,8 +663,7 @@ void TcpNode::send_ack() {
 
 void TcpNode::deliver(BufferPtr message) {
     message->set_source(id_);
-    ++received_;
-    bytes_since_ack_ += message->size();
+    in_window_.delivered(message->size());
     inbox_.push_back(std::move(message));
 }
 
@@ -725,9 +686,9 @@ void TcpNode::parse_in_buffer() {
             in_broken();
             return;
         }
-        if (h.seq != received_) {
+        if (in_window_.classify(h.seq) != ip::ReceiveWindow::Arrival::in_order) { // a stream neither repeats nor skips
             violation_ = "node " + std::to_string(id_) + " sent message " + std::to_string(h.seq) + " where " +
-                         std::to_string(received_) + " was expected";
+                         std::to_string(in_window_.expected()) + " was expected";
             shared_->count_refusal(Refusal::protocol_error);
             in_broken();
             return;
@@ -786,7 +747,7 @@ void TcpNode::read_in_side() {
         parse_in_buffer();
         if (!inbox_.empty() && rx_end_ < rx_.size()) break; // the socket is drained for now
     }
-    if (received_ - acked_ >= shared_->parameters.ack_every || bytes_since_ack_ >= shared_->parameters.ack_bytes ||
+    if (in_window_.ack_due(shared_->parameters.ack_every, shared_->parameters.ack_bytes) ||
         ack_tx_off_ != ack_tx_len_) {
         send_ack();
     }
