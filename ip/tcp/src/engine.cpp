@@ -9,7 +9,6 @@
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
-#include <random>
 #include <sys/epoll.h>
 #include <unistd.h>
 
@@ -19,14 +18,6 @@ namespace {
 
 std::uint64_t event_data(Tag tag, std::uint64_t value) {
     return (static_cast<std::uint64_t>(tag) << 56) | value;
-}
-
-std::uint64_t new_incarnation() {
-    std::random_device device;
-    std::uint64_t v = (static_cast<std::uint64_t>(device()) << 32) ^ device() ^
-                      static_cast<std::uint64_t>(Clock::now().time_since_epoch().count()) ^
-                      (static_cast<std::uint64_t>(::getpid()) << 16);
-    return v == 0 ? 1 : v;
 }
 
 } // namespace
@@ -43,7 +34,7 @@ Parameters Parameters::from(const config::Configuration& configuration, NodeId s
     return p;
 }
 
-Shared::Shared(Parameters p) : parameters(std::move(p)), incarnation(new_incarnation()) {}
+Shared::Shared(Parameters p) : parameters(std::move(p)), incarnation(ip::new_incarnation()) {}
 
 Engine::Engine(const config::Configuration& configuration, NodeId self)
     : configuration_(configuration), shared_(std::make_shared<Shared>(Parameters::from(configuration, self))) {

@@ -15,6 +15,7 @@
 #include <msgpass/tcp/protocol.hpp>
 #include <msgpass/wait.hpp>
 
+#include <msgpass/ip/incarnation.hpp>
 #include <msgpass/ip/pool.hpp>
 #include <msgpass/ip/reactor.hpp>
 #include <msgpass/ip/socket.hpp>
@@ -207,7 +208,7 @@ private:
     std::byte* assembling_data_ = nullptr;
     std::size_t assembled_ = 0;
     std::uint64_t assembling_seq_ = 0;
-    std::deque<BufferPtr> inbox_; // null: the peer restarted here (its old incarnation is lost)
+    ip::Inbox inbox_; // with a marker where a restarted peer's old incarnation was lost
     bool in_goodbye_ = false;
     std::array<std::byte, sizeof(FrameHeader)> ack_tx_{}; // an acknowledgement cut short by a full socket
     std::size_t ack_tx_len_ = 0, ack_tx_off_ = 0;
@@ -216,11 +217,7 @@ private:
     std::atomic<std::uint64_t> known_incarnation_{0}; // the peer's incarnation seen on either connection
 
     // --- loss of the peer ---
-    std::mutex lost_mutex_;
-    std::atomic<bool> lost_pending_{false};
-    std::string lost_reason_;
-    std::uint64_t lost_unacknowledged_ = 0;
-    std::uint64_t lost_incarnation_ = 0; // the incarnation already reported
+    ip::LossLatch loss_;
 };
 
 class Engine {

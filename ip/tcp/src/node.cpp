@@ -71,34 +71,25 @@ NodeStats TcpNode::stats() const noexcept {
 // ---------------------------------------------------------------- loss
 
 void TcpNode::throw_if_lost() {
-    if (!lost_pending_.load(std::memory_order_acquire)) return;
-    std::lock_guard lock(lost_mutex_);
-    if (!lost_pending_.load(std::memory_order_relaxed)) return;
-    lost_pending_.store(false, std::memory_order_relaxed);
-    stats_.error();
-    throw PeerLost(id_, lost_reason_, lost_unacknowledged_);
+    if (!loss_.pending()) return;
+    if (auto loss = loss_.take()) {
+        stats_.error();
+        throw PeerLost(id_, loss->reason, loss->unacknowledged);
+    }
 }
 
 // The peer incarnation died: everything it did not acknowledge is counted and
 // dropped, the pair starts again from sequence 0 with its next incarnation.
 void TcpNode::declare_lost_locked(std::uint64_t incarnation, const std::string& reason) {
-    {
-        std::lock_guard lock(lost_mutex_);
-        if (incarnation != 0 && incarnation == lost_incarnation_) return; // already reported
-    }
+    if (loss_.raised_for(incarnation)) return; // already reported
     const std::uint64_t unacknowledged = window_.lose();
     queue_depth_.store(0, std::memory_order_relaxed);
     peer_incarnation_ = 0;
     broken_since_.reset();
-    {
-        std::lock_guard lock(lost_mutex_);
-        lost_incarnation_ = incarnation;
-        lost_reason_ = "peer " + std::to_string(id_) + " (" + name_ + ", " + address_.text + ") lost: " + reason +
-                       "; " + std::to_string(unacknowledged) + " messages sent to it were not acknowledged";
-        lost_unacknowledged_ = unacknowledged;
-        lost_pending_.store(true, std::memory_order_release);
-    }
-    std::fprintf(stderr, "msgpass tcp node %u: %s\n", shared_->parameters.self, lost_reason_.c_str());
+    const std::string text = "peer " + std::to_string(id_) + " (" + name_ + ", " + address_.text + ") lost: " + reason +
+                             "; " + std::to_string(unacknowledged) + " messages sent to it were not acknowledged";
+    loss_.raise(incarnation, text, unacknowledged);
+    std::fprintf(stderr, "msgpass tcp node %u: %s\n", shared_->parameters.self, text.c_str());
     out_changed_.notify_all();
     shared_->wake_receivers();
 }
@@ -499,7 +490,7 @@ void TcpNode::handle_welcome(const Welcome& w) {
         attempt_failed(false, "unexpected handshake answer", Clock::now());
         return;
     }
-    if (peer_incarnation_ != 0 && w.incarnation != peer_incarnation_) {
+    if (ip::restarted(peer_incarnation_, w.incarnation)) {
         declare_lost_locked(peer_incarnation_, "it restarted");
     }
     const std::uint64_t first = window_.first_unacknowledged();
@@ -601,7 +592,8 @@ std::uint64_t TcpNode::attach_incoming(int fd, std::uint64_t incarnation) {
     {
         std::lock_guard lock(in_mutex_);
         old_incarnation = in_window_.incarnation();
-        restarted = old_incarnation != 0 && old_incarnation != incarnation && !in_goodbye_;
+        // A peer that said goodbye and comes back started cleanly: nothing was lost.
+        restarted = ip::restarted(old_incarnation, incarnation) && !in_goodbye_;
     }
     // The loss of the old incarnation is declared before a message of the new one
     // can be taken, and a marker in the inbox raises it between the two streams.
@@ -619,7 +611,7 @@ std::uint64_t TcpNode::attach_incoming(int fd, std::uint64_t incarnation) {
         assembling_.reset();
         rx_begin_ = rx_end_ = 0;
         ack_tx_len_ = ack_tx_off_ = 0;
-        if (restarted && in_window_.incarnation() != incarnation) inbox_.push_back(nullptr);
+        if (restarted && in_window_.incarnation() != incarnation) inbox_.mark_loss();
         in_window_.attach(incarnation); // a new incarnation counts from 0
         in_goodbye_ = false;
         known_incarnation_.store(incarnation);
@@ -664,7 +656,7 @@ void TcpNode::send_ack() {
 void TcpNode::deliver(BufferPtr message) {
     message->set_source(id_);
     in_window_.delivered(message->size());
-    inbox_.push_back(std::move(message));
+    inbox_.push(std::move(message));
 }
 
 // Parses every whole frame in rx_ into the inbox; a data frame too large for what is
@@ -757,12 +749,11 @@ void TcpNode::read_in_side() {
 // old incarnation is raised (unless a send raised it already).
 BufferPtr TcpNode::take_locked(std::unique_lock<std::mutex>& lock) {
     while (!inbox_.empty()) {
-        BufferPtr m = std::move(inbox_.front());
-        inbox_.pop_front();
-        if (m) {
-            stats_.received(m->size());
+        auto next = inbox_.pop();
+        if (!next.loss) {
+            stats_.received(next.message->size());
             takes_.fetch_add(1, std::memory_order_relaxed);
-            return m;
+            return std::move(next.message);
         }
         lock.unlock();
         throw_if_lost(); // the lock is not held while the exception leaves
