@@ -15,6 +15,7 @@
 #include <msgpass/tcp/protocol.hpp>
 #include <msgpass/wait.hpp>
 
+#include <msgpass/ip/gather.hpp>
 #include <msgpass/ip/incarnation.hpp>
 #include <msgpass/ip/pool.hpp>
 #include <msgpass/ip/reactor.hpp>
@@ -186,7 +187,7 @@ private:
     std::atomic<std::uint64_t> takes_{0}; // messages the application took from this node
     std::uint64_t takes_at_write_ = 0;    // takes_ at the last immediate write
     ip::SendWindow window_;               // messages not yet acknowledged
-    std::vector<std::byte> staging_;      // small pieces of one write, copied together
+    ip::GatherList gather_;               // the iovecs of one write
     std::uint64_t peer_incarnation_ = 0;  // of the last Welcome; 0 = none
     bool peer_said_goodbye_ = false;
     bool closed_ = false;

@@ -24,9 +24,6 @@ namespace msgpass::tcp {
 namespace {
 
 constexpr std::size_t rx_capacity = 256 * 1024;
-constexpr int max_iov = 512;
-constexpr std::size_t small_piece = 512;        // copied into the staging area below this
-constexpr std::size_t staging_size = 64 * 1024; // per write
 
 std::uint64_t event_data(Tag tag, NodeId id, std::uint32_t generation) {
     return (static_cast<std::uint64_t>(tag) << 56) | (static_cast<std::uint64_t>(id) << 24) | (generation & 0xffffffu);
@@ -160,56 +157,13 @@ void TcpNode::send_impl(B& buffer) {
 }
 
 // Writes as much of the queue as the socket takes, many messages per system call
-// (a gather write over headers and fragments, no staging copy).
+// (a gather write over headers and fragments, ip/gather.hpp).
 void TcpNode::write_pending() {
     while (state_ == OutState::established && !window_.all_written()) {
-        iovec iov[max_iov];
-        int n = 0;
-        std::size_t skip = window_.offset();
-        // Small pieces (frame headers, small messages) are copied into one staging
-        // area, which the kernel copies far faster than hundreds of tiny iovecs;
-        // larger fragments go out from the application's memory as they are.
-        if (staging_.capacity() < staging_size) staging_.reserve(staging_size);
-        staging_.clear();
-        bool last_staged = false;
-        for (std::size_t i = window_.written(); i < window_.size() && n < max_iov - 1; ++i) {
-            const ip::Outgoing& e = window_[i];
-            const auto add = [&](const void* p, std::size_t len) {
-                if (skip >= len) {
-                    skip -= len;
-                    return;
-                }
-                const auto* from = static_cast<const std::byte*>(p) + skip;
-                len -= skip;
-                skip = 0;
-                if (len <= small_piece && staging_.size() + len <= staging_size) {
-                    std::byte* to = staging_.data() + staging_.size();
-                    staging_.insert(staging_.end(), from, from + len);
-                    if (last_staged) {
-                        iov[n - 1].iov_len += len;
-                    } else {
-                        iov[n].iov_base = to;
-                        iov[n].iov_len = len;
-                        ++n;
-                        last_staged = true;
-                    }
-                    return;
-                }
-                iov[n].iov_base = const_cast<std::byte*>(from);
-                iov[n].iov_len = len;
-                ++n;
-                last_staged = false;
-            };
-            add(&e.header, sizeof e.header);
-            for (const auto& f : e.buffer().fragments()) {
-                if (n >= max_iov) break;
-                if (!f.empty()) add(f.data(), f.size());
-            }
-            if (n >= max_iov) break;
-        }
-        msghdr msg{};
-        msg.msg_iov = iov;
-        msg.msg_iovlen = static_cast<std::size_t>(n);
+        gather_.start(window_.offset());
+        for (std::size_t i = window_.written(); i < window_.size(); ++i)
+            if (!gather_.add_frame(window_[i].header, window_[i].buffer())) break;
+        msghdr msg = gather_.message();
         const ssize_t wrote = ::sendmsg(out_fd_, &msg, MSG_DONTWAIT | MSG_NOSIGNAL);
         if (wrote < 0) {
             if (errno == EINTR) continue;
