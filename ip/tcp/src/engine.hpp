@@ -19,6 +19,7 @@
 #include <msgpass/ip/incarnation.hpp>
 #include <msgpass/ip/pool.hpp>
 #include <msgpass/ip/reactor.hpp>
+#include <msgpass/ip/reconnect.hpp>
 #include <msgpass/ip/socket.hpp>
 #include <msgpass/ip/window.hpp>
 
@@ -192,10 +193,7 @@ private:
     bool peer_said_goodbye_ = false;
     bool closed_ = false;
     bool refusal_logged_ = false;
-    std::chrono::nanoseconds backoff_{};
-    Clock::time_point next_attempt_{};
-    Clock::time_point connect_deadline_{};
-    std::optional<Clock::time_point> broken_since_;
+    ip::Reconnect reconnect_;            // when to try again, when to give the peer up
     std::array<std::byte, 64> out_rx_{}; // Welcome, acks and goodbyes from the peer
     std::size_t out_rx_len_ = 0;
 

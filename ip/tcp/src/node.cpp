@@ -49,7 +49,8 @@ void tune_socket(int fd, std::chrono::nanoseconds peer_timeout) {
 } // namespace
 
 TcpNode::TcpNode(std::shared_ptr<Shared> shared, const config::NodeConfig& peer)
-    : shared_(std::move(shared)), id_(peer.id), name_(peer.name), backoff_(shared_->parameters.backoff_min) {
+    : shared_(std::move(shared)), id_(peer.id), name_(peer.name),
+      reconnect_(shared_->parameters.backoff_min, shared_->parameters.backoff_max, shared_->parameters.peer_timeout) {
     address_.text = ip::host_port(peer.host, peer.port);
     if (peer.port == 0) return; // receive only: the peer cannot be reached
     address_ = ip::resolve(peer.host, peer.port, SOCK_STREAM, false,
@@ -82,7 +83,7 @@ void TcpNode::declare_lost_locked(std::uint64_t incarnation, const std::string& 
     const std::uint64_t unacknowledged = window_.lose();
     queue_depth_.store(0, std::memory_order_relaxed);
     peer_incarnation_ = 0;
-    broken_since_.reset();
+    reconnect_.forget();
     const std::string text = "peer " + std::to_string(id_) + " (" + name_ + ", " + address_.text + ") lost: " + reason +
                              "; " + std::to_string(unacknowledged) + " messages sent to it were not acknowledged";
     loss_.raise(incarnation, text, unacknowledged);
@@ -147,7 +148,7 @@ void TcpNode::send_impl(B& buffer) {
             write_pending();
         }
     } else if (state_ == OutState::idle) {
-        next_attempt_ = Clock::now();
+        reconnect_.attempt_now(Clock::now());
         state_ = OutState::waiting;
         shared_->wake_io();
     }
@@ -205,7 +206,7 @@ bool TcpNode::flush(std::chrono::nanoseconds timeout) {
         if (closed_ || Clock::now() >= deadline) return window_.all_written();
         if (state_ == OutState::idle) {
             state_ = OutState::waiting;
-            next_attempt_ = Clock::now();
+            reconnect_.attempt_now(Clock::now());
             shared_->wake_io();
         }
         // The background thread writes when the socket has room and notifies.
@@ -235,7 +236,7 @@ void TcpNode::out_broken(const std::string& why) {
             state_ = OutState::idle;
             peer_incarnation_ = 0;
             known_incarnation_.store(0);
-            broken_since_.reset();
+            reconnect_.forget();
             out_changed_.notify_all();
             return;
         }
@@ -243,10 +244,8 @@ void TcpNode::out_broken(const std::string& why) {
         state_ = OutState::idle;
         return;
     }
-    if (!broken_since_) broken_since_ = now;
+    reconnect_.broke(now);
     state_ = OutState::waiting;
-    next_attempt_ = now + backoff_;
-    backoff_ = std::min(backoff_ * 2, shared_->parameters.backoff_max);
     out_changed_.notify_all();
     shared_->wake_io();
 }
@@ -267,8 +266,7 @@ void TcpNode::start_connect(Clock::time_point now) {
         return;
     }
     state_ = OutState::connecting;
-    connect_deadline_ =
-        now + std::min<std::chrono::nanoseconds>(shared_->parameters.peer_timeout, std::chrono::seconds(2));
+    reconnect_.started(now);
     if (::connect(fd, address_.get(), address_.length) != 0 && errno != EINPROGRESS) {
         const int e = errno;
         close_out_fd();
@@ -281,21 +279,18 @@ void TcpNode::start_connect(Clock::time_point now) {
 // Otherwise keep trying with backoff, until peer_timeout after the break.
 void TcpNode::attempt_failed(bool refused, const std::string& why, Clock::time_point now) {
     const std::uint64_t known = peer_incarnation_ != 0 ? peer_incarnation_ : known_incarnation_.load();
-    if (refused && known != 0) {
+    switch (reconnect_.failed(refused, known != 0, now)) {
+    case ip::Reconnect::Outcome::retry:
+        state_ = OutState::waiting;
+        return;
+    case ip::Reconnect::Outcome::lost_refused:
         declare_lost_locked(known, "its port refuses connections (" + why + ")");
-        state_ = window_.empty() ? OutState::idle : OutState::waiting;
-        next_attempt_ = now + backoff_;
-        return;
-    }
-    if (broken_since_ && now - *broken_since_ >= shared_->parameters.peer_timeout) {
+        break;
+    case ip::Reconnect::Outcome::lost_silent:
         declare_lost_locked(known, "no connection for peer_timeout (" + why + ")");
-        state_ = window_.empty() ? OutState::idle : OutState::waiting;
-        next_attempt_ = now + backoff_;
-        return;
+        break;
     }
-    state_ = OutState::waiting;
-    next_attempt_ = now + backoff_;
-    backoff_ = std::min(backoff_ * 2, shared_->parameters.backoff_max);
+    state_ = window_.empty() ? OutState::idle : OutState::waiting;
 }
 
 Clock::time_point TcpNode::tick(Clock::time_point now) {
@@ -303,9 +298,8 @@ Clock::time_point TcpNode::tick(Clock::time_point now) {
     std::lock_guard lock(out_mutex_);
     if (closed_ || address_.empty()) return far;
     if (probe_wanted_.exchange(false) && state_ == OutState::idle) {
-        if (!broken_since_) broken_since_ = now;
+        reconnect_.probe(now);
         state_ = OutState::waiting;
-        next_attempt_ = now;
     }
     switch (state_) {
     case OutState::established:
@@ -318,19 +312,19 @@ Clock::time_point TcpNode::tick(Clock::time_point now) {
     case OutState::idle:
         return far;
     case OutState::waiting:
-        if (now >= next_attempt_) {
+        if (reconnect_.due(now)) {
             start_connect(now);
-            return state_ == OutState::waiting ? next_attempt_ : connect_deadline_;
+            return state_ == OutState::waiting ? reconnect_.next_attempt() : reconnect_.attempt_deadline();
         }
-        return next_attempt_;
+        return reconnect_.next_attempt();
     case OutState::connecting:
     case OutState::handshaking:
-        if (now >= connect_deadline_) {
+        if (now >= reconnect_.attempt_deadline()) {
             close_out_fd();
             attempt_failed(false, "no answer from " + address_.text + " in time", now);
-            return next_attempt_;
+            return reconnect_.next_attempt();
         }
-        return connect_deadline_;
+        return reconnect_.attempt_deadline();
     }
     return far;
 }
@@ -436,7 +430,7 @@ void TcpNode::handle_welcome(const Welcome& w) {
             refusal_logged_ = true;
         }
         close_out_fd();
-        backoff_ = shared_->parameters.backoff_max;
+        reconnect_.refused_by_peer();
         attempt_failed(false, "refused", Clock::now());
         return;
     case ip::Answer::unexpected:
@@ -462,8 +456,7 @@ void TcpNode::handle_welcome(const Welcome& w) {
     peer_incarnation_ = w.incarnation;
     known_incarnation_.store(w.incarnation);
     state_ = OutState::established;
-    broken_since_.reset();
-    backoff_ = shared_->parameters.backoff_min;
+    reconnect_.connected();
     refusal_logged_ = false;
     write_pending();
     out_changed_.notify_all();
