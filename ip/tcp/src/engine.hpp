@@ -1,6 +1,9 @@
 // Internals of the tcp technology: TcpNode (one peer: the connection this process
-// opened to send to it, and the connection it opened to send to us) and Engine (the
-// listening socket, the background thread and the nodes of one factory).
+// opened to send to it, outgoing.cpp, and the connection it opened to send to us,
+// incoming.cpp; the application's calls in node.cpp) and Engine (the listening
+// socket, the background thread and the nodes of one factory, engine.cpp). What
+// does not depend on TCP (window, incarnations, handshake, frames, reconnection
+// policy, reactor) comes from ip/common.
 //
 // Threads. Senders write to a node's outgoing socket under out_mutex_ when nothing
 // is queued before them; the receiver reads the incoming socket under in_mutex_.
@@ -102,6 +105,15 @@ struct Shared {
 
 // Tags of epoll events (top byte of epoll_event.data.u64).
 enum class Tag : std::uint8_t { listen = 1, io_wake = 2, pending = 3, out = 4, in = 5 };
+
+// The data of an epoll event of a node's connection: tag, node id, and the low 24
+// bits of the outgoing connection's generation (an event of an older one is ignored).
+inline std::uint64_t event_data(Tag tag, NodeId id, std::uint32_t generation) {
+    return (static_cast<std::uint64_t>(tag) << 56) | (static_cast<std::uint64_t>(id) << 24) | (generation & 0xffffffu);
+}
+
+// Keepalive and user timeout sized to the peer timeout (node.cpp).
+void tune_socket(int fd, std::chrono::nanoseconds peer_timeout);
 
 class TcpNode final : public Node {
 public:
