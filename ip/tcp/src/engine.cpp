@@ -3,15 +3,12 @@
 // every TcpNode of one factory (see engine.hpp).
 #include "engine.hpp"
 
+#include <msgpass/ip/socket.hpp>
+
 #include <algorithm>
-#include <arpa/inet.h>
 #include <cerrno>
 #include <cstdio>
-#include <cstring>
-#include <netdb.h>
-#include <random>
 #include <sys/epoll.h>
-#include <sys/eventfd.h>
 #include <unistd.h>
 
 namespace msgpass::tcp {
@@ -20,29 +17,6 @@ namespace {
 
 std::uint64_t event_data(Tag tag, std::uint64_t value) {
     return (static_cast<std::uint64_t>(tag) << 56) | value;
-}
-
-std::uint64_t new_incarnation() {
-    std::random_device device;
-    std::uint64_t v = (static_cast<std::uint64_t>(device()) << 32) ^ device() ^
-                      static_cast<std::uint64_t>(Clock::now().time_since_epoch().count()) ^
-                      (static_cast<std::uint64_t>(::getpid()) << 16);
-    return v == 0 ? 1 : v;
-}
-
-std::string peer_text(const sockaddr_storage& a) {
-    char host[INET6_ADDRSTRLEN] = "?";
-    std::uint16_t port = 0;
-    if (a.ss_family == AF_INET) {
-        const auto* in = reinterpret_cast<const sockaddr_in*>(&a);
-        ::inet_ntop(AF_INET, &in->sin_addr, host, sizeof host);
-        port = ntohs(in->sin_port);
-    } else if (a.ss_family == AF_INET6) {
-        const auto* in = reinterpret_cast<const sockaddr_in6*>(&a);
-        ::inet_ntop(AF_INET6, &in->sin6_addr, host, sizeof host);
-        port = ntohs(in->sin6_port);
-    }
-    return std::string(host) + ":" + std::to_string(port);
 }
 
 } // namespace
@@ -63,34 +37,7 @@ Parameters Parameters::from(const config::Configuration& configuration, NodeId s
     return p;
 }
 
-Shared::Shared(Parameters p) : parameters(std::move(p)), incarnation(new_incarnation()) {
-    epoll_fd = ::epoll_create1(EPOLL_CLOEXEC);
-    io_wake_fd = ::eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
-    recv_wake_fd = ::eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
-    if (epoll_fd < 0 || io_wake_fd < 0 || recv_wake_fd < 0) {
-        const std::string why = std::strerror(errno);
-        for (int fd : {epoll_fd, io_wake_fd, recv_wake_fd})
-            if (fd >= 0) ::close(fd);
-        throw ResourceError("tcp: cannot create epoll/eventfd: " + why);
-    }
-}
-
-Shared::~Shared() {
-    ::close(epoll_fd);
-    ::close(io_wake_fd);
-    ::close(recv_wake_fd);
-}
-
-void Shared::wake_io() const noexcept {
-    const std::uint64_t one = 1;
-    (void)!::write(io_wake_fd, &one, sizeof one);
-}
-
-void Shared::wake_receivers() const noexcept {
-    const std::uint64_t one = 1;
-    (void)!::write(recv_wake_fd, &one, sizeof one);
-    if (auto* b = bell.load()) b->ring();
-}
+Shared::Shared(Parameters p) : parameters(std::move(p)), incarnation(ip::new_incarnation()) {}
 
 Engine::Engine(const config::Configuration& configuration, NodeId self)
     : configuration_(configuration), shared_(std::make_shared<Shared>(Parameters::from(configuration, self))) {
@@ -102,33 +49,13 @@ Engine::Engine(const config::Configuration& configuration, NodeId self)
                           std::to_string(max_partition_length) + " bytes with the tcp technology, found " +
                           std::to_string(configuration_.partition.size()));
     }
-    addrinfo hints{};
-    hints.ai_family = AF_UNSPEC;
-    hints.ai_socktype = SOCK_STREAM;
-    hints.ai_flags = AI_NUMERICSERV | AI_PASSIVE;
-    addrinfo* found = nullptr;
-    const std::string port = std::to_string(me.port);
-    if (const int rc = ::getaddrinfo(me.host.c_str(), port.c_str(), &hints, &found); rc != 0 || found == nullptr) {
-        throw ConfigError(where + ": host: '" + me.host + "' does not resolve: " + ::gai_strerror(rc));
-    }
-    listen_fd_ = ::socket(found->ai_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
-    int one = 1;
-    if (listen_fd_ >= 0) ::setsockopt(listen_fd_, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
-    if (listen_fd_ < 0 || ::bind(listen_fd_, found->ai_addr, found->ai_addrlen) != 0 ||
-        ::listen(listen_fd_, 1024) != 0) {
-        const std::string why = std::strerror(errno);
-        ::freeaddrinfo(found);
-        if (listen_fd_ >= 0) ::close(listen_fd_);
-        throw ResourceError(where + ": cannot listen on " + me.host + ":" + port + ": " + why);
-    }
-    ::freeaddrinfo(found);
+    listen_fd_ =
+        ip::bind_socket(ip::resolve(me.host, me.port, SOCK_STREAM, true, where + ": host"), SOCK_STREAM, 1024, where);
     port_ = me.port;
-    epoll_event ev{};
-    ev.events = EPOLLIN;
-    ev.data.u64 = event_data(Tag::listen, 0);
-    ::epoll_ctl(shared_->epoll_fd, EPOLL_CTL_ADD, listen_fd_, &ev);
-    ev.data.u64 = event_data(Tag::io_wake, 0);
-    ::epoll_ctl(shared_->epoll_fd, EPOLL_CTL_ADD, shared_->io_wake_fd, &ev);
+    acceptor_ = ip::Acceptor{protocol, configuration_.partition, self,
+                             [this](std::uint32_t id) { return configuration_.find_node(id) != nullptr; }};
+    shared_->epoll.add(listen_fd_, EPOLLIN, event_data(Tag::listen, 0));
+    shared_->epoll.add(shared_->io_wake.fd(), EPOLLIN, event_data(Tag::io_wake, 0));
     thread_ = std::thread([this] { run(); });
 }
 
@@ -202,10 +129,7 @@ void Engine::run() {
             }
         }
         // Nanosecond timeouts: the tail of a stream's batch is due microseconds ahead.
-        const auto wait = std::chrono::duration_cast<std::chrono::nanoseconds>(
-            std::max<Clock::duration>(next - now, Clock::duration::zero()));
-        const timespec ts{static_cast<time_t>(wait.count() / 1000000000), static_cast<long>(wait.count() % 1000000000)};
-        const int n = ::epoll_pwait2(shared_->epoll_fd, events.data(), static_cast<int>(events.size()), &ts, nullptr);
+        const int n = shared_->epoll.wait(events, std::chrono::duration_cast<std::chrono::nanoseconds>(next - now));
         for (int i = 0; i < n; ++i) {
             const std::uint64_t data = events[i].data.u64;
             const auto tag = static_cast<Tag>(data >> 56);
@@ -213,11 +137,9 @@ void Engine::run() {
             case Tag::listen:
                 accept_all();
                 break;
-            case Tag::io_wake: {
-                std::uint64_t v = 0;
-                (void)!::read(shared_->io_wake_fd, &v, sizeof v);
+            case Tag::io_wake:
+                shared_->io_wake.drain();
                 break;
-            }
             case Tag::in:
                 if (auto* b = shared_->bell.load()) b->ring();
                 break;
@@ -248,7 +170,7 @@ void Engine::accept_all() {
             if (errno == EINTR || errno == ECONNABORTED) continue;
             return; // EAGAIN, or out of descriptors: the next readiness retries
         }
-        const std::string text = peer_text(from);
+        const std::string text = ip::address_text(from);
         if (pending_.size() >= shared_->parameters.max_pending) {
             shared_->count_refusal(Refusal::too_many);
             log_refusal(text, Refusal::too_many, "");
@@ -259,10 +181,7 @@ void Engine::accept_all() {
         p.fd = fd;
         p.deadline = Clock::now() + shared_->parameters.handshake_timeout;
         p.from = text;
-        epoll_event ev{};
-        ev.events = EPOLLIN | EPOLLRDHUP;
-        ev.data.u64 = event_data(Tag::pending, static_cast<std::uint32_t>(fd));
-        if (::epoll_ctl(shared_->epoll_fd, EPOLL_CTL_ADD, fd, &ev) != 0) {
+        if (!shared_->epoll.add(fd, EPOLLIN | EPOLLRDHUP, event_data(Tag::pending, static_cast<std::uint32_t>(fd)))) {
             ::close(fd);
             continue;
         }
@@ -291,33 +210,11 @@ void Engine::on_pending(int fd) {
 }
 
 void Engine::finish_handshake(Pending& p) {
+    if (const ip::Verdict verdict = ip::check_hello(p.hello, acceptor_); !verdict.accepted()) {
+        refuse(p, verdict.refusal, verdict.detail, true);
+        return;
+    }
     const Hello& h = p.hello;
-    const auto& par = shared_->parameters;
-    if (h.version != protocol_version) {
-        refuse(p, Refusal::bad_version, "version " + std::to_string(h.version), true);
-        return;
-    }
-    if (h.kind != static_cast<std::uint16_t>(Kind::hello)) {
-        refuse(p, Refusal::protocol_error, "handshake kind " + std::to_string(h.kind), true);
-        return;
-    }
-    if (h.partition_length > max_partition_length) {
-        refuse(p, Refusal::bad_length, "partition length " + std::to_string(h.partition_length), true);
-        return;
-    }
-    const std::string_view partition(h.partition, static_cast<std::size_t>(h.partition_length));
-    if (partition != par.partition) {
-        refuse(p, Refusal::wrong_partition, "partition '" + std::string(partition) + "'", true);
-        return;
-    }
-    if (h.to != par.self) {
-        refuse(p, Refusal::wrong_target, "addressed to node " + std::to_string(h.to), true);
-        return;
-    }
-    if (h.from == par.self || configuration_.find_node(h.from) == nullptr || h.incarnation == 0) {
-        refuse(p, Refusal::unknown_node, "from node " + std::to_string(h.from), true);
-        return;
-    }
     std::shared_ptr<TcpNode> peer;
     try {
         peer = node(h.from);
@@ -327,7 +224,7 @@ void Engine::finish_handshake(Pending& p) {
     }
     const int fd = p.fd;
     const std::uint64_t incarnation = h.incarnation;
-    ::epoll_ctl(shared_->epoll_fd, EPOLL_CTL_DEL, fd, nullptr);
+    shared_->epoll.remove(fd);
     pending_.erase(fd); // p is gone from here on
     peer->attach_incoming(fd, incarnation);
     shared_->accepted.fetch_add(1);
@@ -337,12 +234,8 @@ void Engine::refuse(Pending& p, Refusal reason, const std::string& detail, bool 
     shared_->count_refusal(reason);
     log_refusal(p.from, reason, detail);
     if (answer) {
-        Welcome w;
-        w.kind = static_cast<std::uint16_t>(Kind::refusal);
-        w.from = shared_->parameters.self;
-        w.to = p.hello.from;
-        w.incarnation = shared_->incarnation;
-        w.reason = static_cast<std::uint32_t>(reason);
+        const Welcome w =
+            ip::make_refusal(protocol, shared_->parameters.self, p.hello.from, shared_->incarnation, reason);
         (void)::send(p.fd, &w, sizeof w, MSG_DONTWAIT | MSG_NOSIGNAL);
     }
     drop_pending(p.fd);

@@ -1,6 +1,9 @@
 // Internals of the tcp technology: TcpNode (one peer: the connection this process
-// opened to send to it, and the connection it opened to send to us) and Engine (the
-// listening socket, the background thread and the nodes of one factory).
+// opened to send to it, outgoing.cpp, and the connection it opened to send to us,
+// incoming.cpp; the application's calls in node.cpp) and Engine (the listening
+// socket, the background thread and the nodes of one factory, engine.cpp). What
+// does not depend on TCP (window, incarnations, handshake, frames, reconnection
+// policy, reactor) comes from ip/common.
 //
 // Threads. Senders write to a node's outgoing socket under out_mutex_ when nothing
 // is queued before them; the receiver reads the incoming socket under in_mutex_.
@@ -16,7 +19,13 @@
 #include <msgpass/tcp/protocol.hpp>
 #include <msgpass/wait.hpp>
 
+#include <msgpass/ip/gather.hpp>
+#include <msgpass/ip/incarnation.hpp>
 #include <msgpass/ip/pool.hpp>
+#include <msgpass/ip/reactor.hpp>
+#include <msgpass/ip/reconnect.hpp>
+#include <msgpass/ip/socket.hpp>
+#include <msgpass/ip/window.hpp>
 
 #include <array>
 #include <atomic>
@@ -53,10 +62,6 @@ inline constexpr std::chrono::microseconds batch_window{20};
 inline constexpr std::size_t batch_messages = 64;
 inline constexpr std::size_t batch_bytes = 16 * 1024;
 
-// Sleeps in ppoll() until one of fds or wake_fd is readable or timeout passes;
-// consumes wake_fd's count. True unless the timeout passed.
-bool wait_readable(int wake_fd, std::span<const int> fds, std::chrono::nanoseconds timeout);
-
 struct Parameters {
     NodeId self = 0;
     std::string partition;
@@ -77,9 +82,9 @@ struct Parameters {
 // a node the application still holds after its factory is gone stays safe to call.
 struct Shared {
     Parameters parameters;
-    int epoll_fd = -1;     // the background thread's epoll set
-    int io_wake_fd = -1;   // eventfd: something for the background thread to do
-    int recv_wake_fd = -1; // eventfd: wakes receivers sleeping in poll()
+    ip::Epoll epoll{"tcp"};      // the background thread's epoll set
+    ip::WakeFd io_wake{"tcp"};   // something for the background thread to do
+    ip::WakeFd recv_wake{"tcp"}; // wakes receivers sleeping in poll()
     std::uint64_t incarnation = 0;
     std::shared_ptr<BufferPool> pool = std::make_shared<BufferPool>(); // large message buffers
     // Set by technology: auto: input on any incoming connection rings this doorbell
@@ -89,16 +94,27 @@ struct Shared {
     std::array<std::atomic<std::uint64_t>, static_cast<std::size_t>(Refusal::kinds)> refused{};
 
     explicit Shared(Parameters p);
-    ~Shared();
     Shared(const Shared&) = delete;
     Shared& operator=(const Shared&) = delete;
-    void wake_io() const noexcept;
-    void wake_receivers() const noexcept;
+    void wake_io() const noexcept { io_wake.ring(); }
+    void wake_receivers() const noexcept {
+        recv_wake.ring();
+        if (auto* b = bell.load()) b->ring();
+    }
     void count_refusal(Refusal r) noexcept { refused[static_cast<std::size_t>(r)].fetch_add(1); }
 };
 
 // Tags of epoll events (top byte of epoll_event.data.u64).
 enum class Tag : std::uint8_t { listen = 1, io_wake = 2, pending = 3, out = 4, in = 5 };
+
+// The data of an epoll event of a node's connection: tag, node id, and the low 24
+// bits of the outgoing connection's generation (an event of an older one is ignored).
+inline std::uint64_t event_data(Tag tag, NodeId id, std::uint32_t generation) {
+    return (static_cast<std::uint64_t>(tag) << 56) | (static_cast<std::uint64_t>(id) << 24) | (generation & 0xffffffu);
+}
+
+// Keepalive and user timeout sized to the peer timeout (node.cpp).
+void tune_socket(int fd, std::chrono::nanoseconds peer_timeout);
 
 class TcpNode final : public Node {
 public:
@@ -140,13 +156,6 @@ public:
     void close();
 
 private:
-    struct Entry {
-        FrameHeader header;
-        BufferPtr owned;
-        SharedBuffer shared;
-        bool written_once = false; // a later write is a resend (counted as a retry)
-        [[nodiscard]] const Buffer& buffer() const { return owned ? *owned : *shared; }
-    };
     enum class OutState { idle, waiting, connecting, handshaking, established };
 
     template <class B>
@@ -161,7 +170,8 @@ private:
     void handle_welcome(const Welcome& w);
     void read_out_side();
     void handle_out_event(std::uint32_t generation, std::uint32_t events);
-    void trim_acknowledged(std::uint64_t next_expected);
+    bool acknowledged(std::uint64_t next_expected);
+    void trimmed();
     void declare_lost_locked(std::uint64_t incarnation, const std::string& reason);
     void close_out_fd();
     // in side, under in_mutex_
@@ -175,9 +185,7 @@ private:
     std::shared_ptr<Shared> shared_;
     const NodeId id_;
     const std::string name_;
-    sockaddr_storage address_{};
-    socklen_t address_length_ = 0;
-    std::string address_text_;
+    ip::Address address_; // empty: the peer has no port (receive only)
     StatsCounters stats_;
     std::atomic<std::size_t> queue_depth_{0};
 
@@ -192,37 +200,27 @@ private:
     Clock::time_point batch_start_{};     // when the batch now waiting began
     std::atomic<std::uint64_t> takes_{0}; // messages the application took from this node
     std::uint64_t takes_at_write_ = 0;    // takes_ at the last immediate write
-    std::deque<Entry> entries_;           // not yet acknowledged, in seq order
-    std::deque<Entry> acknowledged_;      // trimmed, to be freed outside the lock
-    std::vector<std::byte> staging_;      // small pieces of one write, copied together
-    std::size_t written_ = 0;             // entries fully written on the current connection
-    std::size_t offset_ = 0;              // bytes of entries_[written_] written
-    std::uint64_t next_seq_ = 0;
-    std::uint64_t peer_incarnation_ = 0; // of the last Welcome; 0 = none
+    ip::SendWindow window_;               // messages not yet acknowledged
+    ip::GatherList gather_;               // the iovecs of one write
+    std::uint64_t peer_incarnation_ = 0;  // of the last Welcome; 0 = none
     bool peer_said_goodbye_ = false;
     bool closed_ = false;
     bool refusal_logged_ = false;
-    std::chrono::nanoseconds backoff_{};
-    Clock::time_point next_attempt_{};
-    Clock::time_point connect_deadline_{};
-    std::optional<Clock::time_point> broken_since_;
+    ip::Reconnect reconnect_;            // when to try again, when to give the peer up
     std::array<std::byte, 64> out_rx_{}; // Welcome, acks and goodbyes from the peer
     std::size_t out_rx_len_ = 0;
 
     // --- incoming connection (data from the peer, acknowledgements back) ---
     std::mutex in_mutex_;
     int in_fd_ = -1;
-    std::uint64_t in_incarnation_ = 0;
-    std::uint64_t received_ = 0; // complete messages received: the next expected seq
-    std::uint64_t acked_ = 0;    // the last acknowledgement written
-    std::uint64_t bytes_since_ack_ = 0;
-    std::vector<std::byte> rx_; // read buffer
+    ip::ReceiveWindow in_window_; // the peer incarnation's next expected message, acknowledgements owed
+    std::vector<std::byte> rx_;   // read buffer
     std::size_t rx_begin_ = 0, rx_end_ = 0;
     BufferPtr assembling_; // a message larger than what rx_ holds (a SingleBuffer)
     std::byte* assembling_data_ = nullptr;
     std::size_t assembled_ = 0;
     std::uint64_t assembling_seq_ = 0;
-    std::deque<BufferPtr> inbox_; // null: the peer restarted here (its old incarnation is lost)
+    ip::Inbox inbox_; // with a marker where a restarted peer's old incarnation was lost
     bool in_goodbye_ = false;
     std::array<std::byte, sizeof(FrameHeader)> ack_tx_{}; // an acknowledgement cut short by a full socket
     std::size_t ack_tx_len_ = 0, ack_tx_off_ = 0;
@@ -231,11 +229,7 @@ private:
     std::atomic<std::uint64_t> known_incarnation_{0}; // the peer's incarnation seen on either connection
 
     // --- loss of the peer ---
-    std::mutex lost_mutex_;
-    std::atomic<bool> lost_pending_{false};
-    std::string lost_reason_;
-    std::uint64_t lost_unacknowledged_ = 0;
-    std::uint64_t lost_incarnation_ = 0; // the incarnation already reported
+    ip::LossLatch loss_;
 };
 
 class Engine {
@@ -274,6 +268,7 @@ private:
     config::Configuration configuration_;
     std::shared_ptr<Shared> shared_;
     int listen_fd_ = -1;
+    ip::Acceptor acceptor_; // what a Hello must say
     std::uint16_t port_ = 0;
     mutable std::mutex nodes_mutex_;
     std::map<NodeId, std::shared_ptr<TcpNode>> nodes_;

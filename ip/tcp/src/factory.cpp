@@ -127,9 +127,9 @@ BufferPtr TcpGroup::receive(std::chrono::nanoseconds timeout) {
                 if (fd >= 0) fds.push_back(fd);
             }
         }
-        (void)wait_readable(engine_->shared().recv_wake_fd, fds,
-                            std::min<std::chrono::nanoseconds>(deadline - now, idle ? std::chrono::milliseconds(100)
-                                                                                    : ack_delay - (now - start)));
+        (void)ip::wait_readable(engine_->shared().recv_wake, fds,
+                                std::min<std::chrono::nanoseconds>(deadline - now, idle ? std::chrono::milliseconds(100)
+                                                                                        : ack_delay - (now - start)));
     }
 }
 

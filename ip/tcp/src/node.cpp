@@ -1,40 +1,23 @@
 // TcpNode: one peer of the tcp technology (see engine.hpp for the threads and
-// docs/tcp.md for the protocol). The outgoing side keeps every message until the
-// peer acknowledges it, so that a broken connection is repaired by resending from
-// the peer's next expected sequence number; the incoming side parses frames into an
-// inbox and acknowledges what it holds.
+// docs/tcp.md for the protocol): the calls of the application (send, flush,
+// receive), the loss of the peer, and the factory's shutdown. The outgoing
+// connection is in outgoing.cpp, the incoming one in incoming.cpp; the bookkeeping
+// they share with other ip technologies (window, incarnations, handshake, frames)
+// is in ip/common.
 #include "engine.hpp"
+
+#include <msgpass/ip/socket.hpp>
 
 #include <msgpass/wait.hpp>
 
 #include <algorithm>
 #include <cerrno>
 #include <cstdio>
-#include <cstring>
-#include <fcntl.h>
-#include <netdb.h>
 #include <netinet/tcp.h>
-#include <poll.h>
 #include <sys/epoll.h>
-#include <sys/uio.h>
 #include <unistd.h>
 
 namespace msgpass::tcp {
-
-namespace {
-
-constexpr std::size_t rx_capacity = 256 * 1024;
-constexpr int max_iov = 512;
-constexpr std::size_t small_piece = 512;        // copied into the staging area below this
-constexpr std::size_t staging_size = 64 * 1024; // per write
-
-std::uint64_t event_data(Tag tag, NodeId id, std::uint32_t generation) {
-    return (static_cast<std::uint64_t>(tag) << 56) | (static_cast<std::uint64_t>(id) << 24) | (generation & 0xffffffu);
-}
-
-std::string errno_text(int e) {
-    return std::strerror(e);
-}
 
 // Keepalive and user timeout sized to the peer timeout: a connection to a host that
 // vanished (no FIN, no RST) fails within about one peer timeout.
@@ -53,25 +36,13 @@ void tune_socket(int fd, std::chrono::nanoseconds peer_timeout) {
     ::setsockopt(fd, IPPROTO_TCP, TCP_USER_TIMEOUT, &user_timeout, sizeof user_timeout);
 }
 
-} // namespace
-
 TcpNode::TcpNode(std::shared_ptr<Shared> shared, const config::NodeConfig& peer)
-    : shared_(std::move(shared)), id_(peer.id), name_(peer.name), backoff_(shared_->parameters.backoff_min) {
-    address_text_ = peer.host + ":" + std::to_string(peer.port);
+    : shared_(std::move(shared)), id_(peer.id), name_(peer.name),
+      reconnect_(shared_->parameters.backoff_min, shared_->parameters.backoff_max, shared_->parameters.peer_timeout) {
+    address_.text = ip::host_port(peer.host, peer.port);
     if (peer.port == 0) return; // receive only: the peer cannot be reached
-    addrinfo hints{};
-    hints.ai_family = AF_UNSPEC;
-    hints.ai_socktype = SOCK_STREAM;
-    hints.ai_flags = AI_NUMERICSERV;
-    addrinfo* found = nullptr;
-    const std::string port = std::to_string(peer.port);
-    if (const int rc = ::getaddrinfo(peer.host.c_str(), port.c_str(), &hints, &found); rc != 0 || found == nullptr) {
-        throw ConfigError(peer.where.str() + ": nodes." + std::to_string(peer.id) + ".host: '" + peer.host +
-                          "' does not resolve: " + ::gai_strerror(rc));
-    }
-    std::memcpy(&address_, found->ai_addr, found->ai_addrlen);
-    address_length_ = found->ai_addrlen;
-    ::freeaddrinfo(found);
+    address_ = ip::resolve(peer.host, peer.port, SOCK_STREAM, false,
+                           peer.where.str() + ": nodes." + std::to_string(peer.id) + ".host");
 }
 
 TcpNode::~TcpNode() {
@@ -86,38 +57,25 @@ NodeStats TcpNode::stats() const noexcept {
 // ---------------------------------------------------------------- loss
 
 void TcpNode::throw_if_lost() {
-    if (!lost_pending_.load(std::memory_order_acquire)) return;
-    std::lock_guard lock(lost_mutex_);
-    if (!lost_pending_.load(std::memory_order_relaxed)) return;
-    lost_pending_.store(false, std::memory_order_relaxed);
-    stats_.error();
-    throw PeerLost(id_, lost_reason_, lost_unacknowledged_);
+    if (!loss_.pending()) return;
+    if (auto loss = loss_.take()) {
+        stats_.error();
+        throw PeerLost(id_, loss->reason, loss->unacknowledged);
+    }
 }
 
 // The peer incarnation died: everything it did not acknowledge is counted and
 // dropped, the pair starts again from sequence 0 with its next incarnation.
 void TcpNode::declare_lost_locked(std::uint64_t incarnation, const std::string& reason) {
-    {
-        std::lock_guard lock(lost_mutex_);
-        if (incarnation != 0 && incarnation == lost_incarnation_) return; // already reported
-    }
-    const std::uint64_t unacknowledged = entries_.size();
-    entries_.clear();
-    written_ = 0;
-    offset_ = 0;
-    next_seq_ = 0;
+    if (loss_.raised_for(incarnation)) return; // already reported
+    const std::uint64_t unacknowledged = window_.lose();
     queue_depth_.store(0, std::memory_order_relaxed);
     peer_incarnation_ = 0;
-    broken_since_.reset();
-    {
-        std::lock_guard lock(lost_mutex_);
-        lost_incarnation_ = incarnation;
-        lost_reason_ = "peer " + std::to_string(id_) + " (" + name_ + ", " + address_text_ + ") lost: " + reason +
-                       "; " + std::to_string(unacknowledged) + " messages sent to it were not acknowledged";
-        lost_unacknowledged_ = unacknowledged;
-        lost_pending_.store(true, std::memory_order_release);
-    }
-    std::fprintf(stderr, "msgpass tcp node %u: %s\n", shared_->parameters.self, lost_reason_.c_str());
+    reconnect_.forget();
+    const std::string text = "peer " + std::to_string(id_) + " (" + name_ + ", " + address_.text + ") lost: " + reason +
+                             "; " + std::to_string(unacknowledged) + " messages sent to it were not acknowledged";
+    loss_.raise(incarnation, text, unacknowledged);
+    std::fprintf(stderr, "msgpass tcp node %u: %s\n", shared_->parameters.self, text.c_str());
     out_changed_.notify_all();
     shared_->wake_receivers();
 }
@@ -147,23 +105,14 @@ void TcpNode::send_impl(B& buffer) {
     throw_if_lost();
     std::unique_lock lock(out_mutex_);
     if (closed_) throw UsageError("node " + std::to_string(id_) + ": its tcp factory was destroyed");
-    if (address_length_ == 0) throw UsageError("node " + std::to_string(id_) + " has no port in the nodes file");
-    const std::size_t waiting = entries_.size() - written_;
+    if (address_.empty()) throw UsageError("node " + std::to_string(id_) + " has no port in the nodes file");
+    const std::size_t waiting = window_.waiting();
     if (waiting >= shared_->parameters.send_queue_limit) {
         stats_.error();
         throw SendQueueFull("send queue to node " + std::to_string(id_) + " holds send_queue_limit (" +
                             std::to_string(shared_->parameters.send_queue_limit) + ") messages");
     }
-    Entry e;
-    e.header.length = size;
-    e.header.seq = next_seq_++;
-    e.header.type = static_cast<std::uint32_t>(FrameType::data);
-    if constexpr (std::is_same_v<B, BufferPtr>) {
-        e.owned = std::move(buffer);
-    } else {
-        e.shared = std::move(buffer);
-    }
-    entries_.push_back(std::move(e));
+    window_.push(std::move(buffer), size);
     if (state_ == OutState::established && !armed_write_) {
         // A message after a pause goes out now. One that follows a write by less
         // than batch_window is part of a stream: it joins a batch that this thread
@@ -187,67 +136,24 @@ void TcpNode::send_impl(B& buffer) {
             write_pending();
         }
     } else if (state_ == OutState::idle) {
-        next_attempt_ = Clock::now();
+        reconnect_.attempt_now(Clock::now());
         state_ = OutState::waiting;
         shared_->wake_io();
     }
-    const std::size_t left = entries_.size() - written_;
+    const std::size_t left = window_.waiting();
     queue_depth_.store(left, std::memory_order_relaxed);
     if (left > 0) stats_.queued();
 }
 
 // Writes as much of the queue as the socket takes, many messages per system call
-// (a gather write over headers and fragments; pieces up to small_piece bytes are
-// staged, larger ones written from where they are).
+// (a gather write over headers and fragments, ip/gather.hpp: pieces up to
+// small_piece bytes are staged, larger ones written from where they are).
 void TcpNode::write_pending() {
-    while (state_ == OutState::established && written_ < entries_.size()) {
-        iovec iov[max_iov];
-        int n = 0;
-        std::size_t skip = offset_;
-        // Small pieces (frame headers, small messages) are copied into one staging
-        // area, which the kernel copies far faster than hundreds of tiny iovecs;
-        // larger fragments go out from the application's memory as they are.
-        if (staging_.capacity() < staging_size) staging_.reserve(staging_size);
-        staging_.clear();
-        bool last_staged = false;
-        for (std::size_t i = written_; i < entries_.size() && n < max_iov - 1; ++i) {
-            const Entry& e = entries_[i];
-            const auto add = [&](const void* p, std::size_t len) {
-                if (skip >= len) {
-                    skip -= len;
-                    return;
-                }
-                const auto* from = static_cast<const std::byte*>(p) + skip;
-                len -= skip;
-                skip = 0;
-                if (len <= small_piece && staging_.size() + len <= staging_size) {
-                    std::byte* to = staging_.data() + staging_.size();
-                    staging_.insert(staging_.end(), from, from + len);
-                    if (last_staged) {
-                        iov[n - 1].iov_len += len;
-                    } else {
-                        iov[n].iov_base = to;
-                        iov[n].iov_len = len;
-                        ++n;
-                        last_staged = true;
-                    }
-                    return;
-                }
-                iov[n].iov_base = const_cast<std::byte*>(from);
-                iov[n].iov_len = len;
-                ++n;
-                last_staged = false;
-            };
-            add(&e.header, sizeof e.header);
-            for (const auto& f : e.buffer().fragments()) {
-                if (n >= max_iov) break;
-                if (!f.empty()) add(f.data(), f.size());
-            }
-            if (n >= max_iov) break;
-        }
-        msghdr msg{};
-        msg.msg_iov = iov;
-        msg.msg_iovlen = static_cast<std::size_t>(n);
+    while (state_ == OutState::established && !window_.all_written()) {
+        gather_.start(window_.offset());
+        for (std::size_t i = window_.written(); i < window_.size(); ++i)
+            if (!gather_.add_frame(window_[i].header, window_[i].buffer())) break;
+        msghdr msg = gather_.message();
         const ssize_t wrote = ::sendmsg(out_fd_, &msg, MSG_DONTWAIT | MSG_NOSIGNAL);
         if (wrote < 0) {
             if (errno == EINTR) continue;
@@ -255,43 +161,28 @@ void TcpNode::write_pending() {
                 arm_out(true);
                 return;
             }
-            out_broken("write failed: " + errno_text(errno));
+            out_broken("write failed: " + ip::errno_text(errno));
             return;
         }
-        auto left = static_cast<std::size_t>(wrote);
-        while (left > 0 && written_ < entries_.size()) {
-            Entry& e = entries_[written_];
-            const std::size_t whole = sizeof(FrameHeader) + e.header.length;
-            const std::size_t rest = whole - offset_;
-            if (left >= rest) {
-                left -= rest;
-                offset_ = 0;
-                ++written_;
-                if (e.written_once) {
-                    stats_.retried(); // resent after a broken connection
-                } else {
-                    e.written_once = true;
-                    stats_.sent(e.header.length);
-                }
+        window_.wrote(static_cast<std::size_t>(wrote), [this](const ip::Outgoing& e, bool resent) {
+            if (resent) {
+                stats_.retried(); // resent after a broken connection
             } else {
-                offset_ += left;
-                left = 0;
+                stats_.sent(e.header.length);
             }
-        }
+        });
     }
-    if (written_ == entries_.size()) {
+    if (window_.all_written()) {
         arm_out(false);
         out_changed_.notify_all();
     }
-    queue_depth_.store(entries_.size() - written_, std::memory_order_relaxed);
+    queue_depth_.store(window_.waiting(), std::memory_order_relaxed);
 }
 
 void TcpNode::arm_out(bool want_write) {
     if (out_fd_ < 0 || armed_write_ == want_write) return;
-    epoll_event ev{};
-    ev.events = EPOLLIN | EPOLLRDHUP | (want_write ? EPOLLOUT : 0u);
-    ev.data.u64 = event_data(Tag::out, id_, generation_);
-    ::epoll_ctl(shared_->epoll_fd, EPOLL_CTL_MOD, out_fd_, &ev);
+    shared_->epoll.modify(out_fd_, EPOLLIN | EPOLLRDHUP | (want_write ? EPOLLOUT : 0u),
+                          event_data(Tag::out, id_, generation_));
     armed_write_ = want_write;
 }
 
@@ -300,11 +191,11 @@ bool TcpNode::flush(std::chrono::nanoseconds timeout) {
     std::unique_lock lock(out_mutex_);
     for (;;) {
         if (state_ == OutState::established) write_pending();
-        if (written_ == entries_.size()) return true;
-        if (closed_ || Clock::now() >= deadline) return written_ == entries_.size();
+        if (window_.all_written()) return true;
+        if (closed_ || Clock::now() >= deadline) return window_.all_written();
         if (state_ == OutState::idle) {
             state_ = OutState::waiting;
-            next_attempt_ = Clock::now();
+            reconnect_.attempt_now(Clock::now());
             shared_->wake_io();
         }
         // The background thread writes when the socket has room and notifies.
@@ -312,293 +203,14 @@ bool TcpNode::flush(std::chrono::nanoseconds timeout) {
     }
 }
 
-// ---------------------------------------------------------------- outgoing connection (background thread)
-
-void TcpNode::close_out_fd() {
-    if (out_fd_ >= 0) {
-        ::close(out_fd_); // also leaves the epoll set
-        out_fd_ = -1;
-    }
-    armed_write_ = false;
-    out_rx_len_ = 0;
-    ++generation_;
-}
-
-void TcpNode::out_broken(const std::string& why) {
-    close_out_fd();
-    written_ = 0; // resend from what the peer says it has
-    offset_ = 0;
-    const auto now = Clock::now();
-    if (peer_said_goodbye_) {
-        peer_said_goodbye_ = false;
-        if (entries_.empty()) { // the peer ended cleanly with everything taken
-            state_ = OutState::idle;
-            peer_incarnation_ = 0;
-            known_incarnation_.store(0);
-            broken_since_.reset();
-            out_changed_.notify_all();
-            return;
-        }
-        declare_lost_locked(peer_incarnation_, "it closed with messages outstanding (" + why + ")");
-        state_ = OutState::idle;
-        return;
-    }
-    if (!broken_since_) broken_since_ = now;
-    state_ = OutState::waiting;
-    next_attempt_ = now + backoff_;
-    backoff_ = std::min(backoff_ * 2, shared_->parameters.backoff_max);
-    out_changed_.notify_all();
-    shared_->wake_io();
-}
-
-void TcpNode::start_connect(Clock::time_point now) {
-    const int fd = ::socket(address_.ss_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
-    if (fd < 0) {
-        attempt_failed(false, "socket: " + errno_text(errno), now);
-        return;
-    }
-    tune_socket(fd, shared_->parameters.peer_timeout);
-    ++generation_;
-    out_fd_ = fd;
-    armed_write_ = true;
-    epoll_event ev{};
-    ev.events = EPOLLOUT | EPOLLIN | EPOLLRDHUP;
-    ev.data.u64 = event_data(Tag::out, id_, generation_);
-    if (::epoll_ctl(shared_->epoll_fd, EPOLL_CTL_ADD, fd, &ev) != 0) {
-        close_out_fd();
-        attempt_failed(false, "epoll: " + errno_text(errno), now);
-        return;
-    }
-    state_ = OutState::connecting;
-    connect_deadline_ =
-        now + std::min<std::chrono::nanoseconds>(shared_->parameters.peer_timeout, std::chrono::seconds(2));
-    if (::connect(fd, reinterpret_cast<const sockaddr*>(&address_), address_length_) != 0 && errno != EINPROGRESS) {
-        const int e = errno;
-        close_out_fd();
-        attempt_failed(e == ECONNREFUSED, "connect to " + address_text_ + ": " + errno_text(e), now);
-    }
-}
-
-// A connection attempt failed. A refused connection after the peer was known means
-// its process is gone (its listening socket closed): the peer is lost at once.
-// Otherwise keep trying with backoff, until peer_timeout after the break.
-void TcpNode::attempt_failed(bool refused, const std::string& why, Clock::time_point now) {
-    const std::uint64_t known = peer_incarnation_ != 0 ? peer_incarnation_ : known_incarnation_.load();
-    if (refused && known != 0) {
-        declare_lost_locked(known, "its port refuses connections (" + why + ")");
-        state_ = entries_.empty() ? OutState::idle : OutState::waiting;
-        next_attempt_ = now + backoff_;
-        return;
-    }
-    if (broken_since_ && now - *broken_since_ >= shared_->parameters.peer_timeout) {
-        declare_lost_locked(known, "no connection for peer_timeout (" + why + ")");
-        state_ = entries_.empty() ? OutState::idle : OutState::waiting;
-        next_attempt_ = now + backoff_;
-        return;
-    }
-    state_ = OutState::waiting;
-    next_attempt_ = now + backoff_;
-    backoff_ = std::min(backoff_ * 2, shared_->parameters.backoff_max);
-}
-
-Clock::time_point TcpNode::tick(Clock::time_point now) {
-    const auto far = now + std::chrono::seconds(1);
-    std::lock_guard lock(out_mutex_);
-    if (closed_ || address_length_ == 0) return far;
-    if (probe_wanted_.exchange(false) && state_ == OutState::idle) {
-        if (!broken_since_) broken_since_ = now;
-        state_ = OutState::waiting;
-        next_attempt_ = now;
-    }
-    switch (state_) {
-    case OutState::established:
-        if (written_ < entries_.size() && !armed_write_) { // the tail of a stream's batch
-            if (now - batch_start_ < batch_window) return batch_start_ + batch_window;
-            last_write_ = now;
-            write_pending();
-        }
-        return far;
-    case OutState::idle:
-        return far;
-    case OutState::waiting:
-        if (now >= next_attempt_) {
-            start_connect(now);
-            return state_ == OutState::waiting ? next_attempt_ : connect_deadline_;
-        }
-        return next_attempt_;
-    case OutState::connecting:
-    case OutState::handshaking:
-        if (now >= connect_deadline_) {
-            close_out_fd();
-            attempt_failed(false, "no answer from " + address_text_ + " in time", now);
-            return next_attempt_;
-        }
-        return connect_deadline_;
-    }
-    return far;
-}
-
-void TcpNode::on_out_event(std::uint32_t generation, std::uint32_t events) {
-    std::deque<Entry> acknowledged; // freed after the lock: senders do not wait for free()
-    std::unique_lock lock(out_mutex_);
-    handle_out_event(generation, events);
-    acknowledged.swap(acknowledged_);
-    lock.unlock();
-}
-
-void TcpNode::handle_out_event(std::uint32_t generation, std::uint32_t events) {
-    if (out_fd_ < 0 || (generation_ & 0xffffffu) != generation) return; // an event of a closed connection
-    if (state_ == OutState::connecting) {
-        int error = 0;
-        socklen_t len = sizeof error;
-        ::getsockopt(out_fd_, SOL_SOCKET, SO_ERROR, &error, &len);
-        if (error != 0) {
-            close_out_fd();
-            attempt_failed(error == ECONNREFUSED, "connect to " + address_text_ + ": " + errno_text(error),
-                           Clock::now());
-            return;
-        }
-        if ((events & EPOLLOUT) == 0) return;
-        const Hello hello =
-            make_hello(shared_->parameters.self, id_, shared_->incarnation, shared_->parameters.partition);
-        const ssize_t wrote = ::send(out_fd_, &hello, sizeof hello, MSG_DONTWAIT | MSG_NOSIGNAL);
-        if (wrote != static_cast<ssize_t>(sizeof hello)) { // a fresh socket takes 128 bytes at once
-            close_out_fd();
-            attempt_failed(false, "handshake write failed", Clock::now());
-            return;
-        }
-        state_ = OutState::handshaking;
-        arm_out(false);
-        return;
-    }
-    if ((events & (EPOLLIN | EPOLLRDHUP | EPOLLHUP | EPOLLERR)) != 0) {
-        read_out_side();
-        if (out_fd_ < 0) return;
-    }
-    if ((events & EPOLLOUT) != 0 && state_ == OutState::established) write_pending();
-}
-
-// Reads the Welcome, then acknowledgements and goodbyes, from the peer.
-void TcpNode::read_out_side() {
-    for (;;) {
-        const ssize_t got = ::recv(out_fd_, out_rx_.data() + out_rx_len_, out_rx_.size() - out_rx_len_, MSG_DONTWAIT);
-        if (got == 0 || (got < 0 && errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR)) {
-            const std::string why = got == 0 ? "connection closed by the peer" : "read failed: " + errno_text(errno);
-            if (state_ == OutState::handshaking) {
-                close_out_fd();
-                attempt_failed(false, why, Clock::now());
-            } else {
-                out_broken(why);
-            }
-            return;
-        }
-        if (got < 0) return;
-        out_rx_len_ += static_cast<std::size_t>(got);
-        std::size_t at = 0;
-        for (;;) {
-            if (state_ == OutState::handshaking) {
-                if (out_rx_len_ - at < sizeof(Welcome)) break;
-                Welcome w;
-                std::memcpy(&w, out_rx_.data() + at, sizeof w);
-                at += sizeof w;
-                handle_welcome(w);
-                if (out_fd_ < 0) return;
-                continue;
-            }
-            if (out_rx_len_ - at < sizeof(FrameHeader)) break;
-            FrameHeader h;
-            std::memcpy(&h, out_rx_.data() + at, sizeof h);
-            at += sizeof h;
-            if (h.type == static_cast<std::uint32_t>(FrameType::ack) && h.length == 0 && h.seq <= next_seq_) {
-                trim_acknowledged(h.seq);
-            } else if (h.type == static_cast<std::uint32_t>(FrameType::goodbye) && h.length == 0 &&
-                       h.seq <= next_seq_) {
-                trim_acknowledged(h.seq); // its last acknowledgement
-                peer_said_goodbye_ = true;
-            } else {
-                out_broken("protocol error from the peer (frame type " + std::to_string(h.type) + ")");
-                return;
-            }
-        }
-        std::memmove(out_rx_.data(), out_rx_.data() + at, out_rx_len_ - at);
-        out_rx_len_ -= at;
-    }
-}
-
-void TcpNode::handle_welcome(const Welcome& w) {
-    if (w.magic != magic || w.version != protocol_version || w.from != id_ || w.to != shared_->parameters.self) {
-        close_out_fd();
-        attempt_failed(false, "the answer from " + address_text_ + " is not a msgpass welcome for this pair",
-                       Clock::now());
-        return;
-    }
-    if (w.kind == static_cast<std::uint16_t>(Kind::refusal)) {
-        if (!refusal_logged_) {
-            std::fprintf(stderr, "msgpass tcp node %u: node %u (%s) refused the connection: %s\n",
-                         shared_->parameters.self, id_, address_text_.c_str(),
-                         std::string(describe(static_cast<Refusal>(
-                                         w.reason < static_cast<std::uint32_t>(Refusal::kinds) ? w.reason : 0)))
-                             .c_str());
-            refusal_logged_ = true;
-        }
-        close_out_fd();
-        backoff_ = shared_->parameters.backoff_max;
-        attempt_failed(false, "refused", Clock::now());
-        return;
-    }
-    if (w.kind != static_cast<std::uint16_t>(Kind::welcome)) {
-        close_out_fd();
-        attempt_failed(false, "unexpected handshake answer", Clock::now());
-        return;
-    }
-    if (peer_incarnation_ != 0 && w.incarnation != peer_incarnation_) {
-        declare_lost_locked(peer_incarnation_, "it restarted");
-    }
-    const std::uint64_t first = entries_.empty() ? next_seq_ : entries_.front().header.seq;
-    if (w.next_expected > next_seq_ || w.next_expected < first) {
-        // The peer claims messages we never sent, or lost some it had acknowledged.
-        declare_lost_locked(w.incarnation, "its welcome expects message " + std::to_string(w.next_expected) +
-                                               " but this node holds " + std::to_string(first) + ".." +
-                                               std::to_string(next_seq_));
-        close_out_fd();
-        state_ = OutState::idle;
-        return;
-    }
-    peer_incarnation_ = w.incarnation;
-    known_incarnation_.store(w.incarnation);
-    trim_acknowledged(w.next_expected);
-    written_ = 0;
-    offset_ = 0;
-    state_ = OutState::established;
-    broken_since_.reset();
-    backoff_ = shared_->parameters.backoff_min;
-    refusal_logged_ = false;
-    write_pending();
-    out_changed_.notify_all();
-}
-
-void TcpNode::trim_acknowledged(std::uint64_t next_expected) {
-    while (!entries_.empty() && entries_.front().header.seq < next_expected) {
-        if (written_ == 0) { // acknowledged before we knew it was written (resend after a break)
-            offset_ = 0;
-        } else {
-            --written_;
-        }
-        acknowledged_.push_back(std::move(entries_.front()));
-        entries_.pop_front();
-    }
-    queue_depth_.store(entries_.size() - written_, std::memory_order_relaxed);
-    if (entries_.empty()) out_changed_.notify_all();
-}
-
 // Before a clean close: a socket closed while acknowledgements still arrive is reset
 // by the kernel, which drops what it had not sent yet, so the factory waits until
 // the peer acknowledged everything.
 bool TcpNode::wait_acknowledged(Clock::time_point deadline) {
     std::unique_lock lock(out_mutex_);
-    while (!entries_.empty() && state_ == OutState::established && Clock::now() < deadline)
+    while (!window_.empty() && state_ == OutState::established && Clock::now() < deadline)
         out_changed_.wait_until(lock, std::min(deadline, Clock::now() + std::chrono::milliseconds(100)));
-    return entries_.empty();
+    return window_.empty();
 }
 
 void TcpNode::reset_connections() {
@@ -626,15 +238,15 @@ void TcpNode::close() {
         std::lock_guard lock(in_mutex_);
         if (in_fd_ >= 0) {
             // The last acknowledgement, then goodbye: the peer forgets us quietly.
-            FrameHeader bye{0, received_, static_cast<std::uint32_t>(FrameType::goodbye), 0};
+            const FrameHeader bye = ip::goodbye_frame(in_window_.expected());
             ::send(in_fd_, &bye, sizeof bye, MSG_DONTWAIT | MSG_NOSIGNAL);
             ::shutdown(in_fd_, SHUT_WR);
         }
     }
     std::lock_guard lock(out_mutex_);
     closed_ = true;
-    if (out_fd_ >= 0 && state_ == OutState::established && written_ == entries_.size()) {
-        FrameHeader bye{0, 0, static_cast<std::uint32_t>(FrameType::goodbye), 0};
+    if (out_fd_ >= 0 && state_ == OutState::established && window_.all_written()) {
+        const FrameHeader bye = ip::goodbye_frame(0);
         ::send(out_fd_, &bye, sizeof bye, MSG_DONTWAIT | MSG_NOSIGNAL);
         ::shutdown(out_fd_, SHUT_WR);
         // Drain acknowledgements so that close() sends FIN, not RST.
@@ -647,199 +259,17 @@ void TcpNode::close() {
     out_changed_.notify_all();
 }
 
-// ---------------------------------------------------------------- incoming connection
-
-std::uint64_t TcpNode::attach_incoming(int fd, std::uint64_t incarnation) {
-    std::uint64_t old_incarnation = 0;
-    bool restarted = false;
-    {
-        std::lock_guard lock(in_mutex_);
-        old_incarnation = in_incarnation_;
-        restarted = old_incarnation != 0 && old_incarnation != incarnation && !in_goodbye_;
-    }
-    // The loss of the old incarnation is declared before a message of the new one
-    // can be taken, and a marker in the inbox raises it between the two streams.
-    if (restarted) {
-        std::lock_guard lock(out_mutex_);
-        declare_lost_locked(old_incarnation, "it restarted");
-    }
-    std::uint64_t next_expected = 0;
-    {
-        std::lock_guard lock(in_mutex_);
-        if (in_fd_ >= 0) ::close(in_fd_);
-        tune_socket(fd, shared_->parameters.peer_timeout);
-        in_fd_ = fd;
-        // A partial frame of the old connection is dropped: the peer resends it whole.
-        assembling_.reset();
-        rx_begin_ = rx_end_ = 0;
-        ack_tx_len_ = ack_tx_off_ = 0;
-        if (in_incarnation_ != incarnation) {
-            if (restarted) inbox_.push_back(nullptr);
-            in_incarnation_ = incarnation;
-            received_ = 0;
-            acked_ = 0;
-            bytes_since_ack_ = 0;
-        }
-        in_goodbye_ = false;
-        known_incarnation_.store(incarnation);
-        next_expected = received_;
-        acked_ = received_;
-        // The Welcome goes out before any acknowledgement can (same lock); a fresh
-        // socket takes its 40 bytes at once.
-        Welcome w;
-        w.from = shared_->parameters.self;
-        w.to = id_;
-        w.incarnation = shared_->incarnation;
-        w.next_expected = next_expected;
-        (void)::send(fd, &w, sizeof w, MSG_DONTWAIT | MSG_NOSIGNAL);
-        if (shared_->bell.load() != nullptr) { // technology: auto: every arrival rings the doorbell
-            epoll_event ev{};
-            ev.events = EPOLLIN | EPOLLET | EPOLLRDHUP;
-            ev.data.u64 = event_data(Tag::in, id_, 0);
-            ::epoll_ctl(shared_->epoll_fd, EPOLL_CTL_ADD, fd, &ev);
-        }
-    }
-    shared_->wake_receivers();
-    return next_expected;
-}
-
-void TcpNode::in_broken() {
-    if (in_fd_ >= 0) ::close(in_fd_);
-    in_fd_ = -1;
-    assembling_.reset();
-    rx_begin_ = rx_end_ = 0;
-    if (in_goodbye_) return;
-    // Either the connection broke (the peer reconnects) or the peer died: ask it.
-    probe_wanted_.store(true);
-    shared_->wake_io();
-}
-
-void TcpNode::send_ack() {
-    if (in_fd_ < 0) return;
-    if (ack_tx_off_ == ack_tx_len_) {
-        if (received_ == acked_) return;
-        FrameHeader h{0, received_, static_cast<std::uint32_t>(FrameType::ack), 0};
-        std::memcpy(ack_tx_.data(), &h, sizeof h);
-        ack_tx_len_ = sizeof h;
-        ack_tx_off_ = 0;
-        acked_ = received_;
-        bytes_since_ack_ = 0;
-    }
-    const ssize_t wrote =
-        ::send(in_fd_, ack_tx_.data() + ack_tx_off_, ack_tx_len_ - ack_tx_off_, MSG_DONTWAIT | MSG_NOSIGNAL);
-    if (wrote > 0) ack_tx_off_ += static_cast<std::size_t>(wrote);
-}
-
-void TcpNode::deliver(BufferPtr message) {
-    message->set_source(id_);
-    ++received_;
-    bytes_since_ack_ += message->size();
-    inbox_.push_back(std::move(message));
-}
-
-// Parses every whole frame in rx_ into the inbox; a data frame too large for what is
-// left of rx_ becomes the message being assembled, read straight into its buffer.
-void TcpNode::parse_in_buffer() {
-    const auto& p = shared_->parameters;
-    while (!assembling_ && rx_end_ - rx_begin_ >= sizeof(FrameHeader)) {
-        FrameHeader h;
-        std::memcpy(&h, rx_.data() + rx_begin_, sizeof h);
-        if (h.type == static_cast<std::uint32_t>(FrameType::goodbye) && h.length == 0) {
-            rx_begin_ += sizeof h;
-            in_goodbye_ = true;
-            known_incarnation_.store(0); // a clean end: a later refusal is not a loss
-            continue;
-        }
-        if (h.type != static_cast<std::uint32_t>(FrameType::data) || h.flags != 0) {
-            violation_ = "node " + std::to_string(id_) + " sent a frame of unknown type " + std::to_string(h.type);
-            shared_->count_refusal(Refusal::protocol_error);
-            in_broken();
-            return;
-        }
-        if (h.length > p.max_message_size) {
-            violation_ = "node " + std::to_string(id_) + " sent a frame of " + std::to_string(h.length) +
-                         " bytes, above max_message_size (" + std::to_string(p.max_message_size) + ")";
-            shared_->count_refusal(Refusal::bad_length);
-            in_broken();
-            return;
-        }
-        if (h.seq != received_) {
-            violation_ = "node " + std::to_string(id_) + " sent message " + std::to_string(h.seq) + " where " +
-                         std::to_string(received_) + " was expected";
-            shared_->count_refusal(Refusal::protocol_error);
-            in_broken();
-            return;
-        }
-        const std::size_t have = rx_end_ - rx_begin_ - sizeof h;
-        if (have >= h.length) {
-            auto m = shared_->pool->make(static_cast<std::size_t>(h.length));
-            std::memcpy(m->single()->data(), rx_.data() + rx_begin_ + sizeof h, static_cast<std::size_t>(h.length));
-            rx_begin_ += sizeof h + h.length;
-            deliver(std::move(m));
-            continue;
-        }
-        if (rx_begin_ + sizeof h + h.length <= rx_.size()) break; // fits: wait for the rest in rx_
-        assembling_ = shared_->pool->make(static_cast<std::size_t>(h.length));
-        assembling_data_ = assembling_->single()->data();
-        std::memcpy(assembling_data_, rx_.data() + rx_begin_ + sizeof h, have);
-        assembled_ = have;
-        assembling_seq_ = h.seq;
-        rx_begin_ = rx_end_ = 0;
-    }
-    if (rx_begin_ == rx_end_) rx_begin_ = rx_end_ = 0;
-}
-
-void TcpNode::read_in_side() {
-    if (rx_.empty()) rx_.resize(rx_capacity);
-    for (int round = 0; round < 4 && in_fd_ >= 0; ++round) {
-        ssize_t got = 0;
-        if (assembling_) {
-            got = ::recv(in_fd_, assembling_data_ + assembled_, assembling_->size() - assembled_, MSG_DONTWAIT);
-        } else {
-            if (rx_begin_ > 0 && rx_.size() - rx_end_ < sizeof(FrameHeader) + 4096) {
-                std::memmove(rx_.data(), rx_.data() + rx_begin_, rx_end_ - rx_begin_);
-                rx_end_ -= rx_begin_;
-                rx_begin_ = 0;
-            }
-            got = ::recv(in_fd_, rx_.data() + rx_end_, rx_.size() - rx_end_, MSG_DONTWAIT);
-        }
-        if (got == 0) {
-            in_broken();
-            return;
-        }
-        if (got < 0) {
-            if (errno == EINTR) continue;
-            if (errno != EAGAIN && errno != EWOULDBLOCK) in_broken();
-            return;
-        }
-        if (assembling_) {
-            assembled_ += static_cast<std::size_t>(got);
-            if (assembled_ == assembling_->size()) {
-                deliver(std::move(assembling_));
-                assembled_ = 0;
-            }
-            continue;
-        }
-        rx_end_ += static_cast<std::size_t>(got);
-        parse_in_buffer();
-        if (!inbox_.empty() && rx_end_ < rx_.size()) break; // the socket is drained for now
-    }
-    if (received_ - acked_ >= shared_->parameters.ack_every || bytes_since_ack_ >= shared_->parameters.ack_bytes ||
-        ack_tx_off_ != ack_tx_len_) {
-        send_ack();
-    }
-}
+// ---------------------------------------------------------------- receive
 
 // The next message of the inbox; at the marker of a restarted peer, the loss of its
 // old incarnation is raised (unless a send raised it already).
 BufferPtr TcpNode::take_locked(std::unique_lock<std::mutex>& lock) {
     while (!inbox_.empty()) {
-        BufferPtr m = std::move(inbox_.front());
-        inbox_.pop_front();
-        if (m) {
-            stats_.received(m->size());
+        auto next = inbox_.pop();
+        if (!next.loss) {
+            stats_.received(next.message->size());
             takes_.fetch_add(1, std::memory_order_relaxed);
-            return m;
+            return std::move(next.message);
         }
         lock.unlock();
         throw_if_lost(); // the lock is not held while the exception leaves
@@ -891,25 +321,10 @@ BufferPtr TcpNode::receive(std::chrono::nanoseconds timeout) {
         const auto step = std::min<std::chrono::nanoseconds>(
             deadline - now,
             idle ? std::chrono::nanoseconds(std::chrono::milliseconds(100)) : ack_delay - (now - start));
-        if (wait_readable(shared_->recv_wake_fd, std::span<const int>(&fd, fd >= 0 ? 1 : 0), step)) {
+        if (ip::wait_readable(shared_->recv_wake, std::span<const int>(&fd, fd >= 0 ? 1 : 0), step)) {
             if (auto m = receive()) return m;
         }
     }
-}
-
-bool wait_readable(int wake_fd, std::span<const int> fds, std::chrono::nanoseconds timeout) {
-    thread_local std::vector<pollfd> set;
-    set.assign(1, pollfd{wake_fd, POLLIN, 0});
-    for (int fd : fds)
-        set.push_back(pollfd{fd, POLLIN, 0});
-    const auto ns = std::max<std::int64_t>(timeout.count(), 0);
-    const timespec ts{static_cast<time_t>(ns / 1000000000), static_cast<long>(ns % 1000000000)};
-    const int n = ::ppoll(set.data(), set.size(), &ts, nullptr);
-    if (n > 0 && (set[0].revents & POLLIN) != 0) {
-        std::uint64_t v = 0;
-        (void)!::read(wake_fd, &v, sizeof v);
-    }
-    return n != 0;
 }
 
 } // namespace msgpass::tcp

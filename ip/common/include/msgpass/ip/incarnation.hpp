@@ -1,0 +1,80 @@
+// Peer incarnations of the ip technologies. Every process draws a random 64-bit
+// incarnation at start and names it in its handshake, so that a restarted process
+// is told from a reconnecting one: when a peer shows a new incarnation, the old one
+// is lost. The loss is raised once per incarnation (LossLatch) and reported once,
+// as PeerLost, by the next call on the node; a receiver reports it in order, after
+// every message the old process delivered and before the first of the new one (a
+// marker in the Inbox).
+#pragma once
+
+#include <msgpass/buffer.hpp>
+
+#include <atomic>
+#include <cstdint>
+#include <deque>
+#include <mutex>
+#include <optional>
+#include <string>
+
+namespace msgpass::ip {
+
+// A fresh incarnation for this process: random, never 0 (0 means "none known").
+[[nodiscard]] std::uint64_t new_incarnation();
+
+// Whether `seen` is a restart of the peer last known as `known` (0: none known yet).
+[[nodiscard]] constexpr bool restarted(std::uint64_t known, std::uint64_t seen) noexcept {
+    return known != 0 && seen != known;
+}
+
+// The messages received from a peer, in order, with the point where its previous
+// incarnation's loss belongs.
+class Inbox {
+public:
+    struct Next {
+        BufferPtr message; // null at the loss marker
+        bool loss = false; // the previous incarnation's loss is to be reported here
+    };
+
+    void push(BufferPtr message) { entries_.push_back(std::move(message)); }
+    // The previous incarnation ended here: what follows is the new one's.
+    void mark_loss() { entries_.push_back(nullptr); }
+    [[nodiscard]] bool empty() const noexcept { return entries_.empty(); }
+    // The next message or the marker; {null, false} when empty.
+    Next pop() {
+        if (entries_.empty()) return {};
+        BufferPtr m = std::move(entries_.front());
+        entries_.pop_front();
+        const bool loss = m == nullptr;
+        return {std::move(m), loss};
+    }
+
+private:
+    std::deque<BufferPtr> entries_; // null: a loss marker
+};
+
+// What PeerLost reports.
+struct Loss {
+    std::string reason;
+    std::uint64_t unacknowledged = 0; // messages sent to the lost incarnation it never acknowledged
+};
+
+// The loss of a peer's incarnation, raised by whoever finds it and taken once by the
+// next call on the node. Thread-safe; pending() is one atomic load, for the send path.
+class LossLatch {
+public:
+    // The loss of this incarnation was raised already (never for 0, an unknown one).
+    [[nodiscard]] bool raised_for(std::uint64_t incarnation) const;
+    // Raises the loss; replaces one not taken yet.
+    void raise(std::uint64_t incarnation, std::string reason, std::uint64_t unacknowledged);
+    [[nodiscard]] bool pending() const noexcept { return pending_.load(std::memory_order_acquire); }
+    // The loss raised and not taken yet; each raise is taken once.
+    [[nodiscard]] std::optional<Loss> take();
+
+private:
+    mutable std::mutex mutex_;
+    std::atomic<bool> pending_{false};
+    Loss loss_;
+    std::uint64_t incarnation_ = 0; // the last incarnation raised
+};
+
+} // namespace msgpass::ip

@@ -1,0 +1,200 @@
+// The reliable window of the ip technologies: messages between a pair of nodes are
+// numbered from 0 for each incarnation of the sender, and the receiver acknowledges
+// cumulatively (every message before `seq` arrived). The sender keeps each message
+// (the buffer itself, no copy) until it is acknowledged, so that after a broken
+// connection it resends from the receiver's next expected number and nothing is lost
+// or delivered twice; when the peer incarnation is lost, what it did not acknowledge
+// is counted and dropped. No sockets and no locks here: the technology calls these
+// under its own locks, from its writer, its reader and its handshake.
+#pragma once
+
+#include <msgpass/buffer.hpp>
+#include <msgpass/ip/frame.hpp>
+
+#include <cstddef>
+#include <cstdint>
+#include <deque>
+
+namespace msgpass::ip {
+
+// One message kept until the peer acknowledges it.
+struct Outgoing {
+    FrameHeader header;
+    BufferPtr owned;
+    SharedBuffer shared;
+    bool written_once = false; // a later write is a resend (counted as a retry)
+
+    [[nodiscard]] const Buffer& buffer() const { return owned ? *owned : *shared; }
+    [[nodiscard]] std::size_t frame_size() const noexcept {
+        return frame_header_size + static_cast<std::size_t>(header.length);
+    }
+};
+
+// The sender's side: the messages not yet acknowledged, in sequence order, and how
+// far the transport has written them on the current connection.
+class SendWindow {
+public:
+    // Numbers the message and keeps it; returns its sequence number.
+    std::uint64_t push(BufferPtr buffer, std::uint64_t size) {
+        Outgoing& e = entries_.emplace_back();
+        e.header = data_frame(next_seq_, size);
+        e.owned = std::move(buffer);
+        return next_seq_++;
+    }
+    std::uint64_t push(SharedBuffer buffer, std::uint64_t size) {
+        Outgoing& e = entries_.emplace_back();
+        e.header = data_frame(next_seq_, size);
+        e.shared = std::move(buffer);
+        return next_seq_++;
+    }
+
+    // Messages not acknowledged; the ones from written() on are not written on this connection yet.
+    [[nodiscard]] std::size_t size() const noexcept { return entries_.size(); }
+    [[nodiscard]] bool empty() const noexcept { return entries_.empty(); }
+    [[nodiscard]] const Outgoing& operator[](std::size_t i) const noexcept { return entries_[i]; }
+    [[nodiscard]] std::size_t written() const noexcept { return written_; }
+    // Bytes of frame written() already written (a stream can take part of a frame).
+    [[nodiscard]] std::size_t offset() const noexcept { return offset_; }
+    [[nodiscard]] std::size_t waiting() const noexcept { return entries_.size() - written_; }
+    [[nodiscard]] bool all_written() const noexcept { return written_ == entries_.size(); }
+    [[nodiscard]] std::uint64_t next_seq() const noexcept { return next_seq_; }
+    [[nodiscard]] std::uint64_t first_unacknowledged() const noexcept {
+        return entries_.empty() ? next_seq_ : entries_.front().header.seq;
+    }
+
+    // The transport took `bytes` more of the frames (header and payload) from
+    // written() on; done(entry, resent) for each frame now written whole, resent when
+    // it had been written on an earlier connection.
+    template <class Done>
+    void wrote(std::size_t bytes, Done&& done) {
+        while (bytes > 0 && written_ < entries_.size()) {
+            Outgoing& e = entries_[written_];
+            const std::size_t rest = e.frame_size() - offset_;
+            if (bytes < rest) {
+                offset_ += bytes;
+                return;
+            }
+            bytes -= rest;
+            offset_ = 0;
+            ++written_;
+            const bool resent = e.written_once;
+            e.written_once = true;
+            done(static_cast<const Outgoing&>(e), resent);
+        }
+    }
+
+    // An acknowledgement: every message before next_expected arrived; they move to
+    // the acknowledged list. False, and nothing changes, when next_expected is beyond
+    // what was sent (a protocol error). An older acknowledgement changes nothing.
+    [[nodiscard]] bool acknowledge(std::uint64_t next_expected) {
+        if (next_expected > next_seq_) return false;
+        trim(next_expected);
+        return true;
+    }
+
+    // A new connection, whose peer expects next_expected: what came before is dropped
+    // as acknowledged and the rest is written again from its first. False, and nothing
+    // changes, when next_expected is outside [first_unacknowledged, next_seq]: the peer
+    // claims messages never sent, or lost some it had acknowledged.
+    [[nodiscard]] bool resume(std::uint64_t next_expected) {
+        if (next_expected > next_seq_ || next_expected < first_unacknowledged()) return false;
+        trim(next_expected);
+        rewind();
+        return true;
+    }
+
+    // The connection broke: whatever it took must be written again.
+    void rewind() noexcept {
+        written_ = 0;
+        offset_ = 0;
+    }
+
+    // The peer incarnation is lost: returns how many messages it did not
+    // acknowledge; they are dropped and the next message is number 0 again.
+    std::uint64_t lose() noexcept {
+        const std::uint64_t unacknowledged = entries_.size();
+        entries_.clear();
+        rewind();
+        next_seq_ = 0;
+        return unacknowledged;
+    }
+
+    // Hands over the acknowledged messages, so that the caller frees them outside its lock.
+    void take_acknowledged(std::deque<Outgoing>& into) noexcept { into.swap(acknowledged_); }
+
+private:
+    void trim(std::uint64_t next_expected) {
+        while (!entries_.empty() && entries_.front().header.seq < next_expected) {
+            if (written_ == 0) {
+                offset_ = 0; // acknowledged before this connection wrote it whole (a resend)
+            } else {
+                --written_;
+            }
+            acknowledged_.push_back(std::move(entries_.front()));
+            entries_.pop_front();
+        }
+    }
+
+    std::deque<Outgoing> entries_;      // not yet acknowledged, in seq order
+    std::deque<Outgoing> acknowledged_; // trimmed, to be freed outside the caller's lock
+    std::size_t written_ = 0;
+    std::size_t offset_ = 0;
+    std::uint64_t next_seq_ = 0;
+};
+
+// The receiver's side: which message comes next from the peer's incarnation, and
+// what is owed in acknowledgements.
+class ReceiveWindow {
+public:
+    enum class Arrival {
+        in_order,  // the next expected message
+        duplicate, // already received
+        gap,       // one or more before it are missing
+    };
+    [[nodiscard]] Arrival classify(std::uint64_t seq) const noexcept {
+        return seq == received_ ? Arrival::in_order : seq < received_ ? Arrival::duplicate : Arrival::gap;
+    }
+    // The next expected sequence number: how many messages arrived.
+    [[nodiscard]] std::uint64_t expected() const noexcept { return received_; }
+    // The incarnation these numbers belong to (0: none yet).
+    [[nodiscard]] std::uint64_t incarnation() const noexcept { return incarnation_; }
+    // The in-order message of `bytes` arrived whole.
+    void delivered(std::uint64_t bytes) noexcept {
+        ++received_;
+        bytes_since_ack_ += bytes;
+    }
+
+    [[nodiscard]] bool ack_owed() const noexcept { return received_ != acknowledged_; }
+    // An acknowledgement is due every `messages` messages or `bytes` bytes.
+    [[nodiscard]] bool ack_due(std::uint64_t messages, std::uint64_t bytes) const noexcept {
+        return received_ - acknowledged_ >= messages || bytes_since_ack_ >= bytes;
+    }
+    // The acknowledgement to send now (the next expected number), counted as sent.
+    std::uint64_t acknowledge() noexcept {
+        acknowledged_ = received_;
+        bytes_since_ack_ = 0;
+        return received_;
+    }
+
+    // A connection from the peer's incarnation; the handshake tells it expected(), so
+    // everything received counts as acknowledged. A new incarnation counts from 0
+    // again; true when it is new.
+    bool attach(std::uint64_t incarnation) noexcept {
+        const bool fresh = incarnation != incarnation_;
+        if (fresh) {
+            incarnation_ = incarnation;
+            received_ = 0;
+            bytes_since_ack_ = 0;
+        }
+        acknowledged_ = received_;
+        return fresh;
+    }
+
+private:
+    std::uint64_t incarnation_ = 0;
+    std::uint64_t received_ = 0;
+    std::uint64_t acknowledged_ = 0;
+    std::uint64_t bytes_since_ack_ = 0;
+};
+
+} // namespace msgpass::ip

@@ -1,0 +1,38 @@
+// Peer incarnations of the ip technologies (see incarnation.hpp).
+#include <msgpass/ip/incarnation.hpp>
+
+#include <chrono>
+#include <random>
+#include <unistd.h>
+
+namespace msgpass::ip {
+
+std::uint64_t new_incarnation() {
+    std::random_device device;
+    const std::uint64_t v = (static_cast<std::uint64_t>(device()) << 32) ^ device() ^
+                            static_cast<std::uint64_t>(std::chrono::steady_clock::now().time_since_epoch().count()) ^
+                            (static_cast<std::uint64_t>(::getpid()) << 16);
+    return v == 0 ? 1 : v;
+}
+
+bool LossLatch::raised_for(std::uint64_t incarnation) const {
+    std::lock_guard lock(mutex_);
+    return incarnation != 0 && incarnation == incarnation_;
+}
+
+void LossLatch::raise(std::uint64_t incarnation, std::string reason, std::uint64_t unacknowledged) {
+    std::lock_guard lock(mutex_);
+    incarnation_ = incarnation;
+    loss_ = Loss{std::move(reason), unacknowledged};
+    pending_.store(true, std::memory_order_release);
+}
+
+std::optional<Loss> LossLatch::take() {
+    if (!pending()) return std::nullopt;
+    std::lock_guard lock(mutex_);
+    if (!pending_.load(std::memory_order_relaxed)) return std::nullopt;
+    pending_.store(false, std::memory_order_relaxed);
+    return loss_;
+}
+
+} // namespace msgpass::ip

@@ -1,0 +1,277 @@
+// The outgoing connection of a TcpNode: the data this process sends to the peer,
+// and the acknowledgements that come back. The background thread opens it, runs the
+// connector's side of the handshake, reads acknowledgements and goodbyes, and
+// repairs the connection when it breaks (ip/reconnect.hpp); after a new Welcome the
+// window (ip/window.hpp) resends from the peer's next expected message.
+#include "engine.hpp"
+
+#include <msgpass/ip/socket.hpp>
+
+#include <cerrno>
+#include <cstdio>
+#include <cstring>
+#include <sys/epoll.h>
+#include <unistd.h>
+
+namespace msgpass::tcp {
+
+void TcpNode::close_out_fd() {
+    if (out_fd_ >= 0) {
+        ::close(out_fd_); // also leaves the epoll set
+        out_fd_ = -1;
+    }
+    armed_write_ = false;
+    out_rx_len_ = 0;
+    ++generation_;
+}
+
+void TcpNode::out_broken(const std::string& why) {
+    close_out_fd();
+    window_.rewind(); // resend from what the peer says it has
+    const auto now = Clock::now();
+    if (peer_said_goodbye_) {
+        peer_said_goodbye_ = false;
+        if (window_.empty()) { // the peer ended cleanly with everything taken
+            state_ = OutState::idle;
+            peer_incarnation_ = 0;
+            known_incarnation_.store(0);
+            reconnect_.forget();
+            out_changed_.notify_all();
+            return;
+        }
+        declare_lost_locked(peer_incarnation_, "it closed with messages outstanding (" + why + ")");
+        state_ = OutState::idle;
+        return;
+    }
+    reconnect_.broke(now);
+    state_ = OutState::waiting;
+    out_changed_.notify_all();
+    shared_->wake_io();
+}
+
+void TcpNode::start_connect(Clock::time_point now) {
+    const int fd = ip::open_socket(address_.family(), SOCK_STREAM);
+    if (fd < 0) {
+        attempt_failed(false, "socket: " + ip::errno_text(errno), now);
+        return;
+    }
+    tune_socket(fd, shared_->parameters.peer_timeout);
+    ++generation_;
+    out_fd_ = fd;
+    armed_write_ = true;
+    if (!shared_->epoll.add(fd, EPOLLOUT | EPOLLIN | EPOLLRDHUP, event_data(Tag::out, id_, generation_))) {
+        close_out_fd();
+        attempt_failed(false, "epoll: " + ip::errno_text(errno), now);
+        return;
+    }
+    state_ = OutState::connecting;
+    reconnect_.started(now);
+    if (::connect(fd, address_.get(), address_.length) != 0 && errno != EINPROGRESS) {
+        const int e = errno;
+        close_out_fd();
+        attempt_failed(e == ECONNREFUSED, "connect to " + address_.text + ": " + ip::errno_text(e), now);
+    }
+}
+
+// A connection attempt failed. A refused connection after the peer was known means
+// its process is gone (its listening socket closed): the peer is lost at once.
+// Otherwise keep trying with backoff, until peer_timeout after the break.
+void TcpNode::attempt_failed(bool refused, const std::string& why, Clock::time_point now) {
+    const std::uint64_t known = peer_incarnation_ != 0 ? peer_incarnation_ : known_incarnation_.load();
+    switch (reconnect_.failed(refused, known != 0, now)) {
+    case ip::Reconnect::Outcome::retry:
+        state_ = OutState::waiting;
+        return;
+    case ip::Reconnect::Outcome::lost_refused:
+        declare_lost_locked(known, "its port refuses connections (" + why + ")");
+        break;
+    case ip::Reconnect::Outcome::lost_silent:
+        declare_lost_locked(known, "no connection for peer_timeout (" + why + ")");
+        break;
+    }
+    state_ = window_.empty() ? OutState::idle : OutState::waiting;
+}
+
+Clock::time_point TcpNode::tick(Clock::time_point now) {
+    const auto far = now + std::chrono::seconds(1);
+    std::lock_guard lock(out_mutex_);
+    if (closed_ || address_.empty()) return far;
+    if (probe_wanted_.exchange(false) && state_ == OutState::idle) {
+        reconnect_.probe(now);
+        state_ = OutState::waiting;
+    }
+    switch (state_) {
+    case OutState::established:
+        if (!window_.all_written() && !armed_write_) { // the tail of a stream's batch
+            if (now - batch_start_ < batch_window) return batch_start_ + batch_window;
+            last_write_ = now;
+            write_pending();
+        }
+        return far;
+    case OutState::idle:
+        return far;
+    case OutState::waiting:
+        if (reconnect_.due(now)) {
+            start_connect(now);
+            return state_ == OutState::waiting ? reconnect_.next_attempt() : reconnect_.attempt_deadline();
+        }
+        return reconnect_.next_attempt();
+    case OutState::connecting:
+    case OutState::handshaking:
+        if (now >= reconnect_.attempt_deadline()) {
+            close_out_fd();
+            attempt_failed(false, "no answer from " + address_.text + " in time", now);
+            return reconnect_.next_attempt();
+        }
+        return reconnect_.attempt_deadline();
+    }
+    return far;
+}
+
+void TcpNode::on_out_event(std::uint32_t generation, std::uint32_t events) {
+    std::deque<ip::Outgoing> acknowledged; // freed after the lock: senders do not wait for free()
+    std::unique_lock lock(out_mutex_);
+    handle_out_event(generation, events);
+    window_.take_acknowledged(acknowledged);
+    lock.unlock();
+}
+
+void TcpNode::handle_out_event(std::uint32_t generation, std::uint32_t events) {
+    if (out_fd_ < 0 || (generation_ & 0xffffffu) != generation) return; // an event of a closed connection
+    if (state_ == OutState::connecting) {
+        int error = 0;
+        socklen_t len = sizeof error;
+        ::getsockopt(out_fd_, SOL_SOCKET, SO_ERROR, &error, &len);
+        if (error != 0) {
+            close_out_fd();
+            attempt_failed(error == ECONNREFUSED, "connect to " + address_.text + ": " + ip::errno_text(error),
+                           Clock::now());
+            return;
+        }
+        if ((events & EPOLLOUT) == 0) return;
+        const Hello hello =
+            make_hello(shared_->parameters.self, id_, shared_->incarnation, shared_->parameters.partition);
+        const ssize_t wrote = ::send(out_fd_, &hello, sizeof hello, MSG_DONTWAIT | MSG_NOSIGNAL);
+        if (wrote != static_cast<ssize_t>(sizeof hello)) { // a fresh socket takes 128 bytes at once
+            close_out_fd();
+            attempt_failed(false, "handshake write failed", Clock::now());
+            return;
+        }
+        state_ = OutState::handshaking;
+        arm_out(false);
+        return;
+    }
+    if ((events & (EPOLLIN | EPOLLRDHUP | EPOLLHUP | EPOLLERR)) != 0) {
+        read_out_side();
+        if (out_fd_ < 0) return;
+    }
+    if ((events & EPOLLOUT) != 0 && state_ == OutState::established) write_pending();
+}
+
+// Reads the Welcome, then acknowledgements and goodbyes, from the peer.
+void TcpNode::read_out_side() {
+    for (;;) {
+        const ssize_t got = ::recv(out_fd_, out_rx_.data() + out_rx_len_, out_rx_.size() - out_rx_len_, MSG_DONTWAIT);
+        if (got == 0 || (got < 0 && errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR)) {
+            const std::string why =
+                got == 0 ? "connection closed by the peer" : "read failed: " + ip::errno_text(errno);
+            if (state_ == OutState::handshaking) {
+                close_out_fd();
+                attempt_failed(false, why, Clock::now());
+            } else {
+                out_broken(why);
+            }
+            return;
+        }
+        if (got < 0) return;
+        out_rx_len_ += static_cast<std::size_t>(got);
+        std::size_t at = 0;
+        for (;;) {
+            if (state_ == OutState::handshaking) {
+                if (out_rx_len_ - at < sizeof(Welcome)) break;
+                Welcome w;
+                std::memcpy(&w, out_rx_.data() + at, sizeof w);
+                at += sizeof w;
+                handle_welcome(w);
+                if (out_fd_ < 0) return;
+                continue;
+            }
+            if (out_rx_len_ - at < sizeof(FrameHeader)) break;
+            const FrameHeader h = ip::decode(out_rx_.data() + at);
+            at += sizeof h;
+            const ip::Frame frame = ip::check_ack_side(h);
+            const bool taken = (frame == ip::Frame::ack || frame == ip::Frame::goodbye) && acknowledged(h.seq);
+            if (!taken) { // not an acknowledgement, or one of messages never sent
+                out_broken("protocol error from the peer (frame type " + std::to_string(h.type) + ")");
+                return;
+            }
+            if (frame == ip::Frame::goodbye) peer_said_goodbye_ = true; // with its last acknowledgement
+        }
+        std::memmove(out_rx_.data(), out_rx_.data() + at, out_rx_len_ - at);
+        out_rx_len_ -= at;
+    }
+}
+
+void TcpNode::handle_welcome(const Welcome& w) {
+    switch (ip::check_answer(w, protocol, shared_->parameters.self, id_)) {
+    case ip::Answer::welcome:
+        break;
+    case ip::Answer::foreign:
+        close_out_fd();
+        attempt_failed(false, "the answer from " + address_.text + " is not a msgpass welcome for this pair",
+                       Clock::now());
+        return;
+    case ip::Answer::refusal:
+        if (!refusal_logged_) {
+            std::fprintf(stderr, "msgpass tcp node %u: node %u (%s) refused the connection: %s\n",
+                         shared_->parameters.self, id_, address_.text.c_str(),
+                         std::string(describe(ip::refusal_reason(w))).c_str());
+            refusal_logged_ = true;
+        }
+        close_out_fd();
+        reconnect_.refused_by_peer();
+        attempt_failed(false, "refused", Clock::now());
+        return;
+    case ip::Answer::unexpected:
+        close_out_fd();
+        attempt_failed(false, "unexpected handshake answer", Clock::now());
+        return;
+    }
+    if (ip::restarted(peer_incarnation_, w.incarnation)) {
+        declare_lost_locked(peer_incarnation_, "it restarted");
+    }
+    const std::uint64_t first = window_.first_unacknowledged();
+    const std::uint64_t next = window_.next_seq();
+    if (!window_.resume(w.next_expected)) {
+        // The peer claims messages we never sent, or lost some it had acknowledged.
+        declare_lost_locked(w.incarnation, "its welcome expects message " + std::to_string(w.next_expected) +
+                                               " but this node holds " + std::to_string(first) + ".." +
+                                               std::to_string(next));
+        close_out_fd();
+        state_ = OutState::idle;
+        return;
+    }
+    trimmed();
+    peer_incarnation_ = w.incarnation;
+    known_incarnation_.store(w.incarnation);
+    state_ = OutState::established;
+    reconnect_.connected();
+    refusal_logged_ = false;
+    write_pending();
+    out_changed_.notify_all();
+}
+
+// An acknowledgement of every message before next_expected; false when it
+// acknowledges messages never sent.
+bool TcpNode::acknowledged(std::uint64_t next_expected) {
+    if (!window_.acknowledge(next_expected)) return false;
+    trimmed();
+    return true;
+}
+
+void TcpNode::trimmed() {
+    queue_depth_.store(window_.waiting(), std::memory_order_relaxed);
+    if (window_.empty()) out_changed_.notify_all();
+}
+
+} // namespace msgpass::tcp
