@@ -6,7 +6,7 @@
 #   sanitizers, so that it stays short);
 # - checks the libraries: libmsgpass*.a, or libmsgpass*.so with the SONAME
 #   lib<name>.so.SOVERSION and the file lib<name>.so.VERSION; none for the header-only
-#   msgpass::base and msgpass::ip;
+#   msgpass::base;
 # - checks the programs (every file in bin/ is msgpass-*) and their man pages (a .TH
 #   header, and groff or man renders the page with the program's options);
 # - builds tests/install/outside against the prefix with find_package(msgpass CONFIG)
@@ -109,7 +109,7 @@ get_filename_component(pc_dir "${pc_file}" DIRECTORY)
 get_filename_component(libdir "${pc_dir}" DIRECTORY)
 
 # The libraries, of this kind only.
-foreach(name msgpass msgpass_config msgpass_framework msgpass_sci msgpass_tcp msgpass_auto)
+foreach(name msgpass msgpass_config msgpass_framework msgpass_sci msgpass_ip msgpass_tcp msgpass_auto)
   set(archive "${libdir}/lib${name}.a")
   set(link "${libdir}/lib${name}.so")
   if(KIND STREQUAL "static")
@@ -131,9 +131,9 @@ foreach(name msgpass msgpass_config msgpass_framework msgpass_sci msgpass_tcp ms
     endif()
   endif()
 endforeach()
-file(GLOB header_only_libraries "${libdir}/libmsgpass_base*" "${libdir}/libmsgpass_ip*")
+file(GLOB header_only_libraries "${libdir}/libmsgpass_base*")
 if(header_only_libraries)
-  fail("the header-only msgpass::base and msgpass::ip have library files: ${header_only_libraries}")
+  fail("the header-only msgpass::base has library files: ${header_only_libraries}")
 endif()
 
 if(APPS)
