@@ -24,69 +24,43 @@ bool same_machine(const config::NodeConfig& a, const config::NodeConfig& b) {
 }
 
 AutoNodeFactory::AutoNodeFactory(const config::Configuration& configuration, NodeId self)
-    : configuration_(configuration), self_(self) {
-    const auto& me = configuration_.node(self);
-    sci_ = std::make_unique<sci::SciNodeFactory>(configuration_, self);
-    const bool remote = std::any_of(configuration_.nodes.begin(), configuration_.nodes.end(),
-                                    [&](const config::NodeConfig& n) { return !same_machine(me, n); });
+    : FactoryBase(configuration, self) {
+    const auto& me = this->configuration().node(self);
+    sci_ = std::make_unique<sci::SciNodeFactory>(this->configuration(), self);
+    const auto& nodes = this->configuration().nodes;
+    const bool remote =
+        std::any_of(nodes.begin(), nodes.end(), [&](const config::NodeConfig& n) { return !same_machine(me, n); });
     if (remote) {
-        tcp_ = std::make_unique<tcp::TcpNodeFactory>(configuration_, self);
+        tcp_ = std::make_unique<tcp::TcpNodeFactory>(this->configuration(), self);
         tcp_->ring_on_input(sci_->bell());
     }
 }
 
+// The parts flush and report their own nodes (the same objects as this factory's).
 AutoNodeFactory::~AutoNodeFactory() {
-    {
-        std::lock_guard lock(mutex_);
-        groups_.clear();
-    }
+    forget();
     tcp_.reset();
     sci_.reset();
 }
 
 std::string_view AutoNodeFactory::technology_of(NodeId id) const {
-    return same_machine(configuration_.node(self_), configuration_.node(id)) ? "sci" : "tcp";
+    return same_machine(configuration().node(self_id()), configuration().node(id)) ? "sci" : "tcp";
 }
 
-NodePtr AutoNodeFactory::create_node(NodeId id) {
-    if (id != self_ && configuration_.find_node(id) != nullptr && technology_of(id) == "tcp") {
-        return tcp_->create_node(id);
-    }
-    return sci_->create_node(id); // also reports self and unknown ids
+NodePtr AutoNodeFactory::make_node(NodeId id) {
+    return technology_of(id) == "tcp" ? tcp_->create_node(id) : sci_->create_node(id);
 }
 
 BufferPtr AutoNodeFactory::create_buffer(std::size_t size) {
     return sci_->create_buffer(size);
 }
 
-std::unique_ptr<DynamicGroup> AutoNodeFactory::create_group() {
-    return std::make_unique<AutoGroup>("", *this);
-}
-
-std::shared_ptr<Group> AutoNodeFactory::create_group(const std::string& name) {
-    std::lock_guard lock(mutex_);
-    if (auto it = groups_.find(name); it != groups_.end()) return it->second;
-    const auto& members = configuration_.group(name);
-    auto group = std::make_shared<AutoGroup>(name, *this);
-    for (NodeId id : members) {
-        if (id == self_) {
-            group->add_self(id);
-        } else {
-            group->add(create_node(id));
-        }
-    }
-    groups_.emplace(name, group);
-    return group;
-}
-
-bool AutoNodeFactory::flush(std::chrono::nanoseconds timeout) {
-    const auto deadline = deadline_after(timeout);
-    const bool sci = sci_->flush(time_left(deadline));
-    return (tcp_ == nullptr || tcp_->flush(time_left(deadline))) && sci;
+std::unique_ptr<BasicGroup> AutoNodeFactory::make_group(std::string name) {
+    return std::make_unique<AutoGroup>(std::move(name), *this);
 }
 
 bool AutoNodeFactory::made(const Node& node) {
-    if (node.id() == self_ || configuration_.find_node(node.id()) == nullptr) return false;
+    if (node.id() == self_id() || configuration().find_node(node.id()) == nullptr) return false;
     return create_node(node.id()).get() == &node;
 }
 

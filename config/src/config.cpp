@@ -19,8 +19,15 @@ const NodeConfig* Configuration::find_node(NodeId id) const noexcept {
 
 const NodeConfig& Configuration::node(NodeId id) const {
     if (const auto* n = find_node(id)) return *n;
-    throw ConfigError(nodes_file.string() + ":0:0: nodes: expected a node with id " + std::to_string(id) +
-                      ", found nothing");
+    std::string known;
+    for (const auto& n : nodes)
+        known += (known.empty() ? "" : ", ") + std::to_string(n.id);
+    throw ConfigError(nodes_file.string() + ": node id " + std::to_string(id) +
+                      " is not in the nodes file (ids: " + (known.empty() ? "none" : known) + ")");
+}
+
+std::size_t Configuration::node_index(NodeId id) const {
+    return static_cast<std::size_t>(&node(id) - nodes.data());
 }
 
 const std::vector<NodeId>& Configuration::group(const std::string& name) const {

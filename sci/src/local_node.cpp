@@ -25,20 +25,10 @@ LocalNodeParameters LocalNodeParameters::from(const config::Configuration& confi
     LocalNodeParameters p;
     p.self = self;
     p.node_count = configuration.nodes.size();
-    bool found = false;
-    for (std::size_t i = 0; i < configuration.nodes.size(); ++i) {
-        if (configuration.nodes[i].id == self) {
-            p.self_index = i;
-            p.sci = configuration.section<Options>(configuration.nodes[i]);
-            found = true;
-        } else {
-            p.peer_outstanding += configuration.section<Options>(configuration.nodes[i]).max_outst_buffers;
-        }
-    }
-    if (!found) {
-        throw ConfigError(configuration.nodes_file.string() + ": node id " + std::to_string(self) +
-                          " is not in the nodes file");
-    }
+    p.self_index = configuration.node_index(self);
+    p.sci = configuration.section<Options>(configuration.nodes[p.self_index]);
+    for (const auto& node : configuration.nodes)
+        if (node.id != self) p.peer_outstanding += configuration.section<Options>(node).max_outst_buffers;
     p.max_message_size = configuration.max_message_size;
     p.partition = configuration.partition;
     for (const auto& node : configuration.nodes)

@@ -211,19 +211,10 @@ NodeParameters NodeParameters::from(const config::Configuration& configuration, 
     if (peer == local.parameters().self) throw UsageError("create_node: a node cannot send to itself");
     NodeParameters p;
     p.peer = peer;
-    bool found = false;
-    for (std::size_t i = 0; i < configuration.nodes.size(); ++i) {
-        if (configuration.nodes[i].id == peer) {
-            p.peer_index = i;
-            p.name = configuration.nodes[i].name;
-            p.peer_segment_id = configuration.section<Options>(configuration.nodes[i]).recv_seg_id;
-            found = true;
-        }
-    }
-    if (!found) {
-        throw ConfigError(configuration.nodes_file.string() + ": node id " + std::to_string(peer) +
-                          " is not in the nodes file");
-    }
+    p.peer_index = configuration.node_index(peer);
+    const auto& node = configuration.nodes[p.peer_index];
+    p.name = node.name;
+    p.peer_segment_id = configuration.section<Options>(node).recv_seg_id;
     p.max_message_size = configuration.max_message_size;
     p.peer_timeout = configuration.peer_timeout;
     p.send_queue_limit = configuration.send_queue_limit;

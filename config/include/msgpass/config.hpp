@@ -78,6 +78,8 @@ struct Configuration {
     [[nodiscard]] const NodeConfig* find_node(NodeId id) const noexcept;
     // The node with this id; throws ConfigError naming the nodes file.
     [[nodiscard]] const NodeConfig& node(NodeId id) const;
+    // The position of node id in the nodes file (its rank); throws as node().
+    [[nodiscard]] std::size_t node_index(NodeId id) const;
     [[nodiscard]] const Machine* find_machine(const std::string& name) const noexcept;
     // The members of a static group; throws ConfigError naming the known groups.
     [[nodiscard]] const std::vector<NodeId>& group(const std::string& name) const;

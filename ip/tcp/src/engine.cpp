@@ -60,7 +60,7 @@ Engine::Engine(const config::Configuration& configuration, NodeId self)
 }
 
 Engine::~Engine() {
-    shutdown();
+    shutdown(deadline_after(shared_->parameters.peer_timeout));
     if (listen_fd_ >= 0) ::close(listen_fd_);
 }
 
@@ -70,12 +70,7 @@ std::shared_ptr<TcpNode> Engine::node(NodeId id) {
     if (id == shared_->parameters.self) {
         throw UsageError("node " + std::to_string(id) + " is this process itself: a node cannot send to itself");
     }
-    const auto* peer = configuration_.find_node(id);
-    if (peer == nullptr) {
-        throw ConfigError(configuration_.nodes_file.string() + ": node id " + std::to_string(id) +
-                          " is not in the nodes file");
-    }
-    auto node = std::make_shared<TcpNode>(shared_, *peer);
+    auto node = std::make_shared<TcpNode>(shared_, configuration_.node(id));
     nodes_.emplace(id, node);
     return node;
 }
@@ -89,18 +84,8 @@ std::vector<std::shared_ptr<TcpNode>> Engine::nodes() const {
     return all;
 }
 
-void Engine::shutdown() {
+void Engine::shutdown(SteadyTime deadline) {
     if (!thread_.joinable()) return;
-    const auto deadline = deadline_after(shared_->parameters.peer_timeout);
-    for (const auto& n : nodes()) {
-        const auto left = std::max<std::chrono::nanoseconds>(deadline - Clock::now(), std::chrono::nanoseconds::zero());
-        if (!n->flush(left)) {
-            std::fprintf(stderr,
-                         "msgpass tcp node %u: %zu messages to node %u (%s) were never handed over: the node did "
-                         "not take them within peer_timeout\n",
-                         shared_->parameters.self, n->queued(), n->id(), n->name().c_str());
-        }
-    }
     for (const auto& n : nodes())
         (void)n->wait_acknowledged(deadline);
     stop_.store(true);

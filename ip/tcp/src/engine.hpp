@@ -246,8 +246,9 @@ public:
     [[nodiscard]] const std::shared_ptr<Shared>& shared_ptr() const noexcept { return shared_; }
     [[nodiscard]] std::uint16_t port() const noexcept { return port_; }
     [[nodiscard]] const config::Configuration& configuration() const noexcept { return configuration_; }
-    // Flushes, says goodbye, stops the background thread. Idempotent.
-    void shutdown();
+    // Waits until deadline for the acknowledgement of what was handed over (the
+    // factory flushed before), says goodbye, stops the background thread. Idempotent.
+    void shutdown(SteadyTime deadline);
 
 private:
     struct Pending {

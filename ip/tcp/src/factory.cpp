@@ -17,17 +17,15 @@ void register_technology() {
 }
 
 TcpNodeFactory::TcpNodeFactory(const config::Configuration& configuration, NodeId self)
-    : self_(self), engine_(std::make_shared<Engine>(configuration, self)) {}
+    : FactoryBase(configuration, self), engine_(std::make_shared<Engine>(configuration, self)) {}
 
 TcpNodeFactory::~TcpNodeFactory() {
-    {
-        std::lock_guard lock(mutex_);
-        groups_.clear();
-    }
-    engine_->shutdown();
+    const auto deadline = deadline_after(configuration().peer_timeout);
+    close(time_left(deadline));
+    engine_->shutdown(deadline);
 }
 
-NodePtr TcpNodeFactory::create_node(NodeId id) {
+NodePtr TcpNodeFactory::make_node(NodeId id) {
     return engine_->node(id);
 }
 
@@ -40,32 +38,8 @@ BufferPtr TcpNodeFactory::create_buffer(std::size_t size) {
     return engine_->shared().pool->make(size);
 }
 
-std::unique_ptr<DynamicGroup> TcpNodeFactory::create_group() {
-    return std::make_unique<TcpGroup>("", engine_);
-}
-
-std::shared_ptr<Group> TcpNodeFactory::create_group(const std::string& name) {
-    std::lock_guard lock(mutex_);
-    if (auto it = groups_.find(name); it != groups_.end()) return it->second;
-    const auto& members = engine_->configuration().group(name);
-    auto group = std::make_shared<TcpGroup>(name, engine_);
-    for (NodeId id : members) {
-        if (id == self_) {
-            group->add_self(id);
-        } else {
-            group->add(engine_->node(id));
-        }
-    }
-    groups_.emplace(name, group);
-    return group;
-}
-
-bool TcpNodeFactory::flush(std::chrono::nanoseconds timeout) {
-    const auto deadline = deadline_after(timeout);
-    bool all = true;
-    for (const auto& n : engine_->nodes())
-        all = n->flush(time_left(deadline)) && all;
-    return all;
+std::unique_ptr<BasicGroup> TcpNodeFactory::make_group(std::string name) {
+    return std::make_unique<TcpGroup>(std::move(name), engine_);
 }
 
 std::uint16_t TcpNodeFactory::port() const noexcept {

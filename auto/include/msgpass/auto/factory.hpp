@@ -7,14 +7,12 @@
 
 #include <msgpass/config.hpp>
 #include <msgpass/group.hpp>
-#include <msgpass/node_factory.hpp>
+#include <msgpass/kit/factory_base.hpp>
 #include <msgpass/sci/factory.hpp>
 #include <msgpass/tcp/factory.hpp>
 
 #include <functional>
-#include <map>
 #include <memory>
-#include <mutex>
 
 namespace msgpass::auto_ {
 
@@ -25,7 +23,7 @@ void register_technology();
 // True when the two nodes of the configuration are on the same machine.
 [[nodiscard]] bool same_machine(const config::NodeConfig& a, const config::NodeConfig& b);
 
-class AutoNodeFactory final : public NodeFactory {
+class AutoNodeFactory final : public kit::FactoryBase {
 public:
     // Makes the sci factory always and the tcp factory when a node of the nodes
     // file is on another machine (this node then needs a port).
@@ -33,13 +31,7 @@ public:
     ~AutoNodeFactory() override;
 
     [[nodiscard]] std::string_view technology() const noexcept override { return "auto"; }
-    [[nodiscard]] NodeId self_id() const noexcept override { return self_; }
-    NodePtr create_node(NodeId id) override;
     BufferPtr create_buffer(std::size_t size) override;
-    std::unique_ptr<DynamicGroup> create_group() override;
-    std::shared_ptr<Group> create_group(const std::string& name) override;
-    // Flushes the sci and the tcp part with one deadline.
-    bool flush(std::chrono::nanoseconds timeout) override;
 
     // The technology that reaches node id ("sci" or "tcp").
     [[nodiscard]] std::string_view technology_of(NodeId id) const;
@@ -55,12 +47,10 @@ public:
     [[nodiscard]] bool made(const Node& node);
 
 private:
-    config::Configuration configuration_;
-    NodeId self_;
+    NodePtr make_node(NodeId id) override;
+    std::unique_ptr<BasicGroup> make_group(std::string name) override;
     std::unique_ptr<sci::SciNodeFactory> sci_;
     std::unique_ptr<tcp::TcpNodeFactory> tcp_;
-    std::mutex mutex_;
-    std::map<std::string, std::shared_ptr<Group>> groups_;
 };
 
 // A group whose members may be sci and tcp nodes. A blocking receive waits as an

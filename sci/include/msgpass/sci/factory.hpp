@@ -4,12 +4,10 @@
 
 #include <msgpass/config.hpp>
 #include <msgpass/group.hpp>
-#include <msgpass/node_factory.hpp>
+#include <msgpass/kit/factory_base.hpp>
 
 #include <functional>
-#include <map>
 #include <memory>
-#include <mutex>
 
 namespace msgpass::sci {
 
@@ -34,7 +32,7 @@ private:
     std::shared_ptr<LocalNode> local_; // the doorbell lives in its segment
 };
 
-class SciNodeFactory final : public NodeFactory {
+class SciNodeFactory final : public kit::FactoryBase {
 public:
     // Creates the local node (segment). Throws ConfigError, ResourceError.
     SciNodeFactory(const config::Configuration& configuration, NodeId self);
@@ -43,11 +41,7 @@ public:
     ~SciNodeFactory() override;
 
     [[nodiscard]] std::string_view technology() const noexcept override { return "sci"; }
-    [[nodiscard]] NodeId self_id() const noexcept override { return self_; }
-    NodePtr create_node(NodeId id) override;
     BufferPtr create_buffer(std::size_t size) override;
-    std::unique_ptr<DynamicGroup> create_group() override;
-    std::shared_ptr<Group> create_group(const std::string& name) override;
 
     [[nodiscard]] LocalNode& local_node() const noexcept { return *local_; }
     // The doorbell of the local segment, which every sender to this process rings.
@@ -57,17 +51,11 @@ public:
     // partner so (a partner rings only a process that said it sleeps). For a group
     // of another technology that sleeps on this doorbell (technology: auto).
     [[nodiscard]] BufferPtr wait(const std::function<BufferPtr()>& poll, std::chrono::nanoseconds timeout);
-    // Flushes every node's queue; true when all are empty within timeout.
-    bool flush(std::chrono::nanoseconds timeout) override;
 
 private:
-    std::shared_ptr<SciNode> make_node(NodeId id);
-    config::Configuration configuration_;
-    NodeId self_;
+    NodePtr make_node(NodeId id) override;
+    std::unique_ptr<BasicGroup> make_group(std::string name) override;
     std::shared_ptr<LocalNode> local_;
-    std::mutex mutex_;
-    std::map<NodeId, std::shared_ptr<SciNode>> nodes_;
-    std::map<std::string, std::shared_ptr<Group>> groups_;
 };
 
 } // namespace msgpass::sci

@@ -16,7 +16,7 @@
 
 #include <msgpass/config.hpp>
 #include <msgpass/group.hpp>
-#include <msgpass/node_factory.hpp>
+#include <msgpass/kit/factory_base.hpp>
 #include <msgpass/tcp/protocol.hpp>
 
 #include <array>
@@ -48,7 +48,7 @@ struct ListenerStats {
     [[nodiscard]] std::uint64_t count(Refusal r) const noexcept { return refused[static_cast<std::size_t>(r)]; }
 };
 
-class TcpNodeFactory final : public NodeFactory {
+class TcpNodeFactory final : public kit::FactoryBase {
 public:
     // Listens on this node's host and port. Throws ConfigError (no port, partition
     // name too long), ResourceError (the port cannot be bound).
@@ -58,14 +58,8 @@ public:
     ~TcpNodeFactory() override;
 
     [[nodiscard]] std::string_view technology() const noexcept override { return "tcp"; }
-    [[nodiscard]] NodeId self_id() const noexcept override { return self_; }
-    NodePtr create_node(NodeId id) override;
     BufferPtr create_buffer(std::size_t size) override;
-    std::unique_ptr<DynamicGroup> create_group() override;
-    std::shared_ptr<Group> create_group(const std::string& name) override;
 
-    // Flushes every node; true when all queues are empty within timeout.
-    bool flush(std::chrono::nanoseconds timeout) override;
     // The port this factory listens on (the nodes file's port).
     [[nodiscard]] std::uint16_t port() const noexcept;
     [[nodiscard]] ListenerStats listener_stats() const noexcept;
@@ -81,10 +75,9 @@ public:
     [[nodiscard]] Engine& engine() const noexcept { return *engine_; }
 
 private:
-    NodeId self_;
+    NodePtr make_node(NodeId id) override;
+    std::unique_ptr<BasicGroup> make_group(std::string name) override;
     std::shared_ptr<Engine> engine_;
-    std::mutex mutex_;
-    std::map<std::string, std::shared_ptr<Group>> groups_;
 };
 
 // The group of the tcp technology: members are tcp nodes; a blocking receive

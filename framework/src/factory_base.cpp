@@ -1,0 +1,94 @@
+// The factory base of the implementer kit (msgpass/kit/factory_base.hpp).
+#include <msgpass/deadline.hpp>
+#include <msgpass/kit/factory_base.hpp>
+
+#include <cstdio>
+
+namespace msgpass::kit {
+
+FactoryBase::FactoryBase(const config::Configuration& configuration, NodeId self)
+    : configuration_(configuration), self_(self) {
+    (void)configuration_.node(self);
+}
+
+NodePtr FactoryBase::create_node(NodeId id) {
+    if (id == self_) {
+        throw UsageError("node " + std::to_string(id) + " is this process itself: a node cannot send to itself");
+    }
+    (void)configuration_.node(id);
+    std::lock_guard lock(mutex_);
+    auto& node = nodes_[id];
+    if (!node) node = make_node(id);
+    return node;
+}
+
+std::unique_ptr<DynamicGroup> FactoryBase::create_group() {
+    return make_group("");
+}
+
+std::shared_ptr<Group> FactoryBase::create_group(const std::string& name) {
+    {
+        std::lock_guard lock(mutex_);
+        if (auto it = groups_.find(name); it != groups_.end()) return it->second;
+    }
+    // Made outside the lock: a group's add() may ask this factory whether it made a
+    // node (technology: auto). Two threads may both make it; the first one stored wins.
+    const auto& members = configuration_.group(name);
+    std::shared_ptr<BasicGroup> group = make_group(name);
+    for (NodeId id : members) {
+        if (id == self_) {
+            group->add_self(id);
+        } else {
+            group->add(create_node(id));
+        }
+    }
+    std::lock_guard lock(mutex_);
+    return groups_.emplace(name, std::move(group)).first->second;
+}
+
+std::vector<NodePtr> FactoryBase::nodes() const {
+    std::lock_guard lock(mutex_);
+    std::vector<NodePtr> all;
+    all.reserve(nodes_.size());
+    for (const auto& [id, node] : nodes_)
+        all.push_back(node);
+    return all;
+}
+
+bool FactoryBase::flush(std::chrono::nanoseconds timeout) {
+    const auto deadline = deadline_after(timeout);
+    bool all = true;
+    for (const auto& node : nodes())
+        all = node->flush(time_left(deadline)) && all;
+    return all;
+}
+
+bool FactoryBase::close(std::chrono::nanoseconds timeout) {
+    const auto deadline = deadline_after(timeout);
+    bool all = true;
+    for (const auto& node : nodes()) {
+        if (node->flush(time_left(deadline))) continue;
+        all = false;
+        std::fprintf(stderr,
+                     "msgpass %.*s node %u: %llu messages to node %u (%s) were never handed over: the node did not "
+                     "take them within %lld ms\n",
+                     static_cast<int>(technology().size()), technology().data(), self_,
+                     static_cast<unsigned long long>(node->stats().queue_depth), node->id(), node->name().c_str(),
+                     static_cast<long long>(std::chrono::duration_cast<std::chrono::milliseconds>(timeout).count()));
+    }
+    forget();
+    return all;
+}
+
+void FactoryBase::forget() {
+    std::map<NodeId, NodePtr> nodes;
+    std::map<std::string, std::shared_ptr<Group>> groups;
+    {
+        std::lock_guard lock(mutex_);
+        nodes.swap(nodes_);
+        groups.swap(groups_);
+    }
+    groups.clear(); // before the nodes they hold, outside the lock
+}
+
+} // namespace msgpass::kit
