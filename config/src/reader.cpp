@@ -108,6 +108,31 @@ SizeResult parse_size_detailed(const std::string& text) {
     return {SizeStatus::ok, number * factor};
 }
 
+// Appends c, with a line break as \n and other control characters as \xNN, so that
+// every problem stays on one line.
+void append_escaped(std::string& out, unsigned char c) {
+    if (c == '\n') {
+        out += "\\n";
+    } else if (c < 0x20 || c == 0x7f) {
+        static const char* hex = "0123456789abcdef";
+        out += "\\x";
+        out += hex[c >> 4];
+        out += hex[c & 15];
+    } else {
+        out += static_cast<char>(c);
+    }
+}
+
+// A key path as a problem shows it: escaped, as found values are (a quoted YAML key
+// may hold a line break).
+std::string escaped(const std::string& text) {
+    std::string out;
+    out.reserve(text.size());
+    for (const char c : text)
+        append_escaped(out, static_cast<unsigned char>(c));
+    return out;
+}
+
 } // namespace
 
 void Problems::add(const Source& source, const YAML::Mark& mark, const std::string& path, const std::string& expected,
@@ -118,15 +143,15 @@ void Problems::add(const Source& source, const YAML::Mark& mark, const std::stri
         line = mark.line + 1;
         column = mark.column + 1;
     }
-    list_.push_back(
-        {source.rank, line, column,
-         Location{source.name, line, column}.str() + ": " + path + ": expected " + expected + ", found " + found});
+    list_.push_back({source.rank, line, column,
+                     Location{source.name, line, column}.str() + ": " + escaped(path) + ": expected " + expected +
+                         ", found " + found});
 }
 
 void Problems::add(const Location& at, const std::string& path, const std::string& expected, const std::string& found) {
     const auto rank = ranks_.find(at.file);
     list_.push_back({rank == ranks_.end() ? 0 : rank->second, at.line, at.column,
-                     at.str() + ": " + path + ": expected " + expected + ", found " + found});
+                     at.str() + ": " + escaped(path) + ": expected " + expected + ", found " + found});
 }
 
 void Problems::raise() {
@@ -154,19 +179,8 @@ Location Item::location() const {
 std::string quote(const std::string& text) {
     constexpr std::size_t limit = 60;
     std::string out = "'";
-    for (std::size_t i = 0; i < text.size() && i < limit; ++i) {
-        const auto c = static_cast<unsigned char>(text[i]);
-        if (c == '\n') {
-            out += "\\n";
-        } else if (c < 0x20 || c == 0x7f) {
-            static const char* hex = "0123456789abcdef";
-            out += "\\x";
-            out += hex[c >> 4];
-            out += hex[c & 15];
-        } else {
-            out += static_cast<char>(c);
-        }
-    }
+    for (std::size_t i = 0; i < text.size() && i < limit; ++i)
+        append_escaped(out, static_cast<unsigned char>(text[i]));
     if (text.size() > limit) out += "...";
     return out + "'";
 }
