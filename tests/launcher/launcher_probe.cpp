@@ -15,6 +15,8 @@
 //                    to every other node) and print "segment <name>" for each segment
 //                    it made; the factory is never destroyed, as in a program that
 //                    ends with exit() or a signal, so its segments stay behind
+//   --await-segments N  wait until N segments of the partition exist (so that a
+//                    node fails only once every node made its own), at most 60 s
 // Signals are blocked from the first instruction so that a signal sent after
 // "ready" is always seen by sigwait. Waits end after two minutes at the latest, so a
 // broken test cannot leave a probe behind for long.
@@ -188,6 +190,23 @@ int main(int argc, char** argv) {
             ++i;
         } else if (arg == "--sci") {
             join_sci(argv[0]);
+        } else if (arg == "--await-segments") {
+            const auto wanted = static_cast<std::size_t>(std::atoi(value.c_str()));
+            const std::string user = msgpass::sci::segment_user();
+            const std::string partition = env("MSGPASS_PARTITION");
+            // A condition in /dev/shm has no event to wait on: checked every
+            // millisecond, with a deadline.
+            for (int waited_ms = 0;; ++waited_ms) {
+                std::error_code error;
+                if (msgpass::sci::partition_segments(user, partition, error).size() >= wanted) break;
+                if (waited_ms >= 60000) {
+                    put(STDERR_FILENO, "launcher_probe: fewer than " + value + " segments after 60 s\n");
+                    return 99;
+                }
+                const timespec step{0, 1000000};
+                ::nanosleep(&step, nullptr);
+            }
+            ++i;
         } else if (arg == "--exit") {
             exit_code = std::atoi(value.c_str());
             ++i;

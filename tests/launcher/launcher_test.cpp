@@ -653,7 +653,7 @@ TEST(LauncherSegments, AFailedPartitionLeavesNoSegmentBehind) {
     Workspace ws;
     ws.write_local_nodes(3);
     const PartitionSegments segments(msgpass::sci::segment_user(), ws.partition());
-    Launcher run(run_probe(ws, {}, {"--sci", "--fail", "2:3", "--raise", "3:9", "--wait"}));
+    Launcher run(run_probe(ws, {}, {"--sci", "--await-segments", "12", "--fail", "2:3", "--raise", "3:9", "--wait"}));
     EXPECT_EQ(run.finish(), 1) << run.err();
     // Each made its segment, its broadcast region and a large region per peer.
     EXPECT_EQ(segments_reported(run.out()).size(), 12u) << run.out() << run.err();
