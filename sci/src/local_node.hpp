@@ -37,7 +37,7 @@ struct LocalNodeParameters {
     // Receive slots reserved for the other nodes: the sum of their max_outst_buffers
     // (a receiver grants each sender as many slots as the sender's value).
     std::uint64_t peer_outstanding = 0;
-    Options sci;                // the SCI context of this node
+    Options sci; // the SCI context of this node
     std::uint64_t max_message_size = 64 * config::MiB;
     std::string partition;
     // The SCI node id of every node's machine (none without one), for segment names.
@@ -159,6 +159,7 @@ private:
     // Sleep announcements: the first thread to sleep tells every partner, the last
     // to wake tells them again; announcements are made one at a time.
     class Asleep;
+    class Sleeper;
     void announce_sleep();
     void withdraw_sleep();
     std::mutex sleep_mutex_; // order: sleep_mutex_ -> partners_mutex_ -> a node's receiver lock
@@ -179,39 +180,24 @@ private:
     LocalNode& local_;
 };
 
+// How an sci wait sleeps: on the local segment's doorbell, after telling every
+// partner so (a partner rings only a process that said it sleeps); its yields teach
+// the local node whether the CPU is shared (then the wait does not spin).
+class LocalNode::Sleeper : public DoorbellSleeper {
+public:
+    explicit Sleeper(LocalNode& local) : DoorbellSleeper{&local.bell()}, local_(local) {}
+    void yielded(std::chrono::nanoseconds took) noexcept { local_.learn_from_yield(took); }
+    [[nodiscard]] Asleep announce() { return Asleep(local_); }
+
+private:
+    LocalNode& local_;
+};
+
 template <class Poll>
 auto LocalNode::wait(Poll&& poll, std::chrono::nanoseconds timeout) -> decltype(poll()) {
-    using Clock = std::chrono::steady_clock;
-    const WaitPolicy policy;
-    if (auto r = poll()) return r;
-    if (timeout <= std::chrono::nanoseconds::zero()) return {};
-    const auto start = Clock::now();
-    const auto deadline = deadline_after(timeout, start);
-    if (!cpu_shared_.load(std::memory_order_relaxed)) {
-        const auto spin_end = std::min(deadline, start + policy.spin);
-        for (auto now = start; now < spin_end; now = Clock::now()) {
-            for (int i = 0; i < 32; ++i) {
-                if (auto r = poll()) return r;
-#if defined(__x86_64__) || defined(__i386__)
-                __builtin_ia32_pause();
-#endif
-            }
-        }
-    }
-    const auto yield_end = std::min(deadline, start + policy.yield);
-    for (auto now = Clock::now(); now < yield_end;) {
-        if (auto r = poll()) return r;
-        std::this_thread::yield();
-        const auto after = Clock::now();
-        learn_from_yield(after - now);
-        now = after;
-    }
-    const auto left = time_left(deadline);
-    if (left == std::chrono::nanoseconds::zero()) return poll();
-    // Announced before the polls of the sleeping phase: a partner that publishes
-    // after the announcement rings, one that published before is found by the poll.
-    const Asleep announced(*this);
-    return wait_for(poll, left, &bell(), WaitPolicy{std::chrono::microseconds(0), std::chrono::microseconds(0)});
+    WaitPolicy policy;
+    if (cpu_shared_.load(std::memory_order_relaxed)) policy.spin = std::chrono::microseconds(0);
+    return wait_with(std::forward<Poll>(poll), timeout, Sleeper(*this), policy);
 }
 
 } // namespace msgpass::sci

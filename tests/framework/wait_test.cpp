@@ -13,6 +13,7 @@
 #include <memory>
 #include <optional>
 #include <thread>
+#include <utility>
 #include <vector>
 
 namespace msgpass {
@@ -97,6 +98,98 @@ TEST(WaitFor, NegativeTimeoutPollsExactlyOnce) {
         -1s, &bell);
     EXPECT_FALSE(r.has_value());
     EXPECT_EQ(polls, 1);
+}
+
+// ------------------------------------------------------------ wait_with
+
+// A sleeper that sleeps nothing and records what the wait asked of it.
+struct RecordingSleeper {
+    std::vector<std::chrono::nanoseconds> steps;
+    int yields = 0;
+    int announced = 0; // announcements held now
+    int announcements = 0;
+    bool held_while_sleeping = true;
+    std::optional<int> give_on_sleep; // a value "found after waking" on the first sleep
+
+    struct Guard {
+        RecordingSleeper* s;
+        explicit Guard(RecordingSleeper* owner) : s(owner) { ++s->announced, ++s->announcements; }
+        ~Guard() { --s->announced; }
+        Guard(const Guard&) = delete;
+        Guard& operator=(const Guard&) = delete;
+    };
+    Guard announce() { return Guard(this); }
+    void yielded(std::chrono::nanoseconds /*took*/) { ++yields; }
+    template <class Poll>
+    auto sleep(Poll& /*poll*/, std::chrono::nanoseconds step, const WaitPhase& at)
+        -> decltype(std::declval<Poll&>()()) {
+        steps.push_back(step);
+        if (announced != 1) held_while_sleeping = false;
+        EXPECT_LE(at.start, at.now);
+        EXPECT_LE(at.now, at.deadline);
+        if (give_on_sleep) return std::exchange(give_on_sleep, std::nullopt);
+        return {};
+    }
+};
+
+// Without spin or yield the wait polls, then sleeps through the sleeper in steps of
+// at most max_sleep, the announcement held from the first sleep until it returns.
+TEST(WaitWith, SleepsThroughTheSleeperInStepsOfAtMostMaxSleepHoldingTheAnnouncement) {
+    RecordingSleeper sleeper;
+    int polls = 0;
+    const WaitPolicy policy{0us, 0us, 1000us};
+    const auto r = wait_with(
+        [&]() -> std::optional<int> {
+            if (++polls == 6) return 42;
+            return std::nullopt;
+        },
+        std::chrono::nanoseconds::max(), sleeper, policy);
+    ASSERT_TRUE(r.has_value());
+    EXPECT_EQ(*r, 42);
+    EXPECT_EQ(sleeper.steps.size(), 4u); // polls 2..5 each followed by a sleep (poll 1 is before any clock)
+    for (const auto step : sleeper.steps)
+        EXPECT_EQ(step, 1000us) << "a step of the largest timeout is max_sleep";
+    EXPECT_EQ(sleeper.announcements, 1);
+    EXPECT_EQ(sleeper.announced, 0) << "the announcement outlived the wait";
+    EXPECT_TRUE(sleeper.held_while_sleeping);
+    EXPECT_EQ(sleeper.yields, 0);
+}
+
+// What the sleeper found after waking is the wait's result.
+TEST(WaitWith, ReturnsWhatTheSleeperFoundAfterWaking) {
+    RecordingSleeper sleeper;
+    sleeper.give_on_sleep = 7;
+    const auto r = wait_with([] { return std::optional<int>(); }, 10s, sleeper, WaitPolicy{0us, 0us, 1000us});
+    ASSERT_TRUE(r.has_value());
+    EXPECT_EQ(*r, 7);
+    EXPECT_EQ(sleeper.steps.size(), 1u);
+}
+
+// The yield phase tells the sleeper how long each yield took, and a wait that ends
+// in it never announces a sleep.
+TEST(WaitWith, TellsTheSleeperOfEachYieldAndAnnouncesNothingWhenItNeverSleeps) {
+    RecordingSleeper sleeper;
+    int polls = 0;
+    const auto r = wait_with(
+        [&]() -> std::optional<int> {
+            if (++polls == 4) return 1;
+            return std::nullopt;
+        },
+        10s, sleeper, WaitPolicy{0us, 10s, 100ms});
+    ASSERT_TRUE(r.has_value());
+    EXPECT_EQ(sleeper.yields, 2); // polls 2 and 3 failed and yielded
+    EXPECT_EQ(sleeper.announcements, 0);
+    EXPECT_TRUE(sleeper.steps.empty());
+}
+
+// The last step ends at the deadline, not max_sleep later.
+TEST(WaitWith, TheLastStepEndsAtTheDeadline) {
+    RecordingSleeper sleeper;
+    const auto r = wait_with([] { return std::optional<int>(); }, 3ms, sleeper, WaitPolicy{0us, 0us, 10s});
+    EXPECT_FALSE(r.has_value());
+    ASSERT_FALSE(sleeper.steps.empty());
+    for (const auto step : sleeper.steps)
+        EXPECT_LE(step, 3ms);
 }
 
 // The waiter goes straight to sleep (no spins, no yields, no periodic re-poll) and

@@ -16,6 +16,7 @@
 #include <cstdint>
 #include <optional>
 #include <thread>
+#include <utility>
 
 namespace msgpass {
 
@@ -50,11 +51,30 @@ struct WaitPolicy {
     std::chrono::microseconds max_sleep{100000}; // re-poll at least this often while asleep
 };
 
-// Calls poll() until it yields a value or the deadline passes. poll() returns
-// std::optional<T> or a pointer-like value that tests false when empty. The
-// doorbell may be null: the wait then sleeps in short steps instead of on the bell.
-template <class Poll>
-auto wait_for(Poll&& poll, std::chrono::nanoseconds timeout, Doorbell* bell, const WaitPolicy& policy = {})
+// Where a wait stands when it is about to sleep: for a sleeper whose step depends on
+// how long the wait has lasted (tcp acknowledges what it read once it idles).
+struct WaitPhase {
+    std::chrono::steady_clock::time_point start;
+    std::chrono::steady_clock::time_point now;
+    std::chrono::steady_clock::time_point deadline;
+};
+
+// The one blocking wait of msgpass: calls poll() until it yields a value or the
+// deadline passes, busy for policy.spin, yielding until policy.yield, then sleeping
+// through the sleeper in steps of at most policy.max_sleep. poll() returns
+// std::optional<T> or a pointer-like value that tests false when empty.
+//
+// A sleeper is how the waiter sleeps, the one part that differs between technologies:
+//   template <class Poll> auto sleep(Poll& poll, std::chrono::nanoseconds step,
+//                                    const WaitPhase& phase) -> decltype(poll());
+// sleeps at most step or until woken, and returns what a poll after waking found
+// (or nothing: the wait polls again). Optional members:
+//   void yielded(std::chrono::nanoseconds took);  told how long each yield took
+//   auto announce();  called once before the first sleep; what it returns is held
+//                     until the wait returns (sci tells its partners that it sleeps)
+// DoorbellSleeper sleeps on a futex; tcp sleeps in ppoll() on its sockets.
+template <class Poll, class Sleeper>
+auto wait_with(Poll&& poll, std::chrono::nanoseconds timeout, Sleeper&& sleeper, const WaitPolicy& policy = {})
     -> decltype(poll()) {
     using Clock = std::chrono::steady_clock;
     if (auto r = poll()) return r;
@@ -62,7 +82,6 @@ auto wait_for(Poll&& poll, std::chrono::nanoseconds timeout, Doorbell* bell, con
     const auto start = Clock::now();
     const auto deadline = deadline_after(timeout, start);
     const auto spin_end = std::min(deadline, start + policy.spin);
-    const auto yield_end = std::min(deadline, start + policy.yield);
     for (auto now = start; now < spin_end; now = Clock::now()) {
         for (int i = 0; i < 32; ++i) {
             if (auto r = poll()) return r;
@@ -71,28 +90,60 @@ auto wait_for(Poll&& poll, std::chrono::nanoseconds timeout, Doorbell* bell, con
 #endif
         }
     }
-    for (auto now = Clock::now(); now < yield_end; now = Clock::now()) {
+    const auto yield_end = std::min(deadline, start + policy.yield);
+    for (auto now = Clock::now(); now < yield_end;) {
         if (auto r = poll()) return r;
         std::this_thread::yield();
+        const auto after = Clock::now();
+        if constexpr (requires { sleeper.yielded(after - now); }) sleeper.yielded(after - now);
+        now = after;
     }
-    for (;;) {
-        if (auto r = poll()) return r;
-        const auto now = Clock::now();
-        if (now >= deadline) return {};
-        auto step = std::min<std::chrono::nanoseconds>(deadline - now, policy.max_sleep);
-        if (bell != nullptr) {
-            decltype(poll()) found{};
-            bell->sleep_unless(
-                [&] {
-                    found = poll();
-                    return static_cast<bool>(found);
-                },
-                step);
-            if (found) return found;
-        } else {
-            std::this_thread::sleep_for(std::min<std::chrono::nanoseconds>(step, std::chrono::microseconds(200)));
+    if (Clock::now() >= deadline) return poll();
+    auto sleeping = [&]() -> decltype(poll()) {
+        for (;;) {
+            if (auto r = poll()) return r;
+            const auto now = Clock::now();
+            if (now >= deadline) return {};
+            const auto step = std::min<std::chrono::nanoseconds>(deadline - now, policy.max_sleep);
+            if (auto r = sleeper.sleep(poll, step, WaitPhase{start, now, deadline})) return r;
         }
+    };
+    if constexpr (requires { sleeper.announce(); }) {
+        // Before the polls of the sleeping phase: a partner that publishes after the
+        // announcement wakes the sleeper, one that published before is found by a poll.
+        const auto announced = sleeper.announce();
+        return sleeping();
+    } else {
+        return sleeping();
     }
+}
+
+// Sleeps on a doorbell (a futex); without one, in steps of 200 us.
+struct DoorbellSleeper {
+    Doorbell* bell = nullptr;
+
+    template <class Poll>
+    auto sleep(Poll& poll, std::chrono::nanoseconds step, const WaitPhase& /*phase*/) -> decltype(poll()) {
+        decltype(poll()) found{};
+        if (bell == nullptr) {
+            std::this_thread::sleep_for(std::min<std::chrono::nanoseconds>(step, std::chrono::microseconds(200)));
+            return found;
+        }
+        bell->sleep_unless(
+            [&] {
+                found = poll();
+                return static_cast<bool>(found);
+            },
+            step);
+        return found;
+    }
+};
+
+// wait_with on a doorbell, which may be null.
+template <class Poll>
+auto wait_for(Poll&& poll, std::chrono::nanoseconds timeout, Doorbell* bell, const WaitPolicy& policy = {})
+    -> decltype(poll()) {
+    return wait_with(std::forward<Poll>(poll), timeout, DoorbellSleeper{bell}, policy);
 }
 
 template <class Poll>

@@ -32,6 +32,7 @@
 #include <chrono>
 #include <condition_variable>
 #include <deque>
+#include <functional>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -54,6 +55,33 @@ using ip::InlineBuffer;
 // acknowledgement written before every wait would wake the peer's background thread
 // once per message. (It also acknowledges every ack_every messages.)
 inline constexpr std::chrono::microseconds ack_delay{1000};
+
+// How tcp's blocking receives wait (msgpass::wait_with): no spinning, no yielding,
+// ppoll() on the incoming sockets of the nodes waited on and on the factory's wake-up
+// descriptor, at most 100 ms at a time.
+inline constexpr WaitPolicy socket_wait{std::chrono::microseconds(0), std::chrono::microseconds(0),
+                                        std::chrono::microseconds(100000)};
+
+// The sleeper of those waits. Until the wait has idled for ack_delay its steps end
+// then; from then on each node acknowledges what it holds before the wait sleeps
+// (collect(idle, fds) gives the sockets, and acknowledges when idle). After a wake-up
+// by a socket, after_wake() reads (a poll of the wait only takes what was read).
+struct SocketSleeper {
+    const ip::WakeFd& wake;
+    std::function<void(bool idle, std::vector<int>& fds)> collect;
+    std::function<BufferPtr()> after_wake;
+    std::vector<int> fds{};
+
+    template <class Poll>
+    BufferPtr sleep(Poll& /*poll*/, std::chrono::nanoseconds step, const WaitPhase& at) {
+        const bool idle = at.now >= at.start + ack_delay;
+        if (!idle) step = std::min<std::chrono::nanoseconds>(step, ack_delay - (at.now - at.start));
+        fds.clear();
+        collect(idle, fds);
+        if (!ip::wait_readable(wake, fds, step)) return nullptr;
+        return after_wake ? after_wake() : nullptr;
+    }
+};
 // A send that follows the previous write of its node by less than batch_window is
 // part of a stream and joins a batch, written by the sender at batch_messages or by
 // the background thread batch_window after the batch began (see TcpNode::send).

@@ -85,26 +85,15 @@ bool TcpGroup::remove(NodeId id) {
 // Polls the members once, then sleeps in poll() on their incoming sockets and on
 // the factory's wake-up descriptor (a connection was installed, a peer was lost).
 BufferPtr TcpGroup::receive(std::chrono::nanoseconds timeout) {
-    const auto start = Clock::now();
-    const auto deadline = deadline_after(timeout, start);
-    std::vector<int> fds;
-    for (;;) {
-        if (auto m = BasicGroup::receive()) return m;
-        const auto now = Clock::now();
-        if (now >= deadline) return nullptr;
-        const bool idle = now >= start + ack_delay;
-        fds.clear();
-        {
-            std::lock_guard lock(members_mutex_);
-            for (const auto& n : members_) {
-                const int fd = n->prepare_to_sleep(idle);
-                if (fd >= 0) fds.push_back(fd);
-            }
-        }
-        (void)ip::wait_readable(engine_->shared().recv_wake, fds,
-                                std::min<std::chrono::nanoseconds>(deadline - now, idle ? std::chrono::milliseconds(100)
-                                                                                        : ack_delay - (now - start)));
-    }
+    SocketSleeper sleeper{engine_->shared().recv_wake,
+                          [this](bool idle, std::vector<int>& fds) {
+                              std::lock_guard lock(members_mutex_);
+                              for (const auto& n : members_) {
+                                  if (const int fd = n->prepare_to_sleep(idle); fd >= 0) fds.push_back(fd);
+                              }
+                          },
+                          nullptr};
+    return wait_with([this] { return BasicGroup::receive(); }, timeout, sleeper, socket_wait);
 }
 
 } // namespace msgpass::tcp

@@ -310,21 +310,13 @@ BufferPtr TcpNode::take_ready() {
 // first, and a receive costs what a blocking read on a raw socket costs.
 BufferPtr TcpNode::receive(std::chrono::nanoseconds timeout) {
     if (auto m = take_ready()) return m; // a stream: no clock, no system call
-    const auto start = Clock::now();
-    const auto deadline = deadline_after(timeout, start);
-    for (;;) {
-        if (auto m = take_ready()) return m;
-        const auto now = Clock::now();
-        if (now >= deadline) return receive();
-        const bool idle = now >= start + ack_delay;
-        const int fd = prepare_to_sleep(idle);
-        const auto step = std::min<std::chrono::nanoseconds>(
-            deadline - now,
-            idle ? std::chrono::nanoseconds(std::chrono::milliseconds(100)) : ack_delay - (now - start));
-        if (ip::wait_readable(shared_->recv_wake, std::span<const int>(&fd, fd >= 0 ? 1 : 0), step)) {
-            if (auto m = receive()) return m;
-        }
-    }
+    SocketSleeper sleeper{shared_->recv_wake,
+                          [this](bool idle, std::vector<int>& fds) {
+                              if (const int fd = prepare_to_sleep(idle); fd >= 0) fds.push_back(fd);
+                          },
+                          [this] { return receive(); }};
+    if (auto m = wait_with([this] { return take_ready(); }, timeout, sleeper, socket_wait)) return m;
+    return receive(); // the loss or the protocol error, if that is why nothing came
 }
 
 } // namespace msgpass::tcp
