@@ -21,11 +21,10 @@ layers=(
     "base"
     "config"
     "framework"
-    "sci ip/common"
+    "sci ip/common comm"
     "ip/tcp ip/udp"
     "auto"
     "umbrella"
-    "comm"
     "mpi"
     "apps"
 )

@@ -1,0 +1,179 @@
+// The communicator: tagged messages with MPI matching, posted requests with user
+// pointers (BMI), an unexpected queue and probe (BIP, EPOS), over the framework
+// contracts Node and NodeFactory only, so that it runs unchanged on every
+// technology. docs/communicator.md describes the API, the matching rules, the bounds
+// and the progress rule.
+#pragma once
+
+#include <msgpass/buffer.hpp>
+#include <msgpass/config.hpp>
+#include <msgpass/error.hpp>
+#include <msgpass/node_factory.hpp>
+
+#include <chrono>
+#include <cstddef>
+#include <cstdint>
+#include <limits>
+#include <memory>
+#include <optional>
+#include <span>
+#include <string>
+#include <vector>
+
+namespace msgpass::comm {
+
+using Tag = std::int32_t;
+using RequestId = std::uint64_t;
+
+// Wildcards of a receive or probe. A message's tag is never negative.
+inline constexpr NodeId any_source = std::numeric_limits<NodeId>::max();
+inline constexpr Tag any_tag = -1;
+
+// The envelope of a message: who sent it, with which tag, how many payload bytes.
+struct Envelope {
+    NodeId source = 0;
+    Tag tag = 0;
+    std::size_t size = 0;
+};
+
+// A received message: its envelope and its payload (a view into the layer's
+// receive buffer, no copy; dropping it returns the memory to the layer).
+struct Message {
+    NodeId source = 0;
+    Tag tag = 0;
+    BufferPtr buffer;
+};
+
+// The bounds of a communicator (constructor arguments for now; not yet keys of the
+// configuration, see docs/communicator.md).
+struct Limits {
+    // Received messages nobody asked for are kept up to this many bytes (payload and
+    // envelope); at or above it the communicator stops taking messages from the
+    // nodes (back-pressure on the senders) until the application receives some.
+    std::size_t unexpected_limit = 64 * config::MiB;
+    // Requests (posted receives and sends, completed ones not yet collected) at once;
+    // one more post throws UsageError.
+    std::size_t max_requests = 1 << 20;
+    // How long a blocking send() waits while the node's send queue is full before it
+    // throws SendQueueFull.
+    std::chrono::milliseconds send_timeout{10'000};
+};
+
+enum class Status {
+    success,   // sent (handed to the node) or received whole
+    truncated, // received into a buffer smaller than the message: bytes holds what fitted
+    cancelled, // cancel() took it back before it completed
+    peer_lost, // the named peer died (its node raised PeerLost); nothing was received
+};
+[[nodiscard]] const char* to_string(Status status) noexcept;
+
+// What a completed request reports.
+struct Completion {
+    RequestId id = 0;
+    Status status = Status::success;
+    bool immediate = false; // completed by the post itself
+    bool is_send = false;
+    NodeId source = 0;     // receive: the sender; send: the destination
+    Tag tag = 0;           // the message's tag
+    std::size_t size = 0;  // the message's payload size
+    std::size_t bytes = 0; // receive into a span: bytes copied (< size when truncated)
+    void* user = nullptr;  // the pointer given to the post
+    BufferPtr buffer;      // receive without a span: the payload (zero-copy view)
+    std::string error;     // peer_lost: the node's reason
+};
+
+// A post: the request's id, and its completion when the post completed at once (then
+// the id is already retired and nothing needs to be tested).
+struct Posted {
+    RequestId id = 0;
+    std::optional<Completion> done;
+};
+
+struct CommStats {
+    std::uint64_t unexpected_messages = 0; // waiting now
+    std::uint64_t unexpected_bytes = 0;    // waiting now
+    std::uint64_t posted_receives = 0;     // waiting now (the expected queue)
+    std::uint64_t backpressure_stops = 0;  // progress calls that did not pull: queue full
+    std::uint64_t malformed = 0;           // messages dropped: bad envelope
+};
+
+class Communicator {
+public:
+    // Over every node of configuration's nodes file but self (made here, a node per
+    // peer; the factory must be the one made from this configuration and outlive the
+    // communicator).
+    Communicator(NodeFactory& factory, const config::Configuration& configuration, Limits limits = {});
+    // Over the given peers only.
+    Communicator(NodeFactory& factory, const std::vector<NodeId>& peers, Limits limits = {});
+    ~Communicator();
+    Communicator(const Communicator&) = delete;
+    Communicator& operator=(const Communicator&) = delete;
+
+    [[nodiscard]] NodeId self_id() const noexcept;
+    [[nodiscard]] std::vector<NodeId> peers() const;
+
+    // Blocking send: returns when the node accepted the message (transferred, or
+    // queued by the node, which moves it with any later call of this process on the
+    // factory: a recv, test, wait, probe, progress or flush of the communicator), so
+    // the caller may reuse its bytes (MPI's local completion); while the node's send
+    // queue is full it waits, making progress, up to Limits::send_timeout, then
+    // throws SendQueueFull (the message is not sent). Throws PeerLost when dest died, UsageError for a negative
+    // tag or a dest that is not a peer, MessageTooLarge.
+    void send(NodeId dest, Tag tag, std::span<const std::byte> bytes);
+    void send(NodeId dest, Tag tag, BufferPtr&& payload);
+
+    // Blocking receive of the next message matching (source, tag), wildcards
+    // allowed; nullopt on timeout. Throws PeerLost when source (not any_source) died
+    // and nothing of it is left to receive.
+    [[nodiscard]] std::optional<Message> recv(NodeId source, Tag tag,
+                                              std::chrono::nanoseconds timeout = std::chrono::nanoseconds::max());
+
+    // Non-blocking posts. post_send copies bytes (or owns payload) at once.
+    Posted post_send(NodeId dest, Tag tag, std::span<const std::byte> bytes, void* user = nullptr);
+    Posted post_send(NodeId dest, Tag tag, BufferPtr&& payload, void* user = nullptr);
+    // A receive into the caller's memory (kept alive until the request completed or
+    // was cancelled and collected), or into the layer's buffer (Completion::buffer).
+    Posted post_recv(NodeId source, Tag tag, std::span<std::byte> into, void* user = nullptr);
+    Posted post_recv(NodeId source, Tag tag, void* user = nullptr);
+
+    // The completion of a finished request, which retires it; nullopt while pending.
+    // test makes progress once without blocking; wait blocks up to timeout. Throws
+    // UsageError for an id that is not a live request.
+    std::optional<Completion> test(RequestId id);
+    std::vector<Completion> test_some(std::span<const RequestId> ids);
+    std::optional<Completion> wait(RequestId id, std::chrono::nanoseconds timeout);
+    // The first of ids to complete (nullopt on timeout).
+    std::optional<Completion> wait_any(std::span<const RequestId> ids, std::chrono::nanoseconds timeout);
+    // Waits until at least one of ids completed and returns every completed one
+    // (empty on timeout).
+    std::vector<Completion> wait_some(std::span<const RequestId> ids, std::chrono::nanoseconds timeout);
+    // Waits until every one of ids completed or timeout; returns the completed ones
+    // (all of them unless the timeout passed; the others stay pending).
+    std::vector<Completion> wait_all(std::span<const RequestId> ids, std::chrono::nanoseconds timeout);
+
+    // Takes back a pending request: it completes with Status::cancelled, to be
+    // collected by test/wait. False when it had completed already.
+    bool cancel(RequestId id);
+
+    // The envelope of the next message matching (source, tag) without taking it:
+    // iprobe makes progress once, probe waits up to timeout.
+    std::optional<Envelope> iprobe(NodeId source, Tag tag);
+    std::optional<Envelope> probe(NodeId source, Tag tag, std::chrono::nanoseconds timeout);
+
+    // Makes progress once without blocking (tests and waits do it too).
+    void progress();
+
+    // Waits at most timeout until every message sent through this communicator was
+    // handed over to its peer (the communicator's own backlog and the nodes' queues),
+    // taking what arrives meanwhile; true when all was. A process that sends and then
+    // exits calls it first.
+    bool flush(std::chrono::nanoseconds timeout);
+
+    [[nodiscard]] CommStats stats() const;
+
+private:
+    struct Impl;
+    std::unique_ptr<Impl> impl_;
+};
+
+} // namespace msgpass::comm
