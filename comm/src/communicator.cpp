@@ -624,11 +624,11 @@ std::optional<Completion> Communicator::test(RequestId id) {
 std::vector<Completion> Communicator::test_some(std::span<const RequestId> ids) {
     impl_->progress();
     std::lock_guard lock(impl_->mutex);
-    std::vector<Completion> out;
-    for (RequestId id : ids) {
+    for (RequestId id : ids) // all checked before any is collected: an error loses none
         impl_->check_live_locked(id);
+    std::vector<Completion> out;
+    for (RequestId id : ids)
         if (auto c = impl_->collect_locked(id)) out.push_back(std::move(*c));
-    }
     return out;
 }
 
