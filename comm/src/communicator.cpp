@@ -52,6 +52,7 @@ static_assert(sizeof(WireEnvelope) == 24);
 constexpr std::uint32_t wire_magic = 0x4d43504d; // "MPCM"
 constexpr std::uint8_t wire_version = 1;
 constexpr std::uint8_t kind_eager = 1;
+constexpr std::uint8_t kind_unexpected = 2; // BMI's unexpected class: test_unexpected only
 constexpr std::size_t header_size = sizeof(WireEnvelope);
 
 // How long one blocking pull lasts before a waiter looks at its requests again.
@@ -59,8 +60,8 @@ constexpr std::chrono::nanoseconds slice = 10ms;
 // Messages taken from the nodes by one non-blocking progress call at most.
 constexpr int drain_limit = 256;
 
-void write_envelope(std::byte* at, Tag tag, std::size_t size) {
-    const WireEnvelope w{wire_magic, wire_version, kind_eager, 0, tag, 0, static_cast<std::uint64_t>(size)};
+void write_envelope(std::byte* at, Tag tag, std::size_t size, std::uint8_t kind = kind_eager) {
+    const WireEnvelope w{wire_magic, wire_version, kind, 0, tag, 0, static_cast<std::uint64_t>(size)};
     std::memcpy(at, &w, sizeof w);
 }
 
@@ -122,6 +123,7 @@ struct Communicator::Impl {
     mutable std::mutex mutex;
     std::condition_variable changed;
     std::deque<Arrived> unexpected;
+    std::deque<Arrived> bmi_unexpected; // post_send_unexpected's messages
     std::size_t unexpected_bytes = 0;
     std::unordered_map<RequestId, Request> requests;
     std::deque<RequestId> expected;
@@ -200,7 +202,7 @@ struct Communicator::Impl {
                 bad = "bad magic word";
             else if (w.version != wire_version)
                 bad = "envelope version " + std::to_string(w.version) + ", expected " + std::to_string(wire_version);
-            else if (w.kind != kind_eager)
+            else if (w.kind != kind_eager && w.kind != kind_unexpected)
                 bad = "unknown message kind " + std::to_string(w.kind);
             else if (w.tag < 0)
                 bad = "negative tag " + std::to_string(w.tag);
@@ -214,6 +216,12 @@ struct Communicator::Impl {
         }
         lost.erase(source); // a message after a loss: the peer restarted
         Arrived m{source, w.tag, static_cast<std::size_t>(w.size), std::move(whole)};
+        if (w.kind == kind_unexpected) {
+            unexpected_bytes += m.whole->size();
+            bmi_unexpected.push_back(std::move(m));
+            changed.notify_all();
+            return {};
+        }
         for (auto it = expected.begin(); it != expected.end(); ++it) {
             auto& r = requests.at(*it);
             if (!matches(r.peer, r.tag, m.source, m.tag)) continue;
@@ -471,14 +479,25 @@ struct Communicator::Impl {
         return Posted{id, std::nullopt};
     }
 
-    BufferPtr make_message(Tag tag, std::span<const std::byte> bytes) {
+    std::vector<Message> take_unexpected_locked(std::size_t max) {
+        std::vector<Message> out;
+        while (out.size() < max && !bmi_unexpected.empty()) {
+            Arrived m = std::move(bmi_unexpected.front());
+            bmi_unexpected.pop_front();
+            unexpected_bytes -= m.whole->size();
+            out.push_back(Message{m.source, m.tag, std::make_unique<PayloadBuffer>(std::move(m.whole), m.size)});
+        }
+        return out;
+    }
+
+    BufferPtr make_message(Tag tag, std::span<const std::byte> bytes, std::uint8_t kind = kind_eager) {
         auto whole = factory.create_buffer(header_size + bytes.size());
         auto* s = whole->single();
         if (s == nullptr) {
             whole = std::make_unique<HeapBuffer>(header_size + bytes.size());
             s = whole->single();
         }
-        write_envelope(s->data(), tag, bytes.size());
+        write_envelope(s->data(), tag, bytes.size(), kind);
         if (!bytes.empty()) std::memcpy(s->data() + header_size, bytes.data(), bytes.size());
         return whole;
     }
@@ -530,6 +549,31 @@ Posted Communicator::post_send(NodeId dest, Tag tag, std::span<const std::byte> 
     Impl::check_tag(tag, false, "post_send");
     auto whole = impl_->make_message(tag, bytes);
     return impl_->post_send(dest, tag, std::move(whole), bytes.size(), user);
+}
+
+Posted Communicator::post_send_unexpected(NodeId dest, Tag tag, std::span<const std::byte> bytes, void* user) {
+    impl_->check_peer(dest, false, "post_send_unexpected");
+    Impl::check_tag(tag, false, "post_send_unexpected");
+    if (bytes.size() > impl_->limits.max_unexpected_size)
+        throw MessageTooLarge("comm: post_send_unexpected to " + impl_->describe(dest) + ": " +
+                              std::to_string(bytes.size()) + " bytes, more than Limits::max_unexpected_size (" +
+                              std::to_string(impl_->limits.max_unexpected_size) + ")");
+    auto whole = impl_->make_message(tag, bytes, kind_unexpected);
+    return impl_->post_send(dest, tag, std::move(whole), bytes.size(), user);
+}
+
+std::vector<Message> Communicator::test_unexpected(std::size_t max) {
+    impl_->progress();
+    std::lock_guard lock(impl_->mutex);
+    return impl_->take_unexpected_locked(max);
+}
+
+std::vector<Message> Communicator::wait_unexpected(std::size_t max, std::chrono::nanoseconds timeout) {
+    auto& im = *impl_;
+    if (max == 0) return {};
+    if (!im.wait_until([&] { return !im.bmi_unexpected.empty(); }, deadline_after(timeout))) return {};
+    std::lock_guard lock(im.mutex);
+    return im.take_unexpected_locked(max);
 }
 
 Posted Communicator::post_send(NodeId dest, Tag tag, BufferPtr&& payload, void* user) {
@@ -753,6 +797,7 @@ CommStats Communicator::stats() const {
     std::lock_guard lock(impl_->mutex);
     CommStats s = impl_->counters;
     s.unexpected_messages = impl_->unexpected.size();
+    s.unexpected_messages += impl_->bmi_unexpected.size();
     s.unexpected_bytes = impl_->unexpected_bytes;
     s.posted_receives = impl_->expected.size();
     return s;

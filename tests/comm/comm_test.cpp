@@ -13,6 +13,8 @@
 #include <atomic>
 #include <chrono>
 #include <cstring>
+#include <map>
+#include <set>
 #include <string>
 #include <thread>
 #include <vector>
@@ -494,6 +496,51 @@ TEST_P(CommConformance, AMalformedEnvelopeIsCountedReportedAsAnErrorNamingTheSou
     EXPECT_EQ(b.stats().unexpected_messages, 0u);
     send_text(a, 2, 1, "fine");
     EXPECT_EQ(recv_text(b, 1, 1), "fine");
+}
+
+// BMI: "unexpected messages ... for a server that does not know who will talk to
+// it": taken by test_unexpected only, never by a posted receive; beyond the size
+// limit refused with a clear error.
+TEST_P(CommConformance, UnexpectedMessagesReachAServerThatDidNotKnowItsClientsAndOnlyThroughTestUnexpected) {
+    auto c = make(3);
+    auto f1 = NodeFactory::create(c, 1);
+    auto f2 = NodeFactory::create(c, 2);
+    auto f3 = NodeFactory::create(c, 3);
+    comm::Limits limits;
+    limits.max_unexpected_size = 64;
+    Communicator server(*f1, c), c2(*f2, c, limits), c3(*f3, c, limits);
+    Pump p2(c2), p3(c3);
+    auto ordinary = server.post_recv(any_source, any_tag);
+    ASSERT_FALSE(ordinary.done.has_value());
+    EXPECT_TRUE(server.test_unexpected(8).empty());
+    int user = 0;
+    auto s2 = c2.post_send_unexpected(1, 70, bytes_of("request from 2"), &user);
+    ASSERT_TRUE(s2.done.has_value());
+    EXPECT_EQ(s2.done->user, &user);
+    (void)c3.post_send_unexpected(1, 71, bytes_of("request from 3"));
+    std::map<NodeId, std::pair<comm::Tag, std::string>> got;
+    const auto deadline = std::chrono::steady_clock::now() + patience;
+    while (got.size() < 2 && std::chrono::steady_clock::now() < deadline) {
+        for (auto& m : server.wait_unexpected(8, 100ms)) {
+            EXPECT_EQ(m.buffer->source(), m.source);
+            got[m.source] = {m.tag, text_of(*m.buffer)};
+        }
+    }
+    ASSERT_EQ(got.size(), 2u) << "an unexpected request never reached the server";
+    EXPECT_EQ(got[2], (std::pair<comm::Tag, std::string>{70, "request from 2"}));
+    EXPECT_EQ(got[3], (std::pair<comm::Tag, std::string>{71, "request from 3"}));
+    EXPECT_FALSE(server.test(ordinary.id).has_value()) << "a posted receive took an unexpected message";
+    EXPECT_FALSE(server.iprobe(any_source, any_tag).has_value()) << "probe saw an unexpected message";
+    // The server answers clients it now knows; a too large request is refused.
+    send_text(server, 2, 72, "answer");
+    EXPECT_EQ(recv_text(c2, 1, 72), "answer");
+    try {
+        (void)c2.post_send_unexpected(1, 70, std::vector<std::byte>(65));
+        ADD_FAILURE() << "an unexpected message above max_unexpected_size was accepted";
+    } catch (const MessageTooLarge& e) {
+        EXPECT_NE(std::string(e.what()).find("max_unexpected_size (64)"), std::string::npos) << e.what();
+    }
+    EXPECT_TRUE(server.cancel(ordinary.id));
 }
 
 INSTANTIATE_TEST_SUITE_P(Technologies, CommConformance, ::testing::Values("sci", "tcp", "auto"),

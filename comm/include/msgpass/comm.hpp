@@ -57,6 +57,10 @@ struct Limits {
     // How long a blocking send() waits while the node's send queue is full before it
     // throws SendQueueFull.
     std::chrono::milliseconds send_timeout{10'000};
+    // The largest payload of post_send_unexpected (BMI's unexpected size limit); a
+    // larger one is refused with MessageTooLarge. Received ones count against
+    // unexpected_limit like any unrequested message.
+    std::size_t max_unexpected_size = 64 * config::KiB;
 };
 
 enum class Status {
@@ -131,6 +135,17 @@ public:
     // Non-blocking posts. post_send copies bytes (or owns payload) at once.
     Posted post_send(NodeId dest, Tag tag, std::span<const std::byte> bytes, void* user = nullptr);
     Posted post_send(NodeId dest, Tag tag, BufferPtr&& payload, void* user = nullptr);
+    // BMI's unexpected message: for a receiver that does not know who will talk to
+    // it. It is never matched by post_recv/recv/probe; the receiver takes it with
+    // test_unexpected/wait_unexpected. Completes like post_send. Throws
+    // MessageTooLarge beyond Limits::max_unexpected_size.
+    Posted post_send_unexpected(NodeId dest, Tag tag, std::span<const std::byte> bytes, void* user = nullptr);
+    // Up to max unexpected messages (BMI's), oldest first, with their source and tag;
+    // test_unexpected makes progress once, wait_unexpected waits up to timeout for
+    // at least one.
+    std::vector<Message> test_unexpected(std::size_t max);
+    std::vector<Message> wait_unexpected(std::size_t max, std::chrono::nanoseconds timeout);
+
     // A receive into the caller's memory (kept alive until the request completed or
     // was cancelled and collected), or into the layer's buffer (Completion::buffer).
     Posted post_recv(NodeId source, Tag tag, std::span<std::byte> into, void* user = nullptr);
