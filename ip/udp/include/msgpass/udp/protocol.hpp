@@ -88,12 +88,13 @@ enum class Drop : std::uint32_t {
     kinds = 12,
 };
 
+inline constexpr std::array<std::string_view, static_cast<std::size_t>(Drop::kinds)> drop_names{
+    "too short",    "bad magic", "bad version",   "bad type",     "wrong partition", "unknown sender",
+    "wrong target", "stale",     "beyond window", "bad fragment", "duplicate",       "injected loss"};
+
 [[nodiscard]] constexpr std::string_view describe(Drop d) noexcept {
-    constexpr std::array<std::string_view, static_cast<std::size_t>(Drop::kinds)> names{
-        "too short",    "bad magic", "bad version",   "bad type",     "wrong partition", "unknown sender",
-        "wrong target", "stale",     "beyond window", "bad fragment", "duplicate",       "injected loss"};
     const auto i = static_cast<std::size_t>(d);
-    return i < names.size() ? names[i] : "unknown";
+    return i < drop_names.size() ? drop_names[i] : std::string_view("unknown");
 }
 
 // What a receiver expects of every datagram.
