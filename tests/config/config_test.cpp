@@ -299,7 +299,7 @@ TEST(ConfigErrors, WrongTypesAreReportedWithWhatWasFound) {
               "network.yaml:2:19: sci.recv_buffer_no: expected an integer from 1 to 4294967295, found 'many'");
     EXPECT_EQ(errors_of("sci: 5\n"), "network.yaml:1:6: sci: expected a mapping of SCI parameters, found '5'");
     EXPECT_EQ(errors_of("technology: myrinet\n"),
-              "network.yaml:1:13: technology: expected one of auto, sci, tcp, found 'myrinet'");
+              "network.yaml:1:13: technology: expected one of auto, sci, tcp, udp, found 'myrinet'");
     EXPECT_EQ(errors_of("- a\n- b\n"), "network.yaml:1:1: : expected a mapping of network settings, found a list");
     EXPECT_EQ(errors_of("just text\n"),
               "network.yaml:1:1: : expected a mapping of network settings, found 'just text'");
@@ -437,7 +437,7 @@ TEST(ConfigErrors, EveryProblemIsReportedAtOnceInFileOrder) {
                               "  - {id: 1, colour: red}\n";
     const auto lines = lines_of(errors_of(network, nodes, {"partition=has space"}));
     const std::vector<std::string> expected = {
-        "network.yaml:1:13: technology: expected one of auto, sci, tcp, found 'carrier-pigeon'",
+        "network.yaml:1:13: technology: expected one of auto, sci, tcp, udp, found 'carrier-pigeon'",
         "network.yaml:3:19: sci.recv_buffer_no: expected an integer from 1 to 4294967295, found '0'",
         "network.yaml:4:21: sci.header_area_size: expected a multiple of 128 bytes (one 128-byte header per node), "
         "found '100'",
@@ -486,7 +486,7 @@ TEST(ConfigOverrides, BadOverridesAreReportedAtSet) {
               "--set:0:0: sci.recv_buffer_no.x: expected a network-file key such as partition or "
               "sci.recv_buffer_no, found 'sci.recv_buffer_no.x'");
     EXPECT_EQ(errors_of("", two_nodes, {"technology="}),
-              "--set:0:0: technology: expected one of auto, sci, tcp, found nothing");
+              "--set:0:0: technology: expected one of auto, sci, tcp, udp, found nothing");
     EXPECT_EQ(errors_of("", two_nodes, {"partition=[x"})
                   .rfind("--set:0:0: partition: expected a YAML value, found "
                          "'[x'",

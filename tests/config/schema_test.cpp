@@ -138,28 +138,29 @@ TechnologySchema fake_schema() {
 }
 
 TEST(TechnologyNames, AnUnregisteredTechnologyIsRefusedAtItsPlaceListingTheRegisteredOnes) {
-    // Nothing registers udp: it used to pass validation and fail in NodeFactory::create.
-    ASSERT_FALSE(SchemaRegistry::instance().contains("udp"));
+    // Nothing registers myrinet: an unknown name used to pass validation and fail in
+    // NodeFactory::create.
+    ASSERT_FALSE(SchemaRegistry::instance().contains("myrinet"));
     const auto names = SchemaRegistry::instance().names();
     std::string listed;
     for (const auto& n : names)
         listed += (listed.empty() ? "" : ", ") + n;
-    EXPECT_EQ(listed, "auto, sci, tcp");
-    EXPECT_EQ(errors_of("partition: p\ntechnology: udp\n"),
-              "network.yaml:2:13: technology: expected one of auto, sci, tcp, found 'udp'");
-    EXPECT_EQ(errors_of("", two_nodes, {"technology=UDP"}),
-              "--set:0:0: technology: expected one of auto, sci, tcp, found 'UDP'");
+    EXPECT_EQ(listed, "auto, sci, tcp, udp");
+    EXPECT_EQ(errors_of("partition: p\ntechnology: myrinet\n"),
+              "network.yaml:2:13: technology: expected one of auto, sci, tcp, udp, found 'myrinet'");
+    EXPECT_EQ(errors_of("", two_nodes, {"technology=MYRINET"}),
+              "--set:0:0: technology: expected one of auto, sci, tcp, udp, found 'MYRINET'");
 }
 
 TEST(TechnologyNames, ATechnologyIsAcceptedOnceItRegistersAndRefusedAgainWhenItLeaves) {
     {
-        const ScopedSchema udp(TechnologySchema("udp"));
-        EXPECT_EQ(load_text("technology: udp\n", two_nodes).technology, "udp");
+        const ScopedSchema gm(TechnologySchema("gm"));
+        EXPECT_EQ(load_text("technology: gm\n", two_nodes).technology, "gm");
         EXPECT_EQ(errors_of("technology: carrier-pigeon\n"),
-                  "network.yaml:1:13: technology: expected one of auto, sci, tcp, udp, found 'carrier-pigeon'");
+                  "network.yaml:1:13: technology: expected one of auto, gm, sci, tcp, udp, found 'carrier-pigeon'");
     }
-    EXPECT_EQ(errors_of("technology: udp\n"),
-              "network.yaml:1:13: technology: expected one of auto, sci, tcp, found 'udp'");
+    EXPECT_EQ(errors_of("technology: gm\n"),
+              "network.yaml:1:13: technology: expected one of auto, sci, tcp, udp, found 'gm'");
 }
 
 TEST(TechnologyNames, NamesThatAreNotLowerCaseNamesOrThatAreKeysOfTheFilesCannotRegister) {

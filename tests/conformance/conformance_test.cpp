@@ -672,7 +672,7 @@ TEST_P(Conformance, TheFactoryDestructorReportsWhatItCouldNotHandOver) {
     EXPECT_LT(took, c.peer_timeout + 2s);
 }
 
-INSTANTIATE_TEST_SUITE_P(Technologies, Conformance, ::testing::Values("sci", "tcp", "auto"),
+INSTANTIATE_TEST_SUITE_P(Technologies, Conformance, ::testing::Values("sci", "tcp", "udp", "auto"),
                          [](const auto& info) { return info.param; });
 
 } // namespace

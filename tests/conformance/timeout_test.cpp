@@ -130,7 +130,7 @@ TEST_P(LargestTimeout, FactoryFlushWaitsForAPeerThatStartsLater) {
     EXPECT_EQ(check_payload(*got).seq, 12u);
 }
 
-INSTANTIATE_TEST_SUITE_P(Technologies, LargestTimeout, ::testing::Values("sci", "tcp", "auto"),
+INSTANTIATE_TEST_SUITE_P(Technologies, LargestTimeout, ::testing::Values("sci", "tcp", "udp", "auto"),
                          [](const auto& info) { return info.param; });
 
 } // namespace

@@ -109,7 +109,7 @@ get_filename_component(pc_dir "${pc_file}" DIRECTORY)
 get_filename_component(libdir "${pc_dir}" DIRECTORY)
 
 # The libraries, of this kind only.
-foreach(name msgpass msgpass_config msgpass_framework msgpass_sci msgpass_ip msgpass_tcp msgpass_auto msgpass_comm)
+foreach(name msgpass msgpass_config msgpass_framework msgpass_sci msgpass_ip msgpass_tcp msgpass_udp msgpass_auto msgpass_comm)
   set(archive "${libdir}/lib${name}.a")
   set(link "${libdir}/lib${name}.so")
   if(KIND STREQUAL "static")

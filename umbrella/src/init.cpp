@@ -6,6 +6,7 @@
 #include <msgpass/auto/factory.hpp>
 #include <msgpass/sci/factory.hpp>
 #include <msgpass/tcp/factory.hpp>
+#include <msgpass/udp/factory.hpp>
 
 namespace msgpass {
 
@@ -13,6 +14,7 @@ void register_builtin_technologies() {
     static const bool once = [] {
         sci::register_technology();
         tcp::register_technology();
+        udp::register_technology();
         auto_::register_technology();
         return true;
     }();

@@ -1,0 +1,59 @@
+// The udp technology: the Node, Group and NodeFactory contract over UDP unicast
+// (docs/udp.md). Each process binds one UDP socket to its node's host and port;
+// a message is cut into numbered datagrams of at most udp.datagram_size bytes,
+// acknowledged cumulatively by the receiver's status datagrams, repaired on its
+// NAKs or after a timeout, and never sent beyond the window the receiver
+// advertises. Messages between a pair arrive once and in order; a peer silent for
+// peer_timeout, or restarted (a new incarnation), is reported as PeerLost.
+#pragma once
+
+#include <msgpass/config.hpp>
+#include <msgpass/group.hpp>
+#include <msgpass/kit/factory_base.hpp>
+#include <msgpass/udp/protocol.hpp>
+
+#include <array>
+#include <cstdint>
+#include <memory>
+
+namespace msgpass::udp {
+
+// Registers "udp" with the TechnologyRegistry and its configuration (options.hpp)
+// with config::SchemaRegistry. Idempotent.
+void register_technology();
+
+class Engine; // the socket, the background thread, the nodes (src/engine.hpp)
+
+// Datagram counters of a factory: sent and received, NAKs, repairs, and the
+// datagrams dropped per reason.
+struct DatagramStats {
+    std::uint64_t sent = 0;
+    std::uint64_t received = 0;
+    std::uint64_t naks_sent = 0;
+    std::uint64_t repairs = 0; // datagrams sent again (after a NAK or a timeout)
+    std::array<std::uint64_t, static_cast<std::size_t>(Drop::kinds)> dropped{};
+    [[nodiscard]] std::uint64_t count(Drop d) const noexcept { return dropped[static_cast<std::size_t>(d)]; }
+};
+
+class UdpNodeFactory final : public kit::FactoryBase {
+public:
+    // Binds this node's host and port. Throws ConfigError (no port, partition name
+    // too long), ResourceError (the port cannot be bound).
+    UdpNodeFactory(const config::Configuration& configuration, NodeId self);
+    // Flushes every node, waits at most peer_timeout for the acknowledgements, says
+    // goodbye to every peer, then closes; what could not be handed over is reported
+    // on stderr.
+    ~UdpNodeFactory() override;
+
+    [[nodiscard]] std::string_view technology() const noexcept override { return "udp"; }
+    BufferPtr create_buffer(std::size_t size) override;
+    [[nodiscard]] std::uint16_t port() const noexcept;
+    [[nodiscard]] DatagramStats datagram_stats() const noexcept;
+
+private:
+    NodePtr make_node(NodeId id) override;
+    std::unique_ptr<BasicGroup> make_group(std::string name) override;
+    std::shared_ptr<Engine> engine_;
+};
+
+} // namespace msgpass::udp

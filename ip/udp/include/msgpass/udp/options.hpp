@@ -1,0 +1,37 @@
+// The configuration of the udp technology: its section `udp:` at the top of the
+// network file (and --set udp.<key>=value), read by udp::Options and registered under
+// the name "udp" by register_technology() (schema()). Every key is optional; the
+// udp code reads it as configuration.section<udp::Options>(). docs/udp.md.
+#pragma once
+
+#include <msgpass/config.hpp>
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace msgpass::udp {
+
+struct Options {
+    // Bytes per datagram, header included: 512 to 65507; 1472 fits a 1500-byte MTU.
+    std::uint64_t datagram_size = 1472;
+    // SO_RCVBUF and SO_SNDBUF asked of the kernel (a warning names net.core.rmem_max
+    // when it gives less); 64KiB to 1GiB.
+    std::uint64_t socket_buffer = 4 * config::MiB;
+    // Datagrams a receiver takes beyond the next one it expects (its window): 16 to 65536.
+    std::uint64_t window = 1024;
+    // Fault injection on receipt, for tests and benchmarks: fractions of the data,
+    // status and NAK datagrams dropped, delivered twice, held back behind the next one.
+    double inject_loss = 0;
+    double inject_duplicate = 0;
+    double inject_reorder = 0;
+    std::uint64_t inject_seed = 1;
+
+    static const std::vector<std::string>& keys();
+    void set(const std::string& key, const config::Value& value);
+};
+
+// "udp": Options at the top of the network file; no node scope, no machine section.
+config::TechnologySchema schema();
+
+} // namespace msgpass::udp

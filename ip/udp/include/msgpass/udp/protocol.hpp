@@ -1,0 +1,172 @@
+// The udp wire protocol (docs/udp.md): every datagram one msgpass process sends to
+// another over UDP. Each starts with a 64-byte DatagramHeader (little-endian, the
+// wire image on x86 and ARM64) naming the protocol, the pair, the partition (a
+// hash), both incarnations and a per-pair datagram sequence number; a data datagram
+// carries one piece of a message after it. A message is cut into datagrams of at
+// most udp.datagram_size bytes; the datagrams of a pair are numbered from 0 for each
+// incarnation of the sender and acknowledged cumulatively.
+//
+// decode_datagram() is the one place a datagram from the network is judged: it
+// returns the header or the reason it is dropped, before anything is allocated.
+#pragma once
+
+#include <msgpass/ip/refusal.hpp>
+
+#include <array>
+#include <cstddef>
+#include <cstdint>
+#include <cstring>
+#include <span>
+#include <string_view>
+
+namespace msgpass::udp {
+
+inline constexpr std::uint32_t magic = 0x4455504d; // "MPUD" in memory order
+inline constexpr std::uint16_t protocol_version = 1;
+
+enum class DatagramType : std::uint16_t {
+    hello = 1,     // who I am; answered by a welcome (sent while the peer is unknown)
+    welcome = 2,   // the answer to a hello: my incarnation
+    data = 3,      // one piece of a message: seq = datagram number, length, offset
+    status = 4,    // receiver -> sender: seq = next expected datagram, window = datagrams it takes beyond
+    nak = 5,       // receiver -> sender: payload = (first, count) pairs of missing datagrams
+    keepalive = 6, // either way when silent for peer_timeout / 4; carries a status
+    goodbye = 7,   // the sender closes cleanly: seq = datagrams it sent, window = next expected of ours
+};
+
+// flags of a data datagram
+inline constexpr std::uint16_t flag_first = 1; // the first datagram of a message (offset 0)
+
+struct DatagramHeader {
+    std::uint32_t magic = 0;
+    std::uint16_t version = 0;
+    std::uint16_t type = 0;
+    std::uint32_t from = 0;             // sender's node id
+    std::uint32_t to = 0;               // receiver's node id
+    std::uint64_t partition = 0;        // partition_hash() of the partition name
+    std::uint64_t incarnation = 0;      // the sender's incarnation (never 0)
+    std::uint64_t peer_incarnation = 0; // the receiver's incarnation as the sender knows it (0: none)
+    std::uint64_t seq = 0;    // data: datagram number; status, keepalive: next expected; goodbye: datagrams sent
+    std::uint64_t length = 0; // data: the message's length; status, keepalive, goodbye: window / next expected
+    std::uint32_t offset = 0; // data: where this piece goes in the message
+    std::uint16_t flags = 0;  // data: flag_first
+    std::uint16_t reserved = 0;
+};
+static_assert(sizeof(DatagramHeader) == 64);
+inline constexpr std::size_t header_size = sizeof(DatagramHeader);
+// A NAK lists at most this many (first, count) ranges.
+inline constexpr std::size_t max_nak_ranges = 64;
+// udp.datagram_size: 1472 fits a 1500-byte MTU (IPv4 20 + UDP 8); 65507 is the most IPv4 takes.
+inline constexpr std::size_t default_datagram_size = 1472;
+inline constexpr std::size_t min_datagram_size = 512;
+inline constexpr std::size_t max_datagram_size = 65507;
+
+// FNV-1a of the partition name: every datagram names its partition by this hash.
+[[nodiscard]] constexpr std::uint64_t partition_hash(std::string_view partition) noexcept {
+    std::uint64_t h = 14695981039346656037ull;
+    for (char c : partition) {
+        h ^= static_cast<unsigned char>(c);
+        h *= 1099511628211ull;
+    }
+    return h;
+}
+
+// Why a datagram was dropped; counted per reason (UdpNodeFactory::drops()).
+enum class Drop : std::uint32_t {
+    too_short = 0,       // shorter than the header, or a NAK's ranges cut short
+    bad_magic = 1,       // not msgpass udp
+    bad_version = 2,     // another protocol version
+    bad_type = 3,        // an unknown type, or flags or payload where none belong
+    wrong_partition = 4, // another partition's hash
+    unknown_sender = 5,  // `from` not in the nodes file, or this node itself; or incarnation 0
+    wrong_target = 6,    // `to` is not this node
+    stale = 7,           // addressed to an earlier incarnation of this process, or from a peer's ended one
+    beyond_window = 8,   // a sequence number beyond the window this side advertised
+    bad_fragment = 9,    // offset or length beyond its message, or beyond max_message_size
+    duplicate = 10,      // a datagram that had arrived already
+    injected = 11,       // udp.inject_loss
+    kinds = 12,
+};
+
+inline constexpr std::array<std::string_view, static_cast<std::size_t>(Drop::kinds)> drop_names{
+    "too short",    "bad magic", "bad version",   "bad type",     "wrong partition", "unknown sender",
+    "wrong target", "stale",     "beyond window", "bad fragment", "duplicate",       "injected loss"};
+
+[[nodiscard]] constexpr std::string_view describe(Drop d) noexcept {
+    const auto i = static_cast<std::size_t>(d);
+    return i < drop_names.size() ? drop_names[i] : std::string_view("unknown");
+}
+
+// What a receiver expects of every datagram.
+struct Expect {
+    std::uint64_t partition = 0;
+    std::uint32_t self = 0;
+    std::uint64_t max_message_size = 0;
+    std::size_t datagram_size = default_datagram_size;
+    bool (*knows)(const void* context, std::uint32_t id) = nullptr; // is `from` a peer of the nodes file?
+    const void* context = nullptr;
+};
+
+// A datagram judged: its header, or why it is dropped (ok false).
+struct Decoded {
+    bool ok = false;
+    Drop drop = Drop::too_short;
+    DatagramHeader header{};
+    std::span<const std::byte> payload{};
+};
+
+// Checks, in order: size, magic, version, type (and the layout of its type),
+// partition, target, sender, then for data the fragment (offset + piece <= length
+// <= max_message_size, a first piece at offset 0). The window is the caller's.
+[[nodiscard]] inline Decoded decode_datagram(std::span<const std::byte> bytes, const Expect& expect) noexcept {
+    Decoded d;
+    if (bytes.size() < header_size) return d;
+    std::memcpy(&d.header, bytes.data(), header_size);
+    const DatagramHeader& h = d.header;
+    d.payload = bytes.subspan(header_size);
+    auto drop = [&](Drop why) {
+        d.drop = why;
+        return d;
+    };
+    if (h.magic != magic) return drop(Drop::bad_magic);
+    if (h.version != protocol_version) return drop(Drop::bad_version);
+    const auto type = static_cast<DatagramType>(h.type);
+    switch (type) {
+    case DatagramType::data:
+        if ((h.flags & ~flag_first) != 0 || h.reserved != 0) return drop(Drop::bad_type);
+        break;
+    case DatagramType::nak:
+        if (d.payload.empty() || d.payload.size() % 16 != 0 || d.payload.size() > max_nak_ranges * 16) {
+            return drop(d.payload.size() % 16 != 0 ? Drop::too_short : Drop::bad_type);
+        }
+        break;
+    case DatagramType::hello:
+    case DatagramType::welcome:
+    case DatagramType::status:
+    case DatagramType::keepalive:
+    case DatagramType::goodbye:
+        if (!d.payload.empty() || h.flags != 0 || h.offset != 0) return drop(Drop::bad_type);
+        break;
+    default:
+        return drop(Drop::bad_type);
+    }
+    if (h.partition != expect.partition) return drop(Drop::wrong_partition);
+    if (h.to != expect.self) return drop(Drop::wrong_target);
+    if (h.from == expect.self || h.incarnation == 0 || expect.knows == nullptr ||
+        !expect.knows(expect.context, h.from)) {
+        return drop(Drop::unknown_sender);
+    }
+    if (type == DatagramType::data) {
+        const std::uint64_t piece = d.payload.size();
+        const bool first = (h.flags & flag_first) != 0;
+        if (h.length > expect.max_message_size || bytes.size() > expect.datagram_size ||
+            std::uint64_t{h.offset} + piece > h.length || (first && h.offset != 0) || (!first && h.offset == 0) ||
+            (piece == 0 && h.length != 0)) {
+            return drop(Drop::bad_fragment);
+        }
+    }
+    d.ok = true;
+    return d;
+}
+
+} // namespace msgpass::udp

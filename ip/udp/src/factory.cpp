@@ -1,0 +1,75 @@
+// The udp factory and the registration of the technology.
+#include <msgpass/udp/factory.hpp>
+#include <msgpass/udp/options.hpp>
+
+#include "engine.hpp"
+
+namespace msgpass::udp {
+
+void register_technology() {
+    config::SchemaRegistry::instance().add(schema());
+    TechnologyRegistry::instance().add("udp", [](const config::Configuration& configuration, NodeId self) {
+        return std::make_unique<UdpNodeFactory>(configuration, self);
+    });
+}
+
+namespace {
+// A BasicGroup that sleeps on the factory's doorbell, which the background thread
+// rings when it delivered a message; it keeps the doorbell alive.
+class UdpGroup final : public BasicGroup {
+public:
+    UdpGroup(std::string name, std::shared_ptr<Shared> shared)
+        : BasicGroup(std::move(name), &shared->bell), shared_(std::move(shared)) {}
+    void add(NodePtr node) override {
+        if (!std::dynamic_pointer_cast<UdpNode>(node)) throw UsageError("a udp group takes only udp nodes");
+        BasicGroup::add(std::move(node));
+    }
+
+private:
+    std::shared_ptr<Shared> shared_;
+};
+} // namespace
+
+UdpNodeFactory::UdpNodeFactory(const config::Configuration& configuration, NodeId self)
+    : FactoryBase(configuration, self), engine_(std::make_shared<Engine>(configuration, self)) {}
+
+UdpNodeFactory::~UdpNodeFactory() {
+    const auto deadline = deadline_after(configuration().peer_timeout);
+    close(time_left(deadline));
+    engine_->shutdown(deadline);
+}
+
+NodePtr UdpNodeFactory::make_node(NodeId id) {
+    return engine_->node(id);
+}
+
+std::unique_ptr<BasicGroup> UdpNodeFactory::make_group(std::string name) {
+    return std::make_unique<UdpGroup>(std::move(name), engine_->shared_ptr());
+}
+
+BufferPtr UdpNodeFactory::create_buffer(std::size_t size) {
+    const auto max = engine_->shared().parameters.max_message_size;
+    if (size > max) {
+        throw MessageTooLarge("a buffer of " + std::to_string(size) + " bytes exceeds max_message_size (" +
+                              std::to_string(max) + " bytes)");
+    }
+    return engine_->shared().pool->make(size);
+}
+
+std::uint16_t UdpNodeFactory::port() const noexcept {
+    return engine_->port();
+}
+
+DatagramStats UdpNodeFactory::datagram_stats() const noexcept {
+    const auto& s = engine_->shared();
+    DatagramStats d;
+    d.sent = s.datagrams_sent.load();
+    d.received = s.datagrams_received.load();
+    d.naks_sent = s.naks_sent.load();
+    d.repairs = s.repairs.load();
+    for (std::size_t i = 0; i < d.dropped.size(); ++i)
+        d.dropped[i] = s.drops[i].load();
+    return d;
+}
+
+} // namespace msgpass::udp

@@ -1,0 +1,506 @@
+// The udp technology beyond the conformance suite (docs/udp.md): the decoder of
+// datagrams from the network, exactly-once in-order delivery under injected loss,
+// duplicates and reordering, hostile datagrams dropped and counted by reason while
+// two good nodes exchange checked traffic, and the loss of a peer process that dies
+// or restarts.
+#include <msgpass/udp/factory.hpp>
+#include <msgpass/udp/options.hpp>
+#include <msgpass/udp/protocol.hpp>
+
+#include "../support/bounded.hpp"
+#include "../support/partition.hpp"
+
+#include <gtest/gtest.h>
+
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cstring>
+#include <vector>
+
+namespace msgpass::test {
+namespace {
+
+using namespace std::chrono_literals;
+constexpr auto patience = 10s;
+
+// ---------------------------------------------------------------- decoder
+
+bool knows_2_and_3(const void*, std::uint32_t id) {
+    return id == 2 || id == 3;
+}
+
+udp::Expect expectation() {
+    return udp::Expect{udp::partition_hash("p"), 1, 1 << 20, udp::default_datagram_size, knows_2_and_3, nullptr};
+}
+
+udp::DatagramHeader good_data() {
+    udp::DatagramHeader h;
+    h.magic = udp::magic;
+    h.version = udp::protocol_version;
+    h.type = static_cast<std::uint16_t>(udp::DatagramType::data);
+    h.from = 2;
+    h.to = 1;
+    h.partition = udp::partition_hash("p");
+    h.incarnation = 77;
+    h.peer_incarnation = 55;
+    h.seq = 3;
+    h.length = 100;
+    h.offset = 0;
+    h.flags = udp::flag_first;
+    return h;
+}
+
+std::vector<std::byte> datagram(const udp::DatagramHeader& h, std::size_t payload) {
+    std::vector<std::byte> bytes(udp::header_size + payload, std::byte{0x5a});
+    std::memcpy(bytes.data(), &h, udp::header_size);
+    return bytes;
+}
+
+udp::Decoded judge(const udp::DatagramHeader& h, std::size_t payload) {
+    const auto bytes = datagram(h, payload);
+    return udp::decode_datagram(bytes, expectation());
+}
+
+TEST(UdpDecoder, AWellFormedDataDatagramIsTakenWithItsPayload) {
+    const auto d = judge(good_data(), 100);
+    ASSERT_TRUE(d.ok) << udp::describe(d.drop);
+    EXPECT_EQ(d.header.seq, 3u);
+    EXPECT_EQ(d.payload.size(), 100u);
+}
+
+TEST(UdpDecoder, EachFaultIsDroppedUnderItsReason) {
+    using udp::Drop;
+    struct Case {
+        const char* what;
+        Drop drop;
+        udp::DatagramHeader header;
+        std::size_t payload;
+    };
+    std::vector<Case> cases;
+    auto with = [&](const char* what, Drop drop, auto change, std::size_t payload = 100) {
+        auto h = good_data();
+        change(h);
+        cases.push_back({what, drop, h, payload});
+    };
+    with("bad magic", Drop::bad_magic, [](auto& h) { h.magic = 0x4354504d; });
+    with("bad version", Drop::bad_version, [](auto& h) { h.version = 2; });
+    with("unknown type", Drop::bad_type, [](auto& h) { h.type = 99; });
+    with("type 0", Drop::bad_type, [](auto& h) { h.type = 0; });
+    with("unknown flag", Drop::bad_type, [](auto& h) { h.flags = 4; });
+    with("status with a payload", Drop::bad_type,
+         [](auto& h) { h.type = static_cast<std::uint16_t>(udp::DatagramType::status), h.flags = 0; });
+    with(
+        "nak cut short", Drop::too_short,
+        [](auto& h) { h.type = static_cast<std::uint16_t>(udp::DatagramType::nak), h.flags = 0; }, 17);
+    with(
+        "nak with too many ranges", Drop::bad_type,
+        [](auto& h) { h.type = static_cast<std::uint16_t>(udp::DatagramType::nak), h.flags = 0; },
+        16 * (udp::max_nak_ranges + 1));
+    with("wrong partition", Drop::wrong_partition, [](auto& h) { h.partition = udp::partition_hash("q"); });
+    with("to another node", Drop::wrong_target, [](auto& h) { h.to = 2; });
+    with("from a node not in the nodes file", Drop::unknown_sender, [](auto& h) { h.from = 9; });
+    with("from itself", Drop::unknown_sender, [](auto& h) { h.from = 1; });
+    with("incarnation 0", Drop::unknown_sender, [](auto& h) { h.incarnation = 0; });
+    with("piece beyond the message", Drop::bad_fragment, [](auto& h) { h.length = 50; });
+    with("offset beyond the message", Drop::bad_fragment, [](auto& h) { h.offset = 90, h.flags = 0; });
+    with("offset that wraps", Drop::bad_fragment, [](auto& h) { h.offset = 0xffffffffu, h.flags = 0; });
+    with("message beyond max_message_size", Drop::bad_fragment, [](auto& h) { h.length = (1u << 20) + 1; });
+    with("first piece not at offset 0", Drop::bad_fragment, [](auto& h) { h.offset = 10, h.length = 200; });
+    with("later piece at offset 0", Drop::bad_fragment, [](auto& h) { h.flags = 0; });
+    with(
+        "larger than udp.datagram_size", Drop::bad_fragment, [](auto& h) { h.length = 4000; },
+        udp::default_datagram_size);
+    for (const auto& c : cases) {
+        const auto d = judge(c.header, c.payload);
+        EXPECT_FALSE(d.ok) << c.what;
+        EXPECT_EQ(udp::describe(d.drop), udp::describe(c.drop)) << c.what;
+    }
+}
+
+TEST(UdpDecoder, EveryLengthShorterThanAHeaderIsTooShortAndRandomBytesNeverPass) {
+    const auto whole = datagram(good_data(), 0);
+    for (std::size_t n = 0; n < udp::header_size; ++n) {
+        const auto d = udp::decode_datagram(std::span(whole.data(), n), expectation());
+        EXPECT_FALSE(d.ok);
+        EXPECT_EQ(d.drop, udp::Drop::too_short) << n << " bytes";
+    }
+    std::uint64_t x = 12345;
+    for (int i = 0; i < 10000; ++i) {
+        std::vector<std::byte> bytes(static_cast<std::size_t>(x % 2000));
+        for (auto& b : bytes) {
+            x = x * 6364136223846793005ull + 1442695040888963407ull;
+            b = static_cast<std::byte>(x >> 56);
+        }
+        EXPECT_FALSE(udp::decode_datagram(bytes, expectation()).ok);
+    }
+}
+
+// ---------------------------------------------------------------- loss, duplicates, reordering
+
+// Message i of the stream: mostly small (1 B to 600 B, one datagram), every 20th
+// from 2 KiB to 10 KiB, every 1000th up to 256 KiB (about 190 datagrams).
+std::size_t size_of(std::uint64_t i) {
+    if (i % 1000 == 7) return 256 * 1024 - (i % 13) * 1000;
+    if (i % 20 == 3) return 2000 + (i * 7919) % 8000;
+    return 1 + (i * 104729) % 600;
+}
+
+BufferPtr numbered(NodeFactory& f, std::uint64_t i) {
+    const std::size_t size = size_of(i);
+    if (size >= sizeof(PayloadHeader)) return make_message(f, size, 0, i);
+    auto b = f.create_buffer(size);
+    for (std::size_t k = 0; k < size; ++k)
+        b->single()->bytes()[k] = static_cast<std::byte>(i + k);
+    return b;
+}
+
+// "" when b is message i, whole; else what is wrong.
+std::string check_numbered(const Buffer& b, std::uint64_t i) {
+    if (b.size() != size_of(i)) {
+        return "message " + std::to_string(i) + ": " + std::to_string(b.size()) + " bytes, expected " +
+               std::to_string(size_of(i));
+    }
+    if (b.size() >= sizeof(PayloadHeader)) {
+        try {
+            const auto h = check_payload(b);
+            if (h.seq != i) return "message " + std::to_string(h.seq) + " where " + std::to_string(i) + " was due";
+        } catch (const std::string& e) {
+            return e;
+        }
+        return "";
+    }
+    for (std::size_t k = 0; k < b.size(); ++k)
+        if (b.single()->bytes()[k] != static_cast<std::byte>(i + k)) return "message " + std::to_string(i) + " changed";
+    return "";
+}
+
+class UdpLoss : public ::testing::TestWithParam<double> {};
+
+TEST_P(UdpLoss, TwentyThousandMessagesOfMixedSizesArriveOnceInOrderAndIntact) {
+    const double loss = GetParam();
+    auto c = make_configuration("udp", unique_partition("loss"), 2, [&](config::Configuration& c) {
+        auto& o = c.edit_section<udp::Options>();
+        o.inject_loss = loss;
+        o.inject_duplicate = 0.01;
+        o.inject_reorder = 0.02;
+        o.inject_seed = 42;
+        c.peer_timeout = 5s;
+    });
+    auto a = NodeFactory::create(c, 1);
+    auto b = NodeFactory::create(c, 2);
+    auto to_b = a->create_node(2);
+    auto from_a = b->create_node(1);
+    constexpr std::uint64_t n = 20000;
+    // Everything is queued at once; the background threads move it as the window allows.
+    for (std::uint64_t i = 0; i < n; ++i)
+        send_retrying(*to_b, numbered(*a, i), "message " + std::to_string(i));
+    send_retrying(*to_b, make_end_marker(*a, n), "the end marker");
+    std::string error;
+    std::uint64_t i = 0;
+    for (; i < n && error.empty(); ++i) {
+        auto m = from_a->receive(patience);
+        if (!m) {
+            error = "message " + std::to_string(i) + " never arrived";
+            break;
+        }
+        error = check_numbered(*m, i);
+    }
+    ASSERT_EQ(error, "");
+    auto end = from_a->receive(patience);
+    ASSERT_NE(end, nullptr) << "the end marker never arrived";
+    EXPECT_EQ(check_payload(*end).stream, end_stream);
+    EXPECT_EQ(nothing_more(*from_a), "");
+    const auto& ua = dynamic_cast<udp::UdpNodeFactory&>(*a);
+    const auto& ub = dynamic_cast<udp::UdpNodeFactory&>(*b);
+    const auto sent = ua.datagram_stats();
+    const auto got = ub.datagram_stats();
+    EXPECT_GT(got.count(udp::Drop::injected), 0u);
+    EXPECT_GT(got.count(udp::Drop::duplicate), 0u) << "injected duplicates were not dropped as such";
+    EXPECT_GT(sent.repairs, 0u) << "nothing was resent although datagrams were dropped";
+    EXPECT_GT(got.naks_sent, 0u);
+    EXPECT_EQ(from_a->stats().messages_received, n + 1);
+    EXPECT_EQ(got.count(udp::Drop::bad_fragment), 0u);
+    EXPECT_EQ(got.count(udp::Drop::beyond_window), 0u);
+}
+
+INSTANTIATE_TEST_SUITE_P(Loss, UdpLoss, ::testing::Values(0.01, 0.05),
+                         [](const auto& info) { return info.param < 0.02 ? "OnePercent" : "FivePercent"; });
+
+// A slow receiver never makes the sender drop: the sender stops at the window, and
+// everything arrives once the receiver takes it.
+TEST(Udp, ASlowReceiverHoldsTheSenderAtItsWindowAndLosesNothing) {
+    auto c = make_configuration("udp", unique_partition("slow"), 2,
+                                [](config::Configuration& c) { c.edit_section<udp::Options>().window = 64; });
+    auto a = NodeFactory::create(c, 1);
+    auto b = NodeFactory::create(c, 2);
+    auto to_b = a->create_node(2);
+    auto from_a = b->create_node(1);
+    constexpr std::uint64_t n = 500;
+    for (std::uint64_t i = 0; i < n; ++i)
+        to_b->send(make_message(*a, 1000, 0, i));
+    // The receiver takes nothing: the sender stops at the window (64 datagrams).
+    EXPECT_FALSE(to_b->flush(200ms));
+    EXPECT_GE(to_b->stats().queue_depth, n - 64);
+    for (std::uint64_t i = 0; i < n; ++i) {
+        auto m = from_a->receive(patience);
+        ASSERT_NE(m, nullptr) << "message " << i;
+        ASSERT_EQ(check_payload(*m).seq, i);
+    }
+    EXPECT_TRUE(to_b->flush(patience));
+    EXPECT_EQ(dynamic_cast<udp::UdpNodeFactory&>(*b).datagram_stats().count(udp::Drop::beyond_window), 0u);
+}
+
+// ---------------------------------------------------------------- hostile datagrams
+
+class RawSocket {
+public:
+    explicit RawSocket(std::uint16_t port) : fd_(::socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0)) {
+        sockaddr_in a{};
+        a.sin_family = AF_INET;
+        a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+        a.sin_port = htons(port);
+        bound_ = ::bind(fd_, reinterpret_cast<const sockaddr*>(&a), sizeof a) == 0;
+    }
+    ~RawSocket() { ::close(fd_); }
+    RawSocket(const RawSocket&) = delete;
+    RawSocket& operator=(const RawSocket&) = delete;
+    [[nodiscard]] bool bound() const { return bound_; }
+    void send_to(std::uint16_t port, std::span<const std::byte> bytes) const {
+        sockaddr_in a{};
+        a.sin_family = AF_INET;
+        a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+        a.sin_port = htons(port);
+        (void)::sendto(fd_, bytes.data(), bytes.size(), 0, reinterpret_cast<const sockaddr*>(&a), sizeof a);
+    }
+    // The next datagram within timeout; empty when none.
+    std::vector<std::byte> receive(std::chrono::milliseconds timeout) const {
+        timeval tv{0, static_cast<suseconds_t>(std::chrono::microseconds(timeout).count())};
+        ::setsockopt(fd_, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
+        std::vector<std::byte> b(65536);
+        const auto n = ::recv(fd_, b.data(), b.size(), 0);
+        b.resize(n > 0 ? static_cast<std::size_t>(n) : 0);
+        return b;
+    }
+
+private:
+    int fd_;
+    bool bound_ = false;
+};
+
+TEST(Udp, HostileDatagramsAreDroppedAndCountedByReasonWhileGoodTrafficFlows) {
+    auto c = make_configuration("udp", unique_partition("hostile"), 3);
+    auto a = NodeFactory::create(c, 1);
+    auto b = NodeFactory::create(c, 2);
+    auto to_b = a->create_node(2);
+    auto from_a = b->create_node(1);
+    const std::uint16_t port_b = c.nodes[1].port;
+    RawSocket intruder(c.nodes[2].port); // poses as node 3, which never starts
+    ASSERT_TRUE(intruder.bound());
+    const auto& ub = dynamic_cast<udp::UdpNodeFactory&>(*b);
+
+    // As node 3, learn node 2's incarnation from the welcome to a hello.
+    udp::DatagramHeader h;
+    h.magic = udp::magic;
+    h.version = udp::protocol_version;
+    h.type = static_cast<std::uint16_t>(udp::DatagramType::hello);
+    h.from = 3;
+    h.to = 2;
+    h.partition = udp::partition_hash(c.partition);
+    h.incarnation = 0x1234;
+    intruder.send_to(port_b, datagram(h, 0));
+    std::vector<std::byte> answer;
+    for (auto deadline = Clock::now() + patience; answer.empty() && Clock::now() < deadline;)
+        answer = intruder.receive(100ms);
+    ASSERT_GE(answer.size(), udp::header_size) << "no welcome to a hello";
+    udp::DatagramHeader welcome;
+    std::memcpy(&welcome, answer.data(), udp::header_size);
+    ASSERT_EQ(welcome.type, static_cast<std::uint16_t>(udp::DatagramType::welcome));
+
+    auto data = h;
+    data.type = static_cast<std::uint16_t>(udp::DatagramType::data);
+    data.peer_incarnation = welcome.incarnation;
+    data.flags = udp::flag_first;
+    data.length = 10;
+    std::uint64_t seq = 0;
+    auto exchange = [&](std::uint64_t count) {
+        for (std::uint64_t i = 0; i < count; ++i, ++seq) {
+            to_b->send(make_message(*a, 64 + seq % 3000, 0, seq));
+            auto m = from_a->receive(patience);
+            ASSERT_NE(m, nullptr) << "message " << seq;
+            ASSERT_EQ(check_payload(*m).seq, seq);
+        }
+    };
+    exchange(100);
+    using udp::Drop;
+    struct Attack {
+        Drop drop;
+        std::vector<std::byte> bytes;
+    };
+    std::vector<Attack> attacks;
+    attacks.push_back({Drop::too_short, std::vector<std::byte>(10, std::byte{1})});
+    auto bad = data;
+    bad.magic = 0;
+    attacks.push_back({Drop::bad_magic, datagram(bad, 10)});
+    bad = data, bad.version = 9;
+    attacks.push_back({Drop::bad_version, datagram(bad, 10)});
+    bad = data, bad.type = 42;
+    attacks.push_back({Drop::bad_type, datagram(bad, 10)});
+    bad = data, bad.partition ^= 1;
+    attacks.push_back({Drop::wrong_partition, datagram(bad, 10)});
+    bad = data, bad.from = 99;
+    attacks.push_back({Drop::unknown_sender, datagram(bad, 10)});
+    bad = data, bad.to = 1;
+    attacks.push_back({Drop::wrong_target, datagram(bad, 10)});
+    bad = data, bad.peer_incarnation ^= 1;
+    attacks.push_back({Drop::stale, datagram(bad, 10)});
+    bad = data, bad.seq = 1'000'000'000;
+    attacks.push_back({Drop::beyond_window, datagram(bad, 10)});
+    bad = data, bad.length = 5;
+    attacks.push_back({Drop::bad_fragment, datagram(bad, 10)});
+    bad = data, bad.flags = 0, bad.offset = 0xfffffff0u, bad.length = 0xffffffffu;
+    attacks.push_back({Drop::bad_fragment, datagram(bad, 10)});
+    std::array<std::uint64_t, static_cast<std::size_t>(Drop::kinds)> expected{};
+    for (int round = 0; round < 20; ++round) {
+        for (const auto& attack : attacks) {
+            intruder.send_to(port_b, attack.bytes);
+            ++expected[static_cast<std::size_t>(attack.drop)];
+        }
+        exchange(20);
+    }
+    for (std::size_t r = 0; r < expected.size(); ++r) {
+        const auto drop = static_cast<Drop>(r);
+        if (expected[r] == 0) continue;
+        EXPECT_TRUE(eventually([&] { return ub.datagram_stats().count(drop) >= expected[r]; }, patience))
+            << udp::describe(drop) << ": " << ub.datagram_stats().count(drop) << " counted, " << expected[r] << " sent";
+    }
+    exchange(100);
+    EXPECT_EQ(from_a->stats().errors, 0u);
+}
+
+// ---------------------------------------------------------------- peer life
+
+// A child process that, once the parent writes to `start`, runs node 2, sends one
+// message (stream 2, seq) to node 1, and ends without a goodbye (_exit) when the
+// parent closes `release`. Forked before the parent makes any thread (ThreadSanitizer
+// does not support a fork of a threaded process).
+struct Child {
+    pid_t pid = -1;
+    int start = -1;
+    int release = -1;
+};
+
+Child fork_node_2(const config::Configuration& c, std::uint64_t seq, const Child& sibling = {}) {
+    int go[2], end[2];
+    if (::pipe(go) != 0 || ::pipe(end) != 0) return {};
+    const pid_t pid = ::fork();
+    if (pid == 0) {
+        ::close(go[1]);
+        ::close(end[1]);
+        if (sibling.pid > 0) { // its pipes must close when the parent closes them
+            ::close(sibling.start);
+            ::close(sibling.release);
+        }
+        char byte;
+        if (::read(go[0], &byte, 1) != 1) ::_exit(0); // the parent ended without starting it
+        auto f = NodeFactory::create(c, 2);
+        auto to1 = f->create_node(1);
+        to1->send(make_message(*f, 100, 2, seq));
+        (void)::read(end[0], &byte, 1); // until the parent closes its end
+        ::_exit(0);                     // no destructor: no goodbye
+    }
+    ::close(go[0]);
+    ::close(end[0]);
+    return {pid, go[1], end[1]};
+}
+
+void start(const Child& child) {
+    const char byte = 1;
+    ASSERT_EQ(::write(child.start, &byte, 1), 1);
+}
+
+void end(Child& child) {
+    ::close(child.start);
+    ::close(child.release);
+    if (child.pid > 0) ::waitpid(child.pid, nullptr, 0);
+    child.pid = -1;
+}
+
+TEST(Udp, APeerThatDiesIsLostAfterPeerTimeoutAndARestartedOneIsANewIncarnation) {
+    auto c = make_configuration("udp", unique_partition("life"), 2,
+                                [](config::Configuration& c) { c.peer_timeout = 500ms; });
+    Child first = fork_node_2(c, 1);
+    Child second = fork_node_2(c, 2, first);
+    ASSERT_GT(first.pid, 0);
+    ASSERT_GT(second.pid, 0);
+    struct Reap {
+        Child& a;
+        Child& b;
+        ~Reap() {
+            if (a.pid > 0) end(a);
+            if (b.pid > 0) end(b);
+        }
+    } reap{first, second};
+    auto f = NodeFactory::create(c, 1);
+    auto from2 = f->create_node(2);
+    start(first);
+    auto m = from2->receive(patience);
+    ASSERT_NE(m, nullptr) << "nothing from the first process of node 2";
+    EXPECT_EQ(check_payload(*m).seq, 1u);
+    end(first);
+
+    // The restarted node 2: its old incarnation's loss comes before its new message
+    // (or, on a slow start, after peer_timeout of silence: also once).
+    start(second);
+    int losses = 0;
+    BufferPtr next;
+    for (auto deadline = Clock::now() + patience; !next && Clock::now() < deadline;) {
+        try {
+            next = from2->receive(100ms);
+        } catch (const PeerLost& e) {
+            ++losses;
+            EXPECT_EQ(e.peer(), 2u);
+        }
+    }
+    ASSERT_NE(next, nullptr) << "nothing from the restarted node 2";
+    EXPECT_EQ(check_payload(*next).seq, 2u);
+    EXPECT_EQ(losses, 1) << "the first process's loss was not reported once before the new process's message";
+
+    // Killed without a word: lost after peer_timeout.
+    end(second);
+    const auto begin = Clock::now();
+    bool lost = false;
+    for (auto deadline = begin + patience; !lost && Clock::now() < deadline;) {
+        try {
+            EXPECT_EQ(from2->receive(100ms), nullptr);
+        } catch (const PeerLost&) {
+            lost = true;
+        }
+    }
+    EXPECT_TRUE(lost) << "a dead peer was never reported";
+    EXPECT_GE(Clock::now() - begin, c.peer_timeout / 2);
+}
+
+// A peer that ends cleanly (its factory's destructor says goodbye) is not a loss.
+TEST(Udp, APeerThatClosesCleanlyIsNotReportedLost) {
+    auto c = make_configuration("udp", unique_partition("clean"), 2,
+                                [](config::Configuration& c) { c.peer_timeout = 300ms; });
+    auto f = NodeFactory::create(c, 1);
+    auto from2 = f->create_node(2);
+    {
+        auto g = NodeFactory::create(c, 2);
+        g->create_node(1)->send(make_message(*g, 100, 2, 5));
+    }
+    auto m = from2->receive(patience);
+    ASSERT_NE(m, nullptr);
+    EXPECT_EQ(check_payload(*m).seq, 5u);
+    for (const auto end = Clock::now() + 3 * c.peer_timeout; Clock::now() < end;)
+        ASSERT_EQ(nothing_more(*from2, 50ms), "") << "after the peer ended cleanly";
+}
+
+} // namespace
+} // namespace msgpass::test
