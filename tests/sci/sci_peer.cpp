@@ -1,14 +1,12 @@
-// A peer process for the sci fault tests: it joins a partition built in code (the
-// same one the test builds) and streams, receives or idles, printing one line per
-// step on stdout so the test can wait on it.
+// A peer process for the sci white-box tests: it joins a partition built in code (the
+// same one the test builds), printing one line per step on stdout so the test can
+// wait on it. (Peer life on every technology uses tests/conformance/peer.cpp.)
 //   sci_peer PARTITION NODES SELF PEER MODE [COUNT] [SIZE] [PEER_TIMEOUT_MS]
-// MODE: stream (send COUNT numbered messages and then an end marker, or stream
-// forever if COUNT is 0), burst (send COUNT numbered messages, flush them, print
-// "sent COUNT", then stay until killed), blind-stream (as burst without the stay,
-// after making this process's mapping of the partner's control block inaccessible:
-// any read of it kills the process), idle (until killed), receive (take COUNT
-// messages and check them), echo (send every received buffer back as it is, until
-// killed or the partner is lost).
+// MODE: blind-stream (send COUNT numbered messages and flush them, after making this
+// process's mapping of the partner's control block inaccessible: any read of it
+// kills the process), idle (until killed), receive (take COUNT messages and check
+// them), echo (send every received buffer back as it is, until killed or the
+// partner is lost).
 #include <msgpass/sci/naming.hpp>
 #include <msgpass/sci/options.hpp>
 #include <msgpass/sci/protocol.hpp>
@@ -75,32 +73,16 @@ int main(int argc, char** argv) {
             std::printf("error: no mapping of node %u's segment\n", peer);
             return 1;
         }
-        if (mode == "stream" || mode == "burst" || mode == "blind-stream") {
-            for (std::uint64_t i = 0; count == 0 || i < count; ++i) {
+        if (mode == "blind-stream") {
+            for (std::uint64_t i = 0; i < count; ++i) {
                 test::send_retrying(*node, test::make_message(*factory, size, self, i), "message " + std::to_string(i));
-                if (i == 1000) {
-                    std::printf("streaming\n");
-                    std::fflush(stdout);
-                }
             }
-            if (mode == "stream") {
-                test::send_retrying(*node, test::make_end_marker(*factory, count), "the end marker");
-                if (!node->flush(std::chrono::seconds(10))) {
-                    std::printf("error: could not flush to node %u\n", static_cast<unsigned>(peer));
-                    return 1;
-                }
-            } else if (!node->flush(std::chrono::seconds(10))) {
+            if (!node->flush(std::chrono::seconds(10))) {
                 std::printf("flush timed out with %llu queued\n",
                             static_cast<unsigned long long>(node->stats().queue_depth));
                 std::fflush(stdout);
             }
             std::printf("sent %llu\n", static_cast<unsigned long long>(count));
-            if (mode == "burst") {
-                std::fflush(stdout);
-                ::prctl(PR_SET_PDEATHSIG, SIGKILL); // a test that dies must not leave it
-                for (;;)
-                    ::pause(); // until the test kills it
-            }
         } else if (mode == "idle") {
             ::prctl(PR_SET_PDEATHSIG, SIGKILL); // a test that dies must not leave it idling forever
             for (;;)
@@ -124,6 +106,9 @@ int main(int argc, char** argv) {
                 }
             }
             std::printf("received %llu\n", static_cast<unsigned long long>(count));
+        } else {
+            std::printf("error: unknown mode %s\n", mode.c_str());
+            return 2;
         }
     } catch (const std::exception& e) {
         std::printf("error: %s\n", e.what());

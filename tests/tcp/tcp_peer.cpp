@@ -1,8 +1,9 @@
 // A peer process for the tcp tests: it joins a partition given as YAML text on the
-// command line (the same text the test loads), then streams, receives, exchanges or
-// idles, printing one line per step on stdout so that the test can wait on it. The
-// tests run it on 127.0.0.1 to kill it with SIGKILL, and with `ip netns exec` in
-// network namespaces to put it on another "host".
+// command line (the same text the test loads), then streams, receives or exchanges,
+// printing one line per step on stdout so that the test can wait on it. The tests
+// run it on 127.0.0.1 to kill it with SIGKILL, and with `ip netns exec` in network
+// namespaces to put it on another "host". (Peer life on every technology uses
+// tests/conformance/peer.cpp.)
 //   tcp_peer NETWORK_YAML NODES_YAML SELF MODE [key=value...]
 // keys: to=ID[,ID...] from=ID[,ID...] count=N size=N|mixed progress=N silence_ms=N
 //       stream=N (receive: check stream N instead of the source's id, and count and
@@ -18,7 +19,6 @@
 //            "progress ID:N ID:N..." every `progress` messages, "received N".
 //   exchange stream to every `to` and receive from every `to` at once (count each
 //            way). Prints "ready", "done N", then stays until SIGTERM.
-//   idle     make the nodes, print "ready" and wait to be killed.
 // Any failure prints "error: ..." (or "lost ID unacknowledged N" for PeerLost) and
 // exits non-zero.
 #include "../support/bounded.hpp"
@@ -275,13 +275,6 @@ int main(int argc, char** argv) {
         if (mode == "stream") return stream(*factory, a, self);
         if (mode == "receive") return receive(*factory, a);
         if (mode == "exchange") return exchange(*factory, a, self);
-        if (mode == "idle") {
-            for (auto id : a.to)
-                (void)factory->create_node(id);
-            say("ready");
-            for (;;)
-                ::pause(); // until the test kills it
-        }
         std::fprintf(stderr, "tcp_peer: unknown mode %s\n", mode.c_str());
         return 2;
     } catch (const PeerLost& e) {

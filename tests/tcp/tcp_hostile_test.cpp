@@ -1,0 +1,449 @@
+// Tests of the tcp technology beyond the conformance suite: hostile input on the
+// listening port, each refusal closed and counted while good traffic flows, and
+// frames that break the protocol after a good handshake reported once as an Error.
+#include "tcp_test_support.hpp"
+
+namespace msgpass::test {
+namespace {
+
+// ------------------------------------------------------------ good traffic
+
+// Two nodes in this process exchanging numbered, checksummed messages both ways
+// in two threads (one per node, each its node's only sender and receiver), with
+// at most `window` messages in flight each way. stop() drains both ways and
+// reports anything lost, duplicated, reordered or corrupted.
+class GoodTraffic {
+public:
+    struct Side {
+        NodeFactory* factory = nullptr;
+        NodePtr peer;
+        NodePtr watched; // a node that must never deliver anything, or null
+        std::uint32_t stream = 0;
+        std::atomic<std::uint64_t> sent{0};
+        std::atomic<std::uint64_t> received{0};
+        std::atomic<bool> done_sending{false};
+        std::atomic<std::uint64_t> watched_messages{0};
+        std::atomic<std::uint64_t> watched_losses{0};
+        std::atomic<std::uint64_t> watched_errors{0};
+        std::mutex watched_mutex;
+        std::string watched_error; // what the errors said
+    };
+
+    GoodTraffic(Side& a, Side& b) : a_(a), b_(b) {
+        ta_ = std::thread([this] { run(a_, b_); });
+        tb_ = std::thread([this] { run(b_, a_); });
+    }
+    GoodTraffic(const GoodTraffic&) = delete;
+    GoodTraffic& operator=(const GoodTraffic&) = delete;
+    ~GoodTraffic() { stop(); }
+
+    // True when both ways delivered n more messages within bound.
+    bool flows(std::uint64_t n, std::chrono::milliseconds bound = patience) {
+        const auto a0 = a_.received.load(), b0 = b_.received.load();
+        return eventually([&] { return failed() || (a_.received >= a0 + n && b_.received >= b0 + n); }, bound) &&
+               !failed();
+    }
+    // Stops sending, drains both ways; returns the first error ("" if none).
+    std::string stop() {
+        stop_ = true;
+        if (ta_.joinable()) ta_.join();
+        if (tb_.joinable()) tb_.join();
+        return error();
+    }
+    [[nodiscard]] std::string error() const {
+        std::lock_guard lock(mutex_);
+        return error_;
+    }
+    [[nodiscard]] bool failed() const { return failed_; }
+
+private:
+    void fail(const std::string& what) {
+        std::lock_guard lock(mutex_);
+        if (error_.empty()) error_ = what;
+        failed_ = true;
+    }
+
+    // Takes one message if any arrives within wait; false on an error.
+    bool take(Side& me, Side& other, std::chrono::nanoseconds wait) {
+        if (me.watched) {
+            try {
+                if (auto m = me.watched->receive()) {
+                    ++me.watched_messages;
+                    fail("node " + std::to_string(me.watched->id()) + " delivered a message");
+                    return false;
+                }
+            } catch (const PeerLost&) {
+                ++me.watched_losses; // a node that never ran may be reported lost
+            } catch (const Error& e) {
+                ++me.watched_errors; // the protocol violation of the hostile connection, reported once
+                std::lock_guard lock(me.watched_mutex);
+                me.watched_error += (me.watched_error.empty() ? "" : "; ") + std::string(e.what());
+            }
+        }
+        BufferPtr m;
+        try {
+            m = wait.count() == 0 ? me.peer->receive() : me.peer->receive(wait);
+        } catch (const Error& e) {
+            fail("receive from node " + std::to_string(me.peer->id()) + ": " + e.what());
+            return false;
+        }
+        if (!m) return true;
+        try {
+            const auto h = check_payload(*m);
+            const auto expected = me.received.load();
+            if (h.stream != other.stream || h.seq != expected) {
+                fail("node " + std::to_string(me.peer->id()) + ": expected message " + std::to_string(expected) +
+                     " of stream " + std::to_string(other.stream) + ", got " + std::to_string(h.seq) + " of stream " +
+                     std::to_string(h.stream));
+                return false;
+            }
+        } catch (const std::string& e) {
+            fail(e);
+            return false;
+        }
+        ++me.received;
+        return true;
+    }
+
+    void run(Side& me, Side& other) {
+        constexpr std::uint64_t window = 256;
+        while (!stop_ && !failed_) {
+            bool window_full = me.sent - other.received >= window;
+            if (!window_full) {
+                auto b = make_message(*me.factory, mixed_size(me.sent) % (200 * 1024), me.stream, me.sent);
+                try {
+                    me.peer->send(std::move(b));
+                    ++me.sent;
+                } catch (const SendQueueFull&) {
+                    window_full = true;
+                } catch (const Error& e) {
+                    fail("send to node " + std::to_string(me.peer->id()) + ": " + e.what());
+                    break;
+                }
+            }
+            if (!take(me, other, window_full ? std::chrono::nanoseconds(2ms) : std::chrono::nanoseconds(0))) break;
+        }
+        me.done_sending = true;
+        if (!me.peer->flush(patience)) fail("could not flush to node " + std::to_string(me.peer->id()));
+        const auto deadline = Clock::now() + patience;
+        while (!failed_ && (!other.done_sending || me.received < other.sent)) {
+            if (Clock::now() > deadline) {
+                fail("node " + std::to_string(me.peer->id()) + " sent " + std::to_string(other.sent) + ", " +
+                     std::to_string(me.received) + " arrived");
+                return;
+            }
+            if (!take(me, other, 10ms)) return;
+        }
+        if (failed_) return;
+        try {
+            if (me.peer->receive(200ms)) fail("a message from node " + std::to_string(me.peer->id()) + " came twice");
+        } catch (const Error& e) {
+            fail(std::string("after the stream: ") + e.what());
+        }
+    }
+
+    Side& a_;
+    Side& b_;
+    std::atomic<bool> stop_{false};
+    std::atomic<bool> failed_{false};
+    mutable std::mutex mutex_;
+    std::string error_;
+    std::thread ta_, tb_;
+};
+
+// ------------------------------------------------------------ hostile input
+
+// Nodes 1 and 2 exchange good traffic; node 3 is in the nodes file but never
+// runs, so that a hostile connection can claim it. The hostile side connects to
+// node 2's port. Every refusal a test provokes is declared with expect_refused();
+// TearDown checks that each declared refusal was counted and nothing else was,
+// and that the good traffic lost and duplicated nothing.
+class TcpHostileInput : public ::testing::Test {
+protected:
+    static constexpr auto peer_timeout = 1000ms;
+
+    void SetUp() override {
+        text_ = local_partition(partition_for_test(), 3, peer_timeout);
+        ASSERT_EQ(text_.nodes.size(), 3u) << "no free ports";
+        c_ = text_.load();
+        f1_ = NodeFactory::create(c_, 1);
+        f2_ = NodeFactory::create(c_, 2);
+        one_.factory = f1_.get();
+        one_.peer = f1_->create_node(2);
+        one_.stream = 1;
+        two_.factory = f2_.get();
+        two_.peer = f2_->create_node(1);
+        two_.watched = f2_->create_node(3);
+        two_.stream = 2;
+        before_ = tcp2().listener_stats();
+        traffic_ = std::make_unique<GoodTraffic>(one_, two_);
+        ASSERT_TRUE(traffic_->flows(100)) << "good traffic does not flow: " << traffic_->error();
+    }
+
+    void TearDown() override {
+        if (!traffic_) return;
+        EXPECT_TRUE(traffic_->flows(100)) << "good traffic stopped after the hostile input: " << traffic_->error();
+        EXPECT_EQ(traffic_->stop(), "");
+        EXPECT_GT(one_.received, 0u);
+        EXPECT_GT(two_.received, 0u);
+        EXPECT_EQ(two_.watched_messages, 0u) << "the node the hostile side claimed to be delivered a message";
+        // "Error, once, when the peer broke the protocol": exactly the declared number
+        // of errors from the claimed node, none for a refused handshake. (A loss of
+        // that node, which never ran, may be reported as well.)
+        EXPECT_EQ(two_.watched_errors, expected_errors_) << "errors from node 3: " << two_.watched_error;
+        if (expected_errors_ != 0) {
+            EXPECT_NE(two_.watched_error.find(expected_error_text_), std::string::npos)
+                << "the error does not say what was wrong: " << two_.watched_error;
+        }
+        EXPECT_EQ(f2_->create_node(3)->stats().errors, two_.watched_errors + two_.watched_losses);
+        const auto now = tcp2().listener_stats();
+        std::set<Refusal> declared;
+        for (const auto& [kinds, n] : expected_) {
+            std::uint64_t delta = 0;
+            for (auto k : kinds) {
+                delta += now.count(k) - before_.count(k);
+                declared.insert(k);
+            }
+            EXPECT_EQ(delta, n) << "refusals of " << tcp::describe(kinds.front()) << " (and alternatives); "
+                                << describe(now);
+        }
+        for (std::size_t k = 1; k < static_cast<std::size_t>(Refusal::kinds); ++k) {
+            const auto r = static_cast<Refusal>(k);
+            if (declared.count(r) == 0) {
+                EXPECT_EQ(now.count(r), before_.count(r)) << "unexpected refusals: " << tcp::describe(r);
+            }
+        }
+    }
+
+    tcp::TcpNodeFactory& tcp1() { return tcp_of(*f1_); }
+    tcp::TcpNodeFactory& tcp2() { return tcp_of(*f2_); }
+    std::uint16_t port() const { return text_.nodes[1].port; }
+
+    // Declares n refusals, counted under one of kinds; waits until they are counted.
+    void expect_refused(std::vector<Refusal> kinds, std::uint64_t n = 1) {
+        std::uint64_t before = 0;
+        for (auto k : kinds)
+            before += before_.count(k);
+        for (const auto& [ks, m] : expected_)
+            for (auto k : ks)
+                if (std::find(kinds.begin(), kinds.end(), k) != kinds.end()) before += m;
+        const auto counted = [&] {
+            const auto s = tcp2().listener_stats();
+            std::uint64_t sum = 0;
+            for (auto k : kinds)
+                sum += s.count(k);
+            return sum;
+        };
+        EXPECT_TRUE(eventually([&] { return counted() >= before + n; }, 10s))
+            << "not counted as " << tcp::describe(kinds.front()) << ": " << describe(tcp2().listener_stats());
+        expected_.emplace_back(std::move(kinds), n);
+    }
+
+    // Declares that node 3's receive reports one Error saying `text` (the protocol
+    // violation of the hostile connection), and waits until it did.
+    void expect_error(const std::string& text) {
+        expected_errors_ = 1;
+        expected_error_text_ = text;
+        EXPECT_TRUE(eventually([&] { return two_.watched_errors >= 1; }, 10s))
+            << "no Error from the node that broke the protocol";
+    }
+
+    // Connects as node 3, completes the handshake and checks the Welcome.
+    RawSocket handshake_as_node_3() {
+        auto s = RawSocket::connect_to(port());
+        EXPECT_TRUE(s.valid());
+        EXPECT_TRUE(s.send_struct(hello_from(3)));
+        tcp::Welcome w{};
+        EXPECT_EQ(s.read_exact(&w, sizeof w), sizeof w) << "a good Hello got no Welcome";
+        EXPECT_EQ(w.kind, static_cast<std::uint16_t>(tcp::Kind::welcome)) << "refused for " << w.reason;
+        EXPECT_EQ(w.from, 2u);
+        EXPECT_EQ(w.to, 3u);
+        EXPECT_EQ(w.next_expected, 0u);
+        EXPECT_TRUE(eventually([&] { return tcp2().listener_stats().accepted > before_.accepted; }, 10s));
+        return s;
+    }
+
+    tcp::Hello hello_from(NodeId from) const {
+        return tcp::make_hello(from, 2, 0x1234'5678'9abc'def0ULL + from, text_.partition);
+    }
+
+    // Reads the acceptor's answer if one comes: a refusal must name reason.
+    void expect_refusal_or_close(RawSocket& s, Refusal reason) {
+        tcp::Welcome w{};
+        const auto got = s.read_exact(&w, sizeof w, 10s);
+        if (got == sizeof w) {
+            EXPECT_EQ(w.magic, tcp::magic);
+            EXPECT_EQ(w.kind, static_cast<std::uint16_t>(tcp::Kind::refusal)) << "the acceptor did not refuse";
+            EXPECT_EQ(w.reason, static_cast<std::uint32_t>(reason)) << "refused for " << w.reason;
+        } else {
+            EXPECT_EQ(got, 0u) << "a partial answer of " << got << " bytes";
+        }
+        EXPECT_TRUE(s.wait_closed()) << "the acceptor kept the connection open";
+    }
+
+    PartitionText text_;
+    config::Configuration c_;
+    std::unique_ptr<NodeFactory> f1_, f2_;
+    GoodTraffic::Side one_, two_;
+    tcp::ListenerStats before_;
+    std::unique_ptr<GoodTraffic> traffic_;
+    std::vector<std::pair<std::vector<Refusal>, std::uint64_t>> expected_;
+    std::uint64_t expected_errors_ = 0;
+    std::string expected_error_text_;
+};
+
+TEST_F(TcpHostileInput, GarbageBytesAreClosedAndCountedAsBadMagic) {
+    auto s = RawSocket::connect_to(port());
+    ASSERT_TRUE(s.valid());
+    std::vector<std::uint8_t> garbage(4096);
+    std::mt19937 rng(11);
+    for (auto& byte : garbage)
+        byte = static_cast<std::uint8_t>(rng());
+    garbage[0] = 'G';                           // never the magic
+    s.send_all(garbage.data(), garbage.size()); // may fail once the acceptor closed
+    EXPECT_TRUE(s.wait_closed()) << "the acceptor kept a garbage connection open";
+    expect_refused({Refusal::bad_magic});
+}
+
+TEST_F(TcpHostileInput, AHelloWithTheWrongMagicIsClosedAndCountedAsBadMagic) {
+    auto s = RawSocket::connect_to(port());
+    ASSERT_TRUE(s.valid());
+    auto h = hello_from(3);
+    h.magic = 0x4d505443; // the magic byte-swapped, as a big-endian host would write it
+    ASSERT_TRUE(s.send_struct(h));
+    EXPECT_TRUE(s.wait_closed());
+    expect_refused({Refusal::bad_magic});
+}
+
+TEST_F(TcpHostileInput, AnotherProtocolVersionGetsARefusalNamingBadVersionBeforeTheClose) {
+    auto s = RawSocket::connect_to(port());
+    ASSERT_TRUE(s.valid());
+    auto h = hello_from(3);
+    h.version = tcp::protocol_version + 1;
+    ASSERT_TRUE(s.send_struct(h));
+    tcp::Welcome w{};
+    ASSERT_EQ(s.read_exact(&w, sizeof w), sizeof w) << "no refusal came before the close";
+    EXPECT_EQ(w.magic, tcp::magic);
+    EXPECT_EQ(w.kind, static_cast<std::uint16_t>(tcp::Kind::refusal));
+    EXPECT_EQ(w.reason, static_cast<std::uint32_t>(Refusal::bad_version));
+    EXPECT_EQ(w.from, 2u);
+    EXPECT_TRUE(s.wait_closed());
+    expect_refused({Refusal::bad_version});
+}
+
+TEST_F(TcpHostileInput, AHelloOfAnotherPartitionIsRefusedAndCounted) {
+    auto s = RawSocket::connect_to(port());
+    ASSERT_TRUE(s.valid());
+    ASSERT_TRUE(s.send_struct(tcp::make_hello(3, 2, 77, "another-partition")));
+    expect_refusal_or_close(s, Refusal::wrong_partition);
+    expect_refused({Refusal::wrong_partition});
+}
+
+TEST_F(TcpHostileInput, AHelloFromANodeIdAbsentFromTheNodesFileIsRefusedAndCounted) {
+    auto s = RawSocket::connect_to(port());
+    ASSERT_TRUE(s.valid());
+    ASSERT_TRUE(s.send_struct(hello_from(999)));
+    expect_refusal_or_close(s, Refusal::unknown_node);
+    expect_refused({Refusal::unknown_node});
+}
+
+TEST_F(TcpHostileInput, AHelloAddressedToAnotherNodeIsRefusedAndCounted) {
+    auto s = RawSocket::connect_to(port());
+    ASSERT_TRUE(s.valid());
+    auto h = hello_from(3);
+    h.to = 1;
+    ASSERT_TRUE(s.send_struct(h));
+    expect_refusal_or_close(s, Refusal::wrong_target);
+    expect_refused({Refusal::wrong_target});
+}
+
+TEST_F(TcpHostileInput, AHelloCutShortByTheConnectorsCloseIsClosedAndCounted) {
+    auto s = RawSocket::connect_to(port());
+    ASSERT_TRUE(s.valid());
+    const auto h = hello_from(3);
+    ASSERT_TRUE(s.send_all(&h, 60));
+    s.shutdown_write();
+    EXPECT_TRUE(s.wait_closed()) << "the acceptor kept a half-closed connection";
+    expect_refused({Refusal::handshake_timeout});
+}
+
+TEST_F(TcpHostileInput, AHelloWithAHugePartitionLengthIsRefusedAndCountedAsBadLength) {
+    auto s = RawSocket::connect_to(port());
+    ASSERT_TRUE(s.valid());
+    auto h = hello_from(3);
+    h.partition_length = 1ULL << 63;
+    ASSERT_TRUE(s.send_struct(h));
+    expect_refusal_or_close(s, Refusal::bad_length);
+    expect_refused({Refusal::bad_length});
+}
+
+TEST_F(TcpHostileInput, AFrameLengthOfTwoToTheSixtyThirdAfterAGoodHelloClosesTheConnectionAndDeliversNothing) {
+    auto s = handshake_as_node_3();
+    ASSERT_TRUE(s.valid());
+    tcp::FrameHeader frame;
+    frame.length = 1ULL << 63;
+    frame.seq = 0;
+    frame.type = static_cast<std::uint32_t>(tcp::FrameType::data);
+    ASSERT_TRUE(s.send_struct(frame));
+    EXPECT_TRUE(s.wait_closed()) << "a frame of 2^63 bytes did not close the connection";
+    expect_refused({Refusal::bad_length});
+    expect_error("above max_message_size");
+}
+
+// "a sequence number out of order": the first data frame of a fresh incarnation must
+// be message 0; message 5, with a whole, well-formed payload, is refused.
+TEST_F(TcpHostileInput, ADataFrameWithTheWrongSequenceNumberIsOneErrorAndDeliversNothing) {
+    auto s = handshake_as_node_3();
+    ASSERT_TRUE(s.valid());
+    std::vector<std::byte> payload(100);
+    fill_payload(payload, 3, 5);
+    tcp::FrameHeader frame;
+    frame.length = payload.size();
+    frame.seq = 5;
+    frame.type = static_cast<std::uint32_t>(tcp::FrameType::data);
+    ASSERT_TRUE(s.send_struct(frame));
+    ASSERT_TRUE(s.send_all(payload.data(), payload.size()));
+    EXPECT_TRUE(s.wait_closed()) << "a frame out of order did not close the connection";
+    expect_refused({Refusal::protocol_error});
+    expect_error("sent message 5 where 0 was expected");
+}
+
+TEST_F(TcpHostileInput, AFrameOfAnUnknownTypeAfterAGoodHelloIsOneErrorAndDeliversNothing) {
+    auto s = handshake_as_node_3();
+    ASSERT_TRUE(s.valid());
+    tcp::FrameHeader frame;
+    frame.length = 0;
+    frame.seq = 0;
+    frame.type = 77;
+    ASSERT_TRUE(s.send_struct(frame));
+    EXPECT_TRUE(s.wait_closed()) << "a frame of an unknown type did not close the connection";
+    expect_refused({Refusal::protocol_error});
+    expect_error("unknown type 77");
+}
+
+TEST_F(TcpHostileInput, AConnectionThatNeverSpeaksIsClosedAfterTheHandshakeTimeoutAndCounted) {
+    auto s = RawSocket::connect_to(port());
+    ASSERT_TRUE(s.valid());
+    const auto opened = Clock::now();
+    EXPECT_TRUE(s.wait_closed(peer_timeout + 10s)) << "a silent connection was never closed";
+    const auto waited = Clock::now() - opened;
+    EXPECT_LT(waited, peer_timeout + 5s);
+    expect_refused({Refusal::handshake_timeout});
+}
+
+TEST_F(TcpHostileInput, TwoHundredSilentConnectionsAtOnceDoNotStopGoodTrafficAndAreAllClosedAndCounted) {
+    std::vector<RawSocket> flood;
+    for (int i = 0; i < 200; ++i) {
+        flood.push_back(RawSocket::connect_to(port()));
+        ASSERT_TRUE(flood.back().valid()) << "connection " << i << " could not be opened";
+    }
+    // A fresh handshake of the good nodes has to get through the flood too.
+    tcp1().reset_connections(2);
+    EXPECT_TRUE(traffic_->flows(200)) << "good traffic stopped while 200 connections waited: " << traffic_->error();
+    for (auto& s : flood)
+        EXPECT_TRUE(s.wait_closed(peer_timeout + 20s)) << "a silent connection of the flood was never closed";
+    expect_refused({Refusal::handshake_timeout, Refusal::too_many}, 200);
+}
+
+} // namespace
+} // namespace msgpass::test

@@ -1,0 +1,230 @@
+// Tests of the tcp technology beyond the conformance suite: the tcp section of the
+// configuration, a port already taken, a connection reset mid-stream between live
+// processes, and a receiver process killed and restarted with the same node id.
+// (Peer life on every technology: tests/conformance/peer_life_test.cpp.)
+#include "tcp_test_support.hpp"
+
+namespace msgpass::test {
+namespace {
+
+// ------------------------------------------------------------ tcp options
+
+TEST(TcpOptions, TheTcpSectionSetsTheEngineParametersAndWithoutItTheDefaultsHold) {
+    auto text = local_partition(partition_for_test(), 2, 500ms);
+    ASSERT_EQ(text.nodes.size(), 2u) << "no free ports";
+    const auto defaults = tcp::Parameters::from(text.load(), 1);
+    EXPECT_EQ(defaults.handshake_timeout, 500ms); // min(peer_timeout, 2 s)
+    EXPECT_EQ(defaults.ack_every, 64u);
+    EXPECT_EQ(defaults.ack_bytes, 2 * config::MiB);
+    text.tcp_section = "{handshake_timeout: 5s, ack_every: 8, ack_bytes: 64KiB}";
+    const auto c = text.load();
+    EXPECT_EQ(c.section<tcp::Options>().ack_every, 8u);
+    const auto p = tcp::Parameters::from(c, 1);
+    EXPECT_EQ(p.handshake_timeout, 5s);
+    EXPECT_EQ(p.ack_every, 8u);
+    EXPECT_EQ(p.ack_bytes, 64 * config::KiB);
+}
+
+// With a peer timeout of 500 ms a silent connection is closed after 500 ms
+// (min(peer_timeout, 2 s)); `tcp: {handshake_timeout: 30s}` keeps it open.
+TEST(TcpOptions, AConfiguredHandshakeTimeoutHoldsASilentConnectionPastTheDefault) {
+    auto text = local_partition(partition_for_test(), 1, 500ms);
+    ASSERT_EQ(text.nodes.size(), 1u) << "no free ports";
+    {
+        auto factory = NodeFactory::create(text.load(), 1);
+        auto s = RawSocket::connect_to(text.nodes[0].port);
+        ASSERT_TRUE(s.valid());
+        EXPECT_TRUE(s.wait_closed(10s)) << "a silent connection outlived the default handshake timeout";
+    }
+    text.tcp_section = "{handshake_timeout: 30s}";
+    auto factory = NodeFactory::create(text.load(), 1);
+    auto s = RawSocket::connect_to(text.nodes[0].port);
+    ASSERT_TRUE(s.valid());
+    EXPECT_FALSE(s.wait_closed(3s)) << "closed before the configured handshake timeout of 30 s";
+    EXPECT_EQ(tcp_of(*factory).listener_stats().count(Refusal::handshake_timeout), 0u);
+}
+
+// ------------------------------------------------------------ resources
+
+// "ResourceError (the port cannot be bound)": another program listens on node 1's
+// port; the factory says which port, and starts once the port is free again.
+TEST(TcpResources, AFactoryWhosePortIsTakenFailsWithAResourceErrorNamingThePort) {
+    const auto text = local_partition(partition_for_test(), 2, 1000ms);
+    ASSERT_EQ(text.nodes.size(), 2u) << "no free ports";
+    const auto c = text.load();
+    const auto port = text.nodes[0].port;
+    RawSocket squatter(::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0));
+    ASSERT_TRUE(squatter.valid());
+    sockaddr_in a{};
+    a.sin_family = AF_INET;
+    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    a.sin_port = htons(port);
+    ASSERT_EQ(::bind(squatter.fd(), reinterpret_cast<const sockaddr*>(&a), sizeof a), 0) << std::strerror(errno);
+    ASSERT_EQ(::listen(squatter.fd(), 1), 0);
+    try {
+        auto f = NodeFactory::create(c, 1);
+        FAIL() << "a factory started on port " << port << ", which another socket listens on";
+    } catch (const ResourceError& e) {
+        EXPECT_NE(std::string(e.what()).find(std::to_string(port)), std::string::npos) << e.what();
+    }
+    squatter.close();
+    EXPECT_NO_THROW((void)NodeFactory::create(c, 1)) << "the factory did not start once the port was free";
+}
+
+// ------------------------------------------------------- connection reset
+
+// "both processes live on and reconnect": a reset between live nodes loses and
+// duplicates nothing, whichever side resets, with messages above 64 KiB in flight.
+TEST(TcpConnectionReset, AResetMidStreamWithBothSidesAliveLosesAndDuplicatesNothing) {
+    const auto text = local_partition(partition_for_test(), 2, 2000ms);
+    ASSERT_EQ(text.nodes.size(), 2u) << "no free ports";
+    const auto c = text.load();
+    auto a = NodeFactory::create(c, 1);
+    auto b = NodeFactory::create(c, 2);
+    auto to_b = a->create_node(2);
+    auto from_a = b->create_node(1);
+    constexpr std::uint64_t n = 20000;
+    constexpr std::uint64_t window = 1500; // keeps the sender ahead of the receiver, so resets hit data in flight
+    std::atomic<std::uint64_t> received{0};
+    std::atomic<bool> failed{false};
+    std::string send_error, receive_error;
+    std::thread sender([&] {
+        for (std::uint64_t i = 0; i < n && !failed; ++i) {
+            if (!eventually([&] { return failed || i < received + window; }, patience)) {
+                send_error = "the receiver stalled at " + std::to_string(received);
+                failed = true;
+                return;
+            }
+            try {
+                send_retrying(*to_b, make_message(*a, mixed_size(i), 0, i), "message " + std::to_string(i));
+            } catch (const std::exception& e) {
+                send_error = "message " + std::to_string(i) + ": " + e.what();
+                failed = true;
+                return;
+            }
+        }
+        if (!to_b->flush(patience)) send_error = "could not flush";
+    });
+    std::thread receiver([&] {
+        try {
+            while (received < n && !failed) {
+                auto m = from_a->receive(patience);
+                if (!m) {
+                    receive_error = "stalled at " + std::to_string(received);
+                    break;
+                }
+                const auto h = check_payload(*m);
+                if (h.seq != received) {
+                    receive_error = "expected message " + std::to_string(received) + ", got " + std::to_string(h.seq);
+                    break;
+                }
+                if (m->size() != mixed_size(h.seq)) {
+                    receive_error = "message " + std::to_string(h.seq) + " has the wrong size";
+                    break;
+                }
+                ++received;
+            }
+            if (receive_error.empty() && !failed && from_a->receive(300ms)) receive_error = "a message came twice";
+        } catch (const std::string& e) {
+            receive_error = e;
+        } catch (const Error& e) {
+            receive_error = e.what();
+        }
+        if (!receive_error.empty()) failed = true;
+    });
+    const auto accepted_before = tcp_of(*b).listener_stats().accepted;
+    int mid_stream = 0;
+    for (std::uint64_t point = 2000; point < n; point += 3000) {
+        if (!eventually([&] { return failed || received >= point; }, patience) || failed) break;
+        if (point / 3000 % 2 == 0) {
+            tcp_of(*a).reset_connections(2);
+        } else {
+            tcp_of(*b).reset_connections(1);
+        }
+        if (received < n) ++mid_stream;
+    }
+    sender.join();
+    receiver.join();
+    EXPECT_EQ(send_error, "");
+    EXPECT_EQ(receive_error, "");
+    EXPECT_EQ(received, n);
+    EXPECT_GE(mid_stream, 4) << "the resets did not fall in the stream";
+    // Each reset threw away what was on the wire (the sender runs up to `window`
+    // messages ahead), so messages were sent again: NodeStats::retries counts them.
+    EXPECT_GT(to_b->stats().retries, 0u) << "messages resent after the resets were not counted as retries ("
+                                         << to_b->stats().messages_sent << " messages written for " << n << ")";
+    EXPECT_EQ(from_a->stats().messages_received, n);
+    EXPECT_GE(tcp_of(*b).listener_stats().accepted - accepted_before, static_cast<std::uint64_t>(mid_stream))
+        << "the resets did not make the sender reconnect: " << describe(tcp_of(*b).listener_stats());
+}
+
+class TcpPeerLife : public ::testing::Test {
+protected:
+    static constexpr auto peer_timeout = 500ms;
+    void SetUp() override {
+        text_ = local_partition(partition_for_test(), 2, peer_timeout);
+        ASSERT_EQ(text_.nodes.size(), 2u) << "no free ports";
+        c_ = text_.load();
+    }
+    PartitionText text_;
+    config::Configuration c_;
+};
+
+// Streams to node 2 until the peer process reports `until` messages from node 1.
+void stream_until_peer_reports(NodeFactory& f, Node& to, ChildProcess& peer, std::uint64_t until, std::uint64_t& seq) {
+    const auto deadline = Clock::now() + patience;
+    std::uint64_t reported = 0;
+    while (reported < until && Clock::now() < deadline) {
+        for (int k = 0; k < 50; ++k, ++seq)
+            send_driving(f, to, 1, seq, 100 + seq % 3000);
+        to.flush(1ms);
+        const auto line = peer.read_line(5ms); // at 1 ms the whole wait rounds down to nothing
+        if (line.rfind("error", 0) == 0 || line.rfind("lost", 0) == 0) FAIL() << "peer: " << line;
+        if (line.rfind("progress", 0) == 0) reported = progress_of(line, 1);
+    }
+    ASSERT_GE(reported, until) << "the peer took only " << reported << " messages";
+}
+
+// Sends until PeerLost; returns it (or nullopt after bound).
+std::optional<PeerLost> send_until_lost(NodeFactory& f, Node& to, std::uint64_t& seq, std::chrono::milliseconds bound) {
+    const auto deadline = Clock::now() + bound;
+    while (Clock::now() < deadline) {
+        try {
+            send_driving(f, to, 1, seq++, 200);
+            to.flush(20ms);
+        } catch (const PeerLost& e) {
+            return e;
+        }
+    }
+    return std::nullopt;
+}
+
+TEST_F(TcpPeerLife, ARestartedReceiverWithTheSameNodeIdGetsNewTrafficOnly) {
+    auto self = NodeFactory::create(c_, 1);
+    auto to_peer = self->create_node(2);
+    std::uint64_t seq = 0;
+    {
+        ChildProcess first(peer_args(text_, 2, "receive", {"from=1", "count=0", "progress=500"}));
+        ASSERT_EQ(first.wait_for_line("ready", patience), "ready");
+        stream_until_peer_reports(*self, *to_peer, first, 1000, seq);
+        if (HasFatalFailure()) return;
+        first.kill(SIGKILL);
+        first.wait();
+        ASSERT_TRUE(send_until_lost(*self, *to_peer, seq, 20s).has_value()) << "the kill was never reported";
+    }
+    // The new traffic is stream 2, numbered from 0; the new process checks that it
+    // gets all of it in order. A message of stream 1 sent while the loss was being
+    // declared, before send() could report it, is queued for the next incarnation
+    // and may come first: at most one ("other 1").
+    ChildProcess second(peer_args(text_, 2, "receive", {"from=1", "count=500", "progress=100", "stream=2"}));
+    ASSERT_EQ(second.wait_for_line("ready", patience), "ready");
+    for (std::uint64_t i = 0; i < 500; ++i)
+        send_driving(*self, *to_peer, 2, i);
+    EXPECT_TRUE(to_peer->flush(patience));
+    const auto end = outcome(second, patience);
+    EXPECT_TRUE(end == "received 500" || end == "received 500 other 1")
+        << "the restarted peer did not get the new traffic: " << end;
+}
+
+} // namespace
+} // namespace msgpass::test

@@ -1,0 +1,299 @@
+// Tests of the tcp technology across "hosts" made of network namespaces: a link
+// taken down mid-stream, for less and for more than peer_timeout, and a
+// `technology: auto` partition that mixes sci and tcp.
+#include "tcp_test_support.hpp"
+
+namespace msgpass::test {
+namespace {
+
+// ------------------------------------------------------ network namespaces
+
+// Runs a command to its end; returns its exit code (-1 when it did not exit).
+int run(const std::vector<std::string>& argv) {
+    ChildProcess p(argv);
+    while (!p.read_line(60s).empty()) {
+    }
+    const int status = p.wait();
+    return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+}
+
+// "Hosts" 1..n: one network namespace each, with the address 10.77.0.<i>/24 on
+// eth0, joined by a bridge in a namespace of their own (the switch). Names carry
+// the test process id and a counter, so parallel runs never meet. The destructor
+// deletes every namespace, which takes the links and the bridge with them;
+// namespaces left by a run that was killed are deleted at the next start.
+class Hosts {
+public:
+    explicit Hosts(int n) {
+        static int counter = 0;
+        prefix_ = "mpt" + std::to_string(::getpid()) + "-" + std::to_string(++counter);
+        ip_ = tool("ip");
+        if (ip_.empty()) {
+            error_ = "no ip tool";
+            return;
+        }
+        remove_stale();
+        if (!cmd({"netns", "add", hub()})) {
+            error_ = "ip netns add failed";
+            return;
+        }
+        made_.push_back(hub());
+        ok_ = cmd({"-n", hub(), "link", "add", "br0", "type", "bridge"}) &&
+              cmd({"-n", hub(), "link", "set", "br0", "up"});
+        for (int i = 1; ok_ && i <= n; ++i) {
+            ok_ = cmd({"netns", "add", name(i)});
+            if (!ok_) break;
+            made_.push_back(name(i));
+            const auto port = "p" + std::to_string(i);
+            ok_ = cmd({"-n", hub(), "link", "add", port, "type", "veth", "peer", "name", "eth0", "netns", name(i)}) &&
+                  cmd({"-n", hub(), "link", "set", port, "master", "br0"}) &&
+                  cmd({"-n", hub(), "link", "set", port, "up"}) && cmd({"-n", name(i), "link", "set", "lo", "up"}) &&
+                  cmd({"-n", name(i), "addr", "add", address(i) + "/24", "dev", "eth0"}) &&
+                  cmd({"-n", name(i), "link", "set", "eth0", "up"});
+        }
+        if (!ok_) error_ = "setting up the namespaces and links failed";
+    }
+    Hosts(const Hosts&) = delete;
+    Hosts& operator=(const Hosts&) = delete;
+    ~Hosts() {
+        for (auto it = made_.rbegin(); it != made_.rend(); ++it)
+            cmd({"netns", "del", *it});
+    }
+
+    [[nodiscard]] bool ok() const { return ok_; }
+    [[nodiscard]] const std::string& error() const { return error_; }
+    [[nodiscard]] std::string name(int i) const { return prefix_ + "-" + std::to_string(i); }
+    [[nodiscard]] static std::string address(int i) { return "10.77.0." + std::to_string(i); }
+    // The switch port of host i goes down or up, as a pulled cable would.
+    bool set_link(int i, bool up) {
+        return cmd({"-n", hub(), "link", "set", "p" + std::to_string(i), up ? "up" : "down"});
+    }
+    // The established TCP connections of host i as (local, peer) addresses (needs
+    // the ss tool, which the tests require with the ip tool).
+    [[nodiscard]] std::vector<std::pair<std::string, std::string>> connections(int i) const {
+        ChildProcess p(in(i, {tool("ss"), "-Htn", "state", "established"}));
+        std::vector<std::pair<std::string, std::string>> all;
+        for (auto line = p.read_line(10s); !line.empty(); line = p.read_line(10s)) {
+            std::istringstream fields(line);
+            std::string recv_q, send_q, local, peer;
+            if (fields >> recv_q >> send_q >> local >> peer) all.emplace_back(local, peer);
+        }
+        p.wait();
+        return all;
+    }
+    // argv to run a program in host i's namespace.
+    [[nodiscard]] std::vector<std::string> in(int i, std::vector<std::string> argv) const {
+        argv.insert(argv.begin(), {ip_, "netns", "exec", name(i)});
+        return argv;
+    }
+
+private:
+    [[nodiscard]] std::string hub() const { return prefix_ + "-hub"; }
+    bool cmd(std::vector<std::string> args) const {
+        args.insert(args.begin(), ip_);
+        return run(args) == 0;
+    }
+    // Deletes namespaces "mpt<pid>-..." whose process is gone.
+    void remove_stale() const {
+        std::error_code ec;
+        for (const auto& entry : std::filesystem::directory_iterator("/var/run/netns", ec)) {
+            const auto n = entry.path().filename().string();
+            if (n.rfind("mpt", 0) != 0) continue;
+            const auto dash = n.find('-');
+            if (dash == std::string::npos || dash == 3) continue;
+            const auto digits = n.substr(3, dash - 3);
+            if (digits.find_first_not_of("0123456789") != std::string::npos) continue;
+            const auto pid = static_cast<pid_t>(std::stol(digits));
+            if (::kill(pid, 0) != 0 && errno == ESRCH) cmd({"netns", "del", n});
+        }
+    }
+
+    std::string ip_;
+    std::string prefix_;
+    std::string error_;
+    bool ok_ = false;
+    std::vector<std::string> made_;
+};
+
+// Network namespaces need root, the ip tool (iproute2, which scripts/deps.sh
+// installs) and a kernel that lets this process make them; ss (iproute2 too) shows
+// their connections. Missing any of them skips the test with the reason, or fails
+// it in CI.
+#define REQUIRE_NAMESPACES(hosts)                                                                                      \
+    do {                                                                                                               \
+        MSGPASS_REQUIRE(::geteuid() == 0, "network namespaces need root; this test runs as uid " << ::geteuid());      \
+        MSGPASS_REQUIRE(!tool("ss").empty(), "no ss tool (package iproute2)");                                         \
+        MSGPASS_REQUIRE((hosts).ok(), "no network namespaces here: " << (hosts).error());                              \
+    } while (false)
+
+// Nodes on three hosts; ns1 and ns2 stream to ns3. ns1's switch port goes down for
+// less than peer_timeout mid-stream, then up: TCP and the layer's acknowledgements
+// carry both streams through whole, and ns2's stream flows during the outage.
+TEST(TcpAcrossHosts, ALinkDownAndUpMidStreamLosesAndDuplicatesNothing) {
+    Hosts hosts(3);
+    REQUIRE_NAMESPACES(hosts);
+    PartitionText text;
+    text.partition = partition_for_test();
+    text.peer_timeout = 10s;
+    text.send_queue_limit = 2000; // a sender cut off queues this much, not 64 Ki messages
+    for (int i = 1; i <= 3; ++i)
+        text.nodes.push_back({static_cast<NodeId>(i), Hosts::address(i), static_cast<std::uint16_t>(7000 + i), ""});
+    ChildProcess receiver(hosts.in(3, peer_args(text, 3, "receive", {"from=1,2", "count=0", "progress=1000"})));
+    ASSERT_EQ(receiver.wait_for_line("ready", patience), "ready");
+    // The senders stay after their streams until the receiver took everything (the
+    // end of a sender process is another test's matter).
+    ChildProcess one(hosts.in(1, peer_args(text, 1, "stream", {"to=3", "count=0", "size=mixed", "stay=1"})));
+    ChildProcess two(hosts.in(2, peer_args(text, 2, "stream", {"to=3", "count=0", "size=mixed", "stay=1"})));
+    ASSERT_EQ(one.wait_for_line("ready", patience), "ready");
+    ASSERT_EQ(two.wait_for_line("ready", patience), "ready");
+    // Progress lines of the receiver until pred holds on the last one; "" on failure.
+    std::string last;
+    const auto progress_until = [&](auto pred, std::chrono::milliseconds bound) {
+        const auto deadline = Clock::now() + bound;
+        while (Clock::now() < deadline) {
+            const auto line =
+                receiver.read_line(std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now()));
+            if (line.empty()) return false;
+            if (line.rfind("progress", 0) != 0) {
+                ADD_FAILURE() << "receiver: " << line;
+                return false;
+            }
+            last = line;
+            if (pred(line)) return true;
+        }
+        return false;
+    };
+    ASSERT_TRUE(progress_until(
+        [](const std::string& l) { return progress_of(l, 1) >= 5000 && progress_of(l, 2) >= 5000; }, 60s))
+        << "the streams did not start; last: " << last;
+    ASSERT_TRUE(hosts.set_link(1, false));
+    const auto down = Clock::now();
+    const auto down_at_2 = progress_of(last, 2);
+    // The outage lasts 3 s (peer_timeout is 10 s); node 2's stream goes on meanwhile,
+    // node 1's stops once what was on the wire before the cut has been taken.
+    const auto outage_end = down + 3s;
+    std::optional<std::uint64_t> settled_at_1; // node 1's count 1 s into the outage
+    while (Clock::now() < outage_end) {
+        if (!progress_until([](const std::string&) { return true; },
+                            std::chrono::duration_cast<std::chrono::milliseconds>(outage_end - Clock::now())))
+            break;
+        if (!settled_at_1 && Clock::now() - down >= 1s) settled_at_1 = progress_of(last, 1);
+    }
+    ASSERT_TRUE(hosts.set_link(1, true));
+    const auto up_at_1 = progress_of(last, 1);
+    EXPECT_GT(progress_of(last, 2), down_at_2 + 1000) << "node 2's stream stalled while node 1's link was down";
+    ASSERT_TRUE(settled_at_1.has_value()) << "no progress line in the outage: node 2's stream stalled";
+    EXPECT_EQ(up_at_1, *settled_at_1) << "node 1's stream went on with its link down: did the link go down?";
+    ASSERT_TRUE(progress_until([&](const std::string& l) { return progress_of(l, 1) >= up_at_1 + 5000; }, 60s))
+        << "node 1's stream did not resume after its link came back; last: " << last;
+    one.kill(SIGTERM);
+    two.kill(SIGTERM);
+    const auto sent1 = outcome(one, 60s);
+    const auto sent2 = outcome(two, 60s);
+    ASSERT_EQ(sent1.rfind("sent ", 0), 0u) << "node 1 did not finish: " << sent1;
+    ASSERT_EQ(sent2.rfind("sent ", 0), 0u) << "node 2 did not finish: " << sent2;
+    const auto total = std::stoull(sent1.substr(5)) + std::stoull(sent2.substr(5));
+    const auto done = outcome(receiver, 60s);
+    EXPECT_EQ(done, "received " + std::to_string(total)) << "last progress: " << last;
+    EXPECT_EQ(receiver.wait(), 0);
+}
+
+// "PeerLost: the peer died or was silent for peer_timeout": ns1 streams to ns2, and
+// ns1's switch port goes down and stays down. Both processes live, but neither can
+// reach the other: each reports the other lost, not before peer_timeout after the
+// cut, and within a few peer timeouts (the socket's user timeout notices the silence
+// of a sender's connection after one, keepalive that of a receiver's after about
+// three, and then reconnecting fails for one more).
+TEST(TcpAcrossHosts, ALinkDownForLongerThanThePeerTimeoutIsReportedAsPeerLostOnBothSides) {
+    Hosts hosts(2);
+    REQUIRE_NAMESPACES(hosts);
+    PartitionText text;
+    text.partition = partition_for_test();
+    text.peer_timeout = 1s;
+    text.send_queue_limit = 2000;
+    for (int i = 1; i <= 2; ++i)
+        text.nodes.push_back({static_cast<NodeId>(i), Hosts::address(i), static_cast<std::uint16_t>(7000 + i), ""});
+    ChildProcess receiver(hosts.in(2, peer_args(text, 2, "receive", {"from=1", "count=0", "progress=1000"})));
+    ASSERT_EQ(receiver.wait_for_line("ready", patience), "ready");
+    ChildProcess sender(hosts.in(1, peer_args(text, 1, "stream", {"to=2", "count=0", "size=300"})));
+    ASSERT_EQ(sender.wait_for_line("ready", patience), "ready");
+    ASSERT_EQ(receiver.wait_for_line("progress", patience).rfind("progress", 0), 0u) << "the stream did not start";
+    ASSERT_TRUE(hosts.set_link(1, false));
+    const auto down = Clock::now();
+    // Both ends' outcomes, each stamped when it was printed (read in turns).
+    std::string sender_end, receiver_end;
+    Clock::time_point sender_at{}, receiver_at{};
+    const auto deadline = down + 30s;
+    while ((sender_end.empty() || receiver_end.empty()) && Clock::now() < deadline) {
+        for (auto [peer, end, at] :
+             {std::tuple{&sender, &sender_end, &sender_at}, std::tuple{&receiver, &receiver_end, &receiver_at}}) {
+            if (!end->empty()) continue;
+            const auto line = peer->read_line(10ms);
+            for (const char* prefix : {"sent", "received", "error", "lost"}) {
+                if (line.rfind(prefix, 0) == 0) {
+                    *end = line;
+                    *at = Clock::now();
+                }
+            }
+        }
+    }
+    ASSERT_TRUE(hosts.set_link(1, true));
+    const auto ms = [&](Clock::time_point t) {
+        return std::chrono::duration_cast<std::chrono::milliseconds>(t - down);
+    };
+    ASSERT_EQ(sender_end.rfind("lost 2 ", 0), 0u) << "the sender said: " << sender_end;
+    ASSERT_EQ(receiver_end.rfind("lost 1 ", 0), 0u) << "the receiver said: " << receiver_end;
+    EXPECT_GE(ms(sender_at), text.peer_timeout) << "the sender gave up before peer_timeout";
+    EXPECT_GE(ms(receiver_at), text.peer_timeout) << "the receiver gave up before peer_timeout";
+    EXPECT_LT(ms(sender_at), 4 * text.peer_timeout) << sender_end;
+    EXPECT_LT(ms(receiver_at), 7 * text.peer_timeout) << receiver_end;
+    EXPECT_EQ(WEXITSTATUS(sender.wait()), 3);
+    EXPECT_EQ(WEXITSTATUS(receiver.wait()), 3);
+}
+
+// `technology: auto`: nodes 1 and 2 share machine m1 (ns1) and talk sci; node 3 is
+// on m2 (ns2) and talks tcp with both. Every node sends to every other and each
+// pair's messages arrive once and in order.
+TEST(TcpAcrossHosts, AnAutoPartitionUsesSciOnAMachineAndTcpBetweenMachinesBothWays) {
+    Hosts hosts(2);
+    REQUIRE_NAMESPACES(hosts);
+    const SegmentCleanup segments(partition_for_test()); // the sci nodes' segments
+    PartitionText text;
+    text.partition = segments.partition();
+    text.technology = "auto";
+    text.peer_timeout = 5s;
+    text.machines = {"m1", "m2"};
+    text.nodes = {
+        {1, Hosts::address(1), 7001, "m1"}, {2, Hosts::address(1), 7002, "m1"}, {3, Hosts::address(2), 7003, "m2"}};
+    std::vector<std::unique_ptr<ChildProcess>> nodes;
+    const std::map<int, std::string> to{{1, "to=2,3"}, {2, "to=1,3"}, {3, "to=1,2"}};
+    for (int id = 1; id <= 3; ++id) {
+        const int host = id == 3 ? 2 : 1;
+        nodes.push_back(std::make_unique<ChildProcess>(hosts.in(
+            host, peer_args(text, static_cast<NodeId>(id), "exchange", {to.at(id), "count=1000", "size=mixed"}))));
+        ASSERT_EQ(nodes.back()->read_line(patience), "ready") << "node " << id;
+    }
+    for (int id = 1; id <= 3; ++id)
+        EXPECT_EQ(outcome(*nodes[static_cast<std::size_t>(id - 1)], 120s), "done 1000") << "node " << id;
+    // The nodes stay until told: their connections show which technology each pair
+    // used. Node 3 reached nodes 1 and 2 over TCP; nodes 1 and 2 never connected to
+    // each other (sci), though both reached node 3.
+    const auto m1 = hosts.connections(1), m2 = hosts.connections(2);
+    const auto has = [](const auto& connections, const std::string& local_prefix, const std::string& peer) {
+        return std::any_of(connections.begin(), connections.end(),
+                           [&](const auto& c) { return c.first.rfind(local_prefix, 0) == 0 && c.second == peer; });
+    };
+    const auto one = Hosts::address(1), two = Hosts::address(2);
+    EXPECT_TRUE(has(m2, two + ":", one + ":7001")) << "node 3 has no TCP connection to node 1";
+    EXPECT_TRUE(has(m2, two + ":", one + ":7002")) << "node 3 has no TCP connection to node 2";
+    EXPECT_TRUE(has(m1, one + ":", two + ":7003")) << "nodes 1 and 2 have no TCP connection to node 3";
+    EXPECT_FALSE(has(m1, one + ":", one + ":7001") || has(m1, one + ":", one + ":7002"))
+        << "nodes 1 and 2, on one machine, talked TCP instead of sci";
+    for (auto& node : nodes)
+        node->kill(SIGTERM);
+    for (auto& node : nodes)
+        EXPECT_EQ(node->wait(), 0);
+}
+
+} // namespace
+} // namespace msgpass::test
