@@ -15,6 +15,7 @@
 #include <atomic>
 #include <chrono>
 #include <cstdio>
+#include <cstring>
 #include <fstream>
 #include <functional>
 #include <map>
@@ -670,6 +671,43 @@ TEST_P(Conformance, TheFactoryDestructorReportsWhatItCouldNotHandOver) {
         << "stderr: " << report;
     EXPECT_GE(took, c.peer_timeout) << "the destructor gave up before peer_timeout";
     EXPECT_LT(took, c.peer_timeout + 2s);
+}
+
+// node_factory.hpp: "a Buffer may outlive its factory; a Node or a Group may be
+// dropped after it, but not used". A received buffer is read, and a buffer of the
+// send pool written, after both factories are gone; the nodes and a static group
+// are released only then (ASan checks that nothing was freed under them).
+TEST_P(Conformance, BuffersOutliveTheirFactoryAndNodesAndGroupsMayBeDroppedAfterIt) {
+    auto c = make(3, [](config::Configuration& c) {
+        c.peer_timeout = 500ms;
+        c.groups["all"] = {1, 2, 3};
+    });
+    auto a = NodeFactory::create(c, 1);
+    auto b = NodeFactory::create(c, 2);
+    auto to_b = a->create_node(2);
+    auto from_a = b->create_node(1);
+    auto group = b->create_group("all");
+    to_b->send(make_message(*a, 1000, 5, 42));
+    ASSERT_TRUE(to_b->flush(patience));
+    auto got = must_receive(*from_a);
+    ASSERT_NE(got, nullptr);
+    auto spare = a->create_buffer(256);
+    a.reset();
+    b.reset();
+    EXPECT_EQ(got->size(), 1000u);
+    EXPECT_EQ(got->source(), 1u);
+    const auto h = check_payload(*got);
+    EXPECT_EQ(h.stream, 5u);
+    EXPECT_EQ(h.seq, 42u);
+    ASSERT_EQ(spare->size(), 256u);
+    ASSERT_NE(spare->single(), nullptr);
+    std::memset(spare->single()->data(), 0x5a, spare->size());
+    EXPECT_EQ(spare->single()->data()[255], std::byte{0x5a});
+    got.reset();
+    spare.reset();
+    group.reset();
+    from_a.reset();
+    to_b.reset();
 }
 
 INSTANTIATE_TEST_SUITE_P(Technologies, Conformance, ::testing::Values("sci", "tcp", "udp", "auto"),

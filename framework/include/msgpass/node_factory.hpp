@@ -22,6 +22,19 @@ public:
     NodeFactory() = default;
     NodeFactory(const NodeFactory&) = delete;
     NodeFactory& operator=(const NodeFactory&) = delete;
+    // The destructor flushes every node this factory made, with one deadline of the
+    // configuration's peer_timeout for all of them, then writes one line on stderr
+    // per node whose messages it could not hand over in that time (how many, to
+    // which node: see kit::FactoryBase::close), tells the partners this process
+    // ended cleanly where the technology can, and ends the transport.
+    //
+    // Lifetimes, the same on every technology (tests/conformance checks them):
+    // - A Buffer may outlive its factory and its node: one from create_buffer and a
+    //   received one stay valid, readable and writable, until dropped.
+    // - A Node or a Group may be held past the factory's destruction, and dropping
+    //   it then is safe; but no call may be made on it after the factory is gone
+    //   (its transport has ended). Destroy the factory last, after the threads that
+    //   use its nodes and groups stopped.
     virtual ~NodeFactory() = default;
 
     // Makes the factory of the configured technology for node self. Throws

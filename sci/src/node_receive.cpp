@@ -1,0 +1,184 @@
+// The sci node's receive side: taking notifications and large messages from the
+// peer, and receive() (see node.cpp for the whole).
+#include "node_parts.hpp"
+
+#include <msgpass/wait.hpp>
+
+#include <algorithm>
+#include <cstring>
+#include <exception>
+#include <new>
+#include <utility>
+
+namespace msgpass::sci {
+
+// --------------------------------------------------------------------- receive
+
+BufferPtr SciNode::take_message(Link& link) {
+    const std::uint32_t i = static_cast<std::uint32_t>(received_ % link.k);
+    const std::uint64_t round = received_ / link.k;
+    const std::uint32_t note = load(local_header_->index[i].note);
+    if (sig_of(note) != signature(round, salt_of(link.epoch32))) return nullptr;
+    const std::uint64_t w = grants_->index[i].load(std::memory_order_acquire);
+    const std::uint32_t granted = Grants::slot_of(w);
+    if (granted == Grants::no_slot || granted == Grants::unused_slot)
+        return nullptr; // a note on an index we did not grant: ignore it
+    const std::uint32_t size = note & note_size_mask;
+    const bool large = (note & note_large_flag) != 0;
+    const bool hot = (note & note_hot_flag) != 0;
+    ++received_;
+    const std::uint32_t next = Grants::next_round(Grants::round_of(w));
+    // The index keeps its slot for the next round: granted again at once.
+    auto keep = [&] {
+        grants_->index[i].store(Grants::pack(link.generation, next, granted), std::memory_order_release);
+        grants_->write_ack(link, i, next, granted);
+    };
+    if (hot && hot_slot_ == no_slot) {
+        keep();
+        violation_ = "node " + std::to_string(parameters_.peer) + " used a hot slot it was not granted";
+        return nullptr;
+    }
+    // A message in the hot slot leaves the index's slot granted for the next round
+    // (publish_grants renews its signature).
+    const std::uint32_t slot = hot ? hot_slot_ : granted;
+    if (hot) {
+        hot_slot_ = no_slot;
+        hot_out_.store(false, std::memory_order_relaxed);
+        resign_[i] = true;
+        grants_->index[i].store(Grants::pack(link.generation, next, granted), std::memory_order_release);
+    }
+    BufferPtr buffer;
+    if (!large) {
+        if (size > local_->control().slot_size) {
+            if (hot) {
+                local_->release_recv_slot(slot);
+            } else {
+                keep();
+            }
+            violation_ = "node " + std::to_string(parameters_.peer) + " sent a size word of " + std::to_string(size) +
+                         " bytes for a slot of " + std::to_string(local_->control().slot_size);
+            return nullptr;
+        }
+        // The index waits for a slot: this buffer's when it is dropped, or one from
+        // the pool on the next receive.
+        if (!hot)
+            grants_->index[i].store(Grants::pack(link.generation, next, Grants::no_slot), std::memory_order_release);
+        buffer = std::make_unique<RecvBuffer>(grants_, link, i, slot, size);
+    } else {
+        // One descriptor, or several (a batch of queued broadcast messages); the
+        // first is handed out now, the others by the next receive calls.
+        const std::size_t count = size / sizeof(LargeDescriptor);
+        bool valid = size % sizeof(LargeDescriptor) == 0 && count >= 1 && size <= local_->control().slot_size &&
+                     count <= large_in_flight;
+        for (std::size_t k = 0; valid && k < count; ++k) {
+            LargeDescriptor d{};
+            std::memcpy(&d, local_->slot_address(slot) + k * sizeof d, sizeof d);
+            std::byte* data = nullptr;
+            if (d.sequence == static_cast<std::uint32_t>(large_received_) && d.reserved == 0 &&
+                d.check == large_check_of(d.offset, d.size, d.sequence, d.region)) {
+                if (d.region == region_large && d.offset < large_ring_size && d.size <= large_capacity_) {
+                    data = large_release_->region.address() + d.offset;
+                } else if (d.region == region_broadcast) {
+                    data = map_broadcast(link, d);
+                }
+            }
+            if (data == nullptr) {
+                valid = false;
+                break;
+            }
+            auto b = std::make_unique<LargeRecvBuffer>(large_release_, large_generation_, large_received_, data,
+                                                       static_cast<std::size_t>(d.size),
+                                                       d.region == region_broadcast ? link.broadcast : nullptr);
+            b->set_source(parameters_.peer);
+            ++large_received_;
+            if (buffer) {
+                pending_.push_back(std::move(b));
+            } else {
+                buffer = std::move(b);
+            }
+        }
+        // The descriptors are read: the slot is free again.
+        if (hot) {
+            local_->release_recv_slot(slot);
+        } else {
+            keep();
+        }
+        if (!valid) {
+            pending_.clear();
+            violation_ = "node " + std::to_string(parameters_.peer) + " sent a malformed large-message descriptor";
+            return nullptr;
+        }
+    }
+    // With several outstanding messages the peer needs this index again only after
+    // the others, so its grant waits for the next receive call (off the latency
+    // path); with one, it is written before the message is handed out.
+    if (link.k == 1) publish_grants(link);
+    buffer->set_source(parameters_.peer);
+    stats_.received(buffer->size());
+    return buffer;
+}
+
+// The peer's broadcast region, mapped when first needed (normally when the link is
+// made); null when it cannot be mapped or the descriptor points outside it.
+// Receiver thread, or the link's maker before the link is published.
+std::byte* SciNode::map_broadcast(Link& link, const LargeDescriptor& d) {
+    if (!link.broadcast) {
+        auto segment = std::make_shared<RemoteSegment>();
+        try {
+            if (!segment->connect(
+                    local_->device().segment_name(parameters_.peer, parameters_.peer_segment_id, "bcast")))
+                return nullptr;
+            segment->map();
+        } catch (const Error&) {
+            return nullptr;
+        }
+        if (segment->size() <= large_ring_size) return nullptr;
+        link.broadcast = std::move(segment);
+    }
+    if (d.offset >= large_ring_size || d.size > link.broadcast->size() - d.offset) return nullptr;
+    return link.broadcast->address() + d.offset;
+}
+
+void SciNode::publish_pending() {
+    std::lock_guard lock(recv_mutex_);
+    if (recv_link_ != nullptr) publish_grants(*recv_link_);
+}
+
+// The order a restarted peer's messages come in: every message of the old
+// incarnation, then its loss (once, unless a send raised it already), then the
+// messages of the new one. The receive side stays with the old incarnation until it
+// has nothing more and the loss is reported; only then does it introduce itself to
+// the new one, which cannot send before that.
+BufferPtr SciNode::receive() {
+    local_->progress();
+    Link* link = current_link();
+    std::string violation;
+    {
+        std::lock_guard lock(recv_mutex_);
+        if (auto b = take_next()) return b;
+        violation.swap(violation_);
+    }
+    if (!violation.empty() && link != nullptr) declare_lost(link, violation + "; the connection is dropped");
+    check_peer(link);
+    if (lost_pending_.load(std::memory_order_acquire)) {
+        // The loss was found after the poll above: a message the peer wrote before it
+        // went is visible now, and comes before the loss.
+        std::lock_guard lock(recv_mutex_);
+        if (auto b = take_next()) return b;
+    }
+    throw_if_lost();
+    if (Link* now = link_.load(std::memory_order_acquire); now != nullptr) {
+        std::lock_guard lock(recv_mutex_);
+        if (recv_link_ != now && !lost_pending_.load(std::memory_order_acquire)) {
+            if (auto b = take_next()) return b;
+            introduce(*now);
+        }
+    }
+    return nullptr;
+}
+
+BufferPtr SciNode::receive(std::chrono::nanoseconds timeout) {
+    return local_->wait([this] { return receive(); }, timeout);
+}
+
+} // namespace msgpass::sci

@@ -1,0 +1,345 @@
+// The sci node's send side: transfers into the peer's slots, large messages through
+// the peer's ring, the send queue, send() and flush() (see node.cpp for the whole).
+#include "node_parts.hpp"
+
+#include <msgpass/wait.hpp>
+
+#include <algorithm>
+#include <cstring>
+#include <exception>
+#include <new>
+#include <utility>
+
+namespace msgpass::sci {
+
+// ------------------------------------------------------------------------ send
+
+void SciNode::sync_send_side(Link* link) {
+    if (link == send_link_ || link == nullptr) return;
+    send_link_ = link; // a new incarnation: its counters start again
+    sent_.store(0, std::memory_order_relaxed);
+    forget_large();
+    large_sent_ = 0;
+    large_freed_ = 0;
+    large_head_ = 0;
+    hot_used_ = 0;
+    last_note_.fill(0);
+}
+
+// The descriptors not released by the previous incarnation of the peer will never
+// be: their broadcast entries are given up. Send lock held (or the node is dying).
+void SciNode::forget_large() {
+    for (const auto& e : large_live_) {
+        if (e.broadcast != no_entry) local_->broadcast_release(e.broadcast);
+    }
+    large_live_.clear();
+}
+
+bool SciNode::try_transfer(Link& link, const Buffer& buffer, BufferPtr* owned, const SharedBuffer* shared) {
+    if (load(local_header_->epoch) != link.epoch32) return false; // the peer has not introduced itself
+    const std::uint64_t n = sent_.load(std::memory_order_relaxed);
+    const std::uint32_t i = static_cast<std::uint32_t>(n % send_k_);
+    const std::uint64_t round = n / send_k_;
+    const std::uint32_t ack = load(local_header_->index[i].ack);
+    if (sig_of(ack) != signature(round, salt_of(link.epoch32))) return false; // no free offset yet
+    std::uint32_t slot = ack & ack_slot_mask;
+    // The hot slot, when the peer granted one, replaces the index's slot (not for
+    // a few cache lines, where it gains nothing and checking it costs).
+    const std::size_t size = buffer.size();
+    bool hot = false;
+    if (size >= hot_min_size) {
+        const std::uint32_t status = load(local_header_->status);
+        hot = hot_sig_of(status) == hot_signature(hot_used_, salt_of(link.epoch32));
+        if (hot) slot = hot_slot_of(status);
+    }
+    if (slot >= link.slot_count) {
+        declare_lost(&link, "node " + std::to_string(parameters_.peer) + " (" + parameters_.name + ") granted slot " +
+                                std::to_string(slot) + " outside its segment");
+        return false;
+    }
+    const std::uint64_t capacity = std::min<std::uint64_t>(link.slot_size, note_size_mask);
+    const std::uint32_t sig = signature(round, salt_of(local_->epoch32()));
+    std::uint32_t note = 0;
+    // Sends the descriptor of a message in a region and remembers it until the
+    // peer releases it.
+    auto describe = [&](std::uint64_t offset, std::uint32_t region, std::uint64_t entry) {
+        const auto number = static_cast<std::uint32_t>(large_sent_);
+        const LargeDescriptor d{offset, size, number, region, large_check_of(offset, size, number, region), 0};
+        sequence_.copy(link.slot(slot), &d, sizeof d);
+        note = make_note(sig, true, sizeof d, hot);
+        ++large_sent_;
+        large_live_.push_back({offset, offset + size, entry});
+    };
+    std::optional<LocalNode::BroadcastPlace> shared_place;
+    if (shared != nullptr && size >= broadcast_min_size) {
+        if (!reclaim_large(link)) return false;
+        if (large_live_.size() < large_in_flight) shared_place = local_->broadcast_acquire(*shared, sequence_);
+    }
+    if (shared_place) {
+        describe(shared_place->offset, region_broadcast, shared_place->entry);
+    } else if (size <= capacity) {
+        sequence_.copy(link.slot(slot), buffer.fragments());
+        note = make_note(sig, false, static_cast<std::uint32_t>(size), hot);
+    } else {
+        if (link.large_base == nullptr) {
+            const std::string name = local_->device().segment_name(
+                parameters_.peer, parameters_.peer_segment_id, "large." + std::to_string(local_->parameters().self));
+            if (!link.large.connect(name)) return false;
+            link.large.map();
+            if (link.large.size() <= large_ring_size) {
+                declare_lost(&link, "node " + std::to_string(parameters_.peer) + " (" + parameters_.name +
+                                        ") offers a large-message region of " + std::to_string(link.large.size()) +
+                                        " bytes, smaller than its ring");
+                return false;
+            }
+            link.large_capacity = link.large.size() - large_ring_size;
+            link.large_base = link.large.address();
+        }
+        if (size > link.large_capacity) {
+            throw MessageTooLarge("send to node " + std::to_string(parameters_.peer) + ": " + std::to_string(size) +
+                                  " bytes exceed its max_message_size of " + std::to_string(link.large_capacity) +
+                                  " bytes");
+        }
+        if (!reclaim_large(link)) return false;
+        const auto offset = place_large(size);
+        if (!offset) return false;
+        try {
+            link.large.reserve(*offset, size); // the peer's region is sparse: a full /dev/shm is an error, not SIGBUS
+        } catch (const ResourceError& e) {
+            stats_.error();
+            throw ResourceError("send to node " + std::to_string(parameters_.peer) + " (" + parameters_.name + ") of " +
+                                std::to_string(size) + " bytes: " + e.what());
+        }
+        const bool streaming = size >= streaming_min_size && choose_streaming();
+        const auto copy_start = Clock::now();
+        if (streaming) {
+            sequence_.copy_streaming(link.large_base + *offset, buffer.fragments());
+        } else {
+            sequence_.copy(link.large_base + *offset, buffer.fragments());
+        }
+        record_copy(streaming, Clock::now() - copy_start, size);
+        describe(*offset, region_large, no_entry);
+        large_head_ = round_up(*offset + size, large_align);
+        if (large_head_ >= large_wrap_at(size)) large_head_ = 0;
+    }
+    // A buffer that was received here frees its slot now, and the peer gets it as
+    // its hot slot before it sees this message: a reply goes where the cache is warm.
+    // Small messages do not wait for this (their replies gain nothing from it).
+    if (size >= hot_min_size) {
+        if (owned != nullptr) owned->reset();
+        offer_hot(link);
+    }
+    sequence_.write_word(&link.header->index[i].note, note, last_note_[i]);
+    last_note_[i] = note;
+    if (hot) ++hot_used_;
+    sent_.store(n + 1, std::memory_order_relaxed);
+    stats_.sent(size);
+    grants_->wake(link);
+    return true;
+}
+
+// Large messages are copied with cached or with non-temporal (streaming) stores,
+// whichever costs less per byte lately. On the VM the answer flips with the phase:
+// when its two CPUs sit far apart, writing lines the reader's core holds ran at
+// 2.5-3 GB/s and streamed stores at 12-25 GB/s; when they sit close, cached stores
+// at 25-30 GB/s and streamed ones at 17-20. The other way is tried every 256th
+// copy (a few percent of cost when it is the slow one). Below 256 KiB the copy is
+// always cached: there the sender's time misleads (streamed stores made its copy
+// faster but the reader slower, from memory instead of the L3: 64 KiB streams fell
+// from 1.05x to 0.8x of the hand-written ring). Send lock held.
+bool SciNode::choose_streaming() {
+    ++large_copies_;
+    if (copy_cost_[0] <= 0) return false;
+    if (copy_cost_[1] <= 0) return true;
+    const bool better = copy_cost_[1] < copy_cost_[0];
+    return (large_copies_ % 256 == 0) ? !better : better;
+}
+
+void SciNode::record_copy(bool streaming, std::chrono::nanoseconds took, std::uint64_t size) {
+    const double cost = static_cast<double>(took.count()) / static_cast<double>(std::max<std::uint64_t>(size, 1));
+    double& c = copy_cost_[streaming ? 1 : 0];
+    c = c <= 0 ? cost : 0.75 * c + 0.25 * cost;
+}
+
+// Forgets the descriptors the peer released (in order) since the last call; their
+// broadcast entries lose a reference. False when the peer's count is impossible
+// (the peer is then declared lost). Send lock held.
+bool SciNode::reclaim_large(Link& link) {
+    const std::uint32_t newly =
+        (freed_of(load(local_header_->status)) - static_cast<std::uint32_t>(large_freed_)) & 0x7f;
+    if (newly > large_live_.size()) {
+        declare_lost(&link, "node " + std::to_string(parameters_.peer) + " (" + parameters_.name +
+                                ") released large messages it was never sent");
+        return false;
+    }
+    for (std::uint32_t k = 0; k < newly; ++k) {
+        if (large_live_.front().broadcast != no_entry) local_->broadcast_release(large_live_.front().broadcast);
+        large_live_.pop_front();
+    }
+    large_freed_ += newly;
+    return true;
+}
+
+// Where the next large message of size bytes goes in the peer's region: at the
+// ring's head, once the messages the peer has not released yet leave room there.
+// nullopt while they do not (or large_in_flight are unreleased). Send lock held.
+std::optional<std::uint64_t> SciNode::place_large(std::uint64_t size) {
+    if (large_live_.size() >= large_in_flight) return std::nullopt;
+    const std::uint64_t begin = large_head_;
+    const std::uint64_t end = begin + size;
+    for (const auto& e : large_live_) {
+        if (e.broadcast == no_entry && begin < e.end && e.begin < end) return std::nullopt;
+    }
+    return begin;
+}
+
+// Sends the queued shared messages at the front of the queue (two or more) with one
+// note: their descriptors fill one slot. A receiver sharing its CPU with others then
+// takes many messages per turn instead of max_outst_buffers. Returns how many went.
+std::size_t SciNode::try_transfer_batch(Link& link) {
+    auto batchable = [](const Queued& q) { return q.shared && q.shared->size() >= broadcast_min_size; };
+    if (queue_.size() < 2 || !batchable(queue_[0]) || !batchable(queue_[1])) return 0;
+    if (load(local_header_->epoch) != link.epoch32) return 0;
+    const std::uint64_t n = sent_.load(std::memory_order_relaxed);
+    const std::uint32_t i = static_cast<std::uint32_t>(n % send_k_);
+    const std::uint64_t round = n / send_k_;
+    const std::uint32_t ack = load(local_header_->index[i].ack);
+    if (sig_of(ack) != signature(round, salt_of(link.epoch32))) return 0;
+    const std::uint32_t slot = ack & ack_slot_mask;
+    if (slot >= link.slot_count || !reclaim_large(link)) return 0; // try_transfer reports a bad slot
+    const std::size_t room =
+        std::min<std::uint64_t>(std::min<std::uint64_t>(link.slot_size, note_size_mask) / sizeof(LargeDescriptor),
+                                large_in_flight - large_live_.size());
+    std::size_t count = 0;
+    std::array<LargeDescriptor, large_in_flight> d{};
+    while (count < room && count < queue_.size() && batchable(queue_[count])) {
+        const auto& shared = queue_[count].shared;
+        const auto place = local_->broadcast_acquire(shared, sequence_);
+        if (!place) break;
+        const auto number = static_cast<std::uint32_t>(large_sent_);
+        const std::uint64_t size = shared->size();
+        d[count] = LargeDescriptor{place->offset,
+                                   size,
+                                   number,
+                                   region_broadcast,
+                                   large_check_of(place->offset, size, number, region_broadcast),
+                                   0};
+        ++large_sent_;
+        large_live_.push_back({place->offset, place->offset + size, place->entry});
+        stats_.sent(size);
+        ++count;
+    }
+    if (count == 0) return 0;
+    sequence_.copy(link.slot(slot), d.data(), count * sizeof(LargeDescriptor));
+    const std::uint32_t note = make_note(signature(round, salt_of(local_->epoch32())), true,
+                                         static_cast<std::uint32_t>(count * sizeof(LargeDescriptor)));
+    sequence_.write_word(&link.header->index[i].note, note, last_note_[i]);
+    last_note_[i] = note;
+    sent_.store(n + 1, std::memory_order_relaxed);
+    grants_->wake(link);
+    return count;
+}
+
+void SciNode::flush_locked(Link* link) {
+    while (!queue_.empty() && link != nullptr) {
+        std::size_t sent = try_transfer_batch(*link);
+        if (sent == 0) {
+            if (!try_transfer(*link, queue_.front().buffer(), nullptr,
+                              queue_.front().shared ? &queue_.front().shared : nullptr))
+                break;
+            sent = 1;
+        }
+        queue_.erase(queue_.begin(), queue_.begin() + static_cast<std::ptrdiff_t>(sent));
+        queue_depth_.store(queue_.size(), std::memory_order_relaxed);
+        local_->queued_changed(-static_cast<std::ptrdiff_t>(sent));
+    }
+}
+
+bool SciNode::try_flush() {
+    if (queue_depth_.load(std::memory_order_relaxed) == 0) return true;
+    std::unique_lock lock(send_mutex_, std::try_to_lock);
+    if (!lock.owns_lock()) return false;
+    Link* link = current_link();
+    sync_send_side(link);
+    try {
+        flush_locked(link);
+    } catch (const ResourceError&) {
+        // Called by any send, receive or flush of the process: the message stays
+        // queued, and the next send to this node reports why it does not go.
+        std::lock_guard deferred(lost_mutex_);
+        deferred_error_ = std::current_exception();
+        deferred_pending_.store(true, std::memory_order_release);
+    }
+    return queue_.empty();
+}
+
+template <class B>
+void SciNode::send_impl(B& buffer) {
+    if (!buffer) throw UsageError("send to node " + std::to_string(parameters_.peer) + ": null buffer");
+    const std::size_t size = buffer->size();
+    if (size > parameters_.max_message_size) {
+        stats_.error();
+        throw MessageTooLarge("send to node " + std::to_string(parameters_.peer) + ": " + std::to_string(size) +
+                              " bytes exceed max_message_size of " + std::to_string(parameters_.max_message_size) +
+                              " bytes");
+    }
+    local_->progress(); // queues towards other peers move too
+    std::lock_guard lock(send_mutex_);
+    throw_if_lost();
+    throw_if_deferred();
+    Link* link = current_link();
+    if (link != nullptr && size > link->max_message_size) {
+        stats_.error();
+        throw MessageTooLarge("send to node " + std::to_string(parameters_.peer) + ": " + std::to_string(size) +
+                              " bytes exceed its max_message_size of " + std::to_string(link->max_message_size) +
+                              " bytes");
+    }
+    sync_send_side(link);
+    if (!queue_.empty()) flush_locked(link);
+    BufferPtr* owned = nullptr;
+    const SharedBuffer* shared = nullptr;
+    if constexpr (std::is_same_v<B, BufferPtr>) {
+        owned = &buffer;
+    } else {
+        shared = &buffer;
+    }
+    if (queue_.empty() && link != nullptr && try_transfer(*link, *buffer, owned, shared)) {
+        buffer = nullptr;
+        return;
+    }
+    if (queue_.size() >= parameters_.send_queue_limit) {
+        stats_.error();
+        throw SendQueueFull("send to node " + std::to_string(parameters_.peer) + " (" + parameters_.name +
+                            "): " + std::to_string(queue_.size()) + " messages already queued (send_queue_limit)");
+    }
+    if constexpr (std::is_same_v<B, BufferPtr>) {
+        queue_.push_back(Queued{std::move(buffer), nullptr});
+    } else {
+        queue_.push_back(Queued{nullptr, buffer});
+    }
+    queue_depth_.store(queue_.size(), std::memory_order_relaxed);
+    local_->queued_changed(1);
+    stats_.queued();
+    check_peer(link);
+}
+
+void SciNode::send(BufferPtr&& buffer) {
+    send_impl(buffer);
+}
+
+void SciNode::send_shared(const SharedBuffer& buffer) {
+    SharedBuffer copy = buffer;
+    send_impl(copy);
+}
+
+bool SciNode::flush(std::chrono::nanoseconds timeout) {
+    return local_->wait(
+        [this]() -> bool {
+            if (try_flush()) return true;
+            check_peer(link_.load(std::memory_order_acquire));
+            return false;
+        },
+        timeout);
+}
+
+} // namespace msgpass::sci
