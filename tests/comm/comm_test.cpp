@@ -543,7 +543,7 @@ TEST_P(CommConformance, UnexpectedMessagesReachAServerThatDidNotKnowItsClientsAn
     EXPECT_TRUE(server.cancel(ordinary.id));
 }
 
-INSTANTIATE_TEST_SUITE_P(Technologies, CommConformance, ::testing::Values("sci", "tcp", "auto"),
+INSTANTIATE_TEST_SUITE_P(Technologies, CommConformance, ::testing::Values("sci", "tcp", "udp", "auto"),
                          [](const auto& info) { return info.param; });
 
 } // namespace

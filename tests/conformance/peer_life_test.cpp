@@ -303,7 +303,7 @@ TEST_P(PeerLife, AReceiverBlockedInReceiveIsWokenByTheLossOfItsPeer) {
     EXPECT_LT(returned - killed, loss_bound);
 }
 
-INSTANTIATE_TEST_SUITE_P(Technologies, PeerLife, ::testing::Values("sci", "tcp", "auto"),
+INSTANTIATE_TEST_SUITE_P(Technologies, PeerLife, ::testing::Values("sci", "tcp", "udp", "auto"),
                          [](const ::testing::TestParamInfo<std::string>& info) { return info.param; });
 
 } // namespace
