@@ -1,0 +1,106 @@
+// The command line of msgpass-bench (options.hpp).
+#include "options.hpp"
+
+#include <boost/program_options.hpp>
+
+#include <iostream>
+#include <sched.h>
+#include <sstream>
+
+namespace po = boost::program_options;
+
+namespace msgpass::bench {
+
+Settings parse(int argc, char** argv, bool& help) {
+    Settings s;
+    std::string sizes;
+    std::string cpus;
+    std::string ports;
+    std::string wait = "block";
+    po::options_description visible(
+        "Usage: msgpass-bench [options]\n\n"
+        "Without options: starts its peer, runs pingpong and stream over sci for 8 B..4 MiB\n"
+        "and prints a table beside the SCI seed's 1999 figures and this machine's floors.\n\n"
+        "Options");
+    visible.add_options()                                                                                             //
+        ("help,h", "this help")                                                                                       //
+        ("technology", po::value<std::string>()->value_name("NAME"),                                                  //
+         "sci | tcp | auto (default: the configuration's, sci)")                                                      //
+        ("pattern", po::value<std::string>()->value_name("NAME"), "pingpong | stream | broadcast | gather | idle")    //
+        ("sizes", po::value(&sizes)->value_name("LIST"), "message sizes, e.g. 8,64,1KiB,4MiB")                        //
+        ("iterations", po::value(&s.budget.iterations)->value_name("N"), "timed messages (or round trips) per point") //
+        ("seconds", po::value(&s.budget.seconds)->value_name("SECONDS"),                                              //
+         "time per point when --iterations is not given (default 0.4; idle: 5)")                                      //
+        ("members", po::value(&s.members)->value_name("N"), "group size for broadcast and gather (default 4)")        //
+        ("json", po::bool_switch(&s.json), "one JSON object per line on stdout, nothing else")                        //
+        ("cpu", po::value(&cpus)->value_name("A,B"), "pin the driver to CPU A and the peers to B,...")                //
+        ("reference", po::bool_switch(&s.reference), "measure the floors of this machine instead of msgpass")         //
+        ("config", po::value<std::string>()->value_name("FILE"),                                                      //
+         "network file: run one side only (with --nodes, --node-id)")                                                 //
+        ("nodes", po::value<std::string>()->value_name("FILE"), "nodes file (one-side mode)")                         //
+        ("node-id", po::value<NodeId>()->value_name("ID"),                                                            //
+         "own node id (one-side mode; else MSGPASS_NODE_ID or the launcher's rank)")                                  //
+        ("wait", po::value(&wait)->value_name("MODE"),                                                                //
+         "block: receive(timeout), the layer's wait (default); spin: poll receive()")                                 //
+        ("set", po::value(&s.sets)->composing()->value_name("KEY=VALUE"),                                             //
+         "override of the network file (repeatable)");
+    po::options_description hidden;
+    hidden.add_options()("role", po::value(&s.role))("partition", po::value(&s.partition))("node-count",
+                                                                                           po::value(&s.node_count))(
+        "max-size", po::value(&s.max_size))("peer-index", po::value(&s.peer_index))("ports", po::value(&ports));
+    po::options_description all;
+    all.add(visible).add(hidden);
+    po::variables_map vm;
+    po::store(po::command_line_parser(argc, argv).options(all).run(), vm);
+    po::notify(vm);
+    if (vm.count("help")) {
+        help = true;
+        std::cout << visible << '\n';
+        return s;
+    }
+    if (vm.count("technology")) s.technology = vm["technology"].as<std::string>();
+    if (vm.count("pattern")) s.pattern = vm["pattern"].as<std::string>();
+    if (vm.count("config")) s.config_file = vm["config"].as<std::string>();
+    if (vm.count("nodes")) s.nodes_file = vm["nodes"].as<std::string>();
+    if (vm.count("node-id")) s.node_id = vm["node-id"].as<NodeId>();
+    if (!sizes.empty()) s.sizes = parse_sizes(sizes);
+    s.timed_by_default = !vm.count("iterations") && !vm.count("seconds");
+    if (vm.count("iterations") && s.budget.iterations == 0) throw po::error("--iterations must be at least 1");
+    if (vm.count("seconds") && !(s.budget.seconds > 0 && s.budget.seconds < 3600)) {
+        throw po::error("--seconds must be in (0, 3600)");
+    }
+    if (s.pattern == "idle" && !vm.count("seconds")) s.budget.seconds = 5;
+    if (s.members == 0 || s.members > 64) throw po::error("--members must be in 1..64");
+    if (wait == "spin")
+        s.wait = Wait::spin;
+    else if (wait != "block")
+        throw po::error("--wait is block or spin");
+    if (!cpus.empty()) {
+        std::stringstream in(cpus);
+        std::string item;
+        while (std::getline(in, item, ',')) {
+            char* end = nullptr;
+            const long c = std::strtol(item.c_str(), &end, 10);
+            if (item.empty() || *end != '\0' || c < 0 || c >= CPU_SETSIZE)
+                throw po::error("bad cpu '" + item + "' in --cpu");
+            s.cpus.push_back(static_cast<int>(c));
+        }
+    }
+    if (!ports.empty()) {
+        std::stringstream in(ports);
+        std::string item;
+        while (std::getline(in, item, ',')) {
+            char* end = nullptr;
+            const long p = std::strtol(item.c_str(), &end, 10);
+            if (item.empty() || *end != '\0' || p <= 0 || p > 65535) throw po::error("bad port '" + item + "'");
+            s.ports.push_back(static_cast<std::uint16_t>(p));
+        }
+    }
+    if (s.pattern && *s.pattern != "pingpong" && *s.pattern != "stream" && !group_pattern(*s.pattern) &&
+        *s.pattern != "idle") {
+        throw po::error("unknown pattern '" + *s.pattern + "' (pingpong, stream, broadcast, gather, idle)");
+    }
+    return s;
+}
+
+} // namespace msgpass::bench

@@ -1,0 +1,50 @@
+// The command line of msgpass-bench: its settings, the --help text (help2man makes
+// the man page from it, so it is the manual), and the parser with its checks.
+#pragma once
+
+#include "patterns.hpp"
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace msgpass::bench {
+
+inline const std::vector<std::uint64_t> default_sizes = {8,    16,   32,   64,    128,   256,    512,     1024,
+                                                         2048, 4096, 8192, 16384, 65536, 262144, 1048576, 4194304};
+
+struct Settings {
+    std::optional<std::string> technology;
+    std::optional<std::string> pattern;
+    std::vector<std::uint64_t> sizes = default_sizes;
+    Budget budget;
+    bool timed_by_default = true;
+    std::uint32_t members = 4;
+    bool json = false;
+    std::vector<int> cpus;
+    std::optional<std::string> config_file;
+    std::optional<std::string> nodes_file;
+    std::optional<NodeId> node_id;
+    std::vector<std::string> sets;
+    bool reference = false;
+    Wait wait = Wait::block;
+    // hidden: the self-spawned peer
+    std::string role;
+    std::string partition;
+    std::uint32_t node_count = 2;
+    std::uint64_t max_size = 0;
+    std::uint32_t peer_index = 0;
+    std::vector<std::uint16_t> ports; // of nodes 1..node_count, chosen by the driver
+};
+
+inline bool group_pattern(const std::string& p) {
+    return p == "broadcast" || p == "gather";
+}
+
+// Parses the command line; with --help, prints the help, sets `help` and returns.
+// Throws boost::program_options::error (or std::invalid_argument from the size
+// list) naming what was wrong: exit status 2.
+Settings parse(int argc, char** argv, bool& help);
+
+} // namespace msgpass::bench
