@@ -11,12 +11,14 @@
 # receive, send, wait or deadline paths is resolved, and keep the last table in
 # docs/testing.md (--write).
 #
-# Usage: scripts/mutants.sh [--list] [--only NAME[,NAME...]] [--write] [--full]
+# Usage: scripts/mutants.sh [--list] [--only NAME[,NAME...]] [--write] [--full] [--no-baseline]
 #   --list   list the mutants and what each plants, run nothing
 #   --only   run only these mutants (names without .patch)
 #   --write  put the table into docs/testing.md between the mutants markers
 #   --full   run the rest of the suite even when a contract test killed the mutant
 #            (by default it runs only for a survivor, to tell "unit only" from "none")
+#   --no-baseline  do not run the contract tests on the unmutated copy first (by
+#            default they are, and a test failing there is not counted as a kill)
 # Environment: MSGPASS_MUTANTS_DIR (default build/mutants: the copy in src/, the
 # Debug build without sanitizers in build/, logs in logs/), MSGPASS_JOBS (default 2),
 # MSGPASS_MUTANT_TIMEOUT (seconds per test, default 60).
@@ -26,12 +28,13 @@ repo=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 # shellcheck source=scripts/deps.sh
 source "$repo/scripts/deps.sh"
 
-list=0 write=0 full=0 only=""
+list=0 write=0 full=0 baseline=1 only=""
 while (($#)); do
     case $1 in
     --list) list=1 ;;
     --write) write=1 ;;
     --full) full=1 ;;
+    --no-baseline) baseline=0 ;;
     --only)
         only=${2:?--only needs a mutant name}
         shift
@@ -103,19 +106,30 @@ if ! grep -qx "CMAKE_HOME_DIRECTORY:INTERNAL=$src" "$build/CMakeCache.txt" 2>/de
         -DMSGPASS_SANITIZE= -DMSGPASS_BUILD_TESTS=ON -DMSGPASS_BUILD_APPS=ON) >"$logs/configure.log"
 fi
 
+# build_copy LOG [TARGET...]: builds the copy (the given targets, else everything).
+# The contract tests are built first; the rest only when a mutant survives them.
+contract_targets=(conformance_test auto_test timeout_test)
 # shellcheck disable=SC2154 # msgpass_jobs: set by deps.sh
-build_copy() { cmake --build "$build" -j "$msgpass_jobs" >"$1" 2>&1; }
+build_copy() {
+    local log=$1
+    shift
+    local targets=()
+    (($#)) && targets=(--target "$@")
+    cmake --build "$build" -j "$msgpass_jobs" "${targets[@]}" >"$log" 2>&1
+}
 
 echo "mutants: building the unmutated copy"
-build_copy "$logs/baseline-build.log" || {
+build_copy "$logs/baseline-build.log" "${contract_targets[@]}" || {
     echo "mutants: the unmutated tree does not build, see $logs/baseline-build.log" >&2
     exit 1
 }
 
 # Which executable each ctest test runs: the contract tests are those of tests/conformance.
-ctest --test-dir "$build" --show-only=json-v1 >"$work/tests.json"
-python3 - "$work/tests.json" "$work/contract.txt" "$work/other.txt" <<'EOF'
-import json, os, re, sys
+# Called again after a full build (tests of executables not built yet have no names).
+classify_tests() {
+    ctest --test-dir "$build" --show-only=json-v1 >"$work/tests.json"
+    python3 - "$work/tests.json" "$work/contract.txt" "$work/other.txt" <<'EOF'
+import json, os, sys
 tests = json.load(open(sys.argv[1]))["tests"]
 contract_exes = {"conformance_test", "auto_test", "timeout_test"}
 slow = {"install", "bench", "examples", "layers"}
@@ -131,16 +145,19 @@ with open(sys.argv[2], "w") as c, open(sys.argv[3], "w") as o:
         exe = os.path.basename(cmd[0])
         (c if exe in contract_exes else o).write(t["name"] + "\n")
 EOF
+    contract_regex=$(regex_of "$work/contract.txt")
+    other_regex=$(regex_of "$work/other.txt")
+}
 regex_of() { # a ctest -R regex matching exactly the names in file $1
     python3 - "$1" <<'EOF'
 import re, sys
 names = [l.strip() for l in open(sys.argv[1]) if l.strip()]
-print("^(" + "|".join(re.escape(n) for n in names) + ")$")
+print("^(" + "|".join(re.escape(n) for n in names) + ")$" if names else "^$")
 EOF
 }
-contract_regex=$(regex_of "$work/contract.txt")
-other_regex=$(regex_of "$work/other.txt")
-echo "mutants: $(wc -l <"$work/contract.txt") contract tests, $(wc -l <"$work/other.txt") others (install, bench, examples and layers left out)"
+classify_tests
+echo "mutants: $(wc -l <"$work/contract.txt") contract tests (install, bench, examples and layers left out)"
+baseline_failed=""
 
 # run_tests REGEX LOG MAX: runs the tests matching REGEX and stops after MAX of them
 # failed (0: no limit); the failed names go to LOG.failed, one a line.
@@ -169,6 +186,18 @@ shorten() { # up to 3 names of file $1, then "+N more"
     if ((n > 3)); then echo "$first +$((n - 3)) more"; else echo "$first"; fi
 }
 
+# The unmutated tree must pass the contract tests, or a failure proves nothing.
+if ((baseline)); then
+    echo "mutants: running the contract tests on the unmutated copy"
+    run_tests "$contract_regex" "$logs/baseline-contract.log" 0
+    if [[ -s "$logs/baseline-contract.log.failed" ]]; then
+        baseline_failed=$(paste -sd' ' "$logs/baseline-contract.log.failed")
+        echo "mutants: WARNING: these contract tests fail without a mutant and are not counted: $baseline_failed" >&2
+        grep -vxF -f "$logs/baseline-contract.log.failed" "$work/contract.txt" >"$work/contract.ok" || true
+        contract_regex=$(regex_of "$work/contract.ok")
+    fi
+fi
+
 rows=()
 survivors=0
 for name in "${names[@]}"; do
@@ -179,7 +208,7 @@ for name in "${names[@]}"; do
         survivors=$((survivors + 1))
         continue
     fi
-    if ! build_copy "$logs/$name-build.log"; then
+    if ! build_copy "$logs/$name-build.log" "${contract_targets[@]}"; then
         rows+=("| $name | (does not build, see $name-build.log) | BUILD FAILED |")
         survivors=$((survivors + 1))
         (cd "$src" && git checkout -q -- .)
@@ -189,8 +218,14 @@ for name in "${names[@]}"; do
     killed_by=$(shorten "$logs/$name-contract.log.failed")
     if [[ -s "$logs/$name-contract.log.failed" ]]; then
         verdict=killed
-        ((full)) && run_tests "$other_regex" "$logs/$name-other.log" 0
+        if ((full)); then
+            build_copy "$logs/$name-build-all.log" || true
+            classify_tests
+            run_tests "$other_regex" "$logs/$name-other.log" 0
+        fi
     else
+        build_copy "$logs/$name-build-all.log" || true
+        classify_tests
         run_tests "$other_regex" "$logs/$name-other.log" 3
         if [[ -s "$logs/$name-other.log.failed" ]]; then
             verdict="SURVIVED (unit only)"
