@@ -142,6 +142,45 @@ TEST_P(Conformance, MessageLargerThanTheMaximumIsRefusedAndLeftWithTheCaller) {
     EXPECT_EQ(to_b->stats().messages_sent, 0u);
 }
 
+// Two processes configured with different maxima (two configuration files): a
+// message above the receiver's max_message_size is refused by the sender (sci: the
+// receiver's maximum is known from its segment) or reported on receipt as an Error
+// (tcp: the frame is refused and the connection dropped), but never handed out.
+TEST_P(Conformance, MessageAboveTheReceiversMaximumIsNeverDelivered) {
+    auto small = make(2, [](config::Configuration& c) { c.max_message_size = 1 * config::MiB; });
+    auto large = small;
+    large.max_message_size = 2 * config::MiB;
+    auto a = NodeFactory::create(large, 1);
+    auto b = NodeFactory::create(small, 2);
+    auto to_b = a->create_node(2);
+    auto from_a = b->create_node(1);
+    to_b->send(make_message(*a, 64, 7, 0)); // the connection is made
+    auto first = must_receive(*from_a);
+    ASSERT_NE(first, nullptr);
+    const std::size_t oversized = small.max_message_size + small.max_message_size / 2;
+    try {
+        to_b->send(make_message(*a, oversized, 7, 1));
+    } catch (const MessageTooLarge& e) {
+        EXPECT_NE(std::string(e.what()).find("max_message_size"), std::string::npos) << e.what();
+        EXPECT_EQ(nothing_more(*from_a), "");
+        return;
+    }
+    const auto deadline = std::chrono::steady_clock::now() + patience;
+    for (;;) {
+        ASSERT_LT(std::chrono::steady_clock::now(), deadline)
+            << "a message of " << oversized << " bytes was neither refused by the sender nor reported by the "
+            << "receiver (max_message_size " << small.max_message_size << ") within " << patience.count() << " s";
+        try {
+            if (auto m = from_a->receive(100ms))
+                FAIL() << "a message of " << m->size()
+                       << " bytes was delivered to a receiver whose max_message_size is " << small.max_message_size;
+        } catch (const Error& e) {
+            EXPECT_NE(std::string(e.what()).find("max_message_size"), std::string::npos) << e.what();
+            return;
+        }
+    }
+}
+
 // "Messages between a pair of nodes arrive once, complete, uncorrupted and in send
 // order" with "many threads" sending at once.
 TEST_P(Conformance, FourSenderThreadsEachKeepTheirOrderAndIntegrity) {
