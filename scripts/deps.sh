@@ -18,6 +18,7 @@ MSGPASS_PACKAGES=(
     help2man
     util-linux # unshare, for tests/sci/shm_full_test (mount comes with the essential mount package)
     iproute2 # ip and ss: the tcp tests across network namespaces (required when CI is set)
+    gcovr # scripts/coverage.sh: the per-directory line coverage table of docs/testing.md
 )
 
 msgpass_install_deps() {

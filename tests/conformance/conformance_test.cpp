@@ -13,6 +13,7 @@
 #include <gtest/gtest.h>
 
 #include <atomic>
+#include <cerrno>
 #include <chrono>
 #include <cstdio>
 #include <cstring>
@@ -20,6 +21,8 @@
 #include <functional>
 #include <map>
 #include <regex>
+#include <signal.h>
+#include <sys/wait.h>
 #include <thread>
 #include <unistd.h>
 #include <vector>
@@ -140,6 +143,104 @@ TEST_P(Conformance, MessageLargerThanTheMaximumIsRefusedAndLeftWithTheCaller) {
     ASSERT_NE(big, nullptr) << "the refused buffer was taken from the caller";
     EXPECT_EQ(big->size(), c.max_message_size + 1);
     EXPECT_EQ(to_b->stats().messages_sent, 0u);
+}
+
+// "Throws PeerLost when the peer died": node 2 runs in a child process (forked
+// before this process has threads), sends one message and is killed with SIGKILL,
+// so that it says no goodbye. Node 1 then sends and receives until PeerLost, which
+// must come within the patience (peer_timeout is 200 ms).
+TEST_P(Conformance, APeerProcessThatDiesIsReportedAsPeerLost) {
+    auto c = make(2, [](config::Configuration& c) { c.peer_timeout = std::chrono::milliseconds(200); });
+    const pid_t child = ::fork();
+    ASSERT_GE(child, 0) << "fork failed";
+    if (child == 0) {
+        try {
+            auto f = NodeFactory::create(c, 2);
+            auto to_1 = f->create_node(1);
+            to_1->send(make_message(*f, 64, 7, 0));
+            (void)to_1->flush(patience);
+            for (;;)
+                ::pause(); // until the parent kills it
+        } catch (...) {
+            ::_exit(3);
+        }
+    }
+    struct Reaper {
+        pid_t pid;
+        ~Reaper() {
+            ::kill(pid, SIGKILL);
+            int status = 0;
+            while (::waitpid(pid, &status, 0) < 0 && errno == EINTR) {
+            }
+        }
+    } reaper{child};
+    auto a = NodeFactory::create(c, 1);
+    auto from_2 = a->create_node(2);
+    auto first = must_receive(*from_2);
+    ASSERT_NE(first, nullptr) << "the child process (node 2) never sent its message";
+    ::kill(child, SIGKILL);
+    const auto deadline = std::chrono::steady_clock::now() + patience;
+    std::uint64_t seq = 1;
+    for (;;) {
+        ASSERT_LT(std::chrono::steady_clock::now(), deadline)
+            << "node 2 was killed, and neither send nor receive raised PeerLost within " << patience.count() << " s";
+        try {
+            from_2->send(make_message(*a, 64, 7, seq++));
+        } catch (const PeerLost& e) {
+            EXPECT_EQ(e.peer(), 2u);
+            return;
+        } catch (const SendQueueFull&) {
+        }
+        try {
+            auto m = from_2->receive(50ms);
+            EXPECT_EQ(m, nullptr) << "a message from a killed process";
+        } catch (const PeerLost& e) {
+            EXPECT_EQ(e.peer(), 2u);
+            return;
+        }
+    }
+}
+
+// Two processes configured with different maxima (two configuration files): a
+// message above the receiver's max_message_size is refused by the sender (sci: the
+// receiver's maximum is known from its segment) or reported on receipt as an Error
+// (tcp: the frame is refused and the connection dropped) or as PeerLost (udp: the
+// datagrams are refused and counted, and the peer falls silent), never handed out.
+TEST_P(Conformance, MessageAboveTheReceiversMaximumIsNeverDelivered) {
+    auto small = make(2, [](config::Configuration& c) { c.max_message_size = 1 * config::MiB; });
+    auto large = small;
+    large.max_message_size = 2 * config::MiB;
+    auto a = NodeFactory::create(large, 1);
+    auto b = NodeFactory::create(small, 2);
+    auto to_b = a->create_node(2);
+    auto from_a = b->create_node(1);
+    to_b->send(make_message(*a, 64, 7, 0)); // the connection is made
+    auto first = must_receive(*from_a);
+    ASSERT_NE(first, nullptr);
+    const std::size_t oversized = small.max_message_size + small.max_message_size / 2;
+    try {
+        to_b->send(make_message(*a, oversized, 7, 1));
+    } catch (const MessageTooLarge& e) {
+        EXPECT_NE(std::string(e.what()).find("max_message_size"), std::string::npos) << e.what();
+        EXPECT_EQ(nothing_more(*from_a), "");
+        return;
+    }
+    const auto deadline = std::chrono::steady_clock::now() + patience;
+    for (;;) {
+        ASSERT_LT(std::chrono::steady_clock::now(), deadline)
+            << "a message of " << oversized << " bytes was neither refused by the sender nor reported by the "
+            << "receiver (max_message_size " << small.max_message_size << ") within " << patience.count() << " s";
+        try {
+            if (auto m = from_a->receive(100ms))
+                FAIL() << "a message of " << m->size()
+                       << " bytes was delivered to a receiver whose max_message_size is " << small.max_message_size;
+        } catch (const PeerLost&) {
+            return; // udp: the datagrams are refused and counted, the sender is then silent
+        } catch (const Error& e) {
+            EXPECT_NE(std::string(e.what()).find("max_message_size"), std::string::npos) << e.what();
+            return;
+        }
+    }
 }
 
 // "Messages between a pair of nodes arrive once, complete, uncorrupted and in send
