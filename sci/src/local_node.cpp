@@ -326,6 +326,7 @@ void LocalNode::withdraw_sleep() {
 void LocalNode::set_closing() {
     std::lock_guard lock(sleep_mutex_);
     closing_.store(true, std::memory_order_release);
+    std::atomic_ref<std::uint32_t>(control_->closed).store(1, std::memory_order_release);
     std::lock_guard partners(partners_mutex_);
     for (Partner* node : partners_)
         node->write_status();

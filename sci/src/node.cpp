@@ -74,12 +74,15 @@ void SciNode::check_peer(Link* link) {
     next_check_ns_.store(now + parameters_.peer_timeout.count() / 4, std::memory_order_relaxed);
     if (link == nullptr) return;
     const std::uint32_t header_epoch = load(local_header_->epoch);
-    if (header_epoch != 0 && header_epoch != link->epoch32 &&
-        header_epoch != dead_epoch_.load(std::memory_order_relaxed)) {
+    const bool restarted = header_epoch != 0 && header_epoch != link->epoch32 &&
+                           header_epoch != dead_epoch_.load(std::memory_order_relaxed);
+    if (restarted && !ended_cleanly(*link)) {
         declare_lost(link, "node " + std::to_string(parameters_.peer) + " (" + parameters_.name +
                                ") restarted; messages to its earlier incarnation are lost");
-    } else if (!link->segment.owner_alive()) {
-        const bool closed = closing_of(load(local_header_->status));
+    } else if (restarted || !link->segment.owner_alive()) {
+        // A new process's introduction clears the closing bit of the header; the old
+        // segment's own word still tells how that process ended.
+        const bool closed = restarted || closing_of(load(local_header_->status)) || ended_cleanly(*link);
         if (closed && unacknowledged(*link) == 0 && queue_depth_.load(std::memory_order_relaxed) == 0) {
             // The peer ended cleanly and took everything: forget the link without an error.
             std::lock_guard lock(link_mutex_);
@@ -93,6 +96,12 @@ void SciNode::check_peer(Link* link) {
         declare_lost(link, "node " + std::to_string(parameters_.peer) + " (" + parameters_.name +
                                ") lost: its process is gone");
     }
+}
+
+bool SciNode::ended_cleanly(const Link& link) const {
+    // Read only after the owner is gone: not a read on the data path.
+    return !link.segment.owner_alive() &&
+           std::atomic_ref<std::uint32_t>(link.control->closed).load(std::memory_order_acquire) != 0;
 }
 
 std::uint64_t SciNode::unacknowledged(const Link& link) const {

@@ -93,6 +93,8 @@ private:
     bool try_flush();
     void try_flush_queue() override { try_flush(); }
     void check_peer(Link* link);
+    // The peer's process of this link is gone and said it ended cleanly.
+    [[nodiscard]] bool ended_cleanly(const Link& link) const;
     void declare_lost(Link* link, const std::string& reason);
     void throw_if_lost();
     // Throws the error a flush outside a send met (no room in /dev/shm for a queued

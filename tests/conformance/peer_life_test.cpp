@@ -247,11 +247,9 @@ TEST_P(PeerLife, ASenderThatExitsCleanlyHasItsWholeStreamDeliveredAndIsNeverRepo
         EXPECT_EQ(sender.wait_for_line("sent", patience), "sent " + std::to_string(n));
         const int status = sender.wait();
         ASSERT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << "the sender did not exit cleanly: " << status;
-        // Half a peer timeout spans two peer checks, so that the clean end is seen
-        // before the next process of the same node id introduces itself. (On sci a
-        // process that starts before the check saw its predecessor's clean end is
-        // taken for a restart, and reported as the loss of the predecessor.)
-        EXPECT_EQ(nothing_more(*from_peer, timeout / 2), "");
+        // The next process of the same node id starts at once, usually before a peer
+        // check (every peer_timeout / 4) saw this one's clean end: a clean end
+        // followed by a new process is still no loss.
     }
     // The last process is gone; the peer checks run every peer_timeout / 4, so three
     // peer timeouts give a loss every chance to show.

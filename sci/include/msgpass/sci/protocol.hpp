@@ -17,7 +17,7 @@
 namespace msgpass::sci {
 
 inline constexpr std::uint64_t segment_magic = 0x3149435353504d4dULL; // "MMPSSCI1"
-inline constexpr std::uint32_t protocol_version = 6;
+inline constexpr std::uint32_t protocol_version = 7;
 inline constexpr std::size_t control_block_size = 4096;
 // The seed's 64-byte header held 15 outstanding messages per direction by packing
 // two 16-bit fields per word; a signed 32-bit word per notification and per grant
@@ -56,6 +56,11 @@ struct alignas(64) ControlBlock {
     // Rung by a partner that wrote a message or a grant here while the owner said
     // (in the partner's own segment) that it sleeps.
     alignas(64) Doorbell bell;
+    // 1 once the owner's process ended cleanly (its factory's destructor). A partner
+    // reads it only in its peer check, after the owner is gone, to tell a clean end
+    // from a crash even when a new process of the same node id already introduced
+    // itself (and so cleared the closing bit of its header).
+    alignas(64) std::uint32_t closed;
 };
 static_assert(sizeof(ControlBlock) <= control_block_size);
 
