@@ -20,10 +20,16 @@ MSGPASS_PACKAGES=(
     iproute2 # ip and ss: the tcp tests across network namespaces (required when CI is set)
     gcovr # scripts/coverage.sh: the per-directory line coverage table of docs/testing.md
 )
+# scripts/fuzz.sh only: clang and its libFuzzer runtime (the replay of the corpora in
+# scripts/test.sh needs neither).
+MSGPASS_FUZZ_PACKAGES=(clang libclang-rt-dev)
 
+# msgpass_install_deps [PACKAGE...]: the packages given, or MSGPASS_PACKAGES.
 msgpass_install_deps() {
     local missing=() pkg status
-    for pkg in "${MSGPASS_PACKAGES[@]}"; do
+    local -a wanted=("$@")
+    ((${#wanted[@]} > 0)) || wanted=("${MSGPASS_PACKAGES[@]}")
+    for pkg in "${wanted[@]}"; do
         status=$(dpkg-query -W -f='${Status}' "$pkg" 2>/dev/null || true)
         if [[ "$status" != "install ok installed" ]]; then
             missing+=("$pkg")

@@ -1,0 +1,131 @@
+// Writes the seed inputs of the decoder fuzz targets (tests/fuzz/corpus/<target>/
+// seed-*) with the library's own encoders, so that each seed is a well-formed input
+// of today's format: scripts/fuzz.sh --seeds runs it after a format change. The
+// configuration seeds are the example files, copied by scripts/fuzz.sh.
+//   fuzz_make_seeds CORPUS_DIR
+#include <msgpass/tcp/protocol.hpp>
+#include <msgpass/udp/protocol.hpp>
+
+#include <cstdint>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <iostream>
+#include <string>
+#include <vector>
+
+using namespace msgpass;
+
+namespace {
+
+std::filesystem::path root;
+
+void write(const std::string& target, const std::string& name, const std::vector<std::byte>& bytes) {
+    const auto dir = root / target;
+    std::filesystem::create_directories(dir);
+    std::ofstream out(dir / ("seed-" + name), std::ios::binary | std::ios::trunc);
+    out.write(reinterpret_cast<const char*>(bytes.data()), static_cast<std::streamsize>(bytes.size()));
+}
+
+template <class T>
+void append(std::vector<std::byte>& out, const T& value) {
+    const auto* p = reinterpret_cast<const std::byte*>(&value);
+    out.insert(out.end(), p, p + sizeof value);
+}
+
+udp::DatagramHeader udp_header(udp::DatagramType type) {
+    udp::DatagramHeader h;
+    h.magic = udp::magic;
+    h.version = udp::protocol_version;
+    h.type = static_cast<std::uint16_t>(type);
+    h.from = 2;
+    h.to = 1;
+    h.partition = udp::partition_hash("fuzz");
+    h.incarnation = 0x1234567890abcdefull;
+    h.peer_incarnation = 0x0fedcba987654321ull;
+    return h;
+}
+
+void udp_seeds() {
+    for (std::uint32_t piece : {0u, 1u, 100u, 1408u}) {
+        auto h = udp_header(udp::DatagramType::data);
+        h.seq = 7;
+        h.length = piece;
+        h.offset = 0;
+        h.flags = udp::flag_first;
+        std::vector<std::byte> out;
+        append(out, h);
+        out.resize(out.size() + piece, std::byte{0x5a});
+        write("udp_datagram", "data-" + std::to_string(piece), out);
+    }
+    {
+        auto h = udp_header(udp::DatagramType::data); // a middle piece of a 3000-byte message
+        h.seq = 8;
+        h.length = 3000;
+        h.offset = 1408;
+        std::vector<std::byte> out;
+        append(out, h);
+        out.resize(out.size() + 1408, std::byte{0xa5});
+        write("udp_datagram", "data-middle", out);
+    }
+    {
+        auto h = udp_header(udp::DatagramType::nak);
+        std::vector<std::byte> out;
+        append(out, h);
+        append(out, std::uint64_t{3});
+        append(out, std::uint64_t{2});
+        append(out, std::uint64_t{9});
+        append(out, std::uint64_t{1});
+        write("udp_datagram", "nak", out);
+    }
+    for (auto [type, name] : {std::pair{udp::DatagramType::hello, "hello"},
+                              {udp::DatagramType::welcome, "welcome"},
+                              {udp::DatagramType::status, "status"},
+                              {udp::DatagramType::keepalive, "keepalive"},
+                              {udp::DatagramType::goodbye, "goodbye"}}) {
+        auto h = udp_header(type);
+        h.seq = 42;
+        h.length = 64;
+        std::vector<std::byte> out;
+        append(out, h);
+        write("udp_datagram", name, out);
+    }
+}
+
+void frame_seeds() {
+    for (auto [header, name] : {std::pair{ip::data_frame(0, 64), "data"},
+                                {ip::data_frame(9, 0), "data-empty"},
+                                {ip::ack_frame(10), "ack"},
+                                {ip::goodbye_frame(3), "goodbye"}}) {
+        std::vector<std::byte> out(ip::frame_header_size);
+        ip::encode(header, out.data());
+        write("ip_frame", name, out);
+    }
+}
+
+void handshake_seeds() {
+    const auto hello = tcp::make_hello(2, 1, 0x1234567890abcdefull, "fuzz");
+    for (auto [answer, name] :
+         {std::pair{ip::make_welcome(tcp::protocol, 1, 2, 0x0fedcba987654321ull, 5), "welcome"},
+          {ip::make_refusal(tcp::protocol, 1, 2, 0x0fedcba987654321ull, ip::Refusal::wrong_partition), "refusal"}}) {
+        std::vector<std::byte> out;
+        append(out, hello);
+        append(out, answer);
+        write("ip_handshake", name, out);
+    }
+}
+
+} // namespace
+
+int main(int argc, char** argv) {
+    if (argc != 2) {
+        std::cerr << "usage: fuzz_make_seeds CORPUS_DIR\n";
+        return 2;
+    }
+    root = argv[1];
+    udp_seeds();
+    frame_seeds();
+    handshake_seeds();
+    std::cout << "seeds written under " << root << "\n";
+    return 0;
+}

@@ -1,0 +1,53 @@
+// Fuzz target: the udp datagram decoder (ip/udp protocol.hpp, decode_datagram), the
+// one place a datagram from the network is judged before anything is allocated.
+// Invariants of an accepted datagram: its payload is what follows the header, a
+// data piece lies inside its message and the message within max_message_size, a NAK
+// holds whole ranges, the sender is a known peer with an incarnation.
+#include "fuzz.hpp"
+
+#include <msgpass/udp/protocol.hpp>
+
+#include <cstdint>
+#include <span>
+
+using namespace msgpass::udp;
+
+namespace {
+constexpr std::uint64_t max_message = 1 << 20;
+bool knows(const void*, std::uint32_t id) {
+    return id == 2 || id == 3;
+}
+} // namespace
+
+extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size) {
+    const Expect expect{partition_hash("fuzz"), 1, max_message, max_datagram_size, &knows, nullptr};
+    const auto bytes = std::as_bytes(std::span(data, size));
+    const Decoded d = decode_datagram(bytes, expect);
+    if (!d.ok) {
+        MSGPASS_FUZZ_CHECK(static_cast<std::uint32_t>(d.drop) < static_cast<std::uint32_t>(Drop::kinds));
+        MSGPASS_FUZZ_CHECK(!describe(d.drop).empty());
+        return 0;
+    }
+    msgpass::fuzz::accepted();
+    const DatagramHeader& h = d.header;
+    MSGPASS_FUZZ_CHECK(header_size + d.payload.size() == size);
+    MSGPASS_FUZZ_CHECK(d.payload.data() == bytes.data() + header_size);
+    MSGPASS_FUZZ_CHECK(h.magic == magic && h.version == protocol_version);
+    MSGPASS_FUZZ_CHECK(h.partition == expect.partition && h.to == expect.self);
+    MSGPASS_FUZZ_CHECK(knows(nullptr, h.from) && h.incarnation != 0);
+    switch (static_cast<DatagramType>(h.type)) {
+    case DatagramType::data:
+        MSGPASS_FUZZ_CHECK(h.length <= max_message);
+        MSGPASS_FUZZ_CHECK(std::uint64_t{h.offset} + d.payload.size() <= h.length);
+        MSGPASS_FUZZ_CHECK(((h.flags & flag_first) != 0) == (h.offset == 0));
+        break;
+    case DatagramType::nak:
+        MSGPASS_FUZZ_CHECK(!d.payload.empty() && d.payload.size() % 16 == 0);
+        MSGPASS_FUZZ_CHECK(d.payload.size() <= max_nak_ranges * 16);
+        break;
+    default:
+        MSGPASS_FUZZ_CHECK(d.payload.empty());
+        break;
+    }
+    return 0;
+}
