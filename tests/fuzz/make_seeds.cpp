@@ -115,6 +115,61 @@ void handshake_seeds() {
     }
 }
 
+// tcp_stream: the frames a connector writes after its handshake.
+void stream_seeds() {
+    auto frame = [](std::vector<std::byte>& out, std::uint64_t seq, std::size_t length) {
+        const std::size_t at = out.size();
+        out.resize(at + ip::frame_header_size + length, std::byte{0x42});
+        ip::encode(ip::data_frame(seq, length), out.data() + at);
+    };
+    std::vector<std::byte> one;
+    frame(one, 0, 100);
+    write("tcp_stream", "one-message", one);
+    std::vector<std::byte> three;
+    frame(three, 0, 0);
+    frame(three, 1, 1);
+    frame(three, 2, 4096);
+    write("tcp_stream", "three-messages", three);
+    std::vector<std::byte> goodbye;
+    frame(goodbye, 0, 8);
+    goodbye.resize(goodbye.size() + ip::frame_header_size);
+    ip::encode(ip::goodbye_frame(0), goodbye.data() + goodbye.size() - ip::frame_header_size);
+    write("tcp_stream", "message-then-goodbye", goodbye);
+}
+
+// udp_stream: datagrams, each [u16 length][bytes]; the harness makes the identity
+// fields right, so only type, seq, length, offset, flags and payload matter here.
+void udp_stream_seeds() {
+    auto datagram = [](std::vector<std::byte>& out, udp::DatagramType type, std::uint64_t seq, std::uint64_t length,
+                       std::uint32_t offset, std::uint16_t flags, std::size_t piece) {
+        auto h = udp_header(type);
+        h.seq = seq;
+        h.length = length;
+        h.offset = offset;
+        h.flags = flags;
+        const auto size = static_cast<std::uint16_t>(udp::header_size + piece);
+        append(out, size);
+        append(out, h);
+        out.resize(out.size() + piece, std::byte{0x33});
+    };
+    std::vector<std::byte> one;
+    datagram(one, udp::DatagramType::data, 0, 100, 0, udp::flag_first, 100);
+    write("udp_stream", "one-message", one);
+    std::vector<std::byte> pieces; // a 3000-byte message in three pieces, the last first
+    datagram(pieces, udp::DatagramType::data, 2, 3000, 2816, 0, 184);
+    datagram(pieces, udp::DatagramType::data, 0, 3000, 0, udp::flag_first, 1408);
+    datagram(pieces, udp::DatagramType::data, 1, 3000, 1408, 0, 1408);
+    datagram(pieces, udp::DatagramType::data, 3, 0, 0, udp::flag_first, 0);
+    write("udp_stream", "pieces-out-of-order", pieces);
+    std::vector<std::byte> gap; // a gap, a duplicate, then a goodbye
+    datagram(gap, udp::DatagramType::data, 0, 10, 0, udp::flag_first, 10);
+    datagram(gap, udp::DatagramType::data, 2, 10, 0, udp::flag_first, 10);
+    datagram(gap, udp::DatagramType::data, 0, 10, 0, udp::flag_first, 10);
+    datagram(gap, udp::DatagramType::data, 1, 10, 0, udp::flag_first, 10);
+    datagram(gap, udp::DatagramType::goodbye, 3, 0, 0, 0, 0);
+    write("udp_stream", "gap-duplicate-goodbye", gap);
+}
+
 } // namespace
 
 int main(int argc, char** argv) {
@@ -126,6 +181,8 @@ int main(int argc, char** argv) {
     udp_seeds();
     frame_seeds();
     handshake_seeds();
+    stream_seeds();
+    udp_stream_seeds();
     std::cout << "seeds written under " << root << "\n";
     return 0;
 }
