@@ -20,6 +20,7 @@
 
 #include <chrono>
 #include <cstring>
+#include <thread>
 #include <vector>
 
 namespace msgpass::test {
@@ -143,9 +144,10 @@ TEST(UdpDecoder, EveryLengthShorterThanAHeaderIsTooShortAndRandomBytesNeverPass)
 // ---------------------------------------------------------------- loss, duplicates, reordering
 
 // Message i of the stream: mostly small (1 B to 600 B, one datagram), every 20th
-// from 2 KiB to 10 KiB, every 1000th up to 256 KiB (about 190 datagrams).
+// from 2 KiB to 10 KiB, every 10 000th (from the 7th) up to 1 MiB (about 715
+// datagrams of the default size).
 std::size_t size_of(std::uint64_t i) {
-    if (i % 1000 == 7) return 256 * 1024 - (i % 13) * 1000;
+    if (i % 10000 == 7) return 1024 * 1024 - (i % 13) * 1000;
     if (i % 20 == 3) return 2000 + (i * 7919) % 8000;
     return 1 + (i * 104729) % 600;
 }
@@ -181,7 +183,10 @@ std::string check_numbered(const Buffer& b, std::uint64_t i) {
 
 class UdpLoss : public ::testing::TestWithParam<double> {};
 
-TEST_P(UdpLoss, TwentyThousandMessagesOfMixedSizesArriveOnceInOrderAndIntact) {
+// The loss test: 200 000 messages of 1 B to 1 MiB, under injected loss,
+// duplicates and reordering, taken by a receiving thread while the sender queues
+// (the stream is larger than the send queue and the window together).
+TEST_P(UdpLoss, TwoHundredThousandMessagesOfOneByteToOneMebibyteArriveOnceInOrderAndIntact) {
     const double loss = GetParam();
     auto c = make_configuration("udp", unique_partition("loss"), 2, [&](config::Configuration& c) {
         auto& o = c.edit_section<udp::Options>();
@@ -190,27 +195,37 @@ TEST_P(UdpLoss, TwentyThousandMessagesOfMixedSizesArriveOnceInOrderAndIntact) {
         o.inject_reorder = 0.02;
         o.inject_seed = 42;
         c.peer_timeout = 5s;
+        c.max_message_size = 1024 * 1024;
     });
     auto a = NodeFactory::create(c, 1);
     auto b = NodeFactory::create(c, 2);
     auto to_b = a->create_node(2);
     auto from_a = b->create_node(1);
-    constexpr std::uint64_t n = 20000;
-    // Everything is queued at once; the background threads move it as the window allows.
+    constexpr std::uint64_t n = 200000;
+    std::string error;
+    std::uint64_t received = 0;
+    std::jthread receiver([&] { // joined on every way out, a Stalled send included
+        for (; received < n && error.empty(); ++received) {
+            BufferPtr m;
+            try {
+                m = from_a->receive(patience);
+            } catch (const Error& e) {
+                error = std::string("receive: ") + e.what();
+                return;
+            }
+            if (!m) {
+                error = "message " + std::to_string(received) + " never arrived";
+                return;
+            }
+            error = check_numbered(*m, received);
+        }
+    });
     for (std::uint64_t i = 0; i < n; ++i)
         send_retrying(*to_b, numbered(*a, i), "message " + std::to_string(i));
     send_retrying(*to_b, make_end_marker(*a, n), "the end marker");
-    std::string error;
-    std::uint64_t i = 0;
-    for (; i < n && error.empty(); ++i) {
-        auto m = from_a->receive(patience);
-        if (!m) {
-            error = "message " + std::to_string(i) + " never arrived";
-            break;
-        }
-        error = check_numbered(*m, i);
-    }
-    ASSERT_EQ(error, "");
+    receiver.join();
+    ASSERT_EQ(error, "") << "after " << received << " messages";
+    ASSERT_EQ(received, n);
     auto end = from_a->receive(patience);
     ASSERT_NE(end, nullptr) << "the end marker never arrived";
     EXPECT_EQ(check_payload(*end).stream, end_stream);
