@@ -92,11 +92,15 @@ int run(int argc, char** argv) {
         floors = [&](std::uint64_t size) {
             const Budget quick{0, 0.1};
             progress.show("floors " + size_label(size));
-            // tcp is measured against raw loopback TCP, every other technology
+            // tcp is measured against raw loopback TCP, udp against raw loopback
+            // UDP (up to the largest datagram; none beyond), every other technology
             // against shared memory.
             if (s.technology == std::optional<std::string>("tcp")) {
                 floor[size] = reference::tcp_pingpong(size, quick);
                 ring[size] = reference::tcp_stream(size, quick);
+            } else if (s.technology == std::optional<std::string>("udp")) {
+                if (auto r = reference::udp_pingpong(size, quick)) floor[size] = *r;
+                if (auto r = reference::udp_stream(size, quick)) ring[size] = *r;
             } else {
                 floor[size] = reference::shm_pingpong(size, quick);
                 ring[size] = reference::shm_ring(size, quick);
@@ -119,7 +123,10 @@ int run(int argc, char** argv) {
         *factory, peer_ids, [&] { peers.check(); }, s.wait);
     auto results = drive(driver, s, patterns, progress, floors);
     driver.quit();
-    if (floors && s.technology != std::optional<std::string>("tcp")) warn_if_shared_cpu(floor);
+    if (floors && s.technology != std::optional<std::string>("tcp") &&
+        s.technology != std::optional<std::string>("udp")) {
+        warn_if_shared_cpu(floor);
+    }
     peers.stop(std::chrono::milliseconds(5000));
     if (s.json) return 0;
     if (!table) {

@@ -25,7 +25,7 @@ Settings parse(int argc, char** argv, bool& help) {
     visible.add_options()                                                                                             //
         ("help,h", "this help")                                                                                       //
         ("technology", po::value<std::string>()->value_name("NAME"),                                                  //
-         "sci | tcp | auto (default: the configuration's, sci)")                                                      //
+         "sci | tcp | udp | auto (default: the configuration's, sci)")                                                //
         ("pattern", po::value<std::string>()->value_name("NAME"), "pingpong | stream | broadcast | gather | idle")    //
         ("sizes", po::value(&sizes)->value_name("LIST"), "message sizes, e.g. 8,64,1KiB,4MiB")                        //
         ("iterations", po::value(&s.budget.iterations)->value_name("N"), "timed messages (or round trips) per point") //

@@ -12,6 +12,7 @@
 #include <memory>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
+#include <poll.h>
 #include <sched.h>
 #include <stdexcept>
 #include <string>
@@ -519,6 +520,81 @@ Result tcp_stream(std::uint64_t size, const Budget& budget) {
     r.MBps = s > 0 ? static_cast<double>(bytes) / s / 1e6 : 0;
     r.msgs_per_s = r.MBps * 1e6 / static_cast<double>(size);
     r.iterations = bytes / size;
+    return r;
+}
+
+// Loopback UDP stream with the least flow control that keeps loopback from dropping:
+// the sender keeps at most `window` datagrams unacknowledged (about 96 KiB, so that
+// they fit the default socket receive buffer with the kernel's per-datagram
+// overhead), and the receiver acknowledges every window / 2 with the count it has.
+// The first byte of each datagram says warm-up (1) or timed (0); an empty datagram
+// ends the stream. A datagram lost anyway (another process filling the buffer) is
+// waited for 100 ms and then given up, so the floor never hangs.
+std::optional<Result> udp_stream(std::uint64_t size, const Budget& budget) {
+    if (size == 0 || size > 65507) return std::nullopt;
+    Fd a(::socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0));
+    Fd b(::socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0));
+    const auto aa = bound_address(a.get());
+    const auto ba = bound_address(b.get());
+    ::connect(a.get(), reinterpret_cast<const sockaddr*>(&ba), sizeof ba);
+    ::connect(b.get(), reinterpret_cast<const sockaddr*>(&aa), sizeof aa);
+    const std::uint64_t window = std::clamp<std::uint64_t>(96 * config::KiB / (size + 768), 2, 128);
+    const Phases phases(budget);
+    Child sender([&] {
+        set_timeout(a.get(), 10s);
+        auto src = pattern_bytes(size);
+        std::uint64_t sent = 0;
+        std::uint64_t acked = 0;
+        auto wait_ack = [&](std::chrono::milliseconds bound) {
+            pollfd p{a.get(), POLLIN, 0};
+            if (::poll(&p, 1, static_cast<int>(bound.count())) != 1) return false;
+            std::uint64_t count = 0;
+            if (::recv(a.get(), &count, sizeof count, 0) == sizeof count) acked = std::max(acked, count);
+            return true;
+        };
+        phases.run([&](std::uint64_t flags) {
+            while (sent - acked >= window) {
+                if (!wait_ack(100ms)) acked = sent; // lost: give it up
+            }
+            src[0] = std::byte{static_cast<unsigned char>(flags != 0 ? 1 : 0)};
+            if (::send(a.get(), src.data(), size, 0) == static_cast<ssize_t>(size)) ++sent;
+        });
+        ::send(a.get(), src.data(), 0, 0);
+    });
+    set_timeout(b.get(), std::chrono::duration_cast<std::chrono::seconds>(reply_deadline));
+    std::vector<std::byte> buf(size);
+    std::uint64_t received = 0;
+    std::uint64_t count = 0;
+    Clock::time_point start{};
+    Clock::time_point last{};
+    bool timing = false;
+    for (;;) {
+        const ssize_t k = ::recv(b.get(), buf.data(), size, 0);
+        if (k < 0 && errno == EINTR) continue;
+        if (k < 0) throw std::runtime_error("reference udp stream: the sender stopped");
+        if (k == 0) break;
+        ++received;
+        if (received % (window / 2) == 0) ::send(b.get(), &received, sizeof received, 0);
+        const auto now = Clock::now();
+        if (buf[0] == std::byte{0}) {
+            if (!timing) {
+                timing = true;
+                start = now;
+            } else {
+                ++count;
+            }
+            last = now;
+        }
+    }
+    sender.finish(1s);
+    Result r;
+    r.technology = "reference-udp-stream";
+    r.pattern = "stream";
+    r.size = size;
+    r.iterations = count;
+    const double s = ns_between(start, last) / 1e9;
+    r.msgs_per_s = s > 0 ? static_cast<double>(count) / s : 0;
+    r.MBps = r.msgs_per_s * static_cast<double>(size) / 1e6;
     return r;
 }
 

@@ -31,6 +31,9 @@ std::optional<Result> udp_pingpong(std::uint64_t size, const Budget& budget);
 
 // Loopback TCP stream: the sender writes size-byte chunks, the receiver reads.
 Result tcp_stream(std::uint64_t size, const Budget& budget);
+// Loopback UDP stream, one datagram per message (up to 65507 bytes), with a small
+// credit window so that loopback does not drop: the floor of msgpass over udp.
+std::optional<Result> udp_stream(std::uint64_t size, const Budget& budget);
 
 // Pins the second process of every floor to this cpu (-1: no pinning); the caller
 // pins itself. As --cpu pins the two ends of the msgpass patterns.

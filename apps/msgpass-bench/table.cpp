@@ -95,6 +95,8 @@ std::vector<Result> run_reference(const Settings& s, const Progress& progress) {
         if (auto r = reference::udp_pingpong(size, b)) note(*r);
         progress.show("reference " + size_label(size) + ": tcp stream");
         note(reference::tcp_stream(size, b));
+        progress.show("reference " + size_label(size) + ": udp stream");
+        if (auto r = reference::udp_stream(size, b)) note(*r);
     }
     progress.clear();
     std::map<std::uint64_t, Result> floor;
@@ -109,13 +111,19 @@ void print_default_table(const std::vector<std::uint64_t>& sizes, const std::map
                          const std::map<std::uint64_t, Result>& stream, const std::map<std::uint64_t, Result>& floor,
                          const std::map<std::uint64_t, Result>& ring, const std::string& technology) {
     const bool tcp = technology == "tcp";
+    const bool udp = technology == "udp";
     std::printf("msgpass %s: stream bandwidth and ping-pong one-way latency; x floor = ratio to the same-size\n"
                 "%s floor measured in this run (%s)\n\n",
-                technology.c_str(), tcp ? "loopback TCP" : "shared-memory",
+                technology.c_str(),
+                tcp   ? "loopback TCP"
+                : udp ? "loopback UDP"
+                      : "shared-memory",
                 tcp ? "bandwidth / raw TCP stream, latency / raw TCP ping-pong"
+                : udp
+                    ? "bandwidth / raw UDP stream with a credit window, latency / raw UDP ping-pong; none above 65507 B"
                     : "bandwidth / ring, latency / cache-line ping-pong");
-    std::printf("%8s | %9s %8s | %8s %8s %8s %8s | %9s | %8s %8s\n", "size", "MB/s", tcp ? "x raw" : "x ring", "p50 us",
-                "x floor", "p99 us", "max us", "msgs/s", "1999MB/s", "1999 us");
+    std::printf("%8s | %9s %8s | %8s %8s %8s %8s | %9s | %8s %8s\n", "size", "MB/s", tcp || udp ? "x raw" : "x ring",
+                "p50 us", "x floor", "p99 us", "max us", "msgs/s", "1999MB/s", "1999 us");
     std::printf(
         "---------+--------------------+--------------------------------------+-----------+------------------\n");
     for (auto size : sizes) {

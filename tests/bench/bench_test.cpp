@@ -296,9 +296,9 @@ TEST(BenchJson, ReferencePrintsOneWellFormedLinePerFloor) {
         const bool latency = technology.find("pingpong") != std::string::npos;
         expect_result_line(line, technology, j.members["pattern"].text, 64, latency);
     }
-    EXPECT_EQ(technologies,
-              (std::set<std::string>{"reference-shm-pingpong", "reference-shm-ring", "reference-memcpy",
-                                     "reference-tcp-pingpong", "reference-udp-pingpong", "reference-tcp-stream"}));
+    EXPECT_EQ(technologies, (std::set<std::string>{"reference-shm-pingpong", "reference-shm-ring", "reference-memcpy",
+                                                   "reference-tcp-pingpong", "reference-udp-pingpong",
+                                                   "reference-tcp-stream", "reference-udp-stream"}));
     EXPECT_EQ(run.lines.size(), technologies.size());
 }
 
