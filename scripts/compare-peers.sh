@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # Compares msgpass with its peers on this machine and writes the result into the
 # repository: ZeroMQ (our tests/peers/zmq_bench over ipc:// and tcp://), Open MPI
-# over shared memory (NetPIPE's NPopenmpi, btl self,vader), msgpass-bench over sci
-# (and over tcp once that technology is registered), and the machine's floors
+# over shared memory (NetPIPE's NPopenmpi, btl self,vader), msgpass-bench over sci,
+# tcp and udp, and the machine's floors
 # (msgpass-bench --reference). Installs what it needs (Debian packages, only those
 # missing), builds msgpass in Release (build/release, as scripts/demo.sh) and
 # zmq_bench (outside the CMake build: msgpass never depends on ZeroMQ), then writes
@@ -132,6 +132,10 @@ else
     echo "msgpass-tcp: not measured ($(head -1 "$raw/tcp-probe.err"))" >"$raw/absent.txt"
 fi
 
+header "msgpass-bench: udp pingpong + stream"
+timeout 900 "$bench" --technology udp --json --sizes "$sizes" --seconds "$seconds" "${cpu_args[@]}" \
+    >"$raw/msgpass-udp.jsonl" || failed "msgpass-bench over udp failed (status $?)"
+
 header "ZeroMQ: ipc:// and tcp://, pingpong + stream"
 timeout 600 "$zmq_bench" --sizes "$sizes" --seconds "$seconds" "${cpu_args[@]}" >"$raw/zeromq.jsonl" ||
     failed "zmq_bench failed (status $?)"
@@ -192,6 +196,8 @@ function num(line, key,   m) {
     else if (t == "reference-shm-ring") { sys = "floor-shm"; p = "stream" }
     else if (t == "reference-tcp-pingpong") { sys = "floor-tcp"; p = "pingpong" }
     else if (t == "reference-tcp-stream") { sys = "floor-tcp"; p = "stream" }
+    else if (t == "reference-udp-pingpong") { sys = "floor-udp"; p = "pingpong" }
+    else if (t == "reference-udp-stream") { sys = "floor-udp"; p = "stream" }
     else if (t ~ /^reference-/) next
     if (p != "pingpong" && p != "stream") next
     printf "%s\t%s\t%d\t%s\t%s\t%s\n", sys, p, num($0, "size"), num($0, "p50"), num($0, "MBps"), num($0, "msgs_per_s")
@@ -227,7 +233,7 @@ model=$(lscpu | sed -n 's/^Model name: *//p' | head -1)
 ncpu=$(nproc)
 kernel=$(uname -r)
 today=$(date -u +%Y-%m-%d)
-systems="msgpass-sci msgpass-tcp zeromq-ipc zeromq-tcp openmpi-vader floor-shm floor-tcp"
+systems="msgpass-sci msgpass-tcp msgpass-udp zeromq-ipc zeromq-tcp openmpi-vader floor-shm floor-tcp floor-udp"
 
 # Per system: size, p50 latency, stream bandwidth (gnuplot data, "-" = missing).
 rm -f "$out"/plot-*.dat
@@ -262,15 +268,18 @@ to read the figures, and what each floor is: [benchmarks.md](benchmarks.md).
 - Release build; ${seconds} s per point; $([[ -n "$cpus" ]] && echo "the two ends pinned to CPUs $cpus (msgpass-bench and zmq_bench \`--cpu $cpus\`, mpirun \`--bind-to core\`)" || echo "no pinning")
 - Systems: **msgpass-sci** (\`msgpass-bench\`, sci over POSIX shared memory, \`--wait block\`);
   **msgpass-tcp** (the same over the tcp technology, when it is built);
+  **msgpass-udp** (the same over the udp technology);
   **zeromq-ipc**, **zeromq-tcp** (\`tests/peers/zmq_bench.cpp\`: libzmq $(pkg-config --modversion libzmq 2>/dev/null || echo "?") PAIR sockets, a Unix-domain socket or loopback TCP);
   **openmpi-vader** (NetPIPE $(dpkg-query -W -f='${Version}' netpipe-openmpi 2>/dev/null || echo "?") \`NPopenmpi\`, Open MPI $(dpkg-query -W -f='${Version}' openmpi-bin 2>/dev/null || echo "?"), \`$(cat "$raw/netpipe-pingpong.btl" 2>/dev/null || echo "--mca btl self,vader")\`);
   **floor-shm** (\`msgpass-bench --reference\`: cache-line ping-pong in shared memory for latency, the hand-written shared-memory ring for bandwidth);
-  **floor-tcp** (\`--reference\`: raw loopback TCP ping-pong with TCP_NODELAY, raw TCP stream).
+  **floor-tcp** (\`--reference\`: raw loopback TCP ping-pong with TCP_NODELAY, raw TCP stream);
+  **floor-udp** (\`--reference\`: raw loopback UDP ping-pong, raw UDP stream with a credit window; up to 65507 bytes).
 - Latency: one-way = round trip / 2, p50 of per-iteration samples (openmpi-vader:
   NetPIPE's mean of its best trial). Bandwidth and msgs/s: the stream pattern, at
   the receiver (openmpi-vader: NetPIPE \`-s\`).
 - Ratios: to the floor of the same size measured by this run; tcp systems
-  (msgpass-tcp, zeromq-tcp) against floor-tcp, the others against floor-shm
+  (msgpass-tcp, zeromq-tcp) against floor-tcp, msgpass-udp against floor-udp (none
+  above 65507 bytes), the others against floor-shm
   (zeromq-ipc goes through the kernel, but it competes for the same job: two
   processes of one host). Latency x floor: lower is better, 1 = the floor;
   bandwidth x floor: higher is better. The floors ran minutes apart from the
@@ -349,7 +358,7 @@ EOF
                 if (!(s in seen)) continue
                 key = s SUBSEP z
                 if (!(key in lat) && !(key in bw)) continue
-                floor = (s ~ /tcp$/) ? "floor-tcp" : "floor-shm"
+                floor = (s ~ /tcp$/) ? "floor-tcp" : (s ~ /udp$/) ? "floor-udp" : "floor-shm"
                 fkey = floor SUBSEP z
                 l = (key in lat) ? lat[key] : "-"; b = (key in bw) ? bw[key] : "-"; r = (key in mps) ? mps[key] : "-"
                 lr = (s ~ /^floor/) ? "floor" : ratio(l, (fkey in lat) ? lat[fkey] : "-")
@@ -366,7 +375,8 @@ EOF
 
 # The plot: two panels, log-log, one line per system (floors dashed, grey).
 declare -A colors=([msgpass-sci]='#c00000' [msgpass-tcp]='#ff8000' [zeromq-ipc]='#0060c0' [zeromq-tcp]='#30b0f0'
-    [openmpi-vader]='#008000' [floor-shm]='#404040' [floor-tcp]='#a0a0a0')
+    [openmpi-vader]='#008000' [floor-shm]='#404040' [floor-tcp]='#a0a0a0' [msgpass-udp]='#c000c0'
+    [floor-udp]='#d0a0d0')
 terminal="pngcairo size 1400,600 font 'DejaVu Sans,10'"
 gnuplot -e "set terminal pngcairo" >/dev/null 2>&1 || terminal="png size 1400,600"
 {
