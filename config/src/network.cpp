@@ -13,8 +13,8 @@ namespace msgpass::config::detail {
 
 namespace {
 
-const std::vector<std::string> generic_keys = {"partition",    "technology",       "max_message_size",
-                                               "peer_timeout", "send_queue_limit", "groups"};
+const std::vector<std::string> generic_keys = {"partition",        "technology", "max_message_size", "peer_timeout",
+                                               "send_queue_limit", "groups",     "auth_key_file"};
 
 void collect_groups(Problems& problems, const Item& v, NetworkLayers& layers) {
     for_each_entry(problems, v, "a mapping of group names to lists of node ids",
@@ -36,6 +36,28 @@ void collect_network_key(Problems& problems, const Schemas& schemas, const std::
         collect_groups(problems, v, layers);
     } else {
         layers.top.insert_or_assign(key, v);
+    }
+}
+
+// auth_key_file: a path, relative to the network file's directory (to the working
+// directory for --set), to a key file that passes read_auth_key's checks.
+void resolve_auth_key(Problems& problems, const Item& v, Configuration& c) {
+    const auto text = get_scalar(problems, v, "the path of a 32-byte key file");
+    if (!text) return;
+    if (text->empty()) {
+        report(problems, v, "the path of a 32-byte key file", "an empty path");
+        return;
+    }
+    std::filesystem::path file(*text);
+    if (file.is_relative() && v.source != nullptr && !v.source->fixed) {
+        file = std::filesystem::path(v.source->name).parent_path() / file;
+    }
+    std::string problem;
+    if (auto key = read_auth_key(file, problem)) {
+        c.auth_key_file = file;
+        c.auth_key = *key;
+    } else {
+        report(problems, v, "a key file of this user with mode 0600", "'" + file.string() + "', which " + problem);
     }
 }
 
@@ -73,6 +95,8 @@ void resolve_top(Problems& problems, const Schemas& schemas, const NetworkLayers
         } else if (key == "send_queue_limit") {
             if (auto n = get_integer(problems, v, 1, std::numeric_limits<std::uint32_t>::max()))
                 c.send_queue_limit = static_cast<std::uint32_t>(*n);
+        } else if (key == "auth_key_file") {
+            resolve_auth_key(problems, v, c);
         }
     }
 }

@@ -236,7 +236,8 @@ TEST(TechnologySections, AnUnknownKeyInASectionIsReportedAtItsPlace) {
     // A key of the section written at the top level is pointed to its place.
     EXPECT_EQ(errors_of("linger: 1s\n")
                   .rfind("network.yaml:1:1: linger: expected a known key (did you mean 'fake.linger'? known: "
-                         "partition, technology, max_message_size, peer_timeout, send_queue_limit, groups, fake, sci",
+                         "partition, technology, max_message_size, peer_timeout, send_queue_limit, groups, "
+                         "auth_key_file, fake, sci",
                          0),
               0u);
 }

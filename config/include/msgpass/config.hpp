@@ -9,6 +9,7 @@
 // (msgpass/config/schema.hpp), and stored here by type: configuration.section<T>().
 #pragma once
 
+#include <msgpass/config/auth_key.hpp>
 #include <msgpass/config/schema.hpp>
 #include <msgpass/config/value.hpp>
 #include <msgpass/error.hpp>
@@ -67,7 +68,15 @@ struct Configuration {
     std::uint64_t max_message_size = 64 * MiB;    // larger sends throw MessageTooLarge
     std::chrono::milliseconds peer_timeout{1000}; // a silent dead peer is declared lost after this
     std::uint32_t send_queue_limit = 65536;       // queued messages per node before SendQueueFull
-    Sections sections;                            // each registered technology's section
+    // auth_key_file: the key every process of the partition proves it holds in the
+    // tcp and udp handshakes (msgpass/config/auth_key.hpp); empty: none, anyone who
+    // can reach a port and knows the partition's name may join (docs/security.md).
+    // A relative path is taken from the network file's directory (from the working
+    // directory when given by --set). load() reads and checks the file; code that
+    // builds a Configuration sets auth_key itself.
+    std::filesystem::path auth_key_file;
+    std::optional<AuthKey> auth_key;
+    Sections sections; // each registered technology's section
     std::map<std::string, std::vector<NodeId>> groups;
     std::vector<Machine> machines;
     std::vector<NodeConfig> nodes; // in file order
