@@ -18,6 +18,7 @@ MSGPASS_PACKAGES=(
     help2man
     util-linux # unshare, for tests/sci/shm_full_test (mount comes with the essential mount package)
     iproute2 # ip and ss: the tcp tests across network namespaces (required when CI is set)
+    libsodium-dev # crypto_auth (HMAC-SHA-512-256) of the authenticated tcp and udp handshakes (docs/security.md)
     gcovr # scripts/coverage.sh: the per-directory line coverage table of docs/testing.md
 )
 # scripts/fuzz.sh only: clang and its libFuzzer runtime (the replay of the corpora in

@@ -1,6 +1,8 @@
 // The handshake of the ip technologies (see handshake.hpp).
 #include <msgpass/ip/handshake.hpp>
 
+#include <msgpass/ip/auth.hpp>
+
 #include <algorithm>
 #include <cstring>
 
@@ -41,7 +43,7 @@ Welcome make_refusal(const Protocol& protocol, std::uint32_t from, std::uint32_t
 
 Verdict check_hello(const Hello& h, const Acceptor& acceptor) {
     if (h.version != acceptor.protocol.version) return {Refusal::bad_version, "version " + std::to_string(h.version)};
-    if (h.kind != static_cast<std::uint16_t>(Kind::hello)) {
+    if (h.kind != static_cast<std::uint16_t>(Kind::hello) && h.kind != kind_hello_auth) {
         return {Refusal::protocol_error, "handshake kind " + std::to_string(h.kind)};
     }
     if (h.partition_length > max_partition_length) {
@@ -53,6 +55,12 @@ Verdict check_hello(const Hello& h, const Acceptor& acceptor) {
     if (h.to != acceptor.self) return {Refusal::wrong_target, "addressed to node " + std::to_string(h.to)};
     if (h.from == acceptor.self || !acceptor.knows || !acceptor.knows(h.from) || h.incarnation == 0) {
         return {Refusal::unknown_node, "from node " + std::to_string(h.from)};
+    }
+    if (!hello_kind_matches(h, acceptor.authenticated)) {
+        return {Refusal::unauthenticated,
+                acceptor.authenticated
+                    ? "node " + std::to_string(h.from) + " has no auth_key_file, this node has"
+                    : "node " + std::to_string(h.from) + " has an auth_key_file, this node has none"};
     }
     return {};
 }

@@ -74,6 +74,7 @@ struct Acceptor {
     std::string partition;
     std::uint32_t self = 0;
     std::function<bool(std::uint32_t)> knows; // is this node id in the nodes file?
+    bool authenticated = false;               // an auth_key_file is set: Hellos must be AuthHellos (auth.hpp)
 };
 
 // A check's outcome: accepted (Refusal::none), or the reason and what was found.
@@ -84,9 +85,10 @@ struct Verdict {
 };
 
 // The acceptor's checks of a whole Hello whose magic matched, in this order:
-// version (bad_version), kind (protocol_error), partition length (bad_length),
-// partition (wrong_partition), `to` (wrong_target), then `from`: in the nodes file,
-// not the acceptor, incarnation non-zero (unknown_node).
+// version (bad_version), kind: a Hello or an AuthHello's (protocol_error), partition
+// length (bad_length), partition (wrong_partition), `to` (wrong_target), `from`: in
+// the nodes file, not the acceptor, incarnation non-zero (unknown_node), then the kind
+// the acceptor wants: an AuthHello's with a key, a plain one without (unauthenticated).
 [[nodiscard]] Verdict check_hello(const Hello& hello, const Acceptor& acceptor);
 
 // What a connector makes of the answer to its Hello.

@@ -19,7 +19,9 @@ enum class Refusal : std::uint32_t {
     handshake_timeout = 7, // the connection did not send a whole Hello in time
     too_many = 8,          // too many connections waiting for their Hello
     protocol_error = 9,    // a frame that breaks the protocol after the handshake
-    kinds = 10,
+    unauthenticated = 10,  // one side has an auth_key_file and the other none (docs/security.md)
+    bad_proof = 11,        // a proof made with another key, or for another challenge (a replay)
+    kinds = 12,
 };
 
 [[nodiscard]] constexpr std::string_view describe(Refusal r) noexcept {
@@ -44,6 +46,10 @@ enum class Refusal : std::uint32_t {
         return "too many pending connections";
     case Refusal::protocol_error:
         return "protocol error";
+    case Refusal::unauthenticated:
+        return "authentication expected on one side only";
+    case Refusal::bad_proof:
+        return "wrong key or replayed handshake";
     case Refusal::kinds:
         break;
     }
