@@ -166,6 +166,7 @@ protected:
         text_ = local_partition(partition_for_test(), 3, peer_timeout);
         ASSERT_EQ(text_.nodes.size(), 3u) << "no free ports";
         c_ = text_.load();
+        c_.auth_key = key_; // set by an authenticated fixture
         f1_ = NodeFactory::create(c_, 1);
         f2_ = NodeFactory::create(c_, 2);
         one_.factory = f1_.get();
@@ -281,6 +282,7 @@ protected:
         EXPECT_TRUE(s.wait_closed()) << "the acceptor kept the connection open";
     }
 
+    std::optional<config::AuthKey> key_; // the partition's key, for TcpAuthenticated
     PartitionText text_;
     config::Configuration c_;
     std::unique_ptr<NodeFactory> f1_, f2_;
@@ -443,6 +445,147 @@ TEST_F(TcpHostileInput, TwoHundredSilentConnectionsAtOnceDoNotStopGoodTrafficAnd
     for (auto& s : flood)
         EXPECT_TRUE(s.wait_closed(peer_timeout + 20s)) << "a silent connection of the flood was never closed";
     expect_refused({Refusal::handshake_timeout, Refusal::too_many}, 200);
+}
+
+// ------------------------------------------------------------ authenticated partition
+
+config::AuthKey test_key(std::uint8_t seed) {
+    config::AuthKey k{};
+    for (std::size_t i = 0; i < k.size(); ++i)
+        k[i] = static_cast<std::uint8_t>(seed * 31 + i);
+    return k;
+}
+
+// The hostile-input fixture with auth_key_file set (docs/security.md): nodes 1 and 2
+// hold the key and their traffic flows while the hostile side knocks as node 3.
+class TcpAuthenticated : public TcpHostileInput {
+protected:
+    TcpAuthenticated() { key_ = test_key(1); }
+
+    ip::AuthHello auth_hello_from(NodeId from) const {
+        return ip::make_auth_hello(tcp::protocol, from, 2, 0x1234'5678'9abc'def0ULL + from, text_.partition);
+    }
+    // Reads the Challenge to hello; checks it proves the partition's key.
+    ip::Challenge read_challenge(RawSocket& s, const ip::AuthHello& hello) {
+        ip::Challenge c{};
+        EXPECT_EQ(s.read_exact(&c, sizeof c), sizeof c) << "an AuthHello got no Challenge";
+        EXPECT_EQ(c.header.kind, ip::kind_challenge);
+        EXPECT_EQ(c.header.from, 2u);
+        EXPECT_TRUE(ip::challenge_proves_key(*key_, hello, c)) << "the acceptor's challenge does not prove the key";
+        return c;
+    }
+};
+
+TEST_F(TcpAuthenticated, AConnectorWithTheKeyIsWelcomedAfterItsProof) {
+    auto s = RawSocket::connect_to(port());
+    ASSERT_TRUE(s.valid());
+    const auto hello = auth_hello_from(3);
+    ASSERT_TRUE(s.send_struct(hello));
+    const auto challenge = read_challenge(s, hello);
+    ASSERT_TRUE(s.send_struct(ip::make_proof(*key_, hello, challenge)));
+    tcp::Welcome w{};
+    ASSERT_EQ(s.read_exact(&w, sizeof w), sizeof w) << "a good proof got no Welcome";
+    EXPECT_EQ(w.kind, static_cast<std::uint16_t>(tcp::Kind::welcome)) << "refused for " << w.reason;
+    EXPECT_TRUE(eventually([&] { return tcp2().listener_stats().accepted > before_.accepted; }, 10s));
+}
+
+TEST_F(TcpAuthenticated, AConnectorWithoutAKeyIsRefusedAsUnauthenticated) {
+    auto s = RawSocket::connect_to(port());
+    ASSERT_TRUE(s.valid());
+    ASSERT_TRUE(s.send_struct(hello_from(3)));
+    expect_refusal_or_close(s, Refusal::unauthenticated);
+    expect_refused({Refusal::unauthenticated});
+}
+
+TEST_F(TcpAuthenticated, AProofMadeWithAnotherKeyIsRefusedAsBadProof) {
+    auto s = RawSocket::connect_to(port());
+    ASSERT_TRUE(s.valid());
+    const auto hello = auth_hello_from(3);
+    ASSERT_TRUE(s.send_struct(hello));
+    ip::Challenge c{};
+    ASSERT_EQ(s.read_exact(&c, sizeof c), sizeof c);
+    EXPECT_FALSE(ip::challenge_proves_key(test_key(2), hello, c)) << "another key checked the acceptor's challenge";
+    ASSERT_TRUE(s.send_struct(ip::make_proof(test_key(2), hello, c)));
+    expect_refusal_or_close(s, Refusal::bad_proof);
+    expect_refused({Refusal::bad_proof});
+}
+
+TEST_F(TcpAuthenticated, AConnectorThatCannotProveTheKeyAndClosesIsCountedAsBadProof) {
+    auto s = RawSocket::connect_to(port());
+    ASSERT_TRUE(s.valid());
+    ASSERT_TRUE(s.send_struct(auth_hello_from(3)));
+    ip::Challenge c{};
+    ASSERT_EQ(s.read_exact(&c, sizeof c), sizeof c);
+    s = RawSocket{}; // closes, as a connector with another key does
+    expect_refused({Refusal::bad_proof});
+}
+
+// A recorded handshake sent again: the acceptor's fresh nonce makes the recorded
+// proof answer nothing.
+TEST_F(TcpAuthenticated, AReplayedHandshakeIsRefusedAsBadProof) {
+    const auto hello = auth_hello_from(3);
+    ip::Proof recorded{};
+    {
+        auto s = RawSocket::connect_to(port());
+        ASSERT_TRUE(s.valid());
+        ASSERT_TRUE(s.send_struct(hello));
+        recorded = ip::make_proof(*key_, hello, read_challenge(s, hello));
+        ASSERT_TRUE(s.send_struct(recorded));
+        tcp::Welcome w{};
+        ASSERT_EQ(s.read_exact(&w, sizeof w), sizeof w);
+        ASSERT_EQ(w.kind, static_cast<std::uint16_t>(tcp::Kind::welcome));
+    }
+    auto replay = RawSocket::connect_to(port());
+    ASSERT_TRUE(replay.valid());
+    ASSERT_TRUE(replay.send_struct(hello));
+    ip::Challenge fresh{};
+    ASSERT_EQ(replay.read_exact(&fresh, sizeof fresh), sizeof fresh);
+    ASSERT_TRUE(replay.send_struct(recorded));
+    expect_refusal_or_close(replay, Refusal::bad_proof);
+    expect_refused({Refusal::bad_proof});
+}
+
+// Whole factories: one with another key and one without any never reach node 2,
+// each knock is counted on both sides, and nodes 1 and 2 (the fixture's traffic,
+// checked in TearDown) keep theirs.
+TEST(TcpAuthentication, FactoriesWithAnotherKeyOrNoneAreRefusedWhileTheKeyHoldersTalk) {
+    auto text = local_partition(partition_for_test(), 4, 1000ms);
+    ASSERT_EQ(text.nodes.size(), 4u) << "no free ports";
+    auto with_key = text.load();
+    with_key.auth_key = test_key(1);
+    auto other_key = with_key;
+    other_key.auth_key = test_key(2);
+    auto no_key = with_key;
+    no_key.auth_key.reset();
+    auto f1 = NodeFactory::create(with_key, 1);
+    auto f2 = NodeFactory::create(with_key, 2);
+    auto f3 = NodeFactory::create(other_key, 3);
+    auto f4 = NodeFactory::create(no_key, 4);
+    auto& listener = tcp_of(*f2);
+    f3->create_node(2)->send(make_message(*f3, 64, 3, 0));
+    f4->create_node(2)->send(make_message(*f4, 64, 4, 0));
+    f1->create_node(2)->send(make_message(*f1, 64, 1, 0));
+    const auto from1 = f2->create_node(1)->receive(patience);
+    ASSERT_TRUE(from1) << "the key holders did not talk";
+    EXPECT_EQ(check_payload(*from1).stream, 1u);
+    EXPECT_TRUE(eventually(
+        [&] {
+            const auto s = listener.listener_stats();
+            return s.count(Refusal::bad_proof) >= 1 && s.count(Refusal::unauthenticated) >= 1;
+        },
+        10s))
+        << describe(listener.listener_stats());
+    EXPECT_TRUE(eventually([&] { return tcp_of(*f3).listener_stats().count(Refusal::bad_proof) >= 1; }, 10s))
+        << "the connector with another key did not count the acceptor's failed challenge";
+    // (counted just after the connection is installed, so possibly after the delivery)
+    EXPECT_TRUE(eventually([&] { return listener.listener_stats().accepted >= 1; }, 10s));
+    EXPECT_EQ(listener.listener_stats().accepted, 1u) << "only node 1's connection may be accepted";
+    for (const NodeId id : {3u, 4u}) {
+        try {
+            EXPECT_FALSE(f2->create_node(id)->receive(200ms)) << "node " << id << " delivered a message";
+        } catch (const PeerLost&) {
+        }
+    }
 }
 
 } // namespace

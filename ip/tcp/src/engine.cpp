@@ -34,6 +34,7 @@ Parameters Parameters::from(const config::Configuration& configuration, NodeId s
     p.ack_every = options.ack_every;
     p.ack_bytes = options.ack_bytes;
     p.backoff_max = std::min<std::chrono::nanoseconds>(std::chrono::milliseconds(100), configuration.peer_timeout / 4);
+    p.auth_key = configuration.auth_key;
     return p;
 }
 
@@ -54,6 +55,7 @@ Engine::Engine(const config::Configuration& configuration, NodeId self)
     port_ = me.port;
     acceptor_ = ip::Acceptor{protocol, configuration_.partition, self,
                              [this](std::uint32_t id) { return configuration_.find_node(id) != nullptr; }};
+    acceptor_.authenticated = shared_->parameters.auth_key.has_value();
     shared_->epoll.add(listen_fd_, EPOLLIN, event_data(Tag::listen, 0));
     shared_->epoll.add(shared_->io_wake.fd(), EPOLLIN, event_data(Tag::io_wake, 0));
     thread_ = std::thread([this] { run(); });
@@ -178,28 +180,68 @@ void Engine::on_pending(int fd) {
     auto it = pending_.find(fd);
     if (it == pending_.end()) return;
     Pending& p = it->second;
-    auto* bytes = reinterpret_cast<std::byte*>(&p.hello);
-    const ssize_t got = ::recv(fd, bytes + p.got, sizeof(Hello) - p.got, MSG_DONTWAIT);
+    // What is read now: the Hello; with its kind hello_auth, the nonce after it; once
+    // the Challenge went out, the Proof. The connector sends nothing more before it
+    // has the answer, so reading up to the end of the expected message takes no
+    // byte of the next one.
+    std::byte* bytes = p.proving ? reinterpret_cast<std::byte*>(&p.proof) : reinterpret_cast<std::byte*>(&p.hello);
+    std::size_t want = sizeof(Hello);
+    if (p.proving) {
+        want = sizeof(ip::Proof);
+    } else if (p.got >= sizeof(Hello) && p.hello.hello.kind == ip::kind_hello_auth) {
+        want = sizeof(ip::AuthHello);
+    }
+    const ssize_t got = ::recv(fd, bytes + p.got, want - p.got, MSG_DONTWAIT);
     if (got < 0 && (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR)) return;
+    if (got <= 0 && p.proving) { // a connector that cannot prove the key closes on the challenge
+        refuse(p, Refusal::bad_proof, "closed after the challenge, without a proof", false);
+        return;
+    }
     if (got <= 0) { // closed or failed before a whole Hello: a handshake cut short
         refuse(p, Refusal::handshake_timeout, "closed before a whole hello", false);
         return;
     }
     p.got += static_cast<std::size_t>(got);
-    if (p.got >= sizeof(std::uint32_t) && p.hello.magic != magic) {
+    if (!p.proving && p.got >= sizeof(std::uint32_t) && p.hello.hello.magic != magic) {
         refuse(p, Refusal::bad_magic, "", false);
         return;
     }
-    if (p.got < sizeof(Hello)) return;
-    finish_handshake(p);
+    if (p.got < want) return;
+    if (p.proving) {
+        finish_handshake(p);
+    } else if (want == sizeof(Hello) && p.hello.hello.kind == ip::kind_hello_auth) {
+        on_pending(fd); // the nonce may have come with the Hello
+    } else {
+        finish_hello(p);
+    }
 }
 
-void Engine::finish_handshake(Pending& p) {
-    if (const ip::Verdict verdict = ip::check_hello(p.hello, acceptor_); !verdict.accepted()) {
+void Engine::finish_hello(Pending& p) {
+    if (const ip::Verdict verdict = ip::check_hello(p.hello.hello, acceptor_); !verdict.accepted()) {
         refuse(p, verdict.refusal, verdict.detail, true);
         return;
     }
-    const Hello& h = p.hello;
+    if (!shared_->parameters.auth_key) {
+        finish_handshake(p);
+        return;
+    }
+    p.challenge = ip::make_challenge(*shared_->parameters.auth_key, p.hello, protocol, shared_->parameters.self,
+                                     shared_->incarnation);
+    const ssize_t wrote = ::send(p.fd, &p.challenge, sizeof p.challenge, MSG_DONTWAIT | MSG_NOSIGNAL);
+    if (wrote != static_cast<ssize_t>(sizeof p.challenge)) { // a fresh socket takes 104 bytes at once
+        refuse(p, Refusal::handshake_timeout, "the challenge could not be written", false);
+        return;
+    }
+    p.proving = true;
+    p.got = 0;
+}
+
+void Engine::finish_handshake(Pending& p) {
+    const Hello& h = p.hello.hello;
+    if (p.proving && !ip::proof_proves_key(*shared_->parameters.auth_key, p.hello, p.challenge, p.proof)) {
+        refuse(p, Refusal::bad_proof, "from node " + std::to_string(h.from), true);
+        return;
+    }
     std::shared_ptr<TcpNode> peer;
     try {
         peer = node(h.from);
@@ -220,7 +262,7 @@ void Engine::refuse(Pending& p, Refusal reason, const std::string& detail, bool 
     log_refusal(p.from, reason, detail);
     if (answer) {
         const Welcome w =
-            ip::make_refusal(protocol, shared_->parameters.self, p.hello.from, shared_->incarnation, reason);
+            ip::make_refusal(protocol, shared_->parameters.self, p.hello.hello.from, shared_->incarnation, reason);
         (void)::send(p.fd, &w, sizeof w, MSG_DONTWAIT | MSG_NOSIGNAL);
     }
     drop_pending(p.fd);

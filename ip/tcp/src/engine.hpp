@@ -19,6 +19,7 @@
 #include <msgpass/tcp/protocol.hpp>
 #include <msgpass/wait.hpp>
 
+#include <msgpass/ip/auth.hpp>
 #include <msgpass/ip/gather.hpp>
 #include <msgpass/ip/incarnation.hpp>
 #include <msgpass/ip/pool.hpp>
@@ -102,6 +103,7 @@ struct Parameters {
     std::uint64_t ack_bytes = 2 * config::MiB; // ... or this many bytes (tcp.ack_bytes)
     std::chrono::nanoseconds backoff_min{std::chrono::milliseconds(1)};
     std::chrono::nanoseconds backoff_max{std::chrono::milliseconds(100)};
+    std::optional<ip::AuthKey> auth_key; // auth_key_file: handshakes prove it (ip/auth.hpp)
 
     static Parameters from(const config::Configuration& configuration, NodeId self);
 };
@@ -196,6 +198,7 @@ private:
     void start_connect(Clock::time_point now);
     void attempt_failed(bool refused, const std::string& why, Clock::time_point now);
     void handle_welcome(const Welcome& w);
+    void handle_challenge(const ip::Challenge& c);
     void read_out_side();
     void handle_out_event(std::uint32_t generation, std::uint32_t events);
     bool acknowledged(std::uint64_t next_expected);
@@ -234,8 +237,9 @@ private:
     bool peer_said_goodbye_ = false;
     bool closed_ = false;
     bool refusal_logged_ = false;
-    ip::Reconnect reconnect_;            // when to try again, when to give the peer up
-    std::array<std::byte, 64> out_rx_{}; // Welcome, acks and goodbyes from the peer
+    ip::Reconnect reconnect_;             // when to try again, when to give the peer up
+    ip::AuthHello auth_hello_{};          // the Hello of this attempt, with a key (its MACs cover it)
+    std::array<std::byte, 128> out_rx_{}; // Challenge, Welcome, acks and goodbyes from the peer
     std::size_t out_rx_len_ = 0;
 
     // --- incoming connection (data from the peer, acknowledgements back) ---
@@ -279,16 +283,22 @@ public:
     void shutdown(SteadyTime deadline);
 
 private:
+    // A connection in its handshake: reading the Hello (with the connector's nonce
+    // when authenticated), then, with a key, reading the Proof of the Challenge sent.
     struct Pending {
         int fd = -1;
         Clock::time_point deadline;
-        Hello hello;
+        ip::AuthHello hello; // a plain Hello fills only hello.hello
+        ip::Challenge challenge;
+        ip::Proof proof;
+        bool proving = false; // the Challenge went out; reading the Proof
         std::size_t got = 0;
         std::string from;
     };
     void run();
     void accept_all();
     void on_pending(int fd);
+    void finish_hello(Pending& p);
     void finish_handshake(Pending& p);
     void refuse(Pending& p, Refusal reason, const std::string& detail, bool answer);
     void drop_pending(int fd);

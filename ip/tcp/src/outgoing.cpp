@@ -149,10 +149,22 @@ void TcpNode::handle_out_event(std::uint32_t generation, std::uint32_t events) {
             return;
         }
         if ((events & EPOLLOUT) == 0) return;
-        const Hello hello =
-            make_hello(shared_->parameters.self, id_, shared_->incarnation, shared_->parameters.partition);
-        const ssize_t wrote = ::send(out_fd_, &hello, sizeof hello, MSG_DONTWAIT | MSG_NOSIGNAL);
-        if (wrote != static_cast<ssize_t>(sizeof hello)) { // a fresh socket takes 128 bytes at once
+        // With a key, the Hello carries a fresh nonce (kind hello_auth) and is kept: the
+        // Challenge's MAC and this side's Proof cover it.
+        ssize_t wrote = 0;
+        std::size_t size = 0;
+        if (shared_->parameters.auth_key) {
+            auth_hello_ = ip::make_auth_hello(protocol, shared_->parameters.self, id_, shared_->incarnation,
+                                              shared_->parameters.partition);
+            size = sizeof auth_hello_;
+            wrote = ::send(out_fd_, &auth_hello_, size, MSG_DONTWAIT | MSG_NOSIGNAL);
+        } else {
+            const Hello hello =
+                make_hello(shared_->parameters.self, id_, shared_->incarnation, shared_->parameters.partition);
+            size = sizeof hello;
+            wrote = ::send(out_fd_, &hello, size, MSG_DONTWAIT | MSG_NOSIGNAL);
+        }
+        if (wrote != static_cast<ssize_t>(size)) { // a fresh socket takes 160 bytes at once
             close_out_fd();
             attempt_failed(false, "handshake write failed", Clock::now());
             return;
@@ -191,6 +203,15 @@ void TcpNode::read_out_side() {
                 if (out_rx_len_ - at < sizeof(Welcome)) break;
                 Welcome w;
                 std::memcpy(&w, out_rx_.data() + at, sizeof w);
+                if (w.kind == ip::kind_challenge && shared_->parameters.auth_key) {
+                    ip::Challenge c;
+                    if (out_rx_len_ - at < sizeof c) break;
+                    std::memcpy(&c, out_rx_.data() + at, sizeof c);
+                    at += sizeof c;
+                    handle_challenge(c);
+                    if (out_fd_ < 0) return;
+                    continue;
+                }
                 at += sizeof w;
                 handle_welcome(w);
                 if (out_fd_ < 0) return;
@@ -209,6 +230,33 @@ void TcpNode::read_out_side() {
         }
         std::memmove(out_rx_.data(), out_rx_.data() + at, out_rx_len_ - at);
         out_rx_len_ -= at;
+    }
+}
+
+// The acceptor's proof that it holds the partition's key; answered with this side's
+// Proof, after which the Welcome (or a bad_proof refusal) follows. An acceptor that
+// cannot prove the key gets nothing that could be replayed elsewhere.
+void TcpNode::handle_challenge(const ip::Challenge& c) {
+    if (ip::check_answer(c.header, protocol, shared_->parameters.self, id_) != ip::Answer::unexpected ||
+        !ip::challenge_proves_key(*shared_->parameters.auth_key, auth_hello_, c)) {
+        shared_->count_refusal(Refusal::bad_proof);
+        if (!refusal_logged_) {
+            std::fprintf(stderr,
+                         "msgpass tcp node %u: node %u (%s) did not prove this partition's key (auth_key_file): "
+                         "another key, or not a node of this partition\n",
+                         shared_->parameters.self, id_, address_.text.c_str());
+            refusal_logged_ = true;
+        }
+        close_out_fd();
+        reconnect_.refused_by_peer();
+        attempt_failed(false, "no proof of the key", Clock::now());
+        return;
+    }
+    const ip::Proof proof = ip::make_proof(*shared_->parameters.auth_key, auth_hello_, c);
+    const ssize_t wrote = ::send(out_fd_, &proof, sizeof proof, MSG_DONTWAIT | MSG_NOSIGNAL);
+    if (wrote != static_cast<ssize_t>(sizeof proof)) { // nothing else was written on this socket
+        close_out_fd();
+        attempt_failed(false, "handshake write failed", Clock::now());
     }
 }
 
