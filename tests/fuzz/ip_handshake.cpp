@@ -1,10 +1,14 @@
 // Fuzz target: the handshake of the ip technologies (ip/common handshake.hpp) under
 // tcp's magic and version. The first 128 bytes are a Hello as an acceptor reads it
 // off a new connection, the next 40 a Welcome as a connector reads the answer.
+// After them, an AuthHello, a Challenge and a Proof of the authenticated handshake
+// (ip/common auth.hpp) as an acceptor holding the fuzz key judges them.
 // Invariants: an accepted Hello is of this partition, for this node, from a known
-// peer with an incarnation; a refusal always says what was found.
+// peer with an incarnation; a refusal always says what was found; the only proof
+// that passes is the one made with the key for this very AuthHello and Challenge.
 #include "fuzz.hpp"
 
+#include <msgpass/ip/auth.hpp>
 #include <msgpass/tcp/protocol.hpp>
 
 #include <cstdint>
@@ -38,5 +42,22 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
         MSGPASS_FUZZ_CHECK(answer.magic == tcp::magic && answer.from == 1 && answer.to == 2);
     }
     (void)ip::refusal_reason(answer);
+
+    constexpr std::size_t at = sizeof(ip::Hello) + sizeof(ip::Welcome);
+    if (size < at + sizeof(ip::AuthHello) + sizeof(ip::Challenge) + sizeof(ip::Proof)) return 0;
+    ip::AuthHello auth_hello;
+    ip::Challenge challenge;
+    ip::Proof proof;
+    std::memcpy(&auth_hello, data + at, sizeof auth_hello);
+    std::memcpy(&challenge, data + at + sizeof auth_hello, sizeof challenge);
+    std::memcpy(&proof, data + at + sizeof auth_hello + sizeof challenge, sizeof proof);
+    ip::AuthKey key{};
+    key.fill(0x5a);
+    (void)ip::challenge_proves_key(key, auth_hello, challenge);
+    if (ip::proof_proves_key(key, auth_hello, challenge, proof)) {
+        msgpass::fuzz::accepted();
+        const ip::Proof right = ip::make_proof(key, auth_hello, challenge);
+        MSGPASS_FUZZ_CHECK(std::memcmp(&right, &proof, sizeof proof) == 0);
+    }
     return 0;
 }

@@ -3,6 +3,7 @@
 // of today's format: scripts/fuzz.sh --seeds runs it after a format change. The
 // configuration seeds are the example files, copied by scripts/fuzz.sh.
 //   fuzz_make_seeds CORPUS_DIR
+#include <msgpass/ip/auth.hpp>
 #include <msgpass/tcp/protocol.hpp>
 #include <msgpass/udp/protocol.hpp>
 
@@ -113,6 +114,18 @@ void handshake_seeds() {
         append(out, answer);
         write("ip_handshake", name, out);
     }
+    // An authenticated exchange with the target's key whose proof passes.
+    ip::AuthKey key{};
+    key.fill(0x5a);
+    const auto auth_hello = ip::make_auth_hello(tcp::protocol, 2, 1, 0x1234567890abcdefull, "fuzz");
+    const auto challenge = ip::make_challenge(key, auth_hello, tcp::protocol, 1, 0x0fedcba987654321ull);
+    std::vector<std::byte> out;
+    append(out, hello);
+    append(out, ip::make_welcome(tcp::protocol, 1, 2, 0x0fedcba987654321ull, 5));
+    append(out, auth_hello);
+    append(out, challenge);
+    append(out, ip::make_proof(key, auth_hello, challenge));
+    write("ip_handshake", "auth-proof", out);
 }
 
 // tcp_stream: the frames a connector writes after its handshake.
@@ -173,9 +186,10 @@ void udp_stream_seeds() {
 } // namespace
 
 int main(int argc, char** argv) {
-    if (argc != 2) {
-        std::cerr << "usage: fuzz_make_seeds CORPUS_DIR\n";
-        return 2;
+    if (argc != 2 || argv[1][0] == '-') { // an option is no directory ("--help" would be made one)
+        std::cerr << "usage: fuzz_make_seeds CORPUS_DIR\n"
+                     "writes the seed inputs of each target into CORPUS_DIR/<target>/seed-*\n";
+        return argc == 2 && std::string(argv[1]) == "--help" ? 0 : 2;
     }
     root = argv[1];
     udp_seeds();
