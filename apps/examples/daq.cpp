@@ -5,8 +5,16 @@
 // events and broadcasts a summary of each complete event to the `farm` group, whose
 // workers check that events arrive complete and in order. An end-of-run message
 // closes each stream and is acknowledged, so nothing queued is abandoned at exit.
-// Every receive has a timeout: a dead or silent peer ends the run with an error,
-// never a hang. Exit status: 0 success, 1 loss/corruption/timeout, 2 setup error.
+//
+// Flow control: the builder grants every source credit for the events it may send
+// (at most --window events beyond the last one built), so the builder's memory of
+// partly built events is bounded and a fast source waits for a slow one instead of
+// filling the builder; a fragment beyond its credit breaks the protocol and counts
+// as corrupt. Every wait has a timeout that means "no progress" (nothing received,
+// a queue that did not shrink), never "not finished": a dead or silent peer ends the
+// run with an error, never a hang, and a slow but live one does not. While it runs
+// each node prints a line every --progress seconds; --json adds a one-line summary.
+// Exit status: 0 success, 1 loss/corruption/timeout, 2 setup error.
 #include <msgpass/msgpass.hpp>
 
 #include <boost/crc.hpp>
@@ -33,6 +41,9 @@ struct Settings {
     std::uint32_t events = 20000;
     std::uint64_t fragment_size = 1024;
     std::chrono::milliseconds timeout{5000};
+    std::uint32_t window = 512;               // events in flight at the builder (its credit)
+    std::chrono::milliseconds progress{1000}; // 0: no live lines
+    bool json = false;
 };
 
 Settings parse_settings(const std::vector<std::string>& args) {
@@ -40,10 +51,14 @@ Settings parse_settings(const std::vector<std::string>& args) {
     Settings s;
     std::string size_text = "1KiB";
     double timeout_s = 5.0;
+    double progress_s = 1.0;
     po::options_description desc("msgpass-daq options");
     desc.add_options()("events", po::value(&s.events), "events per source (default 20000)")(
         "fragment-size", po::value(&size_text), "payload bytes per fragment, e.g. 1KiB (default 1KiB)")(
-        "timeout", po::value(&timeout_s), "seconds without progress before a peer is declared dead (default 5)");
+        "timeout", po::value(&timeout_s), "seconds without progress before a peer is declared dead (default 5)")(
+        "window", po::value(&s.window), "events in flight at the builder: the sources' credit (default 512)")(
+        "progress", po::value(&progress_s), "seconds between live lines, 0 for none (default 1)")(
+        "json", po::bool_switch(&s.json), "print a one-line JSON summary at the end");
     po::variables_map vm;
     po::store(po::command_line_parser(args).options(desc).run(), vm);
     po::notify(vm);
@@ -51,6 +66,9 @@ Settings parse_settings(const std::vector<std::string>& args) {
     if (!size) throw msgpass::UsageError("--fragment-size: expected a size such as 1KiB, found '" + size_text + "'");
     if (s.events == 0) throw msgpass::UsageError("--events: expected at least 1");
     if (!(timeout_s > 0 && timeout_s < 3600)) throw msgpass::UsageError("--timeout: expected 0 < seconds < 3600");
+    if (s.window < 4 || s.window > 1u << 20) throw msgpass::UsageError("--window: expected 4 to 1048576 events");
+    if (!(progress_s >= 0 && progress_s < 3600)) throw msgpass::UsageError("--progress: expected 0 <= seconds < 3600");
+    s.progress = std::chrono::milliseconds(static_cast<long long>(progress_s * 1000));
     s.fragment_size = *size;
     s.timeout = std::chrono::milliseconds(static_cast<long long>(timeout_s * 1000));
     return s;
@@ -58,7 +76,9 @@ Settings parse_settings(const std::vector<std::string>& args) {
 
 // Wire formats, copied with memcpy so that no alignment is assumed. Event number 0
 // is the end-of-run marker: from a source, `size` holds the number of events it
-// sent; from the builder to a source, the number of its fragments received.
+// sent; from the builder to a source, the number of its fragments received. From
+// the builder to a source, a header with event E > 0 and size 0 is a credit: the
+// source may send every event up to E.
 struct FragmentHeader {
     std::uint32_t event;
     std::uint32_t source;
@@ -128,30 +148,126 @@ double khz(std::uint64_t count, double seconds) {
     return seconds > 0 ? count / seconds / 1000.0 : 0.0;
 }
 
+// Waits until the node's send queue has room again (it shrank) or is empty; false
+// only when it did not shrink for `patience`: a slow receiver is not a dead one.
+bool wait_for_room(msgpass::Node& node, std::chrono::milliseconds patience) {
+    const auto depth = node.stats().queue_depth;
+    const auto deadline = Clock::now() + patience;
+    do {
+        if (node.flush(std::chrono::milliseconds(10))) return true;
+        if (node.stats().queue_depth < depth) return true;
+    } while (Clock::now() < deadline);
+    return false;
+}
+
+// Hands over everything queued to the node; false only when nothing moved for
+// `patience`.
+bool drain(msgpass::Node& node, std::chrono::milliseconds patience) {
+    while (node.stats().queue_depth > 0 || !node.flush(std::chrono::milliseconds(0))) {
+        if (!wait_for_room(node, patience)) return false;
+    }
+    return true;
+}
+
+// The live line: every interval, the rate over the last interval and a depth.
+class Progress {
+public:
+    Progress(std::string name, std::chrono::milliseconds interval) : name_(std::move(name)), interval_(interval) {}
+    // Called after each unit of work; `count` and `bytes` are totals so far.
+    void tick(std::uint64_t count, std::uint64_t bytes, std::uint64_t depth, const char* what) {
+        if (interval_.count() == 0) return;
+        const auto now = Clock::now();
+        if (now < next_) return;
+        if (last_time_ != Clock::time_point{}) {
+            const double dt = std::chrono::duration<double>(now - last_time_).count();
+            std::printf("%s: %.1f s: %.1f kHz, %.1f MB/s, %s %llu\n", name_.c_str(),
+                        std::chrono::duration<double>(now - start_).count(), khz(count - last_count_, dt),
+                        dt > 0 ? static_cast<double>(bytes - last_bytes_) / dt / 1e6 : 0.0, what,
+                        static_cast<unsigned long long>(depth));
+            std::fflush(stdout);
+        } else {
+            start_ = now;
+        }
+        last_time_ = now;
+        last_count_ = count;
+        last_bytes_ = bytes;
+        next_ = now + interval_;
+    }
+
+private:
+    std::string name_;
+    std::chrono::milliseconds interval_;
+    Clock::time_point start_{}, last_time_{}, next_{};
+    std::uint64_t last_count_ = 0, last_bytes_ = 0;
+};
+
+// The --json summary line.
+void print_json(const std::string& name, const char* role, std::uint64_t count, double seconds, std::uint64_t bytes,
+                std::uint64_t lost, std::uint64_t corrupt, std::uint64_t in_flight, bool ok) {
+    std::printf("{\"node\": \"%s\", \"role\": \"%s\", \"count\": %llu, \"seconds\": %.6f, \"rate_khz\": %.3f, "
+                "\"mb_per_s\": %.3f, \"lost\": %llu, \"corrupt\": %llu, \"max_in_flight\": %llu, \"ok\": %s}\n",
+                name.c_str(), role, static_cast<unsigned long long>(count), seconds, khz(count, seconds),
+                seconds > 0 ? static_cast<double>(bytes) / seconds / 1e6 : 0.0, static_cast<unsigned long long>(lost),
+                static_cast<unsigned long long>(corrupt), static_cast<unsigned long long>(in_flight),
+                ok ? "true" : "false");
+}
+
 // ---------------------------------------------------------------- readout source
 int run_source(msgpass::NodeFactory& factory, const std::string& name, NodeId builder_id, const Settings& s) {
     const NodeId self = factory.self_id();
     auto builder = factory.create_node(builder_id);
     const auto size = static_cast<std::uint32_t>(s.fragment_size);
     if (size != s.fragment_size) throw msgpass::UsageError("--fragment-size: at most 4 GiB");
+    std::vector<std::byte> scratch;
+    std::uint32_t granted = 0;                 // the builder's credit: events up to this one may go
+    std::optional<std::uint32_t> acknowledged; // the builder's end-of-run answer
 
+    // Takes one message from the builder (a credit, or the end-of-run answer); false
+    // when none came within the timeout or it was malformed.
+    auto take_from_builder = [&](std::uint32_t event) {
+        auto message = builder->receive(s.timeout);
+        if (!message) {
+            std::fprintf(stderr, "%s: builder %u granted no credit for %.1f s (at event %u, credit up to %u)\n",
+                         name.c_str(), builder_id, s.timeout.count() / 1000.0, event, granted);
+            return false;
+        }
+        const auto header = read_header<FragmentHeader>(bytes_of(*message, scratch));
+        if (!header || header->source != builder_id) {
+            std::fprintf(stderr, "%s: malformed message from builder %u\n", name.c_str(), builder_id);
+            return false;
+        }
+        if (header->event == 0) {
+            acknowledged = header->size;
+        } else {
+            granted = std::max(granted, header->event);
+        }
+        return true;
+    };
     // Never block the readout loop: send() queues; only when the queue is full does
-    // the source wait for the builder to catch up. On SendQueueFull the buffer stays
-    // with the caller, so it is sent again.
+    // the source wait for the builder to take something. On SendQueueFull the buffer
+    // stays with the caller, so it is sent again.
     auto send = [&](msgpass::BufferPtr buffer) {
         for (;;) {
             try {
                 builder->send(std::move(buffer));
                 return true;
             } catch (const msgpass::SendQueueFull&) {
-                if (!builder->flush(s.timeout)) return false;
+                if (!wait_for_room(*builder, s.timeout)) return false;
             }
         }
     };
 
+    Progress progress(name, s.progress);
     const auto start = Clock::now();
     std::uint64_t bytes = 0;
     for (std::uint32_t event = 1; event <= s.events; ++event) {
+        while (event > granted && !acknowledged) {
+            if (!take_from_builder(event)) return 1;
+        }
+        if (acknowledged) {
+            std::fprintf(stderr, "%s: builder %u ended the run at event %u\n", name.c_str(), builder_id, event);
+            return 1;
+        }
         auto buffer = make_message(factory, FragmentHeader{event, self, size, 0}, size);
         auto payload = buffer->single()->bytes().subspan(sizeof(FragmentHeader));
         fill_payload(payload, event, self);
@@ -163,6 +279,7 @@ int run_source(msgpass::NodeFactory& factory, const std::string& name, NodeId bu
             return 1;
         }
         bytes += size;
+        progress.tick(event, bytes, builder->stats().queue_depth, "queued");
     }
     const double queued = seconds_since(start); // send() returned for every fragment
 
@@ -170,38 +287,30 @@ int run_source(msgpass::NodeFactory& factory, const std::string& name, NodeId bu
         std::fprintf(stderr, "%s: could not send end-of-run to %u\n", name.c_str(), builder_id);
         return 1;
     }
-    // Hand everything over, then wait for the builder's acknowledgement. A slow
-    // builder is fine as long as it takes messages; one that takes none for the
-    // timeout is dead or stuck.
-    for (auto left = builder->stats().queue_depth; !builder->flush(s.timeout);) {
-        const auto now = builder->stats().queue_depth;
-        if (now >= left) {
-            std::fprintf(stderr, "%s: builder %u took nothing for %.1f s, %llu fragments still queued\n", name.c_str(),
-                         builder_id, s.timeout.count() / 1000.0, static_cast<unsigned long long>(now));
-            return 1;
-        }
-        left = now;
+    // Hand everything over; a slow builder is fine as long as it takes messages.
+    if (!drain(*builder, s.timeout)) {
+        std::fprintf(stderr, "%s: builder %u took nothing for %.1f s, %llu fragments still queued\n", name.c_str(),
+                     builder_id, s.timeout.count() / 1000.0,
+                     static_cast<unsigned long long>(builder->stats().queue_depth));
+        return 1;
     }
     const double elapsed = seconds_since(start); // every fragment is in the builder's memory
     std::printf("%s: sent %u fragments (events 1..%u, %llu B each) in %.3f s: %.1f kHz, %.1f MB/s "
                 "(send calls returned after %.3f s)\n",
                 name.c_str(), s.events, s.events, static_cast<unsigned long long>(s.fragment_size), elapsed,
                 khz(s.events, elapsed), elapsed > 0 ? bytes / elapsed / 1e6 : 0.0, queued);
-    auto ack = builder->receive(s.timeout);
-    if (!ack) {
-        std::fprintf(stderr, "%s: no end-of-run acknowledgement from builder %u within %.1f s\n", name.c_str(),
-                     builder_id, s.timeout.count() / 1000.0);
-        return 1;
+    while (!acknowledged) { // credits may still come before the answer
+        if (!take_from_builder(s.events)) {
+            std::fprintf(stderr, "%s: no end-of-run acknowledgement from builder %u\n", name.c_str(), builder_id);
+            return 1;
+        }
     }
-    std::vector<std::byte> scratch;
-    auto reply = read_header<FragmentHeader>(bytes_of(*ack, scratch));
-    if (!reply || reply->event != 0) {
-        std::fprintf(stderr, "%s: malformed acknowledgement from builder %u\n", name.c_str(), builder_id);
-        return 1;
-    }
-    std::printf("%s: end of run acknowledged: builder received %u of %u fragments\n", name.c_str(), reply->size,
+    std::printf("%s: end of run acknowledged: builder received %u of %u fragments\n", name.c_str(), *acknowledged,
                 s.events);
-    return reply->size == s.events ? 0 : 1;
+    const bool ok = *acknowledged == s.events;
+    if (s.json)
+        print_json(name, "source", s.events, elapsed, bytes, s.events - std::min(*acknowledged, s.events), 0, 0, ok);
+    return ok ? 0 : 1;
 }
 
 // ---------------------------------------------------------------- event builder
@@ -223,6 +332,18 @@ int run_builder(msgpass::NodeFactory& factory, const std::string& name, const Se
         source_nodes.push_back(factory.create_node(id));
         running->add(source_nodes.back());
     }
+    std::vector<bool> source_ended(n, false);
+    // The credit: every source may send the events up to `granted`, at most a window
+    // beyond the last event built, so at most a window of events is partly built.
+    std::uint32_t granted = 0;
+    auto grant = [&](std::uint32_t up_to) {
+        granted = up_to;
+        for (std::size_t i = 0; i < n; ++i) {
+            if (!source_ended[i])
+                source_nodes[i]->send(make_message(factory, FragmentHeader{up_to, factory.self_id(), 0, 0}));
+        }
+    };
+    grant(s.window);
 
     struct Partial {
         std::uint32_t have = 0; // bit per source index
@@ -236,6 +357,8 @@ int run_builder(msgpass::NodeFactory& factory, const std::string& name, const Se
     std::size_t ended = 0;
     std::uint64_t built = 0, corrupt = 0, fragments = 0, out_of_order = 0;
     std::uint32_t first_built = 0, last_built = 0;
+    std::uint64_t max_in_flight = 0, beyond_credit = 0, fragment_bytes = 0;
+    Progress progress(name, s.progress);
     std::optional<Clock::time_point> start;
     Clock::time_point end = Clock::now();
     std::vector<std::byte> scratch;
@@ -281,6 +404,7 @@ int run_builder(msgpass::NodeFactory& factory, const std::string& name, const Se
             }
             ++ended;
             announced[*index] = header->size;
+            source_ended[*index] = true;
             running->remove(header->source);
             source_nodes[*index]->send(make_message(
                 factory, FragmentHeader{0, factory.self_id(), static_cast<std::uint32_t>(received[*index]), 0}));
@@ -290,13 +414,23 @@ int run_builder(msgpass::NodeFactory& factory, const std::string& name, const Se
             ++corrupt;
             continue;
         }
+        if (header->event > granted || header->event <= last_built) { // beyond its credit, or built already
+            if (beyond_credit++ == 0) {
+                std::fprintf(stderr, "%s: source %u sent event %u outside its credit (events %u..%u)\n", name.c_str(),
+                             header->source, header->event, last_built + 1, granted);
+            }
+            ++corrupt;
+            continue;
+        }
         auto& event = partial[header->event];
+        max_in_flight = std::max<std::uint64_t>(max_in_flight, partial.size());
         if (event.have & (1u << *index)) { // a duplicate is as wrong as a corrupt fragment
             ++corrupt;
             continue;
         }
         ++received[*index];
         ++fragments;
+        fragment_bytes += header->size;
         event.have |= 1u << *index;
         event.total += header->size;
         event.crcs.resize(n);
@@ -312,7 +446,8 @@ int run_builder(msgpass::NodeFactory& factory, const std::string& name, const Se
         last_built = header->event;
         bool farm_alive = true;
         for (const auto& node : farm_nodes) {
-            if (node->stats().queue_depth > farm_queue_limit) farm_alive = farm_alive && node->flush(s.timeout);
+            while (farm_alive && node->stats().queue_depth > farm_queue_limit)
+                farm_alive = wait_for_room(*node, s.timeout);
         }
         if (!farm_alive) {
             std::fprintf(stderr, "%s: the farm took nothing for %.1f s\n", name.c_str(), s.timeout.count() / 1000.0);
@@ -322,6 +457,8 @@ int run_builder(msgpass::NodeFactory& factory, const std::string& name, const Se
         farm->send(std::move(summary));
         ++built;
         end = Clock::now();
+        if (last_built + s.window >= granted + s.window / 4) grant(last_built + s.window);
+        progress.tick(built, fragment_bytes, partial.size(), "in flight");
     }
 
     std::uint64_t expected = 0;
@@ -329,8 +466,10 @@ int run_builder(msgpass::NodeFactory& factory, const std::string& name, const Se
         expected += announced[i].value_or(s.events);
     const std::uint64_t lost = expected > fragments ? expected - fragments : 0;
     const double elapsed = start ? std::chrono::duration<double>(end - *start).count() : 0.0;
-    std::printf("%s: received %llu fragments from %zu sources, built events %u..%u, %zu incomplete\n", name.c_str(),
-                static_cast<unsigned long long>(fragments), n, first_built, last_built, partial.size());
+    std::printf("%s: received %llu fragments from %zu sources, built events %u..%u, %zu incomplete, "
+                "at most %llu events in flight (window %u)\n",
+                name.c_str(), static_cast<unsigned long long>(fragments), n, first_built, last_built, partial.size(),
+                static_cast<unsigned long long>(max_in_flight), s.window);
 
     // End of run: tell the farm how many events there were, then wait until every
     // worker confirmed the whole stream and the sources' acknowledgements are out.
@@ -352,7 +491,7 @@ int run_builder(msgpass::NodeFactory& factory, const std::string& name, const Se
         }
     }
     for (const auto& node : source_nodes)
-        failed = !node->flush(s.timeout) || failed;
+        failed = !drain(*node, s.timeout) || failed;
     for (const auto& [worker, count] : confirmed) {
         if (count != built) {
             std::fprintf(stderr, "%s: worker %u received %llu of %llu events\n", name.c_str(), worker,
@@ -368,7 +507,9 @@ int run_builder(msgpass::NodeFactory& factory, const std::string& name, const Se
         std::printf("%s: %llu events built out of order\n", name.c_str(),
                     static_cast<unsigned long long>(out_of_order));
     }
-    return lost == 0 && corrupt == 0 && out_of_order == 0 && !failed ? 0 : 1;
+    const bool ok = lost == 0 && corrupt == 0 && out_of_order == 0 && !failed;
+    if (s.json) print_json(name, "builder", built, elapsed, fragment_bytes, lost, corrupt, max_in_flight, ok);
+    return ok ? 0 : 1;
 }
 
 // ---------------------------------------------------------------- farm worker
@@ -379,6 +520,7 @@ int run_worker(msgpass::NodeFactory& factory, const std::string& name, NodeId bu
     std::uint32_t first = 0, last = 0;
     std::optional<std::uint64_t> announced;
     std::optional<Clock::time_point> start;
+    Progress progress(name, s.progress);
 
     while (!announced) {
         // Twice the builder's patience, so that when a source fails the builder
@@ -405,14 +547,19 @@ int run_worker(msgpass::NodeFactory& factory, const std::string& name, NodeId bu
         last = summary->event;
         ++count;
         bytes += summary->total_size;
+        progress.tick(count, bytes, builder->stats().queue_depth, "queued");
     }
     const double elapsed = start ? seconds_since(*start) : 0.0;
     std::printf("%s: received %llu built events (%u..%u, %.1f MB of fragments) in %.3f s: %.1f kHz\n", name.c_str(),
                 static_cast<unsigned long long>(count), first, last, bytes / 1e6, elapsed, khz(count, elapsed));
 
     builder->send(make_message(factory, SummaryHeader{0, 0, count}));
-    const bool delivered = builder->flush(s.timeout);
+    const bool delivered = drain(*builder, s.timeout);
     const bool ok = delivered && bad == 0 && order_errors == 0 && count == *announced;
+    if (s.json) {
+        print_json(name, "worker", count, elapsed, bytes, *announced > count ? *announced - count : 0,
+                   bad + order_errors, 0, ok);
+    }
     std::printf("%s: end of run: builder built %llu, malformed %llu, out of order %llu%s\n", name.c_str(),
                 static_cast<unsigned long long>(*announced), static_cast<unsigned long long>(bad),
                 static_cast<unsigned long long>(order_errors), delivered ? "" : ", acknowledgement not delivered");
