@@ -143,5 +143,21 @@ TEST(AuthHandshake, AnAcceptorWithAKeyRefusesAPlainHelloAndOneWithoutRefusesAnAu
     EXPECT_EQ(describe(Refusal::bad_proof), "wrong key or replayed handshake");
 }
 
+TEST(AuthMac, AMacOverPartsDependsOnTheKeyEveryByteAndWhereThePartsSplit) {
+    const std::array<std::byte, 4> a{std::byte{1}, std::byte{2}, std::byte{3}, std::byte{4}};
+    const std::array<std::byte, 2> b{std::byte{5}, std::byte{6}};
+    const Mac m = mac_over(key_of(1), {a, b});
+    EXPECT_TRUE(same_mac(m, mac_over(key_of(1), {a, b})));
+    EXPECT_FALSE(same_mac(m, mac_over(key_of(2), {a, b})));
+    auto c = a;
+    c[3] = std::byte{9};
+    EXPECT_FALSE(same_mac(m, mac_over(key_of(1), {c, b})));
+    // Parts are concatenated: the same bytes split elsewhere give the same MAC, so a
+    // protocol must give its parts fixed sizes (udp's do).
+    const std::array<std::byte, 6> whole{std::byte{1}, std::byte{2}, std::byte{3},
+                                         std::byte{4}, std::byte{5}, std::byte{6}};
+    EXPECT_TRUE(same_mac(m, mac_over(key_of(1), {whole})));
+}
+
 } // namespace
 } // namespace msgpass::ip

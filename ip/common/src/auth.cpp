@@ -57,11 +57,18 @@ Mac connector_mac(const AuthKey& key, const AuthHello& hello, const Challenge& c
     return Mac_state(key).add(connector_label).add(hello).add(challenge).add(header).finish();
 }
 
-bool same(const Mac& a, const Mac& b) noexcept {
-    return ::sodium_memcmp(a.data(), b.data(), a.size()) == 0;
+} // namespace
+
+Mac mac_over(const AuthKey& key, std::initializer_list<std::span<const std::byte>> parts) {
+    Mac_state state(key);
+    for (const auto part : parts)
+        state.add(std::string_view(reinterpret_cast<const char*>(part.data()), part.size()));
+    return state.finish();
 }
 
-} // namespace
+bool same_mac(const Mac& a, const Mac& b) noexcept {
+    return ::sodium_memcmp(a.data(), b.data(), a.size()) == 0;
+}
 
 Nonce new_nonce() {
     ensure_sodium();
@@ -90,7 +97,7 @@ Challenge make_challenge(const AuthKey& key, const AuthHello& hello, const Proto
 }
 
 bool challenge_proves_key(const AuthKey& key, const AuthHello& hello, const Challenge& challenge) {
-    return same(challenge.mac, acceptor_mac(key, hello, challenge.header, challenge.nonce));
+    return same_mac(challenge.mac, acceptor_mac(key, hello, challenge.header, challenge.nonce));
 }
 
 Proof make_proof(const AuthKey& key, const AuthHello& hello, const Challenge& challenge) {
@@ -109,7 +116,7 @@ bool proof_proves_key(const AuthKey& key, const AuthHello& hello, const Challeng
         proof.header.incarnation != hello.hello.incarnation) {
         return false;
     }
-    return same(proof.mac, connector_mac(key, hello, challenge, proof.header));
+    return same_mac(proof.mac, connector_mac(key, hello, challenge, proof.header));
 }
 
 } // namespace msgpass::ip

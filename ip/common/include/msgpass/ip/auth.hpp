@@ -23,7 +23,10 @@
 #include <msgpass/ip/handshake.hpp>
 
 #include <array>
+#include <cstddef>
 #include <cstdint>
+#include <initializer_list>
+#include <span>
 
 namespace msgpass::ip {
 
@@ -82,6 +85,12 @@ static_assert(sizeof(Proof) == 72);
 // for another challenge (a replay) does not.
 [[nodiscard]] bool proof_proves_key(const AuthKey& key, const AuthHello& hello, const Challenge& challenge,
                                     const Proof& proof);
+
+// For a protocol that builds its own exchange from these pieces (udp, whose hello
+// carries a nonce and whose welcome a MAC over the hello's nonce): the MAC of the
+// parts in order, and a constant-time comparison.
+[[nodiscard]] Mac mac_over(const AuthKey& key, std::initializer_list<std::span<const std::byte>> parts);
+[[nodiscard]] bool same_mac(const Mac& a, const Mac& b) noexcept;
 
 // Whether a Hello's kind is the one an acceptor with (authenticated) or without a
 // key expects; check_hello takes both kinds, this says which one is wanted.
