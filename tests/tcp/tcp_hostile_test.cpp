@@ -3,6 +3,9 @@
 // frames that break the protocol after a good handshake reported once as an Error.
 #include "tcp_test_support.hpp"
 
+#include <fcntl.h>
+#include <sys/resource.h>
+
 namespace msgpass::test {
 namespace {
 
@@ -445,6 +448,67 @@ TEST_F(TcpHostileInput, TwoHundredSilentConnectionsAtOnceDoNotStopGoodTrafficAnd
     for (auto& s : flood)
         EXPECT_TRUE(s.wait_closed(peer_timeout + 20s)) << "a silent connection of the flood was never closed";
     expect_refused({Refusal::handshake_timeout, Refusal::too_many}, 200);
+}
+
+// Holds every free file descriptor of this process (below a lowered soft limit)
+// until destroyed, which gives them back and restores the limit.
+class DescriptorsExhausted {
+public:
+    DescriptorsExhausted() {
+        ::getrlimit(RLIMIT_NOFILE, &saved_);
+        rlimit lowered = saved_;
+        lowered.rlim_cur = std::min<rlim_t>(saved_.rlim_cur, 1024);
+        ::setrlimit(RLIMIT_NOFILE, &lowered);
+        for (;;) {
+            const int fd = ::open("/dev/null", O_RDONLY | O_CLOEXEC);
+            if (fd < 0) {
+                exhausted_ = errno == EMFILE;
+                break;
+            }
+            held_.push_back(fd);
+        }
+    }
+    DescriptorsExhausted(const DescriptorsExhausted&) = delete;
+    DescriptorsExhausted& operator=(const DescriptorsExhausted&) = delete;
+    ~DescriptorsExhausted() {
+        for (int fd : held_)
+            ::close(fd);
+        ::setrlimit(RLIMIT_NOFILE, &saved_);
+    }
+    [[nodiscard]] bool exhausted() const { return exhausted_; }
+
+private:
+    rlimit saved_{};
+    std::vector<int> held_;
+    bool exhausted_ = false;
+};
+
+// Out of descriptors, a connection is accepted and closed at once (the listener's
+// spare descriptor), counted and logged, instead of waiting in the backlog while the
+// background thread spins on a listening socket that stays ready; with descriptors
+// back, the listener serves as before (a new handshake of the good nodes).
+TEST_F(TcpHostileInput, OutOfDescriptorsAConnectionIsClosedAtOnceAndCountedAndTheListenerServesAfterwards) {
+    constexpr int knocks = 3;
+    std::vector<RawSocket> clients; // made before the descriptors run out: connecting needs none
+    for (int i = 0; i < knocks; ++i) {
+        clients.emplace_back(::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0));
+        ASSERT_TRUE(clients.back().valid());
+    }
+    sockaddr_in to{};
+    to.sin_family = AF_INET;
+    to.sin_port = htons(port());
+    to.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    {
+        DescriptorsExhausted exhausted;
+        ASSERT_TRUE(exhausted.exhausted()) << "could not use up the descriptors";
+        for (auto& c : clients) {
+            ASSERT_EQ(::connect(c.fd(), reinterpret_cast<const sockaddr*>(&to), sizeof to), 0) << std::strerror(errno);
+            EXPECT_TRUE(c.wait_closed()) << "a connection waited while the acceptor had no descriptor";
+        }
+        expect_refused({Refusal::no_descriptors}, knocks);
+    }
+    tcp1().reset_connections(2);
+    EXPECT_TRUE(traffic_->flows(200)) << "the listener did not serve again: " << traffic_->error();
 }
 
 // ------------------------------------------------------------ authenticated partition

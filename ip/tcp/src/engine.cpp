@@ -3,6 +3,8 @@
 // every TcpNode of one factory (see engine.hpp).
 #include "engine.hpp"
 
+#include <fcntl.h>
+
 #include <msgpass/ip/socket.hpp>
 
 #include <algorithm>
@@ -56,6 +58,7 @@ Engine::Engine(const config::Configuration& configuration, NodeId self)
     acceptor_ = ip::Acceptor{protocol, configuration_.partition, self,
                              [this](std::uint32_t id) { return configuration_.find_node(id) != nullptr; }};
     acceptor_.authenticated = shared_->parameters.auth_key.has_value();
+    spare_fd_ = ::open("/dev/null", O_RDONLY | O_CLOEXEC);
     shared_->epoll.add(listen_fd_, EPOLLIN, event_data(Tag::listen, 0));
     shared_->epoll.add(shared_->io_wake.fd(), EPOLLIN, event_data(Tag::io_wake, 0));
     thread_ = std::thread([this] { run(); });
@@ -64,6 +67,7 @@ Engine::Engine(const config::Configuration& configuration, NodeId self)
 Engine::~Engine() {
     shutdown(deadline_after(shared_->parameters.peer_timeout));
     if (listen_fd_ >= 0) ::close(listen_fd_);
+    if (spare_fd_ >= 0) ::close(spare_fd_);
 }
 
 std::shared_ptr<TcpNode> Engine::node(NodeId id) {
@@ -107,6 +111,10 @@ void Engine::run() {
         auto next = now + std::chrono::milliseconds(100);
         for (const auto& n : nodes())
             next = std::min(next, n->tick(now));
+        if (listen_paused_) { // out of descriptors without a spare: try again now
+            if (spare_fd_ < 0) spare_fd_ = ::open("/dev/null", O_RDONLY | O_CLOEXEC);
+            listen_paused_ = !shared_->epoll.add(listen_fd_, EPOLLIN, event_data(Tag::listen, 0));
+        }
         for (auto it = pending_.begin(); it != pending_.end();) {
             auto& p = (it++)->second;
             if (now >= p.deadline) {
@@ -155,7 +163,10 @@ void Engine::accept_all() {
         const int fd = ::accept4(listen_fd_, reinterpret_cast<sockaddr*>(&from), &len, SOCK_NONBLOCK | SOCK_CLOEXEC);
         if (fd < 0) {
             if (errno == EINTR || errno == ECONNABORTED) continue;
-            return; // EAGAIN, or out of descriptors: the next readiness retries
+            if (errno == EMFILE || errno == ENFILE) {
+                if (refuse_without_descriptors()) continue;
+            }
+            return; // EAGAIN, or out of descriptors without a spare (listening paused)
         }
         const std::string text = ip::address_text(from);
         if (pending_.size() >= shared_->parameters.max_pending) {
@@ -174,6 +185,35 @@ void Engine::accept_all() {
         }
         pending_.emplace(fd, std::move(p));
     }
+}
+
+// Out of file descriptors with a connection waiting: the spare descriptor makes room
+// to accept it and close it at once, counted and logged, so that the peer sees a close
+// instead of a hang and the level-triggered listening socket stops reporting it.
+// Without a spare (another thread took the descriptor back), listening pauses until
+// the next tick. Returns whether to go on accepting.
+bool Engine::refuse_without_descriptors() {
+    const int error = errno;
+    if (spare_fd_ >= 0) {
+        ::close(spare_fd_);
+        sockaddr_storage from{};
+        socklen_t len = sizeof from;
+        // Out of descriptors, accept fails with EMFILE whether or not a connection
+        // waits; with the spare's room it says which.
+        const int fd = ::accept4(listen_fd_, reinterpret_cast<sockaddr*>(&from), &len, SOCK_CLOEXEC);
+        if (fd >= 0) {
+            shared_->count_refusal(Refusal::no_descriptors);
+            log_refusal(ip::address_text(from), Refusal::no_descriptors, ip::errno_text(error) + " (ulimit -n)");
+            ::close(fd);
+        }
+        spare_fd_ = ::open("/dev/null", O_RDONLY | O_CLOEXEC);
+        if (spare_fd_ >= 0) return fd >= 0; // go on while connections wait
+    }
+    log_refusal("(not accepted)", Refusal::no_descriptors,
+                ip::errno_text(error) + " (ulimit -n): listening pauses for a tick");
+    shared_->epoll.remove(listen_fd_);
+    listen_paused_ = true;
+    return false;
 }
 
 void Engine::on_pending(int fd) {

@@ -298,6 +298,7 @@ private:
     void run();
     void accept_all();
     void on_pending(int fd);
+    bool refuse_without_descriptors();
     void finish_hello(Pending& p);
     void finish_handshake(Pending& p);
     void refuse(Pending& p, Refusal reason, const std::string& detail, bool answer);
@@ -307,7 +308,12 @@ private:
     config::Configuration configuration_;
     std::shared_ptr<Shared> shared_;
     int listen_fd_ = -1;
-    ip::Acceptor acceptor_; // what a Hello must say
+    // Held open so that, out of descriptors, a pending connection can still be
+    // accepted (closing this one) and closed at once, instead of staying ready on
+    // the listening socket and spinning the background thread (see accept_all).
+    int spare_fd_ = -1;
+    bool listen_paused_ = false; // out of descriptors and no spare: listening resumes at the next tick
+    ip::Acceptor acceptor_;      // what a Hello must say
     std::uint16_t port_ = 0;
     mutable std::mutex nodes_mutex_;
     std::map<NodeId, std::shared_ptr<TcpNode>> nodes_;

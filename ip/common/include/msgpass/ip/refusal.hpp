@@ -21,7 +21,8 @@ enum class Refusal : std::uint32_t {
     protocol_error = 9,    // a frame that breaks the protocol after the handshake
     unauthenticated = 10,  // one side has an auth_key_file and the other none (docs/security.md)
     bad_proof = 11,        // a proof made with another key, or for another challenge (a replay)
-    kinds = 12,
+    no_descriptors = 12,   // this process is out of file descriptors: accepted and closed at once
+    kinds = 13,
 };
 
 [[nodiscard]] constexpr std::string_view describe(Refusal r) noexcept {
@@ -50,6 +51,8 @@ enum class Refusal : std::uint32_t {
         return "authentication expected on one side only";
     case Refusal::bad_proof:
         return "wrong key or replayed handshake";
+    case Refusal::no_descriptors:
+        return "out of file descriptors";
     case Refusal::kinds:
         break;
     }
