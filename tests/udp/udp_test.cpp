@@ -18,8 +18,10 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <atomic>
 #include <chrono>
 #include <cstring>
+#include <map>
 #include <thread>
 #include <vector>
 
@@ -194,6 +196,123 @@ TEST(Udp, AFactoryGivenAnAuthKeyIsRefusedWithAnErrorNamingTheKey) {
                   std::string::npos)
             << e.what();
     }
+}
+
+// Four nodes started at once, each sending to every other while receiving from all
+// through a group (what the soak's udp partition does): every pair must come up and
+// every message arrive, in order per sender.
+TEST(Udp, FourNodesSendingToEachOtherAtOnceAllHearFromAll) {
+    constexpr int n = 4;
+    constexpr std::uint64_t per_peer = 2000;
+    auto c = make_configuration("udp", unique_partition("all"), n);
+    std::vector<std::unique_ptr<NodeFactory>> factories;
+    for (int i = 1; i <= n; ++i)
+        factories.push_back(NodeFactory::create(c, static_cast<NodeId>(i)));
+    std::vector<std::string> errors(n);
+    std::vector<std::jthread> threads;
+    for (int i = 0; i < n; ++i) {
+        threads.emplace_back([&, i] {
+            auto& f = *factories[static_cast<std::size_t>(i)];
+            auto group = f.create_group();
+            std::vector<NodePtr> peers;
+            for (int j = 1; j <= n; ++j) {
+                if (j == i + 1) continue;
+                peers.push_back(f.create_node(static_cast<NodeId>(j)));
+                group->add(peers.back());
+            }
+            std::map<NodeId, std::uint64_t> next;
+            std::uint64_t sent = 0, got = 0;
+            const auto deadline = Clock::now() + patience;
+            while ((got < per_peer * (n - 1) || sent < per_peer) && Clock::now() < deadline) {
+                if (sent < per_peer) {
+                    for (auto& p : peers)
+                        send_retrying(*p, make_message(f, 64, static_cast<std::uint32_t>(i + 1), sent), "a message");
+                    ++sent;
+                }
+                while (auto m = group->receive(sent < per_peer ? 0ms : 10ms)) {
+                    const auto h = check_payload(*m);
+                    if (h.seq != next[m->source()]++) {
+                        errors[static_cast<std::size_t>(i)] = "out of order from " + std::to_string(m->source());
+                        return;
+                    }
+                    ++got;
+                }
+            }
+            if (got != per_peer * (n - 1)) {
+                std::string heard;
+                for (auto& [id, k] : next)
+                    heard += " " + std::to_string(id) + ":" + std::to_string(k);
+                errors[static_cast<std::size_t>(i)] = "node " + std::to_string(i + 1) + " received " +
+                                                      std::to_string(got) + " of " +
+                                                      std::to_string(per_peer * (n - 1)) + " (from" + heard + ")";
+            }
+        });
+    }
+    threads.clear();
+    for (const auto& e : errors)
+        EXPECT_EQ(e, "");
+}
+
+// A node that sends before its peer's process is up: the first datagrams go to a
+// closed port, and everything must still arrive once the peer starts (the soak's
+// partitions start their processes one after the other).
+TEST(Udp, MessagesSentBeforeThePeerStartsArriveWhenItDoes) {
+    auto c = make_configuration("udp", unique_partition("late"), 2);
+    auto a = NodeFactory::create(c, 1);
+    auto to_b = a->create_node(2);
+    constexpr std::uint64_t n = 200;
+    for (std::uint64_t i = 0; i < n; ++i)
+        send_retrying(*to_b, make_message(*a, 64 + i, 1, i), "message " + std::to_string(i));
+    // Node 1 has tried the closed port; now node 2 starts.
+    const auto tried = dynamic_cast<udp::UdpNodeFactory&>(*a).datagram_stats().sent;
+    EXPECT_GT(tried, 0u);
+    auto b = NodeFactory::create(c, 2);
+    auto from_a = b->create_node(1);
+    for (std::uint64_t i = 0; i < n; ++i) // node 2 sends at once too, before it heard from node 1
+        send_retrying(*from_a, make_message(*b, 64 + i, 2, i), "message " + std::to_string(i) + " back");
+    for (std::uint64_t i = 0; i < n; ++i) {
+        auto m = from_a->receive(patience);
+        ASSERT_NE(m, nullptr) << "message " << i << " never arrived";
+        EXPECT_EQ(check_payload(*m).seq, i);
+    }
+    for (std::uint64_t i = 0; i < n; ++i) {
+        auto m = to_b->receive(patience);
+        ASSERT_NE(m, nullptr) << "message " << i << " back never arrived";
+        EXPECT_EQ(check_payload(*m).seq, i);
+    }
+}
+
+// A node that learned its peer from the peer's hello (its welcome went the other
+// way) does not know the peer's window; while the peer keeps sending (so it never
+// sends a keepalive naming the window), the node's own messages must still go out:
+// it probes for the window. Found by the soak: a pair of processes where one
+// direction carried nothing for the whole run, with no error.
+TEST(Udp, ANodeThatLearnedItsPeerFromAHelloStillSendsWhileThePeerKeepsSending) {
+    // A keepalive names the window too, but only after peer_timeout / 4 of silence:
+    // with 2 minutes, none comes within the test's patience.
+    auto c = make_configuration("udp", unique_partition("probe"), 2,
+                                [](config::Configuration& c) { c.peer_timeout = std::chrono::minutes(2); });
+    auto a = NodeFactory::create(c, 1);
+    auto to_b = a->create_node(2);
+    send_retrying(*to_b, make_message(*a, 64, 1, 0), "the first message"); // to a closed port: node 2 is not up
+    auto b = NodeFactory::create(c, 2);
+    auto from_a = b->create_node(1);
+    auto first = from_a->receive(patience); // node 2 learned node 1 from its hello
+    ASSERT_NE(first, nullptr) << "the first message never arrived";
+    std::atomic<bool> stop{false};
+    std::jthread keep_sending([&] { // node 1 is never silent towards node 2
+        for (std::uint64_t i = 1; !stop; ++i) {
+            try {
+                to_b->send(make_message(*a, 64, 1, i));
+            } catch (const SendQueueFull&) {
+            }
+            (void)to_b->receive(1ms); // also the way node 2's message comes back
+        }
+    });
+    send_retrying(*from_a, make_message(*b, 64, 2, 0), "the answer");
+    EXPECT_TRUE(eventually([&] { return from_a->stats().messages_sent >= 1; }, patience))
+        << "node 2's message never left: it waits for a window node 1 never named";
+    stop = true;
 }
 
 class UdpLoss : public ::testing::TestWithParam<double> {};

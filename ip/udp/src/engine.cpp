@@ -581,6 +581,19 @@ Clock::time_point UdpNode::tick(Clock::time_point now) {
         }
         next = std::min(next, last_progress_ + resend_timeout);
     }
+    // Messages wait for the peer's window while everything sent was acknowledged:
+    // the window was never told (we adopted the peer from its hello, whose welcome
+    // went the other way), or the status that opened it was lost. Probe with a hello,
+    // which the peer answers with a welcome naming its window (as TCP's persist timer
+    // does), every resend_timeout until it opens. (With datagrams unacknowledged, the
+    // resends above are the probe; a peer that refuses them falls silent and is lost.)
+    if (acked_ == sent_upto_ && sent_upto_ < next_dseq_ && sent_upto_ >= peer_limit_) {
+        if (now - last_probe_ >= resend_timeout) {
+            send_control(DatagramType::hello, 0, 0);
+            last_probe_ = now;
+        }
+        next = std::min(next, last_probe_ + resend_timeout);
+    }
     if (!early_.empty()) {
         if (now - last_nak_ >= nak_interval) send_nak(now);
         next = std::min(next, last_nak_ + nak_interval);

@@ -164,6 +164,7 @@ private:
     std::uint64_t peer_limit_ = 0;  // the peer takes datagrams before this
     std::size_t untransmitted_ = 0; // messages not transmitted whole yet (the send queue)
     Clock::time_point last_progress_{};
+    Clock::time_point last_probe_{}; // of the last window probe (tick)
     std::vector<std::byte> staging_;
 
     // --- receiving: datagrams from the peer's incarnation ---
