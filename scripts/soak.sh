@@ -16,7 +16,8 @@
 #   scripts/soak.sh [MINUTES] [--program PATH] [--no-memory-check]
 # (default: builds build/soak, Release; --no-memory-check for a sanitizer build, whose
 # quarantine grows memory on its own: descriptors are still checked)
-# With CI set, missing namespaces are an error instead of a fallback.
+# With CI set, missing namespaces are an error instead of a fallback. SOAK_KEEP=1 keeps
+# the logs of a run that passed; SOAK_DEBUG=1 makes each node log its counters and fds.
 set -euo pipefail
 
 repo=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
@@ -29,7 +30,7 @@ while (($#)); do
     case $1 in
     --program) program=${2:?--program needs a path}; shift 2 ;;
     --no-memory-check) memory_check=0; shift ;; # a sanitizer's quarantine grows on its own
-    -h | --help) sed -n '2,22p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+    -h | --help) sed -n '2,/^set /{/^#/p}' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
     *)
         [[ "$1" =~ ^[1-9][0-9]*$ ]] || { echo "$0: MINUTES must be a positive integer, not '$1'" >&2; exit 2; }
         minutes=$1; shift ;;
@@ -59,7 +60,7 @@ cleanup() {
         ip netns del "$nsb" 2>/dev/null || true
     fi
     rm -f /dev/shm/msgpass."$(id -un)".soak"$tag"-* 2>/dev/null || true
-    rm -rf "$work"
+    [[ -n "${SOAK_KEEP:-}" ]] || rm -rf "$work"
 }
 trap cleanup EXIT
 
