@@ -68,11 +68,42 @@ SciNode::~SciNode() {
 
 // ------------------------------------------------------------------------ loss
 
-void SciNode::check_peer(Link* link) {
+bool SciNode::check_due() {
     const std::int64_t now = now_ns();
-    if (now < next_check_ns_.load(std::memory_order_relaxed)) return;
+    if (now < next_check_ns_.load(std::memory_order_relaxed)) return false;
     next_check_ns_.store(now + parameters_.peer_timeout.count() / 4, std::memory_order_relaxed);
-    if (link == nullptr) return;
+    return true;
+}
+
+void SciNode::check_peer(Link* link) {
+    if (link != nullptr && check_due()) check_link(*link);
+}
+
+void SciNode::check_peer() {
+    if (!check_due()) return;
+    std::shared_ptr<Link> pin; // the current link, kept while it is checked
+    {
+        std::lock_guard lock(link_mutex_);
+        Link* current = link_.load(std::memory_order_acquire);
+        for (const auto& l : links_) {
+            if (l.get() == current) pin = l;
+        }
+    }
+    if (pin) check_link(*pin);
+}
+
+void SciNode::reclaim_links() {
+    std::lock_guard link_lock(link_mutex_);
+    std::lock_guard recv_lock(recv_mutex_);
+    const Link* current = link_.load(std::memory_order_acquire);
+    std::erase_if(links_, [&](const std::shared_ptr<Link>& l) {
+        return l.get() != current && l.get() != send_link_ && l.get() != recv_link_;
+    });
+    retired_.store(links_.size() > 1, std::memory_order_relaxed);
+}
+
+void SciNode::check_link(Link& link_ref) {
+    Link* link = &link_ref;
     const std::uint32_t header_epoch = load(local_header_->epoch);
     const bool restarted = header_epoch != 0 && header_epoch != link->epoch32 &&
                            header_epoch != dead_epoch_.load(std::memory_order_relaxed);

@@ -92,7 +92,16 @@ private:
     void flush_locked(Link* link);
     bool try_flush();
     void try_flush_queue() override { try_flush(); }
-    void check_peer(Link* link);
+    // Declares the peer lost if its process is gone or restarted; at most every
+    // peer_timeout / 4. Any thread, no lock held.
+    void check_peer();
+    void check_peer(Link* link); // a link the caller's send lock keeps
+    [[nodiscard]] bool check_due();
+    void check_link(Link& link);
+    // Lets go of the links of earlier incarnations that neither side uses any more
+    // (their mappings and descriptors; a buffer still received through one keeps it
+    // until dropped). Send lock held.
+    void reclaim_links();
     // The peer's process of this link is gone and said it ended cleanly.
     [[nodiscard]] bool ended_cleanly(const Link& link) const;
     void declare_lost(Link* link, const std::string& reason);
@@ -120,6 +129,8 @@ private:
 
     std::mutex link_mutex_; // order: send_mutex_ -> link_mutex_ -> recv_mutex_
     std::atomic<Link*> link_{nullptr};
+    std::vector<std::shared_ptr<Link>> links_; // every link not yet reclaimed; link_mutex_
+    std::atomic<bool> retired_{false};         // links_ holds more than the current one
     std::atomic<std::uint32_t> dead_epoch_{0}; // the incarnation declared lost; read by checks without a lock
     std::chrono::steady_clock::time_point next_connect_{};
     std::uint64_t large_capacity_ = 0;

@@ -26,7 +26,7 @@ SciNode::Link* SciNode::establish_link() {
     if (now < next_connect_) return nullptr;
     next_connect_ = now + std::chrono::milliseconds(2);
 
-    auto link = std::make_unique<Link>();
+    auto link = std::make_shared<Link>(grants_);
     const std::string name = local_->device().segment_name(parameters_.peer, parameters_.peer_segment_id);
     if (!link->segment.connect(name)) return nullptr;
     link->segment.map();
@@ -61,7 +61,8 @@ SciNode::Link* SciNode::establish_link() {
         if (recv_link_ == nullptr) introduce(*link);
     }
     Link* raw = link.get();
-    grants_->links.push_back(std::move(link));
+    links_.push_back(std::move(link));
+    if (links_.size() > 1) retired_.store(true, std::memory_order_relaxed);
     link_.store(raw, std::memory_order_release);
     // A peer that sleeps before we ever connected could not tell us so: its bell's
     // sleeper count is read here, once per connection (not on the data path).

@@ -32,8 +32,14 @@ inline std::size_t round_up(std::size_t n, std::size_t to) {
 }
 } // namespace
 
-// A mapping of the peer's segment (and, lazily, of its large region for us).
-struct SciNode::Link {
+// A mapping of the peer's segment (and, lazily, of its large region for us), one per
+// incarnation of the peer. The node owns its links and lets go of one when neither
+// its send side, its receive side nor the current link is that one (reclaim_links);
+// a received buffer keeps its link mapped until it is dropped, since its drop may
+// write a grant through it.
+struct SciNode::Link : std::enable_shared_from_this<SciNode::Link> {
+    explicit Link(std::shared_ptr<Grants> g) : grants(std::move(g)) {}
+    std::shared_ptr<Grants> grants;
     RemoteSegment segment;
     ControlBlock* control = nullptr;
     Header* header = nullptr; // our header in the peer's segment
@@ -116,8 +122,6 @@ struct SciNode::Grants {
     Header* local_header; // where the peer writes to us (its status: whether it sleeps)
     ErrorInjector injector;
     Sequence sequence;
-    // Every link made, kept mapped as long as a buffer may write a grant through it.
-    std::vector<std::unique_ptr<Link>> links;
     std::array<std::atomic<std::uint64_t>, max_outstanding> index{};
     std::uint32_t generation = 0; // of the last introduction; receiver thread
 
@@ -173,16 +177,16 @@ struct SciNode::Grants {
 // pool).
 class SciNode::RecvBuffer final : public SingleBuffer {
 public:
-    RecvBuffer(std::shared_ptr<Grants> grants, Link& link, std::uint32_t index, std::uint32_t slot, std::size_t size)
-        : SingleBuffer(grants->local->slot_address(slot), size, size), grants_(std::move(grants)), link_(link),
-          index_(index), slot_(slot) {}
+    RecvBuffer(std::shared_ptr<Link> link, std::uint32_t index, std::uint32_t slot, std::size_t size)
+        : SingleBuffer(link->grants->local->slot_address(slot), size, size), link_(std::move(link)), index_(index),
+          slot_(slot) {}
     ~RecvBuffer() override {
-        if (!grants_->offer(link_, index_, slot_)) grants_->local->release_recv_slot(slot_);
+        Grants& grants = *link_->grants;
+        if (!grants.offer(*link_, index_, slot_)) grants.local->release_recv_slot(slot_);
     }
 
 private:
-    std::shared_ptr<Grants> grants_;
-    Link& link_; // owned by grants_
+    std::shared_ptr<Link> link_; // and through it the grants and the local node
     std::uint32_t index_;
     std::uint32_t slot_;
 };

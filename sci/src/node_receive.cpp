@@ -63,7 +63,7 @@ BufferPtr SciNode::take_message(Link& link) {
         // the pool on the next receive.
         if (!hot)
             grants_->index[i].store(Grants::pack(link.generation, next, Grants::no_slot), std::memory_order_release);
-        buffer = std::make_unique<RecvBuffer>(grants_, link, i, slot, size);
+        buffer = std::make_unique<RecvBuffer>(link.shared_from_this(), i, slot, size);
     } else {
         // One descriptor, or several (a batch of queued broadcast messages); the
         // first is handed out now, the others by the next receive calls.
@@ -151,7 +151,7 @@ void SciNode::publish_pending() {
 // the new one, which cannot send before that.
 BufferPtr SciNode::receive() {
     local_->progress();
-    Link* link = current_link();
+    Link* link = current_link(); // compared, not read: declare_lost reads only the current link
     std::string violation;
     {
         std::lock_guard lock(recv_mutex_);
@@ -159,7 +159,7 @@ BufferPtr SciNode::receive() {
         violation.swap(violation_);
     }
     if (!violation.empty() && link != nullptr) declare_lost(link, violation + "; the connection is dropped");
-    check_peer(link);
+    check_peer();
     if (lost_pending_.load(std::memory_order_acquire)) {
         // The loss was found after the poll above: a message the peer wrote before it
         // went is visible now, and comes before the loss.
@@ -167,12 +167,20 @@ BufferPtr SciNode::receive() {
         if (auto b = take_next()) return b;
     }
     throw_if_lost();
-    if (Link* now = link_.load(std::memory_order_acquire); now != nullptr) {
-        std::lock_guard lock(recv_mutex_);
-        if (recv_link_ != now && !lost_pending_.load(std::memory_order_acquire)) {
+    if (link_.load(std::memory_order_acquire) != nullptr) {
+        {
+            // Read under the receive lock, which reclaim_links also takes: the link
+            // stays while it is introduced.
+            std::lock_guard lock(recv_mutex_);
+            Link* now = link_.load(std::memory_order_acquire);
+            if (now == nullptr || recv_link_ == now || lost_pending_.load(std::memory_order_acquire)) return nullptr;
             if (auto b = take_next()) return b;
             introduce(*now);
         }
+        // The receive side left the previous incarnation: its mapping may go now,
+        // unless a sender holds the send lock (the next send then lets it go).
+        std::unique_lock send(send_mutex_, std::try_to_lock);
+        if (send.owns_lock()) reclaim_links();
     }
     return nullptr;
 }

@@ -15,15 +15,18 @@ namespace msgpass::sci {
 // ------------------------------------------------------------------------ send
 
 void SciNode::sync_send_side(Link* link) {
-    if (link == send_link_ || link == nullptr) return;
-    send_link_ = link; // a new incarnation: its counters start again
-    sent_.store(0, std::memory_order_relaxed);
-    forget_large();
-    large_sent_ = 0;
-    large_freed_ = 0;
-    large_head_ = 0;
-    hot_used_ = 0;
-    last_note_.fill(0);
+    if (link != send_link_ && link != nullptr) {
+        send_link_ = link; // a new incarnation: its counters start again
+        sent_.store(0, std::memory_order_relaxed);
+        forget_large();
+        large_sent_ = 0;
+        large_freed_ = 0;
+        large_head_ = 0;
+        hot_used_ = 0;
+        last_note_.fill(0);
+    }
+    // After send_link_ took the link this call uses, which is therefore kept.
+    if (retired_.load(std::memory_order_relaxed)) reclaim_links();
 }
 
 // The descriptors not released by the previous incarnation of the peer will never
@@ -336,7 +339,7 @@ bool SciNode::flush(std::chrono::nanoseconds timeout) {
     return local_->wait(
         [this]() -> bool {
             if (try_flush()) return true;
-            check_peer(link_.load(std::memory_order_acquire));
+            check_peer();
             return false;
         },
         timeout);

@@ -19,7 +19,10 @@
 #include <gtest/gtest.h>
 
 #include <atomic>
+#include <filesystem>
+#include <fstream>
 #include <optional>
+#include <string>
 #include <sys/wait.h>
 #include <thread>
 
@@ -299,6 +302,67 @@ TEST_P(PeerLife, AReceiverBlockedInReceiveIsWokenByTheLossOfItsPeer) {
     EXPECT_TRUE(woken) << "the blocked receive was not woken within " << ms(loss_bound) << " ms of the kill";
     EXPECT_EQ(outcome, "lost 2");
     EXPECT_LT(returned - killed, loss_bound);
+}
+
+// What a process holds open and mapped: its descriptors, and the mappings of shared
+// memory segments (sci maps each incarnation of a peer).
+struct Held {
+    std::size_t fds = 0;
+    std::size_t shm_mappings = 0;
+};
+
+Held held() {
+    Held h;
+    std::error_code ec;
+    for (auto it = std::filesystem::directory_iterator("/proc/self/fd", ec);
+         !ec && it != std::filesystem::directory_iterator(); it.increment(ec))
+        ++h.fds;
+    std::ifstream maps("/proc/self/maps");
+    for (std::string line; std::getline(maps, line);) {
+        if (line.find("/dev/shm/") != std::string::npos) ++h.shm_mappings;
+    }
+    return h;
+}
+
+// A receiver that outlives many processes of its peer (each killed -9 and replaced,
+// as a DAQ node whose partner crashes and is restarted over weeks) holds no more
+// descriptors or segment mappings after the tenth than after the second: what it
+// held for an earlier incarnation is let go once both its sides moved to the next.
+TEST_P(PeerLife, AReceiverThatOutlivesTenProcessesOfItsPeerHoldsNoMoreThanAfterTheSecond) {
+    for (const NodeId id : both_routes()) {
+        SCOPED_TRACE("peer node " + std::to_string(id));
+        auto to_peer = self_->create_node(id);
+        Held after_second;
+        for (int run = 0; run < 10; ++run) {
+            SCOPED_TRACE("process " + std::to_string(run + 1));
+            ChildProcess process(peer(id, "burst", 3));
+            // Its three messages, after the loss of the previous process.
+            std::uint64_t next = 0;
+            for (const auto deadline = Clock::now() + patience; next < 3 && Clock::now() < deadline;) {
+                try {
+                    if (auto m = to_peer->receive(50ms)) {
+                        ASSERT_EQ(check_payload(*m).seq, next);
+                        ++next;
+                    }
+                } catch (const PeerLost&) {
+                    ASSERT_GT(run, 0) << "a loss before the first process was killed";
+                }
+            }
+            ASSERT_EQ(next, 3u) << "the process's messages did not arrive within " << patience.count() << " s";
+            try { // the send side moves to this process too
+                to_peer->send(make_message(*self_, 100, 9, static_cast<std::uint64_t>(run)));
+            } catch (const PeerLost&) {
+            }
+            if (run == 1) after_second = held();
+            if (run == 9) {
+                const Held after_tenth = held();
+                EXPECT_LE(after_tenth.fds, after_second.fds);
+                EXPECT_LE(after_tenth.shm_mappings, after_second.shm_mappings);
+            }
+            process.kill(SIGKILL);
+            process.wait();
+        }
+    }
 }
 
 INSTANTIATE_TEST_SUITE_P(Technologies, PeerLife, ::testing::Values("sci", "tcp", "udp", "auto"),
