@@ -1,188 +1,20 @@
-// Internals of the udp technology: UdpNode (one peer: the messages this process
-// sends to it, cut into numbered datagrams and kept until acknowledged, and the
-// datagrams it sends to us, reassembled in order) and Engine (the one UDP socket of
-// the factory, bound to the node's port, and the background thread that reads it,
-// answers with status and NAK datagrams and runs the timers). What does not depend
-// on UDP (incarnations, the inbox and its loss marker, the buffer pool, sockets)
-// comes from ip/common.
-//
-// Threads. Every piece of a node's state is under its mutex_. Senders number and
-// transmit datagrams from their own thread (sendmsg on the shared socket); the
-// background thread alone reads the socket, so that reassembly, acknowledgements and
-// repairs happen whether or not the application receives; receivers take whole
-// messages from the node's inbox and sleep on the factory's doorbell, which the
-// background thread rings when it delivered one.
+// Internals of the udp technology: Engine, the one UDP socket of the factory, bound
+// to the node's port, and the background thread that reads it, hands each datagram
+// to its UdpNode (node.hpp) and runs the timers.
 #pragma once
 
-#include <msgpass/config.hpp>
-#include <msgpass/node.hpp>
-#include <msgpass/udp/factory.hpp>
-#include <msgpass/udp/options.hpp>
-#include <msgpass/udp/protocol.hpp>
-#include <msgpass/wait.hpp>
+#include "node.hpp"
 
-#include <msgpass/ip/incarnation.hpp>
-#include <msgpass/ip/pool.hpp>
-#include <msgpass/ip/reactor.hpp>
 #include <msgpass/ip/socket.hpp>
 
-#include <array>
 #include <atomic>
-#include <chrono>
-#include <condition_variable>
-#include <deque>
 #include <map>
 #include <memory>
-#include <mutex>
 #include <random>
-#include <string>
 #include <thread>
 #include <vector>
 
 namespace msgpass::udp {
-
-using Clock = std::chrono::steady_clock;
-
-// When the acknowledgement has not moved for resend_timeout, the sender resends the
-// first datagram not acknowledged and the last one sent (a probe: a receiver that
-// lost the tail of a stream sees the hole and NAKs it). A receiver NAKs a new hole
-// at once (that range only) and every hole still open every nak_interval.
-inline constexpr std::chrono::milliseconds resend_timeout{10};
-inline constexpr std::chrono::milliseconds nak_interval{20};
-// At most this many datagrams resent per NAK.
-inline constexpr std::uint64_t nak_burst = 1024;
-// A receiver sends a status at least every status_every in-order datagrams.
-inline constexpr std::uint64_t status_every = 64;
-
-struct Parameters {
-    NodeId self = 0;
-    std::string partition;
-    std::uint64_t partition_hash = 0;
-    std::uint64_t max_message_size = 64 * config::MiB;
-    std::chrono::nanoseconds peer_timeout{std::chrono::seconds(1)};
-    std::uint32_t send_queue_limit = 65536;
-    std::size_t datagram_size = default_datagram_size;
-    std::size_t payload = default_datagram_size - header_size; // message bytes per datagram
-    std::uint64_t window = 1024;
-    Options options;
-
-    static Parameters from(const config::Configuration& configuration, NodeId self);
-};
-
-struct Shared {
-    Parameters parameters;
-    std::uint64_t incarnation = 0;
-    std::atomic<int> fd{-1}; // the factory's socket; -1 once the engine closed it
-    Doorbell bell;
-    std::shared_ptr<ip::BufferPool> pool = std::make_shared<ip::BufferPool>();
-    std::array<std::atomic<std::uint64_t>, static_cast<std::size_t>(Drop::kinds)> drops{};
-    std::atomic<std::uint64_t> datagrams_sent{0}, datagrams_received{0}, naks_sent{0}, repairs{0};
-
-    explicit Shared(Parameters p);
-    void count(Drop d) noexcept { drops[static_cast<std::size_t>(d)].fetch_add(1, std::memory_order_relaxed); }
-};
-
-class UdpNode final : public Node {
-public:
-    UdpNode(std::shared_ptr<Shared> shared, const config::NodeConfig& peer, ip::Address address);
-
-    [[nodiscard]] NodeId id() const noexcept override { return id_; }
-    [[nodiscard]] const std::string& name() const noexcept override { return name_; }
-    void send(BufferPtr&& buffer) override;
-    void send_shared(const SharedBuffer& buffer) override;
-    [[nodiscard]] BufferPtr receive() override;
-    [[nodiscard]] BufferPtr receive(std::chrono::nanoseconds timeout) override;
-    bool flush(std::chrono::nanoseconds timeout) override;
-    [[nodiscard]] NodeStats stats() const noexcept override;
-
-    // --- background thread ---
-    // A datagram from this peer that passed decode_datagram.
-    void on_datagram(const Decoded& d, std::span<const std::byte> bytes, Clock::time_point now);
-    // After a batch of reads: the status owed.
-    void end_of_batch(Clock::time_point now);
-    // Timers: hello, resend, NAK repeat, keepalive, peer timeout. Returns when it
-    // wants to be called again.
-    Clock::time_point tick(Clock::time_point now);
-    // Shutdown: waits until every message was acknowledged (or the peer is unknown,
-    // or the deadline passed), then says goodbye; the node refuses sends afterwards.
-    bool wait_acknowledged(SteadyTime deadline);
-    void close();
-
-private:
-    struct OutMessage {
-        BufferPtr owned;
-        SharedBuffer shared;
-        std::uint64_t size = 0;
-        std::uint64_t first = 0; // its first datagram's number
-        std::uint64_t count = 1; // datagrams
-        [[nodiscard]] const Buffer& buffer() const { return owned ? *owned : *shared; }
-    };
-
-    template <class B>
-    void send_impl(B& buffer);
-    void throw_if_lost();
-    BufferPtr take_locked();
-    // under mutex_
-    void pump(Clock::time_point now);
-    bool transmit(std::uint64_t dseq, bool resend);
-    bool send_control(DatagramType type, std::uint64_t seq, std::uint64_t length,
-                      std::span<const std::byte> payload = {});
-    void send_status(Clock::time_point now);
-    void send_nak(Clock::time_point now);
-    void send_nak_range(std::uint64_t first, std::uint64_t count);
-    void adopt(std::uint64_t incarnation, Clock::time_point now);
-    void lose(const std::string& reason, std::uint64_t unacknowledged, bool mark);
-    void reset_send_side();
-    void reset_receive_side();
-    void acknowledge(std::uint64_t next_expected, std::uint64_t window, Clock::time_point now);
-    void on_data(const Decoded& d, std::span<const std::byte> bytes, Clock::time_point now);
-    void consume(const DatagramHeader& h, std::span<const std::byte> piece);
-    [[nodiscard]] std::uint64_t advertised() const noexcept;
-
-    std::shared_ptr<Shared> shared_;
-    const NodeId id_;
-    const std::string name_;
-    const ip::Address address_; // empty: the peer has no port (receive only)
-    StatsCounters stats_;
-    std::atomic<std::uint64_t> queue_depth_{0};
-
-    mutable std::mutex mutex_;
-    std::condition_variable changed_;
-    bool closed_ = false;
-    std::uint64_t peer_incarnation_ = 0;  // 0: not known (no datagram from it yet)
-    std::uint64_t ended_incarnation_ = 0; // one that said goodbye: its late datagrams are stale
-    Clock::time_point last_heard_{};
-    Clock::time_point last_sent_{};
-    Clock::time_point next_hello_{};
-    std::chrono::nanoseconds hello_backoff_{std::chrono::milliseconds(2)};
-
-    // --- sending: messages not acknowledged, in order ---
-    std::deque<OutMessage> out_;
-    std::uint64_t next_dseq_ = 0;   // the number of the next datagram made
-    std::uint64_t acked_ = 0;       // every datagram before this arrived
-    std::uint64_t sent_upto_ = 0;   // every datagram before this was transmitted once
-    std::uint64_t peer_limit_ = 0;  // the peer takes datagrams before this
-    std::size_t untransmitted_ = 0; // messages not transmitted whole yet (the send queue)
-    Clock::time_point last_progress_{};
-    Clock::time_point last_probe_{}; // of the last window probe (tick)
-    std::vector<std::byte> staging_;
-
-    // --- receiving: datagrams from the peer's incarnation ---
-    std::uint64_t expected_ = 0;                            // the next datagram due
-    std::uint64_t highest_ = 0;                             // one beyond the highest seen
-    std::map<std::uint64_t, std::vector<std::byte>> early_; // arrived before their turn
-    BufferPtr assembling_;
-    std::byte* assembling_data_ = nullptr;
-    std::uint64_t assembling_length_ = 0, assembled_ = 0;
-    ip::Inbox inbox_;
-    std::deque<std::uint64_t> inbox_datagrams_; // datagrams of each inbox entry
-    std::uint64_t held_ = 0;                    // their sum
-    std::uint64_t status_sent_expected_ = 0, status_sent_limit_ = 0, since_status_ = 0;
-    bool status_owed_ = false;
-    Clock::time_point last_nak_{};
-
-    ip::LossLatch loss_;
-};
 
 class Engine {
 public:

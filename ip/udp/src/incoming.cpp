@@ -1,0 +1,117 @@
+// The incoming half of a UdpNode: data datagrams taken in order (those that come
+// early kept until their turn), reassembled into whole messages for the inbox, and
+// the status and NAK datagrams this side owes the sender.
+#include "node.hpp"
+
+#include <algorithm>
+#include <array>
+#include <cstring>
+
+namespace msgpass::udp {
+
+// ---------------------------------------------------------------- node: receiving
+
+std::uint64_t UdpNode::advertised() const noexcept {
+    const auto window = shared_->parameters.window;
+    return held_ >= window ? 0 : window - held_;
+}
+
+void UdpNode::send_status(Clock::time_point /*now*/) {
+    const std::uint64_t limit = std::max(status_sent_limit_, expected_ + advertised());
+    send_control(DatagramType::status, expected_, limit - expected_);
+    status_sent_expected_ = expected_;
+    status_sent_limit_ = limit;
+    status_owed_ = false;
+    since_status_ = 0;
+}
+
+void UdpNode::send_nak(Clock::time_point now) {
+    std::array<std::uint64_t, 2 * max_nak_ranges> ranges{};
+    std::size_t n = 0;
+    std::uint64_t at = expected_;
+    for (const auto& [seq, bytes] : early_) {
+        if (n == max_nak_ranges) break;
+        if (seq > at) {
+            ranges[2 * n] = at;
+            ranges[2 * n + 1] = seq - at;
+            ++n;
+        }
+        at = seq + 1;
+    }
+    last_nak_ = now;
+    if (n == 0) return;
+    send_control(DatagramType::nak, expected_, 0, std::as_bytes(std::span(ranges.data(), 2 * n)));
+    shared_->naks_sent.fetch_add(1, std::memory_order_relaxed);
+}
+
+void UdpNode::send_nak_range(std::uint64_t first, std::uint64_t count) {
+    const std::array<std::uint64_t, 2> range{first, count};
+    send_control(DatagramType::nak, expected_, 0, std::as_bytes(std::span(range)));
+    shared_->naks_sent.fetch_add(1, std::memory_order_relaxed);
+}
+
+void UdpNode::on_data(const Decoded& d, std::span<const std::byte> bytes, Clock::time_point now) {
+    const DatagramHeader& h = d.header;
+    const auto window = shared_->parameters.window;
+    if (h.seq < expected_ || early_.contains(h.seq)) {
+        shared_->count(Drop::duplicate);
+        status_owed_ = true; // our status may have been lost
+        return;
+    }
+    if (h.seq >= expected_ + window) {
+        shared_->count(Drop::beyond_window);
+        return;
+    }
+    shared_->datagrams_received.fetch_add(1, std::memory_order_relaxed);
+    if (h.seq > expected_) {
+        early_.emplace(h.seq, std::vector<std::byte>(bytes.begin(), bytes.end()));
+        // Datagrams between the highest seen and this one never came: a new hole.
+        const std::uint64_t seen = std::max(highest_, expected_);
+        highest_ = std::max(highest_, h.seq + 1);
+        if (h.seq > seen) send_nak_range(seen, h.seq - seen);
+        return;
+    }
+    consume(h, d.payload);
+    while (!early_.empty() && early_.begin()->first == expected_) {
+        auto node = early_.extract(early_.begin());
+        const auto& b = node.mapped();
+        DatagramHeader eh;
+        std::memcpy(&eh, b.data(), header_size);
+        consume(eh, std::span<const std::byte>(b).subspan(header_size));
+    }
+    highest_ = std::max(highest_, expected_);
+    status_owed_ = true;
+    if (++since_status_ >= status_every) send_status(now);
+}
+
+// The in-order datagram: its piece goes into the message being assembled, which is
+// delivered when whole.
+void UdpNode::consume(const DatagramHeader& h, std::span<const std::byte> piece) {
+    ++expected_;
+    const bool first = (h.flags & flag_first) != 0;
+    if (first) {
+        if (assembling_) shared_->count(Drop::bad_fragment); // the previous message never ended
+        assembling_ = shared_->pool->make(static_cast<std::size_t>(h.length));
+        assembling_data_ = assembling_->single()->data();
+        assembling_length_ = h.length;
+        assembled_ = 0;
+    } else if (!assembling_ || h.length != assembling_length_ || h.offset != assembled_) {
+        shared_->count(Drop::bad_fragment);
+        return;
+    }
+    if (!piece.empty()) std::memcpy(assembling_data_ + assembled_, piece.data(), piece.size());
+    assembled_ += piece.size();
+    if (assembled_ < assembling_length_) return;
+    const auto& p = shared_->parameters;
+    const std::uint64_t count = assembling_length_ == 0 ? 1 : (assembling_length_ + p.payload - 1) / p.payload;
+    assembling_->set_source(id_);
+    stats_.received(assembling_length_);
+    inbox_.push(std::move(assembling_));
+    inbox_datagrams_.push_back(count);
+    held_ += count;
+    assembling_data_ = nullptr;
+    assembling_length_ = assembled_ = 0;
+    shared_->bell.ring();
+}
+
+} // namespace msgpass::udp

@@ -1,0 +1,342 @@
+// UdpNode: one peer of the udp technology (see node.hpp for the threads and
+// docs/udp.md for the protocol): the calls of the application (send, receive,
+// flush), the factory's shutdown, the peer's life (contact, incarnations, loss) and
+// the timers the background thread runs. Datagrams out: outgoing.cpp; datagrams in
+// and reassembly: incoming.cpp.
+#include "node.hpp"
+
+#include <msgpass/error.hpp>
+
+#include <algorithm>
+#include <cstring>
+
+namespace msgpass::udp {
+
+// ---------------------------------------------------------------- node: application side
+
+UdpNode::UdpNode(std::shared_ptr<Shared> shared, const config::NodeConfig& peer, ip::Address address)
+    : shared_(std::move(shared)), id_(peer.id), name_(peer.name), address_(std::move(address)) {
+    staging_.resize(shared_->parameters.datagram_size);
+}
+
+NodeStats UdpNode::stats() const noexcept {
+    return stats_.snapshot(queue_depth_.load(std::memory_order_relaxed));
+}
+
+void UdpNode::throw_if_lost() {
+    if (!loss_.pending()) return;
+    if (auto loss = loss_.take()) {
+        stats_.error();
+        throw PeerLost(id_, loss->reason, loss->unacknowledged);
+    }
+}
+
+void UdpNode::send(BufferPtr&& buffer) {
+    send_impl(buffer);
+}
+
+void UdpNode::send_shared(const SharedBuffer& buffer) {
+    SharedBuffer copy = buffer;
+    send_impl(copy);
+}
+
+template <class B>
+void UdpNode::send_impl(B& buffer) {
+    if (!buffer) throw UsageError("send: a null buffer");
+    const std::uint64_t size = buffer->size();
+    const auto& p = shared_->parameters;
+    if (size > p.max_message_size) {
+        throw MessageTooLarge("a message of " + std::to_string(size) + " bytes exceeds max_message_size (" +
+                              std::to_string(p.max_message_size) + " bytes)");
+    }
+    throw_if_lost();
+    std::lock_guard lock(mutex_);
+    if (closed_) throw UsageError("send to node " + std::to_string(id_) + " after its factory was destroyed");
+    if (untransmitted_ >= p.send_queue_limit) {
+        throw SendQueueFull("the send queue to node " + std::to_string(id_) + " holds send_queue_limit (" +
+                            std::to_string(p.send_queue_limit) + ") messages");
+    }
+    OutMessage& m = out_.emplace_back();
+    if constexpr (std::is_same_v<B, BufferPtr>) {
+        m.owned = std::move(buffer);
+    } else {
+        m.shared = std::move(buffer);
+    }
+    m.size = size;
+    m.first = next_dseq_;
+    m.count = size == 0 ? 1 : (size + p.payload - 1) / p.payload;
+    next_dseq_ += m.count;
+    ++untransmitted_;
+    const auto now = Clock::now();
+    if (peer_incarnation_ == 0 && now >= next_hello_) { // first contact: at once, not at the next tick
+        send_control(DatagramType::hello, 0, 0);
+        next_hello_ = now + hello_backoff_;
+    }
+    pump(now);
+    if (sent_upto_ < next_dseq_) stats_.queued();
+    queue_depth_.store(untransmitted_, std::memory_order_relaxed);
+}
+
+BufferPtr UdpNode::take_locked() {
+    auto next = inbox_.pop();
+    if (!next.message && !next.loss) return nullptr;
+    const std::uint64_t datagrams = inbox_datagrams_.front();
+    inbox_datagrams_.pop_front();
+    held_ -= datagrams;
+    if (next.loss) {
+        if (auto loss = loss_.take()) {
+            stats_.error();
+            throw PeerLost(id_, loss->reason, loss->unacknowledged);
+        }
+        return take_locked();
+    }
+    // The window reopened by a quarter: tell the sender at once.
+    if (peer_incarnation_ != 0 && expected_ + advertised() >= status_sent_limit_ + shared_->parameters.window / 4) {
+        send_status(Clock::now());
+    }
+    return std::move(next.message);
+}
+
+BufferPtr UdpNode::receive() {
+    std::lock_guard lock(mutex_);
+    if (auto m = take_locked()) return m;
+    if (inbox_.empty()) throw_if_lost();
+    return nullptr;
+}
+
+BufferPtr UdpNode::receive(std::chrono::nanoseconds timeout) {
+    return wait_for([this] { return receive(); }, timeout, &shared_->bell);
+}
+
+bool UdpNode::flush(std::chrono::nanoseconds timeout) {
+    const auto deadline = deadline_after(timeout);
+    std::unique_lock lock(mutex_);
+    // Until the peer acknowledged every message: then each is in its inbox, and a
+    // receive there finds it (transmitted alone, it may still be in a socket buffer).
+    for (;;) {
+        pump(Clock::now());
+        if (out_.empty()) return true;
+        const auto now = Clock::now();
+        if (now >= deadline) return false;
+        changed_.wait_until(lock, std::min<Clock::time_point>(deadline, now + std::chrono::milliseconds(1)));
+    }
+}
+
+bool UdpNode::wait_acknowledged(SteadyTime deadline) {
+    std::unique_lock lock(mutex_);
+    for (;;) {
+        if (out_.empty() || peer_incarnation_ == 0) return out_.empty();
+        const auto now = Clock::now();
+        if (now >= deadline) return false;
+        changed_.wait_until(lock, std::min<Clock::time_point>(deadline, now + std::chrono::milliseconds(1)));
+    }
+}
+
+void UdpNode::close() {
+    std::lock_guard lock(mutex_);
+    if (closed_) return;
+    // Three times: a goodbye is not acknowledged; losing all three makes the peer
+    // report a loss after peer_timeout.
+    if (peer_incarnation_ != 0) {
+        for (int i = 0; i < 3; ++i)
+            send_control(DatagramType::goodbye, next_dseq_, expected_);
+    }
+    closed_ = true;
+}
+
+// ---------------------------------------------------------------- node: peer life
+
+void UdpNode::reset_send_side() {
+    out_.clear();
+    next_dseq_ = acked_ = sent_upto_ = peer_limit_ = 0;
+    untransmitted_ = 0;
+    queue_depth_.store(0, std::memory_order_relaxed);
+    changed_.notify_all();
+}
+
+void UdpNode::reset_receive_side() {
+    expected_ = highest_ = 0;
+    early_.clear();
+    assembling_.reset();
+    assembling_data_ = nullptr;
+    assembling_length_ = assembled_ = 0;
+    status_sent_expected_ = status_sent_limit_ = since_status_ = 0;
+    status_owed_ = false;
+}
+
+// The peer's incarnation is lost: what it did not acknowledge is counted and dropped,
+// and the loss is reported once (after the messages that arrived before it, when mark).
+void UdpNode::lose(const std::string& reason, std::uint64_t unacknowledged, bool mark) {
+    const std::uint64_t incarnation = peer_incarnation_;
+    reset_send_side();
+    reset_receive_side();
+    peer_incarnation_ = 0;
+    hello_backoff_ = std::chrono::milliseconds(2);
+    if (incarnation == 0 || loss_.raised_for(incarnation)) return;
+    const std::string text = "peer " + std::to_string(id_) + " (" + name_ + ", " + address_.text + ") lost: " + reason +
+                             " (" + std::to_string(unacknowledged) + " messages unacknowledged)";
+    loss_.raise(incarnation, text, unacknowledged);
+    if (mark) {
+        inbox_.mark_loss();
+        inbox_datagrams_.push_back(0);
+    }
+    shared_->bell.ring();
+}
+
+void UdpNode::adopt(std::uint64_t incarnation, Clock::time_point now) {
+    if (incarnation == peer_incarnation_) return;
+    if (peer_incarnation_ != 0) lose("it restarted (a new incarnation)", out_.size(), true);
+    peer_incarnation_ = incarnation;
+    reset_receive_side();
+    last_heard_ = now;
+    last_progress_ = now;
+    shared_->bell.ring();
+}
+
+void UdpNode::on_datagram(const Decoded& d, std::span<const std::byte> bytes, Clock::time_point now) {
+    const DatagramHeader& h = d.header;
+    const auto type = static_cast<DatagramType>(h.type);
+    std::lock_guard lock(mutex_);
+    if (h.incarnation == ended_incarnation_) {
+        shared_->count(Drop::stale);
+        return;
+    }
+    if (type == DatagramType::hello || type == DatagramType::welcome) {
+        adopt(h.incarnation, now);
+        last_heard_ = now;
+        if (type == DatagramType::hello) {
+            send_control(DatagramType::welcome, expected_, advertised());
+        } else if (h.peer_incarnation == shared_->incarnation) {
+            acknowledge(std::min(h.seq, sent_upto_), h.length, now);
+        }
+        pump(now);
+        return;
+    }
+    // Every other datagram names this process's incarnation: one that names an
+    // earlier one (or none) was meant for a process that is gone; its sender learns
+    // who we are from a welcome.
+    if (h.peer_incarnation != shared_->incarnation) {
+        shared_->count(Drop::stale);
+        if (h.incarnation != peer_incarnation_) adopt(h.incarnation, now);
+        send_control(DatagramType::welcome, expected_, advertised());
+        return;
+    }
+    adopt(h.incarnation, now);
+    last_heard_ = now;
+    switch (type) {
+    case DatagramType::data:
+        on_data(d, bytes, now);
+        break;
+    case DatagramType::status:
+    case DatagramType::keepalive:
+        acknowledge(h.seq, h.length, now);
+        break;
+    case DatagramType::nak: {
+        std::uint64_t budget = nak_burst;
+        for (std::size_t i = 0; i + 16 <= d.payload.size() && budget > 0; i += 16) {
+            std::uint64_t first = 0, count = 0;
+            std::memcpy(&first, d.payload.data() + i, 8);
+            std::memcpy(&count, d.payload.data() + i + 8, 8);
+            if (first >= sent_upto_ || count > sent_upto_ - first) {
+                shared_->count(Drop::beyond_window);
+                return;
+            }
+            for (std::uint64_t s = std::max(first, acked_); s < first + count && budget > 0; ++s, --budget)
+                (void)transmit(s, true);
+        }
+        break;
+    }
+    case DatagramType::goodbye: {
+        // seq: datagrams it sent us; length: the next it expected of ours.
+        const std::uint64_t incarnation = peer_incarnation_;
+        std::uint64_t unacknowledged = 0;
+        for (const auto& m : out_)
+            if (m.first + m.count > h.length) ++unacknowledged;
+        if (unacknowledged > 0 || h.seq > expected_) {
+            lose(h.seq > expected_ ? "it closed before its last messages arrived"
+                                   : "it closed without taking every message",
+                 unacknowledged, true);
+        } else {
+            reset_send_side();
+            reset_receive_side();
+            peer_incarnation_ = 0;
+        }
+        ended_incarnation_ = incarnation;
+        shared_->bell.ring();
+        break;
+    }
+    default:
+        break;
+    }
+}
+
+// ---------------------------------------------------------------- node: timers
+
+void UdpNode::end_of_batch(Clock::time_point now) {
+    std::lock_guard lock(mutex_);
+    if (status_owed_ && peer_incarnation_ != 0) send_status(now);
+}
+
+Clock::time_point UdpNode::tick(Clock::time_point now) {
+    std::lock_guard lock(mutex_);
+    const auto& p = shared_->parameters;
+    auto next = now + std::chrono::milliseconds(50);
+    if (closed_) return next;
+    if (peer_incarnation_ == 0) {
+        if (!out_.empty() && !address_.empty()) {
+            if (now >= next_hello_) {
+                send_control(DatagramType::hello, 0, 0);
+                hello_backoff_ = std::min<std::chrono::nanoseconds>(hello_backoff_ * 2, std::chrono::milliseconds(100));
+                next_hello_ = now + hello_backoff_;
+            }
+            next = std::min(next, next_hello_);
+        }
+        return next;
+    }
+    if (now - last_heard_ > p.peer_timeout) {
+        lose("silent for peer_timeout (" +
+                 std::to_string(std::chrono::duration_cast<std::chrono::milliseconds>(p.peer_timeout).count()) + " ms)",
+             out_.size(), true);
+        return next;
+    }
+    pump(now);
+    next = std::min(next, now + resend_timeout); // a send may start a stream between ticks
+    if (acked_ < sent_upto_) {
+        if (now - last_progress_ >= resend_timeout) {
+            (void)transmit(acked_, true);
+            if (sent_upto_ - 1 != acked_) (void)transmit(sent_upto_ - 1, true);
+            last_progress_ = now;
+        }
+        next = std::min(next, last_progress_ + resend_timeout);
+    }
+    // Messages wait for the peer's window while everything sent was acknowledged:
+    // the window was never told (we adopted the peer from its hello, whose welcome
+    // went the other way), or the status that opened it was lost. Probe with a hello,
+    // which the peer answers with a welcome naming its window (as TCP's persist timer
+    // does), every resend_timeout until it opens. (With datagrams unacknowledged, the
+    // resends above are the probe; a peer that refuses them falls silent and is lost.)
+    if (acked_ == sent_upto_ && sent_upto_ < next_dseq_ && sent_upto_ >= peer_limit_) {
+        if (now - last_probe_ >= resend_timeout) {
+            send_control(DatagramType::hello, 0, 0);
+            last_probe_ = now;
+        }
+        next = std::min(next, last_probe_ + resend_timeout);
+    }
+    if (!early_.empty()) {
+        if (now - last_nak_ >= nak_interval) send_nak(now);
+        next = std::min(next, last_nak_ + nak_interval);
+    }
+    if (status_owed_) send_status(now);
+    const auto keepalive = std::chrono::duration_cast<Clock::duration>(p.peer_timeout / 4);
+    if (now - last_sent_ >= keepalive) {
+        const std::uint64_t limit = std::max(status_sent_limit_, expected_ + advertised());
+        send_control(DatagramType::keepalive, expected_, limit - expected_);
+        status_sent_limit_ = limit;
+    }
+    next = std::min(next, last_sent_ + keepalive);
+    next = std::min(next, last_heard_ + std::chrono::duration_cast<Clock::duration>(p.peer_timeout) +
+                              std::chrono::milliseconds(1));
+    return next;
+}
+
+} // namespace msgpass::udp

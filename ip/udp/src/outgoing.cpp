@@ -1,0 +1,165 @@
+// The outgoing half of a UdpNode: messages cut into numbered datagrams and
+// transmitted (gathered from the message's fragments) as far as the peer's window
+// goes, control datagrams, and the acknowledgements that come back.
+#include "node.hpp"
+
+#include <sys/socket.h>
+#include <sys/uio.h>
+
+#include <algorithm>
+#include <cstring>
+
+namespace msgpass::udp {
+
+// ---------------------------------------------------------------- node: sending datagrams
+
+bool UdpNode::send_control(DatagramType type, std::uint64_t seq, std::uint64_t length,
+                           std::span<const std::byte> payload) {
+    const int fd = shared_->fd.load();
+    if (address_.empty() || fd < 0 || closed_) return false;
+    DatagramHeader h;
+    h.magic = magic;
+    h.version = protocol_version;
+    h.type = static_cast<std::uint16_t>(type);
+    h.from = shared_->parameters.self;
+    h.to = id_;
+    h.partition = shared_->parameters.partition_hash;
+    h.incarnation = shared_->incarnation;
+    h.peer_incarnation = peer_incarnation_;
+    h.seq = seq;
+    h.length = length;
+    iovec iov[2] = {{&h, header_size}, {const_cast<std::byte*>(payload.data()), payload.size()}};
+    msghdr msg{};
+    msg.msg_name = const_cast<sockaddr*>(address_.get());
+    msg.msg_namelen = address_.length;
+    msg.msg_iov = iov;
+    msg.msg_iovlen = payload.empty() ? 1 : 2;
+    const bool ok = ::sendmsg(fd, &msg, MSG_NOSIGNAL) >= 0;
+    if (ok) {
+        shared_->datagrams_sent.fetch_add(1, std::memory_order_relaxed);
+        last_sent_ = Clock::now();
+    }
+    return ok;
+}
+
+// Sends datagram dseq (transmitted before when resend); false when the socket
+// refused it (its buffer is full: the resend timer sends it again).
+bool UdpNode::transmit(std::uint64_t dseq, bool resend) {
+    const int fd = shared_->fd.load();
+    if (address_.empty() || fd < 0 || closed_ || dseq < acked_ || dseq >= next_dseq_) return false;
+    auto it = std::upper_bound(out_.begin(), out_.end(), dseq,
+                               [](std::uint64_t s, const OutMessage& m) { return s < m.first; });
+    if (it == out_.begin()) return false;
+    const OutMessage& m = *std::prev(it);
+    const auto& p = shared_->parameters;
+    const std::uint64_t offset = (dseq - m.first) * p.payload;
+    const std::size_t piece = static_cast<std::size_t>(std::min<std::uint64_t>(p.payload, m.size - offset));
+    DatagramHeader h;
+    h.magic = magic;
+    h.version = protocol_version;
+    h.type = static_cast<std::uint16_t>(DatagramType::data);
+    h.from = p.self;
+    h.to = id_;
+    h.partition = p.partition_hash;
+    h.incarnation = shared_->incarnation;
+    h.peer_incarnation = peer_incarnation_;
+    h.seq = dseq;
+    h.length = m.size;
+    h.offset = static_cast<std::uint32_t>(offset);
+    h.flags = dseq == m.first ? flag_first : 0;
+    // The piece's bytes, gathered from the message's fragments (a FragmentList's
+    // pieces may straddle a datagram).
+    std::array<iovec, 16> iov{};
+    std::size_t n = 0;
+    iov[n++] = {&h, header_size};
+    bool copied = false;
+    std::size_t skip = static_cast<std::size_t>(offset), want = piece;
+    const auto fragments = m.buffer().fragments();
+    std::size_t pieces = 0;
+    for (const auto& f : fragments) {
+        if (want == 0) break;
+        if (skip >= f.size()) {
+            skip -= f.size();
+            continue;
+        }
+        const std::size_t take = std::min(f.size() - skip, want);
+        if (n < iov.size()) iov[n++] = {f.data() + skip, take};
+        ++pieces;
+        want -= take;
+        skip = 0;
+    }
+    if (pieces + 1 > iov.size()) { // many tiny fragments: copy them into one piece
+        skip = static_cast<std::size_t>(offset);
+        want = piece;
+        std::size_t at = 0;
+        for (const auto& f : fragments) {
+            if (want == 0) break;
+            if (skip >= f.size()) {
+                skip -= f.size();
+                continue;
+            }
+            const std::size_t take = std::min(f.size() - skip, want);
+            std::memcpy(staging_.data() + at, f.data() + skip, take);
+            at += take;
+            want -= take;
+            skip = 0;
+        }
+        iov[1] = {staging_.data(), piece};
+        n = 2;
+        copied = true;
+    }
+    (void)copied;
+    msghdr msg{};
+    msg.msg_name = const_cast<sockaddr*>(address_.get());
+    msg.msg_namelen = address_.length;
+    msg.msg_iov = iov.data();
+    msg.msg_iovlen = n;
+    if (::sendmsg(fd, &msg, MSG_NOSIGNAL) < 0) return false;
+    shared_->datagrams_sent.fetch_add(1, std::memory_order_relaxed);
+    last_sent_ = Clock::now();
+    if (resend) {
+        stats_.retried();
+        shared_->repairs.fetch_add(1, std::memory_order_relaxed);
+    }
+    return true;
+}
+
+// Transmits the datagrams not sent yet, as far as the peer's window goes; a message
+// whose last datagram went out is handed over (counted as sent).
+void UdpNode::pump(Clock::time_point now) {
+    if (peer_incarnation_ == 0 || closed_) return;
+    const std::uint64_t before = sent_upto_;
+    while (sent_upto_ < next_dseq_ && sent_upto_ < peer_limit_) {
+        if (!transmit(sent_upto_, false)) break;
+        ++sent_upto_;
+    }
+    if (sent_upto_ == before) return;
+    if (before == acked_) last_progress_ = now; // the resend timer starts with the first unacknowledged
+    // Messages transmitted whole by this pump.
+    for (auto it = std::upper_bound(out_.begin(), out_.end(), before,
+                                    [](std::uint64_t s, const OutMessage&m) { return s < m.first + m.count; });
+         it != out_.end() && it->first + it->count <= sent_upto_; ++it) {
+        stats_.sent(it->size);
+        --untransmitted_;
+    }
+    queue_depth_.store(untransmitted_, std::memory_order_relaxed);
+    changed_.notify_all();
+}
+
+void UdpNode::acknowledge(std::uint64_t next_expected, std::uint64_t window, Clock::time_point now) {
+    if (next_expected > sent_upto_) {
+        shared_->count(Drop::beyond_window);
+        return;
+    }
+    peer_limit_ = std::max(peer_limit_, next_expected + std::min<std::uint64_t>(window, 1u << 20));
+    if (next_expected > acked_) {
+        acked_ = next_expected;
+        last_progress_ = now;
+        while (!out_.empty() && out_.front().first + out_.front().count <= acked_)
+            out_.pop_front();
+        changed_.notify_all();
+    }
+    pump(now);
+}
+
+} // namespace msgpass::udp
