@@ -1,0 +1,161 @@
+// The receive side of the communicator: the expected and unexpected queues, MPI
+// matching, a peer's loss (docs/communicator.md, "Matching").
+#include "impl.hpp"
+
+#include <cstring>
+
+namespace msgpass::comm {
+
+void Communicator::Impl::fill_receive(Completion& c, Request& r, Arrived&& m) {
+    c.is_send = false;
+    c.source = m.source;
+    c.tag = m.tag;
+    c.size = m.size;
+    c.user = r.user;
+    if (r.into_span) {
+        const std::size_t n = std::min(m.size, r.into.size());
+        if (n > 0) std::memcpy(r.into.data(), m.whole->single()->data() + header_size, n);
+        c.bytes = n;
+        c.status = n < m.size ? Status::truncated : Status::success;
+    } else {
+        c.bytes = m.size;
+        c.buffer = std::make_unique<PayloadBuffer>(std::move(m.whole), m.size);
+        c.status = Status::success;
+    }
+}
+
+// A message from a node: checked, then given to the first posted receive that
+// matches, else queued as unexpected. Returns the reason when it was malformed.
+std::string Communicator::Impl::dispatch_locked(BufferPtr whole) {
+    const NodeId source = whole->source();
+    if (whole->single() == nullptr) {
+        auto copy = HeapBuffer::copy_of(*whole);
+        copy->set_source(source);
+        whole = std::move(copy);
+    }
+    WireEnvelope w{};
+    std::string bad;
+    if (whole->size() < header_size) {
+        bad = std::to_string(whole->size()) + " bytes, shorter than the " + std::to_string(header_size) +
+              "-byte envelope";
+    } else {
+        std::memcpy(&w, whole->single()->data(), sizeof w);
+        if (w.magic != wire_magic)
+            bad = "bad magic word";
+        else if (w.version != wire_version)
+            bad = "envelope version " + std::to_string(w.version) + ", expected " + std::to_string(wire_version);
+        else if (w.kind != kind_eager && w.kind != kind_unexpected)
+            bad = "unknown message kind " + std::to_string(w.kind);
+        else if (w.tag < 0)
+            bad = "negative tag " + std::to_string(w.tag);
+        else if (w.size != whole->size() - header_size)
+            bad = "envelope says " + std::to_string(w.size) + " payload bytes, the message holds " +
+                  std::to_string(whole->size() - header_size);
+    }
+    if (!bad.empty()) {
+        ++counters.malformed;
+        return "comm: malformed envelope from " + describe(source) + ": " + bad + "; the message was dropped";
+    }
+    lost.erase(source); // a message after a loss: the peer restarted
+    Arrived m{source, w.tag, static_cast<std::size_t>(w.size), std::move(whole)};
+    if (w.kind == kind_unexpected) {
+        unexpected_bytes += m.whole->size();
+        bmi_unexpected.push_back(std::move(m));
+        changed.notify_all();
+        return {};
+    }
+    for (auto it = expected.begin(); it != expected.end(); ++it) {
+        auto& r = requests.at(*it);
+        if (!matches(r.peer, r.tag, m.source, m.tag)) continue;
+        fill_receive(r.completion, r, std::move(m));
+        r.done = true;
+        expected.erase(it);
+        changed.notify_all();
+        return {};
+    }
+    unexpected_bytes += m.whole->size();
+    unexpected.push_back(std::move(m));
+    changed.notify_all();
+    return {};
+}
+
+void Communicator::Impl::handle_loss_locked(NodeId peer, const std::string& reason) {
+    lost.insert(peer);
+    for (auto it = expected.begin(); it != expected.end();) {
+        auto& r = requests.at(*it);
+        if (r.peer != peer) {
+            ++it;
+            continue;
+        }
+        r.completion.status = Status::peer_lost;
+        r.completion.source = peer;
+        r.completion.tag = r.tag;
+        r.completion.user = r.user;
+        r.completion.error = reason;
+        r.done = true;
+        it = expected.erase(it);
+    }
+    if (auto b = backlog.find(peer); b != backlog.end()) {
+        for (RequestId id : b->second) {
+            auto& r = requests.at(id);
+            r.pending.reset();
+            r.completion.status = Status::peer_lost;
+            r.completion.error = reason;
+            r.done = true;
+        }
+        backlog.erase(b);
+    }
+    changed.notify_all();
+}
+
+Posted Communicator::Impl::post_recv(NodeId source, Tag tag, bool into_span, std::span<std::byte> into, void* user) {
+    check_peer(source, true, "post_recv");
+    check_tag(tag, true, "post_recv");
+    progress();
+    std::lock_guard lock(mutex);
+    const RequestId id = new_id_locked();
+    Request r;
+    r.peer = source;
+    r.tag = tag;
+    r.into_span = into_span;
+    r.into = into;
+    r.user = user;
+    for (auto it = unexpected.begin(); it != unexpected.end(); ++it) {
+        if (!matches(source, tag, it->source, it->tag)) continue;
+        unexpected_bytes -= it->whole->size();
+        Arrived m = std::move(*it);
+        unexpected.erase(it);
+        Posted p{id, Completion{}};
+        fill_receive(*p.done, r, std::move(m));
+        p.done->id = id;
+        p.done->immediate = true;
+        return p;
+    }
+    if (source != any_source && lost.count(source) != 0) {
+        Posted p{id, Completion{}};
+        p.done->id = id;
+        p.done->immediate = true;
+        p.done->status = Status::peer_lost;
+        p.done->source = source;
+        p.done->tag = tag;
+        p.done->user = user;
+        p.done->error = describe(source) + " was lost and nothing of it is left to receive";
+        return p;
+    }
+    requests.emplace(id, std::move(r));
+    expected.push_back(id);
+    return Posted{id, std::nullopt};
+}
+
+std::vector<Message> Communicator::Impl::take_unexpected_locked(std::size_t max) {
+    std::vector<Message> out;
+    while (out.size() < max && !bmi_unexpected.empty()) {
+        Arrived m = std::move(bmi_unexpected.front());
+        bmi_unexpected.pop_front();
+        unexpected_bytes -= m.whole->size();
+        out.push_back(Message{m.source, m.tag, std::make_unique<PayloadBuffer>(std::move(m.whole), m.size)});
+    }
+    return out;
+}
+
+} // namespace msgpass::comm

@@ -1,0 +1,110 @@
+// The send side: envelopes, making a message (eager: envelope and payload in one
+// message), handing it to its node, the per-peer backlog (docs/communicator.md, "Sends").
+#include "impl.hpp"
+
+#include <cstring>
+
+namespace msgpass::comm {
+
+namespace detail {
+
+void write_envelope(std::byte* at, Tag tag, std::size_t size, std::uint8_t kind) {
+    const WireEnvelope w{wire_magic, wire_version, kind, 0, tag, 0, static_cast<std::uint64_t>(size)};
+    std::memcpy(at, &w, sizeof w);
+}
+
+} // namespace detail
+
+BufferPtr Communicator::Impl::make_message(Tag tag, std::span<const std::byte> bytes, std::uint8_t kind) {
+    auto whole = factory.create_buffer(header_size + bytes.size());
+    auto* s = whole->single();
+    if (s == nullptr) {
+        whole = std::make_unique<HeapBuffer>(header_size + bytes.size());
+        s = whole->single();
+    }
+    write_envelope(s->data(), tag, bytes.size(), kind);
+    if (!bytes.empty()) std::memcpy(s->data() + header_size, bytes.data(), bytes.size());
+    return whole;
+}
+
+BufferPtr Communicator::Impl::make_message(Tag tag, BufferPtr&& payload) {
+    const std::size_t size = payload->size();
+    auto header = std::make_unique<HeapBuffer>(header_size);
+    write_envelope(header->data(), tag, size);
+    auto list = std::make_unique<FragmentList>();
+    list->append(std::move(header));
+    list->append(std::move(payload));
+    return list;
+}
+
+// Hands a send to its node; true when it is done (sent or failed).
+bool Communicator::Impl::try_send_locked(Request& r) {
+    try {
+        nodes.at(r.peer)->send(std::move(r.pending));
+        r.completion.status = Status::success;
+    } catch (const SendQueueFull&) {
+        return false; // the buffer stays in r.pending
+    } catch (const PeerLost& e) {
+        r.pending.reset();
+        r.completion.status = Status::peer_lost;
+        r.completion.error = e.what();
+        lost.insert(e.peer());
+    }
+    r.done = true;
+    return true;
+}
+
+void Communicator::Impl::retry_backlog_locked() {
+    for (auto b = backlog.begin(); b != backlog.end();) {
+        auto& queue = b->second;
+        while (!queue.empty()) {
+            auto& r = requests.at(queue.front());
+            if (!try_send_locked(r)) break;
+            const bool lost_now = r.completion.status == Status::peer_lost;
+            queue.pop_front();
+            changed.notify_all();
+            if (lost_now) {
+                const NodeId peer = r.peer;
+                const std::string reason = r.completion.error;
+                handle_loss_locked(peer, reason); // erases b
+                b = backlog.begin();
+                goto next;
+            }
+        }
+        b = queue.empty() ? backlog.erase(b) : std::next(b);
+    next:;
+    }
+}
+
+Posted Communicator::Impl::post_send(NodeId dest, Tag tag, BufferPtr whole, std::size_t size, void* user) {
+    std::lock_guard lock(mutex);
+    const RequestId id = new_id_locked();
+    Request r;
+    r.is_send = true;
+    r.peer = dest;
+    r.tag = tag;
+    r.user = user;
+    r.size = size;
+    r.pending = std::move(whole);
+    r.completion.is_send = true;
+    r.completion.source = dest;
+    r.completion.tag = tag;
+    r.completion.size = size;
+    r.completion.bytes = size;
+    r.completion.user = user;
+    auto b = backlog.find(dest);
+    if (b == backlog.end() || b->second.empty()) {
+        if (try_send_locked(r)) {
+            if (r.completion.status == Status::peer_lost) handle_loss_locked(dest, r.completion.error);
+            Posted p{id, std::move(r.completion)};
+            p.done->id = id;
+            p.done->immediate = true;
+            return p;
+        }
+    }
+    requests.emplace(id, std::move(r));
+    backlog[dest].push_back(id);
+    return Posted{id, std::nullopt};
+}
+
+} // namespace msgpass::comm
