@@ -45,6 +45,10 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
         MSGPASS_FUZZ_CHECK(!d.payload.empty() && d.payload.size() % 16 == 0);
         MSGPASS_FUZZ_CHECK(d.payload.size() <= max_nak_ranges * 16);
         break;
+    case DatagramType::hello:
+    case DatagramType::welcome: // nothing, or auth_key_file's nonce (hello) or MAC (welcome)
+        MSGPASS_FUZZ_CHECK(d.payload.empty() || d.payload.size() == auth_payload_size);
+        break;
     default:
         MSGPASS_FUZZ_CHECK(d.payload.empty());
         break;

@@ -183,21 +183,6 @@ std::string check_numbered(const Buffer& b, std::uint64_t i) {
     return "";
 }
 
-// Until the udp handshake proves the key (docs/security.md), a partition that asks
-// for authentication must not run unauthenticated over udp.
-TEST(Udp, AFactoryGivenAnAuthKeyIsRefusedWithAnErrorNamingTheKey) {
-    auto c = make_configuration("udp", unique_partition("auth"), 2,
-                                [](config::Configuration& c) { c.auth_key = config::AuthKey{}; });
-    try {
-        (void)NodeFactory::create(c, 1);
-        FAIL() << "a udp factory started with an auth_key_file";
-    } catch (const ConfigError& e) {
-        EXPECT_NE(std::string(e.what()).find("auth_key_file: the udp technology does not authenticate"),
-                  std::string::npos)
-            << e.what();
-    }
-}
-
 // Four nodes started at once, each sending to every other while receiving from all
 // through a group (what the soak's udp partition does): every pair must come up and
 // every message arrive, in order per sender.

@@ -28,10 +28,19 @@ Parameters Parameters::from(const config::Configuration& configuration, NodeId s
     p.datagram_size = static_cast<std::size_t>(p.options.datagram_size);
     p.payload = p.datagram_size - header_size;
     p.window = p.options.window;
+    p.auth_key = configuration.auth_key;
     return p;
 }
 
 Shared::Shared(Parameters p) : parameters(std::move(p)), incarnation(ip::new_incarnation()) {}
+
+void Shared::log_refusal(const std::string& line) {
+    const std::int64_t now =
+        std::chrono::duration_cast<std::chrono::nanoseconds>(Clock::now().time_since_epoch()).count();
+    std::int64_t next = next_log_ns.load(std::memory_order_relaxed);
+    if (now < next || !next_log_ns.compare_exchange_strong(next, now + 50'000'000, std::memory_order_relaxed)) return;
+    std::fprintf(stderr, "msgpass udp node %u: %s\n", parameters.self, line.c_str());
+}
 
 // ---------------------------------------------------------------- engine
 

@@ -28,20 +28,10 @@ public:
 private:
     std::shared_ptr<Shared> shared_;
 };
-// The udp handshake does not prove a key yet (docs/security.md): a partition that
-// asks for authentication is refused rather than run unauthenticated.
-const config::Configuration& refuse_auth_key(const config::Configuration& configuration) {
-    if (configuration.auth_key) {
-        throw ConfigError(configuration.network_file.string() +
-                          ": auth_key_file: the udp technology does not authenticate its peers yet; use tcp, or "
-                          "remove the key");
-    }
-    return configuration;
-}
 } // namespace
 
 UdpNodeFactory::UdpNodeFactory(const config::Configuration& configuration, NodeId self)
-    : FactoryBase(refuse_auth_key(configuration), self), engine_(std::make_shared<Engine>(configuration, self)) {}
+    : FactoryBase(configuration, self), engine_(std::make_shared<Engine>(configuration, self)) {}
 
 UdpNodeFactory::~UdpNodeFactory() {
     const auto deadline = deadline_after(configuration().peer_timeout);

@@ -17,6 +17,10 @@ namespace msgpass::udp {
 UdpNode::UdpNode(std::shared_ptr<Shared> shared, const config::NodeConfig& peer, ip::Address address)
     : shared_(std::move(shared)), id_(peer.id), name_(peer.name), address_(std::move(address)) {
     staging_.resize(shared_->parameters.datagram_size);
+    if (shared_->parameters.auth_key) {
+        nonce_ = ip::new_nonce();
+        previous_nonce_ = ip::new_nonce();
+    }
 }
 
 NodeStats UdpNode::stats() const noexcept {
@@ -69,7 +73,7 @@ void UdpNode::send_impl(B& buffer) {
     ++untransmitted_;
     const auto now = Clock::now();
     if (peer_incarnation_ == 0 && now >= next_hello_) { // first contact: at once, not at the next tick
-        send_control(DatagramType::hello, 0, 0);
+        send_hello();
         next_hello_ = now + hello_backoff_;
     }
     pump(now);
@@ -172,6 +176,10 @@ void UdpNode::lose(const std::string& reason, std::uint64_t unacknowledged, bool
     reset_receive_side();
     peer_incarnation_ = 0;
     hello_backoff_ = std::chrono::milliseconds(2);
+    if (shared_->parameters.auth_key) { // a welcome recorded before the loss proves nothing now
+        previous_nonce_ = nonce_;
+        nonce_ = ip::new_nonce();
+    }
     if (incarnation == 0 || loss_.raised_for(incarnation)) return;
     const std::string text = "peer " + std::to_string(id_) + " (" + name_ + ", " + address_.text + ") lost: " + reason +
                              " (" + std::to_string(unacknowledged) + " messages unacknowledged)";
@@ -193,6 +201,84 @@ void UdpNode::adopt(std::uint64_t incarnation, Clock::time_point now) {
     shared_->bell.ring();
 }
 
+void UdpNode::send_hello() {
+    if (shared_->parameters.auth_key) {
+        (void)send_control(DatagramType::hello, 0, 0, std::as_bytes(std::span(nonce_)));
+    } else {
+        (void)send_control(DatagramType::hello, 0, 0);
+    }
+}
+
+void UdpNode::send_welcome(const ip::Nonce* hello_nonce) {
+    if (hello_nonce != nullptr && shared_->parameters.auth_key) {
+        (void)send_control(DatagramType::welcome, expected_, advertised(), {}, hello_nonce);
+    } else {
+        (void)send_control(DatagramType::welcome, expected_, advertised());
+    }
+}
+
+void UdpNode::refuse_unproven(Clock::time_point now) {
+    if (now < next_challenge_) return;
+    next_challenge_ = now + resend_timeout;
+    send_hello();
+}
+
+// With auth_key_file a peer's incarnation is trusted (adopted) only once its welcome
+// carries the MAC, under the partition's key, of that welcome's header and the nonce
+// of our hello: a peer without the key cannot make it, and a recorded welcome answers
+// a nonce we no longer use. A hello is answered with such a welcome (that proves us
+// to the peer, whichever incarnation it is); if the peer is not proven yet, our own
+// hello asks it to prove itself. Until then its datagrams are dropped as
+// unauthenticated (the peer resends them once it trusts us and we trust it).
+void UdpNode::on_contact_authenticated(const Decoded& d, std::span<const std::byte> bytes, Clock::time_point now) {
+    const DatagramHeader& h = d.header;
+    const auto& key = *shared_->parameters.auth_key;
+    const std::string who =
+        "node " + std::to_string(id_) + " (" + name_ + ") incarnation " + std::to_string(h.incarnation);
+    if (d.payload.size() != auth_payload_size) {
+        shared_->count(Drop::unauthenticated);
+        shared_->log_refusal("refused " + who + ": its " +
+                             (h.type == static_cast<std::uint16_t>(DatagramType::hello) ? "hello carries no nonce"
+                                                                                        : "welcome carries no MAC") +
+                             " (auth_key_file is set here: does it have the key?)");
+        return;
+    }
+    if (h.type == static_cast<std::uint16_t>(DatagramType::hello)) {
+        ip::Nonce theirs{};
+        std::memcpy(theirs.data(), d.payload.data(), theirs.size());
+        send_welcome(&theirs);
+        if (h.incarnation == peer_incarnation_) {
+            last_heard_ = now;
+            pump(now);
+        } else {
+            refuse_unproven(now);
+        }
+        return;
+    }
+    ip::Mac got{};
+    std::memcpy(got.data(), d.payload.data(), got.size());
+    const auto header = bytes.first(header_size);
+    if (!ip::same_mac(got, welcome_mac(key, header, nonce_))) {
+        if (ip::same_mac(got, welcome_mac(key, header, previous_nonce_))) {
+            shared_->count(Drop::stale); // a late answer to a hello before the last change
+        } else {
+            shared_->count(Drop::bad_proof);
+            shared_->log_refusal("refused " + who +
+                                 ": its welcome does not prove the partition's key for our hello "
+                                 "(another key, or a recorded welcome replayed)");
+        }
+        return;
+    }
+    if (h.incarnation != peer_incarnation_) {
+        adopt(h.incarnation, now);
+        previous_nonce_ = nonce_; // a welcome recorded now cannot be replayed to a later hello
+        nonce_ = ip::new_nonce();
+    }
+    last_heard_ = now;
+    if (h.peer_incarnation == shared_->incarnation) acknowledge(std::min(h.seq, sent_upto_), h.length, now);
+    pump(now);
+}
+
 void UdpNode::on_datagram(const Decoded& d, std::span<const std::byte> bytes, Clock::time_point now) {
     const DatagramHeader& h = d.header;
     const auto type = static_cast<DatagramType>(h.type);
@@ -201,11 +287,15 @@ void UdpNode::on_datagram(const Decoded& d, std::span<const std::byte> bytes, Cl
         shared_->count(Drop::stale);
         return;
     }
+    if ((type == DatagramType::hello || type == DatagramType::welcome) && shared_->parameters.auth_key) {
+        on_contact_authenticated(d, bytes, now);
+        return;
+    }
     if (type == DatagramType::hello || type == DatagramType::welcome) {
         adopt(h.incarnation, now);
         last_heard_ = now;
         if (type == DatagramType::hello) {
-            send_control(DatagramType::welcome, expected_, advertised());
+            send_welcome(nullptr);
         } else if (h.peer_incarnation == shared_->incarnation) {
             acknowledge(std::min(h.seq, sent_upto_), h.length, now);
         }
@@ -217,8 +307,19 @@ void UdpNode::on_datagram(const Decoded& d, std::span<const std::byte> bytes, Cl
     // who we are from a welcome.
     if (h.peer_incarnation != shared_->incarnation) {
         shared_->count(Drop::stale);
+        if (shared_->parameters.auth_key) {
+            // It learns who we are from our welcome to its hello, which it sends until
+            // it trusts us; an incarnation we do not trust yet is asked to prove itself.
+            if (h.incarnation != peer_incarnation_) refuse_unproven(now);
+            return;
+        }
         if (h.incarnation != peer_incarnation_) adopt(h.incarnation, now);
-        send_control(DatagramType::welcome, expected_, advertised());
+        send_welcome(nullptr);
+        return;
+    }
+    if (shared_->parameters.auth_key && h.incarnation != peer_incarnation_) {
+        shared_->count(Drop::unauthenticated);
+        refuse_unproven(now);
         return;
     }
     adopt(h.incarnation, now);
@@ -285,7 +386,7 @@ Clock::time_point UdpNode::tick(Clock::time_point now) {
     if (peer_incarnation_ == 0) {
         if (!out_.empty() && !address_.empty()) {
             if (now >= next_hello_) {
-                send_control(DatagramType::hello, 0, 0);
+                send_hello();
                 hello_backoff_ = std::min<std::chrono::nanoseconds>(hello_backoff_ * 2, std::chrono::milliseconds(100));
                 next_hello_ = now + hello_backoff_;
             }
@@ -317,7 +418,7 @@ Clock::time_point UdpNode::tick(Clock::time_point now) {
     // resends above are the probe; a peer that refuses them falls silent and is lost.)
     if (acked_ == sent_upto_ && sent_upto_ < next_dseq_ && sent_upto_ >= peer_limit_) {
         if (now - last_probe_ >= resend_timeout) {
-            send_control(DatagramType::hello, 0, 0);
+            send_hello();
             last_probe_ = now;
         }
         next = std::min(next, last_probe_ + resend_timeout);

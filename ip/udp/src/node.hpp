@@ -20,6 +20,7 @@
 #include <msgpass/udp/protocol.hpp>
 #include <msgpass/wait.hpp>
 
+#include <msgpass/ip/auth.hpp>
 #include <msgpass/ip/incarnation.hpp>
 #include <msgpass/ip/pool.hpp>
 #include <msgpass/ip/reactor.hpp>
@@ -64,9 +65,18 @@ struct Parameters {
     std::size_t payload = default_datagram_size - header_size; // message bytes per datagram
     std::uint64_t window = 1024;
     Options options;
+    std::optional<ip::AuthKey> auth_key; // auth_key_file: a peer is trusted once its welcome proves it
 
     static Parameters from(const config::Configuration& configuration, NodeId self);
 };
+
+// The MAC of a welcome under auth_key_file: over a label, the welcome's header (its
+// wire image: both ids, both incarnations, the partition, the acknowledgement) and the
+// nonce of the hello it answers.
+inline ip::Mac welcome_mac(const ip::AuthKey& key, std::span<const std::byte> header, const ip::Nonce& nonce) {
+    static constexpr std::string_view label = "msgpass/udp welcome";
+    return ip::mac_over(key, {std::as_bytes(std::span(label)), header, std::as_bytes(std::span(nonce))});
+}
 
 struct Shared {
     Parameters parameters;
@@ -79,6 +89,9 @@ struct Shared {
 
     explicit Shared(Parameters p);
     void count(Drop d) noexcept { drops[static_cast<std::size_t>(d)].fetch_add(1, std::memory_order_relaxed); }
+    // A refused peer (auth_key_file) on stderr, at most 20 lines a second per process.
+    void log_refusal(const std::string& line);
+    std::atomic<std::int64_t> next_log_ns{0};
 };
 
 class UdpNode final : public Node {
@@ -124,12 +137,20 @@ private:
     // under mutex_
     void pump(Clock::time_point now);
     bool transmit(std::uint64_t dseq, bool resend);
+    // With sign_for, the payload is the welcome MAC over the header and that nonce.
     bool send_control(DatagramType type, std::uint64_t seq, std::uint64_t length,
-                      std::span<const std::byte> payload = {});
+                      std::span<const std::byte> payload = {}, const ip::Nonce* sign_for = nullptr);
     void send_status(Clock::time_point now);
     void send_nak(Clock::time_point now);
     void send_nak_range(std::uint64_t first, std::uint64_t count);
     void adopt(std::uint64_t incarnation, Clock::time_point now);
+    // With auth_key_file: a hello or welcome, each judged by its nonce or MAC.
+    void on_contact_authenticated(const Decoded& d, std::span<const std::byte> bytes, Clock::time_point now);
+    // A datagram of an incarnation not proven yet: dropped, and our hello asks it to prove itself.
+    void refuse_unproven(Clock::time_point now);
+    void send_hello();
+    // The welcome, with the MAC over its header and the hello's nonce under auth_key_file.
+    void send_welcome(const ip::Nonce* hello_nonce);
     void lose(const std::string& reason, std::uint64_t unacknowledged, bool mark);
     void reset_send_side();
     void reset_receive_side();
@@ -154,6 +175,12 @@ private:
     Clock::time_point last_sent_{};
     Clock::time_point next_hello_{};
     std::chrono::nanoseconds hello_backoff_{std::chrono::milliseconds(2)};
+    // auth_key_file: the nonce our hellos carry (new for each incarnation we trust, and
+    // after a loss), the one before it (a late welcome to it is stale, not a bad proof),
+    // and when an unproven incarnation may be asked again.
+    ip::Nonce nonce_{};
+    ip::Nonce previous_nonce_{};
+    Clock::time_point next_challenge_{};
 
     // --- sending: messages not acknowledged, in order ---
     std::deque<OutMessage> out_;

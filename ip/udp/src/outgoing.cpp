@@ -14,7 +14,7 @@ namespace msgpass::udp {
 // ---------------------------------------------------------------- node: sending datagrams
 
 bool UdpNode::send_control(DatagramType type, std::uint64_t seq, std::uint64_t length,
-                           std::span<const std::byte> payload) {
+                           std::span<const std::byte> payload, const ip::Nonce* sign_for) {
     const int fd = shared_->fd.load();
     if (address_.empty() || fd < 0 || closed_) return false;
     DatagramHeader h;
@@ -28,6 +28,11 @@ bool UdpNode::send_control(DatagramType type, std::uint64_t seq, std::uint64_t l
     h.peer_incarnation = peer_incarnation_;
     h.seq = seq;
     h.length = length;
+    ip::Mac mac{};
+    if (sign_for != nullptr && shared_->parameters.auth_key) {
+        mac = welcome_mac(*shared_->parameters.auth_key, std::as_bytes(std::span(&h, 1)), *sign_for);
+        payload = std::as_bytes(std::span(mac));
+    }
     iovec iov[2] = {{&h, header_size}, {const_cast<std::byte*>(payload.data()), payload.size()}};
     msghdr msg{};
     msg.msg_name = const_cast<sockaddr*>(address_.get());

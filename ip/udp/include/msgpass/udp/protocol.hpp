@@ -25,8 +25,10 @@ inline constexpr std::uint32_t magic = 0x4455504d; // "MPUD" in memory order
 inline constexpr std::uint16_t protocol_version = 1;
 
 enum class DatagramType : std::uint16_t {
-    hello = 1,     // who I am; answered by a welcome (sent while the peer is unknown)
-    welcome = 2,   // the answer to a hello: my incarnation
+    hello = 1,     // who I am; answered by a welcome (sent while the peer is unknown).
+                   // With auth_key_file its payload is a 32-byte nonce
+    welcome = 2,   // the answer to a hello: my incarnation. With auth_key_file its
+                   // payload is welcome_mac(key, this header, the hello's nonce)
     data = 3,      // one piece of a message: seq = datagram number, length, offset
     status = 4,    // receiver -> sender: seq = next expected datagram, window = datagrams it takes beyond
     nak = 5,       // receiver -> sender: payload = (first, count) pairs of missing datagrams
@@ -54,6 +56,8 @@ struct DatagramHeader {
 };
 static_assert(sizeof(DatagramHeader) == 64);
 inline constexpr std::size_t header_size = sizeof(DatagramHeader);
+// The payload of a hello (its nonce) or welcome (its MAC) under auth_key_file.
+inline constexpr std::size_t auth_payload_size = 32;
 // A NAK lists at most this many (first, count) ranges.
 inline constexpr std::size_t max_nak_ranges = 64;
 // udp.datagram_size: 1472 fits a 1500-byte MTU (IPv4 20 + UDP 8); 65507 is the most IPv4 takes.
@@ -73,24 +77,28 @@ inline constexpr std::size_t max_datagram_size = 65507;
 
 // Why a datagram was dropped; counted per reason (UdpNodeFactory::drops()).
 enum class Drop : std::uint32_t {
-    too_short = 0,       // shorter than the header, or a NAK's ranges cut short
-    bad_magic = 1,       // not msgpass udp
-    bad_version = 2,     // another protocol version
-    bad_type = 3,        // an unknown type, or flags or payload where none belong
-    wrong_partition = 4, // another partition's hash
-    unknown_sender = 5,  // `from` not in the nodes file, or this node itself; or incarnation 0
-    wrong_target = 6,    // `to` is not this node
-    stale = 7,           // addressed to an earlier incarnation of this process, or from a peer's ended one
-    beyond_window = 8,   // a sequence number beyond the window this side advertised
-    bad_fragment = 9,    // offset or length beyond its message, or beyond max_message_size
-    duplicate = 10,      // a datagram that had arrived already
-    injected = 11,       // udp.inject_loss
-    kinds = 12,
+    too_short = 0,        // shorter than the header, or a NAK's ranges cut short
+    bad_magic = 1,        // not msgpass udp
+    bad_version = 2,      // another protocol version
+    bad_type = 3,         // an unknown type, or flags or payload where none belong
+    wrong_partition = 4,  // another partition's hash
+    unknown_sender = 5,   // `from` not in the nodes file, or this node itself; or incarnation 0
+    wrong_target = 6,     // `to` is not this node
+    stale = 7,            // addressed to an earlier incarnation of this process, or from a peer's ended one
+    beyond_window = 8,    // a sequence number beyond the window this side advertised
+    bad_fragment = 9,     // offset or length beyond its message, or beyond max_message_size
+    duplicate = 10,       // a datagram that had arrived already
+    injected = 11,        // udp.inject_loss
+    unauthenticated = 12, // with auth_key_file: a hello or welcome without its nonce or MAC, or
+                          // a datagram of an incarnation whose welcome did not prove the key
+    bad_proof = 13,       // with auth_key_file: a welcome whose MAC does not prove the key for
+                          // the nonce this node sent (another key, or a replay)
+    kinds = 14,
 };
 
 inline constexpr std::array<std::string_view, static_cast<std::size_t>(Drop::kinds)> drop_names{
-    "too short",    "bad magic", "bad version",   "bad type",     "wrong partition", "unknown sender",
-    "wrong target", "stale",     "beyond window", "bad fragment", "duplicate",       "injected loss"};
+    "too short", "bad magic",     "bad version",  "bad type",  "wrong partition", "unknown sender",  "wrong target",
+    "stale",     "beyond window", "bad fragment", "duplicate", "injected loss",   "unauthenticated", "bad proof"};
 
 [[nodiscard]] constexpr std::string_view describe(Drop d) noexcept {
     const auto i = static_cast<std::size_t>(d);
@@ -142,6 +150,10 @@ struct Decoded {
         break;
     case DatagramType::hello:
     case DatagramType::welcome:
+        // no payload, or the nonce (hello) or MAC (welcome) of auth_key_file
+        if ((!d.payload.empty() && d.payload.size() != auth_payload_size) || h.flags != 0 || h.offset != 0)
+            return drop(Drop::bad_type);
+        break;
     case DatagramType::status:
     case DatagramType::keepalive:
     case DatagramType::goodbye:
