@@ -393,6 +393,57 @@ TEST_P(Conformance, SendQueueHasABoundAndTheRefusedBufferStaysWithTheCaller) {
     EXPECT_EQ(to_b->stats().queue_depth, 8u);
 }
 
+// The memory a sender holds for a receiver that stops taking is bounded on every
+// technology (docs/resources.md): what the technology holds in flight (sci: the
+// receiver's slots; tcp: the socket buffers; udp: the receiver's window) plus
+// send_queue_limit messages. A receiver that takes nothing fills it, the next send is
+// refused with SendQueueFull and its buffer stays with the caller; once the receiver
+// takes again, every message accepted before arrives, in order, and the refused one
+// can be sent again.
+TEST_P(Conformance, AReceiverThatStopsTakingFillsTheSendersBoundAndNothingAcceptedIsLost) {
+    auto c = make(2, [](config::Configuration& c) { c.send_queue_limit = 64; });
+    auto a = NodeFactory::create(c, 1);
+    auto b = NodeFactory::create(c, 2);
+    auto to_b = a->create_node(2);
+    auto from_a = b->create_node(1);
+    to_b->send(make_message(*a, 1024, 0, 0)); // the link both ways exists before the receiver stops
+    ASSERT_NE(from_a->receive(patience), nullptr);
+    std::uint64_t accepted = 1;
+    BufferPtr refused;
+    // The bound is reached within a few seconds on every technology; a send that
+    // never refuses means the memory a silent receiver costs has no bound.
+    for (const auto deadline = Clock::now() + patience; Clock::now() < deadline && !refused;) {
+        auto m = make_message(*a, 1024, 0, accepted);
+        try {
+            to_b->send(std::move(m));
+            ++accepted;
+        } catch (const SendQueueFull&) {
+            ASSERT_NE(m, nullptr) << "the refused buffer did not stay with the caller";
+            refused = std::move(m);
+        }
+    }
+    ASSERT_NE(refused, nullptr) << accepted << " messages accepted for a receiver that takes nothing, no refusal";
+    EXPECT_EQ(to_b->stats().queue_depth, 64u);
+    std::uint64_t next = 1;
+    for (const auto deadline = Clock::now() + 2 * patience; next < accepted && Clock::now() < deadline;) {
+        to_b->flush(0ns); // the queue moves when the sender calls in (same thread here)
+        if (auto m = from_a->receive(1ms)) {
+            ASSERT_EQ(check_payload(*m).seq, next) << "a message accepted before the refusal was lost or reordered";
+            ++next;
+        }
+    }
+    EXPECT_EQ(next, accepted) << "of the " << accepted << " messages accepted, " << next << " arrived";
+    to_b->send(std::move(refused));
+    BufferPtr last;
+    for (const auto deadline = Clock::now() + patience; !last && Clock::now() < deadline;) {
+        to_b->flush(0ns);
+        last = from_a->receive(1ms);
+    }
+    ASSERT_NE(last, nullptr) << "the message refused before never arrived when sent again";
+    EXPECT_EQ(check_payload(*last).seq, accepted);
+    EXPECT_EQ(from_a->stats().errors + to_b->stats().errors, 1u) << "only the refusal counts as an error";
+}
+
 // "flush ... true when the queue is empty": a peer that never starts takes nothing,
 // so the node's flush and the factory's flush both give up after their timeout.
 TEST_P(Conformance, FlushToAPeerThatNeverStartsReturnsFalseAfterTheTimeout) {

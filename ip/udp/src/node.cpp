@@ -50,6 +50,7 @@ void UdpNode::send_impl(B& buffer) {
     const std::uint64_t size = buffer->size();
     const auto& p = shared_->parameters;
     if (size > p.max_message_size) {
+        stats_.error(); // counted as sci and tcp count it
         throw MessageTooLarge("a message of " + std::to_string(size) + " bytes exceeds max_message_size (" +
                               std::to_string(p.max_message_size) + " bytes)");
     }
@@ -57,6 +58,7 @@ void UdpNode::send_impl(B& buffer) {
     std::lock_guard lock(mutex_);
     if (closed_) throw UsageError("send to node " + std::to_string(id_) + " after its factory was destroyed");
     if (untransmitted_ >= p.send_queue_limit) {
+        stats_.error();
         throw SendQueueFull("the send queue to node " + std::to_string(id_) + " holds send_queue_limit (" +
                             std::to_string(p.send_queue_limit) + ") messages");
     }
