@@ -1,4 +1,5 @@
-// technology: auto: one factory over the sci and tcp factories (see msgpass/auto/factory.hpp).
+// technology: auto: one factory over the sci factory and the tcp or udp one (see
+// msgpass/auto/factory.hpp).
 #include <msgpass/auto/factory.hpp>
 
 #include <msgpass/wait.hpp>
@@ -8,10 +9,13 @@
 namespace msgpass::auto_ {
 
 void register_technology() {
-    // auto runs the sci and tcp factories and reads their sections; it adds none.
+    // auto runs the sci and tcp or udp factories and reads their sections; its own
+    // says which of tcp and udp is between machines.
     sci::register_technology();
     tcp::register_technology();
-    config::SchemaRegistry::instance().add(config::TechnologySchema("auto"));
+    udp::register_technology();
+    config::SchemaRegistry::instance().add(config::TechnologySchema("auto").with_section(
+        config::SectionType::of<Options>("a mapping of auto settings (inter_host: tcp or udp)")));
     TechnologyRegistry::instance().add("auto", [](const config::Configuration& configuration, NodeId self) {
         return std::make_unique<AutoNodeFactory>(configuration, self);
     });
@@ -24,13 +28,16 @@ bool same_machine(const config::NodeConfig& a, const config::NodeConfig& b) {
 }
 
 AutoNodeFactory::AutoNodeFactory(const config::Configuration& configuration, NodeId self)
-    : FactoryBase(configuration, self) {
+    : FactoryBase(configuration, self), inter_host_(configuration.section<Options>().inter_host) {
     const auto& me = this->configuration().node(self);
     sci_ = std::make_unique<sci::SciNodeFactory>(this->configuration(), self);
     const auto& nodes = this->configuration().nodes;
     const bool remote =
         std::any_of(nodes.begin(), nodes.end(), [&](const config::NodeConfig& n) { return !same_machine(me, n); });
-    if (remote) {
+    if (remote && inter_host_ == "udp") {
+        udp_ = std::make_unique<udp::UdpNodeFactory>(this->configuration(), self);
+        udp_->ring_on_input(sci_->bell());
+    } else if (remote) {
         tcp_ = std::make_unique<tcp::TcpNodeFactory>(this->configuration(), self);
         tcp_->ring_on_input(sci_->bell());
     }
@@ -40,15 +47,19 @@ AutoNodeFactory::AutoNodeFactory(const config::Configuration& configuration, Nod
 AutoNodeFactory::~AutoNodeFactory() {
     forget();
     tcp_.reset();
+    udp_.reset();
     sci_.reset();
 }
 
 std::string_view AutoNodeFactory::technology_of(NodeId id) const {
-    return same_machine(configuration().node(self_id()), configuration().node(id)) ? "sci" : "tcp";
+    if (same_machine(configuration().node(self_id()), configuration().node(id))) return "sci";
+    return inter_host_ == "udp" ? "udp" : "tcp";
 }
 
 NodePtr AutoNodeFactory::make_node(NodeId id) {
-    return technology_of(id) == "tcp" ? tcp_->create_node(id) : sci_->create_node(id);
+    const auto technology = technology_of(id);
+    if (technology == "udp") return udp_->create_node(id);
+    return technology == "tcp" ? tcp_->create_node(id) : sci_->create_node(id);
 }
 
 BufferPtr AutoNodeFactory::create_buffer(std::size_t size) {

@@ -1,5 +1,6 @@
 // technology: auto: one factory reaches the nodes of its own machine through sci and
-// the others through tcp, and one group mixes both (BMI's several methods at once).
+// the others through tcp (or udp: auto.inter_host), and one group mixes both (BMI's
+// several methods at once). Each test runs with tcp and with udp between machines.
 // The machines are named in the nodes file; all processes run here, so the test
 // shows the routing and the mixed group, and tests/tcp runs auto across namespaces.
 #include <msgpass/auto/factory.hpp>
@@ -16,10 +17,12 @@ namespace {
 using namespace std::chrono_literals;
 constexpr auto patience = 10s;
 
-// Nodes 1 and 2 on machine m1, node 3 on machine m2.
-config::Configuration two_machines(const std::string& tag) {
-    auto c = make_configuration("auto", unique_partition(tag), 3, [](config::Configuration& c) {
+// Nodes 1 and 2 on machine m1, node 3 on machine m2; between machines tcp (the
+// default) or udp (auto.inter_host).
+config::Configuration two_machines(const std::string& tag, const std::string& inter_host = "tcp") {
+    auto c = make_configuration("auto", unique_partition(tag), 3, [&](config::Configuration& c) {
         c.groups["sources"] = {2, 3};
+        c.edit_section<auto_::Options>().inter_host = inter_host;
     });
     c.nodes[0].machine = "m1";
     c.nodes[1].machine = "m1";
@@ -27,22 +30,30 @@ config::Configuration two_machines(const std::string& tag) {
     return c;
 }
 
-TEST(AutoTechnology, NodesOnTheSameMachineTalkSciAndOthersTcp) {
-    auto c = two_machines("routing");
+void routes(const std::string& inter_host) {
+    auto c = two_machines("routing", inter_host);
     SegmentCleanup cleanup(c.partition);
     auto f1 = NodeFactory::create(c, 1);
     ASSERT_EQ(f1->technology(), "auto");
     auto& a = dynamic_cast<auto_::AutoNodeFactory&>(*f1);
     EXPECT_EQ(a.technology_of(2), "sci");
-    EXPECT_EQ(a.technology_of(3), "tcp");
+    EXPECT_EQ(a.technology_of(3), inter_host);
     EXPECT_NE(dynamic_cast<sci::SciNode*>(f1->create_node(2).get()), nullptr);
     EXPECT_EQ(dynamic_cast<sci::SciNode*>(f1->create_node(3).get()), nullptr);
     EXPECT_THROW(f1->create_node(1), UsageError);
     EXPECT_THROW(f1->create_node(9), ConfigError);
 }
 
-TEST(AutoTechnology, AMixedGroupReceivesFromSciAndTcpMembersAndSendsToBoth) {
-    auto c = two_machines("mixed");
+TEST(AutoTechnology, NodesOnTheSameMachineTalkSciAndOthersTcp) {
+    routes("tcp");
+}
+
+TEST(AutoTechnology, WithInterHostUdpNodesOnOtherMachinesTalkUdp) {
+    routes("udp");
+}
+
+void mixed_group(const std::string& inter_host) {
+    auto c = two_machines("mixed", inter_host);
     SegmentCleanup cleanup(c.partition);
     auto f1 = NodeFactory::create(c, 1);
     auto f2 = NodeFactory::create(c, 2);
@@ -82,12 +93,20 @@ TEST(AutoTechnology, AMixedGroupReceivesFromSciAndTcpMembersAndSendsToBoth) {
     }
 }
 
+TEST(AutoTechnology, AMixedGroupReceivesFromSciAndTcpMembersAndSendsToBoth) {
+    mixed_group("tcp");
+}
+
+TEST(AutoTechnology, AMixedGroupReceivesFromSciAndUdpMembersAndSendsToBoth) {
+    mixed_group("udp");
+}
+
 // The mixed group sleeps on the sci doorbell (a sleeper is announced before each
 // message is sent), and input on the tcp connection rings it: the bell's sequence
 // moves, and the fastest of three wake-ups is far below the 100 ms after which the
 // wait re-polls on its own.
-TEST(AutoTechnology, AMixedGroupSleepsAndWakesForATcpMessage) {
-    auto c = two_machines("wake");
+void sleeps_and_wakes(const std::string& inter_host) {
+    auto c = two_machines("wake", inter_host);
     SegmentCleanup cleanup(c.partition);
     auto f1 = NodeFactory::create(c, 1);
     auto f3 = NodeFactory::create(c, 3);
@@ -109,8 +128,16 @@ TEST(AutoTechnology, AMixedGroupSleepsAndWakesForATcpMessage) {
         EXPECT_EQ(rounds[r].message->source(), 3u);
         EXPECT_EQ(check_payload(*rounds[r].message).seq, r);
     }
-    EXPECT_GT(bell.sequence.load(), before) << "tcp input never rang the group's doorbell";
+    EXPECT_GT(bell.sequence.load(), before) << inter_host << " input never rang the group's doorbell";
     EXPECT_LT(fastest(rounds), 50ms) << "the fastest wake-up took " << fastest(rounds) / 1us << " us";
+}
+
+TEST(AutoTechnology, AMixedGroupSleepsAndWakesForATcpMessage) {
+    sleeps_and_wakes("tcp");
+}
+
+TEST(AutoTechnology, AMixedGroupSleepsAndWakesForAUdpMessage) {
+    sleeps_and_wakes("udp");
 }
 
 } // namespace

@@ -25,6 +25,7 @@ public:
 
     std::shared_ptr<UdpNode> node(NodeId id) const; // null: not a peer
     [[nodiscard]] const Shared& shared() const noexcept { return *shared_; }
+    [[nodiscard]] Shared& shared() noexcept { return *shared_; }
     [[nodiscard]] const std::shared_ptr<Shared>& shared_ptr() const noexcept { return shared_; }
     [[nodiscard]] std::uint16_t port() const noexcept { return port_; }
     void shutdown(SteadyTime deadline);

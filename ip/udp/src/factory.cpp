@@ -33,6 +33,10 @@ private:
 UdpNodeFactory::UdpNodeFactory(const config::Configuration& configuration, NodeId self)
     : FactoryBase(configuration, self), engine_(std::make_shared<Engine>(configuration, self)) {}
 
+void UdpNodeFactory::ring_on_input(Doorbell& bell) {
+    engine_->shared().also_ring.store(&bell, std::memory_order_release);
+}
+
 UdpNodeFactory::~UdpNodeFactory() {
     const auto deadline = deadline_after(configuration().peer_timeout);
     close(time_left(deadline));

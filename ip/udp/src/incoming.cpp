@@ -111,7 +111,7 @@ void UdpNode::consume(const DatagramHeader& h, std::span<const std::byte> piece)
     held_ += count;
     assembling_data_ = nullptr;
     assembling_length_ = assembled_ = 0;
-    shared_->bell.ring();
+    shared_->ring();
 }
 
 } // namespace msgpass::udp

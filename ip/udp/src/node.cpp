@@ -190,7 +190,7 @@ void UdpNode::lose(const std::string& reason, std::uint64_t unacknowledged, bool
         inbox_.mark_loss();
         inbox_datagrams_.push_back(0);
     }
-    shared_->bell.ring();
+    shared_->ring();
 }
 
 void UdpNode::adopt(std::uint64_t incarnation, Clock::time_point now) {
@@ -200,7 +200,7 @@ void UdpNode::adopt(std::uint64_t incarnation, Clock::time_point now) {
     reset_receive_side();
     last_heard_ = now;
     last_progress_ = now;
-    shared_->bell.ring();
+    shared_->ring();
 }
 
 void UdpNode::send_hello() {
@@ -365,7 +365,7 @@ void UdpNode::on_datagram(const Decoded& d, std::span<const std::byte> bytes, Cl
             peer_incarnation_ = 0;
         }
         ended_incarnation_ = incarnation;
-        shared_->bell.ring();
+        shared_->ring();
         break;
     }
     default:

@@ -92,6 +92,12 @@ struct Shared {
     // A refused peer (auth_key_file) on stderr, at most 20 lines a second per process.
     void log_refusal(const std::string& line);
     std::atomic<std::int64_t> next_log_ns{0};
+    // Rings the factory's doorbell, and the one technology: auto sleeps on (ring_on_input).
+    void ring() noexcept {
+        bell.ring();
+        if (Doorbell* also = also_ring.load(std::memory_order_acquire)) also->ring();
+    }
+    std::atomic<Doorbell*> also_ring{nullptr};
 };
 
 class UdpNode final : public Node {

@@ -1,23 +1,26 @@
 // technology: auto (BMI's several methods active at once): nodes on this machine
-// are reached through sci, nodes on other machines through tcp, inside one factory
+// are reached through sci, nodes on other machines through tcp (or udp, with
+// `auto: {inter_host: udp}`), inside one factory
 // and one group. Two nodes are on the same machine when they name the same
 // `machine` in the nodes file, or, when neither names one, the same host.
 // The namespace is msgpass::auto_ because `auto` is a C++ keyword.
 #pragma once
 
+#include <msgpass/auto/options.hpp>
 #include <msgpass/config.hpp>
 #include <msgpass/group.hpp>
 #include <msgpass/kit/factory_base.hpp>
 #include <msgpass/sci/factory.hpp>
 #include <msgpass/tcp/factory.hpp>
+#include <msgpass/udp/factory.hpp>
 
 #include <functional>
 #include <memory>
 
 namespace msgpass::auto_ {
 
-// Registers "auto" with the TechnologyRegistry and config::SchemaRegistry, and the sci
-// and tcp technologies it is made of. Idempotent.
+// Registers "auto" (and its section, Options) with the TechnologyRegistry and
+// config::SchemaRegistry, and the sci, tcp and udp technologies it is made of. Idempotent.
 void register_technology();
 
 // True when the two nodes of the configuration are on the same machine.
@@ -25,15 +28,15 @@ void register_technology();
 
 class AutoNodeFactory final : public kit::FactoryBase {
 public:
-    // Makes the sci factory always and the tcp factory when a node of the nodes
-    // file is on another machine (this node then needs a port).
+    // Makes the sci factory always and the tcp or udp factory (auto.inter_host) when
+    // a node of the nodes file is on another machine (this node then needs a port).
     AutoNodeFactory(const config::Configuration& configuration, NodeId self);
     ~AutoNodeFactory() override;
 
     [[nodiscard]] std::string_view technology() const noexcept override { return "auto"; }
     BufferPtr create_buffer(std::size_t size) override;
 
-    // The technology that reaches node id ("sci" or "tcp").
+    // The technology that reaches node id ("sci", or auto.inter_host: "tcp" or "udp").
     [[nodiscard]] std::string_view technology_of(NodeId id) const;
     // The doorbell every group of this factory sleeps on (the sci one; the tcp part
     // rings it on input).
@@ -43,7 +46,7 @@ public:
     [[nodiscard]] BufferPtr wait(const std::function<BufferPtr()>& poll, std::chrono::nanoseconds timeout) {
         return sci_->wait(poll, timeout);
     }
-    // True when node is one this factory made (through its sci or tcp part).
+    // True when node is one this factory made (through its sci, tcp or udp part).
     [[nodiscard]] bool made(const Node& node);
 
 private:
@@ -51,6 +54,8 @@ private:
     std::unique_ptr<BasicGroup> make_group(std::string name) override;
     std::unique_ptr<sci::SciNodeFactory> sci_;
     std::unique_ptr<tcp::TcpNodeFactory> tcp_;
+    std::unique_ptr<udp::UdpNodeFactory> udp_;
+    std::string inter_host_;
 };
 
 // A group whose members may be sci and tcp nodes. A blocking receive waits as an

@@ -49,6 +49,10 @@ public:
     BufferPtr create_buffer(std::size_t size) override;
     [[nodiscard]] std::uint16_t port() const noexcept;
     [[nodiscard]] DatagramStats datagram_stats() const noexcept;
+    // For technology: auto: from now on, a message delivered (or a peer lost) also
+    // rings bell, so that a group mixing sci and udp nodes sleeps on the sci doorbell
+    // alone. The bell must outlive the factory.
+    void ring_on_input(Doorbell& bell);
 
 private:
     NodePtr make_node(NodeId id) override;
