@@ -79,22 +79,33 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
     static const bool registered = (register_builtin_technologies(), true);
     (void)registered;
     const std::string partition = "fuzz-tcp-" + std::to_string(::getpid());
-    auto configuration = test::make_configuration("tcp", partition, 2, [](config::Configuration& c) {
-        c.max_message_size = max_message;
-        c.peer_timeout = 200ms;
-    });
-    auto factory = NodeFactory::create(configuration, 1);
-    auto peer = factory->create_node(2);
-    // The harness's own handshake must be welcomed. A 10-minute run once failed it
-    // after 1666 inputs on a loaded machine, and the input did not reproduce it: it is
-    // tried twice, and the failing step is printed.
-    std::string why;
-    int fd = handshake(configuration.nodes[0].port, partition, why);
-    if (fd < 0) {
-        std::fprintf(stderr, "tcp_stream: harness handshake failed: %s; once more\n", why.c_str());
+    // The harness's own setup: free ports, node 1's factory, and a welcome to its
+    // handshake. Another process may take a port between free_ports and the bind, or
+    // listen on it (a 10-minute run once stopped on a handshake that was not welcomed,
+    // after 1666 inputs on a loaded machine, with an input that replays cleanly), so
+    // the setup is tried with fresh ports up to five times, printing why.
+    std::unique_ptr<NodeFactory> factory;
+    NodePtr peer;
+    int fd = -1;
+    for (int attempt = 0; attempt < 5 && fd < 0; ++attempt) {
+        peer.reset();
+        factory.reset();
+        auto configuration = test::make_configuration("tcp", partition, 2, [](config::Configuration& c) {
+            c.max_message_size = max_message;
+            c.peer_timeout = 200ms;
+        });
+        try {
+            factory = NodeFactory::create(configuration, 1);
+        } catch (const ResourceError& e) {
+            std::fprintf(stderr, "tcp_stream: harness setup: %s; again with other ports\n", e.what());
+            continue;
+        }
+        peer = factory->create_node(2);
+        std::string why;
         fd = handshake(configuration.nodes[0].port, partition, why);
+        if (fd < 0)
+            std::fprintf(stderr, "tcp_stream: harness handshake failed: %s; again with other ports\n", why.c_str());
     }
-    if (fd < 0) std::fprintf(stderr, "tcp_stream: harness handshake failed: %s\n", why.c_str());
     MSGPASS_FUZZ_CHECK(fd >= 0);
     write_all(fd, data, size);
     ::shutdown(fd, SHUT_WR);

@@ -27,6 +27,7 @@
 #include <chrono>
 #include <cstdint>
 #include <cstring>
+#include <optional>
 
 using namespace msgpass;
 using namespace std::chrono_literals;
@@ -112,17 +113,36 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
     static const bool registered = (register_builtin_technologies(), true);
     (void)registered;
     const std::string partition = "fuzz-udp-" + std::to_string(::getpid());
-    auto configuration = test::make_configuration("udp", partition, 2, [](config::Configuration& c) {
-        c.max_message_size = max_message;
-        c.peer_timeout = 200ms;
-    });
-    const std::uint16_t port = configuration.nodes[0].port;
-    Socket socket(configuration.nodes[1].port);
-    MSGPASS_FUZZ_CHECK(socket.bound());
-    auto factory = NodeFactory::create(configuration, 1);
-    auto peer = factory->create_node(2);
-    const std::uint64_t node1 = hello(socket, port, partition);
+    // The harness's own setup: free ports, its socket, node 1's factory and a welcome
+    // to its hello. Another process may take a port between free_ports and the bind
+    // (a 10-minute run once stopped on it on a loaded machine), so the setup is tried
+    // with fresh ports up to five times; that is the harness's failure, not a finding.
+    config::Configuration configuration;
+    std::optional<Socket> socket;
+    std::unique_ptr<NodeFactory> factory;
+    NodePtr peer;
+    std::uint64_t node1 = 0;
+    for (int attempt = 0; attempt < 5 && node1 == 0; ++attempt) {
+        peer.reset();
+        factory.reset();
+        socket.reset();
+        configuration = test::make_configuration("udp", partition, 2, [](config::Configuration& c) {
+            c.max_message_size = max_message;
+            c.peer_timeout = 200ms;
+        });
+        socket.emplace(configuration.nodes[1].port);
+        if (!socket->bound()) continue;
+        try {
+            factory = NodeFactory::create(configuration, 1);
+        } catch (const ResourceError& e) {
+            std::fprintf(stderr, "udp_stream: harness setup: %s; again with other ports\n", e.what());
+            continue;
+        }
+        peer = factory->create_node(2);
+        node1 = hello(*socket, configuration.nodes[0].port, partition);
+    }
     MSGPASS_FUZZ_CHECK(node1 != 0); // the harness's own hello must be welcomed
+    const std::uint16_t port = configuration.nodes[0].port;
     const auto fixed = identity(partition, node1);
     std::byte datagram[udp::max_datagram_size];
     for (std::size_t at = 0; at + 2 <= size;) {
@@ -140,7 +160,7 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
                 h.reserved};
             std::memcpy(datagram, &h, sizeof h);
         }
-        socket.send_to(port, datagram, n);
+        socket->send_to(port, datagram, n);
     }
     for (int quiet = 0; quiet < 2;) {
         try {
