@@ -74,8 +74,12 @@ BufferPtr SciNode::take_message(Link& link) {
             LargeDescriptor d{};
             std::memcpy(&d, local_->slot_address(slot) + k * sizeof d, sizeof d);
             std::byte* data = nullptr;
+            // Never a message above this node's max_message_size, whichever region it
+            // is in (the broadcast region and the large one's page-rounded capacity
+            // are larger; found by the sci_note fuzz target).
             if (d.sequence == static_cast<std::uint32_t>(large_received_) && d.reserved == 0 &&
-                d.check == large_check_of(d.offset, d.size, d.sequence, d.region)) {
+                d.check == large_check_of(d.offset, d.size, d.sequence, d.region) &&
+                d.size <= parameters_.max_message_size) {
                 if (d.region == region_large && d.offset < large_ring_size && d.size <= large_capacity_) {
                     data = large_release_->region.address() + d.offset;
                 } else if (d.region == region_broadcast) {
