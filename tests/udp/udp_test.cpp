@@ -14,13 +14,16 @@
 
 #include <arpa/inet.h>
 #include <netinet/in.h>
+#include <poll.h>
 #include <sys/socket.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
 #include <atomic>
 #include <chrono>
+#include <cstdio>
 #include <cstring>
+#include <functional>
 #include <map>
 #include <thread>
 #include <vector>
@@ -387,6 +390,246 @@ TEST(Udp, ASlowReceiverHoldsTheSenderAtItsWindowAndLosesNothing) {
     }
     EXPECT_TRUE(to_b->flush(patience));
     EXPECT_EQ(dynamic_cast<udp::UdpNodeFactory&>(*b).datagram_stats().count(udp::Drop::beyond_window), 0u);
+}
+
+// ---------------------------------------------------------------- groups over IP multicast
+
+// A partition of the sender (node 1) and `members` more nodes in group "farm",
+// broadcast over udp.multicast on the loopback interface (a free port, an address of
+// its own per process).
+config::Configuration multicast_partition(const std::string& tag, int members,
+                                          const std::function<void(config::Configuration&)>& tweak = {}) {
+    const auto port = free_ports(1).at(0);
+    return make_configuration("udp", unique_partition(tag), members + 1, [&](config::Configuration& c) {
+        std::vector<NodeId> farm;
+        for (int i = 2; i <= members + 1; ++i)
+            farm.push_back(static_cast<NodeId>(i));
+        c.groups["farm"] = farm;
+        auto& o = c.edit_section<udp::Options>();
+        o.multicast_group = "farm";
+        o.multicast_address = (239u << 24) | (255u << 16) | ((static_cast<std::uint32_t>(::getpid()) & 0xffff) << 0);
+        o.multicast_port = port;
+        in_addr a{htonl(o.multicast_address)};
+        char text[INET_ADDRSTRLEN];
+        o.multicast = std::string(::inet_ntop(AF_INET, &a, text, sizeof text)) + ":" + std::to_string(port);
+        o.multicast_interface = "127.0.0.1";
+        if (tweak) tweak(c);
+    });
+}
+
+// A member's receiving thread: n messages from node 1, each once, in order, intact.
+std::string take_all(Node& from, std::uint64_t n, std::uint64_t& received) {
+    for (received = 0; received < n; ++received) {
+        BufferPtr m;
+        try {
+            m = from.receive(patience);
+        } catch (const Error& e) {
+            return std::string("receive: ") + e.what();
+        }
+        if (!m) return "message " + std::to_string(received) + " never arrived";
+        if (auto e = check_numbered(*m, received); !e.empty()) return e;
+    }
+    return nothing_more(from);
+}
+
+class UdpMulticast : public ::testing::TestWithParam<double> {};
+
+// Three members of a multicast group, the sender broadcasting to the group: every
+// member receives every message once, in order, intact, under injected loss,
+// duplicates and reordering; without loss the sender sends about one datagram per
+// piece of the stream (not one per member).
+TEST_P(UdpMulticast, EveryMemberOfTheGroupReceivesEveryBroadcastOnceInOrderAndIntact) {
+    const double loss = GetParam();
+    constexpr int members = 3;
+    auto c = multicast_partition("mcast", members, [&](config::Configuration& c) {
+        auto& o = c.edit_section<udp::Options>();
+        o.inject_loss = loss;
+        o.inject_duplicate = loss > 0 ? 0.01 : 0;
+        o.inject_reorder = loss > 0 ? 0.02 : 0;
+        o.inject_seed = 7;
+        c.peer_timeout = 5s;
+        c.max_message_size = 1024 * 1024;
+    });
+    auto sender = NodeFactory::create(c, 1);
+    std::vector<std::unique_ptr<NodeFactory>> farm;
+    std::vector<NodePtr> from1;
+    for (int i = 2; i <= members + 1; ++i) {
+        farm.push_back(NodeFactory::create(c, static_cast<NodeId>(i)));
+        from1.push_back(farm.back()->create_node(1));
+    }
+    auto group = sender->create_group("farm");
+    constexpr std::uint64_t n = 20000;
+    std::vector<std::string> errors(members);
+    std::vector<std::uint64_t> received(members);
+    {
+        std::vector<std::jthread> receivers;
+        for (int i = 0; i < members; ++i) {
+            receivers.emplace_back([&, i] {
+                const auto k = static_cast<std::size_t>(i);
+                errors[k] = take_all(*from1[k], n, received[k]);
+            });
+        }
+        std::uint64_t datagrams = 0;
+        const auto payload = udp::default_datagram_size - udp::header_size - udp::group_table_bytes(members);
+        for (std::uint64_t i = 0; i < n; ++i) {
+            auto m = numbered(*sender, i);
+            datagrams += std::max<std::uint64_t>(1, (m->size() + payload - 1) / payload);
+            group->send(std::move(m));
+        }
+        receivers.clear();
+        const auto stats = dynamic_cast<udp::UdpNodeFactory&>(*sender).datagram_stats();
+        EXPECT_GT(stats.multicast_sent, 0u) << "nothing went to the multicast address";
+        if (loss == 0) {
+            // Per member it would be 3 x datagrams; a message goes by multicast to the
+            // members that keep up, per member to one whose window was full.
+            EXPECT_LT(stats.sent, members * datagrams) << stats.multicast_sent << " multicast of " << datagrams;
+            std::printf("[ multicast ] %llu datagrams of stream, sender sent %llu (%llu multicast): %.2f x\n",
+                        static_cast<unsigned long long>(datagrams), static_cast<unsigned long long>(stats.sent),
+                        static_cast<unsigned long long>(stats.multicast_sent),
+                        static_cast<double>(stats.sent) / static_cast<double>(datagrams));
+        }
+    }
+    for (int i = 0; i < members; ++i)
+        EXPECT_EQ(errors[static_cast<std::size_t>(i)], "")
+            << "member " << i + 2 << " after " << received[static_cast<std::size_t>(i)] << " messages";
+    if (loss > 0) {
+        std::uint64_t injected = 0, naks = 0;
+        for (auto& f : farm) {
+            const auto d = dynamic_cast<udp::UdpNodeFactory&>(*f).datagram_stats();
+            injected += d.count(udp::Drop::injected);
+            naks += d.naks_sent;
+        }
+        EXPECT_GT(injected, 0u);
+        EXPECT_GT(naks, 0u);
+        EXPECT_GT(dynamic_cast<udp::UdpNodeFactory&>(*sender).datagram_stats().repairs, 0u);
+    }
+}
+
+INSTANTIATE_TEST_SUITE_P(Group, UdpMulticast, ::testing::Values(0.0, 0.02),
+                         [](const auto& info) { return info.param == 0 ? "LossFree" : "TwoPercentLoss"; });
+
+// A member process killed while the sender broadcasts: the group's send reports it
+// (PeerLost naming it, once, after peer_timeout) and the other members receive
+// every message without a stall.
+TEST(UdpMulticast, AMemberKilledMidBroadcastIsReportedAndTheOthersReceiveEverything) {
+    constexpr int members = 3;
+    // (peer_timeout: long enough that a loaded machine does not make the live members
+    // look dead.)
+    auto c = multicast_partition("mkill", members, [](config::Configuration& c) { c.peer_timeout = 2s; });
+    // Node 4 in a child process, forked before this process makes a thread: it takes
+    // what comes until the parent closes its pipe, then ends without a goodbye.
+    int end_pipe[2];
+    ASSERT_EQ(::pipe(end_pipe), 0);
+    const pid_t child = ::fork();
+    if (child == 0) {
+        ::close(end_pipe[1]);
+        auto f = NodeFactory::create(c, 4);
+        auto from = f->create_node(1);
+        for (;;) {
+            try {
+                (void)from->receive(5ms);
+            } catch (...) {
+            }
+            pollfd p{end_pipe[0], POLLIN, 0};
+            if (::poll(&p, 1, 0) != 0) ::_exit(0);
+        }
+    }
+    ::close(end_pipe[0]);
+    struct Reap {
+        int fd;
+        pid_t pid;
+        void now() {
+            if (pid <= 0) return;
+            ::close(fd);
+            ::waitpid(pid, nullptr, 0);
+            pid = -1;
+        }
+        ~Reap() { now(); }
+    } reap{end_pipe[1], child};
+    ASSERT_GT(child, 0);
+    auto sender = NodeFactory::create(c, 1);
+    auto f2 = NodeFactory::create(c, 2);
+    auto f3 = NodeFactory::create(c, 3);
+    auto from1_2 = f2->create_node(1);
+    auto from1_3 = f3->create_node(1);
+    auto group = std::dynamic_pointer_cast<DynamicGroup>(sender->create_group("farm"));
+    ASSERT_NE(group, nullptr);
+    constexpr std::uint64_t n = 6000;
+    std::string e2, e3;
+    std::uint64_t r2 = 0, r3 = 0;
+    int losses = 0;
+    {
+        std::jthread t2([&] { e2 = take_all(*from1_2, n, r2); });
+        std::jthread t3([&] { e3 = take_all(*from1_3, n, r3); });
+        auto to4 = sender->create_node(4);
+        for (std::uint64_t i = 0; i < n; ++i) {
+            if (i == n / 3) reap.now(); // node 4 dies
+            try {
+                group->send(numbered(*sender, i));
+            } catch (const PeerLost& e) {
+                ++losses;
+                EXPECT_EQ(e.peer(), 4u) << e.what();
+                group->remove(4); // the application drops the dead member; the send went to the others
+            }
+            if (i >= n / 3 && losses == 0 && i + 1 == n) {
+                // The loss comes after peer_timeout: wait for it before the last send.
+                for (auto deadline = Clock::now() + patience; losses == 0 && Clock::now() < deadline;) {
+                    try {
+                        (void)to4->receive(50ms);
+                    } catch (const PeerLost&) {
+                        ++losses;
+                        group->remove(4);
+                    }
+                }
+            }
+        }
+    }
+    {
+        const auto d = dynamic_cast<udp::UdpNodeFactory&>(*f2).datagram_stats();
+        std::string drops;
+        for (std::size_t k = 0; k < d.dropped.size(); ++k)
+            if (d.dropped[k] != 0)
+                drops +=
+                    " " + std::string(udp::describe(static_cast<udp::Drop>(k))) + ":" + std::to_string(d.dropped[k]);
+        const auto s = dynamic_cast<udp::UdpNodeFactory&>(*sender).datagram_stats();
+        EXPECT_EQ(e2, "") << "member 2 after " << r2 << "; it received " << d.received << " datagrams, dropped" << drops
+                          << "; the sender sent " << s.sent << " (" << s.multicast_sent << " multicast)";
+    }
+    EXPECT_EQ(e3, "") << "member 3 after " << r3;
+    EXPECT_EQ(losses, 1) << "the killed member was not reported once";
+    EXPECT_GT(dynamic_cast<udp::UdpNodeFactory&>(*sender).datagram_stats().multicast_sent, 0u);
+}
+
+// The multicast keys are checked where they are written.
+TEST(UdpMulticast, BadMulticastKeysAreErrorsNamingTheKeyAndLine) {
+    const std::string nodes = "nodes:\n  - {id: 1, name: a, host: 127.0.0.1, port: 17001}\n"
+                              "  - {id: 2, name: b, host: 127.0.0.1, port: 17002}\n";
+    auto error_of = [&](const std::string& network) -> std::string {
+        try {
+            (void)config::load_text(network, nodes);
+        } catch (const ConfigError& e) {
+            return e.what();
+        }
+        return "";
+    };
+    const std::string head = "partition: p\ntechnology: udp\ngroups:\n  farm: [1, 2]\n";
+    EXPECT_EQ(error_of(head + "udp:\n  multicast_group: farm\n  multicast: 239.1.2.3:4000\n"), "");
+    auto has = [](const std::string& e, const std::string& want) {
+        return e.find(want) != std::string::npos ? ::testing::AssertionSuccess() : ::testing::AssertionFailure() << e;
+    };
+    EXPECT_TRUE(has(error_of(head + "udp:\n  multicast_group: farm\n  multicast: 10.1.2.3:4000\n"),
+                    "network.yaml:7:14: udp.multicast: expected an IPv4 multicast address and port"));
+    EXPECT_TRUE(has(error_of(head + "udp:\n  multicast_group: farm\n  multicast: 239.1.2.3:70000\n"),
+                    "network.yaml:7:14: udp.multicast: expected"));
+    EXPECT_TRUE(has(error_of(head + "udp:\n  multicast_group: herd\n  multicast: 239.1.2.3:4000\n"),
+                    "network.yaml:6:20: udp.multicast_group: expected the name of a static group of groups (farm)"));
+    EXPECT_TRUE(has(error_of(head + "udp:\n  multicast: 239.1.2.3:4000\n"), "udp.multicast_group: expected"));
+    EXPECT_TRUE(
+        has(error_of(head + "udp:\n  multicast_group: farm\n  multicast: 239.1.2.3:4000\n  multicast_ttl: 300\n"),
+            "network.yaml:8:18: udp.multicast_ttl: expected"));
+    EXPECT_TRUE(has(error_of(head + "udp:\n  multicast_group: farm\n  multicast: 239.1.2.3:4000\n"
+                                    "  multicast_interface: eth0\n"),
+                    "network.yaml:8:24: udp.multicast_interface: expected the IPv4 address of an interface"));
 }
 
 // ---------------------------------------------------------------- hostile datagrams

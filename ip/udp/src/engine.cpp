@@ -5,14 +5,18 @@
 
 #include <msgpass/error.hpp>
 
+#include <arpa/inet.h>
+#include <netinet/in.h>
 #include <poll.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
 #include <algorithm>
 #include <cerrno>
+#include <cstddef>
 #include <cstdio>
 #include <cstring>
+#include <utility>
 
 namespace msgpass::udp {
 
@@ -27,6 +31,12 @@ Parameters Parameters::from(const config::Configuration& configuration, NodeId s
     p.options = configuration.section<Options>();
     p.datagram_size = static_cast<std::size_t>(p.options.datagram_size);
     p.payload = p.datagram_size - header_size;
+    // A multicast datagram carries a table of its members: every datagram leaves room
+    // for the whole group's (the check of options.cpp keeps it under half a datagram).
+    if (p.options.multicasting()) {
+        if (auto it = configuration.groups.find(p.options.multicast_group); it != configuration.groups.end())
+            p.payload -= std::min(p.payload / 2, group_table_bytes(it->second.size()));
+    }
     p.window = p.options.window;
     p.auth_key = configuration.auth_key;
     return p;
@@ -97,9 +107,60 @@ Engine::Engine(const config::Configuration& configuration, NodeId self)
     // this buffer.)
     auto& p = shared_->parameters;
     p.window = std::min<std::uint64_t>(p.window, std::max<std::uint64_t>(16, buffer / (p.datagram_size + 512)));
+    if (p.options.multicasting()) open_multicast(me, where);
     expect_ = Expect{p.partition_hash, p.self, p.max_message_size, p.datagram_size, knows_peer, &nodes_};
     random_.seed(p.options.inject_seed ^ (std::uint64_t{self} * 0x9e3779b97f4a7c15ull));
     thread_ = std::thread([this] { run(); });
+}
+
+// udp.multicast: the socket sends to the group's address through the interface
+// (udp.multicast_interface, else the node's own host), and a member of the group
+// joins the address on a second socket bound to it. What the system refuses is said
+// once on stderr, and the group sends per member (docs/udp.md).
+void Engine::open_multicast(const config::NodeConfig& me, const std::string& where) {
+    auto& o = shared_->parameters.options;
+    auto warn = [&](const char* what) {
+        std::fprintf(stderr, "msgpass udp %s: udp.multicast %s: %s (%s); group '%s' sends per member\n", where.c_str(),
+                     o.multicast.c_str(), what, std::strerror(errno), o.multicast_group.c_str());
+    };
+    in_addr interface {};
+    if (!o.multicast_interface.empty()) {
+        (void)::inet_pton(AF_INET, o.multicast_interface.c_str(), &interface);
+    } else {
+        const auto own = ip::resolve(me.host, me.port, SOCK_DGRAM, true, where + ": host");
+        if (own.family() == AF_INET) interface = reinterpret_cast<const sockaddr_in*>(own.get())->sin_addr;
+    }
+    auto& a = shared_->multicast_address;
+    a.sin_family = AF_INET;
+    a.sin_port = htons(o.multicast_port);
+    a.sin_addr.s_addr = htonl(o.multicast_address);
+    const int fd = shared_->fd;
+    const int ttl = static_cast<int>(o.multicast_ttl);
+    const int loop = 1;
+    if (::setsockopt(fd, IPPROTO_IP, IP_MULTICAST_IF, &interface, sizeof interface) != 0 ||
+        ::setsockopt(fd, IPPROTO_IP, IP_MULTICAST_TTL, &ttl, sizeof ttl) != 0 ||
+        ::setsockopt(fd, IPPROTO_IP, IP_MULTICAST_LOOP, &loop, sizeof loop) != 0) {
+        warn("the socket cannot send multicast");
+    } else {
+        shared_->multicast_up = true;
+    }
+    const auto& members = configuration_.groups.at(o.multicast_group);
+    if (std::find(members.begin(), members.end(), shared_->parameters.self) == members.end()) return;
+    const int m = ip::open_socket(AF_INET, SOCK_DGRAM);
+    const int on = 1;
+    ip_mreq join{};
+    join.imr_multiaddr = a.sin_addr;
+    join.imr_interface = interface;
+    if (m < 0 || ::setsockopt(m, SOL_SOCKET, SO_REUSEADDR, &on, sizeof on) != 0 ||
+        ::bind(m, reinterpret_cast<const sockaddr*>(&a), sizeof a) != 0 ||
+        ::setsockopt(m, IPPROTO_IP, IP_ADD_MEMBERSHIP, &join, sizeof join) != 0) {
+        warn("this member cannot join it");
+        if (m >= 0) ::close(m);
+        return;
+    }
+    (void)size_buffers(m, o.socket_buffer, where + " (multicast)");
+    multicast_fd_ = m;
+    shared_->joined = true;
 }
 
 Engine::~Engine() {
@@ -122,6 +183,7 @@ void Engine::shutdown(SteadyTime deadline) {
     wake_.ring();
     if (thread_.joinable()) thread_.join();
     ::close(shared_->fd.exchange(-1));
+    if (multicast_fd_ >= 0) ::close(std::exchange(multicast_fd_, -1));
 }
 
 void Engine::handle(std::span<const std::byte> bytes, Clock::time_point now) {
@@ -142,7 +204,8 @@ void Engine::inject(std::span<const std::byte> bytes, Clock::time_point now) {
         DatagramHeader h;
         std::memcpy(&h, bytes.data(), header_size);
         const auto t = static_cast<DatagramType>(h.type);
-        subject = t == DatagramType::data || t == DatagramType::status || t == DatagramType::nak;
+        subject = t == DatagramType::data || t == DatagramType::group_data || t == DatagramType::status ||
+                  t == DatagramType::nak;
     }
     std::uniform_real_distribution<double> u(0.0, 1.0);
     if (subject && o.inject_loss > 0 && u(random_) < o.inject_loss) {
@@ -170,22 +233,30 @@ void Engine::run() {
     while (!stop_.load()) {
         auto now = Clock::now();
         const auto wait = std::max<Clock::duration>(next_tick - now, Clock::duration::zero());
-        pollfd fds[2] = {{shared_->fd.load(), POLLIN, 0}, {wake_.fd(), POLLIN, 0}};
+        pollfd fds[3] = {{shared_->fd.load(), POLLIN, 0}, {wake_.fd(), POLLIN, 0}, {multicast_fd_, POLLIN, 0}};
         const timespec ts{static_cast<time_t>(std::chrono::duration_cast<std::chrono::seconds>(wait).count()),
                           static_cast<long>((wait % std::chrono::seconds(1)).count())};
-        (void)::ppoll(fds, 2, &ts, nullptr);
+        (void)::ppoll(fds, multicast_fd_ >= 0 ? 3 : 2, &ts, nullptr);
         if (fds[1].revents != 0) wake_.drain();
         now = Clock::now();
         bool got = false;
-        for (int i = 0; i < 256; ++i) {
-            const ssize_t n = ::recv(shared_->fd.load(), buffer.data(), buffer.size(), MSG_DONTWAIT);
-            if (n < 0) break;
-            got = true;
-            const std::span<const std::byte> bytes(buffer.data(), static_cast<std::size_t>(n));
-            if (injecting) {
-                inject(bytes, now);
-            } else {
-                handle(bytes, now);
+        for (const int fd : {shared_->fd.load(), multicast_fd_}) {
+            if (fd < 0) continue;
+            for (int i = 0; i < 256; ++i) {
+                const ssize_t n = ::recv(fd, buffer.data(), buffer.size(), MSG_DONTWAIT);
+                if (n < 0) break;
+                got = true;
+                const std::span<const std::byte> bytes(buffer.data(), static_cast<std::size_t>(n));
+                if (fd == multicast_fd_ && bytes.size() >= header_size) { // our own group sends, looped back
+                    std::uint32_t from = 0;
+                    std::memcpy(&from, bytes.data() + offsetof(DatagramHeader, from), sizeof from);
+                    if (from == shared_->parameters.self) continue;
+                }
+                if (injecting) {
+                    inject(bytes, now);
+                } else {
+                    handle(bytes, now);
+                }
             }
         }
         if (got) {

@@ -34,12 +34,14 @@ private:
     void run();
     void handle(std::span<const std::byte> bytes, Clock::time_point now);
     void inject(std::span<const std::byte> bytes, Clock::time_point now);
+    void open_multicast(const config::NodeConfig& me, const std::string& where);
 
     config::Configuration configuration_;
     std::shared_ptr<Shared> shared_;
     std::map<NodeId, std::shared_ptr<UdpNode>> nodes_; // every peer of the nodes file, made at start
     Expect expect_;
     std::uint16_t port_ = 0;
+    int multicast_fd_ = -1; // joined to udp.multicast (a member of udp.multicast_group); -1: none
     ip::WakeFd wake_{"udp"};
     std::atomic<bool> stop_{false};
     bool stopped_ = false;

@@ -13,23 +13,6 @@ void register_technology() {
     });
 }
 
-namespace {
-// A BasicGroup that sleeps on the factory's doorbell, which the background thread
-// rings when it delivered a message; it keeps the doorbell alive.
-class UdpGroup final : public BasicGroup {
-public:
-    UdpGroup(std::string name, std::shared_ptr<Shared> shared)
-        : BasicGroup(std::move(name), &shared->bell), shared_(std::move(shared)) {}
-    void add(NodePtr node) override {
-        if (!std::dynamic_pointer_cast<UdpNode>(node)) throw UsageError("a udp group takes only udp nodes");
-        BasicGroup::add(std::move(node));
-    }
-
-private:
-    std::shared_ptr<Shared> shared_;
-};
-} // namespace
-
 UdpNodeFactory::UdpNodeFactory(const config::Configuration& configuration, NodeId self)
     : FactoryBase(configuration, self), engine_(std::make_shared<Engine>(configuration, self)) {}
 
@@ -48,7 +31,7 @@ NodePtr UdpNodeFactory::make_node(NodeId id) {
 }
 
 std::unique_ptr<BasicGroup> UdpNodeFactory::make_group(std::string name) {
-    return std::make_unique<UdpGroup>(std::move(name), engine_->shared_ptr());
+    return make_udp_group(std::move(name), engine_->shared_ptr());
 }
 
 BufferPtr UdpNodeFactory::create_buffer(std::size_t size) {
@@ -71,6 +54,7 @@ DatagramStats UdpNodeFactory::datagram_stats() const noexcept {
     d.received = s.datagrams_received.load();
     d.naks_sent = s.naks_sent.load();
     d.repairs = s.repairs.load();
+    d.multicast_sent = s.multicast_sent.load();
     for (std::size_t i = 0; i < d.dropped.size(); ++i)
         d.dropped[i] = s.drops[i].load();
     return d;

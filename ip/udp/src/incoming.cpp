@@ -50,7 +50,7 @@ void UdpNode::send_nak_range(std::uint64_t first, std::uint64_t count) {
     shared_->naks_sent.fetch_add(1, std::memory_order_relaxed);
 }
 
-void UdpNode::on_data(const Decoded& d, std::span<const std::byte> bytes, Clock::time_point now) {
+void UdpNode::on_data(const Decoded& d, Clock::time_point now) {
     const DatagramHeader& h = d.header;
     const auto window = shared_->parameters.window;
     if (h.seq < expected_ || early_.contains(h.seq)) {
@@ -64,7 +64,11 @@ void UdpNode::on_data(const Decoded& d, std::span<const std::byte> bytes, Clock:
     }
     shared_->datagrams_received.fetch_add(1, std::memory_order_relaxed);
     if (h.seq > expected_) {
-        early_.emplace(h.seq, std::vector<std::byte>(bytes.begin(), bytes.end()));
+        // Kept as its header (a group_data datagram's as this member's data) and piece.
+        std::vector<std::byte> kept(header_size + d.payload.size());
+        std::memcpy(kept.data(), &h, header_size);
+        if (!d.payload.empty()) std::memcpy(kept.data() + header_size, d.payload.data(), d.payload.size());
+        early_.emplace(h.seq, std::move(kept));
         // Datagrams between the highest seen and this one never came: a new hole.
         const std::uint64_t seen = std::max(highest_, expected_);
         highest_ = std::max(highest_, h.seq + 1);

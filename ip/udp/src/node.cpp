@@ -44,18 +44,19 @@ void UdpNode::send_shared(const SharedBuffer& buffer) {
     send_impl(copy);
 }
 
-template <class B>
-void UdpNode::send_impl(B& buffer) {
-    if (!buffer) throw UsageError("send: a null buffer");
-    const std::uint64_t size = buffer->size();
+void UdpNode::check_size(std::uint64_t size) {
     const auto& p = shared_->parameters;
     if (size > p.max_message_size) {
         stats_.error(); // counted as sci and tcp count it
         throw MessageTooLarge("a message of " + std::to_string(size) + " bytes exceeds max_message_size (" +
                               std::to_string(p.max_message_size) + " bytes)");
     }
-    throw_if_lost();
-    std::lock_guard lock(mutex_);
+}
+
+template <class B>
+UdpNode::OutMessage& UdpNode::enqueue(B& buffer) {
+    const std::uint64_t size = buffer->size();
+    const auto& p = shared_->parameters;
     if (closed_) throw UsageError("send to node " + std::to_string(id_) + " after its factory was destroyed");
     if (untransmitted_ >= p.send_queue_limit) {
         stats_.error();
@@ -73,7 +74,10 @@ void UdpNode::send_impl(B& buffer) {
     m.count = size == 0 ? 1 : (size + p.payload - 1) / p.payload;
     next_dseq_ += m.count;
     ++untransmitted_;
-    const auto now = Clock::now();
+    return m;
+}
+
+void UdpNode::dispatch(Clock::time_point now) {
     if (peer_incarnation_ == 0 && now >= next_hello_) { // first contact: at once, not at the next tick
         send_hello();
         next_hello_ = now + hello_backoff_;
@@ -81,6 +85,16 @@ void UdpNode::send_impl(B& buffer) {
     pump(now);
     if (sent_upto_ < next_dseq_) stats_.queued();
     queue_depth_.store(untransmitted_, std::memory_order_relaxed);
+}
+
+template <class B>
+void UdpNode::send_impl(B& buffer) {
+    if (!buffer) throw UsageError("send: a null buffer");
+    check_size(buffer->size());
+    throw_if_lost();
+    std::lock_guard lock(mutex_);
+    (void)enqueue(buffer);
+    dispatch(Clock::now());
 }
 
 BufferPtr UdpNode::take_locked() {
@@ -277,6 +291,7 @@ void UdpNode::on_contact_authenticated(const Decoded& d, std::span<const std::by
         nonce_ = ip::new_nonce();
     }
     last_heard_ = now;
+    multicast_ok_ = (h.flags & flag_joined) != 0;
     if (h.peer_incarnation == shared_->incarnation) acknowledge(std::min(h.seq, sent_upto_), h.length, now);
     pump(now);
 }
@@ -296,6 +311,7 @@ void UdpNode::on_datagram(const Decoded& d, std::span<const std::byte> bytes, Cl
     if (type == DatagramType::hello || type == DatagramType::welcome) {
         adopt(h.incarnation, now);
         last_heard_ = now;
+        multicast_ok_ = (h.flags & flag_joined) != 0;
         if (type == DatagramType::hello) {
             send_welcome(nullptr);
         } else if (h.peer_incarnation == shared_->incarnation) {
@@ -328,10 +344,11 @@ void UdpNode::on_datagram(const Decoded& d, std::span<const std::byte> bytes, Cl
     last_heard_ = now;
     switch (type) {
     case DatagramType::data:
-        on_data(d, bytes, now);
+        on_data(d, now);
         break;
     case DatagramType::status:
     case DatagramType::keepalive:
+        multicast_ok_ = (h.flags & flag_joined) != 0;
         acknowledge(h.seq, h.length, now);
         break;
     case DatagramType::nak: {

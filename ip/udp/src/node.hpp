@@ -26,6 +26,9 @@
 #include <msgpass/ip/reactor.hpp>
 #include <msgpass/ip/socket.hpp>
 
+#include <netinet/in.h>
+#include <sys/uio.h>
+
 #include <array>
 #include <atomic>
 #include <chrono>
@@ -86,6 +89,13 @@ struct Shared {
     std::shared_ptr<ip::BufferPool> pool = std::make_shared<ip::BufferPool>();
     std::array<std::atomic<std::uint64_t>, static_cast<std::size_t>(Drop::kinds)> drops{};
     std::atomic<std::uint64_t> datagrams_sent{0}, datagrams_received{0}, naks_sent{0}, repairs{0};
+    // udp.multicast: this process joined the group's address (it says so in its
+    // hello, welcome, status and keepalive datagrams), and its group sends may go there
+    // (false after a send to the address failed: per member from then on).
+    bool joined = false;
+    std::atomic<bool> multicast_up{false};
+    sockaddr_in multicast_address{};
+    std::atomic<std::uint64_t> multicast_sent{0};
 
     explicit Shared(Parameters p);
     void count(Drop d) noexcept { drops[static_cast<std::size_t>(d)].fetch_add(1, std::memory_order_relaxed); }
@@ -99,6 +109,17 @@ struct Shared {
     }
     std::atomic<Doorbell*> also_ring{nullptr};
 };
+
+// The iovecs of a piece of a message: `piece` bytes from `offset`, gathered from its
+// fragments into iov[n...]; a piece spread over more fragments than iov has room for
+// is copied into staging (resized when short). Returns the iovecs used in all.
+std::size_t gather(const Buffer& buffer, std::uint64_t offset, std::size_t piece, std::span<iovec> iov, std::size_t n,
+                   std::vector<std::byte>& staging);
+
+class UdpNode;
+// The group of a factory (group.cpp): per member, or over udp.multicast when it is
+// udp.multicast_group. It sleeps on the factory's doorbell and keeps it alive.
+std::unique_ptr<BasicGroup> make_udp_group(std::string name, std::shared_ptr<Shared> shared);
 
 class UdpNode final : public Node {
 public:
@@ -126,6 +147,16 @@ public:
     bool wait_acknowledged(SteadyTime deadline);
     void close();
 
+    // A group send over udp.multicast (group.cpp): queues the message for every
+    // member as send_shared does, sends each datagram once to the multicast address
+    // for the members whose stream and window take it at once (each finds its own
+    // datagram number in the datagram's table; acknowledgements, NAKs and repairs then
+    // go per member as for a unicast message), and transmits to the others per member.
+    // The errors of members are collected as BasicGroup::send does; throws after
+    // every member had the message.
+    static void broadcast(const std::string& group, std::vector<std::shared_ptr<UdpNode>> members,
+                          const SharedBuffer& buffer);
+
 private:
     struct OutMessage {
         BufferPtr owned;
@@ -138,6 +169,14 @@ private:
 
     template <class B>
     void send_impl(B& buffer);
+    void check_size(std::uint64_t size);
+    // under mutex_: queue a message (throws UsageError after close, SendQueueFull),
+    // then transmit what the window takes (and say hello to an unknown peer).
+    template <class B>
+    OutMessage& enqueue(B& buffer);
+    void dispatch(Clock::time_point now);
+    // under mutex_: datagrams from before were transmitted first (pump, or a multicast).
+    void transmitted(std::uint64_t before, Clock::time_point now);
     void throw_if_lost();
     BufferPtr take_locked();
     // under mutex_
@@ -161,7 +200,7 @@ private:
     void reset_send_side();
     void reset_receive_side();
     void acknowledge(std::uint64_t next_expected, std::uint64_t window, Clock::time_point now);
-    void on_data(const Decoded& d, std::span<const std::byte> bytes, Clock::time_point now);
+    void on_data(const Decoded& d, Clock::time_point now);
     void consume(const DatagramHeader& h, std::span<const std::byte> piece);
     [[nodiscard]] std::uint64_t advertised() const noexcept;
 
@@ -197,6 +236,7 @@ private:
     std::size_t untransmitted_ = 0; // messages not transmitted whole yet (the send queue)
     Clock::time_point last_progress_{};
     Clock::time_point last_probe_{}; // of the last window probe (tick)
+    bool multicast_ok_ = false;      // the peer joined udp.multicast (its last hello, welcome, status)
     std::vector<std::byte> staging_;
 
     // --- receiving: datagrams from the peer's incarnation ---

@@ -28,6 +28,10 @@ bool UdpNode::send_control(DatagramType type, std::uint64_t seq, std::uint64_t l
     h.peer_incarnation = peer_incarnation_;
     h.seq = seq;
     h.length = length;
+    if (shared_->joined && (type == DatagramType::hello || type == DatagramType::welcome ||
+                            type == DatagramType::status || type == DatagramType::keepalive)) {
+        h.flags = flag_joined; // before the MAC, which covers the header
+    }
     ip::Mac mac{};
     if (sign_for != nullptr && shared_->parameters.auth_key) {
         mac = welcome_mac(*shared_->parameters.auth_key, std::as_bytes(std::span(&h, 1)), *sign_for);
@@ -45,6 +49,47 @@ bool UdpNode::send_control(DatagramType type, std::uint64_t seq, std::uint64_t l
         last_sent_ = Clock::now();
     }
     return ok;
+}
+
+// The piece's bytes, gathered from the message's fragments (a FragmentList's pieces
+// may straddle a datagram); many tiny fragments are copied into one piece.
+std::size_t gather(const Buffer& buffer, std::uint64_t offset, std::size_t piece, std::span<iovec> iov, std::size_t n,
+                   std::vector<std::byte>& staging) {
+    const std::size_t start = n;
+    std::size_t skip = static_cast<std::size_t>(offset), want = piece;
+    const auto fragments = buffer.fragments();
+    std::size_t pieces = 0;
+    for (const auto& f : fragments) {
+        if (want == 0) break;
+        if (skip >= f.size()) {
+            skip -= f.size();
+            continue;
+        }
+        const std::size_t take = std::min(f.size() - skip, want);
+        if (n < iov.size()) iov[n++] = {f.data() + skip, take};
+        ++pieces;
+        want -= take;
+        skip = 0;
+    }
+    if (pieces + start <= iov.size()) return n;
+    if (staging.size() < piece) staging.resize(piece);
+    skip = static_cast<std::size_t>(offset);
+    want = piece;
+    std::size_t at = 0;
+    for (const auto& f : fragments) {
+        if (want == 0) break;
+        if (skip >= f.size()) {
+            skip -= f.size();
+            continue;
+        }
+        const std::size_t take = std::min(f.size() - skip, want);
+        std::memcpy(staging.data() + at, f.data() + skip, take);
+        at += take;
+        want -= take;
+        skip = 0;
+    }
+    iov[start] = {staging.data(), piece};
+    return start + 1;
 }
 
 // Sends datagram dseq (transmitted before when resend); false when the socket
@@ -75,45 +120,8 @@ bool UdpNode::transmit(std::uint64_t dseq, bool resend) {
     // The piece's bytes, gathered from the message's fragments (a FragmentList's
     // pieces may straddle a datagram).
     std::array<iovec, 16> iov{};
-    std::size_t n = 0;
-    iov[n++] = {&h, header_size};
-    bool copied = false;
-    std::size_t skip = static_cast<std::size_t>(offset), want = piece;
-    const auto fragments = m.buffer().fragments();
-    std::size_t pieces = 0;
-    for (const auto& f : fragments) {
-        if (want == 0) break;
-        if (skip >= f.size()) {
-            skip -= f.size();
-            continue;
-        }
-        const std::size_t take = std::min(f.size() - skip, want);
-        if (n < iov.size()) iov[n++] = {f.data() + skip, take};
-        ++pieces;
-        want -= take;
-        skip = 0;
-    }
-    if (pieces + 1 > iov.size()) { // many tiny fragments: copy them into one piece
-        skip = static_cast<std::size_t>(offset);
-        want = piece;
-        std::size_t at = 0;
-        for (const auto& f : fragments) {
-            if (want == 0) break;
-            if (skip >= f.size()) {
-                skip -= f.size();
-                continue;
-            }
-            const std::size_t take = std::min(f.size() - skip, want);
-            std::memcpy(staging_.data() + at, f.data() + skip, take);
-            at += take;
-            want -= take;
-            skip = 0;
-        }
-        iov[1] = {staging_.data(), piece};
-        n = 2;
-        copied = true;
-    }
-    (void)copied;
+    iov[0] = {&h, header_size};
+    const std::size_t n = gather(m.buffer(), offset, piece, iov, 1, staging_);
     msghdr msg{};
     msg.msg_name = const_cast<sockaddr*>(address_.get());
     msg.msg_namelen = address_.length;
@@ -138,9 +146,13 @@ void UdpNode::pump(Clock::time_point now) {
         if (!transmit(sent_upto_, false)) break;
         ++sent_upto_;
     }
+    transmitted(before, now);
+}
+
+void UdpNode::transmitted(std::uint64_t before, Clock::time_point now) {
     if (sent_upto_ == before) return;
     if (before == acked_) last_progress_ = now; // the resend timer starts with the first unacknowledged
-    // Messages transmitted whole by this pump.
+    // Messages transmitted whole since before.
     for (auto it = std::upper_bound(out_.begin(), out_.end(), before,
                                     [](std::uint64_t s, const OutMessage&m) { return s < m.first + m.count; });
          it != out_.end() && it->first + it->count <= sent_upto_; ++it) {

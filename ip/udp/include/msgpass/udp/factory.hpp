@@ -30,7 +30,8 @@ struct DatagramStats {
     std::uint64_t sent = 0;
     std::uint64_t received = 0;
     std::uint64_t naks_sent = 0;
-    std::uint64_t repairs = 0; // datagrams sent again (after a NAK or a timeout)
+    std::uint64_t repairs = 0;        // datagrams sent again (after a NAK or a timeout)
+    std::uint64_t multicast_sent = 0; // of sent: group datagrams sent once to udp.multicast
     std::array<std::uint64_t, static_cast<std::size_t>(Drop::kinds)> dropped{};
     [[nodiscard]] std::uint64_t count(Drop d) const noexcept { return dropped[static_cast<std::size_t>(d)]; }
 };

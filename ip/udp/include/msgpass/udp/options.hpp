@@ -26,12 +26,28 @@ struct Options {
     double inject_duplicate = 0;
     double inject_reorder = 0;
     std::uint64_t inject_seed = 1;
+    // Broadcast to one static group by IP multicast (docs/udp.md): the group's name
+    // (multicast_group), its IPv4 multicast address and port (multicast,
+    // "239.1.2.3:4000"), the TTL of its datagrams (0 to 255, default 1: one subnet) and
+    // the IPv4 address of the interface it uses (default: each node's own host).
+    // Empty: every group sends per member.
+    std::string multicast_group;
+    std::string multicast;
+    std::uint32_t multicast_address = 0; // host order, parsed from multicast
+    std::uint16_t multicast_port = 0;
+    std::uint64_t multicast_ttl = 1;
+    std::string multicast_interface;
+    config::Location multicast_group_at; // where multicast_group was written (the group check)
 
     static const std::vector<std::string>& keys();
     void set(const std::string& key, const config::Value& value);
+    // multicast_group and multicast go together.
+    void check(const config::Value& section) const;
+    [[nodiscard]] bool multicasting() const noexcept { return !multicast_group.empty() && multicast_port != 0; }
 };
 
-// "udp": Options at the top of the network file; no node scope, no machine section.
+// "udp": Options at the top of the network file; no node scope, no machine section;
+// a check that multicast_group names a static group that fits a datagram.
 config::TechnologySchema schema();
 
 } // namespace msgpass::udp

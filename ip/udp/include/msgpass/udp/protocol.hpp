@@ -25,19 +25,41 @@ inline constexpr std::uint32_t magic = 0x4455504d; // "MPUD" in memory order
 inline constexpr std::uint16_t protocol_version = 1;
 
 enum class DatagramType : std::uint16_t {
-    hello = 1,     // who I am; answered by a welcome (sent while the peer is unknown).
-                   // With auth_key_file its payload is a 32-byte nonce
-    welcome = 2,   // the answer to a hello: my incarnation. With auth_key_file its
-                   // payload is welcome_mac(key, this header, the hello's nonce)
-    data = 3,      // one piece of a message: seq = datagram number, length, offset
-    status = 4,    // receiver -> sender: seq = next expected datagram, window = datagrams it takes beyond
-    nak = 5,       // receiver -> sender: payload = (first, count) pairs of missing datagrams
-    keepalive = 6, // either way when silent for peer_timeout / 4; carries a status
-    goodbye = 7,   // the sender closes cleanly: seq = datagrams it sent, window = next expected of ours
+    hello = 1,      // who I am; answered by a welcome (sent while the peer is unknown).
+                    // With auth_key_file its payload is a 32-byte nonce
+    welcome = 2,    // the answer to a hello: my incarnation. With auth_key_file its
+                    // payload is welcome_mac(key, this header, the hello's nonce)
+    data = 3,       // one piece of a message: seq = datagram number, length, offset
+    status = 4,     // receiver -> sender: seq = next expected datagram, window = datagrams it takes beyond
+    nak = 5,        // receiver -> sender: payload = (first, count) pairs of missing datagrams
+    keepalive = 6,  // either way when silent for peer_timeout / 4; carries a status
+    goodbye = 7,    // the sender closes cleanly: seq = datagrams it sent, window = next expected of ours
+    group_data = 8, // a data datagram sent once to a multicast group: reserved = entries of its member table
 };
 
 // flags of a data datagram
 inline constexpr std::uint16_t flag_first = 1; // the first datagram of a message (offset 0)
+// flags of a hello, welcome, status or keepalive: the sender joined udp.multicast and
+// takes group_data datagrams there
+inline constexpr std::uint16_t flag_joined = 2;
+
+// A group_data datagram carries, after its header, one entry per member it is for:
+// the member, its incarnation as the sender knows it, and the number of this datagram
+// in the member's own stream (the sequence it would carry as a data datagram); then
+// the piece of the message. The header's `to` is 0, its `seq` and
+// `peer_incarnation` 0, its `reserved` the number of entries (1 to max_group_entries).
+struct GroupEntry {
+    std::uint32_t member = 0;
+    std::uint32_t reserved = 0;
+    std::uint64_t peer_incarnation = 0;
+    std::uint64_t seq = 0;
+};
+static_assert(sizeof(GroupEntry) == 24);
+inline constexpr std::size_t group_entry_size = sizeof(GroupEntry);
+inline constexpr std::size_t max_group_entries = 1024;
+[[nodiscard]] constexpr std::size_t group_table_bytes(std::size_t members) noexcept {
+    return members * group_entry_size;
+}
 
 struct DatagramHeader {
     std::uint32_t magic = 0;
@@ -143,6 +165,13 @@ struct Decoded {
     case DatagramType::data:
         if ((h.flags & ~flag_first) != 0 || h.reserved != 0) return drop(Drop::bad_type);
         break;
+    case DatagramType::group_data:
+        if ((h.flags & ~flag_first) != 0 || h.reserved == 0 || h.reserved > max_group_entries || h.to != 0 ||
+            h.seq != 0 || h.peer_incarnation != 0) {
+            return drop(Drop::bad_type);
+        }
+        if (d.payload.size() < group_table_bytes(h.reserved)) return drop(Drop::too_short);
+        break;
     case DatagramType::nak:
         if (d.payload.empty() || d.payload.size() % 16 != 0 || d.payload.size() > max_nak_ranges * 16) {
             return drop(d.payload.size() % 16 != 0 ? Drop::too_short : Drop::bad_type);
@@ -151,11 +180,14 @@ struct Decoded {
     case DatagramType::hello:
     case DatagramType::welcome:
         // no payload, or the nonce (hello) or MAC (welcome) of auth_key_file
-        if ((!d.payload.empty() && d.payload.size() != auth_payload_size) || h.flags != 0 || h.offset != 0)
+        if ((!d.payload.empty() && d.payload.size() != auth_payload_size) || (h.flags & ~flag_joined) != 0 ||
+            h.offset != 0)
             return drop(Drop::bad_type);
         break;
     case DatagramType::status:
     case DatagramType::keepalive:
+        if (!d.payload.empty() || (h.flags & ~flag_joined) != 0 || h.offset != 0) return drop(Drop::bad_type);
+        break;
     case DatagramType::goodbye:
         if (!d.payload.empty() || h.flags != 0 || h.offset != 0) return drop(Drop::bad_type);
         break;
@@ -163,12 +195,31 @@ struct Decoded {
         return drop(Drop::bad_type);
     }
     if (h.partition != expect.partition) return drop(Drop::wrong_partition);
+    if (type == DatagramType::group_data) {
+        // This member's entry makes it the data datagram it would have been unicast:
+        // the rest of the checks are those of data.
+        bool mine = false;
+        for (std::size_t i = 0; i < h.reserved; ++i) {
+            GroupEntry e;
+            std::memcpy(&e, d.payload.data() + i * group_entry_size, group_entry_size);
+            if (e.member != expect.self) continue;
+            mine = true;
+            d.header.type = static_cast<std::uint16_t>(DatagramType::data);
+            d.header.to = e.member;
+            d.header.peer_incarnation = e.peer_incarnation;
+            d.header.seq = e.seq;
+            break;
+        }
+        if (!mine) return drop(Drop::wrong_target);
+        d.payload = d.payload.subspan(group_table_bytes(h.reserved));
+        d.header.reserved = 0;
+    }
     if (h.to != expect.self) return drop(Drop::wrong_target);
     if (h.from == expect.self || h.incarnation == 0 || expect.knows == nullptr ||
         !expect.knows(expect.context, h.from)) {
         return drop(Drop::unknown_sender);
     }
-    if (type == DatagramType::data) {
+    if (type == DatagramType::data || type == DatagramType::group_data) {
         const std::uint64_t piece = d.payload.size();
         const bool first = (h.flags & flag_first) != 0;
         if (h.length > expect.max_message_size || bytes.size() > expect.datagram_size ||

@@ -1,0 +1,187 @@
+// UdpGroup: the udp technology's group. A group is a BasicGroup (a send per member,
+// a receive from any) unless it is udp.multicast_group: then a send goes once to the
+// group's IP multicast address for every member whose stream takes it at once, with
+// a table in each datagram giving every member its own datagram number, so that what
+// follows (acknowledgements, NAKs, repairs, flow control, loss) is each pair's, as
+// for a unicast message (docs/udp.md).
+#include "node.hpp"
+
+#include <msgpass/error.hpp>
+
+#include <sys/socket.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstdio>
+#include <cstring>
+
+namespace msgpass::udp {
+
+namespace {
+
+class UdpGroup final : public BasicGroup {
+public:
+    UdpGroup(std::string name, std::shared_ptr<Shared> shared, bool multicast)
+        : BasicGroup(std::move(name), &shared->bell), shared_(std::move(shared)), multicast_(multicast) {}
+
+    void add(NodePtr node) override {
+        auto udp = std::dynamic_pointer_cast<UdpNode>(node);
+        if (!udp) throw UsageError("a udp group takes only udp nodes");
+        BasicGroup::add(std::move(node));
+        std::lock_guard lock(mutex_);
+        if (std::none_of(members_.begin(), members_.end(), [&](const auto& m) { return m->id() == udp->id(); }))
+            members_.push_back(std::move(udp));
+    }
+    bool remove(NodeId id) override {
+        const bool removed = BasicGroup::remove(id);
+        std::lock_guard lock(mutex_);
+        std::erase_if(members_, [&](const auto& m) { return m->id() == id; });
+        return removed;
+    }
+    void send(BufferPtr&& buffer) override {
+        if (!multicast_ || !shared_->multicast_up.load(std::memory_order_relaxed)) {
+            BasicGroup::send(std::move(buffer));
+            return;
+        }
+        if (!buffer) throw UsageError("Group::send: null buffer");
+        std::vector<std::shared_ptr<UdpNode>> members;
+        {
+            std::lock_guard lock(mutex_);
+            members = members_;
+        }
+        UdpNode::broadcast(name(), std::move(members), SharedBuffer(std::move(buffer)));
+    }
+
+private:
+    std::shared_ptr<Shared> shared_;
+    const bool multicast_;
+    std::mutex mutex_;
+    std::vector<std::shared_ptr<UdpNode>> members_;
+};
+
+} // namespace
+
+std::unique_ptr<BasicGroup> make_udp_group(std::string name, std::shared_ptr<Shared> shared) {
+    const auto& o = shared->parameters.options;
+    const bool multicast = o.multicasting() && name == o.multicast_group;
+    return std::make_unique<UdpGroup>(std::move(name), std::move(shared), multicast);
+}
+
+void UdpNode::broadcast(const std::string& group, std::vector<std::shared_ptr<UdpNode>> members,
+                        const SharedBuffer& buffer) {
+    // Every member's lock, taken in id order (the background thread takes one at a
+    // time), so that the datagrams of the message get the same place in every
+    // member's stream as the multicast goes out.
+    std::sort(members.begin(), members.end(), [](const auto& a, const auto& b) { return a->id() < b->id(); });
+    std::string failures;
+    bool all_lost = true;
+    NodeId lost_peer = 0;
+    std::uint64_t unacknowledged = 0;
+    std::vector<std::unique_lock<std::mutex>> locks;
+    std::vector<UdpNode*> queued;
+    std::vector<const OutMessage*> messages;
+    locks.reserve(members.size());
+    for (const auto& node : members) {
+        try {
+            node->check_size(buffer->size());
+            node->throw_if_lost();
+            std::unique_lock lock(node->mutex_);
+            SharedBuffer copy = buffer;
+            messages.push_back(&node->enqueue(copy));
+            locks.push_back(std::move(lock));
+            queued.push_back(node.get());
+        } catch (const PeerLost& e) {
+            failures += (failures.empty() ? "" : "; ") + ("node " + std::to_string(node->id()) + ": ") + e.what();
+            lost_peer = e.peer();
+            unacknowledged += e.unacknowledged();
+        } catch (const Error& e) {
+            failures += (failures.empty() ? "" : "; ") + ("node " + std::to_string(node->id()) + ": ") + e.what();
+            all_lost = false;
+        }
+    }
+    const auto now = Clock::now();
+    // The members that take the whole message at once, over the multicast: they know
+    // us, joined the address, have nothing queued before it, and their window takes it.
+    std::vector<std::size_t> ready;
+    for (std::size_t i = 0; i < queued.size(); ++i) {
+        const UdpNode& n = *queued[i];
+        const OutMessage& m = *messages[i];
+        if (n.peer_incarnation_ != 0 && !n.closed_ && !n.address_.empty() && n.multicast_ok_ &&
+            n.sent_upto_ == m.first && m.first + m.count <= n.peer_limit_) {
+            ready.push_back(i);
+        }
+    }
+    std::uint64_t sent = 0;
+    const int fd = ready.empty() ? -1 : queued[ready.front()]->shared_->fd.load();
+    if (ready.size() >= 2 && fd >= 0) {
+        Shared& shared = *queued[ready.front()]->shared_;
+        const auto& p = shared.parameters;
+        std::vector<GroupEntry> table(ready.size());
+        for (std::size_t k = 0; k < ready.size(); ++k) {
+            table[k].member = queued[ready[k]]->id_;
+            table[k].peer_incarnation = queued[ready[k]]->peer_incarnation_;
+        }
+        const std::uint64_t size = buffer->size();
+        const std::uint64_t count = messages[ready.front()]->count;
+        std::vector<std::byte> staging;
+        for (; sent < count; ++sent) {
+            for (std::size_t k = 0; k < ready.size(); ++k)
+                table[k].seq = messages[ready[k]]->first + sent;
+            const std::uint64_t offset = sent * p.payload;
+            const std::size_t piece = static_cast<std::size_t>(std::min<std::uint64_t>(p.payload, size - offset));
+            DatagramHeader h;
+            h.magic = magic;
+            h.version = protocol_version;
+            h.type = static_cast<std::uint16_t>(DatagramType::group_data);
+            h.from = p.self;
+            h.partition = p.partition_hash;
+            h.incarnation = shared.incarnation;
+            h.length = size;
+            h.offset = static_cast<std::uint32_t>(offset);
+            h.flags = sent == 0 ? flag_first : 0;
+            h.reserved = static_cast<std::uint16_t>(ready.size());
+            std::array<iovec, 16> iov{};
+            iov[0] = {&h, header_size};
+            iov[1] = {table.data(), group_table_bytes(table.size())};
+            const std::size_t n = gather(*buffer, offset, piece, iov, 2, staging);
+            msghdr msg{};
+            msg.msg_name = &shared.multicast_address;
+            msg.msg_namelen = sizeof shared.multicast_address;
+            msg.msg_iov = iov.data();
+            msg.msg_iovlen = n;
+            if (::sendmsg(fd, &msg, MSG_NOSIGNAL) < 0) {
+                const int error = errno;
+                // A full socket buffer: the rest goes per member (pump, the resend
+                // timer). Anything else: the address is not usable here (no multicast
+                // route, an interface without multicast); per member from now on.
+                if (error != EAGAIN && error != EWOULDBLOCK && error != ENOBUFS &&
+                    shared.multicast_up.exchange(false)) {
+                    std::fprintf(stderr,
+                                 "msgpass udp: group '%s': sending to udp.multicast %s failed (%s); the group sends "
+                                 "per member from now on\n",
+                                 group.c_str(), p.options.multicast.c_str(), std::strerror(error));
+                }
+                break;
+            }
+            shared.datagrams_sent.fetch_add(1, std::memory_order_relaxed);
+            shared.multicast_sent.fetch_add(1, std::memory_order_relaxed);
+        }
+    }
+    for (std::size_t i = 0; i < queued.size(); ++i) {
+        UdpNode& n = *queued[i];
+        if (sent > 0 && std::find(ready.begin(), ready.end(), i) != ready.end()) {
+            const std::uint64_t before = n.sent_upto_;
+            n.sent_upto_ += sent;
+            n.last_sent_ = now;
+            n.transmitted(before, now);
+        }
+        n.dispatch(now);
+    }
+    locks.clear();
+    if (failures.empty()) return;
+    std::string what = "group '" + group + "' send failed for some members: " + failures;
+    if (all_lost) throw PeerLost(lost_peer, what, unacknowledged);
+    throw Error(what);
+}
+
+} // namespace msgpass::udp
