@@ -128,6 +128,49 @@ TEST(UdpDecoder, EachFaultIsDroppedUnderItsReason) {
     }
 }
 
+// A group data datagram is, to the member its table names, the data datagram it
+// would have been unicast; anything else about it is dropped by reason.
+TEST(UdpDecoder, AGroupDataDatagramIsTakenAsTheMembersOwnDataAndFaultsAreDropped) {
+    auto group_datagram = [](std::vector<udp::GroupEntry> table, std::size_t piece, auto change) {
+        auto h = good_data();
+        h.type = static_cast<std::uint16_t>(udp::DatagramType::group_data);
+        h.to = 0;
+        h.seq = 0;
+        h.peer_incarnation = 0;
+        h.reserved = static_cast<std::uint16_t>(table.size());
+        h.length = piece;
+        change(h);
+        std::vector<std::byte> bytes(udp::header_size + udp::group_table_bytes(table.size()) + piece, std::byte{7});
+        std::memcpy(bytes.data(), &h, udp::header_size);
+        if (!table.empty())
+            std::memcpy(bytes.data() + udp::header_size, table.data(), udp::group_table_bytes(table.size()));
+        return bytes;
+    };
+    const std::vector<udp::GroupEntry> table{{3, 0, 11, 40}, {1, 0, 55, 9}};
+    auto same = [](udp::DatagramHeader&) {};
+    const auto good = group_datagram(table, 100, same);
+    const auto d = udp::decode_datagram(good, expectation());
+    ASSERT_TRUE(d.ok) << udp::describe(d.drop);
+    EXPECT_EQ(d.header.type, static_cast<std::uint16_t>(udp::DatagramType::data));
+    EXPECT_EQ(d.header.to, 1u);
+    EXPECT_EQ(d.header.seq, 9u);
+    EXPECT_EQ(d.header.peer_incarnation, 55u);
+    EXPECT_EQ(d.payload.size(), 100u);
+    auto drop_of = [](const std::vector<std::byte>& bytes) {
+        const auto x = udp::decode_datagram(bytes, expectation());
+        return x.ok ? std::string("taken") : std::string(udp::describe(x.drop));
+    };
+    using udp::describe, udp::Drop;
+    EXPECT_EQ(drop_of(group_datagram({{3, 0, 11, 40}}, 100, same)), describe(Drop::wrong_target));
+    EXPECT_EQ(drop_of(group_datagram({}, 100, same)), describe(Drop::bad_type));
+    EXPECT_EQ(drop_of(group_datagram(table, 100, [](auto& h) { h.to = 1; })), describe(Drop::bad_type));
+    EXPECT_EQ(drop_of(group_datagram(table, 100, [](auto& h) { h.seq = 1; })), describe(Drop::bad_type));
+    EXPECT_EQ(drop_of(group_datagram(table, 100, [](auto& h) { h.reserved = 7; })), describe(Drop::too_short));
+    EXPECT_EQ(drop_of(group_datagram(table, 100, [](auto& h) { h.reserved = 2000; })), describe(Drop::bad_type));
+    EXPECT_EQ(drop_of(group_datagram(table, 100, [](auto& h) { h.length = 50; })), describe(Drop::bad_fragment));
+    EXPECT_EQ(drop_of(group_datagram(table, 100, [](auto& h) { h.partition = 1; })), describe(Drop::wrong_partition));
+}
+
 TEST(UdpDecoder, EveryLengthShorterThanAHeaderIsTooShortAndRandomBytesNeverPass) {
     const auto whole = datagram(good_data(), 0);
     for (std::size_t n = 0; n < udp::header_size; ++n) {
