@@ -77,6 +77,9 @@ UdpNode::OutMessage& UdpNode::enqueue(B& buffer) {
     return m;
 }
 
+// group.cpp queues a broadcast's SharedBuffer through it.
+template UdpNode::OutMessage& UdpNode::enqueue<SharedBuffer>(SharedBuffer& buffer);
+
 void UdpNode::dispatch(Clock::time_point now) {
     if (peer_incarnation_ == 0 && now >= next_hello_) { // first contact: at once, not at the next tick
         send_hello();
