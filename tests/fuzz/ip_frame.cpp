@@ -2,7 +2,7 @@
 // read from a peer's byte stream, checked on the data side against max_message_size
 // and on the acknowledging side, and the description of a fault that goes into the
 // Error a user reads. Invariants: a data frame accepted is within max_message_size
-// and flagless; an acknowledgement or goodbye carries no payload.
+// and flagless; an acknowledgement, goodbye or skip carries no payload.
 #include "fuzz.hpp"
 
 #include <msgpass/ip/frame.hpp>
@@ -26,7 +26,11 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
         MSGPASS_FUZZ_CHECK(h.length <= max_message && h.flags == 0);
         MSGPASS_FUZZ_CHECK(h.type == static_cast<std::uint32_t>(FrameType::data));
     }
-    if (data_side == Frame::goodbye || ack_side == Frame::goodbye || ack_side == Frame::ack) {
+    if (data_side == Frame::skip) {
+        MSGPASS_FUZZ_CHECK(h.type == static_cast<std::uint32_t>(FrameType::skip) && h.flags == 0);
+    }
+    if (data_side == Frame::goodbye || data_side == Frame::skip || ack_side == Frame::goodbye ||
+        ack_side == Frame::ack) {
         MSGPASS_FUZZ_CHECK(h.length == 0);
     }
     if (data_side == Frame::malformed || data_side == Frame::too_long) {

@@ -42,6 +42,12 @@ TEST(FrameWire, AcknowledgementsAndGoodbyesCarryTheirSequenceAndNoPayload) {
     EXPECT_EQ(check_ack_side(ack), Frame::ack);
     EXPECT_EQ(check_ack_side(bye), Frame::goodbye);
     EXPECT_EQ(check_data_side(bye, max_size), Frame::goodbye);
+    const FrameHeader skip = skip_frame(15);
+    EXPECT_EQ(skip.type, static_cast<std::uint32_t>(FrameType::skip));
+    EXPECT_EQ(skip.seq, 15u);
+    EXPECT_EQ(skip.length, 0u);
+    EXPECT_EQ(check_data_side(skip, max_size), Frame::skip);
+    EXPECT_EQ(check_ack_side(skip), Frame::malformed) << "a skip on the acknowledging side";
 }
 
 TEST(FrameWire, DecodeReadsBackWhatEncodeWrote) {
@@ -76,6 +82,8 @@ TEST(CheckDataSide, AnUnknownTypeFlagsOrAnAcknowledgementAreMalformed) {
     EXPECT_EQ(check_data_side(header(1, 10, 0, 1), max_size), Frame::malformed) << "flags are reserved";
     EXPECT_EQ(check_data_side(ack_frame(3), max_size), Frame::malformed) << "an ack on the data connection";
     EXPECT_EQ(check_data_side(header(3, 10), max_size), Frame::malformed) << "a goodbye with a payload";
+    EXPECT_EQ(check_data_side(header(4, 10), max_size), Frame::malformed) << "a skip with a payload";
+    EXPECT_EQ(check_data_side(header(4, 0, 0, 1), max_size), Frame::malformed) << "a skip with flags";
 }
 
 TEST(CheckAckSide, OnlyAcknowledgementsAndGoodbyesWithoutPayloadAreTaken) {

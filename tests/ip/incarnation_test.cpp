@@ -65,6 +65,40 @@ TEST(Inbox, TheLossOfARestartedPeerComesBetweenItsOldAndNewMessages) {
     EXPECT_FALSE(none.loss);
 }
 
+TEST(Inbox, AGapComesAfterTheMessagesBeforeItWithItsOwnLoss) {
+    Inbox inbox;
+    inbox.push(numbered(1));
+    inbox.mark_gap(Loss{"peer 2 dropped 3 messages", 0});
+    inbox.mark_loss();
+    inbox.push(numbered(5));
+    auto first = inbox.pop();
+    ASSERT_NE(first.message, nullptr);
+    EXPECT_FALSE(first.gap.has_value());
+    auto gap = inbox.pop();
+    EXPECT_TRUE(gap.loss);
+    ASSERT_TRUE(gap.gap.has_value());
+    EXPECT_EQ(gap.gap->reason, "peer 2 dropped 3 messages");
+    auto restart = inbox.pop();
+    EXPECT_TRUE(restart.loss);
+    EXPECT_FALSE(restart.gap.has_value()) << "a restart's marker is not a gap";
+    auto last = inbox.pop();
+    ASSERT_NE(last.message, nullptr);
+    EXPECT_EQ(last.message->as<int>(), 5);
+}
+
+TEST(LossLatch, AnIncarnationGivenUpForSilenceThatLivesCanBeLostAgain) {
+    LossLatch latch;
+    latch.raise(0x77, "silent", 1, true);
+    (void)latch.take();
+    latch.revive(0x78);
+    EXPECT_TRUE(latch.raised_for(0x77)) << "revived another incarnation";
+    latch.revive(0x77);
+    EXPECT_FALSE(latch.raised_for(0x77)) << "it lives: its next loss must be reported";
+    latch.raise(0x77, "it restarted", 0);
+    latch.revive(0x77);
+    EXPECT_TRUE(latch.raised_for(0x77)) << "a dead incarnation was revived";
+}
+
 TEST(LossLatch, ALossIsTakenOnceWithItsReasonAndUnacknowledgedCount) {
     LossLatch latch;
     EXPECT_FALSE(latch.pending());

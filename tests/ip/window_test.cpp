@@ -164,8 +164,9 @@ TEST(SendWindow, AFramePartlyWrittenThenAcknowledgedLeavesNoOffsetForTheNext) {
 }
 
 // "with unacknowledged() = the messages sent to that incarnation it had not
-// acknowledged; they are dropped, and the pair starts again from sequence 0"
-TEST(SendWindow, LosingThePeerCountsTheUnacknowledgedDropsThemAndNumbersFromZeroAgain) {
+// acknowledged; they are dropped" (the numbering goes on: renumber() for the peer's
+// next incarnation)
+TEST(SendWindow, LosingThePeerCountsTheUnacknowledgedAndDropsThemButTheNumberingGoesOn) {
     SendWindow w;
     const SharedBuffer held = message(8);
     w.push(held, 8);
@@ -176,10 +177,65 @@ TEST(SendWindow, LosingThePeerCountsTheUnacknowledgedDropsThemAndNumbersFromZero
     EXPECT_EQ(w.lose(), 3u);
     EXPECT_TRUE(w.empty());
     EXPECT_EQ(w.written(), 0u);
-    EXPECT_EQ(w.next_seq(), 0u);
-    EXPECT_EQ(w.push(message(8), 8), 0u);
+    EXPECT_EQ(w.next_seq(), 4u) << "a peer given up while it lived still counts our messages";
+    EXPECT_EQ(w.acknowledged_to(), 1u);
+    EXPECT_EQ(w.push(message(8), 8), 4u);
     EXPECT_EQ(w.lose(), 1u);
     EXPECT_EQ(w.lose(), 0u);
+}
+
+// The soak's "expected message 34608, got 34610 (a gap)": a peer given up for
+// silence that answers again expects the first message it lacks; the window never
+// trims what it did not get: resume() says how many numbers it must skip.
+TEST(SendWindow, AResumeBelowTheMessagesKeptAfterALossSaysHowManyThePeerMustSkip) {
+    SendWindow w;
+    for (int i = 0; i < 10; ++i)
+        w.push(message(8), 8);
+    ASSERT_TRUE(w.acknowledge(4)); // then the peer got 4..6 but its acknowledgement was lost
+    EXPECT_EQ(w.lose(), 6u);       // 4..9 dropped
+    for (int i = 0; i < 3; ++i)
+        EXPECT_EQ(w.push(message(8), 8), 10u + static_cast<std::uint64_t>(i));
+    EXPECT_FALSE(w.resume(3).has_value()) << "below what the peer acknowledged";
+    EXPECT_FALSE(w.resume(14).has_value()) << "beyond what was sent";
+    const auto skipped = w.resume(7);
+    ASSERT_TRUE(skipped.has_value());
+    EXPECT_EQ(*skipped, 3u) << "7, 8 and 9 were dropped: the peer skips to 10";
+    EXPECT_EQ(w.first_unacknowledged(), 10u);
+    EXPECT_EQ(w.size(), 3u) << "nothing kept was trimmed";
+    const auto again = w.resume(7); // the connection broke before the skip arrived
+    ASSERT_TRUE(again.has_value());
+    EXPECT_EQ(*again, 3u);
+    EXPECT_EQ(w.resume(10).value_or(99), 0u) << "the peer skipped: nothing to skip now";
+    EXPECT_EQ(w.size(), 3u);
+}
+
+TEST(SendWindow, RenumberingForANewIncarnationNumbersTheKeptMessagesFromZero) {
+    SendWindow w;
+    for (int i = 0; i < 5; ++i)
+        w.push(message(8), 8);
+    ASSERT_TRUE(w.acknowledge(2));
+    EXPECT_EQ(w.lose(), 3u);
+    w.push(message(8), 8);
+    w.push(message(8), 8);
+    w.renumber();
+    ASSERT_EQ(w.size(), 2u);
+    EXPECT_EQ(w[0].header.seq, 0u);
+    EXPECT_EQ(w[1].header.seq, 1u);
+    EXPECT_EQ(w.next_seq(), 2u);
+    EXPECT_EQ(w.resume(0).value_or(99), 0u) << "the new incarnation expects 0 and lacks nothing";
+}
+
+TEST(ReceiveWindow, ASkipMovesTheNextExpectedOnAndCountsWhatWasSkipped) {
+    ReceiveWindow r;
+    r.attach(0x11);
+    r.delivered(10);
+    EXPECT_EQ(r.skip_to(1), 0u) << "nothing skipped when the skip is not beyond what arrived";
+    EXPECT_EQ(r.skip_to(6), 5u);
+    EXPECT_EQ(r.expected(), 6u);
+    EXPECT_EQ(r.classify(6), ReceiveWindow::Arrival::in_order);
+    EXPECT_TRUE(r.ack_owed()) << "the sender learns from the acknowledgement that the skip arrived";
+    r.attach(0x11); // the same incarnation reconnects: the count goes on
+    EXPECT_EQ(r.expected(), 6u);
 }
 
 TEST(ReceiveWindow, TellsTheNextMessageFromADuplicateAndAGap) {

@@ -158,6 +158,112 @@ TEST(TcpConnectionReset, AResetMidStreamWithBothSidesAliveLosesAndDuplicatesNoth
         << "the resets did not make the sender reconnect: " << describe(tcp_of(*b).listener_stats());
 }
 
+// ------------------------------------------------ a loss declared while the peer lives
+
+// Node 1 reaches node 2 only through a relay (node 1's nodes file puts node 2 on the
+// relay's port; node 2 reaches node 1 directly). The relay is cut after node 2 took
+// messages 0..9: node 1 gets no connection for peer_timeout and declares node 2
+// lost, which lives on (its probe reaches node 1). Messages 10..10+dropped-1 were sent
+// while cut: node 1 dropped them and reported them unacknowledged. After its
+// PeerLost node 1 sends the rest; the relay joins again and node 1 reconnects to the
+// same node 2, which still counts node 1's messages. Node 2 must get every message
+// in order, or a PeerLost before the first message after a gap: never a gap without
+// one (the soak found "expected message 34608, got 34610" and then "node 3 sent
+// message 0 where 2 was expected"). Every wait is on an event, with a bound.
+class TcpLossWhileAlive : public ::testing::TestWithParam<std::uint64_t> {};
+
+TEST_P(TcpLossWhileAlive, TheLiveReceiverGetsEveryMessageInOrderOrAPeerLostBeforeTheGap) {
+    const std::uint64_t dropped = GetParam(); // messages node 1 sends while node 2 is unreachable
+    constexpr std::uint64_t before = 10, total = 30;
+    auto direct = local_partition(partition_for_test(), 2, 300ms);
+    ASSERT_EQ(direct.nodes.size(), 2u) << "no free ports";
+    const auto relay_port = free_ports(1);
+    ASSERT_EQ(relay_port.size(), 1u) << "no free port for the relay";
+    auto via_relay = direct;
+    via_relay.nodes[1].port = relay_port[0];
+    Relay relay(relay_port[0], direct.nodes[1].port);
+    ASSERT_TRUE(relay.valid()) << "the relay could not listen on port " << relay_port[0];
+    auto a = NodeFactory::create(via_relay.load(), 1);
+    auto b = NodeFactory::create(direct.load(), 2);
+    auto to_b = a->create_node(2);
+    auto from_a = b->create_node(1);
+
+    // Node 2's view: every message checked; a gap is legal only right after a PeerLost.
+    std::uint64_t expected = 0;
+    std::vector<std::string> losses; // what node 2's PeerLosts said, in order
+    bool loss_before_next = false;
+    std::string violation;
+    auto take_until = [&](std::uint64_t last) {
+        const auto deadline = Clock::now() + patience;
+        while (violation.empty() && expected <= last) {
+            if (Clock::now() > deadline) {
+                violation = "node 2 waited for message " + std::to_string(expected) + " in vain";
+                return;
+            }
+            try {
+                auto m = from_a->receive(100ms);
+                if (!m) continue;
+                const auto h = check_payload(*m);
+                if (h.seq < expected) {
+                    violation =
+                        "message " + std::to_string(h.seq) + " came again after " + std::to_string(expected - 1);
+                } else if (h.seq > expected && !loss_before_next) {
+                    violation = "expected message " + std::to_string(expected) + ", got " + std::to_string(h.seq) +
+                                " (a gap) with no PeerLost before it";
+                }
+                loss_before_next = false;
+                expected = h.seq + 1;
+            } catch (const PeerLost& e) {
+                losses.emplace_back(e.what());
+                loss_before_next = true;
+            } catch (const Error& e) {
+                violation = std::string("receive on node 2: ") + e.what();
+            } catch (const std::string& e) {
+                violation = e;
+            }
+        }
+    };
+
+    for (std::uint64_t i = 0; i < before; ++i)
+        send_driving(*a, *to_b, 1, i, 200);
+    take_until(before - 1);
+    ASSERT_EQ(violation, "");
+    ASSERT_TRUE(relay.cut()) << "the relay did not cut its connections";
+    for (std::uint64_t i = before; i < before + dropped; ++i)
+        send_driving(*a, *to_b, 1, i, 200);
+    // Node 1 declares node 2 lost: its receive from node 2 (which sends nothing) throws it.
+    std::optional<PeerLost> lost;
+    const auto deadline = Clock::now() + patience;
+    while (!lost && Clock::now() < deadline) {
+        try {
+            (void)to_b->receive(100ms);
+        } catch (const PeerLost& e) {
+            lost = e;
+        }
+    }
+    ASSERT_TRUE(lost.has_value()) << "node 1 never declared node 2 lost while the relay was cut ("
+                                  << relay.turned_away() << " connections turned away)";
+    EXPECT_GE(lost->unacknowledged(), dropped) << lost->what();
+    for (std::uint64_t i = before + dropped; i < total; ++i)
+        send_driving(*a, *to_b, 1, i, 200);
+    const auto relayed = relay.relayed();
+    ASSERT_TRUE(relay.join()) << "the relay did not join again";
+    take_until(total - 1);
+    EXPECT_EQ(violation, "") << "node 2's PeerLosts: " << losses.size();
+    EXPECT_GT(relay.relayed(), relayed) << "node 1 did not reconnect through the relay";
+    if (dropped == 0) {
+        EXPECT_TRUE(losses.empty()) << "node 2 lost nothing but was told: " << losses.front();
+    } else {
+        // Messages 10..14 never reached node 2: it must have been told, once, before message 15.
+        ASSERT_EQ(losses.size(), 1u) << "node 2 got messages 0.." << expected - 1 << " and " << losses.size()
+                                     << " PeerLost for the messages node 1 dropped";
+        EXPECT_NE(losses[0].find("dropped"), std::string::npos) << losses[0];
+    }
+    EXPECT_EQ(from_a->receive(200ms), nullptr) << "a message after the last one sent";
+}
+
+INSTANTIATE_TEST_SUITE_P(Dropped, TcpLossWhileAlive, ::testing::Values(0u, 5u));
+
 class TcpPeerLife : public ::testing::Test {
 protected:
     static constexpr auto peer_timeout = 500ms;

@@ -24,6 +24,7 @@
 #include <algorithm>
 #include <atomic>
 #include <cerrno>
+#include <condition_variable>
 #include <cstring>
 #include <filesystem>
 #include <map>
@@ -31,6 +32,9 @@
 #include <optional>
 #include <random>
 #include <set>
+#include <thread>
+#include <utility>
+#include <vector>
 
 namespace msgpass::test {
 
@@ -164,6 +168,161 @@ public:
 
 private:
     int fd_ = -1;
+};
+
+// ------------------------------------------------------------ a relay to cut
+
+// A TCP relay from 127.0.0.1:port to 127.0.0.1:target, in its own thread, that the
+// test cuts and joins again: a node whose nodes file puts its peer on `port` reaches
+// the peer only through it. cut() returns once every relayed connection is closed
+// and nothing more is forwarded; while cut, a new connection is accepted and closed
+// at once (the connector sees its peer unreachable, never refused: the port
+// listens); after join() new connections are relayed again.
+class Relay {
+public:
+    Relay(std::uint16_t port, std::uint16_t target) : target_(target) {
+        listen_fd_ = ::socket(AF_INET, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+        int one = 1;
+        ::setsockopt(listen_fd_, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
+        sockaddr_in a{};
+        a.sin_family = AF_INET;
+        a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+        a.sin_port = htons(port);
+        if (::bind(listen_fd_, reinterpret_cast<const sockaddr*>(&a), sizeof a) != 0 || ::listen(listen_fd_, 64) != 0) {
+            ::close(listen_fd_);
+            listen_fd_ = -1;
+            return;
+        }
+        thread_ = std::thread([this] { run(); });
+    }
+    Relay(const Relay&) = delete;
+    Relay& operator=(const Relay&) = delete;
+    ~Relay() {
+        {
+            std::lock_guard lock(mutex_);
+            stop_ = true;
+        }
+        if (thread_.joinable()) thread_.join();
+        for (auto& [a, b] : pairs_) {
+            ::close(a);
+            ::close(b);
+        }
+        if (listen_fd_ >= 0) ::close(listen_fd_);
+    }
+    [[nodiscard]] bool valid() const { return listen_fd_ >= 0; }
+
+    // Closes every relayed connection and relays nothing until join(); returns once
+    // the relay thread did it (false when it did not within bound).
+    bool cut(std::chrono::milliseconds bound = 10s) { return set_cut(true, bound); }
+    bool join(std::chrono::milliseconds bound = 10s) { return set_cut(false, bound); }
+    // Connections relayed to the target so far.
+    [[nodiscard]] std::uint64_t relayed() const { return relayed_.load(); }
+    // Connections accepted and closed at once while cut.
+    [[nodiscard]] std::uint64_t turned_away() const { return turned_away_.load(); }
+
+private:
+    bool set_cut(bool cut, std::chrono::milliseconds bound) {
+        std::unique_lock lock(mutex_);
+        want_cut_ = cut;
+        const std::uint64_t asked = ++asked_;
+        return changed_.wait_for(lock, bound, [&] { return applied_ >= asked; });
+    }
+
+    void close_pairs() {
+        for (auto& [a, b] : pairs_) {
+            ::close(a);
+            ::close(b);
+        }
+        pairs_.clear();
+    }
+
+    void run() {
+        std::vector<pollfd> fds;
+        std::vector<char> chunk(64 * 1024);
+        bool cut = false;
+        for (;;) {
+            {
+                std::lock_guard lock(mutex_);
+                if (stop_) return;
+                if (applied_ != asked_) {
+                    cut = want_cut_;
+                    if (cut) close_pairs(); // nothing read from here on is forwarded
+                    applied_ = asked_;
+                    changed_.notify_all();
+                }
+            }
+            fds.assign(1, pollfd{listen_fd_, POLLIN, 0});
+            for (auto& [a, b] : pairs_) {
+                fds.push_back(pollfd{a, POLLIN, 0});
+                fds.push_back(pollfd{b, POLLIN, 0});
+            }
+            if (::poll(fds.data(), fds.size(), 5) <= 0) continue; // 5 ms: the next look at cut() and join()
+            if ((fds[0].revents & POLLIN) != 0) accept_one(cut);
+            std::vector<std::size_t> dead;
+            for (std::size_t i = 1; i < fds.size(); ++i) {
+                if (fds[i].revents == 0) continue;
+                const std::size_t pair = (i - 1) / 2;
+                if (pair >= pairs_.size()) break;
+                const int from = fds[i].fd;
+                const int to = (i - 1) % 2 == 0 ? pairs_[pair].second : pairs_[pair].first;
+                const ssize_t got = ::recv(from, chunk.data(), chunk.size(), MSG_DONTWAIT);
+                if (got < 0 && (errno == EAGAIN || errno == EINTR)) continue;
+                if (got <= 0 || !write_all(to, chunk.data(), static_cast<std::size_t>(got))) {
+                    if (dead.empty() || dead.back() != pair) dead.push_back(pair);
+                }
+            }
+            for (auto it = dead.rbegin(); it != dead.rend(); ++it) {
+                ::close(pairs_[*it].first);
+                ::close(pairs_[*it].second);
+                pairs_.erase(pairs_.begin() + static_cast<std::ptrdiff_t>(*it));
+            }
+        }
+    }
+
+    void accept_one(bool cut) {
+        const int fd = ::accept4(listen_fd_, nullptr, nullptr, SOCK_CLOEXEC);
+        if (fd < 0) return;
+        if (cut) {
+            ::close(fd);
+            turned_away_.fetch_add(1);
+            return;
+        }
+        const int out = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+        sockaddr_in a{};
+        a.sin_family = AF_INET;
+        a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+        a.sin_port = htons(target_);
+        if (out < 0 || ::connect(out, reinterpret_cast<const sockaddr*>(&a), sizeof a) != 0) {
+            if (out >= 0) ::close(out);
+            ::close(fd);
+            return;
+        }
+        pairs_.emplace_back(fd, out);
+        relayed_.fetch_add(1);
+    }
+
+    // Blocking sockets: the relay carries a test's few messages, both ends read.
+    static bool write_all(int fd, const char* p, std::size_t n) {
+        while (n > 0) {
+            const ssize_t k = ::send(fd, p, n, MSG_NOSIGNAL);
+            if (k < 0 && errno == EINTR) continue;
+            if (k <= 0) return false;
+            p += k;
+            n -= static_cast<std::size_t>(k);
+        }
+        return true;
+    }
+
+    std::uint16_t target_;
+    int listen_fd_ = -1;
+    std::thread thread_;
+    std::mutex mutex_;
+    std::condition_variable changed_;
+    bool stop_ = false;
+    bool want_cut_ = false;
+    std::uint64_t asked_ = 0, applied_ = 0;
+    std::vector<std::pair<int, int>> pairs_; // (accepted, to the target): relay thread only
+    std::atomic<std::uint64_t> relayed_{0}, turned_away_{0};
 };
 
 // ------------------------------------------------------------ peer processes

@@ -203,7 +203,10 @@ private:
     void handle_out_event(std::uint32_t generation, std::uint32_t events);
     bool acknowledged(std::uint64_t next_expected);
     void trimmed();
-    void declare_lost_locked(std::uint64_t incarnation, const std::string& reason);
+    // may_live: given up for silence (no connection for peer_timeout), the peer may
+    // show up again with the same incarnation.
+    void declare_lost_locked(std::uint64_t incarnation, const std::string& reason, bool may_live = false);
+    void welcome_mismatch(const Welcome& w);
     void close_out_fd();
     // in side, under in_mutex_
     void read_in_side();
@@ -234,6 +237,10 @@ private:
     ip::SendWindow window_;               // messages not yet acknowledged
     ip::GatherList gather_;               // the iovecs of one write
     std::uint64_t peer_incarnation_ = 0;  // of the last Welcome; 0 = none
+    // The peer incarnation whose count of our messages window_'s numbers follow (0:
+    // none yet); a welcome from another one renumbers them from 0. Kept through a
+    // loss: a peer given up for silence may still count them.
+    std::uint64_t numbered_for_ = 0;
     bool peer_said_goodbye_ = false;
     bool closed_ = false;
     bool refusal_logged_ = false;

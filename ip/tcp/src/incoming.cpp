@@ -5,6 +5,7 @@
 #include "engine.hpp"
 
 #include <cerrno>
+#include <cstdio>
 #include <cstring>
 #include <sys/epoll.h>
 #include <unistd.h>
@@ -43,7 +44,7 @@ std::uint64_t TcpNode::attach_incoming(int fd, std::uint64_t incarnation) {
         rx_begin_ = rx_end_ = 0;
         ack_tx_len_ = ack_tx_off_ = 0;
         if (restarted && in_window_.incarnation() != incarnation) inbox_.mark_loss();
-        in_window_.attach(incarnation); // a new incarnation counts from 0
+        in_window_.attach(incarnation); // a new incarnation counts from 0; the same one goes on
         in_goodbye_ = false;
         known_incarnation_.store(incarnation);
         next_expected = in_window_.expected();
@@ -56,6 +57,7 @@ std::uint64_t TcpNode::attach_incoming(int fd, std::uint64_t incarnation) {
             shared_->epoll.add(fd, EPOLLIN | EPOLLET | EPOLLRDHUP, event_data(Tag::in, id_, 0));
         }
     }
+    loss_.revive(incarnation); // if it was given up for silence, it lives: its later loss is reported again
     shared_->wake_receivers();
     return next_expected;
 }
@@ -101,6 +103,33 @@ void TcpNode::parse_in_buffer() {
             rx_begin_ += sizeof h;
             in_goodbye_ = true;
             known_incarnation_.store(0); // a clean end: a later refusal is not a loss
+            continue;
+        }
+        if (frame == ip::Frame::skip) {
+            rx_begin_ += sizeof h;
+            if (h.seq < in_window_.expected()) { // a skip back over messages delivered
+                violation_ = "node " + std::to_string(id_) + " skipped to message " + std::to_string(h.seq) +
+                             " where " + std::to_string(in_window_.expected()) + " was expected";
+                shared_->count_refusal(Refusal::protocol_error);
+                in_broken();
+                return;
+            }
+            const std::uint64_t first = in_window_.expected();
+            if (const std::uint64_t skipped = in_window_.skip_to(h.seq); skipped > 0) {
+                // The peer gave this node up while it lived and dropped these messages:
+                // reported after what arrived before them, before what follows.
+                inbox_.mark_gap(ip::Loss{
+                    "peer " + std::to_string(id_) + " (" + name_ + ", " + address_.text + ") dropped " +
+                        std::to_string(skipped) + " messages to this node (numbers " + std::to_string(first) + ".." +
+                        std::to_string(h.seq - 1) +
+                        ") after declaring this node lost (no connection for peer_timeout); its messages go on "
+                        "from number " +
+                        std::to_string(h.seq),
+                    0});
+                std::fprintf(stderr, "msgpass tcp node %u: peer %u dropped %llu messages to this node (%llu..%llu)\n",
+                             shared_->parameters.self, id_, static_cast<unsigned long long>(skipped),
+                             static_cast<unsigned long long>(first), static_cast<unsigned long long>(h.seq - 1));
+            }
             continue;
         }
         if (frame != ip::Frame::data) {

@@ -64,17 +64,22 @@ void TcpNode::throw_if_lost() {
     }
 }
 
-// The peer incarnation died: everything it did not acknowledge is counted and
-// dropped, the pair starts again from sequence 0 with its next incarnation.
-void TcpNode::declare_lost_locked(std::uint64_t incarnation, const std::string& reason) {
+// The peer incarnation died, or was given up for silence: everything it did not
+// acknowledge is counted and dropped. The numbering goes on (window.hpp): a peer
+// given up while it lived is told, when it is reached again, which messages it will
+// never get (a skip frame, handle_welcome); its next incarnation numbers from 0.
+void TcpNode::declare_lost_locked(std::uint64_t incarnation, const std::string& reason, bool may_live) {
     if (loss_.raised_for(incarnation)) return; // already reported
     const std::uint64_t unacknowledged = window_.lose();
+    // Numbers nobody counted yet belong to the incarnation given up: if it answers
+    // after all, it learns what it missed.
+    if (numbered_for_ == 0) numbered_for_ = incarnation;
     queue_depth_.store(0, std::memory_order_relaxed);
     peer_incarnation_ = 0;
     reconnect_.forget();
     const std::string text = "peer " + std::to_string(id_) + " (" + name_ + ", " + address_.text + ") lost: " + reason +
                              "; " + std::to_string(unacknowledged) + " messages sent to it were not acknowledged";
-    loss_.raise(incarnation, text, unacknowledged);
+    loss_.raise(incarnation, text, unacknowledged, may_live);
     std::fprintf(stderr, "msgpass tcp node %u: %s\n", shared_->parameters.self, text.c_str());
     out_changed_.notify_all();
     shared_->wake_receivers();
@@ -270,6 +275,11 @@ BufferPtr TcpNode::take_locked(std::unique_lock<std::mutex>& lock) {
             stats_.received(next.message->size());
             takes_.fetch_add(1, std::memory_order_relaxed);
             return std::move(next.message);
+        }
+        if (next.gap) { // the peer dropped messages to us here
+            stats_.error();
+            lock.unlock();
+            throw PeerLost(id_, next.gap->reason, next.gap->unacknowledged);
         }
         lock.unlock();
         throw_if_lost(); // the lock is not held while the exception leaves

@@ -86,7 +86,7 @@ void TcpNode::attempt_failed(bool refused, const std::string& why, Clock::time_p
         declare_lost_locked(known, "its port refuses connections (" + why + ")");
         break;
     case ip::Reconnect::Outcome::lost_silent:
-        declare_lost_locked(known, "no connection for peer_timeout (" + why + ")");
+        declare_lost_locked(known, "no connection for peer_timeout (" + why + ")", true);
         break;
     }
     state_ = window_.empty() ? OutState::idle : OutState::waiting;
@@ -288,17 +288,27 @@ void TcpNode::handle_welcome(const Welcome& w) {
     if (ip::restarted(peer_incarnation_, w.incarnation)) {
         declare_lost_locked(peer_incarnation_, "it restarted");
     }
-    const std::uint64_t first = window_.first_unacknowledged();
-    const std::uint64_t next = window_.next_seq();
-    if (!window_.resume(w.next_expected)) {
-        // The peer claims messages we never sent, or lost some it had acknowledged.
-        declare_lost_locked(w.incarnation, "its welcome expects message " + std::to_string(w.next_expected) +
-                                               " but this node holds " + std::to_string(first) + ".." +
-                                               std::to_string(next));
-        close_out_fd();
-        state_ = OutState::idle;
+    // A new incarnation counts our messages from 0; the one our numbers were for (alive
+    // after we gave it up, or after a clean goodbye and a loss) goes on counting them.
+    if (numbered_for_ != 0 && w.incarnation != numbered_for_) window_.renumber();
+    const auto skipped = window_.resume(w.next_expected);
+    if (!skipped) {
+        welcome_mismatch(w);
         return;
     }
+    if (*skipped > 0) {
+        // We gave this peer up while it lived and dropped messages it never got: the
+        // skip frame, before any data, makes it report them lost where they belong in
+        // its stream and count on from our first kept message.
+        const FrameHeader skip = ip::skip_frame(window_.first_unacknowledged());
+        if (::send(out_fd_, &skip, sizeof skip, MSG_DONTWAIT | MSG_NOSIGNAL) != static_cast<ssize_t>(sizeof skip)) {
+            close_out_fd(); // a fresh socket takes 24 bytes at once
+            attempt_failed(false, "handshake write failed", Clock::now());
+            return;
+        }
+    }
+    numbered_for_ = w.incarnation;
+    loss_.revive(w.incarnation); // given up for silence, it lives: its later loss is reported again
     trimmed();
     peer_incarnation_ = w.incarnation;
     known_incarnation_.store(w.incarnation);
@@ -307,6 +317,35 @@ void TcpNode::handle_welcome(const Welcome& w) {
     refusal_logged_ = false;
     write_pending();
     out_changed_.notify_all();
+}
+
+// The peer claims messages we never sent, or lacks some it had acknowledged: the
+// numbering of the pair disagrees, and trimming the window to fit would drop messages
+// it never got without a word. Loud instead: counted as a protocol error, logged, the
+// messages it did not acknowledge reported lost (even when its loss was reported
+// before), the numbering started again, and the peer asked again only after the
+// longest backoff.
+void TcpNode::welcome_mismatch(const Welcome& w) {
+    const std::string text = "peer " + std::to_string(id_) + " (" + name_ + ", " + address_.text +
+                             ") lost: its welcome expects message " + std::to_string(w.next_expected) +
+                             " but this node acknowledged up to " + std::to_string(window_.acknowledged_to()) +
+                             " and sent up to " + std::to_string(window_.next_seq()) +
+                             " (the numbering of the pair disagrees)";
+    shared_->count_refusal(Refusal::protocol_error);
+    const std::uint64_t unacknowledged = window_.lose();
+    window_.renumber();
+    numbered_for_ = 0;
+    peer_incarnation_ = 0;
+    queue_depth_.store(0, std::memory_order_relaxed);
+    reconnect_.forget();
+    loss_.raise(w.incarnation, text + "; " + std::to_string(unacknowledged) + " messages sent to it were dropped",
+                unacknowledged);
+    std::fprintf(stderr, "msgpass tcp node %u: %s\n", shared_->parameters.self, text.c_str());
+    close_out_fd();
+    reconnect_.refused_by_peer();
+    state_ = OutState::idle;
+    out_changed_.notify_all();
+    shared_->wake_receivers();
 }
 
 // An acknowledgement of every message before next_expected; false when it

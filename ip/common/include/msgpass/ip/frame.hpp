@@ -21,6 +21,8 @@ enum class FrameType : std::uint32_t {
     data = 1,    // connector -> acceptor: one message of `length` bytes, number `seq`
     ack = 2,     // acceptor -> connector: every message before `seq` was received
     goodbye = 3, // either way: the sender closes cleanly (its factory is destroyed)
+    skip = 4,    // connector -> acceptor: the messages before `seq` that did not arrive were dropped
+                 // (the connector gave the acceptor up while it lived); numbering goes on from `seq`
 };
 
 // Every frame after the handshake, 24 bytes, followed by `length` bytes (data only).
@@ -40,6 +42,10 @@ inline constexpr std::size_t frame_header_size = sizeof(FrameHeader);
 // Every message before next_expected was received.
 [[nodiscard]] constexpr FrameHeader ack_frame(std::uint64_t next_expected) noexcept {
     return {0, next_expected, static_cast<std::uint32_t>(FrameType::ack), 0};
+}
+// The messages before first_kept that the receiver lacks were dropped by the sender.
+[[nodiscard]] constexpr FrameHeader skip_frame(std::uint64_t first_kept) noexcept {
+    return {0, first_kept, static_cast<std::uint32_t>(FrameType::skip), 0};
 }
 // Toward the connector, next_expected is a last acknowledgement; toward the acceptor, 0.
 [[nodiscard]] constexpr FrameHeader goodbye_frame(std::uint64_t next_expected) noexcept {
@@ -66,14 +72,16 @@ enum class Frame {
     data,
     ack,
     goodbye,
+    skip,
     malformed, // a type this side does not take, a payload or flags where none belong
     too_long,  // a data frame longer than max_message_size
 };
 
 // On the side that receives data: a data frame of at most max_message_size bytes
-// with no flags, or a goodbye without payload.
+// with no flags, or a goodbye or skip without payload.
 [[nodiscard]] constexpr Frame check_data_side(const FrameHeader& h, std::uint64_t max_message_size) noexcept {
     if (h.type == static_cast<std::uint32_t>(FrameType::goodbye) && h.length == 0) return Frame::goodbye;
+    if (h.type == static_cast<std::uint32_t>(FrameType::skip) && h.length == 0 && h.flags == 0) return Frame::skip;
     if (h.type != static_cast<std::uint32_t>(FrameType::data) || h.flags != 0) return Frame::malformed;
     if (h.length > max_message_size) return Frame::too_long;
     return Frame::data;

@@ -26,36 +26,49 @@ namespace msgpass::ip {
     return known != 0 && seen != known;
 }
 
-// The messages received from a peer, in order, with the point where its previous
-// incarnation's loss belongs.
-class Inbox {
-public:
-    struct Next {
-        BufferPtr message; // null at the loss marker
-        bool loss = false; // the previous incarnation's loss is to be reported here
-    };
-
-    void push(BufferPtr message) { entries_.push_back(std::move(message)); }
-    // The previous incarnation ended here: what follows is the new one's.
-    void mark_loss() { entries_.push_back(nullptr); }
-    [[nodiscard]] bool empty() const noexcept { return entries_.empty(); }
-    // The next message or the marker; {null, false} when empty.
-    Next pop() {
-        if (entries_.empty()) return {};
-        BufferPtr m = std::move(entries_.front());
-        entries_.pop_front();
-        const bool loss = m == nullptr;
-        return {std::move(m), loss};
-    }
-
-private:
-    std::deque<BufferPtr> entries_; // null: a loss marker
-};
-
 // What PeerLost reports.
 struct Loss {
     std::string reason;
     std::uint64_t unacknowledged = 0; // messages sent to the lost incarnation it never acknowledged
+};
+
+// The messages received from a peer, in order, with the point where its previous
+// incarnation's loss belongs, and the points where the peer dropped messages to us.
+class Inbox {
+public:
+    struct Next {
+        BufferPtr message;       // null at a marker
+        bool loss = false;       // a marker: the previous incarnation's loss, or the gap, is reported here
+        std::optional<Loss> gap; // at a gap marker: what the peer dropped
+    };
+
+    void push(BufferPtr message) { entries_.push_back(std::move(message)); }
+    // The previous incarnation ended here: what follows is the new one's.
+    void mark_loss() {
+        entries_.push_back(nullptr);
+        markers_.emplace_back(std::nullopt);
+    }
+    // The peer (the same incarnation) dropped messages that belong here: it gave this
+    // node up while it lived. `gap` is reported here, after the messages before it.
+    void mark_gap(Loss gap) {
+        entries_.push_back(nullptr);
+        markers_.emplace_back(std::move(gap));
+    }
+    [[nodiscard]] bool empty() const noexcept { return entries_.empty(); }
+    // The next message or marker; {null, false} when empty.
+    Next pop() {
+        if (entries_.empty()) return {};
+        BufferPtr m = std::move(entries_.front());
+        entries_.pop_front();
+        if (m != nullptr) return {std::move(m), false, std::nullopt};
+        std::optional<Loss> gap = std::move(markers_.front());
+        markers_.pop_front();
+        return {nullptr, true, std::move(gap)};
+    }
+
+private:
+    std::deque<BufferPtr> entries_;           // null: a marker
+    std::deque<std::optional<Loss>> markers_; // one per marker, in order: a gap's loss, or none
 };
 
 // The loss of a peer's incarnation, raised by whoever finds it and taken once by the
@@ -64,8 +77,12 @@ class LossLatch {
 public:
     // The loss of this incarnation was raised already (never for 0, an unknown one).
     [[nodiscard]] bool raised_for(std::uint64_t incarnation) const;
-    // Raises the loss; replaces one not taken yet.
-    void raise(std::uint64_t incarnation, std::string reason, std::uint64_t unacknowledged);
+    // Raises the loss; replaces one not taken yet. may_live: the incarnation was given
+    // up for silence, it may show up again (revive).
+    void raise(std::uint64_t incarnation, std::string reason, std::uint64_t unacknowledged, bool may_live = false);
+    // The incarnation given up for silence showed up alive: a later loss of it is
+    // raised again (a loss not taken yet stays).
+    void revive(std::uint64_t incarnation);
     [[nodiscard]] bool pending() const noexcept { return pending_.load(std::memory_order_acquire); }
     // The loss raised and not taken yet; each raise is taken once.
     [[nodiscard]] std::optional<Loss> take();
@@ -75,6 +92,7 @@ private:
     std::atomic<bool> pending_{false};
     Loss loss_;
     std::uint64_t incarnation_ = 0; // the last incarnation raised
+    bool may_live_ = false;         // ... given up for silence
 };
 
 } // namespace msgpass::ip

@@ -4,16 +4,21 @@
 // (the buffer itself, no copy) until it is acknowledged, so that after a broken
 // connection it resends from the receiver's next expected number and nothing is lost
 // or delivered twice; when the peer incarnation is lost, what it did not acknowledge
-// is counted and dropped. No sockets and no locks here: the technology calls these
-// under its own locks, from its writer, its reader and its handshake.
+// is counted and dropped, and the numbering goes on: a peer given up while it lived
+// (silent for peer_timeout) still counts our messages, and its next welcome shows
+// which numbers it lacks (resume() says how many; the transport tells the peer to
+// skip them). Only a new incarnation of the peer numbers from 0 again (renumber()). No sockets and no locks here: the
+// technology calls these under its own locks, from its writer, its reader and its handshake.
 #pragma once
 
 #include <msgpass/buffer.hpp>
 #include <msgpass/ip/frame.hpp>
 
+#include <algorithm>
 #include <cstddef>
 #include <cstdint>
 #include <deque>
+#include <optional>
 
 namespace msgpass::ip {
 
@@ -83,24 +88,34 @@ public:
         }
     }
 
+    // Every message before this was acknowledged by the peer (an acknowledgement or a
+    // welcome); below first_unacknowledged() when lose() dropped messages it lacks.
+    [[nodiscard]] std::uint64_t acknowledged_to() const noexcept { return acknowledged_to_; }
+
     // An acknowledgement: every message before next_expected arrived; they move to
     // the acknowledged list. False, and nothing changes, when next_expected is beyond
     // what was sent (a protocol error). An older acknowledgement changes nothing.
     [[nodiscard]] bool acknowledge(std::uint64_t next_expected) {
         if (next_expected > next_seq_) return false;
+        acknowledged_to_ = std::max(acknowledged_to_, next_expected);
         trim(next_expected);
         return true;
     }
 
     // A new connection, whose peer expects next_expected: what came before is dropped
-    // as acknowledged and the rest is written again from its first. False, and nothing
-    // changes, when next_expected is outside [first_unacknowledged, next_seq]: the peer
-    // claims messages never sent, or lost some it had acknowledged.
-    [[nodiscard]] bool resume(std::uint64_t next_expected) {
-        if (next_expected > next_seq_ || next_expected < first_unacknowledged()) return false;
+    // as acknowledged and the rest is written again from its first. Returns how many
+    // numbers from next_expected on the peer will never get (lose() dropped them): the
+    // transport tells it to skip to first_unacknowledged() before anything else; 0
+    // when none. Nothing, and nothing changes, when next_expected is outside
+    // [acknowledged_to, next_seq]: the peer claims messages never sent, or lost some
+    // it had acknowledged; a welcome that does not match is never trimmed to fit.
+    [[nodiscard]] std::optional<std::uint64_t> resume(std::uint64_t next_expected) {
+        if (next_expected > next_seq_ || next_expected < acknowledged_to_) return std::nullopt;
+        const std::uint64_t first = first_unacknowledged();
+        acknowledged_to_ = next_expected;
         trim(next_expected);
         rewind();
-        return true;
+        return next_expected < first ? first - next_expected : 0;
     }
 
     // The connection broke: whatever it took must be written again.
@@ -110,13 +125,23 @@ public:
     }
 
     // The peer incarnation is lost: returns how many messages it did not
-    // acknowledge; they are dropped and the next message is number 0 again.
+    // acknowledge; they are dropped. The numbering goes on: if the peer lives after
+    // all, resume() finds the numbers it lacks; a new incarnation gets renumber().
     std::uint64_t lose() noexcept {
         const std::uint64_t unacknowledged = entries_.size();
         entries_.clear();
         rewind();
-        next_seq_ = 0;
         return unacknowledged;
+    }
+
+    // A new incarnation of the peer expects message 0: the messages kept (none of
+    // them reached it) are numbered again from 0.
+    void renumber() noexcept {
+        next_seq_ = 0;
+        acknowledged_to_ = 0;
+        for (Outgoing& e : entries_)
+            e.header.seq = next_seq_++;
+        rewind();
     }
 
     // Hands over the acknowledged messages, so that the caller frees them outside its lock.
@@ -140,6 +165,7 @@ private:
     std::size_t written_ = 0;
     std::size_t offset_ = 0;
     std::uint64_t next_seq_ = 0;
+    std::uint64_t acknowledged_to_ = 0; // the peer's cumulative acknowledgement
 };
 
 // The receiver's side: which message comes next from the peer's incarnation, and
@@ -158,6 +184,15 @@ public:
     [[nodiscard]] std::uint64_t expected() const noexcept { return received_; }
     // The incarnation these numbers belong to (0: none yet).
     [[nodiscard]] std::uint64_t incarnation() const noexcept { return incarnation_; }
+    // The sender dropped the messages before seq that did not arrive (it gave this
+    // side up while it lived, a skip frame): numbering goes on from seq. Returns how
+    // many were skipped; 0 when seq is not beyond expected().
+    std::uint64_t skip_to(std::uint64_t seq) noexcept {
+        if (seq <= received_) return 0;
+        const std::uint64_t skipped = seq - received_;
+        received_ = seq;
+        return skipped;
+    }
     // The in-order message of `bytes` arrived whole.
     void delivered(std::uint64_t bytes) noexcept {
         ++received_;
