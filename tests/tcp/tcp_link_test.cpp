@@ -264,6 +264,59 @@ TEST_P(TcpLossWhileAlive, TheLiveReceiverGetsEveryMessageInOrderOrAPeerLostBefor
 
 INSTANTIATE_TEST_SUITE_P(Dropped, TcpLossWhileAlive, ::testing::Values(0u, 5u));
 
+// The receiving side of a skip, from a raw connector posing as node 1: a skip over
+// messages that never came is one PeerLost between the messages around it, and the
+// count goes on from the skip; a skip back over messages delivered is one Error.
+TEST(TcpSkipFrame, ASkipForwardIsOnePeerLostBetweenTheMessagesAndASkipBackIsAnError) {
+    const auto text = local_partition(partition_for_test(), 2, 1000ms);
+    ASSERT_EQ(text.nodes.size(), 2u) << "no free ports";
+    auto b = NodeFactory::create(text.load(), 2);
+    auto from_a = b->create_node(1);
+    auto s = RawSocket::connect_to(text.nodes[1].port);
+    ASSERT_TRUE(s.valid());
+    ASSERT_TRUE(s.send_struct(tcp::make_hello(1, 2, 0x5151'5151'5151'5151ULL, text.partition)));
+    tcp::Welcome w{};
+    ASSERT_EQ(s.read_exact(&w, sizeof w), sizeof w) << "a good Hello got no Welcome";
+    ASSERT_EQ(w.kind, static_cast<std::uint16_t>(tcp::Kind::welcome));
+    ASSERT_EQ(w.next_expected, 0u);
+    const auto data = [&](std::uint64_t seq) {
+        std::vector<std::byte> payload(64);
+        fill_payload(payload, 1, seq);
+        tcp::FrameHeader h;
+        h.length = payload.size();
+        h.seq = seq;
+        h.type = static_cast<std::uint32_t>(tcp::FrameType::data);
+        return s.send_struct(h) && s.send_all(payload.data(), payload.size());
+    };
+    const auto skip = [&](std::uint64_t to) { return s.send_struct(ip::skip_frame(to)); };
+    ASSERT_TRUE(data(0));
+    ASSERT_TRUE(skip(3)); // messages 1 and 2 were dropped by the sender
+    ASSERT_TRUE(data(3));
+    ASSERT_TRUE(skip(4)); // nothing to skip: the count is at 4 already
+    ASSERT_TRUE(data(4));
+    ASSERT_TRUE(skip(2)); // back over messages delivered
+    std::vector<std::string> seen;
+    const auto deadline = Clock::now() + patience;
+    while (seen.size() < 5 && Clock::now() < deadline) {
+        try {
+            if (auto m = from_a->receive(100ms)) seen.push_back(std::to_string(check_payload(*m).seq));
+        } catch (const PeerLost& e) {
+            seen.push_back(std::string("lost: ") + e.what());
+        } catch (const Error& e) {
+            seen.push_back(std::string("error: ") + e.what());
+        }
+    }
+    ASSERT_EQ(seen.size(), 5u) << "node 2 saw " << seen.size() << " events";
+    EXPECT_EQ(seen[0], "0");
+    EXPECT_NE(seen[1].find("lost: "), std::string::npos) << seen[1];
+    EXPECT_NE(seen[1].find("dropped 2 messages to this node (numbers 1..2)"), std::string::npos) << seen[1];
+    EXPECT_EQ(seen[2], "3");
+    EXPECT_EQ(seen[3], "4");
+    EXPECT_NE(seen[4].find("error: node 1 skipped to message 2 where 5 was expected"), std::string::npos) << seen[4];
+    EXPECT_TRUE(s.wait_closed()) << "a skip back did not close the connection";
+    EXPECT_EQ(tcp_of(*b).listener_stats().count(Refusal::protocol_error), 1u);
+}
+
 class TcpPeerLife : public ::testing::Test {
 protected:
     static constexpr auto peer_timeout = 500ms;
