@@ -150,15 +150,12 @@ std::uint64_t SciNode::unacknowledged(const Link& link) const {
 void SciNode::declare_lost(Link* link, const std::string& reason) {
     std::lock_guard lock(link_mutex_);
     if (link_.load(std::memory_order_acquire) != link) return; // already handled
-    {
-        std::lock_guard lost(lost_mutex_);
-        lost_reason_ = reason;
-        lost_unacknowledged_ = unacknowledged(*link);
-    }
     stats_.error();
     // Pending before the link goes: whoever sees a later link sees the loss too (the
-    // receive side moves to it only once the loss is reported).
-    lost_pending_.store(true, std::memory_order_release);
+    // receive side moves to it only once the loss is reported). The link itself
+    // guards against raising one loss twice (above), so no incarnation is named.
+    const std::uint64_t count = unacknowledged(*link);
+    loss_.raise(0, reason + " (" + std::to_string(count) + " messages unacknowledged)", count);
     dead_epoch_.store(link->epoch32, std::memory_order_relaxed);
     link_.store(nullptr, std::memory_order_release);
     next_connect_ = {};
@@ -168,7 +165,7 @@ void SciNode::throw_if_deferred() {
     if (!deferred_pending_.load(std::memory_order_acquire)) return;
     std::exception_ptr error;
     {
-        std::lock_guard deferred(lost_mutex_);
+        std::lock_guard deferred(deferred_mutex_);
         error = std::exchange(deferred_error_, nullptr);
         deferred_pending_.store(false, std::memory_order_relaxed);
     }
@@ -176,12 +173,8 @@ void SciNode::throw_if_deferred() {
 }
 
 void SciNode::throw_if_lost() {
-    if (!lost_pending_.load(std::memory_order_acquire)) return;
-    if (!lost_pending_.exchange(false, std::memory_order_acq_rel)) return;
-    std::lock_guard lost(lost_mutex_);
-    throw PeerLost(parameters_.peer,
-                   lost_reason_ + " (" + std::to_string(lost_unacknowledged_) + " messages unacknowledged)",
-                   lost_unacknowledged_);
+    if (!loss_.pending()) return;
+    if (auto loss = loss_.take()) throw loss->error(parameters_.peer);
 }
 
 NodeStats SciNode::stats() const noexcept {

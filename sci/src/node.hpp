@@ -7,6 +7,8 @@
 #pragma once
 
 #include <msgpass/config.hpp>
+#include <msgpass/kit/loss.hpp>
+#include <msgpass/kit/queued_buffer.hpp>
 #include <msgpass/node.hpp>
 #include <msgpass/sci/protocol.hpp>
 
@@ -64,11 +66,7 @@ public:
 
 private:
     struct Link;
-    struct Queued {
-        BufferPtr owned;
-        SharedBuffer shared;
-        [[nodiscard]] const Buffer& buffer() const { return owned ? *owned : *shared; }
-    };
+    using Queued = kit::QueuedBuffer;
     struct Grants;       // shared with receive buffers
     struct LargeRelease; // shared with large receive buffers
     class RecvBuffer;
@@ -170,12 +168,10 @@ private:
     std::string violation_;            // a protocol violation seen by the receiver, reported outside the lock
     std::deque<BufferPtr> pending_;    // taken from a batch of descriptors, not handed out yet
 
-    std::atomic<bool> lost_pending_{false};
-    std::mutex lost_mutex_; // also guards deferred_error_
+    kit::LossLatch loss_;
+    std::mutex deferred_mutex_;
     std::atomic<bool> deferred_pending_{false};
     std::exception_ptr deferred_error_;
-    std::string lost_reason_;
-    std::uint64_t lost_unacknowledged_ = 0;
     std::atomic<std::int64_t> next_check_ns_{0};
 };
 

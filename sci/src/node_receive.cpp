@@ -164,7 +164,7 @@ BufferPtr SciNode::receive() {
     }
     if (!violation.empty() && link != nullptr) declare_lost(link, violation + "; the connection is dropped");
     check_peer();
-    if (lost_pending_.load(std::memory_order_acquire)) {
+    if (loss_.pending()) {
         // The loss was found after the poll above: a message the peer wrote before it
         // went is visible now, and comes before the loss.
         std::lock_guard lock(recv_mutex_);
@@ -177,7 +177,7 @@ BufferPtr SciNode::receive() {
             // stays while it is introduced.
             std::lock_guard lock(recv_mutex_);
             Link* now = link_.load(std::memory_order_acquire);
-            if (now == nullptr || recv_link_ == now || lost_pending_.load(std::memory_order_acquire)) return nullptr;
+            if (now == nullptr || recv_link_ == now || loss_.pending()) return nullptr;
             if (auto b = take_next()) return b;
             introduce(*now);
         }

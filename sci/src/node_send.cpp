@@ -200,7 +200,7 @@ std::optional<std::uint64_t> SciNode::place_large(std::uint64_t size) {
 // note: their descriptors fill one slot. A receiver sharing its CPU with others then
 // takes many messages per turn instead of max_outst_buffers. Returns how many went.
 std::size_t SciNode::try_transfer_batch(Link& link) {
-    auto batchable = [](const Queued& q) { return q.shared && q.shared->size() >= broadcast_min_size; };
+    auto batchable = [](const Queued& q) { return q.shared() && q.shared()->size() >= broadcast_min_size; };
     if (queue_.size() < 2 || !batchable(queue_[0]) || !batchable(queue_[1])) return 0;
     if (load(local_header_->epoch) != link.epoch32) return 0;
     const std::uint64_t n = sent_.load(std::memory_order_relaxed);
@@ -216,7 +216,7 @@ std::size_t SciNode::try_transfer_batch(Link& link) {
     std::size_t count = 0;
     std::array<LargeDescriptor, large_in_flight> d{};
     while (count < room && count < queue_.size() && batchable(queue_[count])) {
-        const auto& shared = queue_[count].shared;
+        const auto& shared = queue_[count].shared();
         const auto place = local_->broadcast_acquire(shared, sequence_);
         if (!place) break;
         const auto number = static_cast<std::uint32_t>(large_sent_);
@@ -247,8 +247,8 @@ void SciNode::flush_locked(Link* link) {
     while (!queue_.empty() && link != nullptr) {
         std::size_t sent = try_transfer_batch(*link);
         if (sent == 0) {
-            if (!try_transfer(*link, queue_.front().buffer(), nullptr,
-                              queue_.front().shared ? &queue_.front().shared : nullptr))
+            const Queued& front = queue_.front();
+            if (!try_transfer(*link, front.buffer(), nullptr, front.shared() ? &front.shared() : nullptr))
                 break;
             sent = 1;
         }
@@ -269,7 +269,7 @@ bool SciNode::try_flush() {
     } catch (const ResourceError&) {
         // Called by any send, receive or flush of the process: the message stays
         // queued, and the next send to this node reports why it does not go.
-        std::lock_guard deferred(lost_mutex_);
+        std::lock_guard deferred(deferred_mutex_);
         deferred_error_ = std::current_exception();
         deferred_pending_.store(true, std::memory_order_release);
     }
@@ -315,11 +315,7 @@ void SciNode::send_impl(B& buffer) {
         throw SendQueueFull("send to node " + std::to_string(parameters_.peer) + " (" + parameters_.name +
                             "): " + std::to_string(queue_.size()) + " messages already queued (send_queue_limit)");
     }
-    if constexpr (std::is_same_v<B, BufferPtr>) {
-        queue_.push_back(Queued{std::move(buffer), nullptr});
-    } else {
-        queue_.push_back(Queued{nullptr, buffer});
-    }
+    queue_.emplace_back(std::move(buffer));
     queue_depth_.store(queue_.size(), std::memory_order_relaxed);
     local_->queued_changed(1);
     stats_.queued();

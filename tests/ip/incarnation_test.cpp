@@ -1,16 +1,12 @@
-// Unit tests of msgpass/ip/incarnation.hpp: a restart seen as a new incarnation, the
-// loss raised once per incarnation and taken once, and the place of the loss in the
-// inbox, between the old process's last message and the new one's first (docs/tcp.md,
+// Unit tests of msgpass/ip/incarnation.hpp: a restart seen as a new incarnation and
+// the place of the loss in the inbox, between the old process's last message and the new one's first (docs/tcp.md,
 // Peer loss and restart).
 #include <msgpass/ip/incarnation.hpp>
 
 #include <gtest/gtest.h>
 
-#include <atomic>
-#include <latch>
 #include <memory>
 #include <set>
-#include <thread>
 #include <vector>
 
 namespace msgpass::ip {

@@ -15,33 +15,4 @@ std::uint64_t new_incarnation() {
     return v == 0 ? 1 : v;
 }
 
-bool LossLatch::raised_for(std::uint64_t incarnation) const {
-    std::lock_guard lock(mutex_);
-    return incarnation != 0 && incarnation == incarnation_;
-}
-
-void LossLatch::raise(std::uint64_t incarnation, std::string reason, std::uint64_t unacknowledged, bool may_live) {
-    std::lock_guard lock(mutex_);
-    incarnation_ = incarnation;
-    may_live_ = may_live;
-    loss_ = Loss{std::move(reason), unacknowledged};
-    pending_.store(true, std::memory_order_release);
-}
-
-void LossLatch::revive(std::uint64_t incarnation) {
-    std::lock_guard lock(mutex_);
-    if (incarnation != 0 && incarnation == incarnation_ && may_live_) {
-        incarnation_ = 0;
-        may_live_ = false;
-    }
-}
-
-std::optional<Loss> LossLatch::take() {
-    if (!pending()) return std::nullopt;
-    std::lock_guard lock(mutex_);
-    if (!pending_.load(std::memory_order_relaxed)) return std::nullopt;
-    pending_.store(false, std::memory_order_relaxed);
-    return loss_;
-}
-
 } // namespace msgpass::ip

@@ -13,6 +13,7 @@
 #pragma once
 
 #include <msgpass/config.hpp>
+#include <msgpass/kit/loss.hpp>
 #include <msgpass/node.hpp>
 #include <msgpass/tcp/factory.hpp>
 #include <msgpass/tcp/options.hpp>
@@ -268,7 +269,7 @@ private:
     std::atomic<std::uint64_t> known_incarnation_{0}; // the peer's incarnation seen on either connection
 
     // --- loss of the peer ---
-    ip::LossLatch loss_;
+    kit::LossLatch loss_;
 };
 
 class Engine {

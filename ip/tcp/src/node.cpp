@@ -60,7 +60,7 @@ void TcpNode::throw_if_lost() {
     if (!loss_.pending()) return;
     if (auto loss = loss_.take()) {
         stats_.error();
-        throw PeerLost(id_, loss->reason, loss->unacknowledged);
+        throw loss->error(id_);
     }
 }
 

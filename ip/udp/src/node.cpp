@@ -64,11 +64,7 @@ UdpNode::OutMessage& UdpNode::enqueue(B& buffer) {
                             std::to_string(p.send_queue_limit) + ") messages");
     }
     OutMessage& m = out_.emplace_back();
-    if constexpr (std::is_same_v<B, BufferPtr>) {
-        m.owned = std::move(buffer);
-    } else {
-        m.shared = std::move(buffer);
-    }
+    m.hold(std::move(buffer));
     m.size = size;
     m.first = next_dseq_;
     m.count = size == 0 ? 1 : (size + p.payload - 1) / p.payload;

@@ -14,6 +14,8 @@
 #pragma once
 
 #include <msgpass/config.hpp>
+#include <msgpass/kit/loss.hpp>
+#include <msgpass/kit/queued_buffer.hpp>
 #include <msgpass/node.hpp>
 #include <msgpass/udp/factory.hpp>
 #include <msgpass/udp/options.hpp>
@@ -158,13 +160,10 @@ public:
                           const SharedBuffer& buffer);
 
 private:
-    struct OutMessage {
-        BufferPtr owned;
-        SharedBuffer shared;
+    struct OutMessage : kit::QueuedBuffer {
         std::uint64_t size = 0;
         std::uint64_t first = 0; // its first datagram's number
         std::uint64_t count = 1; // datagrams
-        [[nodiscard]] const Buffer& buffer() const { return owned ? *owned : *shared; }
     };
 
     template <class B>
@@ -253,7 +252,7 @@ private:
     bool status_owed_ = false;
     Clock::time_point last_nak_{};
 
-    ip::LossLatch loss_;
+    kit::LossLatch loss_;
 };
 
 } // namespace msgpass::udp

@@ -1,20 +1,18 @@
 // Peer incarnations of the ip technologies. Every process draws a random 64-bit
 // incarnation at start and names it in its handshake, so that a restarted process
 // is told from a reconnecting one: when a peer shows a new incarnation, the old one
-// is lost. The loss is raised once per incarnation (LossLatch) and reported once,
-// as PeerLost, by the next call on the node; a receiver reports it in order, after
-// every message the old process delivered and before the first of the new one (a
-// marker in the Inbox).
+// is lost. The loss is raised once per incarnation (kit::LossLatch, in the
+// framework's implementer kit) and reported once, as PeerLost, by the next call on
+// the node; a receiver reports it in order, after every message the old process
+// delivered and before the first of the new one (a marker in the Inbox).
 #pragma once
 
 #include <msgpass/buffer.hpp>
+#include <msgpass/kit/loss.hpp>
 
-#include <atomic>
 #include <cstdint>
 #include <deque>
-#include <mutex>
 #include <optional>
-#include <string>
 
 namespace msgpass::ip {
 
@@ -26,11 +24,10 @@ namespace msgpass::ip {
     return known != 0 && seen != known;
 }
 
-// What PeerLost reports.
-struct Loss {
-    std::string reason;
-    std::uint64_t unacknowledged = 0; // messages sent to the lost incarnation it never acknowledged
-};
+// What PeerLost reports, and the latch that raises it once (the implementer kit's,
+// msgpass/kit/loss.hpp).
+using Loss = kit::Loss;
+using LossLatch = kit::LossLatch;
 
 // The messages received from a peer, in order, with the point where its previous
 // incarnation's loss belongs, and the points where the peer dropped messages to us.
@@ -71,28 +68,5 @@ private:
     std::deque<std::optional<Loss>> markers_; // one per marker, in order: a gap's loss, or none
 };
 
-// The loss of a peer's incarnation, raised by whoever finds it and taken once by the
-// next call on the node. Thread-safe; pending() is one atomic load, for the send path.
-class LossLatch {
-public:
-    // The loss of this incarnation was raised already (never for 0, an unknown one).
-    [[nodiscard]] bool raised_for(std::uint64_t incarnation) const;
-    // Raises the loss; replaces one not taken yet. may_live: the incarnation was given
-    // up for silence, it may show up again (revive).
-    void raise(std::uint64_t incarnation, std::string reason, std::uint64_t unacknowledged, bool may_live = false);
-    // The incarnation given up for silence showed up alive: a later loss of it is
-    // raised again (a loss not taken yet stays).
-    void revive(std::uint64_t incarnation);
-    [[nodiscard]] bool pending() const noexcept { return pending_.load(std::memory_order_acquire); }
-    // The loss raised and not taken yet; each raise is taken once.
-    [[nodiscard]] std::optional<Loss> take();
-
-private:
-    mutable std::mutex mutex_;
-    std::atomic<bool> pending_{false};
-    Loss loss_;
-    std::uint64_t incarnation_ = 0; // the last incarnation raised
-    bool may_live_ = false;         // ... given up for silence
-};
 
 } // namespace msgpass::ip

@@ -13,6 +13,7 @@
 
 #include <msgpass/buffer.hpp>
 #include <msgpass/ip/frame.hpp>
+#include <msgpass/kit/queued_buffer.hpp>
 
 #include <algorithm>
 #include <cstddef>
@@ -22,14 +23,12 @@
 
 namespace msgpass::ip {
 
-// One message kept until the peer acknowledges it.
-struct Outgoing {
+// One message kept until the peer acknowledges it: the buffer handed over or shared
+// (kit::QueuedBuffer: buffer()), and its frame header.
+struct Outgoing : kit::QueuedBuffer {
     FrameHeader header;
-    BufferPtr owned;
-    SharedBuffer shared;
     bool written_once = false; // a later write is a resend (counted as a retry)
 
-    [[nodiscard]] const Buffer& buffer() const { return owned ? *owned : *shared; }
     [[nodiscard]] std::size_t frame_size() const noexcept {
         return frame_header_size + static_cast<std::size_t>(header.length);
     }
@@ -40,18 +39,8 @@ struct Outgoing {
 class SendWindow {
 public:
     // Numbers the message and keeps it; returns its sequence number.
-    std::uint64_t push(BufferPtr buffer, std::uint64_t size) {
-        Outgoing& e = entries_.emplace_back();
-        e.header = data_frame(next_seq_, size);
-        e.owned = std::move(buffer);
-        return next_seq_++;
-    }
-    std::uint64_t push(SharedBuffer buffer, std::uint64_t size) {
-        Outgoing& e = entries_.emplace_back();
-        e.header = data_frame(next_seq_, size);
-        e.shared = std::move(buffer);
-        return next_seq_++;
-    }
+    std::uint64_t push(BufferPtr buffer, std::uint64_t size) { return push_entry(std::move(buffer), size); }
+    std::uint64_t push(SharedBuffer buffer, std::uint64_t size) { return push_entry(std::move(buffer), size); }
 
     // Messages not acknowledged; the ones from written() on are not written on this connection yet.
     [[nodiscard]] std::size_t size() const noexcept { return entries_.size(); }
@@ -148,6 +137,13 @@ public:
     void take_acknowledged(std::deque<Outgoing>& into) noexcept { into.swap(acknowledged_); }
 
 private:
+    template <class B>
+    std::uint64_t push_entry(B buffer, std::uint64_t size) {
+        Outgoing& e = entries_.emplace_back();
+        e.hold(std::move(buffer));
+        e.header = data_frame(next_seq_, size);
+        return next_seq_++;
+    }
     void trim(std::uint64_t next_expected) {
         while (!entries_.empty() && entries_.front().header.seq < next_expected) {
             if (written_ == 0) {
