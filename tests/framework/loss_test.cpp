@@ -78,6 +78,19 @@ TEST(LossLatch, ALossRaisedInOneThreadIsTakenByExactlyOneOfTheOthers) {
     EXPECT_EQ(taken.load(), 1);
 }
 
+TEST(LossLatch, AnIncarnationGivenUpForSilenceThatLivesCanBeLostAgain) {
+    LossLatch latch;
+    latch.raise(0x77, "silent", 1, true);
+    (void)latch.take();
+    latch.revive(0x78);
+    EXPECT_TRUE(latch.raised_for(0x77)) << "revived another incarnation";
+    latch.revive(0x77);
+    EXPECT_FALSE(latch.raised_for(0x77)) << "it lives: its next loss must be reported";
+    latch.raise(0x77, "it restarted", 0);
+    latch.revive(0x77);
+    EXPECT_TRUE(latch.raised_for(0x77)) << "a dead incarnation was revived";
+}
+
 TEST(LossLatch, ALaterRaiseReplacesALossNotTakenYet) {
     LossLatch latch;
     latch.raise(0x10, "first", 1);
