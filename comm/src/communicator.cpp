@@ -34,8 +34,21 @@ std::vector<NodeId> every_node(const NodeFactory& factory, const config::Configu
 }
 } // namespace
 
+Limits Limits::from(const config::Configuration& configuration) {
+    const auto& options = configuration.section<config::CommOptions>();
+    Limits limits;
+    limits.eager_limit = static_cast<std::size_t>(options.eager_limit);
+    limits.unexpected_limit = static_cast<std::size_t>(options.unexpected_limit);
+    return limits;
+}
+
+Communicator::Communicator(NodeFactory& factory, const config::Configuration& configuration)
+    : Communicator(factory, configuration, Limits::from(configuration)) {}
+
 Communicator::Communicator(NodeFactory& factory, const config::Configuration& configuration, Limits limits)
-    : Communicator(factory, every_node(factory, configuration), limits) {}
+    : Communicator(factory, every_node(factory, configuration), limits) {
+    impl_->max_message_size = configuration.max_message_size;
+}
 
 Communicator::Communicator(NodeFactory& factory, const std::vector<NodeId>& peers, Limits limits)
     : impl_(std::make_unique<Impl>(factory, peers, limits)) {}
@@ -56,8 +69,7 @@ std::vector<NodeId> Communicator::peers() const {
 Posted Communicator::post_send(NodeId dest, Tag tag, std::span<const std::byte> bytes, void* user) {
     impl_->check_peer(dest, false, "post_send");
     Impl::check_tag(tag, false, "post_send");
-    auto whole = impl_->make_message(tag, bytes);
-    return impl_->post_send(dest, tag, std::move(whole), bytes.size(), user);
+    return impl_->send_any(dest, tag, bytes, bytes.size(), user);
 }
 
 Posted Communicator::post_send_unexpected(NodeId dest, Tag tag, std::span<const std::byte> bytes, void* user) {
@@ -90,8 +102,7 @@ Posted Communicator::post_send(NodeId dest, Tag tag, BufferPtr&& payload, void* 
     Impl::check_tag(tag, false, "post_send");
     if (!payload) throw UsageError("comm: post_send: the payload is null");
     const std::size_t size = payload->size();
-    auto whole = impl_->make_message(tag, std::move(payload));
-    return impl_->post_send(dest, tag, std::move(whole), size, user);
+    return impl_->send_any(dest, tag, std::move(payload), size, user);
 }
 
 namespace {
@@ -105,7 +116,9 @@ void finish_send(Communicator& comm, Posted posted, NodeId dest, std::chrono::mi
             throw SendQueueFull("comm: send to " + who + ": its send queue stayed full for " +
                                 std::to_string(timeout.count()) + " ms (Limits::send_timeout)");
         }
-        if (!done) done = comm.test(posted.id);
+        // Not cancellable: a rendezvous under way completes when the receiver took
+        // the data or was lost.
+        if (!done) done = comm.wait(posted.id, std::chrono::nanoseconds::max());
     }
     if (done && done->status == Status::peer_lost) throw PeerLost(dest, "comm: send to " + who + ": " + done->error);
 }
@@ -147,7 +160,8 @@ std::optional<Message> Communicator::recv(NodeId source, Tag tag, std::chrono::n
                 (void)test(posted.id);
                 return std::nullopt;
             }
-            done = test(posted.id);
+            // A rendezvous under way: its data (or the sender's loss) completes it.
+            done = wait(posted.id, std::chrono::nanoseconds::max());
         }
     }
     if (!done) return std::nullopt;
@@ -202,6 +216,8 @@ CommStats Communicator::stats() const {
     s.unexpected_messages += impl_->bmi_unexpected.size();
     s.unexpected_bytes = impl_->unexpected_bytes;
     s.posted_receives = impl_->expected.size();
+    s.rendezvous_announced = impl_->announced.size();
+    s.rendezvous_awaiting = impl_->awaiting.size();
     return s;
 }
 

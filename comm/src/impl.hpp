@@ -34,7 +34,7 @@ struct WireEnvelope {
     std::uint8_t kind;
     std::uint16_t flags;
     std::int32_t tag;
-    std::uint32_t reserved;
+    std::uint32_t id; // rendezvous kinds: the sender's id of the exchange; else 0
     std::uint64_t size;
 };
 static_assert(sizeof(WireEnvelope) == 24);
@@ -42,6 +42,9 @@ constexpr std::uint32_t wire_magic = 0x4d43504d; // "MPCM"
 constexpr std::uint8_t wire_version = 1;
 constexpr std::uint8_t kind_eager = 1;
 constexpr std::uint8_t kind_unexpected = 2; // BMI's unexpected class: test_unexpected only
+constexpr std::uint8_t kind_rts = 3;        // request-to-send: the envelope of a large message, no payload
+constexpr std::uint8_t kind_cts = 4;        // clear-to-send: the receiver posted a matching receive
+constexpr std::uint8_t kind_data = 5;       // the payload of a cleared large message
 constexpr std::size_t header_size = sizeof(WireEnvelope);
 
 // How long one blocking pull lasts before a waiter looks at its requests again.
@@ -50,7 +53,7 @@ constexpr std::chrono::nanoseconds slice = 10ms;
 constexpr int drain_limit = 256;
 
 // Writes an envelope at `at` (header_size bytes).
-void write_envelope(std::byte* at, Tag tag, std::size_t size, std::uint8_t kind = kind_eager);
+void write_envelope(std::byte* at, Tag tag, std::size_t size, std::uint8_t kind = kind_eager, std::uint32_t id = 0);
 
 // The payload of a received message: a view past the envelope, owning the whole.
 class PayloadBuffer final : public SingleBuffer {
@@ -77,7 +80,10 @@ struct Communicator::Impl {
         NodeId source;
         Tag tag;
         std::size_t size; // payload
-        BufferPtr whole;  // envelope and payload, contiguous
+        BufferPtr whole;  // envelope and payload, contiguous (an announcement: its envelope)
+        std::uint8_t kind = kind_eager;
+        std::uint32_t rdv_id = 0; // an announcement (kind_rts): the sender's id
+        bool dead = false;        // an announcement whose sender was lost: its data never comes
     };
     struct Request {
         bool is_send = false;
@@ -90,7 +96,16 @@ struct Communicator::Impl {
         Completion completion;
         BufferPtr pending; // a send waiting for room in its node's queue
         std::size_t size = 0;
+        RequestId id = 0;
+        // Rendezvous. A send: its data message, kept until the receiver clears it,
+        // and whether its announcement (pending, kind_rts) went. A receive: it
+        // cleared an announcement and waits for the data.
+        BufferPtr rdv_data;
+        std::uint32_t rdv_id = 0;
+        bool announced = false;
+        bool awaiting_data = false;
     };
+    using RdvKey = std::pair<NodeId, std::uint32_t>; // (peer, the sender's rendezvous id)
 
     Impl(NodeFactory& f, const std::vector<NodeId>& peers, Limits l) : factory(f), limits(l), self(f.self_id()) {
         group = factory.create_group();
@@ -100,10 +115,19 @@ struct Communicator::Impl {
             nodes.emplace(id, node);
             group->add(node);
         }
+        if (limits.rendezvous_window == 0) throw UsageError("comm: Limits::rendezvous_window is 0; at least 1");
+        const std::size_t envelopes = std::max<std::size_t>(nodes.size(), 1) * limits.rendezvous_window * header_size;
+        if (limits.unexpected_limit < envelopes)
+            throw UsageError("comm: unexpected_limit (comm.unexpected_limit) is " +
+                             std::to_string(limits.unexpected_limit) + " bytes, less than the " +
+                             std::to_string(envelopes) + " the announcements of " + std::to_string(nodes.size()) +
+                             " peers may take (" + std::to_string(limits.rendezvous_window) +
+                             " each, Limits::rendezvous_window, of " + std::to_string(header_size) + " bytes)");
     }
 
     NodeFactory& factory;
     const Limits limits;
+    std::uint64_t max_message_size = 0; // of the configuration; 0: not known (peers constructor)
     const NodeId self;
     std::map<NodeId, NodePtr> nodes;
     std::unique_ptr<DynamicGroup> group;
@@ -120,6 +144,14 @@ struct Communicator::Impl {
     std::set<NodeId> lost;
     RequestId next_id = 1;
     CommStats counters;
+    // Rendezvous: own announcements not yet cleared (sender), cleared announcements
+    // waiting for their data (receiver), clear-to-send messages waiting for room in
+    // their node's queue.
+    std::uint32_t next_rdv_id = 1;
+    std::map<RdvKey, RequestId> announced;
+    std::map<NodeId, std::size_t> announced_count;
+    std::map<RdvKey, RequestId> awaiting;
+    std::map<NodeId, std::deque<BufferPtr>> control_backlog;
 
     std::string describe(NodeId id) const {
         auto it = nodes.find(id);
@@ -161,6 +193,22 @@ struct Communicator::Impl {
     std::string dispatch_locked(BufferPtr whole);
 
     void handle_loss_locked(NodeId peer, const std::string& reason);
+
+    // ------------------------------------------------------------ rendezvous (rendezvous.cpp)
+
+    // Receive r (live in requests) matched announcement m: registers it as waiting for
+    // the data and sends the clear-to-send.
+    void clear_to_send_locked(Request& r, const Arrived& m);
+    // A clear-to-send from source: the announced send's data goes. Returns the reason
+    // when it names no announcement.
+    std::string on_clear_to_send_locked(NodeId source, std::uint32_t id);
+    // The data of a cleared announcement: completes its receive. Returns the reason
+    // when it belongs to none.
+    std::string on_data_locked(NodeId source, const WireEnvelope& w, BufferPtr whole);
+    // Sends a header-only control message, or queues it while the node's queue is full.
+    void send_control_locked(NodeId peer, std::uint8_t kind, std::uint32_t id);
+    void retry_control_locked();
+    void rendezvous_loss_locked(NodeId peer, const std::string& reason);
 
     Posted post_recv(NodeId source, Tag tag, bool into_span, std::span<std::byte> into, void* user);
 
@@ -224,11 +272,35 @@ struct Communicator::Impl {
 
     void retry_backlog_locked();
 
-    Posted post_send(NodeId dest, Tag tag, BufferPtr whole, std::size_t size, void* user);
+    // whole is the message (eager), or the announcement when rdv_data is the data
+    // message of a rendezvous with id rdv_id.
+    Posted post_send(NodeId dest, Tag tag, BufferPtr whole, std::size_t size, void* user, BufferPtr rdv_data = {},
+                     std::uint32_t rdv_id = 0);
 
-    BufferPtr make_message(Tag tag, std::span<const std::byte> bytes, std::uint8_t kind = kind_eager);
+    BufferPtr make_message(Tag tag, std::span<const std::byte> bytes, std::uint8_t kind = kind_eager,
+                           std::uint32_t id = 0);
 
-    BufferPtr make_message(Tag tag, BufferPtr&& payload);
+    BufferPtr make_message(Tag tag, BufferPtr&& payload, std::uint8_t kind = kind_eager, std::uint32_t id = 0);
+
+    // A send of any kind of payload: eager up to limits.eager_limit, else by rendezvous.
+    template <class Payload>
+    Posted send_any(NodeId dest, Tag tag, Payload&& payload, std::size_t size, void* user) {
+        if (size <= limits.eager_limit)
+            return post_send(dest, tag, make_message(tag, std::forward<Payload>(payload)), size, user);
+        if (max_message_size != 0 && size > max_message_size - header_size)
+            throw MessageTooLarge("comm: send to " + describe(dest) + ": " + std::to_string(size) +
+                                  " bytes and the 24-byte envelope, more than max_message_size (" +
+                                  std::to_string(max_message_size) + ")");
+        std::uint32_t id = 0;
+        {
+            std::lock_guard lock(mutex);
+            id = next_rdv_id++;
+        }
+        auto data = make_message(tag, std::forward<Payload>(payload), kind_data, id);
+        auto rts = std::make_unique<HeapBuffer>(header_size);
+        write_envelope(rts->data(), tag, size, kind_rts, id);
+        return post_send(dest, tag, std::move(rts), size, user, std::move(data), id);
+    }
 
     // ------------------------------------------------------------------- requests
 

@@ -3,6 +3,7 @@
 #include "impl.hpp"
 
 #include <cstring>
+#include <limits>
 
 namespace msgpass::comm {
 
@@ -44,20 +45,42 @@ std::string Communicator::Impl::dispatch_locked(BufferPtr whole) {
             bad = "bad magic word";
         else if (w.version != wire_version)
             bad = "envelope version " + std::to_string(w.version) + ", expected " + std::to_string(wire_version);
-        else if (w.kind != kind_eager && w.kind != kind_unexpected)
+        else if (w.kind < kind_eager || w.kind > kind_data)
             bad = "unknown message kind " + std::to_string(w.kind);
         else if (w.tag < 0)
             bad = "negative tag " + std::to_string(w.tag);
-        else if (w.size != whole->size() - header_size)
+        else if ((w.kind == kind_rts || w.kind == kind_cts) && whole->size() != header_size)
+            bad = (w.kind == kind_rts ? "a request-to-send of " : "a clear-to-send of ") +
+                  std::to_string(whole->size()) + " bytes, not an envelope alone";
+        else if (w.kind == kind_cts && w.size != 0)
+            bad = "a clear-to-send announcing " + std::to_string(w.size) + " bytes";
+        else if (w.kind == kind_rts && w.size > std::numeric_limits<std::size_t>::max() - header_size)
+            bad = "a request-to-send of " + std::to_string(w.size) + " bytes";
+        else if (w.kind != kind_rts && w.kind != kind_cts && w.size != whole->size() - header_size)
             bad = "envelope says " + std::to_string(w.size) + " payload bytes, the message holds " +
                   std::to_string(whole->size() - header_size);
+    }
+    if (bad.empty() && w.kind == kind_cts) bad = on_clear_to_send_locked(source, w.id);
+    if (bad.empty() && w.kind == kind_data) {
+        bad = on_data_locked(source, w, std::move(whole));
+        if (bad.empty()) {
+            lost.erase(source);
+            return {};
+        }
     }
     if (!bad.empty()) {
         ++counters.malformed;
         return "comm: malformed envelope from " + describe(source) + ": " + bad + "; the message was dropped";
     }
     lost.erase(source); // a message after a loss: the peer restarted
-    Arrived m{source, w.tag, static_cast<std::size_t>(w.size), std::move(whole)};
+    if (w.kind == kind_cts) return {};
+    if (w.kind == kind_rts) { // keep the envelope alone, not the node's receive buffer
+        auto copy = std::make_unique<HeapBuffer>(header_size);
+        std::memcpy(copy->data(), whole->single()->data(), header_size);
+        copy->set_source(source);
+        whole = std::move(copy);
+    }
+    Arrived m{source, w.tag, static_cast<std::size_t>(w.size), std::move(whole), w.kind, w.id};
     if (w.kind == kind_unexpected) {
         unexpected_bytes += m.whole->size();
         bmi_unexpected.push_back(std::move(m));
@@ -67,9 +90,13 @@ std::string Communicator::Impl::dispatch_locked(BufferPtr whole) {
     for (auto it = expected.begin(); it != expected.end(); ++it) {
         auto& r = requests.at(*it);
         if (!matches(r.peer, r.tag, m.source, m.tag)) continue;
+        expected.erase(it);
+        if (m.kind == kind_rts) {
+            clear_to_send_locked(r, m);
+            return {};
+        }
         fill_receive(r.completion, r, std::move(m));
         r.done = true;
-        expected.erase(it);
         changed.notify_all();
         return {};
     }
@@ -105,6 +132,7 @@ void Communicator::Impl::handle_loss_locked(NodeId peer, const std::string& reas
         }
         backlog.erase(b);
     }
+    rendezvous_loss_locked(peer, reason);
     changed.notify_all();
 }
 
@@ -115,6 +143,7 @@ Posted Communicator::Impl::post_recv(NodeId source, Tag tag, bool into_span, std
     std::lock_guard lock(mutex);
     const RequestId id = new_id_locked();
     Request r;
+    r.id = id;
     r.peer = source;
     r.tag = tag;
     r.into_span = into_span;
@@ -125,7 +154,24 @@ Posted Communicator::Impl::post_recv(NodeId source, Tag tag, bool into_span, std
         unexpected_bytes -= it->whole->size();
         Arrived m = std::move(*it);
         unexpected.erase(it);
+        if (m.kind == kind_rts && !m.dead) { // completes when the data came
+            auto& live = requests.emplace(id, std::move(r)).first->second;
+            clear_to_send_locked(live, m);
+            return Posted{id, std::nullopt};
+        }
         Posted p{id, Completion{}};
+        if (m.kind == kind_rts) { // its sender was lost before it was cleared
+            p.done->id = id;
+            p.done->immediate = true;
+            p.done->status = Status::peer_lost;
+            p.done->source = m.source;
+            p.done->tag = m.tag;
+            p.done->size = m.size;
+            p.done->user = user;
+            p.done->error = describe(m.source) + " announced a " + std::to_string(m.size) +
+                            "-byte message and was lost before sending its data";
+            return p;
+        }
         fill_receive(*p.done, r, std::move(m));
         p.done->id = id;
         p.done->immediate = true;

@@ -96,7 +96,7 @@ bool Communicator::cancel(RequestId id) {
     std::lock_guard lock(im.mutex);
     im.check_live_locked(id);
     auto& r = im.requests.at(id);
-    if (r.done) return false;
+    if (r.done || r.announced || r.awaiting_data) return false; // a rendezvous under way is not taken back
     if (r.is_send) {
         auto& q = im.backlog[r.peer];
         q.erase(std::remove(q.begin(), q.end(), id), q.end());

@@ -8,53 +8,80 @@ namespace msgpass::comm {
 
 namespace detail {
 
-void write_envelope(std::byte* at, Tag tag, std::size_t size, std::uint8_t kind) {
-    const WireEnvelope w{wire_magic, wire_version, kind, 0, tag, 0, static_cast<std::uint64_t>(size)};
+void write_envelope(std::byte* at, Tag tag, std::size_t size, std::uint8_t kind, std::uint32_t id) {
+    const WireEnvelope w{wire_magic, wire_version, kind, 0, tag, id, static_cast<std::uint64_t>(size)};
     std::memcpy(at, &w, sizeof w);
 }
 
 } // namespace detail
 
-BufferPtr Communicator::Impl::make_message(Tag tag, std::span<const std::byte> bytes, std::uint8_t kind) {
+BufferPtr Communicator::Impl::make_message(Tag tag, std::span<const std::byte> bytes, std::uint8_t kind,
+                                           std::uint32_t id) {
     auto whole = factory.create_buffer(header_size + bytes.size());
     auto* s = whole->single();
     if (s == nullptr) {
         whole = std::make_unique<HeapBuffer>(header_size + bytes.size());
         s = whole->single();
     }
-    write_envelope(s->data(), tag, bytes.size(), kind);
+    write_envelope(s->data(), tag, bytes.size(), kind, id);
     if (!bytes.empty()) std::memcpy(s->data() + header_size, bytes.data(), bytes.size());
     return whole;
 }
 
-BufferPtr Communicator::Impl::make_message(Tag tag, BufferPtr&& payload) {
+BufferPtr Communicator::Impl::make_message(Tag tag, BufferPtr&& payload, std::uint8_t kind, std::uint32_t id) {
     const std::size_t size = payload->size();
     auto header = std::make_unique<HeapBuffer>(header_size);
-    write_envelope(header->data(), tag, size);
+    write_envelope(header->data(), tag, size, kind, id);
     auto list = std::make_unique<FragmentList>();
     list->append(std::move(header));
     list->append(std::move(payload));
     return list;
 }
 
-// Hands a send to its node; true when it is done (sent or failed).
+// Hands a send's pending message to its node; true when the node took it or the
+// send failed (then r.done), false while it must wait (the node's queue is full, or
+// an announcement beyond the peer's rendezvous window). An announcement that went
+// leaves the send pending until the receiver clears it.
 bool Communicator::Impl::try_send_locked(Request& r) {
+    const bool announcing = r.rdv_data && !r.announced;
+    if (announcing && announced_count[r.peer] >= limits.rendezvous_window) return false;
     try {
         nodes.at(r.peer)->send(std::move(r.pending));
         r.completion.status = Status::success;
     } catch (const SendQueueFull&) {
         return false; // the buffer stays in r.pending
+    } catch (const MessageTooLarge& e) {
+        if (!r.announced) throw; // the post reports it
+        // The data of a cleared announcement (a Buffer payload beyond the nodes'
+        // max_message_size, not known at the post): the send fails, the receiver's
+        // request waits until cancelled or the peer is lost.
+        r.pending.reset();
+        r.completion.status = Status::cancelled;
+        r.completion.error = e.what();
+        r.done = true;
+        return true;
     } catch (const PeerLost& e) {
         r.pending.reset();
+        r.rdv_data.reset();
         r.completion.status = Status::peer_lost;
         r.completion.error = e.what();
         lost.insert(e.peer());
+        r.done = true;
+        return true;
     }
+    if (announcing) {
+        r.announced = true;
+        announced.emplace(RdvKey{r.peer, r.rdv_id}, r.id);
+        ++announced_count[r.peer];
+        return true;
+    }
+    if (r.announced) ++counters.rendezvous_sent; // the data of a cleared announcement
     r.done = true;
     return true;
 }
 
 void Communicator::Impl::retry_backlog_locked() {
+    retry_control_locked();
     for (auto b = backlog.begin(); b != backlog.end();) {
         auto& queue = b->second;
         while (!queue.empty()) {
@@ -76,7 +103,8 @@ void Communicator::Impl::retry_backlog_locked() {
     }
 }
 
-Posted Communicator::Impl::post_send(NodeId dest, Tag tag, BufferPtr whole, std::size_t size, void* user) {
+Posted Communicator::Impl::post_send(NodeId dest, Tag tag, BufferPtr whole, std::size_t size, void* user,
+                                     BufferPtr rdv_data, std::uint32_t rdv_id) {
     std::lock_guard lock(mutex);
     const RequestId id = new_id_locked();
     Request r;
@@ -86,6 +114,9 @@ Posted Communicator::Impl::post_send(NodeId dest, Tag tag, BufferPtr whole, std:
     r.user = user;
     r.size = size;
     r.pending = std::move(whole);
+    r.id = id;
+    r.rdv_data = std::move(rdv_data);
+    r.rdv_id = rdv_id;
     r.completion.is_send = true;
     r.completion.source = dest;
     r.completion.tag = tag;
@@ -95,6 +126,10 @@ Posted Communicator::Impl::post_send(NodeId dest, Tag tag, BufferPtr whole, std:
     auto b = backlog.find(dest);
     if (b == backlog.end() || b->second.empty()) {
         if (try_send_locked(r)) {
+            if (!r.done) { // announced: completes when the receiver cleared it and the data went
+                requests.emplace(id, std::move(r));
+                return Posted{id, std::nullopt};
+            }
             if (r.completion.status == Status::peer_lost) handle_loss_locked(dest, r.completion.error);
             Posted p{id, std::move(r.completion)};
             p.done->id = id;

@@ -4,6 +4,8 @@
 // judged afterwards; a section is judged by its technology's options.
 #include "schemas.hpp"
 
+#include <msgpass/config/comm_options.hpp>
+
 #include <algorithm>
 #include <limits>
 #include <set>
@@ -14,7 +16,14 @@ namespace msgpass::config::detail {
 namespace {
 
 const std::vector<std::string> generic_keys = {"partition",        "technology", "max_message_size", "peer_timeout",
-                                               "send_queue_limit", "groups",     "auth_key_file"};
+                                               "send_queue_limit", "groups",     "auth_key_file",    "comm"};
+
+// The `comm:` section, read by the generic section reader like a technology's.
+const SectionType& comm_type() {
+    static const SectionType type =
+        SectionType::of<CommOptions>("a mapping of communicator limits (eager_limit, unexpected_limit)");
+    return type;
+}
 
 void collect_groups(Problems& problems, const Item& v, NetworkLayers& layers) {
     for_each_entry(problems, v, "a mapping of group names to lists of node ids",
@@ -32,6 +41,8 @@ void collect_network_key(Problems& problems, const Schemas& schemas, const std::
                          NetworkLayers& layers) {
     if (const auto* schema = schemas.section(key)) {
         collect_section(problems, v, *schema->section, layers.sections[key]);
+    } else if (key == "comm") {
+        collect_section(problems, v, comm_type(), layers.sections[key]);
     } else if (key == "groups") {
         collect_groups(problems, v, layers);
     } else {
@@ -155,10 +166,11 @@ void collect_override(Problems& problems, const Schemas& schemas, const std::str
         return;
     }
     const auto* schema = schemas.section(parts[0]);
+    const SectionType* section = schema != nullptr ? &*schema->section : (parts[0] == "comm" ? &comm_type() : nullptr);
     if (parts.size() == 1) {
         collect_network_key(problems, schemas, parts[0], v, layers);
-    } else if (parts.size() == 2 && schema != nullptr) {
-        const auto& keys = schema->section->keys();
+    } else if (parts.size() == 2 && section != nullptr) {
+        const auto& keys = section->keys();
         if (!contains(keys, parts[1])) {
             report(problems, key_value, known_keys_text(parts[1], keys), unknown_key_found(parts[1]));
             return;
@@ -183,6 +195,11 @@ void resolve_network(Problems& problems, const Schemas& schemas, const NetworkLa
         std::any options = schema->section->make();
         if (auto it = layers.sections.find(schema->name); it != layers.sections.end())
             resolve_section(problems, *schema->section, it->second, schema->name, options);
+        c.sections.put(std::move(options));
+    }
+    if (auto it = layers.sections.find("comm"); it != layers.sections.end()) {
+        std::any options = CommOptions{};
+        resolve_section(problems, comm_type(), it->second, "comm", options);
         c.sections.put(std::move(options));
     }
 }
@@ -235,3 +252,20 @@ void resolve_groups(Problems& problems, const NetworkLayers& layers, const std::
 }
 
 } // namespace msgpass::config::detail
+
+namespace msgpass::config {
+
+const std::vector<std::string>& CommOptions::keys() {
+    static const std::vector<std::string> list = {"eager_limit", "unexpected_limit"};
+    return list;
+}
+
+void CommOptions::set(const std::string& key, const Value& value) {
+    if (key == "eager_limit") {
+        if (auto n = value.size(2 * GiB)) eager_limit = *n;
+    } else if (key == "unexpected_limit") {
+        if (auto n = value.size()) unexpected_limit = *n;
+    }
+}
+
+} // namespace msgpass::config

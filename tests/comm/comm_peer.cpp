@@ -1,19 +1,31 @@
 // A peer of the communicator tests in a process of its own, to be killed:
-//   comm_peer TECHNOLOGY PARTITION NODES SELF PORT...   (ports: none for sci)
+//   comm_peer [--announce] TECHNOLOGY PARTITION NODES SELF PORT...   (ports: none for sci)
 // It makes the same configuration as the test (node i on machine m1 or m2 for auto),
 // sends "hi" with tag 1 to node 1, prints "ready", then receives until killed.
+// --announce: with comm.eager_limit 1KiB, it also posts three 64 KiB sends to node 1
+// (tags 9, 10, 11: announcements only, by rendezvous), hands them over, prints
+// "ready" and then makes no progress, so that no clear-to-send is ever answered.
 #include <msgpass/comm.hpp>
 #include <msgpass/msgpass.hpp>
 
+#include <csignal>
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
 #include <exception>
 #include <string>
+#include <unistd.h>
+#include <vector>
 
 int main(int argc, char** argv) {
     using namespace msgpass;
+    const bool announce = argc > 1 && std::strcmp(argv[1], "--announce") == 0;
+    if (announce) {
+        --argc;
+        ++argv;
+    }
     if (argc < 5) {
-        std::fprintf(stderr, "usage: comm_peer TECHNOLOGY PARTITION NODES SELF PORT...\n");
+        std::fprintf(stderr, "usage: comm_peer [--announce] TECHNOLOGY PARTITION NODES SELF PORT...\n");
         return 2;
     }
     try {
@@ -36,9 +48,26 @@ int main(int argc, char** argv) {
             if (c.technology == "auto") node.machine = i % 2 == 1 ? "m1" : "m2";
             c.nodes.push_back(node);
         }
+        if (announce) c.edit_section<config::CommOptions>().eager_limit = config::KiB;
         auto factory = NodeFactory::create(c, self);
         comm::Communicator comm(*factory, c);
         comm.send(1, 1, std::as_bytes(std::span("hi", 2)));
+        if (announce) {
+            const std::vector<std::byte> big(64 * config::KiB, std::byte{0x42});
+            for (comm::Tag tag : {9, 10, 11})
+                if (comm.post_send(1, tag, big).done) {
+                    std::fprintf(stderr, "comm_peer: a 64 KiB send completed at once: not a rendezvous\n");
+                    return 1;
+                }
+            if (!comm.flush(std::chrono::seconds(10))) {
+                std::fprintf(stderr, "comm_peer: the announcements were not handed over in 10 s\n");
+                return 1;
+            }
+            std::printf("ready\n");
+            std::fflush(stdout);
+            for (;;)
+                pause(); // no progress: clear-to-send is never answered
+        }
         std::printf("ready\n");
         std::fflush(stdout);
         for (;;)

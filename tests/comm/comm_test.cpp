@@ -10,6 +10,8 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
+#include <array>
 #include <atomic>
 #include <chrono>
 #include <cstring>
@@ -541,6 +543,197 @@ TEST_P(CommConformance, UnexpectedMessagesReachAServerThatDidNotKnowItsClientsAn
         EXPECT_NE(std::string(e.what()).find("max_unexpected_size (64)"), std::string::npos) << e.what();
     }
     EXPECT_TRUE(server.cancel(ordinary.id));
+}
+
+std::vector<std::byte> pattern(std::size_t size, unsigned seed) {
+    std::vector<std::byte> v(size);
+    for (std::size_t i = 0; i < size; ++i)
+        v[i] = static_cast<std::byte>((i * 131 + seed * 7 + (i >> 8)) & 0xff);
+    return v;
+}
+
+// comm.eager_limit 1 KiB for every node of the configuration.
+void small_eager_limit(config::Configuration& c) {
+    c.edit_section<config::CommOptions>().eager_limit = config::KiB;
+}
+
+// BIP: "long messages are sent when the receive is posted"; EPOS: rendezvous. Above
+// comm.eager_limit the data goes straight into the posted receive's span; an
+// announcement that arrives first waits unexpected as its envelope alone.
+TEST_P(CommConformance, AMessageAboveTheEagerLimitGoesByRendezvousIntoThePostedReceive) {
+    auto c = make(2, small_eager_limit);
+    auto fa = NodeFactory::create(c, 1);
+    auto fb = NodeFactory::create(c, 2);
+    Communicator a(*fa, c), b(*fb, c);
+    Pump pump(a);
+    constexpr std::size_t size = 200 * 1000;
+    // Posted first: the announcement finds the receive.
+    const auto first = pattern(size, 1);
+    std::vector<std::byte> into(size + 10);
+    int user = 0;
+    auto r = b.post_recv(1, 5, into, &user);
+    ASSERT_FALSE(r.done.has_value());
+    auto s = a.post_send(2, 5, first);
+    EXPECT_FALSE(s.done.has_value()) << "a rendezvous send cannot complete before the receiver cleared it";
+    auto done = b.wait(r.id, patience);
+    ASSERT_TRUE(done.has_value()) << "the rendezvous never delivered";
+    EXPECT_EQ(done->status, Status::success);
+    EXPECT_EQ(done->size, size);
+    EXPECT_EQ(done->bytes, size);
+    EXPECT_EQ(done->source, 1u);
+    EXPECT_EQ(done->user, &user);
+    EXPECT_TRUE(std::equal(first.begin(), first.end(), into.begin())) << "the data differs";
+    EXPECT_EQ(b.stats().rendezvous_received, 1u);
+    // Sent first: the receiver keeps the 24-byte envelope only, probe sees its size,
+    // and the receive posted later is not immediate (the data moves then).
+    const auto second = pattern(size, 2);
+    (void)a.post_send(2, 6, second);
+    auto e = b.probe(1, 6, patience);
+    ASSERT_TRUE(e.has_value());
+    EXPECT_EQ(e->size, size);
+    EXPECT_EQ(b.stats().unexpected_bytes, 24u) << "an unexpected announcement must cost its envelope only";
+    auto later = b.post_recv(1, 6, into);
+    ASSERT_FALSE(later.done.has_value());
+    EXPECT_FALSE(b.cancel(later.id)) << "a receive that cleared an announcement is not taken back";
+    done = b.wait(later.id, patience);
+    ASSERT_TRUE(done.has_value());
+    EXPECT_EQ(done->status, Status::success);
+    EXPECT_TRUE(std::equal(second.begin(), second.end(), into.begin()));
+    // Into the layer's buffer (zero-copy) and truncated into a small span; a blocking
+    // send returns once the receiver took the data.
+    std::thread sender([&] {
+        try {
+            a.send(2, 7, pattern(size, 3));
+            a.send(2, 7, pattern(size, 4));
+        } catch (const std::exception& ex) {
+            ADD_FAILURE() << "blocking rendezvous send: " << ex.what();
+        }
+    });
+    auto m = b.recv(1, 7, patience);
+    ASSERT_TRUE(m.has_value());
+    ASSERT_EQ(m->buffer->size(), size);
+    std::vector<std::byte> got(size);
+    m->buffer->copy_to(got);
+    EXPECT_EQ(got, pattern(size, 3));
+    std::array<std::byte, 100> small{};
+    auto t = b.post_recv(1, 7, small);
+    done = t.done ? std::move(t.done) : b.wait(t.id, patience);
+    sender.join();
+    ASSERT_TRUE(done.has_value());
+    EXPECT_EQ(done->status, Status::truncated);
+    EXPECT_EQ(done->size, size);
+    EXPECT_TRUE(std::equal(small.begin(), small.end(), pattern(size, 4).begin()));
+    EXPECT_EQ(b.stats().rendezvous_received, 4u);
+    EXPECT_EQ(a.stats().rendezvous_sent, 4u);
+    EXPECT_EQ(b.stats().unexpected_bytes, 0u);
+    EXPECT_EQ(b.stats().rendezvous_awaiting, 0u);
+}
+
+// Issue 11: "an unexpected large message costs the receiver no memory beyond the
+// envelope"; the queue is bounded by comm.unexpected_limit, and the sender holds
+// its further announcements back (Limits::rendezvous_window) rather than the
+// receiver growing. 100 messages of 64 KiB wait; then all arrive, in order.
+TEST_P(CommConformance, HundredUnexpectedLargeMessagesCostTheReceiverTheirEnvelopesWithinTheLimit) {
+    // 6.4 MB under a sanitizer on a shared machine: a generous peer_timeout, so that
+    // a starved keepalive thread does not make the peer lost.
+    auto c = make(2, [](config::Configuration& c) {
+        small_eager_limit(c);
+        c.peer_timeout = 5s;
+    });
+    auto fa = NodeFactory::create(c, 1);
+    auto fb = NodeFactory::create(c, 2);
+    comm::Limits limits = comm::Limits::from(c);
+    ASSERT_EQ(limits.eager_limit, config::KiB);
+    limits.unexpected_limit = limits.rendezvous_window * 24; // the least the constructor takes
+    constexpr int n = 100;
+    constexpr std::size_t size = 64 * 1024;
+    // Made before the nodes talk: a node idle for its peer_timeout (as b would be
+    // while a slow build makes them) may be declared lost by an ip technology.
+    std::vector<std::vector<std::byte>> payloads;
+    for (int i = 0; i < n; ++i)
+        payloads.push_back(pattern(size, static_cast<unsigned>(i)));
+    Communicator a(*fa, c), b(*fb, c, limits);
+    Pump pump(a);
+    std::vector<comm::RequestId> sends;
+    for (int i = 0; i < n; ++i) {
+        auto p = a.post_send(2, 3, payloads[static_cast<std::size_t>(i)]);
+        ASSERT_FALSE(p.done.has_value());
+        sends.push_back(p.id);
+    }
+    const std::uint64_t window = limits.rendezvous_window;
+    await_unexpected(b, window);
+    for (int i = 0; i < 50; ++i)
+        (void)b.probe(any_source, 999999, 1ms); // more progress: nothing more may come
+    const auto held = b.stats();
+    EXPECT_EQ(held.unexpected_messages, window);
+    EXPECT_EQ(held.unexpected_bytes, window * 24) << "only envelopes may wait: " << held.unexpected_bytes;
+    EXPECT_LE(held.unexpected_bytes, limits.unexpected_limit);
+    EXPECT_EQ(a.stats().rendezvous_announced, window) << "the sender must hold back beyond its window";
+    std::vector<std::byte> into(size);
+    for (int i = 0; i < n; ++i) {
+        auto r = b.post_recv(1, 3, into);
+        auto done = r.done ? std::move(r.done) : b.wait(r.id, patience);
+        ASSERT_TRUE(done.has_value()) << "message " << i << " never came; receiver: " << b.stats().unexpected_messages
+                                      << " unexpected, " << b.stats().rendezvous_awaiting << " awaiting data; sender: "
+                                      << a.stats().rendezvous_announced << " announced, "
+                                      << a.stats().rendezvous_sent << " sent";
+        ASSERT_EQ(done->status, Status::success) << done->error;
+        ASSERT_EQ(into, payloads[static_cast<std::size_t>(i)]) << "message " << i << " out of order or damaged";
+        ASSERT_LE(b.stats().unexpected_bytes, limits.unexpected_limit);
+    }
+    EXPECT_EQ(a.wait_all(sends, patience).size(), static_cast<std::size_t>(n));
+    EXPECT_EQ(b.stats().unexpected_messages, 0u);
+}
+
+// Issue 11: "a peer's loss completes its pending requests with PeerLost, never a
+// hang", during a rendezvous: node 2 announces three large messages and stops making
+// progress; node 1 clears two (one named, one from any source) and is left with the
+// third unexpected; node 2 is killed.
+TEST_P(CommConformance, ASenderKilledDuringARendezvousFailsTheReceivesWaitingForItsData) {
+    auto c = make(3, [](config::Configuration& c) { c.peer_timeout = 300ms; });
+    SegmentCleanup cleanup(c.partition);
+    std::vector<std::string> args{COMM_PEER, "--announce", GetParam(), c.partition, "3", "2"};
+    for (const auto& node : c.nodes)
+        if (node.port != 0) args.push_back(std::to_string(node.port));
+    auto f1 = NodeFactory::create(c, 1);
+    auto f3 = NodeFactory::create(c, 3);
+    Communicator c1(*f1, c), c3(*f3, c);
+    Pump pump(c3);
+    ChildProcess peer(args);
+    // Node 1 takes what node 2 sends (a node may move a message only when its peer
+    // takes the previous one), then node 2 says it handed everything over.
+    EXPECT_EQ(recv_text(c1, 2, 1), "hi");
+    for (comm::Tag tag : {9, 10, 11}) {
+        auto e = c1.probe(2, tag, patience);
+        ASSERT_TRUE(e.has_value()) << "announcement " << tag << " never arrived";
+        EXPECT_EQ(e->size, 64 * config::KiB);
+    }
+    ASSERT_EQ(peer.wait_for_line("ready", patience), "ready");
+    int u1 = 0, u2 = 0;
+    std::vector<std::byte> into(64 * config::KiB);
+    auto named = c1.post_recv(2, 9, into, &u1);
+    auto any = c1.post_recv(any_source, 10, &u2);
+    ASSERT_FALSE(named.done || any.done);
+    EXPECT_EQ(c1.stats().rendezvous_awaiting, 2u);
+    peer.kill(SIGKILL);
+    peer.wait();
+    for (auto [id, user] : {std::pair{named.id, &u1}, std::pair{any.id, &u2}}) {
+        auto done = c1.wait(id, patience);
+        ASSERT_TRUE(done.has_value()) << "a receive waiting for the killed sender's data hung";
+        EXPECT_EQ(done->status, Status::peer_lost);
+        EXPECT_EQ(done->source, 2u);
+        EXPECT_EQ(done->user, user);
+        EXPECT_NE(done->error.find("rendezvous"), std::string::npos) << done->error;
+    }
+    EXPECT_EQ(c1.stats().rendezvous_awaiting, 0u);
+    // The third announcement can never be cleared: taking it fails at once.
+    auto third = c1.post_recv(any_source, 11);
+    ASSERT_TRUE(third.done.has_value());
+    EXPECT_EQ(third.done->status, Status::peer_lost);
+    EXPECT_EQ(third.done->size, 64 * config::KiB);
+    // The other peer still talks.
+    send_text(c3, 1, 2, "alive");
+    EXPECT_EQ(recv_text(c1, 3, 2), "alive");
 }
 
 INSTANTIATE_TEST_SUITE_P(Technologies, CommConformance, ::testing::Values("sci", "tcp", "udp", "auto"),

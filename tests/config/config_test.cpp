@@ -3,6 +3,7 @@
 // booleans), and that every kind of wrong input ends in one ConfigError listing each
 // problem as "file:line:column: key.path: expected X, found Y" and never in a crash.
 #include <msgpass/config.hpp>
+#include <msgpass/config/comm_options.hpp>
 
 #include <msgpass/sci/options.hpp>
 #include <msgpass/tcp/options.hpp>
@@ -469,6 +470,32 @@ TEST(ConfigOverrides, SetReplacesFileValuesBeforeNodeScope) {
     EXPECT_EQ(c.groups.at("pair"), (std::vector<NodeId>{1, 2}));
     // The last override of a key wins, and an override repairs a bad file value.
     EXPECT_EQ(load_text("partition: 'bad one'\n", two_nodes, {"partition=a", "partition=b"}).partition, "b");
+}
+
+// The communicator's `comm:` section (docs/communicator.md): sizes read like any
+// other, refused with the key and line, and `comm` is no technology.
+TEST(ConfigComm, TheCommSectionSetsTheCommunicatorLimitsAndBadValuesNameKeyAndLine) {
+    const auto defaults = load_text("", two_nodes);
+    EXPECT_EQ(defaults.section<CommOptions>().eager_limit, 64 * KiB);
+    EXPECT_EQ(defaults.section<CommOptions>().unexpected_limit, 64 * MiB);
+    const auto c = load_text("comm:\n  eager_limit: 8KiB\n  unexpected_limit: 1MiB\n", two_nodes);
+    EXPECT_EQ(c.section<CommOptions>().eager_limit, 8 * KiB);
+    EXPECT_EQ(c.section<CommOptions>().unexpected_limit, MiB);
+    EXPECT_EQ(load_text("comm: {eager_limit: 1KiB}\n", two_nodes, {"comm.eager_limit=2KiB"})
+                  .section<CommOptions>()
+                  .eager_limit,
+              2 * KiB);
+    EXPECT_EQ(errors_of("comm:\n  eager_limit: -1\n"),
+              "network.yaml:2:16: comm.eager_limit: expected a size from 1 byte to 2GiB, found a negative size '-1'");
+    EXPECT_EQ(errors_of("comm:\n  unexpected_limit: lots\n")
+                  .rfind("network.yaml:2:21: comm.unexpected_limit: expected a size", 0),
+              0u)
+        << errors_of("comm:\n  unexpected_limit: lots\n");
+    EXPECT_EQ(errors_of("comm:\n  eager_limt: 1\n").rfind("network.yaml:2:3: comm.eager_limt: expected a known key", 0),
+              0u)
+        << errors_of("comm:\n  eager_limt: 1\n");
+    EXPECT_EQ(errors_of("comm: 5\n").rfind("network.yaml:1:", 0), 0u) << errors_of("comm: 5\n");
+    EXPECT_NE(errors_of("technology: comm\n").find("expected one of auto, sci, tcp, udp"), std::string::npos);
 }
 
 TEST(ConfigOverrides, BadOverridesAreReportedAtSet) {

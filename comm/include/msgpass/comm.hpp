@@ -7,6 +7,7 @@
 
 #include <msgpass/buffer.hpp>
 #include <msgpass/config.hpp>
+#include <msgpass/config/comm_options.hpp>
 #include <msgpass/error.hpp>
 #include <msgpass/node_factory.hpp>
 
@@ -44,12 +45,15 @@ struct Message {
     BufferPtr buffer;
 };
 
-// The bounds of a communicator (constructor arguments for now; not yet keys of the
-// configuration, see docs/communicator.md).
+// The bounds of a communicator. eager_limit and unexpected_limit are the keys of the
+// configuration's `comm:` section (Limits::from); the others are constructor
+// arguments only (docs/communicator.md).
 struct Limits {
     // Received messages nobody asked for are kept up to this many bytes (payload and
-    // envelope); at or above it the communicator stops taking messages from the
-    // nodes (back-pressure on the senders) until the application receives some.
+    // envelope; an announced large message costs its 24-byte envelope); at or above
+    // it the communicator stops taking messages from the nodes (back-pressure on the
+    // senders) until the application receives some. At least 24 bytes per peer times
+    // rendezvous_window (the constructor throws UsageError otherwise).
     std::size_t unexpected_limit = 64 * config::MiB;
     // Requests (posted receives and sends, completed ones not yet collected) at once;
     // one more post throws UsageError.
@@ -61,6 +65,17 @@ struct Limits {
     // larger one is refused with MessageTooLarge. Received ones count against
     // unexpected_limit like any unrequested message.
     std::size_t max_unexpected_size = 64 * config::KiB;
+    // Payloads up to this many bytes are sent at once (eager); larger ones by
+    // rendezvous: the envelope goes first (request-to-send), the receiver answers
+    // clear-to-send once a matching receive is posted, then the data goes into it.
+    std::size_t eager_limit = 64 * config::KiB;
+    // Announced large messages towards one peer not yet cleared by it; further sends
+    // to that peer wait in the backlog behind them (bounds the receiver's envelopes).
+    std::size_t rendezvous_window = 64;
+
+    // The defaults with eager_limit and unexpected_limit of configuration's `comm:`
+    // section (config::CommOptions).
+    [[nodiscard]] static Limits from(const config::Configuration& configuration);
 };
 
 enum class Status {
@@ -94,19 +109,24 @@ struct Posted {
 };
 
 struct CommStats {
-    std::uint64_t unexpected_messages = 0; // waiting now
-    std::uint64_t unexpected_bytes = 0;    // waiting now
-    std::uint64_t posted_receives = 0;     // waiting now (the expected queue)
-    std::uint64_t backpressure_stops = 0;  // progress calls that did not pull: queue full
-    std::uint64_t malformed = 0;           // messages dropped: bad envelope
+    std::uint64_t unexpected_messages = 0;  // waiting now
+    std::uint64_t unexpected_bytes = 0;     // waiting now
+    std::uint64_t posted_receives = 0;      // waiting now (the expected queue)
+    std::uint64_t backpressure_stops = 0;   // progress calls that did not pull: queue full
+    std::uint64_t malformed = 0;            // messages dropped: bad envelope
+    std::uint64_t rendezvous_sent = 0;      // large messages whose data went after a clear-to-send
+    std::uint64_t rendezvous_received = 0;  // large messages received by rendezvous
+    std::uint64_t rendezvous_announced = 0; // now: own announcements not yet cleared by their receiver
+    std::uint64_t rendezvous_awaiting = 0;  // now: receives that cleared an announcement, waiting for its data
 };
 
 class Communicator {
 public:
     // Over every node of configuration's nodes file but self (made here, a node per
     // peer; the factory must be the one made from this configuration and outlive the
-    // communicator).
-    Communicator(NodeFactory& factory, const config::Configuration& configuration, Limits limits = {});
+    // communicator), with Limits::from(configuration) or the given limits.
+    Communicator(NodeFactory& factory, const config::Configuration& configuration);
+    Communicator(NodeFactory& factory, const config::Configuration& configuration, Limits limits);
     // Over the given peers only.
     Communicator(NodeFactory& factory, const std::vector<NodeId>& peers, Limits limits = {});
     ~Communicator();
@@ -121,8 +141,11 @@ public:
     // factory: a recv, test, wait, probe, progress or flush of the communicator), so
     // the caller may reuse its bytes (MPI's local completion); while the node's send
     // queue is full it waits, making progress, up to Limits::send_timeout, then
-    // throws SendQueueFull (the message is not sent). Throws PeerLost when dest died, UsageError for a negative
-    // tag or a dest that is not a peer, MessageTooLarge.
+    // throws SendQueueFull (the message is not sent). A message above
+    // Limits::eager_limit goes by rendezvous: send returns when its data was handed
+    // to the node, that is once dest posted a matching receive (MPI_Send's large
+    // message rule; no timeout). Throws PeerLost when dest died, UsageError for a
+    // negative tag or a dest that is not a peer, MessageTooLarge.
     void send(NodeId dest, Tag tag, std::span<const std::byte> bytes);
     void send(NodeId dest, Tag tag, BufferPtr&& payload);
 
@@ -167,7 +190,9 @@ public:
     std::vector<Completion> wait_all(std::span<const RequestId> ids, std::chrono::nanoseconds timeout);
 
     // Takes back a pending request: it completes with Status::cancelled, to be
-    // collected by test/wait. False when it had completed already.
+    // collected by test/wait. False when it had completed already, or when it is in
+    // a rendezvous (a send whose envelope went, a receive that cleared one): then it
+    // completes when the data moved or the peer was lost.
     bool cancel(RequestId id);
 
     // The envelope of the next message matching (source, tag) without taking it:

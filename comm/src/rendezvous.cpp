@@ -1,0 +1,133 @@
+// Rendezvous for large messages (BIP's long messages, EPOS's requested queue;
+// docs/communicator.md, "Short and long messages"). A payload above
+// Limits::eager_limit is announced by its envelope alone (request-to-send, kind 3);
+// the receiver matches the announcement like a message and, once a receive took it,
+// answers clear-to-send (kind 4) with the sender's id; the sender then sends the data
+// (kind 5), which completes that receive, into the caller's span when it gave one.
+// An unexpected announcement costs the receiver its 24-byte envelope.
+#include "impl.hpp"
+
+namespace msgpass::comm {
+
+void Communicator::Impl::clear_to_send_locked(Request& r, const Arrived& m) {
+    r.awaiting_data = true;
+    r.completion.source = m.source;
+    r.completion.tag = m.tag;
+    r.completion.size = m.size;
+    r.completion.user = r.user;
+    awaiting.emplace(RdvKey{m.source, m.rdv_id}, r.id);
+    send_control_locked(m.source, kind_cts, m.rdv_id);
+}
+
+std::string Communicator::Impl::on_clear_to_send_locked(NodeId source, std::uint32_t id) {
+    auto it = announced.find(RdvKey{source, id});
+    if (it == announced.end())
+        return "a clear-to-send for rendezvous " + std::to_string(id) + ", which this node did not announce to it";
+    const RequestId rid = it->second;
+    announced.erase(it);
+    if (auto c = announced_count.find(source); c != announced_count.end() && c->second > 0) --c->second;
+    auto& r = requests.at(rid);
+    r.pending = std::move(r.rdv_data);
+    // The data goes before anything waiting for this peer: the receiver waits for it.
+    auto& queue = backlog[source];
+    if (!queue.empty() || !try_send_locked(r)) {
+        queue.push_front(rid);
+        return {};
+    }
+    if (queue.empty()) backlog.erase(source);
+    if (r.completion.status == Status::peer_lost) handle_loss_locked(source, r.completion.error);
+    changed.notify_all();
+    return {};
+}
+
+std::string Communicator::Impl::on_data_locked(NodeId source, const WireEnvelope& w, BufferPtr whole) {
+    auto it = awaiting.find(RdvKey{source, w.id});
+    if (it == awaiting.end()) return "data for rendezvous " + std::to_string(w.id) + ", which this node did not clear";
+    auto& r = requests.at(it->second);
+    awaiting.erase(it);
+    r.awaiting_data = false;
+    fill_receive(r.completion, r, Arrived{source, w.tag, static_cast<std::size_t>(w.size), std::move(whole)});
+    r.done = true;
+    ++counters.rendezvous_received;
+    changed.notify_all();
+    return {};
+}
+
+void Communicator::Impl::send_control_locked(NodeId peer, std::uint8_t kind, std::uint32_t id) {
+    auto message = std::make_unique<HeapBuffer>(header_size);
+    write_envelope(message->data(), 0, 0, kind, id);
+    BufferPtr whole = std::move(message);
+    auto& queue = control_backlog[peer];
+    if (queue.empty()) {
+        try {
+            nodes.at(peer)->send(std::move(whole)); // a refused buffer stays with us
+        } catch (const SendQueueFull&) {
+        } catch (const PeerLost& e) {
+            control_backlog.erase(peer);
+            handle_loss_locked(peer, e.what());
+            return;
+        }
+    }
+    if (whole)
+        queue.push_back(std::move(whole));
+    else if (queue.empty())
+        control_backlog.erase(peer);
+}
+
+void Communicator::Impl::retry_control_locked() {
+    std::vector<std::pair<NodeId, std::string>> lost_now;
+    for (auto c = control_backlog.begin(); c != control_backlog.end();) {
+        auto& queue = c->second;
+        try {
+            while (!queue.empty()) {
+                nodes.at(c->first)->send(std::move(queue.front()));
+                queue.pop_front();
+            }
+        } catch (const SendQueueFull&) {
+        } catch (const PeerLost& e) {
+            lost_now.emplace_back(c->first, e.what());
+            queue.clear();
+        }
+        c = queue.empty() ? control_backlog.erase(c) : std::next(c);
+    }
+    for (const auto& [peer, reason] : lost_now)
+        handle_loss_locked(peer, reason);
+}
+
+void Communicator::Impl::rendezvous_loss_locked(NodeId peer, const std::string& reason) {
+    // Own announcements to it: their sends fail.
+    for (auto it = announced.begin(); it != announced.end();) {
+        if (it->first.first != peer) {
+            ++it;
+            continue;
+        }
+        auto& r = requests.at(it->second);
+        r.rdv_data.reset();
+        r.completion.status = Status::peer_lost;
+        r.completion.error = reason;
+        r.done = true;
+        it = announced.erase(it);
+    }
+    announced_count.erase(peer);
+    // Receives that cleared its announcements: their data never comes.
+    for (auto it = awaiting.begin(); it != awaiting.end();) {
+        if (it->first.first != peer) {
+            ++it;
+            continue;
+        }
+        auto& r = requests.at(it->second);
+        r.awaiting_data = false;
+        r.completion.status = Status::peer_lost;
+        r.completion.error = describe(peer) + " was lost during the rendezvous of a " +
+                             std::to_string(r.completion.size) + "-byte message, before its data came: " + reason;
+        r.done = true;
+        it = awaiting.erase(it);
+    }
+    // Its unexpected announcements stay (in order, for probe); a receive that takes
+    // one completes with peer_lost.
+    for (auto& m : unexpected)
+        if (m.source == peer && m.kind == kind_rts) m.dead = true;
+    control_backlog.erase(peer);
+}
+
+} // namespace msgpass::comm
