@@ -5,6 +5,7 @@
 // seed and beyond, and prints a table beside the seed's 1999 figures and the floors
 // measured in the same run. With --config/--nodes/--node-id it runs one side only:
 // the lowest node id drives and prints; the others serve it.
+#include "comm_layer.hpp"
 #include "options.hpp"
 #include "patterns.hpp"
 #include "reference.hpp"
@@ -37,7 +38,8 @@ int run(int argc, char** argv) {
         pin(s.cpus, s.peer_index);
         auto factory = NodeFactory::create(self_spawn_configuration(s, s.partition, s.node_count, s.max_size),
                                            s.node_id.value_or(0));
-        return serve(*factory, 1);
+        const int rc = serve(*factory, 1);
+        return rc == 0 && s.layer == "comm" ? comm_serve(*factory, 1) : rc;
     }
     if (!s.role.empty()) throw po::error("unknown role '" + s.role + "'");
 
@@ -53,7 +55,8 @@ int run(int argc, char** argv) {
     const std::vector<std::string> patterns =
         table ? std::vector<std::string>{"pingpong", "stream"} : std::vector<std::string>{*s.pattern};
     if (table && s.timed_by_default) s.budget.seconds = 0.4;
-    const std::uint64_t max_size = *std::max_element(s.sizes.begin(), s.sizes.end());
+    // The communicator's messages carry a 24-byte envelope: room for it.
+    const std::uint64_t max_size = *std::max_element(s.sizes.begin(), s.sizes.end()) + (s.layer == "comm" ? 64 : 0);
 
     if (s.config_file || s.nodes_file || s.node_id) {
         std::vector<std::string> overrides;
@@ -123,6 +126,14 @@ int run(int argc, char** argv) {
         *factory, peer_ids, [&] { peers.check(); }, s.wait);
     auto results = drive(driver, s, patterns, progress, floors);
     driver.quit();
+    if (s.layer == "comm") {
+        progress.show("the same through the communicator");
+        const auto through_comm = comm_drive(*factory, 2, s.sizes, s.budget);
+        progress.clear();
+        peers.stop(std::chrono::milliseconds(5000));
+        print_comm_table(s.sizes, results, through_comm, std::string(factory->technology()));
+        return 0;
+    }
     if (floors && s.technology != std::optional<std::string>("tcp") &&
         s.technology != std::optional<std::string>("udp")) {
         warn_if_shared_cpu(floor);

@@ -43,7 +43,9 @@ Settings parse(int argc, char** argv, bool& help) {
         ("wait", po::value(&wait)->value_name("MODE"),                                                                //
          "block: receive(timeout), the layer's wait (default); spin: poll receive()")                                 //
         ("set", po::value(&s.sets)->composing()->value_name("KEY=VALUE"),                                             //
-         "override of the network file (repeatable)");
+         "override of the network file (repeatable)")                                                                 //
+        ("layer", po::value(&s.layer)->value_name("LAYER"),                                                           //
+         "node (default) | comm: pingpong and stream through the communicator beside the Node path, same run");
     po::options_description hidden;
     hidden.add_options()("role", po::value(&s.role))("partition", po::value(&s.partition))("node-count",
                                                                                            po::value(&s.node_count))(
@@ -70,6 +72,9 @@ Settings parse(int argc, char** argv, bool& help) {
         throw po::error("--seconds must be in (0, 3600)");
     }
     if (s.pattern == "idle" && !vm.count("seconds")) s.budget.seconds = 5;
+    if (s.layer != "node" && s.layer != "comm") throw po::error("--layer is node or comm, not '" + s.layer + "'");
+    if (s.layer == "comm" && (s.pattern || s.reference || s.json || vm.count("config") || vm.count("nodes")))
+        throw po::error("--layer comm runs its own table (self-spawning; no --pattern, --reference, --json, --config)");
     if (s.members == 0 || s.members > 64) throw po::error("--members must be in 1..64");
     if (wait == "spin")
         s.wait = Wait::spin;

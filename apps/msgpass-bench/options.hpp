@@ -17,6 +17,7 @@ inline const std::vector<std::uint64_t> default_sizes = {8,    16,   32,   64,  
 struct Settings {
     std::optional<std::string> technology;
     std::optional<std::string> pattern;
+    std::string layer = "node"; // node | comm (--layer)
     std::vector<std::uint64_t> sizes = default_sizes;
     Budget budget;
     bool timed_by_default = true;

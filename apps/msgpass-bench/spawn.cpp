@@ -149,6 +149,7 @@ void Peers::start(const Settings& s, const std::string& partition, std::uint32_t
                                          "--ports",
                                          port_list(s.ports)};
         if (s.technology) args.insert(args.end(), {"--technology", *s.technology});
+        if (s.layer != "node") args.insert(args.end(), {"--layer", s.layer});
         for (const auto& set : s.sets)
             args.insert(args.end(), {"--set", set});
         if (!s.cpus.empty()) {

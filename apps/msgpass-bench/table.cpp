@@ -181,4 +181,30 @@ std::vector<Result> drive(Driver& driver, const Settings& s, const std::vector<s
     return results;
 }
 
+void print_comm_table(const std::vector<std::uint64_t>& sizes, const std::vector<Result>& node,
+                      const std::vector<Result>& through_comm, const std::string& technology) {
+    auto find = [](const std::vector<Result>& list, const std::string& pattern, std::uint64_t size) {
+        for (const auto& r : list)
+            if (r.pattern == pattern && r.size == size) return r;
+        return Result{};
+    };
+    std::printf("msgpass %s: the communicator (msgpass::comm) against the Node path, same peer, same run;\n"
+                "x node = comm / node (latency: lower is better; stream: higher is better)\n\n",
+                technology.c_str());
+    std::printf("%8s | %9s %9s %7s | %9s %9s %7s\n", "size", "node p50", "comm p50", "x node", "node MB/s", "comm MB/s",
+                "x node");
+    std::printf("---------+-----------------------------+-----------------------------\n");
+    for (auto size : sizes) {
+        const auto np = find(node, "pingpong", size);
+        const auto cp = find(through_comm, "comm-pingpong", size);
+        const auto ns = find(node, "stream", size);
+        const auto cs = find(through_comm, "comm-stream", size);
+        const double nl = np.one_way_us.value_or(Latency{}).p50;
+        const double cl = cp.one_way_us.value_or(Latency{}).p50;
+        std::printf("%8s | %9s %9s %7s | %9s %9s %7s\n", size_label(size).c_str(), fixed(nl, 2).c_str(),
+                    fixed(cl, 2).c_str(), ratio(cl, nl).c_str(), fixed(ns.MBps, 1).c_str(), fixed(cs.MBps, 1).c_str(),
+                    ratio(cs.MBps, ns.MBps).c_str());
+    }
+}
+
 } // namespace msgpass::bench

@@ -58,4 +58,9 @@ void print_default_table(const std::vector<std::uint64_t>& sizes, const std::map
 std::vector<Result> drive(Driver& driver, const Settings& s, const std::vector<std::string>& patterns,
                           const Progress& progress, const std::function<void(std::uint64_t)>& before_size = {});
 
+// --layer comm: per size, the Node path's and the communicator's ping-pong p50
+// latency and stream rate (same run) and their ratios.
+void print_comm_table(const std::vector<std::uint64_t>& sizes, const std::vector<Result>& node,
+                      const std::vector<Result>& through_comm, const std::string& technology);
+
 } // namespace msgpass::bench

@@ -121,6 +121,8 @@ void finish_send(Communicator& comm, Posted posted, NodeId dest, std::chrono::mi
         if (!done) done = comm.wait(posted.id, std::chrono::nanoseconds::max());
     }
     if (done && done->status == Status::peer_lost) throw PeerLost(dest, "comm: send to " + who + ": " + done->error);
+    if (done && done->status == Status::cancelled) // the data of a rendezvous the node refused
+        throw MessageTooLarge("comm: send to " + who + ": " + done->error);
 }
 } // namespace
 
