@@ -151,6 +151,7 @@ struct Communicator::Impl {
     std::map<RdvKey, RequestId> announced;
     std::map<NodeId, std::size_t> announced_count;
     std::map<RdvKey, RequestId> awaiting;
+    std::set<RdvKey> abandoned; // cleared, then the receive was cancelled: the data is dropped
     std::map<NodeId, std::deque<BufferPtr>> control_backlog;
 
     std::string describe(NodeId id) const {

@@ -42,6 +42,7 @@ std::string Communicator::Impl::on_clear_to_send_locked(NodeId source, std::uint
 
 std::string Communicator::Impl::on_data_locked(NodeId source, const WireEnvelope& w, BufferPtr whole) {
     auto it = awaiting.find(RdvKey{source, w.id});
+    if (it == awaiting.end() && abandoned.erase(RdvKey{source, w.id}) != 0) return {}; // cancelled receive
     if (it == awaiting.end()) return "data for rendezvous " + std::to_string(w.id) + ", which this node did not clear";
     auto& r = requests.at(it->second);
     awaiting.erase(it);
@@ -109,6 +110,8 @@ void Communicator::Impl::rendezvous_loss_locked(NodeId peer, const std::string& 
         it = announced.erase(it);
     }
     announced_count.erase(peer);
+    for (auto it = abandoned.begin(); it != abandoned.end();)
+        it = it->first == peer ? abandoned.erase(it) : std::next(it);
     // Receives that cleared its announcements: their data never comes.
     for (auto it = awaiting.begin(); it != awaiting.end();) {
         if (it->first.first != peer) {

@@ -96,7 +96,16 @@ bool Communicator::cancel(RequestId id) {
     std::lock_guard lock(im.mutex);
     im.check_live_locked(id);
     auto& r = im.requests.at(id);
-    if (r.done || r.announced || r.awaiting_data) return false; // a rendezvous under way is not taken back
+    if (r.done || r.announced) return false; // a send whose announcement went is not taken back
+    if (r.awaiting_data) {                   // its data, when it comes, is dropped
+        for (auto it = im.awaiting.begin(); it != im.awaiting.end(); ++it)
+            if (it->second == id) {
+                im.abandoned.insert(it->first);
+                im.awaiting.erase(it);
+                break;
+            }
+        r.awaiting_data = false;
+    }
     if (r.is_send) {
         auto& q = im.backlog[r.peer];
         q.erase(std::remove(q.begin(), q.end(), id), q.end());

@@ -190,9 +190,10 @@ public:
     std::vector<Completion> wait_all(std::span<const RequestId> ids, std::chrono::nanoseconds timeout);
 
     // Takes back a pending request: it completes with Status::cancelled, to be
-    // collected by test/wait. False when it had completed already, or when it is in
-    // a rendezvous (a send whose envelope went, a receive that cleared one): then it
-    // completes when the data moved or the peer was lost.
+    // collected by test/wait. False when it had completed already, or for a send
+    // whose announcement (rendezvous) went: it completes when the data moved or the
+    // peer was lost. A receive that cleared an announcement is cancelled; its data
+    // is dropped when it comes.
     bool cancel(RequestId id);
 
     // The envelope of the next message matching (source, tag) without taking it:
