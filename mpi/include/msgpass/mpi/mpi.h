@@ -1,0 +1,176 @@
+/* msgpass's thin MPI: the subset of MPI that tutorials and point-to-point benchmarks
+ * use, over the communicator (msgpass::comm), with the standard's semantics. A call
+ * outside this subset is not declared here: using one is a compile error, not a
+ * silent stub. docs/mpi.md lists what is provided and what is not.
+ *
+ * Usable from C and C++ (C linkage). Build with msgpass-mpicc / msgpass-mpicxx or
+ * `pkg-config --cflags --libs msgpass-mpi`, which put this directory on the include
+ * path so that `#include <mpi.h>` finds it; start with `msgpass-run -n N -- ./prog`. */
+#ifndef MSGPASS_MPI_H
+#define MSGPASS_MPI_H
+
+#include <stddef.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#define MSGPASS_MPI 1
+#define MPI_VERSION 3
+#define MPI_SUBVERSION 1
+
+/* Handles are plain integers (as in MPICH). */
+typedef int MPI_Comm;
+typedef int MPI_Datatype;
+typedef int MPI_Op;
+typedef int MPI_Request;
+typedef int MPI_Errhandler;
+typedef ptrdiff_t MPI_Aint;
+
+typedef struct MPI_Status {
+    int MPI_SOURCE;
+    int MPI_TAG;
+    int MPI_ERROR;
+    /* private to the implementation: */
+    int msgpass_cancelled;
+    size_t msgpass_bytes;
+} MPI_Status;
+
+/* Communicators */
+#define MPI_COMM_NULL ((MPI_Comm)0)
+#define MPI_COMM_WORLD ((MPI_Comm)0x44000001)
+#define MPI_COMM_SELF ((MPI_Comm)0x44000002)
+
+/* Datatypes: the low byte is the size of one element. */
+#define MPI_DATATYPE_NULL ((MPI_Datatype)0)
+#define MPI_CHAR ((MPI_Datatype)0x4c000101)
+#define MPI_SIGNED_CHAR ((MPI_Datatype)0x4c000201)
+#define MPI_UNSIGNED_CHAR ((MPI_Datatype)0x4c000301)
+#define MPI_BYTE ((MPI_Datatype)0x4c000401)
+#define MPI_SHORT ((MPI_Datatype)0x4c000502)
+#define MPI_UNSIGNED_SHORT ((MPI_Datatype)0x4c000602)
+#define MPI_INT ((MPI_Datatype)0x4c000704)
+#define MPI_UNSIGNED ((MPI_Datatype)0x4c000804)
+#define MPI_LONG ((MPI_Datatype)0x4c000908)
+#define MPI_UNSIGNED_LONG ((MPI_Datatype)0x4c000a08)
+#define MPI_LONG_LONG ((MPI_Datatype)0x4c000b08)
+#define MPI_LONG_LONG_INT MPI_LONG_LONG
+#define MPI_UNSIGNED_LONG_LONG ((MPI_Datatype)0x4c000c08)
+#define MPI_FLOAT ((MPI_Datatype)0x4c000d04)
+#define MPI_DOUBLE ((MPI_Datatype)0x4c000e08)
+
+/* Reduction operations */
+#define MPI_OP_NULL ((MPI_Op)0)
+#define MPI_MAX ((MPI_Op)0x58000001)
+#define MPI_MIN ((MPI_Op)0x58000002)
+#define MPI_SUM ((MPI_Op)0x58000003)
+#define MPI_PROD ((MPI_Op)0x58000004)
+
+/* Special values */
+#define MPI_REQUEST_NULL ((MPI_Request)0)
+#define MPI_ANY_SOURCE (-1)
+#define MPI_ANY_TAG (-1)
+#define MPI_PROC_NULL (-2)
+#define MPI_UNDEFINED (-32766)
+#define MPI_TAG_UB_VALUE 0x0fffffff /* the largest tag (attributes are not provided) */
+#define MPI_STATUS_IGNORE ((MPI_Status*)0)
+#define MPI_STATUSES_IGNORE ((MPI_Status*)0)
+#define MPI_IN_PLACE ((void*)1)
+#define MPI_MAX_PROCESSOR_NAME 256
+#define MPI_MAX_ERROR_STRING 512
+
+/* Thread levels: up to MPI_THREAD_FUNNELED is provided. */
+#define MPI_THREAD_SINGLE 0
+#define MPI_THREAD_FUNNELED 1
+#define MPI_THREAD_SERIALIZED 2
+#define MPI_THREAD_MULTIPLE 3
+
+/* Error handlers */
+#define MPI_ERRHANDLER_NULL ((MPI_Errhandler)0)
+#define MPI_ERRORS_ARE_FATAL ((MPI_Errhandler)0x54000001)
+#define MPI_ERRORS_RETURN ((MPI_Errhandler)0x54000002)
+
+/* Error classes (the codes returned are these classes) */
+#define MPI_SUCCESS 0
+#define MPI_ERR_BUFFER 1
+#define MPI_ERR_COUNT 2
+#define MPI_ERR_TYPE 3
+#define MPI_ERR_TAG 4
+#define MPI_ERR_COMM 5
+#define MPI_ERR_RANK 6
+#define MPI_ERR_REQUEST 7
+#define MPI_ERR_ROOT 8
+#define MPI_ERR_GROUP 9
+#define MPI_ERR_OP 10
+#define MPI_ERR_TOPOLOGY 11
+#define MPI_ERR_DIMS 12
+#define MPI_ERR_ARG 13
+#define MPI_ERR_UNKNOWN 14
+#define MPI_ERR_TRUNCATE 15
+#define MPI_ERR_OTHER 16
+#define MPI_ERR_INTERN 17
+#define MPI_ERR_IN_STATUS 18
+#define MPI_ERR_PENDING 19
+#define MPI_ERR_UNSUPPORTED_OPERATION 20
+#define MPI_ERR_PROC_FAILED 21
+#define MPI_ERR_LASTCODE 21
+
+/* Environment */
+int MPI_Init(int* argc, char*** argv);
+int MPI_Init_thread(int* argc, char*** argv, int required, int* provided);
+int MPI_Finalize(void);
+int MPI_Initialized(int* flag);
+int MPI_Finalized(int* flag);
+int MPI_Abort(MPI_Comm comm, int errorcode);
+double MPI_Wtime(void);
+double MPI_Wtick(void);
+int MPI_Get_processor_name(char* name, int* resultlen);
+int MPI_Get_version(int* version, int* subversion);
+int MPI_Query_thread(int* provided);
+int MPI_Comm_rank(MPI_Comm comm, int* rank);
+int MPI_Comm_size(MPI_Comm comm, int* size);
+int MPI_Comm_set_errhandler(MPI_Comm comm, MPI_Errhandler errhandler);
+int MPI_Comm_get_errhandler(MPI_Comm comm, MPI_Errhandler* errhandler);
+int MPI_Error_string(int errorcode, char* string, int* resultlen);
+int MPI_Error_class(int errorcode, int* errorclass);
+int MPI_Type_size(MPI_Datatype datatype, int* size);
+
+/* Point to point */
+int MPI_Send(const void* buf, int count, MPI_Datatype datatype, int dest, int tag, MPI_Comm comm);
+int MPI_Ssend(const void* buf, int count, MPI_Datatype datatype, int dest, int tag, MPI_Comm comm);
+int MPI_Recv(void* buf, int count, MPI_Datatype datatype, int source, int tag, MPI_Comm comm, MPI_Status* status);
+int MPI_Sendrecv(const void* sendbuf, int sendcount, MPI_Datatype sendtype, int dest, int sendtag, void* recvbuf,
+                 int recvcount, MPI_Datatype recvtype, int source, int recvtag, MPI_Comm comm, MPI_Status* status);
+int MPI_Isend(const void* buf, int count, MPI_Datatype datatype, int dest, int tag, MPI_Comm comm,
+              MPI_Request* request);
+int MPI_Irecv(void* buf, int count, MPI_Datatype datatype, int source, int tag, MPI_Comm comm, MPI_Request* request);
+int MPI_Wait(MPI_Request* request, MPI_Status* status);
+int MPI_Waitall(int count, MPI_Request requests[], MPI_Status statuses[]);
+int MPI_Waitany(int count, MPI_Request requests[], int* index, MPI_Status* status);
+int MPI_Test(MPI_Request* request, int* flag, MPI_Status* status);
+int MPI_Testall(int count, MPI_Request requests[], int* flag, MPI_Status statuses[]);
+int MPI_Request_free(MPI_Request* request);
+int MPI_Cancel(MPI_Request* request);
+int MPI_Test_cancelled(const MPI_Status* status, int* flag);
+int MPI_Probe(int source, int tag, MPI_Comm comm, MPI_Status* status);
+int MPI_Iprobe(int source, int tag, MPI_Comm comm, int* flag, MPI_Status* status);
+int MPI_Get_count(const MPI_Status* status, MPI_Datatype datatype, int* count);
+
+/* Collectives */
+int MPI_Barrier(MPI_Comm comm);
+int MPI_Bcast(void* buffer, int count, MPI_Datatype datatype, int root, MPI_Comm comm);
+int MPI_Reduce(const void* sendbuf, void* recvbuf, int count, MPI_Datatype datatype, MPI_Op op, int root,
+               MPI_Comm comm);
+int MPI_Allreduce(const void* sendbuf, void* recvbuf, int count, MPI_Datatype datatype, MPI_Op op, MPI_Comm comm);
+int MPI_Gather(const void* sendbuf, int sendcount, MPI_Datatype sendtype, void* recvbuf, int recvcount,
+               MPI_Datatype recvtype, int root, MPI_Comm comm);
+int MPI_Scatter(const void* sendbuf, int sendcount, MPI_Datatype sendtype, void* recvbuf, int recvcount,
+                MPI_Datatype recvtype, int root, MPI_Comm comm);
+int MPI_Allgather(const void* sendbuf, int sendcount, MPI_Datatype sendtype, void* recvbuf, int recvcount,
+                  MPI_Datatype recvtype, MPI_Comm comm);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* MSGPASS_MPI_H */

@@ -1,0 +1,225 @@
+// The collectives of msgpass's MPI over its point-to-point transfers, with binomial
+// trees rooted at the root (ranks renumbered relative to it): Bcast, Reduce, Gather
+// and Scatter take ceil(log2 n) rounds; Barrier is a reduce of nothing then a bcast of
+// nothing; Allreduce and Allgather are a reduce (gather) to rank 0 then a bcast. Their
+// messages travel in the communicator's collective context, so no receive of the
+// application can take them (docs/mpi.md).
+#include "engine.hpp"
+
+#include <cstring>
+
+namespace msgpass::mpi {
+
+namespace {
+
+enum CollectiveTag : int { tag_barrier_in = 1, tag_barrier_out, tag_bcast, tag_reduce, tag_gather, tag_scatter };
+
+template <class T>
+void combine_as(MPI_Op op, std::byte* inout, const std::byte* in, int count) {
+    for (int i = 0; i < count; ++i) {
+        T a;
+        T b;
+        std::memcpy(&a, inout + static_cast<std::size_t>(i) * sizeof(T), sizeof(T));
+        std::memcpy(&b, in + static_cast<std::size_t>(i) * sizeof(T), sizeof(T));
+        switch (op) {
+        case MPI_SUM:
+            a = static_cast<T>(a + b);
+            break;
+        case MPI_PROD:
+            a = static_cast<T>(a * b);
+            break;
+        case MPI_MAX:
+            a = b > a ? b : a;
+            break;
+        case MPI_MIN:
+            a = b < a ? b : a;
+            break;
+        default:
+            throw MpiError(MPI_ERR_OP, "invalid operation " + std::to_string(op));
+        }
+        std::memcpy(inout + static_cast<std::size_t>(i) * sizeof(T), &a, sizeof(T));
+    }
+}
+
+// inout[i] = inout[i] op in[i] for count elements of type.
+void combine(MPI_Datatype type, MPI_Op op, std::byte* inout, const std::byte* in, int count) {
+    switch (type) {
+    case MPI_CHAR:
+    case MPI_SIGNED_CHAR:
+        return combine_as<signed char>(op, inout, in, count);
+    case MPI_UNSIGNED_CHAR:
+    case MPI_BYTE:
+        return combine_as<unsigned char>(op, inout, in, count);
+    case MPI_SHORT:
+        return combine_as<short>(op, inout, in, count);
+    case MPI_UNSIGNED_SHORT:
+        return combine_as<unsigned short>(op, inout, in, count);
+    case MPI_INT:
+        return combine_as<int>(op, inout, in, count);
+    case MPI_UNSIGNED:
+        return combine_as<unsigned>(op, inout, in, count);
+    case MPI_LONG:
+        return combine_as<long>(op, inout, in, count);
+    case MPI_UNSIGNED_LONG:
+        return combine_as<unsigned long>(op, inout, in, count);
+    case MPI_LONG_LONG:
+        return combine_as<long long>(op, inout, in, count);
+    case MPI_UNSIGNED_LONG_LONG:
+        return combine_as<unsigned long long>(op, inout, in, count);
+    case MPI_FLOAT:
+        return combine_as<float>(op, inout, in, count);
+    case MPI_DOUBLE:
+        return combine_as<double>(op, inout, in, count);
+    default:
+        throw MpiError(MPI_ERR_TYPE, "invalid datatype " + std::to_string(type));
+    }
+}
+
+int relative(const CommInfo& c, int root) {
+    return (c.rank - root + c.size) % c.size;
+}
+
+int absolute(const CommInfo& c, int vrank, int root) {
+    return (vrank + root) % c.size;
+}
+
+void check_size(std::size_t got, std::size_t want, int from) {
+    if (got != want)
+        throw MpiError(MPI_ERR_TRUNCATE, "collective: rank " + std::to_string(from) + " sent " + std::to_string(got) +
+                                             " bytes where " + std::to_string(want) +
+                                             " were expected (the ranks' counts or types differ)");
+}
+
+void bcast_tagged(Engine& e, const CommInfo& c, void* buf, std::size_t bytes, int root, int tag) {
+    if (c.size == 1) return;
+    const int vr = relative(c, root);
+    int mask = 1;
+    while (mask < c.size) { // receive from the parent: vr without its lowest set bit
+        if ((vr & mask) != 0) {
+            const int parent = absolute(c, vr - mask, root);
+            check_size(e.recv_bytes(c, parent, tag, buf, bytes), bytes, parent);
+            break;
+        }
+        mask <<= 1;
+    }
+    for (mask >>= 1; mask > 0; mask >>= 1) // send to the children: vr + each lower bit
+        if (vr + mask < c.size) e.send_bytes(c, absolute(c, vr + mask, root), tag, buf, bytes);
+}
+
+} // namespace
+
+void bcast(Engine& e, const CommInfo& c, void* buf, std::size_t bytes, int root) {
+    bcast_tagged(e, c, buf, bytes, root, tag_bcast);
+}
+
+void barrier(Engine& e, const CommInfo& c) {
+    if (c.size == 1) return;
+    const int vr = c.rank;
+    for (int mask = 1; mask < c.size; mask <<= 1) { // fan in to rank 0
+        if ((vr & mask) != 0) {
+            e.send_bytes(c, vr - mask, tag_barrier_in, nullptr, 0);
+            break;
+        }
+        if (vr + mask < c.size) check_size(e.recv_bytes(c, vr + mask, tag_barrier_in, nullptr, 0), 0, vr + mask);
+    }
+    bcast_tagged(e, c, nullptr, 0, 0, tag_barrier_out);
+}
+
+void reduce(Engine& e, const CommInfo& c, const void* send, void* recv, int count, MPI_Datatype type, MPI_Op op,
+            int root) {
+    int type_bytes = 0;
+    MPI_Type_size(type, &type_bytes);
+    const std::size_t bytes = static_cast<std::size_t>(count) * static_cast<std::size_t>(type_bytes);
+    std::vector<std::byte> acc(bytes);
+    if (bytes > 0) std::memcpy(acc.data(), send, bytes);
+    std::vector<std::byte> in(bytes);
+    const int vr = relative(c, root);
+    for (int mask = 1; mask < c.size; mask <<= 1) {
+        if ((vr & mask) != 0) {
+            e.send_bytes(c, absolute(c, vr - mask, root), tag_reduce, acc.data(), bytes);
+            return;
+        }
+        if (vr + mask < c.size) {
+            const int child = absolute(c, vr + mask, root);
+            check_size(e.recv_bytes(c, child, tag_reduce, in.data(), bytes), bytes, child);
+            combine(type, op, acc.data(), in.data(), count);
+        }
+    }
+    if (bytes > 0) std::memcpy(recv, acc.data(), bytes); // the root
+}
+
+void allreduce(Engine& e, const CommInfo& c, const void* send, void* recv, int count, MPI_Datatype type, MPI_Op op) {
+    int type_bytes = 0;
+    MPI_Type_size(type, &type_bytes);
+    const std::size_t bytes = static_cast<std::size_t>(count) * static_cast<std::size_t>(type_bytes);
+    std::vector<std::byte> own(bytes); // send may be recv (MPI_IN_PLACE)
+    if (bytes > 0) std::memcpy(own.data(), send, bytes);
+    reduce(e, c, own.data(), recv, count, type, op, 0);
+    bcast(e, c, recv, bytes, 0);
+}
+
+// Each rank of the subtree of vr holds the blocks of vr .. vr+n-1 in relative order.
+void gather(Engine& e, const CommInfo& c, const void* send, std::size_t block, void* recv, int root) {
+    const int vr = relative(c, root);
+    std::vector<std::byte> held(block * static_cast<std::size_t>(c.size - vr));
+    if (block > 0) std::memcpy(held.data(), send, block);
+    std::size_t have = 1;
+    for (int mask = 1; mask < c.size; mask <<= 1) {
+        if ((vr & mask) != 0) {
+            e.send_bytes(c, absolute(c, vr - mask, root), tag_gather, held.data(), have * block);
+            return;
+        }
+        if (vr + mask < c.size) {
+            const std::size_t n = static_cast<std::size_t>(std::min(mask, c.size - vr - mask));
+            const int child = absolute(c, vr + mask, root);
+            check_size(
+                e.recv_bytes(c, child, tag_gather, held.data() + static_cast<std::size_t>(mask) * block, n * block),
+                n * block, child);
+            have = static_cast<std::size_t>(mask) + n;
+        }
+    }
+    auto* out = static_cast<std::byte*>(recv); // the root: relative order to rank order
+    for (int v = 0; v < c.size && block > 0; ++v)
+        std::memcpy(out + static_cast<std::size_t>(absolute(c, v, root)) * block,
+                    held.data() + static_cast<std::size_t>(v) * block, block);
+}
+
+// The reverse of gather: each rank receives the blocks of its subtree from its parent
+// and hands its children theirs. recv nullptr: the root keeps its block in place.
+void scatter(Engine& e, const CommInfo& c, const void* send, std::size_t block, void* recv, int root) {
+    const int vr = relative(c, root);
+    const std::size_t mine = static_cast<std::size_t>(c.size - vr);
+    std::vector<std::byte> held;
+    int mask = 1;
+    if (vr == 0) {
+        held.resize(block * static_cast<std::size_t>(c.size));
+        const auto* in = static_cast<const std::byte*>(send);
+        for (int v = 0; v < c.size && block > 0; ++v)
+            std::memcpy(held.data() + static_cast<std::size_t>(v) * block,
+                        in + static_cast<std::size_t>(absolute(c, v, root)) * block, block);
+        while (mask < c.size)
+            mask <<= 1;
+    } else {
+        mask = vr & -vr; // the lowest set bit: the subtree's span
+        const std::size_t n = std::min(static_cast<std::size_t>(mask), mine);
+        held.resize(n * block);
+        const int parent = absolute(c, vr - mask, root);
+        check_size(e.recv_bytes(c, parent, tag_scatter, held.data(), n * block), n * block, parent);
+    }
+    for (mask >>= 1; mask > 0; mask >>= 1) {
+        if (vr + mask >= c.size) continue;
+        const std::size_t n = static_cast<std::size_t>(std::min(mask, c.size - vr - mask));
+        e.send_bytes(c, absolute(c, vr + mask, root), tag_scatter, held.data() + static_cast<std::size_t>(mask) * block,
+                     n * block);
+    }
+    if (recv != nullptr && block > 0) std::memcpy(recv, held.data(), block);
+}
+
+void allgather(Engine& e, const CommInfo& c, const void* send, std::size_t block, void* recv) {
+    std::vector<std::byte> own(block); // send may lie in recv (MPI_IN_PLACE)
+    if (block > 0) std::memcpy(own.data(), send, block);
+    gather(e, c, own.data(), block, recv, 0);
+    bcast(e, c, recv, block * static_cast<std::size_t>(c.size), 0);
+}
+
+} // namespace msgpass::mpi

@@ -1,0 +1,178 @@
+// The engine of msgpass's MPI (docs/mpi.md): one per process, made by MPI_Init. It
+// keeps MPI's matching (communicator context, source, tag, wildcards) itself over one
+// zero-copy receive of comm that is always posted for any source and any tag, so
+// that MPI_ANY_TAG never takes a collective's message, a rank can send to itself and
+// MPI_COMM_SELF needs no node. Sends go through comm::Communicator::post_send.
+// Progress is made by the calling thread (MPI_THREAD_FUNNELED).
+#pragma once
+
+#include <msgpass/comm.hpp>
+#include <msgpass/mpi/mpi.h>
+#include <msgpass/msgpass.hpp>
+
+#include <cstddef>
+#include <cstdint>
+#include <deque>
+#include <list>
+#include <map>
+#include <memory>
+#include <set>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+namespace msgpass::mpi {
+
+// An MPI error class and what went wrong; the C entry points turn it into the code
+// (and, with MPI_ERRORS_ARE_FATAL, a message naming the call and the rank, and exit).
+class MpiError : public std::runtime_error {
+public:
+    MpiError(int code, const std::string& what) : std::runtime_error(what), code_(code) {}
+    [[nodiscard]] int code() const noexcept { return code_; }
+
+private:
+    int code_;
+};
+
+// The comm tag of a message: context in bits 28..30, the MPI tag below.
+enum Context : int {
+    world_p2p = 0,
+    world_coll = 1,
+    self_p2p = 2,
+    self_coll = 3,
+    ssend_ack = 4,  // the receiver's answer to an MPI_Ssend: tag = the sender's sequence
+    world_sync = 5, // world_p2p sent by MPI_Ssend: the payload starts with 8 bytes of sequence
+    sentinel = 7,   // never sent: a receive per peer posted only to learn of its loss
+};
+inline constexpr int tag_bits = 28;
+inline constexpr int tag_mask = (1 << tag_bits) - 1;
+
+// What a communicator handle stands for.
+struct CommInfo {
+    int size = 1;
+    int rank = 0;
+    int p2p = world_p2p;
+    int coll = world_coll;
+};
+
+struct Request {
+    bool live = false; // a handle the application holds (or a freed send comm still has)
+    bool is_send = false;
+    bool complete = false;
+    bool freed = false; // MPI_Request_free while pending: released when it completes
+    int ctx = 0;
+    int peer = 0; // receive: the wanted source (or MPI_ANY_SOURCE); send: the destination
+    int tag = 0;  // receive: the wanted tag (or MPI_ANY_TAG)
+    std::byte* buf = nullptr;
+    std::size_t capacity = 0;
+    comm::RequestId comm_id = 0; // a send comm has not accepted yet
+    bool comm_pending = false;
+    bool wants_ack = false; // MPI_Ssend: complete when the receiver matched it
+    std::uint32_t ack_seq = 0;
+    MPI_Status status{};
+};
+
+// A message that arrived (or was sent to this rank by itself) and no receive took yet.
+struct Incoming {
+    int ctx = 0;
+    int source = 0;
+    int tag = 0;
+    bool sync = false;
+    std::uint32_t seq = 0;
+    BufferPtr buffer;            // a view of comm's receive buffer, or
+    std::vector<std::byte> copy; // a copy (messages to self, and once many wait)
+    std::size_t offset = 0;      // bytes of buffer before the payload (the Ssend sequence)
+    [[nodiscard]] std::size_t size() const;
+    [[nodiscard]] const std::byte* data() const;
+};
+
+class Engine {
+public:
+    // The engine of MPI_Init: from the environment msgpass-run (or mpirun, srun) set,
+    // or a single rank when none is set.
+    explicit Engine(const char* program);
+    ~Engine();
+    Engine(const Engine&) = delete;
+    Engine& operator=(const Engine&) = delete;
+
+    [[nodiscard]] int world_rank() const noexcept { return rank_; }
+    [[nodiscard]] int world_size() const noexcept { return static_cast<int>(nodes_.size()); }
+    [[nodiscard]] CommInfo info(MPI_Comm comm) const; // throws MPI_ERR_COMM
+
+    // Point to point; counts in bytes, ranks of the communicator.
+    MPI_Request isend(const CommInfo& c, int dest, int tag, const void* buf, std::size_t bytes, bool sync);
+    MPI_Request irecv(const CommInfo& c, int source, int tag, void* buf, std::size_t capacity);
+    // Completes *request (wait) or tells whether it completed (test), fills status,
+    // releases the request and sets *request to MPI_REQUEST_NULL. Returns the
+    // request's error (MPI_SUCCESS, MPI_ERR_TRUNCATE, MPI_ERR_PROC_FAILED).
+    int wait(MPI_Request* request, MPI_Status* status);
+    bool test(MPI_Request* request, MPI_Status* status, int* error);
+    // Waits until one of the active requests completed; its index, or MPI_UNDEFINED
+    // when none is active.
+    int wait_any(int count, MPI_Request* requests);
+    void free_request(MPI_Request* request);
+    bool cancel(MPI_Request request);
+    [[nodiscard]] bool is_complete(MPI_Request request);
+    void check_request(MPI_Request request) const; // throws MPI_ERR_REQUEST
+    // Makes progress once without blocking.
+    void poke() { progress(); }
+
+    // The envelope of the next matching message without taking it.
+    bool iprobe(const CommInfo& c, int source, int tag, MPI_Status* status);
+    void probe(const CommInfo& c, int source, int tag, MPI_Status* status);
+
+    // Blocking transfers of the collectives (context coll, the communicator's ranks).
+    void send_bytes(const CommInfo& c, int dest, int tag, const void* buf, std::size_t bytes);
+    std::size_t recv_bytes(const CommInfo& c, int source, int tag, void* buf, std::size_t capacity);
+
+    // MPI_Finalize: a barrier over the world, every message handed to its peer, the
+    // nodes closed.
+    void finalize();
+
+private:
+    Request& request(MPI_Request handle);
+    MPI_Request new_request();
+    void release(MPI_Request handle);
+    void deliver(Incoming&& message);
+    void complete_recv(Request& r, Incoming& message);
+    void send_ack(int source, std::uint32_t seq);
+    Incoming* find_unexpected(int ctx, int source, int tag);
+    void progress();
+    void handle(comm::Completion&& c);
+    void post_pump();
+    void block_once();
+    void lose(int rank, const std::string& reason);
+    void check_can_arrive(const Request& r) const;
+    template <class Done>
+    void wait_until(Done done, const std::vector<const Request*>& waiting);
+
+    std::unique_ptr<NodeFactory> factory_;
+    std::unique_ptr<comm::Communicator> comm_;
+    std::vector<NodeId> nodes_; // rank -> node id
+    std::map<NodeId, int> rank_of_;
+    int rank_ = 0;
+    std::vector<std::unique_ptr<Request>> table_;
+    std::vector<MPI_Request> free_;
+    std::list<Request*> posted_; // receives, in post order
+    std::deque<Incoming> unexpected_;
+    std::vector<MPI_Request> sending_; // sends comm has not accepted yet
+    std::set<std::pair<int, std::uint32_t>> acks_;
+    std::map<int, std::string> lost_; // rank -> reason
+    std::map<comm::RequestId, int> sentinels_;
+    comm::RequestId pump_ = 0;
+    bool pump_posted_ = false;
+    std::uint32_t next_seq_ = 0;
+    unsigned progress_calls_ = 0;
+};
+
+// Collectives (collectives.cpp), over Engine::send_bytes/recv_bytes.
+void barrier(Engine& e, const CommInfo& c);
+void bcast(Engine& e, const CommInfo& c, void* buf, std::size_t bytes, int root);
+void reduce(Engine& e, const CommInfo& c, const void* send, void* recv, int count, MPI_Datatype type, MPI_Op op,
+            int root);
+void allreduce(Engine& e, const CommInfo& c, const void* send, void* recv, int count, MPI_Datatype type, MPI_Op op);
+void gather(Engine& e, const CommInfo& c, const void* send, std::size_t block, void* recv, int root);
+void scatter(Engine& e, const CommInfo& c, const void* send, std::size_t block, void* recv, int root);
+void allgather(Engine& e, const CommInfo& c, const void* send, std::size_t block, void* recv);
+
+} // namespace msgpass::mpi
