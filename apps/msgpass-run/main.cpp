@@ -1,10 +1,12 @@
 // msgpass-run [options] -- PROGRAM [ARGS...]: starts one process per node of this
-// host from the network and nodes files (BIP's bipload for a partition, like mpirun),
+// host from the network and nodes files, or with -n N, N processes in a partition
+// made on the fly (local.hpp) (BIP's bipload for a partition, like mpirun),
 // telling each its identity through MSGPASS_* variables, and at the end removes the
 // shared-memory segments its nodes left behind; --dry-run shows what would start and
 // --cleanup removes the partition's leftover shared-memory segments.
 // Exit codes: 0 success, 1 a node failed, 2 bad command line or configuration,
 // 128+N stopped by signal N. See docs/launcher.md.
+#include "local.hpp"
 #include "plan.hpp"
 #include "supervisor.hpp"
 
@@ -21,6 +23,7 @@
 #include <cmath>
 #include <filesystem>
 #include <iostream>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -107,16 +110,23 @@ void print_config_error(const std::string& what) {
 
 int run(int argc, char** argv) {
     po::options_description visible(
-        "Usage: msgpass-run [options] -- PROGRAM [ARGS...]\n\n"
+        "Usage: msgpass-run [options] -- PROGRAM [ARGS...]\n"
+        "       msgpass-run -n N [--technology T] [options] -- PROGRAM [ARGS...]\n\n"
         "Starts one process per node of the nodes file that lives on this host, each running\n"
         "the node's own command or PROGRAM ARGS; forwards their output and signals, and stops\n"
-        "the partition when one fails (docs/launcher.md).\n\n"
+        "the partition when one fails (docs/launcher.md). With -n, starts N processes of\n"
+        "PROGRAM on this host in a partition made on the fly, no files needed: rank r is\n"
+        "node r+1, named rank-r (MPI programs, docs/mpi.md).\n\n"
         "Options");
     visible.add_options()                                                                              //
         ("config", po::value<std::string>()->default_value("network.yaml", "")->value_name("FILE"),    //
          "network file (default network.yaml)")                                                        //
         ("nodes", po::value<std::string>()->default_value("nodes.yaml", "")->value_name("FILE"),       //
          "nodes file (default nodes.yaml)")                                                            //
+        ("np,n", po::value<int>()->value_name("N"),                                                    //
+         "start N processes of PROGRAM in a partition made on the fly (no --config, --nodes)")         //
+        ("technology", po::value<std::string>()->value_name("T"),                                      //
+         "with -n: the technology, sci (default), tcp, udp or auto")                                   //
         ("set", po::value<std::vector<std::string>>()->composing()->value_name("KEY=VALUE"),           //
          "override of the network file (repeatable), also passed to the programs")                     //
         ("only", po::value<std::vector<std::string>>()->composing()->value_name("IDS"),                //
@@ -150,8 +160,29 @@ int run(int argc, char** argv) {
     const std::vector<std::string> program =
         vm.count("program") != 0 ? vm["program"].as<std::vector<std::string>>() : std::vector<std::string>{};
 
-    const fs::path config_file = vm["config"].as<std::string>();
-    const fs::path nodes_file = vm["nodes"].as<std::string>();
+    fs::path config_file = vm["config"].as<std::string>();
+    fs::path nodes_file = vm["nodes"].as<std::string>();
+    // -n: the files of a partition made on the fly, removed however the run ends.
+    struct LocalFiles {
+        std::optional<msgpass::run::LocalPartition> local;
+        ~LocalFiles() {
+            if (local) msgpass::run::remove_local_partition(*local);
+        }
+    } local_files;
+    if (vm.count("np") != 0) {
+        if (!vm["config"].defaulted() || !vm["nodes"].defaulted())
+            throw msgpass::run::UsageError("-n makes its own partition: it takes no --config or --nodes");
+        if (vm.count("only") != 0 || vm["cleanup"].as<bool>())
+            throw msgpass::run::UsageError("-n starts every rank: it takes no --only or --cleanup");
+        if (program.empty()) throw msgpass::run::UsageError("-n needs a PROGRAM after --");
+        const std::string technology = vm.count("technology") != 0 ? vm["technology"].as<std::string>() : "sci";
+        local_files.local = msgpass::run::make_local_partition(vm["np"].as<int>(), technology);
+        config_file = local_files.local->network_file;
+        nodes_file = local_files.local->nodes_file;
+    } else if (vm.count("technology") != 0) {
+        throw msgpass::run::UsageError("--technology is for -n; a network file names its own technology "
+                                       "(or --set technology=T)");
+    }
     // The technologies' names and sections, which the files are checked against.
     msgpass::register_builtin_technologies();
     const auto configuration = msgpass::config::load(config_file, nodes_file, sets);
@@ -171,7 +202,7 @@ int run(int argc, char** argv) {
             only.merge(msgpass::run::parse_only(text));
         request.only = std::move(only);
     }
-    request.all_hosts = vm["all-hosts"].as<bool>();
+    request.all_hosts = vm["all-hosts"].as<bool>() || local_files.local.has_value();
     request.this_host = msgpass::run::this_host_name();
     request.program = program;
     const auto plan = msgpass::run::make_plan(configuration, request);

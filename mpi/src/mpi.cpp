@@ -213,6 +213,31 @@ int init(int* argc, char*** argv) {
     return MPI_SUCCESS;
 }
 
+int send_common(const char* call, const void* buf, int count, MPI_Datatype type, int dest, int tag, MPI_Comm comm,
+                bool sync) {
+    return guarded(call, comm, [&] {
+        const auto c = engine->info(comm);
+        const auto bytes = bytes_of(buf, count, type);
+        check_rank(c, dest, false);
+        check_send_tag(tag);
+        if (dest == MPI_PROC_NULL) return MPI_SUCCESS;
+        MPI_Request h = engine->isend(c, dest, tag, buf, bytes, sync);
+        MPI_Status status{};
+        return request_error(engine->wait(&h, &status), status);
+    });
+}
+
+// The block of one rank in a gather, scatter or allgather: the send side's and the
+// receive side's must have the same size.
+std::size_t block_of(const char* side, int count, MPI_Datatype type, std::size_t other, bool check_other) {
+    if (count < 0) throw MpiError(MPI_ERR_COUNT, std::string(side) + ": negative count " + std::to_string(count));
+    const std::size_t bytes = static_cast<std::size_t>(count) * type_size(type);
+    if (check_other && bytes != other)
+        throw MpiError(MPI_ERR_TRUNCATE, "the send block (" + std::to_string(other) +
+                                             " bytes) and the receive block (" + std::to_string(bytes) +
+                                             " bytes) differ");
+    return bytes;
+}
 } // namespace
 
 extern "C" {
@@ -360,27 +385,12 @@ int MPI_Isend(const void* buf, int count, MPI_Datatype type, int dest, int tag, 
     });
 }
 
-namespace {
-int send(const char* call, const void* buf, int count, MPI_Datatype type, int dest, int tag, MPI_Comm comm, bool sync) {
-    return guarded(call, comm, [&] {
-        const auto c = engine->info(comm);
-        const auto bytes = bytes_of(buf, count, type);
-        check_rank(c, dest, false);
-        check_send_tag(tag);
-        if (dest == MPI_PROC_NULL) return MPI_SUCCESS;
-        MPI_Request h = engine->isend(c, dest, tag, buf, bytes, sync);
-        MPI_Status status{};
-        return request_error(engine->wait(&h, &status), status);
-    });
-}
-} // namespace
-
 int MPI_Send(const void* buf, int count, MPI_Datatype type, int dest, int tag, MPI_Comm comm) {
-    return send("MPI_Send", buf, count, type, dest, tag, comm, false);
+    return send_common("MPI_Send", buf, count, type, dest, tag, comm, false);
 }
 
 int MPI_Ssend(const void* buf, int count, MPI_Datatype type, int dest, int tag, MPI_Comm comm) {
-    return send("MPI_Ssend", buf, count, type, dest, tag, comm, true);
+    return send_common("MPI_Ssend", buf, count, type, dest, tag, comm, true);
 }
 
 int MPI_Irecv(void* buf, int count, MPI_Datatype type, int source, int tag, MPI_Comm comm, MPI_Request* request) {
@@ -632,20 +642,6 @@ int MPI_Allreduce(const void* sendbuf, void* recvbuf, int count, MPI_Datatype ty
         return MPI_SUCCESS;
     });
 }
-
-namespace {
-// The block of one rank in a gather, scatter or allgather: the send side's and the
-// receive side's must have the same size.
-std::size_t block_of(const char* side, int count, MPI_Datatype type, std::size_t other, bool check_other) {
-    if (count < 0) throw MpiError(MPI_ERR_COUNT, std::string(side) + ": negative count " + std::to_string(count));
-    const std::size_t bytes = static_cast<std::size_t>(count) * type_size(type);
-    if (check_other && bytes != other)
-        throw MpiError(MPI_ERR_TRUNCATE, "the send block (" + std::to_string(other) +
-                                             " bytes) and the receive block (" + std::to_string(bytes) +
-                                             " bytes) differ");
-    return bytes;
-}
-} // namespace
 
 int MPI_Gather(const void* sendbuf, int sendcount, MPI_Datatype sendtype, void* recvbuf, int recvcount,
                MPI_Datatype recvtype, int root, MPI_Comm comm) {
