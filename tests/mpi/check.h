@@ -8,7 +8,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 
-static int check_rank(void) {
+static inline int check_rank(void) {
     int initialized = 0;
     int rank = -1;
     MPI_Initialized(&initialized);
@@ -19,7 +19,7 @@ static int check_rank(void) {
 #define CHECK(cond, ...)                                                                                               \
     do {                                                                                                               \
         if (!(cond)) {                                                                                                 \
-            fprintf(stderr, "rank %d: %s:%d: check failed: %s: ", check_rank(), __FILE__, __LINE__, #cond);           \
+            fprintf(stderr, "rank %d: %s:%d: check failed: %s: ", check_rank(), __FILE__, __LINE__, #cond);            \
             fprintf(stderr, __VA_ARGS__);                                                                              \
             fprintf(stderr, "\n");                                                                                     \
             MPI_Abort(MPI_COMM_WORLD, 3);                                                                              \
@@ -28,7 +28,7 @@ static int check_rank(void) {
 
 /* The byte i of a message of (from, tag, size) in the tests: any mistake of source,
  * tag, size or offset shows. */
-static unsigned char pattern(int from, int tag, int size, int i) {
+static inline unsigned char pattern(int from, int tag, int size, int i) {
     return (unsigned char)(from * 31 + tag * 7 + size * 3 + i * 13 + (i >> 8));
 }
 
