@@ -1,0 +1,198 @@
+/* Every collective checked against the result computed here sequentially: Bcast,
+ * Reduce and Allreduce (MPI_SUM, MPI_PROD, MPI_MAX, MPI_MIN on every basic type),
+ * Gather, Scatter and Allgather, with every root and odd counts, MPI_IN_PLACE, and
+ * on MPI_COMM_SELF. The values are small integers, exact in every type, chosen so
+ * that no sum or product leaves the range of a signed char. */
+#include "check.h"
+
+#include <string.h>
+
+static const MPI_Datatype types[] = {MPI_CHAR,          MPI_SIGNED_CHAR, MPI_UNSIGNED_CHAR, MPI_BYTE,
+                                     MPI_SHORT,         MPI_INT,         MPI_UNSIGNED,      MPI_LONG,
+                                     MPI_UNSIGNED_LONG, MPI_LONG_LONG,   MPI_FLOAT,         MPI_DOUBLE};
+static const char* const type_names[] = {"CHAR",     "SIGNED_CHAR", "UNSIGNED_CHAR", "BYTE",      "SHORT", "INT",
+                                         "UNSIGNED", "LONG",        "UNSIGNED_LONG", "LONG_LONG", "FLOAT", "DOUBLE"};
+enum { n_types = sizeof types / sizeof types[0] };
+static const MPI_Op ops[] = {MPI_SUM, MPI_PROD, MPI_MAX, MPI_MIN};
+static const char* const op_names[] = {"SUM", "PROD", "MAX", "MIN"};
+static const int counts[] = {1, 3, 17, 1001};
+
+static void set(MPI_Datatype t, void* buf, int i, long long v) {
+    if (t == MPI_CHAR)
+        ((char*)buf)[i] = (char)v;
+    else if (t == MPI_SIGNED_CHAR)
+        ((signed char*)buf)[i] = (signed char)v;
+    else if (t == MPI_UNSIGNED_CHAR || t == MPI_BYTE)
+        ((unsigned char*)buf)[i] = (unsigned char)v;
+    else if (t == MPI_SHORT)
+        ((short*)buf)[i] = (short)v;
+    else if (t == MPI_INT)
+        ((int*)buf)[i] = (int)v;
+    else if (t == MPI_UNSIGNED)
+        ((unsigned*)buf)[i] = (unsigned)v;
+    else if (t == MPI_LONG)
+        ((long*)buf)[i] = (long)v;
+    else if (t == MPI_UNSIGNED_LONG)
+        ((unsigned long*)buf)[i] = (unsigned long)v;
+    else if (t == MPI_LONG_LONG)
+        ((long long*)buf)[i] = v;
+    else if (t == MPI_FLOAT)
+        ((float*)buf)[i] = (float)v;
+    else
+        ((double*)buf)[i] = (double)v;
+}
+
+static long long get(MPI_Datatype t, const void* buf, int i) {
+    if (t == MPI_CHAR) return ((const char*)buf)[i];
+    if (t == MPI_SIGNED_CHAR) return ((const signed char*)buf)[i];
+    if (t == MPI_UNSIGNED_CHAR || t == MPI_BYTE) return ((const unsigned char*)buf)[i];
+    if (t == MPI_SHORT) return ((const short*)buf)[i];
+    if (t == MPI_INT) return ((const int*)buf)[i];
+    if (t == MPI_UNSIGNED) return ((const unsigned*)buf)[i];
+    if (t == MPI_LONG) return ((const long*)buf)[i];
+    if (t == MPI_UNSIGNED_LONG) return (long long)((const unsigned long*)buf)[i];
+    if (t == MPI_LONG_LONG) return ((const long long*)buf)[i];
+    if (t == MPI_FLOAT) return (long long)((const float*)buf)[i];
+    return (long long)((const double*)buf)[i];
+}
+
+/* The value rank r contributes at position i for op. */
+static long long value(int op, int r, int i) {
+    if (ops[op] == MPI_PROD) return (r + i) % 3 == 0 ? 2 : 1; /* at most 2^3 with 8 ranks */
+    if (ops[op] == MPI_SUM) return (r + i) % 5;               /* at most 32 */
+    return (r * 7 + i * 3) % 11;
+}
+
+static long long expected(int op, int size, int i) {
+    long long acc = value(op, 0, i);
+    for (int r = 1; r < size; ++r) {
+        const long long v = value(op, r, i);
+        if (ops[op] == MPI_SUM)
+            acc += v;
+        else if (ops[op] == MPI_PROD)
+            acc *= v;
+        else if (ops[op] == MPI_MAX)
+            acc = v > acc ? v : acc;
+        else
+            acc = v < acc ? v : acc;
+    }
+    return acc;
+}
+
+static void check_reductions(MPI_Comm comm) {
+    int rank = 0;
+    int size = 0;
+    MPI_Comm_rank(comm, &rank);
+    MPI_Comm_size(comm, &size);
+    void* send = malloc(1001 * 8);
+    void* recv = malloc(1001 * 8);
+    for (int t = 0; t < n_types; ++t) {
+        for (int o = 0; o < 4; ++o) {
+            for (int c = 0; c < 4; ++c) {
+                const int n = counts[c];
+                const int root = (t + o + c) % size;
+                for (int i = 0; i < n; ++i) {
+                    set(types[t], send, i, value(o, rank, i));
+                    set(types[t], recv, i, -1);
+                }
+                CHECK(MPI_Reduce(send, recv, n, types[t], ops[o], root, comm) == MPI_SUCCESS, "reduce");
+                if (rank == root)
+                    for (int i = 0; i < n; ++i)
+                        CHECK(get(types[t], recv, i) == expected(o, size, i),
+                              "Reduce %s %s count %d root %d [%d]: %lld, expected %lld", op_names[o], type_names[t], n,
+                              root, i, get(types[t], recv, i), expected(o, size, i));
+                CHECK(MPI_Allreduce(send, recv, n, types[t], ops[o], comm) == MPI_SUCCESS, "allreduce");
+                for (int i = 0; i < n; ++i)
+                    CHECK(get(types[t], recv, i) == expected(o, size, i),
+                          "Allreduce %s %s count %d [%d]: %lld, expected %lld", op_names[o], type_names[t], n, i,
+                          get(types[t], recv, i), expected(o, size, i));
+                /* in place */
+                for (int i = 0; i < n; ++i)
+                    set(types[t], recv, i, value(o, rank, i));
+                CHECK(MPI_Allreduce(MPI_IN_PLACE, recv, n, types[t], ops[o], comm) == MPI_SUCCESS,
+                      "allreduce in place");
+                for (int i = 0; i < n; ++i)
+                    CHECK(get(types[t], recv, i) == expected(o, size, i), "Allreduce in place %s %s [%d]", op_names[o],
+                          type_names[t], i);
+            }
+        }
+    }
+    free(send);
+    free(recv);
+}
+
+static void check_moves(MPI_Comm comm) {
+    int rank = 0;
+    int size = 0;
+    MPI_Comm_rank(comm, &rank);
+    MPI_Comm_size(comm, &size);
+    for (int c = 0; c < 4; ++c) {
+        const int n = counts[c];
+        int* mine = malloc(sizeof(int) * (size_t)n);
+        int* all = malloc(sizeof(int) * (size_t)n * (size_t)size);
+        for (int root = 0; root < size; ++root) {
+            /* Bcast */
+            for (int i = 0; i < n; ++i)
+                mine[i] = rank == root ? root * 100000 + i : -1;
+            CHECK(MPI_Bcast(mine, n, MPI_INT, root, comm) == MPI_SUCCESS, "bcast");
+            for (int i = 0; i < n; ++i)
+                CHECK(mine[i] == root * 100000 + i, "Bcast count %d root %d [%d]: %d", n, root, i, mine[i]);
+            /* Gather: block r of the root's buffer is rank r's */
+            for (int i = 0; i < n; ++i)
+                mine[i] = rank * 100000 + i;
+            for (int i = 0; i < n * size; ++i)
+                all[i] = -1;
+            CHECK(MPI_Gather(mine, n, MPI_INT, all, n, MPI_INT, root, comm) == MPI_SUCCESS, "gather");
+            if (rank == root)
+                for (int r = 0; r < size; ++r)
+                    for (int i = 0; i < n; ++i)
+                        CHECK(all[r * n + i] == r * 100000 + i, "Gather count %d root %d block %d [%d]: %d", n, root, r,
+                              i, all[r * n + i]);
+            /* Scatter: rank r gets block r of the root's */
+            for (int r = 0; r < size; ++r)
+                for (int i = 0; i < n; ++i)
+                    all[r * n + i] = rank == root ? 7 * r + 1000 * i + root : -1;
+            for (int i = 0; i < n; ++i)
+                mine[i] = -1;
+            CHECK(MPI_Scatter(all, n, MPI_INT, mine, n, MPI_INT, root, comm) == MPI_SUCCESS, "scatter");
+            for (int i = 0; i < n; ++i)
+                CHECK(mine[i] == 7 * rank + 1000 * i + root, "Scatter count %d root %d [%d]: %d", n, root, i, mine[i]);
+        }
+        /* Allgather, and in place */
+        for (int i = 0; i < n; ++i)
+            mine[i] = rank * 3 + i * 11;
+        CHECK(MPI_Allgather(mine, n, MPI_INT, all, n, MPI_INT, comm) == MPI_SUCCESS, "allgather");
+        for (int r = 0; r < size; ++r)
+            for (int i = 0; i < n; ++i)
+                CHECK(all[r * n + i] == r * 3 + i * 11, "Allgather count %d block %d [%d]", n, r, i);
+        for (int i = 0; i < n * size; ++i)
+            all[i] = i / n == rank ? rank * 5 + (i % n) : -1;
+        CHECK(MPI_Allgather(MPI_IN_PLACE, 0, MPI_DATATYPE_NULL, all, n, MPI_INT, comm) == MPI_SUCCESS,
+              "allgather in place");
+        for (int r = 0; r < size; ++r)
+            for (int i = 0; i < n; ++i)
+                CHECK(all[r * n + i] == r * 5 + i, "Allgather in place count %d block %d [%d]", n, r, i);
+        free(mine);
+        free(all);
+    }
+    /* A double gather with a count of 0 on every rank moves nothing and succeeds. */
+    double nothing = 0;
+    CHECK(MPI_Gather(&nothing, 0, MPI_DOUBLE, &nothing, 0, MPI_DOUBLE, 0, comm) == MPI_SUCCESS, "empty gather");
+    for (int k = 0; k < 50; ++k)
+        CHECK(MPI_Barrier(comm) == MPI_SUCCESS, "barrier");
+}
+
+int main(int argc, char** argv) {
+    MPI_Init(&argc, &argv);
+    int rank = 0;
+    int size = 0;
+    MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+    MPI_Comm_size(MPI_COMM_WORLD, &size);
+    check_reductions(MPI_COMM_WORLD);
+    check_moves(MPI_COMM_WORLD);
+    check_reductions(MPI_COMM_SELF);
+    check_moves(MPI_COMM_SELF);
+    if (rank == 0) printf("collectives: %d ranks ok\n", size);
+    MPI_Finalize();
+    return 0;
+}
