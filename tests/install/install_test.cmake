@@ -14,7 +14,10 @@
 #   libmsgpass of this kind;
 # - runs the DAQ example from the installed tree alone: the installed msgpass-run,
 #   msgpass-daq and share/msgpass/examples/daq, in a clean environment (no
-#   LD_LIBRARY_PATH: installed programs find shared libraries through their RUNPATH).
+#   LD_LIBRARY_PATH: installed programs find shared libraries through their RUNPATH);
+# - builds tests/mpi/pingpong.c with the installed msgpass-mpicc, with pkg-config
+#   msgpass-mpi and with find_package(msgpass) and msgpass::mpi (tests/install/
+#   outside-mpi), and runs each with the installed msgpass-run -n 2.
 #
 # Sanitizer flags of the current build are passed on to the outside project, since
 # its static libraries carry sanitizer references. The temporary directory is
@@ -109,7 +112,8 @@ get_filename_component(pc_dir "${pc_file}" DIRECTORY)
 get_filename_component(libdir "${pc_dir}" DIRECTORY)
 
 # The libraries, of this kind only.
-foreach(name msgpass msgpass_config msgpass_framework msgpass_sci msgpass_ip msgpass_tcp msgpass_udp msgpass_auto msgpass_comm)
+foreach(name msgpass msgpass_config msgpass_framework msgpass_sci msgpass_ip msgpass_tcp msgpass_udp msgpass_auto msgpass_comm
+        msgpass_mpi)
   set(archive "${libdir}/lib${name}.a")
   set(link "${libdir}/lib${name}.so")
   if(KIND STREQUAL "static")
@@ -140,7 +144,7 @@ if(APPS)
   # Every program carries the msgpass- prefix.
   file(GLOB programs RELATIVE "${prefix}/bin" "${prefix}/bin/*")
   list(SORT programs)
-  set(expected_programs msgpass-bench msgpass-daq msgpass-run msgpass-token-ring)
+  set(expected_programs msgpass-bench msgpass-daq msgpass-mpicc msgpass-mpicxx msgpass-run msgpass-token-ring)
   if(NOT programs STREQUAL expected_programs)
     fail("bin/ holds '${programs}', expected '${expected_programs}'")
   endif()
@@ -214,6 +218,41 @@ separate_arguments(extra_flags UNIX_COMMAND "${flags}")
 run("compile with pkg-config flags" "${CXX}" ${extra_flags} "${OUTSIDE}/main.cpp" -o "${tmp}/outside-pc" ${pc_flags})
 check_outside("pkg-config" "${tmp}/outside-pc" "${CMAKE_COMMAND}" -E env "LD_LIBRARY_PATH=${libdir}")
 
+# msgpass's MPI: the C ping-pong of tests/mpi built by the installed msgpass-mpicc, by
+# cc with pkg-config msgpass-mpi's flags alone and by CMake with msgpass::mpi, runs with
+# the installed msgpass-run -n 2.
+if(APPS)
+  run("msgpass-mpicc" "${prefix}/bin/msgpass-mpicc" ${extra_flags} "${TREE_SOURCE}/tests/mpi/pingpong.c"
+    -o "${tmp}/mpi-pingpong")
+  run("pkg-config --cflags --libs msgpass-mpi" "${CMAKE_COMMAND}" -E env "PKG_CONFIG_PATH=${pc_dir}"
+    "${PKG_CONFIG}" --cflags --libs msgpass-mpi)
+  separate_arguments(mpi_pc_flags UNIX_COMMAND "${run_output}")
+  if(mpi_pc_flags MATCHES "std=c\\+\\+")
+    fail("pkg-config msgpass-mpi gives C++ flags to C: ${run_output}")
+  endif()
+  run("cc with pkg-config msgpass-mpi" cc ${extra_flags} "${TREE_SOURCE}/tests/mpi/pingpong.c"
+    -o "${tmp}/mpi-pingpong-pc" ${mpi_pc_flags})
+  run("configure the outside MPI project" "${CMAKE_COMMAND}" -S "${OUTSIDE}-mpi" -B "${tmp}/build-mpi"
+    -G "${GENERATOR}" "-DCMAKE_CXX_COMPILER=${CXX}" "-DCMAKE_PREFIX_PATH=${prefix}" ${build_type_arg}
+    "-DPINGPONG=${TREE_SOURCE}/tests/mpi/pingpong.c" "-DCMAKE_C_FLAGS=${flags}" "-DCMAKE_EXE_LINKER_FLAGS=${flags}")
+  run("build the outside MPI project" "${CMAKE_COMMAND}" --build "${tmp}/build-mpi")
+  file(COPY_FILE "${tmp}/build-mpi/mpi-pingpong-cmake" "${tmp}/mpi-pingpong-cmake")
+  # The wrapper's and CMake's programs find shared libraries through their RUNPATH;
+  # pkg-config's through LD_LIBRARY_PATH, as with the outside project.
+  foreach(program mpi-pingpong mpi-pingpong-pc mpi-pingpong-cmake)
+    set(library_path "")
+    if(program STREQUAL "mpi-pingpong-pc")
+      set(library_path "LD_LIBRARY_PATH=${libdir}")
+    endif()
+    execute_process(COMMAND env -i "PATH=${prefix}/bin:/usr/bin:/bin" ${library_path}
+        "${prefix}/bin/msgpass-run" -n 2 -- "${tmp}/${program}"
+      WORKING_DIRECTORY "${tmp}" RESULT_VARIABLE rc OUTPUT_VARIABLE out ERROR_VARIABLE err)
+    if(NOT rc EQUAL 0 OR NOT out STREQUAL "[rank-0] pingpong: 2 ranks ok\n")
+      fail("${program} through the installed msgpass-run -n 2 failed (${rc}):\n${out}\n${err}")
+    endif()
+  endforeach()
+endif()
+
 # The DAQ example from the installed tree alone.
 if(APPS)
   set(examples "${prefix}/share/msgpass/examples/daq")
@@ -226,5 +265,5 @@ if(APPS)
 endif()
 
 file(REMOVE_RECURSE "${tmp}")
-message(STATUS "${KIND} package: libraries, programs, man pages, find_package and pkg-config builds and the "
-               "DAQ example work")
+message(STATUS "${KIND} package: libraries, programs, man pages, find_package and pkg-config builds, MPI "
+               "programs from msgpass-mpicc, pkg-config msgpass-mpi and msgpass::mpi, and the DAQ example work")
