@@ -12,7 +12,7 @@
 # docs/testing.md (--write).
 #
 # Usage: scripts/mutants.sh [--list] [--only NAME[,NAME...]] [--write] [--full] [--no-baseline]
-#                           [--contract-only]
+#                           [--contract-only] [--tests REGEX]
 #   --list   list the mutants and what each plants, run nothing
 #   --only   run only these mutants (names without .patch)
 #   --write  put the table into docs/testing.md between the mutants markers
@@ -20,6 +20,9 @@
 #            (by default it runs only for a survivor, to tell "unit only" from "none")
 #   --contract-only  never build and run the rest of the suite (a survivor's verdict
 #            is then "SURVIVED (rest not run)"): the first full build takes long
+#   --tests REGEX  run only the contract tests whose ctest name matches REGEX (grep -E),
+#            e.g. the tests written for these mutants on a loaded machine; a survivor's
+#            verdict then names the filter, and --full and the rest of the suite are off
 #   --no-baseline  do not run the contract tests on the unmutated copy first (by
 #            default they are, and a test failing there is not counted as a kill)
 # Environment: MSGPASS_MUTANTS_DIR (default build/mutants: the copy in src/, the
@@ -31,7 +34,7 @@ repo=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 # shellcheck source=scripts/deps.sh
 source "$repo/scripts/deps.sh"
 
-list=0 write=0 full=0 baseline=1 contract_only=0 only=""
+list=0 write=0 full=0 baseline=1 contract_only=0 only="" tests=""
 while (($#)); do
     case $1 in
     --list) list=1 ;;
@@ -44,6 +47,11 @@ while (($#)); do
         shift
         ;;
     --only=*) only=${1#--only=} ;;
+    --tests)
+        tests=${2:?--tests needs a regular expression}
+        shift
+        ;;
+    --tests=*) tests=${1#--tests=} ;;
     -h | --help)
         sed -n '2,/^set -euo/p' "${BASH_SOURCE[0]}" | sed '$d' | sed 's/^# \{0,1\}//'
         exit 0
@@ -149,6 +157,10 @@ with open(sys.argv[2], "w") as c, open(sys.argv[3], "w") as o:
         exe = os.path.basename(cmd[0])
         (c if exe in contract_exes else o).write(t["name"] + "\n")
 EOF
+    if [[ -n "$tests" ]]; then
+        grep -E -- "$tests" "$work/contract.txt" >"$work/contract.only" || true
+        mv "$work/contract.only" "$work/contract.txt"
+    fi
     contract_regex=$(regex_of "$work/contract.txt")
     other_regex=$(regex_of "$work/other.txt")
 }
@@ -159,8 +171,15 @@ names = [l.strip() for l in open(sys.argv[1]) if l.strip()]
 print("^(" + "|".join(re.escape(n) for n in names) + ")$" if names else "^$")
 EOF
 }
+[[ -n "$tests" ]] && full=0 contract_only=1
 classify_tests
-echo "mutants: $(wc -l <"$work/contract.txt") contract tests (install, bench, examples and layers left out)"
+[[ -s "$work/contract.txt" ]] || {
+    echo "mutants: no contract test matches --tests '$tests'" >&2
+    exit 2
+}
+filter_note=""
+[[ -n "$tests" ]] && filter_note="; only those matching '$tests'"
+echo "mutants: $(wc -l <"$work/contract.txt") contract tests (install, bench, examples and layers left out$filter_note)"
 baseline_failed=""
 
 # run_tests REGEX LOG MAX: runs the tests matching REGEX and stops after MAX of them
@@ -227,6 +246,10 @@ for name in "${names[@]}"; do
             classify_tests
             run_tests "$other_regex" "$logs/$name-other.log" 0
         fi
+    elif [[ -n "$tests" ]]; then
+        verdict="SURVIVED (only tests matching '${tests//|/\\|}' run)"
+        killed_by="no contract test run"
+        survivors=$((survivors + 1))
     elif ((contract_only)); then
         verdict="SURVIVED (rest not run)"
         killed_by="no contract test"
@@ -267,9 +290,9 @@ if ((write)); then
     printf '%s\n' "${rows[@]}" >"$work/rows.md"
     # With --only, the rows of the other mutants stay as the last full run left them.
     python3 - "$doc" "$work/rows.md" "$begin" "$end" "$(date -u +%Y-%m-%d)" \
-        "$(cd "$repo" && git rev-parse --short HEAD)" "$only" <<'EOF'
+        "$(cd "$repo" && git rev-parse --short HEAD)" "$only" "$tests" <<'EOF'
 import sys
-doc, rows_file, begin, end, day, commit, only = sys.argv[1:]
+doc, rows_file, begin, end, day, commit, only, tests = sys.argv[1:]
 text = open(doc).read()
 head, rest = text.split(begin, 1)
 old, tail = rest.split(end, 1)
@@ -277,7 +300,8 @@ name = lambda row: row.split("|")[1].strip()
 rows = {name(r): r for r in old.splitlines() if r.startswith("| ") and not r.startswith("| mutant ")}
 for r in open(rows_file).read().splitlines():
     rows[name(r)] = r
-note = f"Last run: {day} on {commit}" + (f" (only {only}; the other rows are from an earlier run)" if only else "") + "."
+note = f"Last run: {day} on {commit}" + (f" (only {only}; the other rows are from an earlier run)" if only else "")
+note += f", running only the contract tests matching `{tests}`." if tests else "."
 table = "\n".join(["| mutant | killed by | verdict |", "|---|---|---|"] + [rows[k] for k in sorted(rows)])
 open(doc, "w").write(head + begin + "\n" + note + "\n\n" + table + "\n" + end + tail)
 EOF

@@ -9,6 +9,7 @@
 #include "../support/bounded.hpp"
 #include "../support/partition.hpp"
 #include "../support/threads.hpp"
+#include "hostile.hpp"
 
 #include <gtest/gtest.h>
 
@@ -243,6 +244,76 @@ TEST_P(Conformance, MessageAboveTheReceiversMaximumIsNeverDelivered) {
     }
 }
 
+// receive(): "Error, once, when the peer broke the protocol (a length beyond
+// max_message_size, ...); the connection is then closed". Node 2 is a hostile peer
+// of the technology (hostile.hpp: sci forges correctly signed words in node 1's
+// segment, tcp and auto write raw frames after a correct Hello, udp sends raw
+// datagrams), which first delivers one good message, then breaks the protocol: a
+// whole message beyond node 1's max_message_size, or something the protocol does
+// not have. Node 1 reports it once, naming it (sci: as the loss of node 2; a tcp
+// peer that then vanishes may be reported lost after it), delivers nothing of it,
+// and goes on with node 3 both ways. On udp a datagram is not a connection: it is
+// refused and counted (udp::DatagramStats), and nothing is thrown for it.
+TEST_P(Conformance, APeerThatBreaksTheProtocolIsReportedOnceDeliversNothingAndThePartitionGoesOn) {
+    for (const Break how : {Break::oversized, Break::malformed}) {
+        SCOPED_TRACE(name_of(how));
+        auto c = make(3, [](config::Configuration& c) {
+            c.max_message_size = 1 * config::MiB;
+            c.peer_timeout = std::chrono::milliseconds(200);
+            c.edit_section<sci::Options>().max_outst_buffers = 4;
+        });
+        auto victim = NodeFactory::create(c, 1);
+        auto third = NodeFactory::create(c, 3);
+        auto hostile = make_hostile_peer(c, 2, 1, *victim);
+        ASSERT_NE(hostile, nullptr) << "the hostile peer could not make contact";
+        auto from_2 = victim->create_node(2);
+        const auto errors_before = from_2->stats().errors;
+        hostile->break_protocol(how);
+        const std::string named = hostile->named(how);
+        int reports = 0;   // exceptions that name the break
+        int delivered = 0; // messages from node 2 after the good one
+        std::string said;
+        auto take = [&](std::chrono::milliseconds wait) {
+            try {
+                if (auto m = from_2->receive(wait)) {
+                    ++delivered;
+                    said += "; a message of " + std::to_string(m->size()) + " bytes was delivered";
+                }
+            } catch (const Error& e) {
+                said += std::string("; ") + e.what();
+                if (hostile->reported_by_receive() && std::string(e.what()).find(named) != std::string::npos) ++reports;
+            }
+        };
+        const auto deadline = Clock::now() + patience;
+        while (Clock::now() < deadline && reports == 0 && (hostile->reported_by_receive() || hostile->refused() == 0))
+            take(10ms);
+        // Once reported, nothing more of it: several peer checks (peer_timeout / 4).
+        for (const auto end = Clock::now() + 3 * c.peer_timeout; Clock::now() < end;)
+            take(20ms);
+        if (hostile->reported_by_receive()) {
+            EXPECT_EQ(reports, 1) << "the break was not reported once naming \"" << named << "\" within "
+                                  << patience.count() << " s: " << said;
+            EXPECT_GE(from_2->stats().errors, errors_before + 1) << "the report was not counted in the node's errors";
+        } else {
+            EXPECT_GT(hostile->refused(), 0u) << "the receiver neither refused nor reported the break" << said;
+        }
+        EXPECT_EQ(delivered, 0) << said;
+        // The partition goes on: node 1 and node 3, both ways (each stream taken by a
+        // thread while the sender flushes).
+        for (const auto& [from, to] : {std::pair{victim.get(), third.get()}, std::pair{third.get(), victim.get()}}) {
+            auto sender = from->create_node(to->self_id());
+            auto receiver = to->create_node(from->self_id());
+            constexpr std::uint64_t n = 50;
+            for (std::uint64_t i = 0; i < n; ++i)
+                sender->send(make_message(*from, 300, 0, i));
+            sender->send(make_end_marker(*from, n));
+            std::thread taker([&] { expect_stream_then_end(*receiver, n); });
+            EXPECT_TRUE(sender->flush(patience)) << "to node " << to->self_id();
+            taker.join();
+        }
+    }
+}
+
 // "Messages between a pair of nodes arrive once, complete, uncorrupted and in send
 // order" with "many threads" sending at once.
 TEST_P(Conformance, FourSenderThreadsEachKeepTheirOrderAndIntegrity) {
@@ -349,6 +420,36 @@ TEST_P(Conformance, BlockingReceiveWakesWhenAMessageArrives) {
         EXPECT_EQ(rounds[r].error, "");
         ASSERT_NE(rounds[r].message, nullptr);
         EXPECT_EQ(check_payload(*rounds[r].message).seq, r);
+    }
+    EXPECT_LT(fastest(rounds), 50ms) << "the fastest wake-up took " << fastest(rounds) / 1us
+                                     << " us: the receiver woke by re-polling, not by the arrival";
+}
+
+// As above, for a receiver that fell asleep before its peer ever sent: the first
+// message (on tcp: a connection, its handshake and then the data; on udp: hello and
+// welcome first) wakes it, whoever carries it in (on tcp the factory's background
+// thread accepts the connection and must ring the sleeper, whose sleep knew no socket
+// of the peer yet). Three pairs of fresh factories; the fastest is judged.
+TEST_P(Conformance, AReceiverAsleepBeforeItsPeerEverSentWakesForTheFirstMessage) {
+    std::vector<WakeUp> rounds;
+    for (int round = 0; round < 3; ++round) {
+        auto c = make(2);
+        auto a = NodeFactory::create(c, 1);
+        auto b = NodeFactory::create(c, 2);
+        auto to_b = a->create_node(2);
+        auto from_a = b->create_node(1);
+        auto r = wake_ups(
+            1, [&] { return from_a->receive(patience); },
+            [&](int) {
+                to_b->send(make_message(*a, 64, 0, static_cast<std::uint64_t>(round)));
+                (void)to_b->flush(patience);
+            });
+        SCOPED_TRACE("round " + std::to_string(round));
+        ASSERT_EQ(r.size(), 1u);
+        EXPECT_EQ(r[0].error, "");
+        ASSERT_NE(r[0].message, nullptr);
+        EXPECT_EQ(check_payload(*r[0].message).seq, static_cast<std::uint64_t>(round));
+        rounds.push_back(std::move(r[0]));
     }
     EXPECT_LT(fastest(rounds), 50ms) << "the fastest wake-up took " << fastest(rounds) / 1us
                                      << " us: the receiver woke by re-polling, not by the arrival";
