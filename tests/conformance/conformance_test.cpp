@@ -295,7 +295,7 @@ TEST_P(Conformance, APeerThatBreaksTheProtocolIsReportedOnceDeliversNothingAndTh
                                   << patience.count() << " s: " << said;
             EXPECT_GE(from_2->stats().errors, errors_before + 1) << "the report was not counted in the node's errors";
         } else {
-            EXPECT_GT(hostile->refused(), 0u) << "the receiver neither refused nor reported the break" << said;
+            EXPECT_GT(hostile->refused(), 0u) << "the receiver neither refused nor reported the break: " << said;
         }
         EXPECT_EQ(delivered, 0) << said;
         // The partition goes on: node 1 and node 3, both ways (each stream taken by a
