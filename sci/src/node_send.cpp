@@ -248,8 +248,7 @@ void SciNode::flush_locked(Link* link) {
         std::size_t sent = try_transfer_batch(*link);
         if (sent == 0) {
             const Queued& front = queue_.front();
-            if (!try_transfer(*link, front.buffer(), nullptr, front.shared() ? &front.shared() : nullptr))
-                break;
+            if (!try_transfer(*link, front.buffer(), nullptr, front.shared() ? &front.shared() : nullptr)) break;
             sent = 1;
         }
         queue_.erase(queue_.begin(), queue_.begin() + static_cast<std::ptrdiff_t>(sent));

@@ -82,6 +82,5 @@ TEST(Inbox, AGapComesAfterTheMessagesBeforeItWithItsOwnLoss) {
     EXPECT_EQ(last.message->as<int>(), 5);
 }
 
-
 } // namespace
 } // namespace msgpass::ip

@@ -68,5 +68,4 @@ private:
     std::deque<std::optional<Loss>> markers_; // one per marker, in order: a gap's loss, or none
 };
 
-
 } // namespace msgpass::ip
