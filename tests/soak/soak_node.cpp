@@ -242,7 +242,7 @@ private:
         }
         std::vector<std::byte> expected(copy.size() - sizeof h);
         fill(expected, h.incarnation, h.seq, self_);
-        if (std::memcmp(expected.data(), copy.data() + sizeof h, expected.size()) != 0) {
+        if (!std::equal(expected.begin(), expected.end(), copy.begin() + sizeof h)) { // no memcmp of null for 0 bytes
             return violation("message " + std::to_string(h.seq) + " from node " + std::to_string(from) + " is corrupt");
         }
         Sender& s = senders_[from];
