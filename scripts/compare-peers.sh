@@ -3,7 +3,9 @@
 # repository: ZeroMQ (our tests/peers/zmq_bench over ipc:// and tcp://), Open MPI
 # over shared memory (NetPIPE's NPopenmpi, btl self,vader), msgpass-bench over sci,
 # tcp and udp, and the machine's floors
-# (msgpass-bench --reference). Installs what it needs (Debian packages, only those
+# (msgpass-bench --reference), and the same MPI program (tests/mpi/bench/osu.c) built
+# with msgpass-mpicc and with Open MPI's mpicc (scripts/mpi-bench.sh, one round, in
+# build/release-mpi; PEERS_MPI=0 leaves it out). Installs what it needs (Debian packages, only those
 # missing), builds msgpass in Release (build/release, as scripts/demo.sh) and
 # zmq_bench (outside the CMake build: msgpass never depends on ZeroMQ), then writes
 # docs/benchmarks-results.md (one table, generated) and docs/benchmarks.png
@@ -50,7 +52,7 @@ failed() {
 
 install_peer_packages() {
     local missing=() pkg
-    for pkg in libzmq3-dev openmpi-bin netpipe-openmpi pkg-config; do
+    for pkg in libzmq3-dev openmpi-bin libopenmpi-dev netpipe-openmpi pkg-config; do
         dpkg -s "$pkg" >/dev/null 2>&1 || missing+=("$pkg")
     done
     # Any gnuplot will do; gnuplot-nox conflicts with the X11 and Qt builds.
@@ -168,6 +170,12 @@ netpipe netpipe-pingpong "$repo/$raw/netpipe-pingpong.out" ||
 header "Open MPI (NetPIPE NPopenmpi, shared memory): stream (-s)"
 netpipe netpipe-stream "$repo/$raw/netpipe-stream.out" -s ||
     failed "NPopenmpi stream failed (see $raw/netpipe-stream.log)"
+
+if ((${PEERS_MPI:-1})); then
+    header "MPI: osu.c with msgpass-mpicc and with Open MPI's mpicc (scripts/mpi-bench.sh, build/release-mpi)"
+    MPI_BENCH_ROUNDS=${PEERS_MPI_ROUNDS:-1} timeout 3600 scripts/mpi-bench.sh build/release-mpi \
+        >"$raw/mpi.md" 2>"$raw/mpi.log" || failed "scripts/mpi-bench.sh failed (see $raw/mpi.log)"
+fi
 
 header "msgpass-bench --reference: the floors (second)"
 timeout 600 "$bench" --reference --json --sizes "$sizes" --seconds "$seconds" "${cpu_args[@]}" \
@@ -371,6 +379,13 @@ EOF
 
 ![one-way latency p50 and stream bandwidth against message size, one line per system](benchmarks.png)
 EOF
+    if [[ -s "$raw/mpi.md" ]]; then
+        printf '\n## The same MPI program over msgpass and over Open MPI\n\n'
+        printf 'tests/mpi/bench/osu.c (OSU-style latency and windowed bandwidth, standard MPI API only) built with\n'
+        printf 'msgpass-mpicc and run by msgpass-run -n 2, and built with Open MPI mpicc and run by mpirun -np 2;\n'
+        printf 'comm is the same measurement written against the communicator (scripts/mpi-bench.sh).\n\n'
+        cat "$raw/mpi.md"
+    fi
 } >"$results"
 
 # The plot: two panels, log-log, one line per system (floors dashed, grey).
