@@ -3,6 +3,8 @@
 
 #include "plan.hpp"
 
+#include <yaml-cpp/yaml.h>
+
 #include <arpa/inet.h>
 #include <netinet/in.h>
 #include <sys/socket.h>
@@ -51,6 +53,15 @@ std::vector<int> free_ports(int n, bool datagram) {
     return ports;
 }
 
+// A fresh directory under TMPDIR (or /tmp).
+std::filesystem::path make_directory() {
+    const char* tmp = std::getenv("TMPDIR");
+    std::string pattern = std::string(tmp != nullptr && *tmp != '\0' ? tmp : "/tmp") + "/msgpass-run.XXXXXX";
+    if (::mkdtemp(pattern.data()) == nullptr)
+        throw std::runtime_error("cannot make a directory " + pattern + ": " + std::strerror(errno));
+    return pattern;
+}
+
 void write_file(const std::filesystem::path& path, const std::string& text) {
     std::ofstream out(path);
     out << text;
@@ -70,11 +81,7 @@ LocalPartition make_local_partition(int n, const std::string& technology) {
                              technology + "'");
     }
     LocalPartition local;
-    const char* tmp = std::getenv("TMPDIR");
-    std::string pattern = std::string(tmp != nullptr && *tmp != '\0' ? tmp : "/tmp") + "/msgpass-run.XXXXXX";
-    if (::mkdtemp(pattern.data()) == nullptr)
-        throw std::runtime_error("cannot make a directory " + pattern + ": " + std::strerror(errno));
-    local.directory = pattern;
+    local.directory = make_directory();
     try {
         // The process id keeps it apart from other launchers now; the clock, from a
         // launcher of an earlier run that had the same id and left segments behind.
@@ -93,6 +100,38 @@ LocalPartition make_local_partition(int n, const std::string& technology) {
             nodes += "}\n";
         }
         write_file(local.nodes_file, nodes);
+    } catch (...) {
+        remove_local_partition(local);
+        throw;
+    }
+    return local;
+}
+
+LocalPartition with_free_ports(const std::filesystem::path& nodes_file, const std::string& technology) {
+    YAML::Node document;
+    try {
+        document = YAML::LoadFile(nodes_file.string());
+    } catch (const YAML::Exception& e) {
+        throw std::runtime_error("cannot read " + nodes_file.string() + ": " + e.what());
+    }
+    std::vector<YAML::Node> without;
+    if (document.IsMap() && document["nodes"] && document["nodes"].IsSequence()) {
+        for (auto node : document["nodes"])
+            if (node.IsMap() && (!node["port"] || (node["port"].IsScalar() && node["port"].Scalar() == "0")))
+                without.push_back(node);
+    }
+    const auto ports = free_ports(static_cast<int>(without.size()), technology == "udp");
+    for (std::size_t i = 0; i < without.size(); ++i)
+        without[i]["port"] = ports[i];
+    YAML::Emitter out;
+    out << document;
+    LocalPartition local;
+    local.directory = make_directory();
+    try {
+        local.nodes_file = local.directory / "nodes.yaml";
+        write_file(local.nodes_file, "# made by msgpass-run --technology " + technology + " from " +
+                                         nodes_file.string() + ": free ports for the nodes without one\n" +
+                                         out.c_str() + "\n");
     } catch (...) {
         remove_local_partition(local);
         throw;

@@ -21,6 +21,14 @@ struct LocalPartition {
 // ports cannot be had.
 LocalPartition make_local_partition(int n, const std::string& technology);
 
+// msgpass-run --technology T with a nodes file: a copy of the nodes file, in a fresh
+// directory, in which every node without a `port` key (or with port 0) has a port free on 127.0.0.1
+// now (UDP ports for udp, TCP ports otherwise), so that a partition written for sci
+// on one host runs over tcp, udp or auto unchanged. network_file stays empty; the
+// file's other keys are kept (comments are not). Throws std::runtime_error when the
+// file cannot be read or written or the ports cannot be had.
+LocalPartition with_free_ports(const std::filesystem::path& nodes_file, const std::string& technology);
+
 // Removes the directory of the files (never throws).
 void remove_local_partition(const LocalPartition& local) noexcept;
 

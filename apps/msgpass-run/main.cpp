@@ -126,7 +126,8 @@ int run(int argc, char** argv) {
         ("np,n", po::value<int>()->value_name("N"),                                                    //
          "start N processes of PROGRAM in a partition made on the fly (no --config, --nodes)")         //
         ("technology", po::value<std::string>()->value_name("T"),                                      //
-         "with -n: the technology, sci (default), tcp, udp or auto")                                   //
+         "the technology, sci (default with -n), tcp, udp or auto; with files: run their partition "   //
+         "over T, nodes without a port getting one free here")                                         //
         ("set", po::value<std::vector<std::string>>()->composing()->value_name("KEY=VALUE"),           //
          "override of the network file (repeatable), also passed to the programs")                     //
         ("only", po::value<std::vector<std::string>>()->composing()->value_name("IDS"),                //
@@ -179,13 +180,20 @@ int run(int argc, char** argv) {
         local_files.local = msgpass::run::make_local_partition(vm["np"].as<int>(), technology);
         config_file = local_files.local->network_file;
         nodes_file = local_files.local->nodes_file;
-    } else if (vm.count("technology") != 0) {
-        throw msgpass::run::UsageError("--technology is for -n; a network file names its own technology "
-                                       "(or --set technology=T)");
     }
     // The technologies' names and sections, which the files are checked against.
     msgpass::register_builtin_technologies();
-    const auto configuration = msgpass::config::load(config_file, nodes_file, sets);
+    auto configuration = msgpass::config::load(config_file, nodes_file, sets);
+    std::vector<std::string> all_sets = sets;
+    if (vm.count("np") == 0 && vm.count("technology") != 0) {
+        // The files as written are checked above (errors name their lines); then the
+        // partition runs over T from a copy of the nodes file with free ports.
+        const std::string technology = vm["technology"].as<std::string>();
+        local_files.local = msgpass::run::with_free_ports(nodes_file, technology);
+        nodes_file = local_files.local->nodes_file;
+        all_sets.push_back("technology=" + technology);
+        configuration = msgpass::config::load(config_file, nodes_file, all_sets);
+    }
 
     if (vm["cleanup"].as<bool>()) {
         if (!program.empty()) throw msgpass::run::UsageError("--cleanup takes no PROGRAM");
@@ -195,14 +203,14 @@ int run(int argc, char** argv) {
     msgpass::run::PlanRequest request;
     request.config_file = fs::absolute(config_file);
     request.nodes_file = fs::absolute(nodes_file);
-    request.sets = sets;
+    request.sets = all_sets;
     if (vm.count("only") != 0) {
         std::set<msgpass::NodeId> only;
         for (const auto& text : vm["only"].as<std::vector<std::string>>())
             only.merge(msgpass::run::parse_only(text));
         request.only = std::move(only);
     }
-    request.all_hosts = vm["all-hosts"].as<bool>() || local_files.local.has_value();
+    request.all_hosts = vm["all-hosts"].as<bool>() || vm.count("np") != 0;
     request.this_host = msgpass::run::this_host_name();
     request.program = program;
     const auto plan = msgpass::run::make_plan(configuration, request);

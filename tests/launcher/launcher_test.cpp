@@ -4,11 +4,13 @@
 // its own, and waits on pipes and pidfds with deadlines, never on sleeps. Every
 // launcher a test starts is killed and reaped by the test even when it fails; its
 // children get SIGTERM through PR_SET_PDEATHSIG then.
+#include "local.hpp"
 #include "plan.hpp"
 
 #include <msgpass/sci/naming.hpp>
 
 #include <gtest/gtest.h>
+#include <yaml-cpp/yaml.h>
 
 #include <fcntl.h>
 #include <grp.h>
@@ -292,6 +294,45 @@ TEST(LauncherPlan, ChildEnvironmentReplacesInheritedMsgpassVariables) {
               (std::vector<std::string>{"PATH=/bin", "MSGPASS_NODE_ID=3"}));
 }
 
+// ---------------------------------------------------------------- local.hpp
+
+// msgpass-run --technology T with files: the copy of the nodes file gives each node
+// without a port (or with port 0) its own free port and keeps everything else.
+TEST(LauncherLocal, ACopyOfTheNodesFileGivesEveryNodeWithoutAPortAFreeOneAndKeepsTheRest) {
+    Workspace ws;
+    ws.write_files("  - {id: 1, name: alpha, host: localhost}\n"
+                   "  - {id: 2, name: beta, host: localhost, port: 0, sci: {recv_buffer_no: 200}}\n"
+                   "  - {id: 3, name: gamma, host: localhost, port: 17999}\n");
+    const auto copy = msgpass::run::with_free_ports(ws.nodes(), "udp");
+    struct Remove {
+        const msgpass::run::LocalPartition& local;
+        ~Remove() { msgpass::run::remove_local_partition(local); }
+    } remove{copy};
+    ASSERT_NE(copy.nodes_file, ws.nodes());
+    const auto nodes = YAML::LoadFile(copy.nodes_file.string())["nodes"];
+    ASSERT_TRUE(nodes.IsSequence());
+    ASSERT_EQ(nodes.size(), 3u);
+    const auto alpha = nodes[0]["port"].as<int>();
+    const auto beta = nodes[1]["port"].as<int>();
+    EXPECT_GT(alpha, 0);
+    EXPECT_GT(beta, 0);
+    EXPECT_NE(alpha, beta);
+    EXPECT_EQ(nodes[2]["port"].as<int>(), 17999) << "a port written in the file is kept";
+    EXPECT_EQ(nodes[1]["name"].as<std::string>(), "beta");
+    EXPECT_EQ(nodes[1]["sci"]["recv_buffer_no"].as<int>(), 200) << "the node's other keys are kept";
+    EXPECT_EQ(nodes[0]["host"].as<std::string>(), "localhost");
+}
+
+TEST(LauncherLocal, ANodesFileThatCannotBeReadIsAnErrorNamingIt) {
+    Workspace ws;
+    try {
+        (void)msgpass::run::with_free_ports(ws.dir() / "missing.yaml", "tcp");
+        FAIL() << "no error";
+    } catch (const std::runtime_error& e) {
+        EXPECT_NE(std::string(e.what()).find("missing.yaml"), std::string::npos) << e.what();
+    }
+}
+
 // ---------------------------------------------------------------- msgpass-run
 
 TEST(Launcher, StartsOneProcessPerNodeAndTellsEachItsIdentity) {
@@ -313,6 +354,30 @@ TEST(Launcher, StartsOneProcessPerNodeAndTellsEachItsIdentity) {
         EXPECT_TRUE(has("env MSGPASS_SET=send_queue_limit=100|sci.recv_buffer_no=100")) << run.out();
     }
     EXPECT_EQ(out.size(), 3u * 7u) << run.out();
+}
+
+// --technology with files: the partition of files written for sci runs over tcp;
+// the programs get the copy of the nodes file with ports and the override, and the
+// copy is removed at the end.
+TEST(Launcher, TechnologyRunsTheFilesPartitionOverItWithFreePorts) {
+    Workspace ws;
+    ws.write_local_nodes(2);
+    Launcher run(run_probe(ws, {"--technology", "tcp"}, {"--env"}));
+    ASSERT_EQ(run.finish(), 0) << run.err();
+    const auto out = lines_of(run.out());
+    for (const std::string name : {"alpha", "beta"}) {
+        EXPECT_NE(std::find(out.begin(), out.end(), "[" + name + "] env MSGPASS_SET=technology=tcp"), out.end())
+            << run.out();
+        const std::string prefix = "[" + name + "] env MSGPASS_NODES=";
+        const auto line = std::find_if(out.begin(), out.end(), [&](const auto& l) { return l.rfind(prefix, 0) == 0; });
+        ASSERT_NE(line, out.end()) << run.out();
+        const fs::path copy = line->substr(prefix.size());
+        EXPECT_NE(copy, ws.nodes());
+        EXPECT_FALSE(fs::exists(copy)) << "the copy outlived the run: " << copy;
+    }
+    Launcher bad(run_probe(ws, {"--technology", "carrier-pigeon"}, {}));
+    EXPECT_EQ(bad.finish(), 2);
+    EXPECT_NE(bad.err().find("carrier-pigeon"), std::string::npos) << bad.err();
 }
 
 TEST(Launcher, RelativeFilePathsReachTheProgramsAsAbsolutePaths) {
