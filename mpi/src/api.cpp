@@ -1,0 +1,199 @@
+// The shared parts of msgpass's MPI entry points (api.hpp).
+#include "api.hpp"
+
+#include <cstdio>
+#include <cstdlib>
+#include <string>
+
+namespace msgpass::mpi::api {
+
+const char* class_text(int code) {
+    switch (code) {
+    case MPI_SUCCESS:
+        return "no error";
+    case MPI_ERR_BUFFER:
+        return "invalid buffer pointer";
+    case MPI_ERR_COUNT:
+        return "invalid count argument";
+    case MPI_ERR_TYPE:
+        return "invalid datatype";
+    case MPI_ERR_TAG:
+        return "invalid tag";
+    case MPI_ERR_COMM:
+        return "invalid communicator";
+    case MPI_ERR_RANK:
+        return "invalid rank";
+    case MPI_ERR_REQUEST:
+        return "invalid request";
+    case MPI_ERR_ROOT:
+        return "invalid root";
+    case MPI_ERR_GROUP:
+        return "invalid group";
+    case MPI_ERR_OP:
+        return "invalid reduction operation";
+    case MPI_ERR_TOPOLOGY:
+        return "invalid topology";
+    case MPI_ERR_DIMS:
+        return "invalid dimensions";
+    case MPI_ERR_ARG:
+        return "invalid argument";
+    case MPI_ERR_UNKNOWN:
+        return "unknown error";
+    case MPI_ERR_TRUNCATE:
+        return "message truncated";
+    case MPI_ERR_OTHER:
+        return "other error";
+    case MPI_ERR_INTERN:
+        return "internal error";
+    case MPI_ERR_IN_STATUS:
+        return "error code is in status";
+    case MPI_ERR_PENDING:
+        return "pending request";
+    case MPI_ERR_UNSUPPORTED_OPERATION:
+        return "operation not supported by msgpass's MPI";
+    case MPI_ERR_PROC_FAILED:
+        return "a peer process failed";
+    default:
+        return nullptr;
+    }
+}
+
+int world_rank() {
+    return engine ? engine->world_rank() : -1;
+}
+
+// Reports an error as the communicator's handler says: MPI_ERRORS_ARE_FATAL prints
+// the call, the rank and what went wrong, and ends the process with exit code 1.
+int fail(const char* call, MPI_Comm comm, int code, const std::string& what) {
+    last_code = code;
+    last_message = std::string(call) + ": " + what;
+    const MPI_Errhandler handler = comm == MPI_COMM_SELF ? self_handler : world_handler;
+    if (handler == MPI_ERRORS_ARE_FATAL) {
+        std::fflush(stdout);
+        std::fprintf(stderr, "msgpass-mpi: rank %d: %s: %s (%s)\n", world_rank(), call, what.c_str(), class_text(code));
+        std::fflush(stderr);
+        std::_Exit(1);
+    }
+    return code;
+}
+
+std::size_t type_size(MPI_Datatype type) {
+    switch (type) {
+    case MPI_CHAR:
+    case MPI_SIGNED_CHAR:
+    case MPI_UNSIGNED_CHAR:
+    case MPI_BYTE:
+    case MPI_SHORT:
+    case MPI_UNSIGNED_SHORT:
+    case MPI_INT:
+    case MPI_UNSIGNED:
+    case MPI_LONG:
+    case MPI_UNSIGNED_LONG:
+    case MPI_LONG_LONG:
+    case MPI_UNSIGNED_LONG_LONG:
+    case MPI_FLOAT:
+    case MPI_DOUBLE:
+        return static_cast<std::size_t>(type & 0xff);
+    default:
+        throw MpiError(MPI_ERR_TYPE, "invalid datatype " + std::to_string(type) +
+                                         " (only the basic datatypes of mpi.h are provided)");
+    }
+}
+
+std::size_t bytes_of(const void* buf, int count, MPI_Datatype type, const char* what) {
+    if (count < 0) throw MpiError(MPI_ERR_COUNT, "negative count " + std::to_string(count));
+    const std::size_t bytes = static_cast<std::size_t>(count) * type_size(type);
+    if (bytes > 0 && buf == nullptr)
+        throw MpiError(MPI_ERR_BUFFER, std::string(what) + " is NULL with a count of " + std::to_string(count));
+    return bytes;
+}
+
+void check_send_tag(int tag) {
+    if (tag < 0 || tag > MPI_TAG_UB_VALUE)
+        throw MpiError(MPI_ERR_TAG,
+                       "tag " + std::to_string(tag) + " is not between 0 and " + std::to_string(MPI_TAG_UB_VALUE));
+}
+
+void check_recv_tag(int tag) {
+    if (tag != MPI_ANY_TAG) check_send_tag(tag);
+}
+
+void check_rank(const CommInfo& c, int rank, bool any_allowed) {
+    if (rank == MPI_PROC_NULL || (any_allowed && rank == MPI_ANY_SOURCE)) return;
+    if (rank < 0 || rank >= c.size)
+        throw MpiError(MPI_ERR_RANK, "rank " + std::to_string(rank) + " is not between 0 and " +
+                                         std::to_string(c.size - 1) + " (the communicator's size is " +
+                                         std::to_string(c.size) + ")");
+}
+
+void check_root(const CommInfo& c, int root) {
+    if (root < 0 || root >= c.size)
+        throw MpiError(MPI_ERR_ROOT,
+                       "root " + std::to_string(root) + " is not between 0 and " + std::to_string(c.size - 1));
+}
+
+void check_op(MPI_Op op) {
+    if (op != MPI_SUM && op != MPI_PROD && op != MPI_MAX && op != MPI_MIN)
+        throw MpiError(MPI_ERR_OP, "invalid operation " + std::to_string(op) +
+                                       " (MPI_SUM, MPI_PROD, MPI_MAX and MPI_MIN are provided)");
+}
+
+void proc_null_status(MPI_Status* status) {
+    if (status != MPI_STATUS_IGNORE) *status = MPI_Status{MPI_PROC_NULL, MPI_ANY_TAG, MPI_SUCCESS, 0, 0};
+}
+
+// A request's own error, with the message of what happened to it.
+int request_error(int code, const MPI_Status& status) {
+    if (code == MPI_SUCCESS) return code;
+    if (code == MPI_ERR_TRUNCATE)
+        last_message = "the message from rank " + std::to_string(status.MPI_SOURCE) + " (tag " +
+                       std::to_string(status.MPI_TAG) + ") is larger than the receive buffer";
+    else if (code == MPI_ERR_PROC_FAILED)
+        last_message = "rank " + std::to_string(status.MPI_SOURCE) + " was lost";
+    else
+        last_message.clear();
+    return code;
+}
+
+int init(int* argc, char*** argv) {
+    if (phase == Phase::running) return fail("MPI_Init", MPI_COMM_WORLD, MPI_ERR_OTHER, "called twice");
+    if (phase == Phase::finalized) return fail("MPI_Init", MPI_COMM_WORLD, MPI_ERR_OTHER, "called after MPI_Finalize");
+    const char* program = (argc != nullptr && argv != nullptr && *argc > 0 && *argv != nullptr) ? (*argv)[0] : nullptr;
+    try {
+        engine = std::make_unique<Engine>(program);
+    } catch (const MpiError& e) {
+        return fail("MPI_Init", MPI_COMM_WORLD, e.code(), e.what());
+    } catch (const std::exception& e) {
+        return fail("MPI_Init", MPI_COMM_WORLD, MPI_ERR_OTHER, e.what());
+    }
+    phase = Phase::running;
+    return MPI_SUCCESS;
+}
+
+int send_common(const char* call, const void* buf, int count, MPI_Datatype type, int dest, int tag, MPI_Comm comm,
+                bool sync) {
+    return guarded(call, comm, [&] {
+        const auto c = engine->info(comm);
+        const auto bytes = bytes_of(buf, count, type);
+        check_rank(c, dest, false);
+        check_send_tag(tag);
+        if (dest == MPI_PROC_NULL) return MPI_SUCCESS;
+        MPI_Request h = engine->isend(c, dest, tag, buf, bytes, sync);
+        MPI_Status status{};
+        return request_error(engine->wait(&h, &status), status);
+    });
+}
+
+// The block of one rank in a gather, scatter or allgather: the send side's and the
+// receive side's must have the same size.
+std::size_t block_of(const char* side, int count, MPI_Datatype type, std::size_t other, bool check_other) {
+    if (count < 0) throw MpiError(MPI_ERR_COUNT, std::string(side) + ": negative count " + std::to_string(count));
+    const std::size_t bytes = static_cast<std::size_t>(count) * type_size(type);
+    if (check_other && bytes != other)
+        throw MpiError(MPI_ERR_TRUNCATE, "the send block (" + std::to_string(other) +
+                                             " bytes) and the receive block (" + std::to_string(bytes) +
+                                             " bytes) differ");
+    return bytes;
+}
+
+} // namespace msgpass::mpi::api

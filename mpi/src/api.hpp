@@ -1,0 +1,73 @@
+// What the C entry points of msgpass's MPI share (mpi.cpp: the environment,
+// p2p.cpp: point to point, collective_calls.cpp: the collectives): the library's
+// state, the argument checks, and the error handling every entry point goes through
+// (guarded: an error becomes an MPI error code under the communicator's handler,
+// never an exception through C).
+#pragma once
+
+#include "engine.hpp"
+
+#include <chrono>
+#include <cstddef>
+#include <memory>
+#include <new>
+#include <string>
+
+namespace msgpass::mpi::api {
+
+enum class Phase { before, running, finalized };
+
+inline Phase phase = Phase::before;
+inline std::unique_ptr<Engine> engine;
+inline MPI_Errhandler world_handler = MPI_ERRORS_ARE_FATAL;
+inline MPI_Errhandler self_handler = MPI_ERRORS_ARE_FATAL;
+inline int last_code = MPI_SUCCESS;
+inline std::string last_message;
+inline const auto start = std::chrono::steady_clock::now();
+
+// The text of an error class, or nullptr for a code that is not one.
+const char* class_text(int code);
+int world_rank();
+// Reports an error as the communicator's handler says: MPI_ERRORS_ARE_FATAL prints
+// the call, the rank and what went wrong, and ends the process with exit code 1.
+int fail(const char* call, MPI_Comm comm, int code, const std::string& what);
+
+std::size_t type_size(MPI_Datatype type);
+std::size_t bytes_of(const void* buf, int count, MPI_Datatype type, const char* what = "buffer");
+void check_send_tag(int tag);
+void check_recv_tag(int tag);
+void check_rank(const CommInfo& c, int rank, bool any_allowed);
+void check_root(const CommInfo& c, int root);
+void check_op(MPI_Op op);
+void proc_null_status(MPI_Status* status);
+// A request's own error, with the message of what happened to it.
+int request_error(int code, const MPI_Status& status);
+int init(int* argc, char*** argv);
+int send_common(const char* call, const void* buf, int count, MPI_Datatype type, int dest, int tag, MPI_Comm comm,
+                bool sync);
+// The block of one rank in a gather, scatter or allgather: the send side's and the
+// receive side's must have the same size.
+std::size_t block_of(const char* side, int count, MPI_Datatype type, std::size_t other, bool check_other);
+
+template <class F>
+int guarded(const char* call, MPI_Comm comm, F&& body) {
+    try {
+        if (phase == Phase::before) throw MpiError(MPI_ERR_OTHER, "called before MPI_Init");
+        if (phase == Phase::finalized) throw MpiError(MPI_ERR_OTHER, "called after MPI_Finalize");
+        const int code = body();
+        if (code != MPI_SUCCESS) return fail(call, comm, code, last_message.empty() ? class_text(code) : last_message);
+        return MPI_SUCCESS;
+    } catch (const MpiError& e) {
+        return fail(call, comm, e.code(), e.what());
+    } catch (const msgpass::PeerLost& e) {
+        return fail(call, comm, MPI_ERR_PROC_FAILED, e.what());
+    } catch (const msgpass::Error& e) {
+        return fail(call, comm, MPI_ERR_OTHER, e.what());
+    } catch (const std::bad_alloc&) {
+        return fail(call, comm, MPI_ERR_OTHER, "out of memory");
+    } catch (const std::exception& e) {
+        return fail(call, comm, MPI_ERR_INTERN, e.what());
+    }
+}
+
+} // namespace msgpass::mpi::api

@@ -1,0 +1,116 @@
+// The C entry points of msgpass's MPI (mpi.h), collectives: argument checks, then
+// the algorithms of collectives.cpp. Every entry point goes through api::guarded.
+#include <cstring>
+
+#include "api.hpp"
+
+using namespace msgpass::mpi::api; // NOLINT(google-build-using-namespace): the entry points' shared state and checks
+using msgpass::mpi::CommInfo;
+using msgpass::mpi::MpiError;
+
+extern "C" {
+
+// ------------------------------------------------------------------- collectives
+
+int MPI_Barrier(MPI_Comm comm) {
+    return guarded("MPI_Barrier", comm, [&] {
+        msgpass::mpi::barrier(*engine, engine->info(comm));
+        return MPI_SUCCESS;
+    });
+}
+
+int MPI_Bcast(void* buffer, int count, MPI_Datatype type, int root, MPI_Comm comm) {
+    return guarded("MPI_Bcast", comm, [&] {
+        const auto c = engine->info(comm);
+        const auto bytes = bytes_of(buffer, count, type);
+        check_root(c, root);
+        msgpass::mpi::bcast(*engine, c, buffer, bytes, root);
+        return MPI_SUCCESS;
+    });
+}
+
+int MPI_Reduce(const void* sendbuf, void* recvbuf, int count, MPI_Datatype type, MPI_Op op, int root, MPI_Comm comm) {
+    return guarded("MPI_Reduce", comm, [&] {
+        const auto c = engine->info(comm);
+        check_root(c, root);
+        check_op(op);
+        const bool in_place = sendbuf == MPI_IN_PLACE;
+        if (in_place && c.rank != root) throw MpiError(MPI_ERR_BUFFER, "MPI_IN_PLACE is for the root only");
+        (void)bytes_of(in_place ? recvbuf : sendbuf, count, type, "sendbuf");
+        if (c.rank == root) (void)bytes_of(recvbuf, count, type, "recvbuf");
+        msgpass::mpi::reduce(*engine, c, in_place ? recvbuf : sendbuf, recvbuf, count, type, op, root);
+        return MPI_SUCCESS;
+    });
+}
+
+int MPI_Allreduce(const void* sendbuf, void* recvbuf, int count, MPI_Datatype type, MPI_Op op, MPI_Comm comm) {
+    return guarded("MPI_Allreduce", comm, [&] {
+        const auto c = engine->info(comm);
+        check_op(op);
+        const bool in_place = sendbuf == MPI_IN_PLACE;
+        (void)bytes_of(in_place ? recvbuf : sendbuf, count, type, "sendbuf");
+        (void)bytes_of(recvbuf, count, type, "recvbuf");
+        msgpass::mpi::allreduce(*engine, c, in_place ? recvbuf : sendbuf, recvbuf, count, type, op);
+        return MPI_SUCCESS;
+    });
+}
+
+int MPI_Gather(const void* sendbuf, int sendcount, MPI_Datatype sendtype, void* recvbuf, int recvcount,
+               MPI_Datatype recvtype, int root, MPI_Comm comm) {
+    return guarded("MPI_Gather", comm, [&] {
+        const auto c = engine->info(comm);
+        check_root(c, root);
+        const bool in_place = sendbuf == MPI_IN_PLACE && c.rank == root;
+        std::size_t block = 0;
+        if (c.rank == root) {
+            block = block_of("recvcount", recvcount, recvtype, 0, false);
+            if (!in_place) (void)block_of("sendcount", sendcount, sendtype, block, true);
+            if (block > 0 && recvbuf == nullptr) throw MpiError(MPI_ERR_BUFFER, "recvbuf is NULL");
+        } else {
+            block = block_of("sendcount", sendcount, sendtype, 0, false);
+        }
+        if (!in_place && block > 0 && sendbuf == nullptr) throw MpiError(MPI_ERR_BUFFER, "sendbuf is NULL");
+        const void* own =
+            in_place ? static_cast<const std::byte*>(recvbuf) + block * static_cast<std::size_t>(root) : sendbuf;
+        msgpass::mpi::gather(*engine, c, own, block, recvbuf, root);
+        return MPI_SUCCESS;
+    });
+}
+
+int MPI_Scatter(const void* sendbuf, int sendcount, MPI_Datatype sendtype, void* recvbuf, int recvcount,
+                MPI_Datatype recvtype, int root, MPI_Comm comm) {
+    return guarded("MPI_Scatter", comm, [&] {
+        const auto c = engine->info(comm);
+        check_root(c, root);
+        const bool in_place = recvbuf == MPI_IN_PLACE && c.rank == root;
+        std::size_t block = 0;
+        if (c.rank == root) {
+            block = block_of("sendcount", sendcount, sendtype, 0, false);
+            if (!in_place) (void)block_of("recvcount", recvcount, recvtype, block, true);
+            if (block > 0 && sendbuf == nullptr) throw MpiError(MPI_ERR_BUFFER, "sendbuf is NULL");
+        } else {
+            block = block_of("recvcount", recvcount, recvtype, 0, false);
+        }
+        if (!in_place && block > 0 && recvbuf == nullptr) throw MpiError(MPI_ERR_BUFFER, "recvbuf is NULL");
+        msgpass::mpi::scatter(*engine, c, sendbuf, block, in_place ? nullptr : recvbuf, root);
+        return MPI_SUCCESS;
+    });
+}
+
+int MPI_Allgather(const void* sendbuf, int sendcount, MPI_Datatype sendtype, void* recvbuf, int recvcount,
+                  MPI_Datatype recvtype, MPI_Comm comm) {
+    return guarded("MPI_Allgather", comm, [&] {
+        const auto c = engine->info(comm);
+        const bool in_place = sendbuf == MPI_IN_PLACE;
+        const std::size_t block = block_of("recvcount", recvcount, recvtype, 0, false);
+        if (!in_place) (void)block_of("sendcount", sendcount, sendtype, block, true);
+        if (block > 0 && (recvbuf == nullptr || (!in_place && sendbuf == nullptr)))
+            throw MpiError(MPI_ERR_BUFFER, "sendbuf or recvbuf is NULL");
+        const void* own =
+            in_place ? static_cast<const std::byte*>(recvbuf) + block * static_cast<std::size_t>(c.rank) : sendbuf;
+        msgpass::mpi::allgather(*engine, c, own, block, recvbuf);
+        return MPI_SUCCESS;
+    });
+}
+
+} // extern "C"

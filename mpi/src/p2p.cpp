@@ -1,0 +1,240 @@
+// The C entry points of msgpass's MPI (mpi.h), point to point: send and receive,
+// requests, probe, counts. Every entry point goes through api::guarded.
+#include <climits>
+
+#include "api.hpp"
+
+using namespace msgpass::mpi::api; // NOLINT(google-build-using-namespace): the entry points' shared state and checks
+using msgpass::mpi::CommInfo;
+using msgpass::mpi::MpiError;
+
+extern "C" {
+
+// ------------------------------------------------------------------- point to point
+
+int MPI_Isend(const void* buf, int count, MPI_Datatype type, int dest, int tag, MPI_Comm comm, MPI_Request* request) {
+    return guarded("MPI_Isend", comm, [&] {
+        const auto c = engine->info(comm);
+        const auto bytes = bytes_of(buf, count, type);
+        check_rank(c, dest, false);
+        check_send_tag(tag);
+        if (request == nullptr) throw MpiError(MPI_ERR_REQUEST, "request is NULL");
+        *request = dest == MPI_PROC_NULL ? MPI_REQUEST_NULL : engine->isend(c, dest, tag, buf, bytes, false);
+        return MPI_SUCCESS;
+    });
+}
+
+int MPI_Send(const void* buf, int count, MPI_Datatype type, int dest, int tag, MPI_Comm comm) {
+    return send_common("MPI_Send", buf, count, type, dest, tag, comm, false);
+}
+
+int MPI_Ssend(const void* buf, int count, MPI_Datatype type, int dest, int tag, MPI_Comm comm) {
+    return send_common("MPI_Ssend", buf, count, type, dest, tag, comm, true);
+}
+
+int MPI_Irecv(void* buf, int count, MPI_Datatype type, int source, int tag, MPI_Comm comm, MPI_Request* request) {
+    return guarded("MPI_Irecv", comm, [&] {
+        const auto c = engine->info(comm);
+        const auto bytes = bytes_of(buf, count, type);
+        check_rank(c, source, true);
+        check_recv_tag(tag);
+        if (request == nullptr) throw MpiError(MPI_ERR_REQUEST, "request is NULL");
+        *request = source == MPI_PROC_NULL ? MPI_REQUEST_NULL : engine->irecv(c, source, tag, buf, bytes);
+        return MPI_SUCCESS;
+    });
+}
+
+int MPI_Recv(void* buf, int count, MPI_Datatype type, int source, int tag, MPI_Comm comm, MPI_Status* status) {
+    return guarded("MPI_Recv", comm, [&] {
+        const auto c = engine->info(comm);
+        const auto bytes = bytes_of(buf, count, type);
+        check_rank(c, source, true);
+        check_recv_tag(tag);
+        if (source == MPI_PROC_NULL) {
+            proc_null_status(status);
+            return MPI_SUCCESS;
+        }
+        MPI_Request h = engine->irecv(c, source, tag, buf, bytes);
+        MPI_Status own{};
+        const int code = engine->wait(&h, &own);
+        if (status != MPI_STATUS_IGNORE) *status = own;
+        return request_error(code, own);
+    });
+}
+
+int MPI_Sendrecv(const void* sendbuf, int sendcount, MPI_Datatype sendtype, int dest, int sendtag, void* recvbuf,
+                 int recvcount, MPI_Datatype recvtype, int source, int recvtag, MPI_Comm comm, MPI_Status* status) {
+    return guarded("MPI_Sendrecv", comm, [&] {
+        const auto c = engine->info(comm);
+        const auto send_bytes = bytes_of(sendbuf, sendcount, sendtype, "sendbuf");
+        const auto recv_bytes = bytes_of(recvbuf, recvcount, recvtype, "recvbuf");
+        check_rank(c, dest, false);
+        check_rank(c, source, true);
+        check_send_tag(sendtag);
+        check_recv_tag(recvtag);
+        MPI_Request r =
+            source == MPI_PROC_NULL ? MPI_REQUEST_NULL : engine->irecv(c, source, recvtag, recvbuf, recv_bytes);
+        MPI_Request s =
+            dest == MPI_PROC_NULL ? MPI_REQUEST_NULL : engine->isend(c, dest, sendtag, sendbuf, send_bytes, false);
+        MPI_Status sent{};
+        const int send_code = engine->wait(&s, &sent);
+        MPI_Status own{};
+        const int recv_code = engine->wait(&r, &own);
+        if (source == MPI_PROC_NULL) proc_null_status(&own);
+        if (status != MPI_STATUS_IGNORE) *status = own;
+        if (send_code != MPI_SUCCESS) return request_error(send_code, sent);
+        return request_error(recv_code, own);
+    });
+}
+
+int MPI_Wait(MPI_Request* request, MPI_Status* status) {
+    return guarded("MPI_Wait", MPI_COMM_WORLD, [&] {
+        if (request == nullptr) throw MpiError(MPI_ERR_REQUEST, "request is NULL");
+        MPI_Status own{};
+        const int code = engine->wait(request, &own);
+        if (status != MPI_STATUS_IGNORE) *status = own;
+        return request_error(code, own);
+    });
+}
+
+int MPI_Waitall(int count, MPI_Request requests[], MPI_Status statuses[]) {
+    return guarded("MPI_Waitall", MPI_COMM_WORLD, [&] {
+        if (count < 0) throw MpiError(MPI_ERR_COUNT, "negative count " + std::to_string(count));
+        if (count > 0 && requests == nullptr) throw MpiError(MPI_ERR_REQUEST, "requests is NULL");
+        for (int i = 0; i < count; ++i)
+            if (requests[i] != MPI_REQUEST_NULL) engine->check_request(requests[i]);
+        bool failed = false;
+        for (int i = 0; i < count; ++i) { // in order: each wait makes progress for all
+            MPI_Status own{};
+            const int code = engine->wait(&requests[i], &own);
+            own.MPI_ERROR = code;
+            if (statuses != MPI_STATUSES_IGNORE) statuses[i] = own;
+            if (code != MPI_SUCCESS) failed = true;
+        }
+        if (failed) last_message = "a request failed; see the MPI_ERROR of its status";
+        return failed ? MPI_ERR_IN_STATUS : MPI_SUCCESS;
+    });
+}
+
+int MPI_Waitany(int count, MPI_Request requests[], int* index, MPI_Status* status) {
+    return guarded("MPI_Waitany", MPI_COMM_WORLD, [&] {
+        if (count < 0) throw MpiError(MPI_ERR_COUNT, "negative count " + std::to_string(count));
+        if (count > 0 && requests == nullptr) throw MpiError(MPI_ERR_REQUEST, "requests is NULL");
+        for (int i = 0; i < count; ++i)
+            if (requests[i] != MPI_REQUEST_NULL) engine->check_request(requests[i]);
+        *index = engine->wait_any(count, requests);
+        if (*index == MPI_UNDEFINED) {
+            if (status != MPI_STATUS_IGNORE) *status = MPI_Status{MPI_ANY_SOURCE, MPI_ANY_TAG, MPI_SUCCESS, 0, 0};
+            return MPI_SUCCESS;
+        }
+        MPI_Status own{};
+        const int code = engine->wait(&requests[*index], &own);
+        if (status != MPI_STATUS_IGNORE) *status = own;
+        return request_error(code, own);
+    });
+}
+
+int MPI_Test(MPI_Request* request, int* flag, MPI_Status* status) {
+    return guarded("MPI_Test", MPI_COMM_WORLD, [&] {
+        if (request == nullptr) throw MpiError(MPI_ERR_REQUEST, "request is NULL");
+        MPI_Status own{};
+        int code = MPI_SUCCESS;
+        *flag = engine->test(request, &own, &code) ? 1 : 0;
+        if (*flag != 0 && status != MPI_STATUS_IGNORE) *status = own;
+        return request_error(code, own);
+    });
+}
+
+int MPI_Testall(int count, MPI_Request requests[], int* flag, MPI_Status statuses[]) {
+    return guarded("MPI_Testall", MPI_COMM_WORLD, [&] {
+        if (count < 0) throw MpiError(MPI_ERR_COUNT, "negative count " + std::to_string(count));
+        if (count > 0 && requests == nullptr) throw MpiError(MPI_ERR_REQUEST, "requests is NULL");
+        for (int i = 0; i < count; ++i)
+            if (requests[i] != MPI_REQUEST_NULL) engine->check_request(requests[i]);
+        engine->poke(); // one progress for all, then all or nothing
+        for (int i = 0; i < count; ++i) {
+            if (!engine->is_complete(requests[i])) {
+                *flag = 0;
+                return MPI_SUCCESS;
+            }
+        }
+        bool failed = false;
+        for (int i = 0; i < count; ++i) {
+            MPI_Status own{};
+            int code = MPI_SUCCESS;
+            (void)engine->test(&requests[i], &own, &code);
+            own.MPI_ERROR = code;
+            if (statuses != MPI_STATUSES_IGNORE) statuses[i] = own;
+            if (code != MPI_SUCCESS) failed = true;
+        }
+        *flag = 1;
+        if (failed) last_message = "a request failed; see the MPI_ERROR of its status";
+        return failed ? MPI_ERR_IN_STATUS : MPI_SUCCESS;
+    });
+}
+
+int MPI_Request_free(MPI_Request* request) {
+    return guarded("MPI_Request_free", MPI_COMM_WORLD, [&] {
+        if (request == nullptr || *request == MPI_REQUEST_NULL)
+            throw MpiError(MPI_ERR_REQUEST, "MPI_REQUEST_NULL cannot be freed");
+        engine->free_request(request);
+        return MPI_SUCCESS;
+    });
+}
+
+int MPI_Cancel(MPI_Request* request) {
+    return guarded("MPI_Cancel", MPI_COMM_WORLD, [&] {
+        if (request == nullptr || *request == MPI_REQUEST_NULL)
+            throw MpiError(MPI_ERR_REQUEST, "MPI_REQUEST_NULL cannot be cancelled");
+        (void)engine->cancel(*request);
+        return MPI_SUCCESS;
+    });
+}
+
+int MPI_Test_cancelled(const MPI_Status* status, int* flag) {
+    *flag = status != nullptr && status->msgpass_cancelled != 0;
+    return MPI_SUCCESS;
+}
+
+int MPI_Iprobe(int source, int tag, MPI_Comm comm, int* flag, MPI_Status* status) {
+    return guarded("MPI_Iprobe", comm, [&] {
+        const auto c = engine->info(comm);
+        check_rank(c, source, true);
+        check_recv_tag(tag);
+        if (source == MPI_PROC_NULL) {
+            *flag = 1;
+            proc_null_status(status);
+            return MPI_SUCCESS;
+        }
+        *flag = engine->iprobe(c, source, tag, status) ? 1 : 0;
+        return MPI_SUCCESS;
+    });
+}
+
+int MPI_Probe(int source, int tag, MPI_Comm comm, MPI_Status* status) {
+    return guarded("MPI_Probe", comm, [&] {
+        const auto c = engine->info(comm);
+        check_rank(c, source, true);
+        check_recv_tag(tag);
+        if (source == MPI_PROC_NULL) {
+            proc_null_status(status);
+            return MPI_SUCCESS;
+        }
+        engine->probe(c, source, tag, status);
+        return MPI_SUCCESS;
+    });
+}
+
+int MPI_Get_count(const MPI_Status* status, MPI_Datatype type, int* count) {
+    return guarded("MPI_Get_count", MPI_COMM_WORLD, [&] {
+        if (status == nullptr) throw MpiError(MPI_ERR_ARG, "status is NULL (MPI_STATUS_IGNORE has no count)");
+        const std::size_t size = type_size(type);
+        if (status->msgpass_bytes % size != 0 || status->msgpass_bytes / size > INT_MAX)
+            *count = MPI_UNDEFINED;
+        else
+            *count = static_cast<int>(status->msgpass_bytes / size);
+        return MPI_SUCCESS;
+    });
+}
+
+} // extern "C"
