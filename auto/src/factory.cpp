@@ -75,11 +75,11 @@ bool AutoNodeFactory::made(const Node& node) {
     return create_node(node.id()).get() == &node;
 }
 
-BufferPtr AutoGroup::receive(std::chrono::nanoseconds timeout) {
-    return factory_.wait([this] { return BasicGroup::receive(); }, timeout);
+BufferPtr AutoGroup::wait(std::chrono::nanoseconds timeout) {
+    return factory_.wait([this] { return poll(); }, timeout);
 }
 
-void AutoGroup::add(NodePtr node) {
+void AutoGroup::admit(NodePtr node) {
     if (!node) throw UsageError("DynamicGroup::add: null node");
     if (!factory_.made(*node)) {
         throw UsageError("node " + std::to_string(node->id()) + " was not made by this auto factory");

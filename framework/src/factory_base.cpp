@@ -11,6 +11,18 @@ FactoryBase::FactoryBase(const config::Configuration& configuration, NodeId self
     (void)configuration_.node(self);
 }
 
+FactoryBase::~FactoryBase() {
+    life_->end();
+}
+
+void FactoryBase::bind(Node& node) const {
+    if (auto* bound = dynamic_cast<FactoryBound*>(&node)) bound->bind(life_);
+}
+
+void FactoryBase::bind(Group& group) const {
+    if (auto* bound = dynamic_cast<FactoryBound*>(&group)) bound->bind(life_);
+}
+
 NodePtr FactoryBase::create_node(NodeId id) {
     if (id == self_) {
         throw UsageError("node " + std::to_string(id) + " is this process itself: a node cannot send to itself");
@@ -18,12 +30,17 @@ NodePtr FactoryBase::create_node(NodeId id) {
     (void)configuration_.node(id);
     std::lock_guard lock(mutex_);
     auto& node = nodes_[id];
-    if (!node) node = make_node(id);
+    if (!node) {
+        node = make_node(id);
+        bind(*node);
+    }
     return node;
 }
 
 std::unique_ptr<DynamicGroup> FactoryBase::create_group() {
-    return make_group("");
+    auto group = make_group("");
+    bind(*group);
+    return group;
 }
 
 std::shared_ptr<Group> FactoryBase::create_group(const std::string& name) {
@@ -35,6 +52,7 @@ std::shared_ptr<Group> FactoryBase::create_group(const std::string& name) {
     // node (technology: auto). Two threads may both make it; the first one stored wins.
     const auto& members = configuration_.group(name);
     std::shared_ptr<BasicGroup> group = make_group(name);
+    bind(*group);
     for (NodeId id : members) {
         if (id == self_) {
             group->add_self(id);

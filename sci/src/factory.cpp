@@ -17,17 +17,17 @@ void register_technology() {
 }
 
 SciGroup::SciGroup(std::string name, std::shared_ptr<LocalNode> local)
-    : BasicGroup(std::move(name), &local->bell()), local_(std::move(local)) {}
+    : GroupBase(std::move(name), &local->bell()), local_(std::move(local)) {}
 
-void SciGroup::add(NodePtr node) {
+void SciGroup::admit(NodePtr node) {
     if (node == nullptr || dynamic_cast<SciNode*>(node.get()) == nullptr) {
         throw UsageError("an sci group takes only sci nodes");
     }
     BasicGroup::add(std::move(node));
 }
 
-BufferPtr SciGroup::receive(std::chrono::nanoseconds timeout) {
-    return local_->wait([this] { return BasicGroup::receive(); }, timeout);
+BufferPtr SciGroup::wait(std::chrono::nanoseconds timeout) {
+    return local_->wait([this] { return poll(); }, timeout);
 }
 
 SciNodeFactory::SciNodeFactory(const config::Configuration& configuration, NodeId self)

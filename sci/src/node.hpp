@@ -7,6 +7,7 @@
 #pragma once
 
 #include <msgpass/config.hpp>
+#include <msgpass/kit/lifetime.hpp>
 #include <msgpass/kit/loss.hpp>
 #include <msgpass/kit/queued_buffer.hpp>
 #include <msgpass/node.hpp>
@@ -43,7 +44,7 @@ struct NodeParameters {
     static NodeParameters from(const config::Configuration& configuration, const LocalNode& local, NodeId peer);
 };
 
-class SciNode final : public Node, private Partner {
+class SciNode final : public Node, public kit::FactoryBound, private Partner {
 public:
     SciNode(std::shared_ptr<LocalNode> local, NodeParameters parameters);
     ~SciNode() override;

@@ -154,6 +154,7 @@ void SciNode::publish_pending() {
 // has nothing more and the loss is reported; only then does it introduce itself to
 // the new one, which cannot send before that.
 BufferPtr SciNode::receive() {
+    check_factory("receive");
     local_->progress();
     Link* link = current_link(); // compared, not read: declare_lost reads only the current link
     std::string violation;
@@ -190,6 +191,7 @@ BufferPtr SciNode::receive() {
 }
 
 BufferPtr SciNode::receive(std::chrono::nanoseconds timeout) {
+    check_factory("receive");
     return local_->wait([this] { return receive(); }, timeout);
 }
 

@@ -277,6 +277,7 @@ bool SciNode::try_flush() {
 
 template <class B>
 void SciNode::send_impl(B& buffer) {
+    check_factory("send");
     if (!buffer) throw UsageError("send to node " + std::to_string(parameters_.peer) + ": null buffer");
     const std::size_t size = buffer->size();
     if (size > parameters_.max_message_size) {
@@ -331,6 +332,7 @@ void SciNode::send_shared(const SharedBuffer& buffer) {
 }
 
 bool SciNode::flush(std::chrono::nanoseconds timeout) {
+    check_factory("flush");
     return local_->wait(
         [this]() -> bool {
             if (try_flush()) return true;

@@ -1,7 +1,8 @@
 // Unit tests of msgpass/kit/factory_base.hpp over a fake technology: one node per
 // peer id, the errors for self and for an unknown id, static groups made once and
-// filled in file order, one deadline for flush, the report of close(), and a group
-// whose add() calls back into create_node (as auto's does).
+// filled in file order, one deadline for flush, the report of close(), a group
+// whose add() calls back into create_node (as auto's does), and the lifetime
+// contract: what the factory made refuses calls once it is destroyed.
 #include <msgpass/kit/factory_base.hpp>
 
 #include "../support/partition.hpp"
@@ -11,6 +12,7 @@
 #include <atomic>
 #include <chrono>
 #include <cstdlib>
+#include <functional>
 #include <future>
 #include <iostream>
 #include <thread>
@@ -23,17 +25,30 @@ using namespace std::chrono_literals;
 // A node that sends nothing: it records the timeouts flush was given, and a flush
 // with messages still queued waits the whole timeout and fails, as a node whose peer
 // does not take them does.
-class FakeNode final : public Node {
+class FakeNode final : public Node, public kit::FactoryBound {
 public:
     FakeNode(NodeId id, std::string name) : id_(id), name_(std::move(name)) {}
 
     [[nodiscard]] NodeId id() const noexcept override { return id_; }
     [[nodiscard]] const std::string& name() const noexcept override { return name_; }
-    void send(BufferPtr&&) override { ++queued; }
-    void send_shared(const SharedBuffer&) override { ++queued; }
-    [[nodiscard]] BufferPtr receive() override { return nullptr; }
-    [[nodiscard]] BufferPtr receive(std::chrono::nanoseconds) override { return nullptr; }
+    void send(BufferPtr&&) override {
+        check_factory("send");
+        ++queued;
+    }
+    void send_shared(const SharedBuffer&) override {
+        check_factory("send");
+        ++queued;
+    }
+    [[nodiscard]] BufferPtr receive() override {
+        check_factory("receive");
+        return nullptr;
+    }
+    [[nodiscard]] BufferPtr receive(std::chrono::nanoseconds) override {
+        check_factory("receive");
+        return nullptr;
+    }
     bool flush(std::chrono::nanoseconds timeout) override {
+        check_factory("flush");
         flush_timeouts.push_back(timeout);
         if (queued == 0) return true;
         // A peer that never takes the messages: the node waits out its timeout.
@@ -90,7 +105,7 @@ protected:
     std::unique_ptr<BasicGroup> make_group(std::string name) override {
         ++groups_made;
         if (callback_groups_) return std::make_unique<CallbackGroup>(std::move(name), *this);
-        return std::make_unique<BasicGroup>(std::move(name));
+        return std::make_unique<kit::GroupBase>(std::move(name));
     }
 
 private:
@@ -235,6 +250,59 @@ TEST(FactoryBase, AGroupWhoseAddCallsCreateNodeDoesNotDeadlock) {
     auto ring = made.get();
     EXPECT_EQ(ring->members(), (std::vector<NodeId>{3, 1, 4, 2}));
     EXPECT_EQ(factory.nodes_made, 3);
+}
+
+// kit/lifetime.hpp: after the factory is destroyed, its nodes and groups refuse
+// every call that moves messages with a UsageError naming the call and the object,
+// answer id(), name(), stats() and members(), and may be dropped.
+TEST(FactoryBase, WhatItMadeRefusesCallsWithAUsageErrorOnceItIsDestroyed) {
+    auto factory = std::make_unique<FakeKitFactory>(nodes(4), 1);
+    auto node = factory->fake(2);
+    auto group = factory->create_group("others");
+    auto dynamic = factory->create_group();
+    dynamic->add(factory->create_node(3));
+    node->send(std::make_unique<HeapBuffer>(4)); // works while the factory lives
+    EXPECT_EQ(group->receive(), nullptr);
+    EXPECT_EQ(dynamic->receive(1ms), nullptr);
+    factory.reset();
+
+    const auto expect_refused = [](const std::function<void()>& call, const std::string& expected) {
+        try {
+            call();
+            ADD_FAILURE() << "no UsageError; expected: " << expected;
+        } catch (const UsageError& e) {
+            EXPECT_NE(std::string(e.what()).find(expected), std::string::npos) << e.what();
+        }
+    };
+    const std::string after = " after its factory was destroyed";
+    BufferPtr kept = std::make_unique<HeapBuffer>(8);
+    expect_refused([&] { node->send(std::move(kept)); }, "send on node 2 (node-2)" + after);
+    EXPECT_NE(kept, nullptr) << "a refused send took the buffer";
+    expect_refused([&] { (void)node->receive(); }, "receive on node 2 (node-2)" + after);
+    expect_refused([&] { (void)node->flush(std::chrono::nanoseconds::max()); }, "flush on node 2 (node-2)" + after);
+    expect_refused([&] { group->send(std::make_unique<HeapBuffer>(8)); }, "send on group 'others'" + after);
+    expect_refused([&] { (void)group->receive(); }, "receive on group 'others'" + after);
+    expect_refused([&] { (void)group->receive(std::chrono::nanoseconds::max()); }, "receive on group 'others'" + after);
+    expect_refused([&] { dynamic->add(node); }, "add on a dynamic group" + after);
+    EXPECT_EQ(node->queued, 1u) << "a refused call reached the node";
+    EXPECT_EQ(node->id(), 2u);
+    EXPECT_EQ(node->stats().queue_depth, 1u);
+    EXPECT_EQ(group->members(), (std::vector<NodeId>{4, 2}));
+    EXPECT_EQ(dynamic->members(), (std::vector<NodeId>{3}));
+}
+
+// A node that another factory made and handed on (auto's parts) follows the factory
+// that handed it out last: the part's end does not end it.
+TEST(FactoryBase, ANodeBoundAgainFollowsTheLastFactoryThatBoundIt) {
+    auto part = std::make_shared<kit::FactoryLife>();
+    auto outer = std::make_shared<kit::FactoryLife>();
+    FakeNode node(2, "node-2");
+    node.bind(part);
+    node.bind(outer);
+    part->end();
+    EXPECT_NO_THROW(node.send(std::make_unique<HeapBuffer>(1)));
+    outer->end();
+    EXPECT_THROW(node.send(std::make_unique<HeapBuffer>(1)), UsageError);
 }
 
 } // namespace

@@ -643,6 +643,77 @@ TEST(UdpMulticast, AMemberKilledMidBroadcastIsReportedAndTheOthersReceiveEveryth
     EXPECT_GT(dynamic_cast<udp::UdpNodeFactory&>(*sender).datagram_stats().multicast_sent, 0u);
 }
 
+// The multicast group keeps the factory-lifetime contract (node_factory.hpp). A
+// member that another factory made, destroyed since, fails the broadcast as its own
+// send would ("send on node 3 (node-3) after its factory was destroyed"), and the
+// other member gets the message; once the group's own factory is destroyed, its send
+// is refused before it reaches any member, and the buffer stays with the caller.
+TEST(UdpMulticast, ABroadcastAfterAFactoryIsGoneIsAUsageErrorNotASendIntoAnEndedTransport) {
+    auto c = multicast_partition("mgone", 3, [](config::Configuration& c) {
+        c.groups["farm"] = {2, 3}; // node 4 only makes the foreign member
+        c.peer_timeout = 2s;
+    });
+    auto sender = NodeFactory::create(c, 1);
+    auto f2 = NodeFactory::create(c, 2);
+    auto f3 = NodeFactory::create(c, 3);
+    auto from1_2 = f2->create_node(1);
+    auto from1_3 = f3->create_node(1);
+    auto group = std::dynamic_pointer_cast<DynamicGroup>(sender->create_group("farm"));
+    ASSERT_NE(group, nullptr);
+    // Broadcasts until one went over the multicast address (the members must know
+    // the sender first): the group's multicast path is the one in use.
+    std::uint64_t seq = 0;
+    for (const auto deadline = Clock::now() + patience;; ++seq) {
+        group->send(numbered(*sender, seq));
+        for (auto* from : {&from1_2, &from1_3}) {
+            auto m = (*from)->receive(patience);
+            ASSERT_NE(m, nullptr) << "broadcast " << seq << " never reached node " << (from == &from1_2 ? 2 : 3);
+            ASSERT_EQ(check_numbered(*m, seq), "");
+        }
+        if (dynamic_cast<udp::UdpNodeFactory&>(*sender).datagram_stats().multicast_sent > 0) break;
+        ASSERT_LT(Clock::now(), deadline) << "none of " << seq + 1 << " broadcasts went to the multicast address";
+    }
+    ++seq;
+
+    // Member 3 replaced by node 3 as factory 4 made it, then factory 4 destroyed.
+    {
+        auto f4 = NodeFactory::create(c, 4);
+        auto foreign = f4->create_node(3);
+        ASSERT_TRUE(group->remove(3));
+        group->add(foreign);
+    }
+    std::string error;
+    try {
+        group->send(numbered(*sender, seq));
+    } catch (const PeerLost& e) {
+        error = std::string("(PeerLost, not Error) ") + e.what();
+    } catch (const Error& e) {
+        error = e.what();
+    }
+    EXPECT_NE(error.find("group 'farm' send failed for some members: node 3: send on node 3 (node-3) after its "
+                         "factory was destroyed"),
+              std::string::npos)
+        << error;
+    auto m = from1_2->receive(patience);
+    ASSERT_NE(m, nullptr) << "member 2 did not get the broadcast that failed for the foreign member";
+    EXPECT_EQ(check_numbered(*m, seq), "");
+    EXPECT_EQ(nothing_more(*from1_3), "") << "node 3 is no member now";
+
+    // The group's own factory destroyed: the send is refused before any member.
+    sender.reset();
+    BufferPtr keep = std::make_unique<HeapBuffer>(64);
+    error.clear();
+    try {
+        group->send(std::move(keep));
+    } catch (const UsageError& e) {
+        error = e.what();
+    }
+    EXPECT_NE(error.find("send on group 'farm' after its factory was destroyed"), std::string::npos) << error;
+    ASSERT_NE(keep, nullptr) << "the refused broadcast took the buffer";
+    EXPECT_EQ(keep->size(), 64u);
+    EXPECT_EQ(nothing_more(*from1_2), "");
+}
+
 // The multicast keys are checked where they are written.
 TEST(UdpMulticast, BadMulticastKeysAreErrorsNamingTheKeyAndLine) {
     const std::string nodes = "nodes:\n  - {id: 1, name: a, host: 127.0.0.1, port: 17001}\n"

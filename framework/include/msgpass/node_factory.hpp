@@ -32,9 +32,17 @@ public:
     // - A Buffer may outlive its factory and its node: one from create_buffer and a
     //   received one stay valid, readable and writable, until dropped.
     // - A Node or a Group may be held past the factory's destruction, and dropping
-    //   it then is safe; but no call may be made on it after the factory is gone
-    //   (its transport has ended). Destroy the factory last, after the threads that
-    //   use its nodes and groups stopped.
+    //   it then is safe. Its transport has ended with the factory: every call that
+    //   moves messages (Node: send, send_shared, receive, flush; Group: send,
+    //   receive, and add of a DynamicGroup) throws UsageError "<call> on node N
+    //   (name) after its factory was destroyed ...", at once (a receive or flush
+    //   with any timeout too), and a refused send leaves the buffer with the caller;
+    //   id(), name(), stats(), members(), size() and remove() still answer. No use
+    //   of such an object touches freed memory (kit/lifetime.hpp, checked by the
+    //   conformance suite under AddressSanitizer).
+    // - The destructor is not concurrent with calls on the factory's nodes and
+    //   groups: stop the threads that use them first (a call running while the
+    //   factory is destroyed is not covered by the above).
     virtual ~NodeFactory() = default;
 
     // Makes the factory of the configured technology for node self. Throws

@@ -13,6 +13,7 @@
 #pragma once
 
 #include <msgpass/config.hpp>
+#include <msgpass/kit/lifetime.hpp>
 #include <msgpass/kit/loss.hpp>
 #include <msgpass/node.hpp>
 #include <msgpass/tcp/factory.hpp>
@@ -147,7 +148,7 @@ inline std::uint64_t event_data(Tag tag, NodeId id, std::uint32_t generation) {
 // Keepalive and user timeout sized to the peer timeout (node.cpp).
 void tune_socket(int fd, std::chrono::nanoseconds peer_timeout);
 
-class TcpNode final : public Node {
+class TcpNode final : public Node, public kit::FactoryBound {
 public:
     TcpNode(std::shared_ptr<Shared> shared, const config::NodeConfig& peer);
     ~TcpNode() override;

@@ -64,9 +64,9 @@ void TcpNodeFactory::reset_connections(NodeId peer) {
 }
 
 TcpGroup::TcpGroup(std::string name, std::shared_ptr<Engine> engine)
-    : BasicGroup(std::move(name)), engine_(std::move(engine)) {}
+    : GroupBase(std::move(name)), engine_(std::move(engine)) {}
 
-void TcpGroup::add(NodePtr node) {
+void TcpGroup::admit(NodePtr node) {
     auto tcp = std::dynamic_pointer_cast<TcpNode>(node);
     if (!tcp) throw UsageError("a tcp group takes only tcp nodes");
     BasicGroup::add(std::move(node));
@@ -84,7 +84,7 @@ bool TcpGroup::remove(NodeId id) {
 
 // Polls the members once, then sleeps in poll() on their incoming sockets and on
 // the factory's wake-up descriptor (a connection was installed, a peer was lost).
-BufferPtr TcpGroup::receive(std::chrono::nanoseconds timeout) {
+BufferPtr TcpGroup::wait(std::chrono::nanoseconds timeout) {
     SocketSleeper sleeper{engine_->shared().recv_wake,
                           [this](bool idle, std::vector<int>& fds) {
                               std::lock_guard lock(members_mutex_);
@@ -93,7 +93,7 @@ BufferPtr TcpGroup::receive(std::chrono::nanoseconds timeout) {
                               }
                           },
                           nullptr};
-    return wait_with([this] { return BasicGroup::receive(); }, timeout, sleeper, socket_wait);
+    return wait_with([this] { return poll(); }, timeout, sleeper, socket_wait);
 }
 
 } // namespace msgpass::tcp

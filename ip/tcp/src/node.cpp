@@ -100,6 +100,7 @@ void TcpNode::send_shared(const SharedBuffer& buffer) {
 
 template <class B>
 void TcpNode::send_impl(B& buffer) {
+    check_factory("send");
     const std::size_t size = buffer->size();
     if (size > shared_->parameters.max_message_size) {
         stats_.error();
@@ -109,7 +110,6 @@ void TcpNode::send_impl(B& buffer) {
     }
     throw_if_lost();
     std::unique_lock lock(out_mutex_);
-    if (closed_) throw UsageError("node " + std::to_string(id_) + ": its tcp factory was destroyed");
     if (address_.empty()) throw UsageError("node " + std::to_string(id_) + " has no port in the nodes file");
     const std::size_t waiting = window_.waiting();
     if (waiting >= shared_->parameters.send_queue_limit) {
@@ -192,6 +192,7 @@ void TcpNode::arm_out(bool want_write) {
 }
 
 bool TcpNode::flush(std::chrono::nanoseconds timeout) {
+    check_factory("flush");
     const auto deadline = deadline_after(timeout);
     std::unique_lock lock(out_mutex_);
     for (;;) {
@@ -289,6 +290,7 @@ BufferPtr TcpNode::take_locked(std::unique_lock<std::mutex>& lock) {
 }
 
 BufferPtr TcpNode::receive() {
+    check_factory("receive");
     {
         std::unique_lock lock(in_mutex_);
         if (inbox_.empty() && in_fd_ >= 0) read_in_side();
@@ -319,6 +321,7 @@ BufferPtr TcpNode::take_ready() {
 // request-response exchange), that is one system call less than trying to read
 // first, and a receive costs what a blocking read on a raw socket costs.
 BufferPtr TcpNode::receive(std::chrono::nanoseconds timeout) {
+    check_factory("receive");
     if (auto m = take_ready()) return m; // a stream: no clock, no system call
     SocketSleeper sleeper{shared_->recv_wake,
                           [this](bool idle, std::vector<int>& fds) {

@@ -3,7 +3,8 @@
 // group's IP multicast address for every member whose stream takes it at once, with
 // a table in each datagram giving every member its own datagram number, so that what
 // follows (acknowledgements, NAKs, repairs, flow control, loss) is each pair's, as
-// for a unicast message (docs/udp.md).
+// for a unicast message (docs/udp.md). It is a kit::GroupBase: once the factory is
+// destroyed, send, receive and add throw UsageError before reaching a member.
 #include "node.hpp"
 
 #include <msgpass/error.hpp>
@@ -19,12 +20,20 @@ namespace msgpass::udp {
 
 namespace {
 
-class UdpGroup final : public BasicGroup {
+class UdpGroup final : public kit::GroupBase {
 public:
     UdpGroup(std::string name, std::shared_ptr<Shared> shared, bool multicast)
-        : BasicGroup(std::move(name), &shared->bell), shared_(std::move(shared)), multicast_(multicast) {}
+        : GroupBase(std::move(name), &shared->bell), shared_(std::move(shared)), multicast_(multicast) {}
 
-    void add(NodePtr node) override {
+    bool remove(NodeId id) override {
+        const bool removed = BasicGroup::remove(id);
+        std::lock_guard lock(mutex_);
+        std::erase_if(members_, [&](const auto& m) { return m->id() == id; });
+        return removed;
+    }
+
+protected:
+    void admit(NodePtr node) override {
         auto udp = std::dynamic_pointer_cast<UdpNode>(node);
         if (!udp) throw UsageError("a udp group takes only udp nodes");
         BasicGroup::add(std::move(node));
@@ -32,13 +41,7 @@ public:
         if (std::none_of(members_.begin(), members_.end(), [&](const auto& m) { return m->id() == udp->id(); }))
             members_.push_back(std::move(udp));
     }
-    bool remove(NodeId id) override {
-        const bool removed = BasicGroup::remove(id);
-        std::lock_guard lock(mutex_);
-        std::erase_if(members_, [&](const auto& m) { return m->id() == id; });
-        return removed;
-    }
-    void send(BufferPtr&& buffer) override {
+    void distribute(BufferPtr&& buffer) override {
         if (!multicast_ || !shared_->multicast_up.load(std::memory_order_relaxed)) {
             BasicGroup::send(std::move(buffer));
             return;
@@ -83,6 +86,7 @@ void UdpNode::broadcast(const std::string& group, std::vector<std::shared_ptr<Ud
     locks.reserve(members.size());
     for (const auto& node : members) {
         try {
+            node->check_factory("send"); // a member another (destroyed) factory made
             node->check_size(buffer->size());
             node->throw_if_lost();
             std::unique_lock lock(node->mutex_);

@@ -57,7 +57,6 @@ template <class B>
 UdpNode::OutMessage& UdpNode::enqueue(B& buffer) {
     const std::uint64_t size = buffer->size();
     const auto& p = shared_->parameters;
-    if (closed_) throw UsageError("send to node " + std::to_string(id_) + " after its factory was destroyed");
     if (untransmitted_ >= p.send_queue_limit) {
         stats_.error();
         throw SendQueueFull("the send queue to node " + std::to_string(id_) + " holds send_queue_limit (" +
@@ -88,6 +87,7 @@ void UdpNode::dispatch(Clock::time_point now) {
 
 template <class B>
 void UdpNode::send_impl(B& buffer) {
+    check_factory("send");
     if (!buffer) throw UsageError("send: a null buffer");
     check_size(buffer->size());
     throw_if_lost();
@@ -117,6 +117,7 @@ BufferPtr UdpNode::take_locked() {
 }
 
 BufferPtr UdpNode::receive() {
+    check_factory("receive");
     std::lock_guard lock(mutex_);
     if (auto m = take_locked()) return m;
     if (inbox_.empty()) throw_if_lost();
@@ -124,10 +125,12 @@ BufferPtr UdpNode::receive() {
 }
 
 BufferPtr UdpNode::receive(std::chrono::nanoseconds timeout) {
+    check_factory("receive");
     return wait_for([this] { return receive(); }, timeout, &shared_->bell);
 }
 
 bool UdpNode::flush(std::chrono::nanoseconds timeout) {
+    check_factory("flush");
     const auto deadline = deadline_after(timeout);
     std::unique_lock lock(mutex_);
     // Until the peer acknowledged every message: then each is in its inbox, and a

@@ -14,6 +14,7 @@
 #pragma once
 
 #include <msgpass/config.hpp>
+#include <msgpass/kit/lifetime.hpp>
 #include <msgpass/kit/loss.hpp>
 #include <msgpass/kit/queued_buffer.hpp>
 #include <msgpass/node.hpp>
@@ -123,7 +124,7 @@ class UdpNode;
 // udp.multicast_group. It sleeps on the factory's doorbell and keeps it alive.
 std::unique_ptr<BasicGroup> make_udp_group(std::string name, std::shared_ptr<Shared> shared);
 
-class UdpNode final : public Node {
+class UdpNode final : public Node, public kit::FactoryBound {
 public:
     UdpNode(std::shared_ptr<Shared> shared, const config::NodeConfig& peer, ip::Address address);
 

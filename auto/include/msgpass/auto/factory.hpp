@@ -61,14 +61,17 @@ private:
 // A group whose members may be sci and tcp nodes. A blocking receive waits as an
 // sci group does (it tells the sci partners that it sleeps) on the sci doorbell,
 // which the tcp factory rings on input from any of its connections.
-class AutoGroup final : public BasicGroup {
+class AutoGroup final : public kit::GroupBase {
 public:
+    // The group refers to its factory: the kit's check refuses every call that would
+    // reach it once the factory is gone (kit/lifetime.hpp).
     AutoGroup(std::string name, AutoNodeFactory& factory)
-        : BasicGroup(std::move(name), &factory.bell()), factory_(factory) {}
+        : GroupBase(std::move(name), &factory.bell()), factory_(factory) {}
+
+protected:
     // Throws UsageError for a node that this group's factory did not make.
-    void add(NodePtr node) override;
-    [[nodiscard]] BufferPtr receive() override { return BasicGroup::receive(); }
-    [[nodiscard]] BufferPtr receive(std::chrono::nanoseconds timeout) override;
+    void admit(NodePtr node) override;
+    [[nodiscard]] BufferPtr wait(std::chrono::nanoseconds timeout) override;
 
 private:
     AutoNodeFactory& factory_;

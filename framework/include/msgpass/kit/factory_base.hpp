@@ -3,10 +3,14 @@
 // empty group of its own are made; the base keeps one node per peer id and one
 // object per static group, fills static groups from the network file, flushes all
 // nodes with one deadline, and at the end reports what could not be handed over.
+// It also keeps the lifetime contract of node_factory.hpp (kit/lifetime.hpp): the
+// nodes and groups it hands out that derive from FactoryBound are bound to its
+// FactoryLife, which its destructor ends.
 #pragma once
 
 #include <msgpass/config.hpp>
 #include <msgpass/group.hpp>
+#include <msgpass/kit/lifetime.hpp>
 #include <msgpass/node_factory.hpp>
 
 #include <chrono>
@@ -23,6 +27,10 @@ public:
     // Throws ConfigError (Configuration::node's wording) when self is not in the
     // nodes file.
     FactoryBase(const config::Configuration& configuration, NodeId self);
+    // Ends the factory's life: from now on every node and group it handed out refuses
+    // calls with UsageError (FactoryBound). Runs after the derived destructor, which
+    // has ended the transport.
+    ~FactoryBase() override;
 
     [[nodiscard]] NodeId self_id() const noexcept final { return self_; }
     // The node of a peer, made on the first call by make_node and the same object
@@ -40,10 +48,12 @@ public:
 
 protected:
     // Makes the node for a peer: id is in the nodes file and is not self_id().
-    // Called once per id, with the factory's lock held.
+    // Called once per id, with the factory's lock held. A node that derives from
+    // FactoryBound is bound to this factory's life before create_node returns it.
     virtual NodePtr make_node(NodeId id) = 0;
-    // Makes an empty group of this technology. Called without the factory's lock (a
-    // group's add() may call create_node).
+    // Makes an empty group of this technology (a kit::GroupBase, bound to this
+    // factory's life as a node is). Called without the factory's lock (a group's
+    // add() may call create_node).
     virtual std::unique_ptr<BasicGroup> make_group(std::string name) = 0;
 
     // For the derived destructor, before it tears its transport down: flushes every
@@ -58,6 +68,11 @@ protected:
     [[nodiscard]] std::vector<NodePtr> nodes() const;
 
 private:
+    // Binds what make_node or make_group returned to life_, when it is FactoryBound.
+    void bind(Node& node) const;
+    void bind(Group& group) const;
+
+    std::shared_ptr<FactoryLife> life_ = std::make_shared<FactoryLife>();
     config::Configuration configuration_;
     NodeId self_;
     mutable std::mutex mutex_;

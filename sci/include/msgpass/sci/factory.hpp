@@ -20,13 +20,14 @@ void register_technology();
 
 // SCIGroup: a dynamic group whose members are all SCINodes; a blocking receive
 // waits as the nodes do (LocalNode::wait) and sleeps on the local segment's doorbell.
-class SciGroup final : public BasicGroup {
+class SciGroup final : public kit::GroupBase {
 public:
     SciGroup(std::string name, std::shared_ptr<LocalNode> local);
+
+protected:
     // Throws UsageError when the node is not an SCINode.
-    void add(NodePtr node) override;
-    [[nodiscard]] BufferPtr receive() override { return BasicGroup::receive(); }
-    [[nodiscard]] BufferPtr receive(std::chrono::nanoseconds timeout) override;
+    void admit(NodePtr node) override;
+    [[nodiscard]] BufferPtr wait(std::chrono::nanoseconds timeout) override;
 
 private:
     std::shared_ptr<LocalNode> local_; // the doorbell lives in its segment

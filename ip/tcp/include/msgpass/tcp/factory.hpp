@@ -82,14 +82,15 @@ private:
 
 // The group of the tcp technology: members are tcp nodes; a blocking receive
 // sleeps in poll() on the members' sockets.
-class TcpGroup final : public BasicGroup {
+class TcpGroup final : public kit::GroupBase {
 public:
     TcpGroup(std::string name, std::shared_ptr<Engine> engine);
-    // Throws UsageError when the node is not a tcp node.
-    void add(NodePtr node) override;
     bool remove(NodeId id) override;
-    [[nodiscard]] BufferPtr receive(std::chrono::nanoseconds timeout) override;
-    using BasicGroup::receive;
+
+protected:
+    // Throws UsageError when the node is not a tcp node.
+    void admit(NodePtr node) override;
+    [[nodiscard]] BufferPtr wait(std::chrono::nanoseconds timeout) override;
 
 private:
     std::shared_ptr<Engine> engine_;
