@@ -11,16 +11,12 @@ FactoryBase::FactoryBase(const config::Configuration& configuration, NodeId self
     (void)configuration_.node(self);
 }
 
-FactoryBase::~FactoryBase() {
-    life_->end();
-}
-
 void FactoryBase::bind(Node& node) const {
-    if (auto* bound = dynamic_cast<FactoryBound*>(&node)) bound->bind(life_);
+    if (auto* bound = dynamic_cast<FactoryBound*>(&node)) bound->bind(lifetime());
 }
 
 void FactoryBase::bind(Group& group) const {
-    if (auto* bound = dynamic_cast<FactoryBound*>(&group)) bound->bind(life_);
+    if (auto* bound = dynamic_cast<FactoryBound*>(&group)) bound->bind(lifetime());
 }
 
 NodePtr FactoryBase::create_node(NodeId id) {

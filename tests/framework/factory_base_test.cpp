@@ -292,16 +292,22 @@ TEST(FactoryBase, WhatItMadeRefusesCallsWithAUsageErrorOnceItIsDestroyed) {
 }
 
 // A node that another factory made and handed on (auto's parts) follows the factory
-// that handed it out last: the part's end does not end it.
+// that handed it out last: the part's end does not end it. A node never bound (made
+// outside a factory) checks nothing. The token is NodeFactory::lifetime(), which
+// expires exactly when its factory is destroyed.
 TEST(FactoryBase, ANodeBoundAgainFollowsTheLastFactoryThatBoundIt) {
-    auto part = std::make_shared<kit::FactoryLife>();
-    auto outer = std::make_shared<kit::FactoryLife>();
+    auto part = std::make_unique<FakeKitFactory>(nodes(4), 1);
+    auto outer = std::make_unique<FakeKitFactory>(nodes(4), 1);
     FakeNode node(2, "node-2");
-    node.bind(part);
-    node.bind(outer);
-    part->end();
     EXPECT_NO_THROW(node.send(std::make_unique<HeapBuffer>(1)));
-    outer->end();
+    node.bind(part->lifetime());
+    node.bind(outer->lifetime());
+    const auto part_life = part->lifetime();
+    EXPECT_FALSE(part_life.expired());
+    part.reset();
+    EXPECT_TRUE(part_life.expired());
+    EXPECT_NO_THROW(node.send(std::make_unique<HeapBuffer>(1)));
+    outer.reset();
     EXPECT_THROW(node.send(std::make_unique<HeapBuffer>(1)), UsageError);
 }
 

@@ -78,6 +78,17 @@ public:
     // this factory has handed its queued messages over to its peer; true when every
     // queue is empty. nanoseconds::max() waits until they are. Any thread.
     virtual bool flush(std::chrono::nanoseconds timeout) = 0;
+
+    // A token that expires when this factory is destroyed (at the very end of its
+    // destructor, after the transport ended). What holds this factory's nodes and
+    // groups, or the factory itself by reference, past that point checks it to refuse
+    // a call with UsageError instead of reaching freed memory: the kit's nodes and
+    // groups (kit::FactoryBound), comm::Communicator. Checking it is one atomic load
+    // (weak_ptr::expired); like every call above, not concurrent with the destructor.
+    [[nodiscard]] std::weak_ptr<const void> lifetime() const noexcept { return lifetime_; }
+
+private:
+    std::shared_ptr<const int> lifetime_ = std::make_shared<const int>(0);
 };
 
 // The technologies this process can make, by name. Thread-safe.

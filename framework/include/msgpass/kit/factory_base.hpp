@@ -5,7 +5,7 @@
 // nodes with one deadline, and at the end reports what could not be handed over.
 // It also keeps the lifetime contract of node_factory.hpp (kit/lifetime.hpp): the
 // nodes and groups it hands out that derive from FactoryBound are bound to its
-// FactoryLife, which its destructor ends.
+// lifetime() token, which expires when it is destroyed.
 #pragma once
 
 #include <msgpass/config.hpp>
@@ -27,11 +27,6 @@ public:
     // Throws ConfigError (Configuration::node's wording) when self is not in the
     // nodes file.
     FactoryBase(const config::Configuration& configuration, NodeId self);
-    // Ends the factory's life: from now on every node and group it handed out refuses
-    // calls with UsageError (FactoryBound). Runs after the derived destructor, which
-    // has ended the transport.
-    ~FactoryBase() override;
-
     [[nodiscard]] NodeId self_id() const noexcept final { return self_; }
     // The node of a peer, made on the first call by make_node and the same object
     // afterwards. UsageError for self_id(), ConfigError for an id that is not in
@@ -68,11 +63,10 @@ protected:
     [[nodiscard]] std::vector<NodePtr> nodes() const;
 
 private:
-    // Binds what make_node or make_group returned to life_, when it is FactoryBound.
+    // Binds what make_node or make_group returned to lifetime(), when it is FactoryBound.
     void bind(Node& node) const;
     void bind(Group& group) const;
 
-    std::shared_ptr<FactoryLife> life_ = std::make_shared<FactoryLife>();
     config::Configuration configuration_;
     NodeId self_;
     mutable std::mutex mutex_;

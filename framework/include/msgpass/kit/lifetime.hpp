@@ -1,35 +1,23 @@
 // The implementer kit: the lifetime contract of node_factory.hpp. A Node or Group may
 // be held past the destruction of the factory that made it, and dropping it then is
 // safe; a call that moves messages (send, receive, flush, a group's add) is refused
-// with a UsageError instead of touching a transport that has ended. The factory
-// (FactoryBase) owns a FactoryLife, shared with every node and group it hands out,
-// and ends it in its destructor; what it hands out learns of it by deriving from
-// FactoryBound, which FactoryBase binds when the object is made.
+// with a UsageError instead of touching a transport that has ended. What a factory
+// hands out learns of its end by deriving from FactoryBound, which FactoryBase binds
+// to the factory's NodeFactory::lifetime() token when the object is made.
 #pragma once
 
 #include <msgpass/group.hpp>
 #include <msgpass/node.hpp>
 
-#include <atomic>
 #include <chrono>
 #include <memory>
 #include <utility>
 
 namespace msgpass::kit {
 
-// Whether the factory still exists. Shared by the factory and what it made.
-class FactoryLife {
-public:
-    [[nodiscard]] bool ended() const noexcept { return ended_.load(std::memory_order_acquire); }
-    void end() noexcept { ended_.store(true, std::memory_order_release); }
-
-private:
-    std::atomic<bool> ended_{false};
-};
-
 // A node or group of a technology derives from this (beside Node or BasicGroup) and
 // calls check_factory at the start of each call that moves messages. FactoryBase
-// binds it to its FactoryLife when make_node or make_group returned it (for a node
+// binds it to its lifetime() token when make_node or make_group returned it (for a node
 // made by another factory, as auto's parts make them, the last binding holds).
 class FactoryBound {
 public:
@@ -39,22 +27,26 @@ public:
 
     // Before the object is handed out (the factory's lock or its construction
     // orders this before any call).
-    void bind(std::shared_ptr<const FactoryLife> life) noexcept { life_ = std::move(life); }
+    void bind(std::weak_ptr<const void> life) noexcept {
+        life_ = std::move(life);
+        bound_ = true;
+    }
 
 protected:
     virtual ~FactoryBound() = default;
 
     // Throws UsageError "<call> on node N (name) after its factory was destroyed ..."
-    // (or "group 'name'") once the factory that made this object is gone. One atomic
-    // load otherwise: the data path calls it.
+    // (or "group 'name'") once the factory that made this object is gone; nothing
+    // before bind. One atomic load otherwise: the data path calls it.
     void check_factory(const char* call) const {
-        if (life_ != nullptr && life_->ended()) [[unlikely]]
+        if (bound_ && life_.expired()) [[unlikely]]
             refuse(call);
     }
 
 private:
     [[noreturn]] void refuse(const char* call) const;
-    std::shared_ptr<const FactoryLife> life_;
+    std::weak_ptr<const void> life_;
+    bool bound_ = false;
 };
 
 // BasicGroup with the factory check in front of every call that moves messages: a
