@@ -67,12 +67,14 @@ std::vector<NodeId> Communicator::peers() const {
 }
 
 Posted Communicator::post_send(NodeId dest, Tag tag, std::span<const std::byte> bytes, void* user) {
+    impl_->check_factory("post_send");
     impl_->check_peer(dest, false, "post_send");
     Impl::check_tag(tag, false, "post_send");
     return impl_->send_any(dest, tag, bytes, bytes.size(), user);
 }
 
 Posted Communicator::post_send_unexpected(NodeId dest, Tag tag, std::span<const std::byte> bytes, void* user) {
+    impl_->check_factory("post_send_unexpected");
     impl_->check_peer(dest, false, "post_send_unexpected");
     Impl::check_tag(tag, false, "post_send_unexpected");
     if (bytes.size() > impl_->limits.max_unexpected_size)
@@ -84,12 +86,14 @@ Posted Communicator::post_send_unexpected(NodeId dest, Tag tag, std::span<const 
 }
 
 std::vector<Message> Communicator::test_unexpected(std::size_t max) {
+    impl_->check_factory("test_unexpected");
     impl_->progress();
     std::lock_guard lock(impl_->mutex);
     return impl_->take_unexpected_locked(max);
 }
 
 std::vector<Message> Communicator::wait_unexpected(std::size_t max, std::chrono::nanoseconds timeout) {
+    impl_->check_factory("wait_unexpected");
     auto& im = *impl_;
     if (max == 0) return {};
     if (!im.wait_until([&] { return !im.bmi_unexpected.empty(); }, deadline_after(timeout))) return {};
@@ -98,6 +102,7 @@ std::vector<Message> Communicator::wait_unexpected(std::size_t max, std::chrono:
 }
 
 Posted Communicator::post_send(NodeId dest, Tag tag, BufferPtr&& payload, void* user) {
+    impl_->check_factory("post_send");
     impl_->check_peer(dest, false, "post_send");
     Impl::check_tag(tag, false, "post_send");
     if (!payload) throw UsageError("comm: post_send: the payload is null");
@@ -127,6 +132,7 @@ void finish_send(Communicator& comm, Posted posted, NodeId dest, std::chrono::mi
 } // namespace
 
 bool Communicator::flush(std::chrono::nanoseconds timeout) {
+    impl_->check_factory("flush");
     const auto deadline = deadline_after(timeout);
     for (;;) {
         if (impl_->factory.flush(std::chrono::nanoseconds::zero())) {
@@ -144,15 +150,18 @@ bool Communicator::flush(std::chrono::nanoseconds timeout) {
 }
 
 void Communicator::send(NodeId dest, Tag tag, std::span<const std::byte> bytes) {
+    impl_->check_factory("send");
     finish_send(*this, post_send(dest, tag, bytes), dest, impl_->limits.send_timeout, impl_->describe(dest));
 }
 
 void Communicator::send(NodeId dest, Tag tag, BufferPtr&& payload) {
+    impl_->check_factory("send");
     finish_send(*this, post_send(dest, tag, std::move(payload)), dest, impl_->limits.send_timeout,
                 impl_->describe(dest));
 }
 
 std::optional<Message> Communicator::recv(NodeId source, Tag tag, std::chrono::nanoseconds timeout) {
+    impl_->check_factory("recv");
     auto posted = post_recv(source, tag);
     auto done = std::move(posted.done);
     if (!done) {
@@ -172,14 +181,17 @@ std::optional<Message> Communicator::recv(NodeId source, Tag tag, std::chrono::n
 }
 
 Posted Communicator::post_recv(NodeId source, Tag tag, std::span<std::byte> into, void* user) {
+    impl_->check_factory("post_recv");
     return impl_->post_recv(source, tag, true, into, user);
 }
 
 Posted Communicator::post_recv(NodeId source, Tag tag, void* user) {
+    impl_->check_factory("post_recv");
     return impl_->post_recv(source, tag, false, {}, user);
 }
 
 std::optional<Envelope> Communicator::iprobe(NodeId source, Tag tag) {
+    impl_->check_factory("iprobe");
     impl_->check_peer(source, true, "iprobe");
     Impl::check_tag(tag, true, "iprobe");
     impl_->progress();
@@ -190,6 +202,7 @@ std::optional<Envelope> Communicator::iprobe(NodeId source, Tag tag) {
 }
 
 std::optional<Envelope> Communicator::probe(NodeId source, Tag tag, std::chrono::nanoseconds timeout) {
+    impl_->check_factory("probe");
     impl_->check_peer(source, true, "probe");
     Impl::check_tag(tag, true, "probe");
     auto& im = *impl_;
@@ -207,6 +220,7 @@ std::optional<Envelope> Communicator::probe(NodeId source, Tag tag, std::chrono:
 }
 
 void Communicator::progress() {
+    impl_->check_factory("progress");
     impl_->progress();
 }
 

@@ -16,8 +16,10 @@
 #include <cstring>
 #include <deque>
 #include <map>
+#include <memory>
 #include <mutex>
 #include <set>
+#include <string>
 #include <unordered_map>
 
 namespace msgpass::comm {
@@ -107,7 +109,8 @@ struct Communicator::Impl {
     };
     using RdvKey = std::pair<NodeId, std::uint32_t>; // (peer, the sender's rendezvous id)
 
-    Impl(NodeFactory& f, const std::vector<NodeId>& peers, Limits l) : factory(f), limits(l), self(f.self_id()) {
+    Impl(NodeFactory& f, const std::vector<NodeId>& peers, Limits l)
+        : factory(f), factory_life(f.lifetime()), limits(l), self(f.self_id()) {
         group = factory.create_group();
         for (NodeId id : peers) {
             if (id == self || nodes.count(id) != 0) continue;
@@ -125,7 +128,8 @@ struct Communicator::Impl {
                              " each, Limits::rendezvous_window, of " + std::to_string(header_size) + " bytes)");
     }
 
-    NodeFactory& factory;
+    NodeFactory& factory;                         // read only while factory_life holds
+    const std::weak_ptr<const void> factory_life; // expired once the factory was destroyed
     const Limits limits;
     std::uint64_t max_message_size = 0; // of the configuration; 0: not known (peers constructor)
     const NodeId self;
@@ -153,6 +157,16 @@ struct Communicator::Impl {
     std::map<RdvKey, RequestId> awaiting;
     std::set<RdvKey> abandoned; // cleared, then the receive was cancelled: the data is dropped
     std::map<NodeId, std::deque<BufferPtr>> control_backlog;
+
+    // The factory-lifetime contract (node_factory.hpp) for the communicator: every
+    // public call but self_id, peers and stats starts here, so that none reaches the
+    // factory or its nodes once the factory was destroyed.
+    void check_factory(const char* call) const {
+        if (factory_life.expired()) [[unlikely]]
+            throw UsageError(std::string("comm: ") + call + " on the communicator of node " + std::to_string(self) +
+                             " after its factory was destroyed: a communicator may be dropped after its factory, "
+                             "not used");
+    }
 
     std::string describe(NodeId id) const {
         auto it = nodes.find(id);

@@ -7,6 +7,7 @@
 namespace msgpass::comm {
 
 std::optional<Completion> Communicator::test(RequestId id) {
+    impl_->check_factory("test");
     {
         std::lock_guard lock(impl_->mutex);
         impl_->check_live_locked(id);
@@ -17,6 +18,7 @@ std::optional<Completion> Communicator::test(RequestId id) {
 }
 
 std::vector<Completion> Communicator::test_some(std::span<const RequestId> ids) {
+    impl_->check_factory("test_some");
     impl_->progress();
     std::lock_guard lock(impl_->mutex);
     for (RequestId id : ids) // all checked before any is collected: an error loses none
@@ -28,10 +30,12 @@ std::vector<Completion> Communicator::test_some(std::span<const RequestId> ids) 
 }
 
 std::optional<Completion> Communicator::wait(RequestId id, std::chrono::nanoseconds timeout) {
+    impl_->check_factory("wait");
     return wait_any(std::span<const RequestId>(&id, 1), timeout);
 }
 
 std::optional<Completion> Communicator::wait_any(std::span<const RequestId> ids, std::chrono::nanoseconds timeout) {
+    impl_->check_factory("wait_any");
     const auto deadline = deadline_after(timeout);
     {
         std::lock_guard lock(impl_->mutex);
@@ -56,6 +60,7 @@ std::optional<Completion> Communicator::wait_any(std::span<const RequestId> ids,
 }
 
 std::vector<Completion> Communicator::wait_some(std::span<const RequestId> ids, std::chrono::nanoseconds timeout) {
+    impl_->check_factory("wait_some");
     std::vector<Completion> out;
     if (auto first = wait_any(ids, timeout)) {
         out.push_back(std::move(*first));
@@ -67,6 +72,7 @@ std::vector<Completion> Communicator::wait_some(std::span<const RequestId> ids, 
 }
 
 std::vector<Completion> Communicator::wait_all(std::span<const RequestId> ids, std::chrono::nanoseconds timeout) {
+    impl_->check_factory("wait_all");
     const auto deadline = deadline_after(timeout);
     auto& im = *impl_;
     {
@@ -92,6 +98,7 @@ std::vector<Completion> Communicator::wait_all(std::span<const RequestId> ids, s
 }
 
 bool Communicator::cancel(RequestId id) {
+    impl_->check_factory("cancel");
     auto& im = *impl_;
     std::lock_guard lock(im.mutex);
     im.check_live_locked(id);

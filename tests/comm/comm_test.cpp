@@ -15,6 +15,9 @@
 #include <atomic>
 #include <chrono>
 #include <cstring>
+#include <functional>
+#include <future>
+#include <iostream>
 #include <map>
 #include <set>
 #include <string>
@@ -744,6 +747,77 @@ TEST_P(CommConformance, ASenderKilledDuringARendezvousFailsTheReceivesWaitingFor
     // The other peer still talks.
     send_text(c3, 1, 2, "alive");
     EXPECT_EQ(recv_text(c1, 3, 2), "alive");
+}
+
+// The factory-lifetime contract (node_factory.hpp) holds for the communicator too:
+// one held past its factory refuses every call but self_id, peers and stats with a
+// UsageError naming the call, at once (also with the largest timeouts), instead of
+// reaching the destroyed factory (a send makes its message with create_buffer, flush
+// calls the factory's flush); it still answers what it knows and is dropped safely
+// (ASan watches every call here).
+TEST_P(CommConformance, ACommunicatorHeldPastItsFactoryRefusesItsCallsWithAUsageErrorAndMayBeDropped) {
+    auto c = make(2);
+    auto fa = NodeFactory::create(c, 1);
+    auto fb = NodeFactory::create(c, 2);
+    auto ca = std::make_unique<Communicator>(*fa, c);
+    Communicator cb(*fb, c);
+    send_text(*ca, 2, 1, "before");
+    EXPECT_EQ(recv_text(cb, 1, 1), "before");
+    send_text(cb, 1, 2, "waiting");
+    await_unexpected(*ca, 1); // a message waits in the communicator's own queue
+    auto pending = ca->post_recv(2, 7);
+    ASSERT_FALSE(pending.done.has_value());
+    fa.reset();
+
+    const std::array<comm::RequestId, 1> ids{pending.id};
+    constexpr auto forever = std::chrono::nanoseconds::max();
+    const std::vector<std::pair<std::string, std::function<void()>>> calls{
+        {"send", [&] { send_text(*ca, 2, 1, "after"); }},
+        {"send", [&] { ca->send(2, 1, std::make_unique<HeapBuffer>(8)); }},
+        {"post_send", [&] { (void)ca->post_send(2, 1, bytes_of("after")); }},
+        {"post_send_unexpected", [&] { (void)ca->post_send_unexpected(2, 1, bytes_of("after")); }},
+        {"recv", [&] { (void)ca->recv(2, 2); }},
+        {"post_recv", [&] { (void)ca->post_recv(2, 2); }},
+        {"test", [&] { (void)ca->test(pending.id); }},
+        {"test_some", [&] { (void)ca->test_some(ids); }},
+        {"wait", [&] { (void)ca->wait(pending.id, forever); }},
+        {"wait_any", [&] { (void)ca->wait_any(ids, forever); }},
+        {"wait_some", [&] { (void)ca->wait_some(ids, forever); }},
+        {"wait_all", [&] { (void)ca->wait_all(ids, forever); }},
+        {"cancel", [&] { (void)ca->cancel(pending.id); }},
+        {"iprobe", [&] { (void)ca->iprobe(any_source, any_tag); }},
+        {"probe", [&] { (void)ca->probe(any_source, any_tag, forever); }},
+        {"progress", [&] { ca->progress(); }},
+        {"flush", [&] { (void)ca->flush(forever); }},
+        {"test_unexpected", [&] { (void)ca->test_unexpected(4); }},
+        {"wait_unexpected", [&] { (void)ca->wait_unexpected(4, forever); }},
+    };
+    for (const auto& [name, call] : calls) {
+        auto done = std::async(std::launch::async, [&call]() -> std::string {
+            try {
+                call();
+                return "(returned)";
+            } catch (const UsageError& e) {
+                return e.what();
+            } catch (const std::exception& e) {
+                return std::string("(not a UsageError) ") + e.what();
+            }
+        });
+        if (done.wait_for(patience) != std::future_status::ready) {
+            std::cerr << "comm " << name << " after the factory was destroyed did not return within "
+                      << patience.count() << " s\n";
+            std::abort(); // a thread that does not return cannot be joined
+        }
+        const std::string error = done.get();
+        EXPECT_NE(error.find("comm: " + name + " on the communicator of node 1 after its factory was destroyed"),
+                  std::string::npos)
+            << name << ": " << error;
+    }
+    EXPECT_EQ(ca->self_id(), 1u);
+    EXPECT_EQ(ca->peers(), (std::vector<NodeId>{2}));
+    EXPECT_EQ(ca->stats().posted_receives, 1u);
+    EXPECT_EQ(ca->stats().unexpected_messages, 1u);
+    ca.reset();
 }
 
 INSTANTIATE_TEST_SUITE_P(Technologies, CommConformance, ::testing::Values("sci", "tcp", "udp", "auto"),

@@ -123,8 +123,11 @@ struct CommStats {
 class Communicator {
 public:
     // Over every node of configuration's nodes file but self (made here, a node per
-    // peer; the factory must be the one made from this configuration and outlive the
-    // communicator), with Limits::from(configuration) or the given limits.
+    // peer; the factory must be the one made from this configuration), with
+    // Limits::from(configuration) or the given limits. As its nodes, the communicator
+    // may be held and dropped after the factory is destroyed, not used: every call
+    // but self_id, peers and stats then throws UsageError "comm: <call> on the
+    // communicator of node N after its factory was destroyed ..." at once.
     Communicator(NodeFactory& factory, const config::Configuration& configuration);
     Communicator(NodeFactory& factory, const config::Configuration& configuration, Limits limits);
     // Over the given peers only.
