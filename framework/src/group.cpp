@@ -2,6 +2,7 @@
 // every member through Node::send_shared; receive polls members starting each call
 // at the next member, so that no source can starve another (seed section 8).
 #include <msgpass/group.hpp>
+#include <msgpass/kit/errors.hpp>
 #include <msgpass/wait.hpp>
 
 #include <algorithm>
@@ -52,7 +53,7 @@ std::size_t BasicGroup::size() const {
 }
 
 void BasicGroup::send(BufferPtr&& buffer) {
-    if (!buffer) throw UsageError("Group::send: null buffer");
+    if (!buffer) kit::throw_null_buffer(*this);
     std::vector<NodePtr> nodes;
     {
         std::lock_guard lock(mutex_);

@@ -1,4 +1,5 @@
 // The lifetime contract of the implementer kit (msgpass/kit/lifetime.hpp).
+#include <msgpass/kit/errors.hpp>
 #include <msgpass/kit/lifetime.hpp>
 
 #include <string>
@@ -8,9 +9,9 @@ namespace msgpass::kit {
 void FactoryBound::refuse(const char* call) const {
     std::string what = "this object";
     if (const auto* node = dynamic_cast<const Node*>(this)) {
-        what = "node " + std::to_string(node->id()) + " (" + node->name() + ")";
+        what = describe(*node);
     } else if (const auto* group = dynamic_cast<const Group*>(this)) {
-        what = group->name().empty() ? std::string("a dynamic group") : "group '" + group->name() + "'";
+        what = describe(*group);
     }
     throw UsageError(std::string(call) + " on " + what +
                      " after its factory was destroyed: a node or group may be dropped after its factory, not used");

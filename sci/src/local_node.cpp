@@ -2,6 +2,8 @@
 // buffers.
 #include "local_node.hpp"
 
+#include <msgpass/kit/errors.hpp>
+
 #include <algorithm>
 #include <chrono>
 #include <random>
@@ -334,8 +336,7 @@ void LocalNode::set_closing() {
 
 BufferPtr LocalNode::allocate_send_buffer(std::size_t size) {
     if (size > parameters_.max_message_size) {
-        throw MessageTooLarge("create_buffer: " + std::to_string(size) + " bytes exceed max_message_size of " +
-                              std::to_string(parameters_.max_message_size) + " bytes");
+        kit::throw_buffer_too_large(size, parameters_.max_message_size);
     }
     if (send_pool_ && size <= send_pool_->buffer_size) {
         std::unique_ptr<std::byte[]> memory;

@@ -2,6 +2,7 @@
 // the peer's ring, the send queue, send() and flush() (see node.cpp for the whole).
 #include "node_parts.hpp"
 
+#include <msgpass/kit/errors.hpp>
 #include <msgpass/wait.hpp>
 
 #include <algorithm>
@@ -99,9 +100,7 @@ bool SciNode::try_transfer(Link& link, const Buffer& buffer, BufferPtr* owned, c
             link.large_base = link.large.address();
         }
         if (size > link.large_capacity) {
-            throw MessageTooLarge("send to node " + std::to_string(parameters_.peer) + ": " + std::to_string(size) +
-                                  " bytes exceed its max_message_size of " + std::to_string(link.large_capacity) +
-                                  " bytes");
+            kit::throw_message_too_large(*this, size, link.large_capacity, "the receiver's max_message_size");
         }
         if (!reclaim_large(link)) return false;
         const auto offset = place_large(size);
@@ -278,13 +277,11 @@ bool SciNode::try_flush() {
 template <class B>
 void SciNode::send_impl(B& buffer) {
     check_factory("send");
-    if (!buffer) throw UsageError("send to node " + std::to_string(parameters_.peer) + ": null buffer");
+    if (!buffer) kit::throw_null_buffer(*this);
     const std::size_t size = buffer->size();
     if (size > parameters_.max_message_size) {
         stats_.error();
-        throw MessageTooLarge("send to node " + std::to_string(parameters_.peer) + ": " + std::to_string(size) +
-                              " bytes exceed max_message_size of " + std::to_string(parameters_.max_message_size) +
-                              " bytes");
+        kit::throw_message_too_large(*this, size, parameters_.max_message_size);
     }
     local_->progress(); // queues towards other peers move too
     std::lock_guard lock(send_mutex_);
@@ -293,9 +290,7 @@ void SciNode::send_impl(B& buffer) {
     Link* link = current_link();
     if (link != nullptr && size > link->max_message_size) {
         stats_.error();
-        throw MessageTooLarge("send to node " + std::to_string(parameters_.peer) + ": " + std::to_string(size) +
-                              " bytes exceed its max_message_size of " + std::to_string(link->max_message_size) +
-                              " bytes");
+        kit::throw_message_too_large(*this, size, link->max_message_size, "the receiver's max_message_size");
     }
     sync_send_side(link);
     if (!queue_.empty()) flush_locked(link);
@@ -312,8 +307,7 @@ void SciNode::send_impl(B& buffer) {
     }
     if (queue_.size() >= parameters_.send_queue_limit) {
         stats_.error();
-        throw SendQueueFull("send to node " + std::to_string(parameters_.peer) + " (" + parameters_.name +
-                            "): " + std::to_string(queue_.size()) + " messages already queued (send_queue_limit)");
+        kit::throw_send_queue_full(*this, parameters_.send_queue_limit);
     }
     queue_.emplace_back(std::move(buffer));
     queue_depth_.store(queue_.size(), std::memory_order_relaxed);

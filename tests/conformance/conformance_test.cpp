@@ -225,6 +225,11 @@ TEST_P(Conformance, MessageAboveTheReceiversMaximumIsNeverDelivered) {
         to_b->send(make_message(*a, oversized, 7, 1));
     } catch (const MessageTooLarge& e) {
         EXPECT_NE(std::string(e.what()).find("max_message_size"), std::string::npos) << e.what();
+        if (GetParam() == "sci") { // the receiver's bound, in the wording of every bound (kit/errors.hpp)
+            EXPECT_EQ(std::string(e.what()), "send on node 2 (node-2): a message of " + std::to_string(oversized) +
+                                                 " bytes exceeds the receiver's max_message_size (" +
+                                                 std::to_string(small.max_message_size) + " bytes)");
+        }
         EXPECT_EQ(nothing_more(*from_a), "");
         return;
     }
@@ -1067,6 +1072,58 @@ TEST_P(Conformance, CallsOnNodesAndGroupsAfterTheirFactoryIsGoneAreUsageErrors) 
     group.reset();
     keep.reset();
     shared.reset();
+}
+
+// "One wording per error" (issue 9; msgpass/kit/errors.hpp): the same misuse or the
+// same bound reads the same on every technology, word for word, naming the call and
+// the node or group: a null buffer, a message or a buffer above max_message_size, a
+// full send queue (towards node 3, which never starts).
+TEST_P(Conformance, TheSameErrorReadsTheSameOnEveryTechnology) {
+    auto c = make(3, [](config::Configuration& c) {
+        c.peer_timeout = 300ms; // the factory's end waits that long for the messages to node 3
+        c.max_message_size = 1 * config::MiB;
+        c.send_queue_limit = 8;
+        c.groups["all"] = {1, 2, 3};
+    });
+    auto a = NodeFactory::create(c, 1);
+    auto to_c = a->create_node(3);
+    auto group = a->create_group("all");
+    auto dynamic = a->create_group();
+    dynamic->add(to_c);
+    const auto error_of = [](const std::function<void()>& call) -> std::string {
+        try {
+            call();
+        } catch (const Error& e) {
+            return e.what();
+        }
+        return "(no error)";
+    };
+
+    EXPECT_THROW(to_c->send(nullptr), UsageError);
+    EXPECT_EQ(error_of([&] { to_c->send(nullptr); }), "send on node 3 (node-3): the buffer is null");
+    EXPECT_EQ(error_of([&] { to_c->send_shared(SharedBuffer{}); }), "send on node 3 (node-3): the buffer is null");
+    EXPECT_EQ(error_of([&] { group->send(nullptr); }), "send on group 'all': the buffer is null");
+    EXPECT_EQ(error_of([&] { dynamic->send(nullptr); }), "send on a dynamic group: the buffer is null");
+
+    const std::uint64_t max = 1 * config::MiB;
+    EXPECT_THROW((void)a->create_buffer(max + 1), MessageTooLarge);
+    EXPECT_EQ(error_of([&] { (void)a->create_buffer(max + 1); }),
+              "create_buffer: a buffer of 1048577 bytes exceeds max_message_size (1048576 bytes)");
+    EXPECT_THROW(to_c->send(std::make_unique<HeapBuffer>(max + 1)), MessageTooLarge);
+    EXPECT_EQ(error_of([&] { to_c->send(std::make_unique<HeapBuffer>(max + 1)); }),
+              "send on node 3 (node-3): a message of 1048577 bytes exceeds max_message_size (1048576 bytes)");
+
+    std::string full;
+    for (int i = 0; i <= 8 && full.empty(); ++i) {
+        try {
+            to_c->send(make_message(*a, 64, 0, static_cast<std::uint64_t>(i)));
+        } catch (const SendQueueFull& e) {
+            full = e.what();
+            EXPECT_EQ(i, 8) << "the queue was full before send_queue_limit messages";
+        }
+    }
+    EXPECT_EQ(full, "send on node 3 (node-3): its send queue holds send_queue_limit (8) messages");
+    stderr_of([&] { a.reset(); }); // the report of the messages to node 3 is not this test's
 }
 
 INSTANTIATE_TEST_SUITE_P(Technologies, Conformance, ::testing::Values("sci", "tcp", "udp", "auto"),

@@ -3,6 +3,7 @@
 // filled in file order, one deadline for flush, the report of close(), a group
 // whose add() calls back into create_node (as auto's does), and the lifetime
 // contract: what the factory made refuses calls once it is destroyed.
+#include <msgpass/kit/errors.hpp>
 #include <msgpass/kit/factory_base.hpp>
 
 #include "../support/partition.hpp"
@@ -309,6 +310,26 @@ TEST(FactoryBase, ANodeBoundAgainFollowsTheLastFactoryThatBoundIt) {
     EXPECT_NO_THROW(node.send(std::make_unique<HeapBuffer>(1)));
     outer.reset();
     EXPECT_THROW(node.send(std::make_unique<HeapBuffer>(1)), UsageError);
+}
+
+// kit/errors.hpp: the object in every shared wording; a node without a name is its id.
+TEST(KitErrors, NodesAndGroupsAreDescribedTheSameWayInEveryMessage) {
+    FakeNode named(2, "node-2"), unnamed(3, "");
+    EXPECT_EQ(kit::describe(named), "node 2 (node-2)");
+    EXPECT_EQ(kit::describe(unnamed), "node 3");
+    EXPECT_EQ(kit::describe(BasicGroup("all")), "group 'all'");
+    EXPECT_EQ(kit::describe(BasicGroup()), "a dynamic group");
+    try {
+        kit::throw_send_queue_full(unnamed, 4);
+    } catch (const SendQueueFull& e) {
+        EXPECT_STREQ(e.what(), "send on node 3: its send queue holds send_queue_limit (4) messages");
+    }
+    try {
+        BasicGroup("all").send(nullptr);
+        ADD_FAILURE() << "a null buffer was sent";
+    } catch (const UsageError& e) {
+        EXPECT_STREQ(e.what(), "send on group 'all': the buffer is null");
+    }
 }
 
 } // namespace

@@ -4,6 +4,8 @@
 
 #include "engine.hpp"
 
+#include <msgpass/kit/errors.hpp>
+
 #include <poll.h>
 #include <unistd.h>
 
@@ -31,10 +33,7 @@ NodePtr TcpNodeFactory::make_node(NodeId id) {
 
 BufferPtr TcpNodeFactory::create_buffer(std::size_t size) {
     const auto max = engine_->shared().parameters.max_message_size;
-    if (size > max) {
-        throw MessageTooLarge("a buffer of " + std::to_string(size) + " bytes exceeds max_message_size (" +
-                              std::to_string(max) + " bytes)");
-    }
+    if (size > max) kit::throw_buffer_too_large(size, max);
     return engine_->shared().pool->make(size);
 }
 

@@ -7,6 +7,7 @@
 #include "engine.hpp"
 
 #include <msgpass/ip/socket.hpp>
+#include <msgpass/kit/errors.hpp>
 
 #include <msgpass/wait.hpp>
 
@@ -88,12 +89,12 @@ void TcpNode::declare_lost_locked(std::uint64_t incarnation, const std::string& 
 // ---------------------------------------------------------------- send
 
 void TcpNode::send(BufferPtr&& buffer) {
-    if (!buffer) throw UsageError("Node::send: null buffer");
+    if (!buffer) kit::throw_null_buffer(*this);
     send_impl(buffer);
 }
 
 void TcpNode::send_shared(const SharedBuffer& buffer) {
-    if (!buffer) throw UsageError("Node::send_shared: null buffer");
+    if (!buffer) kit::throw_null_buffer(*this);
     SharedBuffer copy = buffer;
     send_impl(copy);
 }
@@ -104,9 +105,7 @@ void TcpNode::send_impl(B& buffer) {
     const std::size_t size = buffer->size();
     if (size > shared_->parameters.max_message_size) {
         stats_.error();
-        throw MessageTooLarge("message of " + std::to_string(size) + " bytes to node " + std::to_string(id_) +
-                              " exceeds max_message_size (" + std::to_string(shared_->parameters.max_message_size) +
-                              " bytes)");
+        kit::throw_message_too_large(*this, size, shared_->parameters.max_message_size);
     }
     throw_if_lost();
     std::unique_lock lock(out_mutex_);
@@ -114,8 +113,7 @@ void TcpNode::send_impl(B& buffer) {
     const std::size_t waiting = window_.waiting();
     if (waiting >= shared_->parameters.send_queue_limit) {
         stats_.error();
-        throw SendQueueFull("send queue to node " + std::to_string(id_) + " holds send_queue_limit (" +
-                            std::to_string(shared_->parameters.send_queue_limit) + ") messages");
+        kit::throw_send_queue_full(*this, shared_->parameters.send_queue_limit);
     }
     window_.push(std::move(buffer), size);
     if (state_ == OutState::established && !armed_write_) {

@@ -4,6 +4,8 @@
 
 #include "engine.hpp"
 
+#include <msgpass/kit/errors.hpp>
+
 namespace msgpass::udp {
 
 void register_technology() {
@@ -36,10 +38,7 @@ std::unique_ptr<BasicGroup> UdpNodeFactory::make_group(std::string name) {
 
 BufferPtr UdpNodeFactory::create_buffer(std::size_t size) {
     const auto max = engine_->shared().parameters.max_message_size;
-    if (size > max) {
-        throw MessageTooLarge("a buffer of " + std::to_string(size) + " bytes exceeds max_message_size (" +
-                              std::to_string(max) + " bytes)");
-    }
+    if (size > max) kit::throw_buffer_too_large(size, max);
     return engine_->shared().pool->make(size);
 }
 

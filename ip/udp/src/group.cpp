@@ -8,6 +8,7 @@
 #include "node.hpp"
 
 #include <msgpass/error.hpp>
+#include <msgpass/kit/errors.hpp>
 
 #include <sys/socket.h>
 
@@ -46,7 +47,7 @@ protected:
             BasicGroup::send(std::move(buffer));
             return;
         }
-        if (!buffer) throw UsageError("Group::send: null buffer");
+        if (!buffer) kit::throw_null_buffer(*this);
         std::vector<std::shared_ptr<UdpNode>> members;
         {
             std::lock_guard lock(mutex_);

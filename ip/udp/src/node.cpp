@@ -6,6 +6,7 @@
 #include "node.hpp"
 
 #include <msgpass/error.hpp>
+#include <msgpass/kit/errors.hpp>
 
 #include <algorithm>
 #include <cstring>
@@ -48,8 +49,7 @@ void UdpNode::check_size(std::uint64_t size) {
     const auto& p = shared_->parameters;
     if (size > p.max_message_size) {
         stats_.error(); // counted as sci and tcp count it
-        throw MessageTooLarge("a message of " + std::to_string(size) + " bytes exceeds max_message_size (" +
-                              std::to_string(p.max_message_size) + " bytes)");
+        kit::throw_message_too_large(*this, size, p.max_message_size);
     }
 }
 
@@ -59,8 +59,7 @@ UdpNode::OutMessage& UdpNode::enqueue(B& buffer) {
     const auto& p = shared_->parameters;
     if (untransmitted_ >= p.send_queue_limit) {
         stats_.error();
-        throw SendQueueFull("the send queue to node " + std::to_string(id_) + " holds send_queue_limit (" +
-                            std::to_string(p.send_queue_limit) + ") messages");
+        kit::throw_send_queue_full(*this, p.send_queue_limit);
     }
     OutMessage& m = out_.emplace_back();
     m.hold(std::move(buffer));
@@ -88,7 +87,7 @@ void UdpNode::dispatch(Clock::time_point now) {
 template <class B>
 void UdpNode::send_impl(B& buffer) {
     check_factory("send");
-    if (!buffer) throw UsageError("send: a null buffer");
+    if (!buffer) kit::throw_null_buffer(*this);
     check_size(buffer->size());
     throw_if_lost();
     std::lock_guard lock(mutex_);
