@@ -68,7 +68,28 @@ TEST(TcpResources, AFactoryWhosePortIsTakenFailsWithAResourceErrorNamingThePort)
         EXPECT_NE(std::string(e.what()).find(std::to_string(port)), std::string::npos) << e.what();
     }
     squatter.close();
-    EXPECT_NO_THROW((void)NodeFactory::create(c, 1)) << "the factory did not start once the port was free";
+    std::unique_ptr<NodeFactory> f;
+    EXPECT_NO_THROW(f = NodeFactory::create(c, 1)) << "the factory did not start once the port was free";
+    if (f) {
+        EXPECT_EQ(tcp_of(*f).port(), port) << "the factory does not say the port it listens on";
+    }
+}
+
+// The wire carries at most 96 bytes of partition name (a nodes file allows 64): a
+// configuration made in code with a longer one is refused before anything listens.
+TEST(TcpResources, APartitionNameLongerThanTheHelloCarriesIsAConfigErrorNamingTheLimit) {
+    auto c = local_partition(partition_for_test(), 2, 1000ms).load();
+    c.partition = std::string(tcp::max_partition_length + 1, 'p');
+    try {
+        auto f = NodeFactory::create(c, 1);
+        FAIL() << "a factory started with a partition name of " << c.partition.size() << " bytes";
+    } catch (const ConfigError& e) {
+        EXPECT_NE(std::string(e.what()).find("partition: at most 96 bytes with the tcp technology, found 97"),
+                  std::string::npos)
+            << e.what();
+    }
+    c.partition.resize(tcp::max_partition_length);
+    EXPECT_NO_THROW((void)NodeFactory::create(c, 1)) << "a partition name of exactly 96 bytes was refused";
 }
 
 // ------------------------------------------------------- connection reset
