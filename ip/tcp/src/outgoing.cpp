@@ -107,9 +107,9 @@ Clock::time_point TcpNode::tick(Clock::time_point now) {
             last_write_ = now;
             write_pending();
         }
-        return far;
-    case OutState::idle:
-        return far;
+        break;
+    case OutState::idle: // nothing to do before a send
+        break;
     case OutState::waiting:
         if (reconnect_.due(now)) {
             start_connect(now);
