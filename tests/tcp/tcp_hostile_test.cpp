@@ -511,6 +511,77 @@ TEST_F(TcpHostileInput, OutOfDescriptorsAConnectionIsClosedAtOnceAndCountedAndTh
     EXPECT_TRUE(traffic_->flows(200)) << "the listener did not serve again: " << traffic_->error();
 }
 
+// ------------------------------------------------------------ waiting connections
+
+// One node whose connections may wait 30 s for their Hello.
+PartitionText patient_listener(const std::string& partition) {
+    auto text = local_partition(partition, 2, 1000ms);
+    text.tcp_section = "{handshake_timeout: 30s}";
+    return text;
+}
+
+// Whether the other side has closed s by now (no wait).
+bool closed_now(RawSocket& s) {
+    return s.wait_closed(0ms);
+}
+
+// docs/tcp.md: "fewer than 1024 connections waiting for their Hello | too_many |
+// closed at once". 1024 silent connections wait; each one more is closed at once and
+// counted; once they go (closed before a whole Hello), a good node gets through.
+TEST(TcpListener, BeyondTheWaitingConnectionsItHoldsEachNewOneIsClosedAtOnceAndCountedAsTooMany) {
+    const auto text = patient_listener(partition_for_test());
+    ASSERT_EQ(text.nodes.size(), 2u) << "no free ports";
+    auto f1 = NodeFactory::create(text.load(), 1);
+    auto& listener = tcp_of(*f1);
+    const std::size_t held = tcp::Parameters{}.max_pending;
+    constexpr std::size_t beyond = 8;
+    std::vector<RawSocket> waiting;
+    for (std::size_t i = 0; i < held + beyond; ++i) {
+        waiting.push_back(RawSocket::connect_to(text.nodes[0].port));
+        ASSERT_TRUE(waiting.back().valid()) << "connection " << i << " could not be opened";
+    }
+    // Accepted in the order they connected: the last ones found the listener full.
+    for (std::size_t i = held; i < held + beyond; ++i)
+        EXPECT_TRUE(waiting[i].wait_closed()) << "connection " << i << " waited beyond the listener's " << held;
+    EXPECT_EQ(listener.listener_stats().count(Refusal::too_many), beyond) << describe(listener.listener_stats());
+    std::size_t closed = 0;
+    for (std::size_t i = 0; i < held; ++i)
+        closed += closed_now(waiting[i]) ? 1 : 0;
+    EXPECT_EQ(closed, 0u) << "connections within the listener's " << held << " were closed before their time";
+    waiting.clear();
+    EXPECT_TRUE(
+        eventually([&] { return listener.listener_stats().count(Refusal::handshake_timeout) == held; }, patience))
+        << "the waiting connections that closed were not all counted: " << describe(listener.listener_stats());
+    auto f2 = NodeFactory::create(text.load(), 2);
+    f2->create_node(1)->send(make_message(*f2, 64, 2, 0));
+    const auto m = f1->create_node(2)->receive(patience);
+    ASSERT_TRUE(m) << "a good node did not get through after the flood";
+    EXPECT_EQ(check_payload(*m).stream, 2u);
+    EXPECT_EQ(listener.listener_stats().count(Refusal::too_many), beyond);
+}
+
+// A connection still waiting for its Hello when the factory ends is closed with it,
+// not left to the peer's timeout.
+TEST(TcpListener, AConnectionStillInItsHandshakeIsClosedWhenTheFactoryEnds) {
+    const auto text = patient_listener(partition_for_test());
+    ASSERT_EQ(text.nodes.size(), 2u) << "no free ports";
+    auto f1 = NodeFactory::create(text.load(), 1);
+    auto& listener = tcp_of(*f1);
+    auto silent = RawSocket::connect_to(text.nodes[0].port);
+    ASSERT_TRUE(silent.valid());
+    // A connection after it, refused for its magic, shows that the silent one was
+    // accepted (in the order they connected) and now waits for its Hello.
+    auto marker = RawSocket::connect_to(text.nodes[0].port);
+    ASSERT_TRUE(marker.valid());
+    const std::uint32_t not_the_magic = 0x47455420; // "GET "
+    ASSERT_TRUE(marker.send_struct(not_the_magic));
+    ASSERT_TRUE(eventually([&] { return listener.listener_stats().count(Refusal::bad_magic) == 1; }, patience))
+        << describe(listener.listener_stats());
+    EXPECT_FALSE(closed_now(silent)) << "the silent connection was closed before the factory ended";
+    f1.reset();
+    EXPECT_TRUE(silent.wait_closed()) << "a connection waiting for its Hello outlived its factory";
+}
+
 // ------------------------------------------------------------ authenticated partition
 
 config::AuthKey test_key(std::uint8_t seed) {
