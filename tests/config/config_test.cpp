@@ -360,6 +360,21 @@ TEST(ConfigErrors, SegmentTooSmallForItsBuffersNamesBothNumbers) {
     EXPECT_EQ(errors_of("", "nodes:\n  - id: 1\n    sci: {recv_buffer_size: 16KiB, recv_seg_size: 2MiB}\n"), "");
 }
 
+// Numbers whose product does not fit 64 bits are compared exactly (long double) and
+// named as such; a send pool beyond 16GiB is refused only when it is used.
+TEST(ConfigErrors, ProductsBeyondTheirBoundsAreRefusedWithoutOverflow) {
+    EXPECT_EQ(errors_of("sci:\n  recv_buffer_no: 4294967295\n  recv_buffer_size: 16GiB\n"),
+              "network.yaml:2:3: sci.recv_seg_size: expected recv_seg_size >= header_area_size (8192) + "
+              "recv_buffer_no (4294967295) * recv_buffer_size (17179869184) = more than 2^64, found recv_seg_size "
+              "1048576");
+    // (A rule over several keys is reported at their section.)
+    EXPECT_EQ(errors_of("sci: {use_send_pool: true, send_buffer_no: 3, send_buffer_size: 16GiB}\n"),
+              "network.yaml:1:6: sci.send_buffer_no: expected a send pool (send_buffer_no * send_buffer_size) of at "
+              "most 16GiB, found 3 * 17179869184 bytes");
+    EXPECT_EQ(errors_of("sci: {use_send_pool: false, send_buffer_no: 3, send_buffer_size: 16GiB}\n"), "");
+    EXPECT_EQ(errors_of("sci: {use_send_pool: true, send_buffer_no: 1, send_buffer_size: 16GiB}\n"), "");
+}
+
 TEST(ConfigErrors, DuplicateIdsNamesAndEndpointsAreRefused) {
     EXPECT_EQ(errors_of("", "nodes:\n  - {id: 1}\n  - {id: 1}\n"),
               "nodes.yaml:3:10: nodes[1].id: expected a unique node id (nodes[0] has it), found '1'");
