@@ -17,6 +17,7 @@
 
 #include <gtest/gtest.h>
 
+#include <functional>
 #include <optional>
 #include <pwd.h>
 #include <sys/stat.h>
@@ -223,6 +224,188 @@ TEST(RemoteMemory, InjectedErrorsAreRetriedUntilTheTransferIsClean) {
         ASSERT_EQ(dst, src);
     }
     EXPECT_GT(sequence.retries(), 20u);
+}
+
+// The message of the UsageError that call throws, or "" when it throws none.
+template <class Call>
+std::string usage_error_of(Call&& call) {
+    try {
+        call();
+    } catch (const UsageError& e) {
+        return e.what();
+    }
+    return "";
+}
+
+TEST(RemoteMemory, RemoteSegmentGoesFromDisconnectedToConnectedToMappedAndRefusesOtherMoves) {
+    sci::VirtualDevice device(partition_for_test());
+    LocalSegment owner;
+    owner.create(device.segment_name(1, 8), 8192);
+    owner.map();
+    const std::string name = device.segment_name(1, 8);
+    RemoteSegment remote;
+    EXPECT_NE(usage_error_of([&] { remote.unmap(); }).find("cannot unmap when disconnected"), std::string::npos);
+    EXPECT_NE(usage_error_of([&] { remote.disconnect(); }).find("cannot disconnect when disconnected"),
+              std::string::npos);
+    ASSERT_TRUE(remote.connect(name));
+    EXPECT_TRUE(remote.is_connected());
+    EXPECT_NE(usage_error_of([&] { (void)remote.connect(name); }).find("cannot connect when connected"),
+              std::string::npos);
+    EXPECT_NE(usage_error_of([&] { remote.unmap(); }).find("cannot unmap when connected"), std::string::npos);
+    remote.map();
+    EXPECT_TRUE(remote.is_mapped());
+    EXPECT_NE(usage_error_of([&] { remote.map(); }).find("remote segment '" + name + "': cannot map when mapped"),
+              std::string::npos);
+    EXPECT_NE(usage_error_of([&] { (void)remote.connect(name); }).find("cannot connect when mapped"),
+              std::string::npos);
+    // Pages are reserved only inside the segment.
+    EXPECT_NE(usage_error_of([&] { remote.reserve(4096, 4097); }).find("cannot reserve bytes 4096 to 8193 of 8192"),
+              std::string::npos);
+    EXPECT_NO_THROW(remote.reserve(4096, 4096));
+    remote.unmap();
+    EXPECT_TRUE(remote.is_connected());
+    remote.disconnect();
+    EXPECT_FALSE(remote.is_connected());
+    EXPECT_FALSE(remote.is_mapped());
+    EXPECT_FALSE(remote.owner_alive()) << "a disconnected segment reports a live owner";
+    // The moves refused still leave it usable.
+    ASSERT_TRUE(remote.connect(name));
+    remote.map();
+    EXPECT_EQ(remote.size(), 8192u);
+}
+
+TEST(RemoteMemory, LocalSegmentRefusesToBeCreatedTwiceOrDestroyedTwiceOrReservedBeyondItsSize) {
+    sci::VirtualDevice device(partition_for_test());
+    LocalSegment segment;
+    const std::string name = device.segment_name(1, 8);
+    EXPECT_NE(usage_error_of([&] { segment.destroy(); }).find("cannot destroy when destroyed"), std::string::npos);
+    segment.create(name, 8192, sci::Pages::on_use);
+    EXPECT_NE(usage_error_of([&] { segment.create(name, 8192); }).find("cannot create when created"),
+              std::string::npos);
+    segment.map();
+    EXPECT_NE(usage_error_of([&] {
+                  segment.create(name, 8192);
+              }).find("local segment '" + name + "': cannot create when mapped"),
+              std::string::npos);
+    EXPECT_NE(usage_error_of([&] { segment.reserve(8000, 193); }).find("cannot reserve bytes 8000 to 8193 of 8192"),
+              std::string::npos);
+    EXPECT_NO_THROW(segment.reserve(8000, 192));
+    EXPECT_TRUE(segment.is_mapped()) << "a refused move changed the state";
+    segment.destroy();
+    EXPECT_TRUE(segment.is_destroyed());
+}
+
+// A link that fails every transfer: after max_attempts tries the copy gives up with a
+// ResourceError instead of retrying for ever, each try counted as a retry.
+TEST(RemoteMemory, ATransferThatFailsEveryAttemptIsAResourceErrorAfterMaxAttempts) {
+    sci::ErrorInjector always(1.0, 7);
+    std::vector<std::byte> src(1000, std::byte{7}), dst(1000);
+    const std::span<std::byte> fragment(src);
+    const std::span<const std::span<std::byte>> fragments(&fragment, 1);
+    const auto attempts = static_cast<std::uint64_t>(sci::Sequence::max_attempts);
+    {
+        sci::Sequence sequence(&always);
+        try {
+            sequence.copy(dst.data(), fragments);
+            ADD_FAILURE() << "a copy that always fails returned";
+        } catch (const ResourceError& e) {
+            EXPECT_NE(std::string(e.what()).find("transfer failed 64 times in a row"), std::string::npos) << e.what();
+        }
+        EXPECT_EQ(sequence.retries(), attempts);
+    }
+    {
+        sci::Sequence sequence(&always);
+        try {
+            sequence.copy_streaming(dst.data(), fragments);
+            ADD_FAILURE() << "a streaming copy that always fails returned";
+        } catch (const ResourceError& e) {
+            EXPECT_NE(std::string(e.what()).find("transfer failed 64 times in a row"), std::string::npos) << e.what();
+        }
+        EXPECT_EQ(sequence.retries(), attempts);
+    }
+    {
+        sci::Sequence sequence(&always);
+        std::uint32_t word = 5;
+        try {
+            sequence.write_word(&word, 9, 5);
+            ADD_FAILURE() << "a control word that always fails was written";
+        } catch (const ResourceError& e) {
+            EXPECT_NE(std::string(e.what()).find("control word transfer failed 64 times in a row"), std::string::npos)
+                << e.what();
+        }
+        EXPECT_EQ(word, 5u) << "a failed control word shows its new value";
+        EXPECT_EQ(sequence.retries(), attempts);
+    }
+}
+
+// ------------------------------------------------------------- sci options
+
+// The checks LocalNode makes at start of the sci options a network file cannot hold
+// (the file's own checks refuse them first) or can (a header area too small for the
+// nodes, more receive slots than an acknowledgement can name): each is a ConfigError
+// naming the node and the key, before any segment exists.
+struct BadOption {
+    const char* name;
+    std::function<void(sci::Options&)> set;
+    const char* reported;
+};
+
+TEST(SciOptions, AnOptionOutOfRangeIsAConfigErrorAtStartNamingTheNodeAndTheKeyAndNoSegmentIsMade) {
+    const BadOption cases[] = {
+        {"no outstanding buffer", [](sci::Options& o) { o.max_outst_buffers = 0; },
+         "node 1: sci.max_outst_buffers: expected 1..15, found 0"},
+        {"too many outstanding buffers", [](sci::Options& o) { o.max_outst_buffers = 16; },
+         "node 1: sci.max_outst_buffers: expected 1..15, found 16"},
+        {"a header area not of headers", [](sci::Options& o) { o.header_area_size = 1000; },
+         "node 1: sci.header_area_size: expected a multiple of 128 bytes with one header per node (256 bytes or more), "
+         "found 1000"},
+        {"a header area for one node of two", [](sci::Options& o) { o.header_area_size = 128; },
+         "node 1: sci.header_area_size: expected a multiple of 128 bytes with one header per node (256 bytes or more), "
+         "found 128"},
+        {"a slot of 32 bytes", [](sci::Options& o) { o.recv_buffer_size = 32; },
+         "node 1: sci.recv_buffer_size: expected a multiple of 64 bytes, found 32"},
+        {"a slot of 100 bytes", [](sci::Options& o) { o.recv_buffer_size = 100; },
+         "node 1: sci.recv_buffer_size: expected a multiple of 64 bytes, found 100"},
+        {"more slots than an acknowledgement names",
+         [](sci::Options& o) {
+             o.recv_buffer_no = sci::ack_slot_mask + 1;
+             o.recv_buffer_size = 64;
+             o.recv_seg_size = 2 * config::GiB;
+         },
+         "node 1: sci.recv_buffer_no: expected at most 16777215, found 16777216"},
+        {"a segment smaller than its parts", [](sci::Options& o) { o.recv_seg_size = 1 * config::MiB - 1; },
+         "node 1: sci.recv_seg_size: expected at least header_area_size + recv_buffer_no x recv_buffer_size = "
+         "1048576 bytes, found 1048575"},
+    };
+    for (const auto& bad : cases) {
+        SCOPED_TRACE(bad.name);
+        const SegmentCleanup segments(unique_partition(bad.name));
+        auto c = make_configuration("sci", segments.partition(), 2,
+                                    [&](config::Configuration& c) { bad.set(c.edit_section<sci::Options>()); });
+        try {
+            auto f = NodeFactory::create(c, 1);
+            ADD_FAILURE() << "node 1 started";
+        } catch (const ConfigError& e) {
+            EXPECT_NE(std::string(e.what()).find(bad.reported), std::string::npos) << e.what();
+        }
+        std::error_code ec;
+        EXPECT_TRUE(sci::partition_segments(sci::segment_user(), segments.partition(), ec).empty())
+            << "a refused node left a segment";
+    }
+}
+
+// A node of a partition takes only sci nodes into its groups: a node of another
+// technology is refused and the group stays as it was.
+TEST(SciGroups, ADynamicGroupRefusesANodeOfAnotherTechnologyAndNull) {
+    const SegmentCleanup segments(partition_for_test());
+    auto f = NodeFactory::create(sci_configuration(segments.partition(), 2), 1);
+    auto group = f->create_group();
+    auto tcp = NodeFactory::create(make_configuration("tcp", partition_for_test(), 2), 1);
+    EXPECT_EQ(usage_error_of([&] { group->add(tcp->create_node(2)); }), "an sci group takes only sci nodes");
+    EXPECT_EQ(usage_error_of([&] { group->add(nullptr); }), "an sci group takes only sci nodes");
+    EXPECT_EQ(group->size(), 0u);
+    group->add(f->create_node(2));
+    EXPECT_EQ(group->members(), std::vector<NodeId>{2});
 }
 
 // ---------------------------------------------------------- segment ownership
