@@ -17,6 +17,7 @@
 
 #include <gtest/gtest.h>
 
+#include <cstring>
 #include <functional>
 #include <optional>
 #include <pwd.h>
@@ -24,6 +25,7 @@
 #include <sys/wait.h>
 #include <thread>
 #include <time.h>
+#include <unistd.h>
 
 namespace msgpass::test {
 namespace {
@@ -693,6 +695,224 @@ TEST(SciHostilePeer, ASignedNotificationThatBreaksTheProtocolIsOneLossAndDeliver
         EXPECT_EQ(delivered, 0) << "the forged notification delivered a message";
         EXPECT_EQ(from_b->stats().errors, 1u);
         EXPECT_EQ(from_b->stats().messages_received, 1u);
+    }
+}
+
+// --------------------------------------------------------- hostile receiver
+
+// The other way round: node 1 receives from node 2 and, gone mad, writes the words it
+// keeps in node 2's segment (its header there: grants and status) or its own
+// segment's geometry. Node 2's sends must never write outside what node 1 really
+// holds: a grant or a count it cannot trust is the loss of node 1 (a PeerLost, once,
+// from node 2's next call), a message larger than node 1's region is refused.
+class SciHostileReceiver : public ::testing::Test {
+protected:
+    void SetUp() override {
+        segments_ = std::make_unique<SegmentCleanup>(partition_for_test());
+        c_ = sci_configuration(segments_->partition(), 2, 200ms);
+        a_ = NodeFactory::create(c_, 1);
+        b_ = NodeFactory::create(c_, 2);
+        from_b_ = a_->create_node(2);
+        to_a_ = b_->create_node(1);
+        to_a_->send(make_message(*b_, 64, 2, 0)); // both introduced, one message taken
+        ASSERT_NE(from_b_->receive(10s), nullptr);
+    }
+
+    // A segment of this partition, mapped as its writer gone mad would map it.
+    std::unique_ptr<RemoteSegment> segment_of(NodeId owner, const std::string& suffix = "") const {
+        sci::VirtualDevice device(segments_->partition());
+        auto seg = std::make_unique<RemoteSegment>();
+        if (!seg->connect(device.segment_name(owner, 8, suffix))) return nullptr;
+        seg->map();
+        return seg;
+    }
+    static const sci::ControlBlock& control_of(const RemoteSegment& seg) {
+        return *reinterpret_cast<const sci::ControlBlock*>(seg.address());
+    }
+    // Node 1's header in node 2's segment: node 1 is first in the nodes file.
+    static sci::Header& node1_header_in(const RemoteSegment& node2) {
+        return *reinterpret_cast<sci::Header*>(node2.address() + control_of(node2).header_offset);
+    }
+
+    // Node 2 sends a message of size bytes to node 1, then calls in until its node for
+    // node 1 reports a loss; returns what every error said ("" for none) and checks
+    // that it was one PeerLost for a few of node 2's peer checks.
+    std::string loss_of_node_1_after_sending(std::size_t size) {
+        to_a_->send(make_message(*b_, size, 2, 1));
+        std::string what;
+        int errors = 0;
+        const auto deadline = Clock::now() + 10s;
+        while (errors == 0 && Clock::now() < deadline) {
+            try {
+                (void)to_a_->receive(10ms);
+            } catch (const PeerLost& e) {
+                ++errors;
+                what = e.what();
+                EXPECT_EQ(e.peer(), 1u);
+            } catch (const Error& e) {
+                ++errors;
+                what = e.what();
+                ADD_FAILURE() << "reported, but not as a PeerLost: " << e.what();
+            }
+        }
+        for (const auto end = Clock::now() + 3 * c_.peer_timeout; Clock::now() < end;) {
+            try {
+                (void)to_a_->receive(20ms);
+                (void)to_a_->flush(0ns);
+            } catch (const Error& e) {
+                ++errors;
+                what += std::string("; then: ") + e.what();
+            }
+        }
+        EXPECT_EQ(errors, 1) << what;
+        EXPECT_EQ(to_a_->stats().errors, 1u);
+        return what;
+    }
+
+    // Node 1 got nothing after the first message.
+    void node_1_got_nothing_more() {
+        try {
+            EXPECT_EQ(from_b_->receive(50ms), nullptr) << "node 1 got a message node 2 could not send";
+        } catch (const PeerLost&) {
+            // node 2 gave node 1 up: node 1 may hear of it too
+        }
+    }
+
+    std::unique_ptr<SegmentCleanup> segments_;
+    config::Configuration c_;
+    std::unique_ptr<NodeFactory> a_, b_;
+    NodePtr from_b_, to_a_;
+};
+
+// Node 2 sent message 0 on index 0: message 1 goes on index 1, round 0, where node 1
+// now grants a slot beyond its segment (signed as node 1 would sign it).
+TEST_F(SciHostileReceiver, AGrantOfASlotOutsideTheReceiversSegmentIsOneLoss) {
+    auto node1 = segment_of(1);
+    auto node2 = segment_of(2);
+    ASSERT_TRUE(node1 && node2);
+    auto& header = node1_header_in(*node2);
+    const std::uint32_t epoch = std::atomic_ref<std::uint32_t>(header.epoch).load();
+    ASSERT_NE(epoch, 0u) << "node 1 never introduced itself to node 2";
+    const std::uint32_t beyond = control_of(*node1).slot_count + 3;
+    const std::uint32_t k = c_.section<sci::Options>().max_outst_buffers;
+    ASSERT_GT(k, 1u);
+    std::atomic_ref<std::uint32_t>(header.index[1].ack)
+        .store(sci::make_ack(sci::signature(0, sci::salt_of(epoch)), beyond));
+    const auto what = loss_of_node_1_after_sending(64);
+    EXPECT_NE(what.find("node 1 (node-1) granted slot " + std::to_string(beyond) + " outside its segment"),
+              std::string::npos)
+        << what;
+    node_1_got_nothing_more();
+}
+
+// The count of large messages node 1 released goes to 5 when node 2 sent none.
+TEST_F(SciHostileReceiver, AReleaseOfLargeMessagesNeverSentIsOneLoss) {
+    auto node2 = segment_of(2);
+    ASSERT_TRUE(node2);
+    auto& header = node1_header_in(*node2);
+    std::atomic_ref<std::uint32_t>(header.status).store(sci::make_status(5, 0, 0, false, false));
+    const auto what = loss_of_node_1_after_sending(64 * 1024); // beyond a slot: a large message
+    EXPECT_NE(what.find("node 1 (node-1) released large messages it was never sent"), std::string::npos) << what;
+    node_1_got_nothing_more();
+}
+
+// Node 1's region for node 2's large messages shrinks below the ring before node 2
+// maps it (at its first large message).
+TEST_F(SciHostileReceiver, ALargeMessageRegionSmallerThanItsRingIsOneLoss) {
+    sci::VirtualDevice device(segments_->partition());
+    const std::string region = sci::shm_path(device.segment_name(1, 8, "large.2"));
+    ASSERT_EQ(::truncate(region.c_str(), 4096), 0) << region << ": " << std::strerror(errno);
+    const auto what = loss_of_node_1_after_sending(64 * 1024);
+    EXPECT_NE(what.find("node 1 (node-1) offers a large-message region of 4096 bytes, smaller than its ring"),
+              std::string::npos)
+        << what;
+}
+
+// Node 1's control block claims a max_message_size of 4 MiB while its region for node
+// 2 holds 1 MiB: node 2 (which allows 4 MiB) refuses a 2 MiB message as too large
+// for node 1 instead of writing past the region, and node 1 is not lost for it.
+TEST(SciHostileReceiverBlock, AMaxMessageSizeBeyondTheReceiversRegionIsRefusedAsTooLarge) {
+    const SegmentCleanup segments(partition_for_test());
+    auto c = sci_configuration(segments.partition(), 2, 200ms);
+    c.max_message_size = 1 * config::MiB;
+    auto a = NodeFactory::create(c, 1);
+    {
+        sci::VirtualDevice device(segments.partition());
+        RemoteSegment node1;
+        ASSERT_TRUE(node1.connect(device.segment_name(1, 8)));
+        node1.map();
+        std::atomic_ref<std::uint64_t>(reinterpret_cast<sci::ControlBlock*>(node1.address())->max_message_size)
+            .store(4 * config::MiB);
+    }
+    auto c2 = c;
+    c2.max_message_size = 4 * config::MiB;
+    auto b = NodeFactory::create(c2, 2);
+    auto to_a = b->create_node(1);
+    auto from_b = a->create_node(2);
+    to_a->send(make_message(*b, 64, 2, 0));
+    ASSERT_NE(from_b->receive(10s), nullptr);
+    try {
+        to_a->send(make_message(*b, 2 * config::MiB, 2, 1));
+        FAIL() << "node 2 sent 2 MiB into node 1's region of 1 MiB";
+    } catch (const MessageTooLarge& e) {
+        EXPECT_NE(std::string(e.what()).find("send to node 1: 2097152 bytes exceed its max_message_size of 1048576"),
+                  std::string::npos)
+            << e.what();
+    }
+    // Within what node 1 really holds, large messages go.
+    to_a->send(make_message(*b, 512 * 1024, 2, 2));
+    const auto m = from_b->receive(10s);
+    ASSERT_NE(m, nullptr);
+    EXPECT_EQ(check_payload(*m).seq, 2u);
+    EXPECT_EQ(to_a->stats().errors, 0u) << "node 1 was reported lost";
+}
+
+// A segment under node 1's name that is not one of this protocol (another version,
+// or a header area that cannot hold node 2's header) is never linked: node 2's
+// message stays queued and not a byte of that segment changes.
+TEST(SciForeignSegment, ASegmentOfAnotherVersionOrGeometryIsNeverWritten) {
+    struct Foreign {
+        const char* name;
+        std::function<void(sci::ControlBlock&)> make;
+    };
+    const Foreign cases[] = {
+        {"another protocol version", [](sci::ControlBlock& cb) { cb.version = sci::protocol_version + 1; }},
+        {"a header area too small for node 2",
+         [](sci::ControlBlock& cb) {
+             cb.header_offset = 64 * 1024 - sci::header_size; // node 2's header (the second) ends beyond
+         }},
+        {"slots beyond the segment", [](sci::ControlBlock& cb) { cb.slot_count = 1000; }},
+    };
+    for (const auto& foreign : cases) {
+        SCOPED_TRACE(foreign.name);
+        const SegmentCleanup segments(unique_partition(foreign.name));
+        auto c = sci_configuration(segments.partition(), 2, 200ms);
+        sci::VirtualDevice device(segments.partition());
+        constexpr std::size_t size = 64 * 1024;
+        LocalSegment fake; // held, as a live owner holds its segment
+        fake.create(device.segment_name(1, 8), size);
+        fake.map();
+        auto& cb = *new (fake.address()) sci::ControlBlock{};
+        cb.magic = sci::segment_magic;
+        cb.version = sci::protocol_version;
+        cb.node_id = 1;
+        cb.header_offset = sci::control_block_size;
+        cb.header_area_size = 2 * sci::header_size;
+        cb.slot_offset = sci::control_block_size + cb.header_area_size;
+        cb.slot_size = 1024;
+        cb.slot_count = 8;
+        cb.max_outst_buffers = 4;
+        cb.max_message_size = c.max_message_size;
+        foreign.make(cb);
+        std::atomic_ref<std::uint64_t>(cb.epoch).store(0x1234);
+        const std::vector<std::byte> before(fake.address(), fake.address() + size);
+        auto b = NodeFactory::create(c, 2);
+        auto to_a = b->create_node(1);
+        EXPECT_NO_THROW(to_a->send(make_message(*b, 64, 2, 0)));
+        EXPECT_FALSE(to_a->flush(300ms)) << "node 2 handed a message to a foreign segment";
+        EXPECT_EQ(to_a->stats().messages_sent, 0u);
+        EXPECT_EQ(to_a->stats().queue_depth, 1u);
+        EXPECT_TRUE(std::equal(before.begin(), before.end(), fake.address())) << "node 2 wrote into a foreign segment";
     }
 }
 
