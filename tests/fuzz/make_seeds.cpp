@@ -91,6 +91,15 @@ void udp_seeds() {
         append(out, h);
         write("udp_datagram", name, out);
     }
+    {
+        auto h = udp_header(udp::DatagramType::skip); // datagrams 10..41 of 3 messages dropped
+        h.seq = 42;
+        h.length = 10;
+        h.offset = 3;
+        std::vector<std::byte> out;
+        append(out, h);
+        write("udp_datagram", "skip", out);
+    }
 }
 
 void frame_seeds() {
@@ -181,6 +190,13 @@ void udp_stream_seeds() {
     datagram(gap, udp::DatagramType::data, 1, 10, 0, udp::flag_first, 10);
     datagram(gap, udp::DatagramType::goodbye, 3, 0, 0, 0, 0);
     write("udp_stream", "gap-duplicate-goodbye", gap);
+    std::vector<std::byte> skip; // half a message, a skip over it and one more, then the next message
+    datagram(skip, udp::DatagramType::data, 0, 10, 0, udp::flag_first, 10);
+    datagram(skip, udp::DatagramType::data, 1, 3000, 0, udp::flag_first, 1408);
+    datagram(skip, udp::DatagramType::skip, 4, 1, 2, 0, 0);
+    datagram(skip, udp::DatagramType::data, 4, 10, 0, udp::flag_first, 10);
+    datagram(skip, udp::DatagramType::skip, 4, 1, 2, 0, 0);
+    write("udp_stream", "skip-over-half-a-message", skip);
 }
 
 } // namespace

@@ -2,7 +2,8 @@
 // one place a datagram from the network is judged before anything is allocated.
 // Invariants of an accepted datagram: its payload is what follows the header, a
 // data piece lies inside its message and the message within max_message_size, a NAK
-// holds whole ranges, the sender is a known peer with an incarnation.
+// holds whole ranges, a skip keeps a datagram beyond the next expected it names and
+// drops at least one message, the sender is a known peer with an incarnation.
 #include "fuzz.hpp"
 
 #include <msgpass/udp/protocol.hpp>
@@ -44,6 +45,10 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
     case DatagramType::nak:
         MSGPASS_FUZZ_CHECK(!d.payload.empty() && d.payload.size() % 16 == 0);
         MSGPASS_FUZZ_CHECK(d.payload.size() <= max_nak_ranges * 16);
+        break;
+    case DatagramType::skip:
+        MSGPASS_FUZZ_CHECK(d.payload.empty() && h.flags == 0);
+        MSGPASS_FUZZ_CHECK(h.length < h.seq && h.offset >= 1);
         break;
     case DatagramType::hello:
     case DatagramType::welcome: // nothing, or auth_key_file's nonce (hello) or MAC (welcome)

@@ -25,7 +25,9 @@
 #include <cstring>
 #include <functional>
 #include <map>
+#include <ostream>
 #include <thread>
+#include <tuple>
 #include <vector>
 
 namespace msgpass::test {
@@ -79,6 +81,21 @@ TEST(UdpDecoder, AWellFormedDataDatagramIsTakenWithItsPayload) {
     EXPECT_EQ(d.payload.size(), 100u);
 }
 
+TEST(UdpDecoder, AWellFormedSkipIsTakenWithItsNumbers) {
+    auto h = good_data();
+    h.type = static_cast<std::uint16_t>(udp::DatagramType::skip);
+    h.flags = 0;
+    h.seq = 40;    // the first datagram kept
+    h.length = 12; // the receiver's next expected as the sender knows it
+    h.offset = 9;  // messages dropped
+    const auto d = judge(h, 0);
+    ASSERT_TRUE(d.ok) << udp::describe(d.drop);
+    EXPECT_EQ(d.header.seq, 40u);
+    EXPECT_EQ(d.header.length, 12u);
+    EXPECT_EQ(d.header.offset, 9u);
+    EXPECT_EQ(udp::describe(udp::Drop::bad_skip), "bad skip");
+}
+
 TEST(UdpDecoder, EachFaultIsDroppedUnderItsReason) {
     using udp::Drop;
     struct Case {
@@ -121,6 +138,18 @@ TEST(UdpDecoder, EachFaultIsDroppedUnderItsReason) {
     with(
         "larger than udp.datagram_size", Drop::bad_fragment, [](auto& h) { h.length = 4000; },
         udp::default_datagram_size);
+    auto skip = [](udp::DatagramHeader& h) { // a good skip: h.seq 3 kept, next expected 1, 2 messages
+        h.type = static_cast<std::uint16_t>(udp::DatagramType::skip), h.flags = 0, h.length = 1, h.offset = 2;
+    };
+    with("skip with a payload", Drop::bad_type, skip);
+    with(
+        "skip with flags", Drop::bad_type, [&](auto& h) { skip(h), h.flags = 1; }, 0);
+    with(
+        "skip that skips nothing", Drop::bad_skip, [&](auto& h) { skip(h), h.length = 3; }, 0);
+    with(
+        "skip below its next expected", Drop::bad_skip, [&](auto& h) { skip(h), h.length = 7; }, 0);
+    with(
+        "skip of no message", Drop::bad_skip, [&](auto& h) { skip(h), h.offset = 0; }, 0);
     for (const auto& c : cases) {
         const auto d = judge(c.header, c.payload);
         EXPECT_FALSE(d.ok) << c.what;
@@ -871,6 +900,422 @@ TEST(Udp, HostileDatagramsAreDroppedAndCountedByReasonWhileGoodTrafficFlows) {
     }
     exchange(100);
     EXPECT_EQ(from_a->stats().errors, 0u);
+}
+
+// ---------------------------------------------------------------- a loss declared while the peer lives
+
+// A relay between nodes 1 and 2: each reaches the other only through it (node 1's
+// nodes file puts node 2 on the relay's port for 2, node 2's puts node 1 on its port
+// for 1), and each direction can be cut: its datagrams are then dropped (data
+// datagrams counted apart).
+class UdpRelay {
+public:
+    enum Direction { toward_1 = 0, toward_2 = 1 };
+
+    // for_1: where node 2 sends to node 1, forwarded to node_1; for_2 likewise.
+    UdpRelay(std::uint16_t for_1, std::uint16_t node_1, std::uint16_t for_2, std::uint16_t node_2)
+        : to_{node_1, node_2} {
+        const std::uint16_t listen[2] = {for_1, for_2};
+        for (int d = 0; d < 2; ++d) {
+            fd_[d] = ::socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+            sockaddr_in a{};
+            a.sin_family = AF_INET;
+            a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+            a.sin_port = htons(listen[d]);
+            valid_ = valid_ && fd_[d] >= 0 && ::bind(fd_[d], reinterpret_cast<const sockaddr*>(&a), sizeof a) == 0;
+        }
+        if (valid_) thread_ = std::jthread([this](std::stop_token stop) { run(stop); });
+    }
+    ~UdpRelay() {
+        if (thread_.joinable()) {
+            thread_.request_stop();
+            thread_.join();
+        }
+        for (const int fd : fd_)
+            if (fd >= 0) ::close(fd);
+    }
+    UdpRelay(const UdpRelay&) = delete;
+    UdpRelay& operator=(const UdpRelay&) = delete;
+
+    [[nodiscard]] bool valid() const { return valid_; }
+    void cut(Direction d, bool cut) { cut_[d] = cut; }
+    [[nodiscard]] std::uint64_t relayed(Direction d) const { return relayed_[d]; }
+    [[nodiscard]] std::uint64_t data_dropped(Direction d) const { return data_dropped_[d]; }
+
+private:
+    void run(const std::stop_token& stop) {
+        std::vector<std::byte> b(65536);
+        while (!stop.stop_requested()) {
+            pollfd p[2] = {{fd_[0], POLLIN, 0}, {fd_[1], POLLIN, 0}};
+            if (::poll(p, 2, 20) <= 0) continue;
+            for (int d = 0; d < 2; ++d) {
+                if (p[d].revents == 0) continue;
+                const ssize_t n = ::recv(fd_[d], b.data(), b.size(), MSG_DONTWAIT);
+                if (n <= 0) continue;
+                if (cut_[d]) {
+                    udp::DatagramHeader h{};
+                    if (static_cast<std::size_t>(n) >= udp::header_size) std::memcpy(&h, b.data(), udp::header_size);
+                    if (h.type == static_cast<std::uint16_t>(udp::DatagramType::data)) ++data_dropped_[d];
+                    continue;
+                }
+                sockaddr_in a{};
+                a.sin_family = AF_INET;
+                a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+                a.sin_port = htons(to_[d]);
+                (void)::sendto(fd_[d], b.data(), static_cast<std::size_t>(n), 0, reinterpret_cast<const sockaddr*>(&a),
+                               sizeof a);
+                ++relayed_[d];
+            }
+        }
+    }
+
+    const std::uint16_t to_[2];
+    int fd_[2] = {-1, -1};
+    bool valid_ = true;
+    std::atomic<bool> cut_[2] = {false, false};
+    std::atomic<std::uint64_t> relayed_[2] = {0, 0}, data_dropped_[2] = {0, 0};
+    std::jthread thread_;
+};
+
+// What a node sees of its peer's numbered stream: every message intact and in order,
+// a gap only right after a PeerLost (the soak's rule).
+struct StreamSeen {
+    explicit StreamSeen(std::uint32_t of) : stream(of) {}
+    std::uint32_t stream;
+    std::uint64_t next = 0;          // the next number due
+    std::vector<std::string> losses; // the PeerLosts this node was told (by a send or a receive), in order
+    std::uint64_t gaps = 0;          // gaps, each right after a PeerLost
+    std::uint64_t skipped = 0;       // the messages the gaps skipped
+    bool loss_before_next = false;
+    std::string violation;
+
+    void lost(const PeerLost& e) {
+        losses.emplace_back(e.what());
+        loss_before_next = true;
+    }
+    // One receive within wait; true when a message came.
+    bool take(Node& from, std::chrono::milliseconds wait) {
+        try {
+            auto m = from.receive(wait);
+            if (!m) return false;
+            const auto h = check_payload(*m);
+            if (h.stream != stream) {
+                violation = "a message of stream " + std::to_string(h.stream) + " where " + std::to_string(stream) +
+                            " was expected";
+            } else if (h.seq < next) {
+                violation = "message " + std::to_string(h.seq) + " came again after " + std::to_string(next - 1);
+            } else if (h.seq > next && !loss_before_next) {
+                violation = "expected message " + std::to_string(next) + ", got " + std::to_string(h.seq) +
+                            " (a gap) with no PeerLost before it";
+            } else if (h.seq > next) {
+                ++gaps;
+                skipped += h.seq - next;
+            }
+            loss_before_next = false;
+            next = h.seq + 1;
+            return true;
+        } catch (const PeerLost& e) {
+            lost(e);
+        } catch (const Error& e) {
+            violation = std::string("receive: ") + e.what();
+        } catch (const std::string& e) {
+            violation = e;
+        }
+        return false;
+    }
+};
+
+// What is cut while node 1 gives node 2 up for silence (peer_timeout), with node 2
+// alive all along and hearing node 1 (node 1 keeps sending):
+// - one_way: only node 2 -> node 1. Node 1 goes deaf; every message it sends reaches
+//   node 2, which is told nothing: node 1 dropped what node 2 has.
+// - both_then_one: both ways while node 1 sends 5 messages (dropped by the relay),
+//   then only node 2 -> node 1. Node 2 lacks messages node 1 dropped: one PeerLost
+//   there, then node 1's stream goes on.
+// - both_give_up: both ways, with nothing sent, until each gives the other up.
+// Then the relay joins again and both send on; with and without auth_key_file (an
+// incarnation given up must prove itself again). Before the fix, node 1 (and in the
+// last case node 2) numbered its datagrams from 0 again while the live peer went on
+// counting: "node 1 waited for message 10 of node 2 in vain" (its repairs never
+// reached back before what node 1 now expected) and node 1's new messages dropped
+// at node 2 as duplicates. Every wait is on an event, with a bound.
+enum class Cut { one_way, both_then_one, both_give_up };
+
+void PrintTo(Cut cut, std::ostream* os) {
+    *os << (cut == Cut::one_way ? "one way" : cut == Cut::both_then_one ? "both ways, then one" : "both give up");
+}
+
+class UdpLossWhileAlive : public ::testing::TestWithParam<std::tuple<Cut, bool>> {};
+
+TEST_P(UdpLossWhileAlive, EachSideGetsEveryMessageInOrderOrAPeerLostBeforeTheGap) {
+    const auto [cut, keyed] = GetParam();
+    constexpr std::uint64_t before = 10, after = 5, last = 10;
+    const auto timeout = 1000ms;
+    const auto ports = free_ports(4);
+    ASSERT_EQ(ports.size(), 4u) << "no free ports";
+    const std::string partition = unique_partition("alive");
+    auto config = [&](std::uint16_t one, std::uint16_t two) {
+        return make_configuration("udp", partition, 2, [&](config::Configuration& c) {
+            c.peer_timeout = timeout;
+            if (keyed) {
+                config::AuthKey key{};
+                for (std::size_t i = 0; i < key.size(); ++i)
+                    key[i] = static_cast<std::uint8_t>(7 * i + 1);
+                c.auth_key = key;
+            }
+            c.nodes[0].port = one;
+            c.nodes[1].port = two;
+        });
+    };
+    // node 1 on ports[0], node 2 on ports[1]; the relay takes ports[2] for 1, ports[3] for 2.
+    UdpRelay relay(ports[2], ports[0], ports[3], ports[1]);
+    ASSERT_TRUE(relay.valid()) << "the relay could not bind ports " << ports[2] << " and " << ports[3];
+    auto a = NodeFactory::create(config(ports[0], ports[3]), 1);
+    auto b = NodeFactory::create(config(ports[2], ports[1]), 2);
+    auto to_2 = a->create_node(2);
+    auto to_1 = b->create_node(1);
+
+    StreamSeen at_1(2), at_2(1); // node 1's view of node 2's stream, node 2's of node 1's
+    std::uint64_t sent_1 = 0, sent_2 = 0;
+    // One message each way (a send that reports the loss is tried again with the same
+    // number), then what arrived: node 2 drains, node 1 waits up to 10 ms (the pace).
+    auto step = [&](bool send_1, bool send_2) {
+        if (send_1) {
+            try {
+                to_2->send(make_message(*a, 64, 1, sent_1));
+                ++sent_1;
+            } catch (const PeerLost& e) {
+                at_1.lost(e);
+            } catch (const SendQueueFull&) {
+            }
+        }
+        if (send_2) {
+            try {
+                to_1->send(make_message(*b, 64, 2, sent_2));
+                ++sent_2;
+            } catch (const PeerLost& e) {
+                at_2.lost(e);
+            } catch (const SendQueueFull&) {
+            }
+        }
+        while (at_2.take(*to_1, 0ms)) {
+        }
+        while (at_1.take(*to_2, 0ms)) {
+        }
+        (void)at_1.take(*to_2, 10ms);
+    };
+    auto fine = [&] { return at_1.violation.empty() && at_2.violation.empty(); };
+    // Until each side took everything the other sent.
+    auto drain = [&](const char* phase) {
+        const auto deadline = Clock::now() + patience;
+        while (fine() && (at_1.next < sent_2 || at_2.next < sent_1)) {
+            if (Clock::now() > deadline) {
+                if (at_1.next < sent_2)
+                    at_1.violation =
+                        "node 1 waited for message " + std::to_string(at_1.next) + " of node 2 in vain (" + phase + ")";
+                if (at_2.next < sent_1)
+                    at_2.violation =
+                        "node 2 waited for message " + std::to_string(at_2.next) + " of node 1 in vain (" + phase + ")";
+                break;
+            }
+            step(false, false);
+        }
+    };
+
+    while (sent_1 < before)
+        step(true, true);
+    drain("before the cut");
+    ASSERT_TRUE(fine()) << at_1.violation << " / " << at_2.violation;
+
+    relay.cut(UdpRelay::toward_1, true);
+    if (cut != Cut::one_way) relay.cut(UdpRelay::toward_2, true);
+    if (cut == Cut::both_then_one) {
+        for (int i = 0; i < 5; ++i)
+            step(true, false);
+        ASSERT_TRUE(eventually([&] { return relay.data_dropped(UdpRelay::toward_2) >= 5; }, patience))
+            << "the relay never dropped node 1's five messages";
+        relay.cut(UdpRelay::toward_2, false);
+    }
+    // Node 1 gives node 2 up (and in both_give_up node 2 gives node 1 up).
+    const bool keep_sending = cut != Cut::both_give_up;
+    const std::size_t lost_before = at_2.losses.size();
+    for (const auto deadline = Clock::now() + patience; fine() && at_1.losses.empty() && Clock::now() < deadline;)
+        step(keep_sending, keep_sending);
+    ASSERT_EQ(at_1.losses.size(), 1u) << "node 1 never gave node 2 up while node 2 could not reach it";
+    if (cut == Cut::both_give_up) {
+        for (const auto deadline = Clock::now() + patience;
+             fine() && at_2.losses.size() == lost_before && Clock::now() < deadline;)
+            step(false, false);
+        ASSERT_EQ(at_2.losses.size(), 1u) << "node 2 never gave node 1 up while cut off";
+    }
+    for (std::uint64_t i = 0; i < after; ++i)
+        step(true, true);
+    const auto relayed_1 = relay.relayed(UdpRelay::toward_1);
+    relay.cut(UdpRelay::toward_1, false);
+    relay.cut(UdpRelay::toward_2, false);
+    for (std::uint64_t i = 0; i < last; ++i)
+        step(true, true);
+    drain("after the relay joined again");
+
+    EXPECT_EQ(at_1.violation, "");
+    EXPECT_EQ(at_2.violation, "");
+    EXPECT_GT(relay.relayed(UdpRelay::toward_1), relayed_1) << "nothing reached node 1 after the relay joined";
+    auto said = [](const StreamSeen& s) {
+        std::string all;
+        for (const auto& l : s.losses)
+            all += "\n  " + l;
+        return all;
+    };
+    // Node 1 gave node 2 up once; node 2 never gave up (but in both_give_up) and
+    // dropped nothing: node 1 gets its whole stream without a gap.
+    EXPECT_EQ(at_1.losses.size(), 1u) << "node 1's PeerLosts:" << said(at_1);
+    EXPECT_EQ(at_1.gaps, 0u) << "node 2 dropped nothing, yet node 1 saw a gap";
+    switch (cut) {
+    case Cut::one_way: // node 2 has every message node 1 dropped: it is told nothing
+        EXPECT_EQ(at_2.losses.size(), 0u) << "node 2's PeerLosts:" << said(at_2);
+        EXPECT_EQ(at_2.gaps, 0u);
+        break;
+    case Cut::both_then_one: // node 2 lacks what node 1 dropped: told once, where it belongs
+        ASSERT_EQ(at_2.losses.size(), 1u) << "node 2's PeerLosts:" << said(at_2);
+        EXPECT_EQ(at_2.gaps, 1u);
+        EXPECT_NE(at_2.losses[0].find("dropped " + std::to_string(at_2.skipped) + " messages"), std::string::npos)
+            << at_2.losses[0] << " (node 2 missed " << at_2.skipped << ")";
+        break;
+    case Cut::both_give_up: // each gave the other up; neither sent while cut off
+        EXPECT_EQ(at_2.losses.size(), 1u) << "node 2's PeerLosts:" << said(at_2);
+        EXPECT_EQ(at_2.gaps, 0u);
+        break;
+    }
+}
+
+INSTANTIATE_TEST_SUITE_P(Cuts, UdpLossWhileAlive,
+                         ::testing::Combine(::testing::Values(Cut::one_way, Cut::both_then_one, Cut::both_give_up),
+                                            ::testing::Bool()),
+                         [](const auto& info) {
+                             const Cut cut = std::get<0>(info.param); // (no structured binding in a macro)
+                             const bool keyed = std::get<1>(info.param);
+                             const std::string name = cut == Cut::one_way         ? "OneWay"
+                                                      : cut == Cut::both_then_one ? "BothThenOne"
+                                                                                  : "BothGiveUp";
+                             return name + (keyed ? "WithAuthKey" : "");
+                         });
+
+// The receiving side of a skip, from a raw socket posing as node 1 (one datagram per
+// message but message 3, whose first piece of two arrives alone): a skip over
+// datagrams that never came is one PeerLost between the messages around it, naming
+// the messages, and the count goes on from the skip; a late copy is a duplicate, a
+// skip from an older next expected is stale, one naming a next expected beyond what
+// arrived is a bad skip, and a malformed one is dropped by the decoder. Nothing of the
+// half message comes out.
+TEST(UdpSkip, ASkipIsOnePeerLostBetweenTheMessagesAroundItAndABadOneIsDropped) {
+    auto c = make_configuration("udp", unique_partition("skip"), 2);
+    auto b = NodeFactory::create(c, 2);
+    auto from_1 = b->create_node(1);
+    const auto& ub = dynamic_cast<udp::UdpNodeFactory&>(*b);
+    const std::uint16_t port_b = c.nodes[1].port;
+    RawSocket one(c.nodes[0].port); // poses as node 1
+    ASSERT_TRUE(one.bound());
+    udp::DatagramHeader h;
+    h.magic = udp::magic;
+    h.version = udp::protocol_version;
+    h.type = static_cast<std::uint16_t>(udp::DatagramType::hello);
+    h.from = 1;
+    h.to = 2;
+    h.partition = udp::partition_hash(c.partition);
+    h.incarnation = 0x5151;
+    one.send_to(port_b, datagram(h, 0));
+    std::vector<std::byte> answer;
+    for (auto deadline = Clock::now() + patience; answer.size() < udp::header_size && Clock::now() < deadline;)
+        answer = one.receive(100ms);
+    ASSERT_GE(answer.size(), udp::header_size) << "no welcome to a hello";
+    udp::DatagramHeader welcome;
+    std::memcpy(&welcome, answer.data(), udp::header_size);
+    ASSERT_EQ(welcome.type, static_cast<std::uint16_t>(udp::DatagramType::welcome));
+    h.peer_incarnation = welcome.incarnation;
+
+    auto message = [&](std::uint64_t seq) { // datagram seq: message seq, 64 bytes, whole
+        auto d = h;
+        d.type = static_cast<std::uint16_t>(udp::DatagramType::data);
+        d.seq = seq;
+        d.length = 64;
+        d.flags = udp::flag_first;
+        std::vector<std::byte> bytes(udp::header_size + 64);
+        fill_payload(std::span(bytes).subspan(udp::header_size), 1, seq);
+        std::memcpy(bytes.data(), &d, udp::header_size);
+        one.send_to(port_b, bytes);
+    };
+    auto skip = [&](std::uint64_t first_kept, std::uint64_t expected, std::uint32_t messages) {
+        auto d = h;
+        d.type = static_cast<std::uint16_t>(udp::DatagramType::skip);
+        d.seq = first_kept;
+        d.length = expected;
+        d.offset = messages;
+        one.send_to(port_b, datagram(d, 0));
+    };
+    auto next = [&](const std::string& what) -> std::string { // "message n", "lost: ...", "nothing"
+        try {
+            auto m = from_1->receive(patience);
+            if (!m) return "nothing (waited for " + what + ")";
+            return "message " + std::to_string(check_payload(*m).seq);
+        } catch (const PeerLost& e) {
+            return std::string("lost: ") + e.what();
+        } catch (const std::string& e) {
+            return e;
+        }
+    };
+    using udp::Drop;
+    for (std::uint64_t i = 0; i < 3; ++i) {
+        message(i);
+        EXPECT_EQ(next("message " + std::to_string(i)), "message " + std::to_string(i));
+    }
+    auto half = h; // datagram 3: the first piece of a message of two
+    half.type = static_cast<std::uint16_t>(udp::DatagramType::data);
+    half.seq = 3;
+    half.length = 2000;
+    half.flags = udp::flag_first;
+    one.send_to(port_b, datagram(half, udp::default_datagram_size - udp::header_size));
+    ASSERT_TRUE(eventually([&] { return ub.datagram_stats().received >= 4; }, patience))
+        << "the half message never arrived";
+
+    // Node 1 "dropped" datagrams 3..5 (the half message, 3 and 4, and message 5):
+    // message 6 follows. A skip counted from an older next expected (3: node 1 had not
+    // heard that datagram 3 arrived) is stale, answered with a status; the one counted
+    // from node 2's next expected (4) is taken.
+    const auto stale = ub.datagram_stats().count(Drop::stale);
+    skip(6, 3, 3);
+    EXPECT_TRUE(eventually([&] { return ub.datagram_stats().count(Drop::stale) > stale; }, patience))
+        << "a skip from an older next expected was not dropped as stale";
+    message(6);
+    skip(6, 4, 2);
+    const std::string lost = next("the PeerLost of the skip");
+    EXPECT_EQ(lost.rfind("lost: ", 0), 0u) << lost;
+    EXPECT_NE(lost.find("dropped 2 messages to this node (its datagrams 4..5)"), std::string::npos) << lost;
+    EXPECT_EQ(next("message 6"), "message 6");
+
+    const auto duplicates = ub.datagram_stats().count(Drop::duplicate);
+    skip(6, 4, 2);   // a late copy
+    skip(12, 10, 1); // it claims node 2 expected 10: only 7 arrived
+    auto malformed = h;
+    malformed.type = static_cast<std::uint16_t>(udp::DatagramType::skip);
+    malformed.seq = 9;
+    malformed.length = 9; // skips nothing
+    malformed.offset = 1;
+    one.send_to(port_b, datagram(malformed, 0));
+    malformed.length = 7, malformed.offset = 0; // no message dropped
+    one.send_to(port_b, datagram(malformed, 0));
+    malformed.offset = 1;
+    one.send_to(port_b, datagram(malformed, 8)); // a payload
+    EXPECT_TRUE(eventually([&] { return ub.datagram_stats().count(Drop::bad_skip) >= 3; }, patience))
+        << "bad skips counted: " << ub.datagram_stats().count(Drop::bad_skip) << " of 3";
+    EXPECT_TRUE(eventually([&] { return ub.datagram_stats().count(Drop::bad_type) >= 1; }, patience))
+        << "a skip with a payload was not dropped as a bad type";
+    EXPECT_TRUE(eventually([&] { return ub.datagram_stats().count(Drop::duplicate) > duplicates; }, patience))
+        << "the late copy of the skip was not counted as a duplicate";
+    message(7); // the count went on from 6, and none of the bad skips moved it
+    EXPECT_EQ(next("message 7"), "message 7");
+    EXPECT_EQ(ub.datagram_stats().count(Drop::bad_fragment), 0u) << "the half message's piece was not dropped with it";
+    EXPECT_EQ(from_1->stats().errors, 1u) << "one PeerLost";
+    EXPECT_EQ(nothing_more(*from_1, 100ms), "");
 }
 
 // ---------------------------------------------------------------- peer life

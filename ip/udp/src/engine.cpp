@@ -195,7 +195,7 @@ void Engine::handle(std::span<const std::byte> bytes, Clock::time_point now) {
     node(d.header.from)->on_datagram(d, bytes, now);
 }
 
-// udp.inject_*: a data, status or NAK datagram is dropped, handled twice, or held
+// udp.inject_*: a data, status, NAK or skip datagram is dropped, handled twice, or held
 // back behind the next datagram.
 void Engine::inject(std::span<const std::byte> bytes, Clock::time_point now) {
     const auto& o = shared_->parameters.options;
@@ -205,7 +205,7 @@ void Engine::inject(std::span<const std::byte> bytes, Clock::time_point now) {
         std::memcpy(&h, bytes.data(), header_size);
         const auto t = static_cast<DatagramType>(h.type);
         subject = t == DatagramType::data || t == DatagramType::group_data || t == DatagramType::status ||
-                  t == DatagramType::nak;
+                  t == DatagramType::nak || t == DatagramType::skip;
     }
     std::uniform_real_distribution<double> u(0.0, 1.0);
     if (subject && o.inject_loss > 0 && u(random_) < o.inject_loss) {

@@ -106,12 +106,13 @@ void UdpNode::broadcast(const std::string& group, std::vector<std::shared_ptr<Ud
     }
     const auto now = Clock::now();
     // The members that take the whole message at once, over the multicast: they know
-    // us, joined the address, have nothing queued before it, and their window takes it.
+    // us, joined the address, have nothing queued before it, nothing to skip (a member
+    // given up while it lived hears of it first, per member), and their window takes it.
     std::vector<std::size_t> ready;
     for (std::size_t i = 0; i < queued.size(); ++i) {
         const UdpNode& n = *queued[i];
         const OutMessage& m = *messages[i];
-        if (n.peer_incarnation_ != 0 && !n.closed_ && !n.address_.empty() && n.multicast_ok_ &&
+        if (n.peer_incarnation_ != 0 && !n.closed_ && !n.address_.empty() && n.multicast_ok_ && n.skip_to_ == 0 &&
             n.sent_upto_ == m.first && m.first + m.count <= n.peer_limit_) {
             ready.push_back(i);
         }

@@ -5,7 +5,9 @@
 
 #include <algorithm>
 #include <array>
+#include <cstdio>
 #include <cstring>
+#include <string>
 
 namespace msgpass::udp {
 
@@ -76,6 +78,12 @@ void UdpNode::on_data(const Decoded& d, Clock::time_point now) {
         return;
     }
     consume(h, d.payload);
+    take_early();
+    status_owed_ = true;
+    if (++since_status_ >= status_every) send_status(now);
+}
+
+void UdpNode::take_early() {
     while (!early_.empty() && early_.begin()->first == expected_) {
         auto node = early_.extract(early_.begin());
         const auto& b = node.mapped();
@@ -84,8 +92,51 @@ void UdpNode::on_data(const Decoded& d, Clock::time_point now) {
         consume(eh, std::span<const std::byte>(b).subspan(header_size));
     }
     highest_ = std::max(highest_, expected_);
-    status_owed_ = true;
-    if (++since_status_ >= status_every) send_status(now);
+}
+
+// The peer gave this node up for silence while both lived, dropped the messages it
+// had not seen acknowledged, and numbers on from h.seq: the messages of the datagrams
+// from expected_ up to h.seq will never come. Reported once, as a PeerLost after the
+// messages before them and before the first after (a gap marker in the inbox); a
+// message half assembled is dropped with them. A skip at or below expected_ is a late
+// copy (or the peer had feared a loss that did not happen); one that names a next
+// expected beyond ours does not hold; one that names an older one than ours (datagrams
+// in flight at the loss arrived since, e.g. from this node's socket buffer after a
+// stall) would miscount: stale, answered by our status, and the peer's next skip
+// names our next expected, so that the PeerLost counts exactly the messages lost.
+void UdpNode::on_skip(const DatagramHeader& h, Clock::time_point now) {
+    if (h.seq <= expected_) {
+        shared_->count(Drop::duplicate);
+        status_owed_ = true; // our status saying so may have been lost
+        return;
+    }
+    if (h.length > expected_) {
+        shared_->count(Drop::bad_skip);
+        return;
+    }
+    if (h.length < expected_) {
+        shared_->count(Drop::stale);
+        send_status(now);
+        return;
+    }
+    const std::uint64_t from = expected_;
+    early_.erase(early_.begin(), early_.lower_bound(h.seq));
+    assembling_.reset();
+    assembling_data_ = nullptr;
+    assembling_length_ = assembled_ = 0;
+    expected_ = h.seq;
+    const std::string text = "peer " + std::to_string(id_) + " (" + name_ + ", " + address_.text + ") dropped " +
+                             std::to_string(h.offset) + " messages to this node (its datagrams " +
+                             std::to_string(from) + ".." + std::to_string(h.seq - 1) +
+                             ") after declaring this node lost (silent for peer_timeout); its messages go on from "
+                             "datagram " +
+                             std::to_string(h.seq);
+    inbox_.mark_gap(ip::Loss{text, 0});
+    inbox_datagrams_.push_back(0);
+    std::fprintf(stderr, "msgpass udp node %u: %s\n", shared_->parameters.self, text.c_str());
+    take_early();
+    send_status(now);
+    shared_->ring();
 }
 
 // The in-order datagram: its piece goes into the message being assembled, which is

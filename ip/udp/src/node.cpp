@@ -101,6 +101,10 @@ BufferPtr UdpNode::take_locked() {
     const std::uint64_t datagrams = inbox_datagrams_.front();
     inbox_datagrams_.pop_front();
     held_ -= datagrams;
+    if (next.gap) { // the peer dropped messages to us here
+        stats_.error();
+        throw next.gap->error(id_);
+    }
     if (next.loss) {
         if (auto loss = loss_.take()) {
             stats_.error();
@@ -167,12 +171,47 @@ void UdpNode::close() {
 
 // ---------------------------------------------------------------- node: peer life
 
+// A clean end (goodbye): the next incarnation numbers from 0.
 void UdpNode::reset_send_side() {
     out_.clear();
-    next_dseq_ = acked_ = sent_upto_ = peer_limit_ = 0;
+    next_dseq_ = acked_ = sent_upto_ = peer_limit_ = peer_expected_ = skip_to_ = 0;
+    dropped_ends_.clear();
+    numbered_for_ = 0;
     untransmitted_ = 0;
     queue_depth_.store(0, std::memory_order_relaxed);
     changed_.notify_all();
+}
+
+// The messages the peer did not acknowledge are dropped, but their numbers stay
+// spent: if the incarnation lives (it was given up for silence: a one-way outage, a
+// stalled process), it goes on counting our datagrams, and learns from a skip that
+// the ones before skip_to_ it lacks will never come.
+void UdpNode::drop_unacknowledged() {
+    for (const auto& m : out_)
+        if (m.first + m.count > acked_) dropped_ends_.push_back(m.first + m.count);
+    out_.clear();
+    acked_ = sent_upto_ = next_dseq_;
+    if (!dropped_ends_.empty()) skip_to_ = next_dseq_;
+    expected_heard_ = false; // what the peer expects is asked again once it is heard
+    untransmitted_ = 0;
+    queue_depth_.store(0, std::memory_order_relaxed);
+    changed_.notify_all();
+}
+
+// Every message queued now was queued after the loss of the previous incarnation,
+// and none was transmitted (nothing is while the peer is unknown): numbered from 0
+// for the new one.
+void UdpNode::renumber() {
+    std::uint64_t n = 0;
+    for (auto& m : out_) {
+        m.first = n;
+        n += m.count;
+    }
+    next_dseq_ = n;
+    acked_ = sent_upto_ = peer_limit_ = peer_expected_ = skip_to_ = 0;
+    dropped_ends_.clear();
+    untransmitted_ = out_.size();
+    queue_depth_.store(untransmitted_, std::memory_order_relaxed);
 }
 
 void UdpNode::reset_receive_side() {
@@ -187,10 +226,11 @@ void UdpNode::reset_receive_side() {
 
 // The peer's incarnation is lost: what it did not acknowledge is counted and dropped,
 // and the loss is reported once (after the messages that arrived before it, when mark).
-void UdpNode::lose(const std::string& reason, std::uint64_t unacknowledged, bool mark) {
+// The numbering of both directions goes on (an incarnation given up for silence may
+// live); a new incarnation starts from 0 (adopt).
+void UdpNode::lose(const std::string& reason, std::uint64_t unacknowledged, bool mark, bool may_live) {
     const std::uint64_t incarnation = peer_incarnation_;
-    reset_send_side();
-    reset_receive_side();
+    drop_unacknowledged();
     peer_incarnation_ = 0;
     hello_backoff_ = std::chrono::milliseconds(2);
     if (shared_->parameters.auth_key) { // a welcome recorded before the loss proves nothing now
@@ -200,7 +240,7 @@ void UdpNode::lose(const std::string& reason, std::uint64_t unacknowledged, bool
     if (incarnation == 0 || loss_.raised_for(incarnation)) return;
     const std::string text = "peer " + std::to_string(id_) + " (" + name_ + ", " + address_.text + ") lost: " + reason +
                              " (" + std::to_string(unacknowledged) + " messages unacknowledged)";
-    loss_.raise(incarnation, text, unacknowledged);
+    loss_.raise(incarnation, text, unacknowledged, may_live);
     if (mark) {
         inbox_.mark_loss();
         inbox_datagrams_.push_back(0);
@@ -212,7 +252,13 @@ void UdpNode::adopt(std::uint64_t incarnation, Clock::time_point now) {
     if (incarnation == peer_incarnation_) return;
     if (peer_incarnation_ != 0) lose("it restarted (a new incarnation)", out_.size(), true);
     peer_incarnation_ = incarnation;
-    reset_receive_side();
+    if (incarnation != numbered_for_) { // a new incarnation counts both directions from 0
+        renumber();
+        reset_receive_side();
+        numbered_for_ = incarnation;
+    } else {
+        loss_.revive(incarnation); // given up for silence, it lives: a later loss is reported again
+    }
     last_heard_ = now;
     last_progress_ = now;
     shared_->ring();
@@ -293,7 +339,7 @@ void UdpNode::on_contact_authenticated(const Decoded& d, std::span<const std::by
     }
     last_heard_ = now;
     multicast_ok_ = (h.flags & flag_joined) != 0;
-    if (h.peer_incarnation == shared_->incarnation) acknowledge(std::min(h.seq, sent_upto_), h.length, now);
+    if (h.peer_incarnation == shared_->incarnation) acknowledge(h.seq, h.length, now);
     pump(now);
 }
 
@@ -316,7 +362,7 @@ void UdpNode::on_datagram(const Decoded& d, std::span<const std::byte> bytes, Cl
         if (type == DatagramType::hello) {
             send_welcome(nullptr);
         } else if (h.peer_incarnation == shared_->incarnation) {
-            acknowledge(std::min(h.seq, sent_upto_), h.length, now);
+            acknowledge(h.seq, h.length, now);
         }
         pump(now);
         return;
@@ -352,7 +398,11 @@ void UdpNode::on_datagram(const Decoded& d, std::span<const std::byte> bytes, Cl
         multicast_ok_ = (h.flags & flag_joined) != 0;
         acknowledge(h.seq, h.length, now);
         break;
+    case DatagramType::skip:
+        on_skip(h, now);
+        break;
     case DatagramType::nak: {
+        peer_expects(h.seq); // a NAK names the peer's next expected datagram too
         std::uint64_t budget = nak_burst;
         for (std::size_t i = 0; i + 16 <= d.payload.size() && budget > 0; i += 16) {
             std::uint64_t first = 0, count = 0;
@@ -377,11 +427,10 @@ void UdpNode::on_datagram(const Decoded& d, std::span<const std::byte> bytes, Cl
             lose(h.seq > expected_ ? "it closed before its last messages arrived"
                                    : "it closed without taking every message",
                  unacknowledged, true);
-        } else {
-            reset_send_side();
-            reset_receive_side();
-            peer_incarnation_ = 0;
         }
+        reset_send_side(); // it ended: its next incarnation numbers from 0
+        reset_receive_side();
+        peer_incarnation_ = 0;
         ended_incarnation_ = incarnation;
         shared_->ring();
         break;
@@ -417,10 +466,10 @@ Clock::time_point UdpNode::tick(Clock::time_point now) {
     if (now - last_heard_ > p.peer_timeout) {
         lose("silent for peer_timeout (" +
                  std::to_string(std::chrono::duration_cast<std::chrono::milliseconds>(p.peer_timeout).count()) + " ms)",
-             out_.size(), true);
+             out_.size(), true, true);
         return next;
     }
-    pump(now);
+    pump(now); // with the skip first, when the peer may lack datagrams dropped at its loss
     next = std::min(next, now + resend_timeout); // a send may start a stream between ticks
     if (acked_ < sent_upto_) {
         if (now - last_progress_ >= resend_timeout) {

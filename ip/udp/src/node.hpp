@@ -184,7 +184,8 @@ private:
     bool transmit(std::uint64_t dseq, bool resend);
     // With sign_for, the payload is the welcome MAC over the header and that nonce.
     bool send_control(DatagramType type, std::uint64_t seq, std::uint64_t length,
-                      std::span<const std::byte> payload = {}, const ip::Nonce* sign_for = nullptr);
+                      std::span<const std::byte> payload = {}, const ip::Nonce* sign_for = nullptr,
+                      std::uint32_t offset = 0);
     void send_status(Clock::time_point now);
     void send_nak(Clock::time_point now);
     void send_nak_range(std::uint64_t first, std::uint64_t count);
@@ -196,9 +197,25 @@ private:
     void send_hello();
     // The welcome, with the MAC over its header and the hello's nonce under auth_key_file.
     void send_welcome(const ip::Nonce* hello_nonce);
-    void lose(const std::string& reason, std::uint64_t unacknowledged, bool mark);
+    // may_live: given up for silence, the incarnation may answer again (the numbering
+    // goes on, it is told what was dropped, and a later loss of it is reported again).
+    void lose(const std::string& reason, std::uint64_t unacknowledged, bool mark, bool may_live = false);
+    // The messages not acknowledged are dropped; the numbering goes on (skip_to_).
+    void drop_unacknowledged();
+    // A new incarnation of the peer: the messages queued for it are numbered from 0.
+    void renumber();
     void reset_send_side();
     void reset_receive_side();
+    // The peer's next expected datagram (from its status, keepalive, welcome or NAK):
+    // once it reached skip_to_, nothing is left to skip.
+    void peer_expects(std::uint64_t next_expected);
+    // A skip, when the peer may still lack datagrams dropped at its loss (at most
+    // every resend_timeout), before any data datagram (pump); false while the peer's
+    // next expected since the loss is not known (a hello asks it): no data yet.
+    bool send_skip_if_due(Clock::time_point now);
+    void on_skip(const DatagramHeader& h, Clock::time_point now);
+    // The datagrams kept early that are now due, in order.
+    void take_early();
     void acknowledge(std::uint64_t next_expected, std::uint64_t window, Clock::time_point now);
     void on_data(const Decoded& d, Clock::time_point now);
     void consume(const DatagramHeader& h, std::span<const std::byte> piece);
@@ -214,7 +231,11 @@ private:
     mutable std::mutex mutex_;
     std::condition_variable changed_;
     bool closed_ = false;
-    std::uint64_t peer_incarnation_ = 0;  // 0: not known (no datagram from it yet)
+    std::uint64_t peer_incarnation_ = 0; // 0: not known (no datagram from it yet, or lost)
+    // The peer incarnation the datagrams of both directions are numbered for (0: none
+    // yet). It stays through a loss: a peer given up for silence that lives goes on
+    // counting, and only another incarnation numbers from 0 again.
+    std::uint64_t numbered_for_ = 0;
     std::uint64_t ended_incarnation_ = 0; // one that said goodbye: its late datagrams are stale
     Clock::time_point last_heard_{};
     Clock::time_point last_sent_{};
@@ -237,6 +258,15 @@ private:
     Clock::time_point last_progress_{};
     Clock::time_point last_probe_{}; // of the last window probe (tick)
     bool multicast_ok_ = false;      // the peer joined udp.multicast (its last hello, welcome, status)
+    // After a loss of a peer that may live: the first datagram kept (0: nothing to
+    // skip), the end (first + count) of every message dropped, in order (how many the
+    // peer lacks), the highest next expected the peer stated (and whether it stated
+    // one since the loss), and when a skip (or the hello asking) may go out again.
+    std::uint64_t skip_to_ = 0;
+    std::vector<std::uint64_t> dropped_ends_;
+    std::uint64_t peer_expected_ = 0;
+    bool expected_heard_ = false;
+    Clock::time_point next_skip_{};
     std::vector<std::byte> staging_;
 
     // --- receiving: datagrams from the peer's incarnation ---

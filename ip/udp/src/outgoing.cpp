@@ -14,7 +14,7 @@ namespace msgpass::udp {
 // ---------------------------------------------------------------- node: sending datagrams
 
 bool UdpNode::send_control(DatagramType type, std::uint64_t seq, std::uint64_t length,
-                           std::span<const std::byte> payload, const ip::Nonce* sign_for) {
+                           std::span<const std::byte> payload, const ip::Nonce* sign_for, std::uint32_t offset) {
     const int fd = shared_->fd.load();
     if (address_.empty() || fd < 0 || closed_) return false;
     DatagramHeader h;
@@ -28,6 +28,7 @@ bool UdpNode::send_control(DatagramType type, std::uint64_t seq, std::uint64_t l
     h.peer_incarnation = peer_incarnation_;
     h.seq = seq;
     h.length = length;
+    h.offset = offset;
     if (shared_->joined && (type == DatagramType::hello || type == DatagramType::welcome ||
                             type == DatagramType::status || type == DatagramType::keepalive)) {
         h.flags = flag_joined; // before the MAC, which covers the header
@@ -140,7 +141,7 @@ bool UdpNode::transmit(std::uint64_t dseq, bool resend) {
 // Transmits the datagrams not sent yet, as far as the peer's window goes; a message
 // whose last datagram went out is handed over (counted as sent).
 void UdpNode::pump(Clock::time_point now) {
-    if (peer_incarnation_ == 0 || closed_) return;
+    if (peer_incarnation_ == 0 || closed_ || !send_skip_if_due(now)) return;
     const std::uint64_t before = sent_upto_;
     while (sent_upto_ < next_dseq_ && sent_upto_ < peer_limit_) {
         if (!transmit(sent_upto_, false)) break;
@@ -164,10 +165,11 @@ void UdpNode::transmitted(std::uint64_t before, Clock::time_point now) {
 }
 
 void UdpNode::acknowledge(std::uint64_t next_expected, std::uint64_t window, Clock::time_point now) {
-    if (next_expected > sent_upto_) {
+    if (next_expected > sent_upto_) { // never trimmed to fit: the numbering would disagree
         shared_->count(Drop::beyond_window);
         return;
     }
+    peer_expects(next_expected);
     peer_limit_ = std::max(peer_limit_, next_expected + std::min<std::uint64_t>(window, 1u << 20));
     if (next_expected > acked_) {
         acked_ = next_expected;
@@ -177,6 +179,45 @@ void UdpNode::acknowledge(std::uint64_t next_expected, std::uint64_t window, Clo
         changed_.notify_all();
     }
     pump(now);
+}
+
+// ---------------------------------------------------------------- node: a peer given up while it lived
+
+void UdpNode::peer_expects(std::uint64_t next_expected) {
+    peer_expected_ = std::max(peer_expected_, next_expected);
+    expected_heard_ = true;
+    if (skip_to_ != 0 && peer_expected_ >= skip_to_) { // it skipped, or had every datagram dropped
+        skip_to_ = 0;
+        dropped_ends_.clear();
+        dropped_ends_.shrink_to_fit();
+    }
+}
+
+// The peer (the incarnation given up, alive) counts on from what it received; the
+// datagrams from its next expected up to skip_to_ were dropped here. Until the peer
+// said what it expects since the loss, a hello asks it (its welcome says) and no data
+// goes out; then the skip names both numbers and how many messages that is, before
+// any data, and again every resend_timeout until the peer's next expected reaches
+// skip_to_ (a peer that had them all takes it as a late copy; one whose next expected
+// moved since takes it as stale and says so in a status, so the next skip counts
+// from there). False: hold the data.
+bool UdpNode::send_skip_if_due(Clock::time_point now) {
+    if (skip_to_ == 0) return true;
+    if (now < next_skip_) return expected_heard_;
+    next_skip_ = now + resend_timeout;
+    if (!expected_heard_) {
+        send_hello();
+        return false;
+    }
+    const auto lacking = static_cast<std::uint64_t>(
+        dropped_ends_.end() - std::upper_bound(dropped_ends_.begin(), dropped_ends_.end(), peer_expected_));
+    if (lacking == 0) { // (cannot be: a message ends beyond every datagram the peer lacks)
+        peer_expects(skip_to_);
+        return true;
+    }
+    (void)send_control(DatagramType::skip, skip_to_, peer_expected_, {}, nullptr,
+                       static_cast<std::uint32_t>(std::min<std::uint64_t>(lacking, 0xffffffffu)));
+    return true;
 }
 
 } // namespace msgpass::udp

@@ -4,7 +4,9 @@
 // hash), both incarnations and a per-pair datagram sequence number; a data datagram
 // carries one piece of a message after it. A message is cut into datagrams of at
 // most udp.datagram_size bytes; the datagrams of a pair are numbered from 0 for each
-// incarnation of the sender and acknowledged cumulatively.
+// pair of incarnations and acknowledged cumulatively; the numbering goes on through
+// a loss of the peer for silence (only a new incarnation numbers from 0 again), and a
+// skip datagram tells a peer that lived which datagrams it will never get.
 //
 // decode_datagram() is the one place a datagram from the network is judged: it
 // returns the header or the reason it is dropped, before anything is allocated.
@@ -35,6 +37,10 @@ enum class DatagramType : std::uint16_t {
     keepalive = 6,  // either way when silent for peer_timeout / 4; carries a status
     goodbye = 7,    // the sender closes cleanly: seq = datagrams it sent, window = next expected of ours
     group_data = 8, // a data datagram sent once to a multicast group: reserved = entries of its member table
+    skip = 9,       // sender -> receiver, after it gave the receiver up while it lived: the datagrams
+                    // before seq belong to messages it dropped; length = the receiver's next expected
+                    // as the sender last heard it (below seq), offset = the messages dropped from
+                    // there (at least 1). Numbering goes on from seq
 };
 
 // flags of a data datagram
@@ -70,9 +76,11 @@ struct DatagramHeader {
     std::uint64_t partition = 0;        // partition_hash() of the partition name
     std::uint64_t incarnation = 0;      // the sender's incarnation (never 0)
     std::uint64_t peer_incarnation = 0; // the receiver's incarnation as the sender knows it (0: none)
-    std::uint64_t seq = 0;    // data: datagram number; status, keepalive: next expected; goodbye: datagrams sent
-    std::uint64_t length = 0; // data: the message's length; status, keepalive, goodbye: window / next expected
-    std::uint32_t offset = 0; // data: where this piece goes in the message
+    std::uint64_t seq = 0;    // data: datagram number; status, keepalive: next expected; goodbye: datagrams sent;
+                              // skip: the first datagram kept
+    std::uint64_t length = 0; // data: the message's length; status, keepalive, goodbye: window / next expected;
+                              // skip: the receiver's next expected as the sender knows it
+    std::uint32_t offset = 0; // data: where this piece goes in the message; skip: messages dropped
     std::uint16_t flags = 0;  // data: flag_first
     std::uint16_t reserved = 0;
 };
@@ -106,7 +114,8 @@ enum class Drop : std::uint32_t {
     wrong_partition = 4,  // another partition's hash
     unknown_sender = 5,   // `from` not in the nodes file, or this node itself; or incarnation 0
     wrong_target = 6,     // `to` is not this node
-    stale = 7,            // addressed to an earlier incarnation of this process, or from a peer's ended one
+    stale = 7,            // addressed to an earlier incarnation of this process, or from a peer's ended one;
+                          // a skip counted from an older next expected than this node's
     beyond_window = 8,    // a sequence number beyond the window this side advertised
     bad_fragment = 9,     // offset or length beyond its message, or beyond max_message_size
     duplicate = 10,       // a datagram that had arrived already
@@ -115,12 +124,16 @@ enum class Drop : std::uint32_t {
                           // a datagram of an incarnation whose welcome did not prove the key
     bad_proof = 13,       // with auth_key_file: a welcome whose MAC does not prove the key for
                           // the nonce this node sent (another key, or a replay)
-    kinds = 14,
+    bad_skip = 14,        // a skip whose numbers do not hold: its first kept datagram not beyond the
+                          // receiver's next expected it names, no message dropped, or (at the node) a
+                          // next expected beyond what this node received
+    kinds = 15,
 };
 
 inline constexpr std::array<std::string_view, static_cast<std::size_t>(Drop::kinds)> drop_names{
-    "too short", "bad magic",     "bad version",  "bad type",  "wrong partition", "unknown sender",  "wrong target",
-    "stale",     "beyond window", "bad fragment", "duplicate", "injected loss",   "unauthenticated", "bad proof"};
+    "too short",      "bad magic",     "bad version",     "bad type",      "wrong partition",
+    "unknown sender", "wrong target",  "stale",           "beyond window", "bad fragment",
+    "duplicate",      "injected loss", "unauthenticated", "bad proof",     "bad skip"};
 
 [[nodiscard]] constexpr std::string_view describe(Drop d) noexcept {
     const auto i = static_cast<std::size_t>(d);
@@ -147,7 +160,8 @@ struct Decoded {
 
 // Checks, in order: size, magic, version, type (and the layout of its type),
 // partition, target, sender, then for data the fragment (offset + piece <= length
-// <= max_message_size, a first piece at offset 0). The window is the caller's.
+// <= max_message_size, a first piece at offset 0), for a skip its numbers (length <
+// seq, offset >= 1). The window is the caller's.
 [[nodiscard]] inline Decoded decode_datagram(std::span<const std::byte> bytes, const Expect& expect) noexcept {
     Decoded d;
     if (bytes.size() < header_size) return d;
@@ -191,6 +205,9 @@ struct Decoded {
     case DatagramType::goodbye:
         if (!d.payload.empty() || h.flags != 0 || h.offset != 0) return drop(Drop::bad_type);
         break;
+    case DatagramType::skip:
+        if (!d.payload.empty() || h.flags != 0 || h.reserved != 0) return drop(Drop::bad_type);
+        break;
     default:
         return drop(Drop::bad_type);
     }
@@ -228,6 +245,7 @@ struct Decoded {
             return drop(Drop::bad_fragment);
         }
     }
+    if (type == DatagramType::skip && (h.length >= h.seq || h.offset == 0)) return drop(Drop::bad_skip);
     d.ok = true;
     return d;
 }
