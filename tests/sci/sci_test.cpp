@@ -855,7 +855,8 @@ TEST(SciHostileReceiverBlock, AMaxMessageSizeBeyondTheReceiversRegionIsRefusedAs
         to_a->send(make_message(*b, 2 * config::MiB, 2, 1));
         FAIL() << "node 2 sent 2 MiB into node 1's region of 1 MiB";
     } catch (const MessageTooLarge& e) {
-        EXPECT_NE(std::string(e.what()).find("send to node 1: 2097152 bytes exceed its max_message_size of 1048576"),
+        EXPECT_NE(std::string(e.what()).find(
+                      "a message of 2097152 bytes exceeds the receiver's max_message_size (1048576 bytes)"),
                   std::string::npos)
             << e.what();
     }
