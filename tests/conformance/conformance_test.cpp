@@ -509,7 +509,14 @@ TEST_P(Conformance, SendQueueHasABoundAndTheRefusedBufferStaysWithTheCaller) {
 // takes again, every message accepted before arrives, in order, and the refused one
 // can be sent again.
 TEST_P(Conformance, AReceiverThatStopsTakingFillsTheSendersBoundAndNothingAcceptedIsLost) {
-    auto c = make(2, [](config::Configuration& c) { c.send_queue_limit = 64; });
+    // (peer_timeout well above the time a slow build takes to fill the bound: tcp gives
+    // the kernel peer_timeout as its user timeout, which may also end a connection
+    // whose receiver advertised a zero window for that long; under TSan, with
+    // ctest -j2, the 1 s of make() was seen to reset it before the refusal.)
+    auto c = make(2, [](config::Configuration& c) {
+        c.send_queue_limit = 64;
+        c.peer_timeout = std::max<std::chrono::milliseconds>(c.peer_timeout, 10s);
+    });
     auto a = NodeFactory::create(c, 1);
     auto b = NodeFactory::create(c, 2);
     auto to_b = a->create_node(2);
