@@ -36,22 +36,39 @@ for i in "${!layers[@]}"; do
     done
 done
 
-# The folder (layer) a path belongs to, or nothing.
+# The folder (layer) a path belongs to, or nothing, in REPLY (no subshell: the check
+# runs in ctest beside the whole suite, where every fork is slow).
 folder_of() {
-    local path=${1#./} f best=""
+    local path=${1#./} f
+    REPLY=""
     for f in "${!rank[@]}"; do
-        if [[ $path == "$f"/* && ${#f} -gt ${#best} ]]; then best=$f; fi
+        if [[ $path == "$f"/* && ${#f} -gt ${#REPLY} ]]; then REPLY=$f; fi
     done
-    printf '%s' "$best"
+}
+
+# A relative path without "." and ".." parts, in REPLY (realpath -m without a fork).
+normalize() {
+    local part
+    local -a parts=()
+    IFS=/ read -ra split <<<"$1"
+    for part in "${split[@]}"; do
+        case $part in
+        "" | .) ;;
+        ..) if ((${#parts[@]} > 0)) && [[ ${parts[-1]} != .. ]]; then unset 'parts[-1]'; else parts+=(..); fi ;;
+        *) parts+=("$part") ;;
+        esac
+    done
+    local IFS=/
+    REPLY="${parts[*]}"
 }
 
 # Public headers: <msgpass/...> -> the folder whose include/ holds it.
 declare -A public=()
 while IFS= read -r header; do
     header=${header#./}
-    folder=$(folder_of "$header")
-    [[ -n $folder ]] || continue
-    public[${header#"$folder"/include/}]=$folder
+    folder_of "$header"
+    [[ -n $REPLY ]] || continue
+    public[${header#"$REPLY"/include/}]=$REPLY
 done < <(find . -path ./build -prune -o -path '*/include/msgpass/*' -type f -print)
 
 violations=0
@@ -60,39 +77,50 @@ report() {
     violations=$((violations + 1))
 }
 
-while IFS= read -r file; do
-    file=${file#./}
-    from=$(folder_of "$file")
+mapfile -t files < <(find . -path ./build -prune -o -path ./tests -prune -o -type f \( -name '*.cpp' -o -name '*.hpp' -o -name '*.h' \) -print | sed 's|^\./||' | sort)
+declare -A folder=()
+for file in "${files[@]}"; do
+    folder_of "$file"
+    folder[$file]=$REPLY
+done
+
+# Every include line of every file in one grep: "file:line:text".
+while IFS= read -r hit; do
+    file=${hit%%:*}
+    rest=${hit#*:}
+    line=${rest%%:*}
+    text=${rest#*:}
+    from=${folder[$file]:-}
     [[ -n $from ]] || continue
-    while IFS=: read -r line text; do
-        if [[ $text =~ ^[[:space:]]*#[[:space:]]*include[[:space:]]*\<(msgpass/[^>]+)\> ]]; then
-            header=${BASH_REMATCH[1]}
-            to=${public[$header]:-}
-            if [[ -z $to ]]; then
-                report "$file:$line: $from includes <$header>, which no folder's include/ provides"
-                continue
-            fi
-        elif [[ $text =~ ^[[:space:]]*#[[:space:]]*include[[:space:]]*\"([^\"]+)\" ]]; then
-            header=${BASH_REMATCH[1]}
-            resolved=$(realpath -m --relative-to=. "$(dirname "$file")/$header")
-            [[ -e $resolved ]] || continue # found through an include directory of the target
-            to=$(folder_of "$resolved")
-            [[ -n $to ]] || continue
-            if [[ $to != "$from" && $resolved == "$to"/src/* ]]; then
-                report "$file:$line: $from includes \"$header\", a private header of $to"
-                continue
-            fi
-        else
+    if [[ $text =~ ^[[:space:]]*#[[:space:]]*include[[:space:]]*\<(msgpass/[^>]+)\> ]]; then
+        header=${BASH_REMATCH[1]}
+        to=${public[$header]:-}
+        if [[ -z $to ]]; then
+            report "$file:$line: $from includes <$header>, which no folder's include/ provides"
             continue
         fi
-        [[ $to == "$from" ]] && continue
-        if ((rank[$to] > rank[$from])); then
-            report "$file:$line: $from includes $header of $to, a higher layer"
-        elif ((rank[$to] == rank[$from])); then
-            report "$file:$line: $from includes $header of $to, a sibling at the same layer"
+    elif [[ $text =~ ^[[:space:]]*#[[:space:]]*include[[:space:]]*\"([^\"]+)\" ]]; then
+        header=${BASH_REMATCH[1]}
+        normalize "${file%/*}/$header"
+        resolved=$REPLY
+        [[ -e $resolved ]] || continue # found through an include directory of the target
+        folder_of "$resolved"
+        to=$REPLY
+        [[ -n $to ]] || continue
+        if [[ $to != "$from" && $resolved == "$to"/src/* ]]; then
+            report "$file:$line: $from includes \"$header\", a private header of $to"
+            continue
         fi
-    done < <(grep -n '^[[:space:]]*#[[:space:]]*include' "$file" || true)
-done < <(find . -path ./build -prune -o -path ./tests -prune -o -type f \( -name '*.cpp' -o -name '*.hpp' -o -name '*.h' \) -print | sort)
+    else
+        continue
+    fi
+    [[ $to == "$from" ]] && continue
+    if ((rank[$to] > rank[$from])); then
+        report "$file:$line: $from includes $header of $to, a higher layer"
+    elif ((rank[$to] == rank[$from])); then
+        report "$file:$line: $from includes $header of $to, a sibling at the same layer"
+    fi
+done < <(((${#files[@]} > 0)) && grep -Hn '^[[:space:]]*#[[:space:]]*include' "${files[@]}" || true)
 
 if ((violations > 0)); then
     echo "check-layers: $violations include(s) break the layering (docs/architecture.md, Layers)" >&2
