@@ -47,9 +47,9 @@ void command(comm::Communicator& c, NodeId peer, CommOp op, std::uint64_t size, 
     c.send(peer, tag_command, std::as_bytes(std::span(&cmd, 1)));
 }
 
-Result pingpong(NodeFactory& factory, comm::Communicator& c, NodeId peer, std::uint64_t size, const Budget& budget) {
+Result pingpong(comm::Communicator& c, NodeId peer, std::uint64_t size, const Budget& budget) {
     command(c, peer, CommOp::pingpong, size, {});
-    BufferPtr b = factory.create_buffer(size);
+    BufferPtr b = c.create_buffer(size);
     auto round = [&] {
         c.send(peer, tag_ping, std::move(b));
         b = std::move(must_recv(c, peer, tag_ping).buffer);
@@ -115,7 +115,7 @@ std::vector<Result> comm_drive(NodeFactory& factory, NodeId peer, const std::vec
     comm::Communicator c(factory, std::vector<NodeId>{peer});
     std::vector<Result> results;
     for (auto size : sizes) {
-        results.push_back(pingpong(factory, c, peer, size, budget));
+        results.push_back(pingpong(c, peer, size, budget));
         results.push_back(stream(c, peer, size, budget));
     }
     command(c, peer, CommOp::stop, 0, {});
@@ -144,7 +144,7 @@ int comm_serve(NodeFactory& factory, NodeId driver) {
         case CommOp::stream: {
             const auto end = Clock::now() + std::chrono::nanoseconds(cmd.duration_ns);
             while (Clock::now() < end)
-                c.send(driver, tag_data, factory.create_buffer(cmd.size));
+                c.send(driver, tag_data, c.create_buffer(cmd.size));
             c.send(driver, tag_data_end, std::span<const std::byte>{});
             if (!c.flush(10s))
                 throw PeerLost(driver, "peer " + std::to_string(driver) + " lost: it stopped taking messages");

@@ -5,6 +5,7 @@
 #include "impl.hpp"
 
 #include <algorithm>
+#include <limits>
 
 namespace msgpass::comm {
 
@@ -51,9 +52,24 @@ Communicator::Communicator(NodeFactory& factory, const config::Configuration& co
 }
 
 Communicator::Communicator(NodeFactory& factory, const std::vector<NodeId>& peers, Limits limits)
-    : impl_(std::make_unique<Impl>(factory, peers, limits)) {}
+    : impl_(std::make_unique<Impl>(factory, peers, limits)) {
+    impl_->owner = this;
+}
 
 Communicator::~Communicator() = default;
+
+void Communicator::Impl::not_a_peer(NodeId id, const char* what) const {
+    std::string known;
+    for (const auto& [n, _] : nodes)
+        known += (known.empty() ? "" : ", ") + std::to_string(n);
+    throw UsageError(std::string("comm: ") + what + ": node " + std::to_string(id) +
+                     " is not a peer of this communicator (peers: " + known + ")");
+}
+
+void Communicator::Impl::negative_tag(Tag tag, const char* what) {
+    throw UsageError(std::string("comm: ") + what + ": tag " + std::to_string(tag) +
+                     " is negative (tags are 0 or more; any_tag receives any)");
+}
 
 NodeId Communicator::self_id() const noexcept {
     return impl_->self;
@@ -111,9 +127,11 @@ Posted Communicator::post_send(NodeId dest, Tag tag, BufferPtr&& payload, void* 
 }
 
 namespace {
-void finish_send(Communicator& comm, Posted posted, NodeId dest, std::chrono::milliseconds timeout,
-                 const std::string& who) {
+template <class Who>
+void finish_send(Communicator& comm, Posted posted, NodeId dest, std::chrono::milliseconds timeout, Who&& describe) {
     auto done = std::move(posted.done);
+    if (done && done->status == Status::success) return;
+    const std::string who = describe(dest);
     if (!done) {
         done = comm.wait(posted.id, timeout);
         if (!done && comm.cancel(posted.id)) {
@@ -149,34 +167,78 @@ bool Communicator::flush(std::chrono::nanoseconds timeout) {
     }
 }
 
+// The fast path of an eager send: the message goes straight to the node when nothing
+// waits before it (no request); else it is posted and waited for.
 void Communicator::send(NodeId dest, Tag tag, std::span<const std::byte> bytes) {
-    impl_->check_factory("send");
-    finish_send(*this, post_send(dest, tag, bytes), dest, impl_->limits.send_timeout, impl_->describe(dest));
+    auto& im = *impl_;
+    im.check_factory("send");
+    const auto describe = [&im](NodeId id) { return im.describe(id); };
+    if (bytes.size() > im.limits.eager_limit) {
+        finish_send(*this, post_send(dest, tag, bytes), dest, im.limits.send_timeout, describe);
+        return;
+    }
+    im.check_peer(dest, false, "send");
+    Impl::check_tag(tag, false, "send");
+    auto whole = im.make_message(tag, bytes);
+    if (im.send_now(dest, whole)) return;
+    finish_send(*this, im.post_send(dest, tag, std::move(whole), bytes.size(), nullptr), dest, im.limits.send_timeout,
+                describe);
 }
 
 void Communicator::send(NodeId dest, Tag tag, BufferPtr&& payload) {
-    impl_->check_factory("send");
-    finish_send(*this, post_send(dest, tag, std::move(payload)), dest, impl_->limits.send_timeout,
-                impl_->describe(dest));
+    auto& im = *impl_;
+    im.check_factory("send");
+    const auto describe = [&im](NodeId id) { return im.describe(id); };
+    if (!payload || payload->size() > im.limits.eager_limit) {
+        finish_send(*this, post_send(dest, tag, std::move(payload)), dest, im.limits.send_timeout, describe);
+        return;
+    }
+    im.check_peer(dest, false, "send");
+    Impl::check_tag(tag, false, "send");
+    const std::size_t size = payload->size();
+    auto whole = im.make_message(tag, std::move(payload), kind_eager, 0, true);
+    const bool sent = im.send_now(dest, whole);
+    payload.reset(); // the emptied PayloadBuffer, if it was one
+    if (sent) return;
+    finish_send(*this, im.post_send(dest, tag, std::move(whole), size, nullptr), dest, im.limits.send_timeout,
+                describe);
+}
+
+BufferPtr Communicator::create_buffer(std::size_t size) {
+    auto& im = *impl_;
+    im.check_factory("create_buffer");
+    if (size > std::numeric_limits<std::size_t>::max() - header_size)
+        throw MessageTooLarge("comm: create_buffer of " + std::to_string(size) + " bytes");
+    auto whole = im.factory.create_buffer(header_size + size);
+    if (whole->single() == nullptr) whole = std::make_unique<HeapBuffer>(header_size + size);
+    return std::make_unique<PayloadBuffer>(std::move(whole), size);
 }
 
 std::optional<Message> Communicator::recv(NodeId source, Tag tag, std::chrono::nanoseconds timeout) {
     impl_->check_factory("recv");
-    auto posted = post_recv(source, tag);
+    impl_->check_peer(source, true, "recv");
+    Impl::check_tag(tag, true, "recv");
+    return impl_->recv(source, tag, timeout);
+}
+
+// A receive that clears an announcement (rendezvous) waits as a posted request.
+std::optional<Message> Communicator::Impl::recv_posted(NodeId source, Tag tag, SteadyTime deadline) {
+    auto posted = post_recv(source, tag, false, {}, nullptr);
     auto done = std::move(posted.done);
+    auto& comm = *owner;
     if (!done) {
-        done = wait(posted.id, timeout);
+        done = comm.wait(posted.id, time_left(deadline));
         if (!done) {
-            if (cancel(posted.id)) {
-                (void)test(posted.id);
+            if (comm.cancel(posted.id)) {
+                (void)comm.test(posted.id);
                 return std::nullopt;
             }
-            done = test(posted.id);
+            done = comm.test(posted.id);
         }
     }
     if (!done) return std::nullopt;
     if (done->status == Status::peer_lost)
-        throw PeerLost(source, "comm: recv from " + impl_->describe(source) + ": " + done->error);
+        throw PeerLost(source, "comm: recv from " + describe(source) + ": " + done->error);
     return Message{done->source, done->tag, std::move(done->buffer)};
 }
 

@@ -1,17 +1,20 @@
 // The communicator's private state and the pieces its sources share
 // (docs/communicator.md). Not installed.
 //
-// Two locks: progress_mutex_ is held by the one thread that takes messages from the
-// nodes (Node::receive has one receiving thread at a time); mutex_ guards the queues
-// and the requests, and is never held while blocking in a node. Sends go to the
-// nodes under mutex_, so that a message's place in its destination's order is the
-// order of the posts.
+// One lock, `mutex`, guards the queues and the requests. Taking messages from the
+// nodes (Node::receive has one receiving thread at a time) happens under it when it
+// does not wait; a thread that waits in a node (a blocking receive) sets `pulling`
+// under it, lets it go while it waits, and takes it again to queue what came, so
+// that the mutex is never held while blocking in a node. Eager sends go to the nodes
+// without it when no send waits in the backlog (send_now), others under it, so that
+// a message's place in its destination's order is the order of the posts.
 #pragma once
 
 #include <msgpass/comm.hpp>
 #include <msgpass/deadline.hpp>
 
 #include <algorithm>
+#include <atomic>
 #include <condition_variable>
 #include <cstring>
 #include <deque>
@@ -57,13 +60,33 @@ constexpr int drain_limit = 256;
 // Writes an envelope at `at` (header_size bytes).
 void write_envelope(std::byte* at, Tag tag, std::size_t size, std::uint8_t kind = kind_eager, std::uint32_t id = 0);
 
-// The payload of a received message: a view past the envelope, owning the whole.
+// Up to this many payload bytes, a Buffer payload without room for the envelope is
+// copied behind a fresh envelope (one buffer); a larger one is sent as a gather list
+// of envelope and payload (no copy here).
+constexpr std::size_t gather_above = 4096;
+
+// The payload of a message: a view past the envelope, owning the whole (a received
+// message, or Communicator::create_buffer's). The envelope's room in front of the
+// payload lets a send write its envelope in place and send the whole, without a copy
+// or a gather list (release()).
 class PayloadBuffer final : public SingleBuffer {
 public:
     PayloadBuffer(BufferPtr whole, std::size_t size) : whole_(std::move(whole)) {
-        reset(whole_->single()->data() + header_size, size, size);
+        auto* s = whole_->single();
+        reset(s->data() + header_size, size, s->capacity() - header_size);
         set_source(whole_->source());
     }
+
+    // The whole (envelope room and payload), sized to the payload's size now.
+    BufferPtr release() {
+        auto* s = whole_->single();
+        if (s->size() != header_size + size()) s->resize(header_size + size());
+        return std::move(whole_);
+    }
+
+    // One per message: kept in a small cache of the thread that freed it.
+    static void* operator new(std::size_t n);
+    static void operator delete(void* p, std::size_t n) noexcept;
 
 private:
     BufferPtr whole_;
@@ -118,6 +141,9 @@ struct Communicator::Impl {
             nodes.emplace(id, node);
             group->add(node);
         }
+        for (const auto& [id, node] : nodes)
+            index.emplace_back(id, node.get());
+        if (nodes.size() == 1) single = nodes.begin()->second.get();
         if (limits.rendezvous_window == 0) throw UsageError("comm: Limits::rendezvous_window is 0; at least 1");
         const std::size_t envelopes = std::max<std::size_t>(nodes.size(), 1) * limits.rendezvous_window * header_size;
         if (limits.unexpected_limit < envelopes)
@@ -130,15 +156,22 @@ struct Communicator::Impl {
 
     NodeFactory& factory;                         // read only while factory_life holds
     const std::weak_ptr<const void> factory_life; // expired once the factory was destroyed
+    Communicator* owner = nullptr;                // for the public calls recv_posted makes
     const Limits limits;
     std::uint64_t max_message_size = 0; // of the configuration; 0: not known (peers constructor)
     const NodeId self;
     std::map<NodeId, NodePtr> nodes;
+    std::vector<std::pair<NodeId, Node*>> index; // nodes, sorted by id: node_of
+    Node* single = nullptr;                      // the only peer's node, when there is one
     std::unique_ptr<DynamicGroup> group;
 
-    std::mutex progress_mutex;
     mutable std::mutex mutex;
+    bool pulling = false; // a thread waits in the nodes (blocking_pull_locked)
     std::condition_variable changed;
+    int sleeping = 0; // threads asleep on `changed` (under mutex)
+    // Whether a send waits in the backlog (sync_backlogged_locked): send's fast path
+    // reads it without the mutex, and goes through the backlog when it is set.
+    std::atomic<bool> backlogged{false};
     std::deque<Arrived> unexpected;
     std::deque<Arrived> bmi_unexpected; // post_send_unexpected's messages
     std::size_t unexpected_bytes = 0;
@@ -175,22 +208,25 @@ struct Communicator::Impl {
         return s;
     }
 
-    void check_peer(NodeId id, bool wildcard_ok, const char* what) const {
-        if (wildcard_ok && id == any_source) return;
-        if (nodes.count(id) == 0) {
-            std::string known;
-            for (const auto& [n, _] : nodes)
-                known += (known.empty() ? "" : ", ") + std::to_string(n);
-            throw UsageError(std::string("comm: ") + what + ": node " + std::to_string(id) +
-                             " is not a peer of this communicator (peers: " + known + ")");
-        }
+    // The node of a peer, or null when id is not one.
+    Node* node_of(NodeId id) const noexcept {
+        if (single != nullptr) return id == index.front().first ? single : nullptr;
+        auto it = std::lower_bound(index.begin(), index.end(), id,
+                                   [](const std::pair<NodeId, Node*>& e, NodeId n) { return e.first < n; });
+        return it != index.end() && it->first == id ? it->second : nullptr;
     }
+
+    void check_peer(NodeId id, bool wildcard_ok, const char* what) const {
+        if ((wildcard_ok && id == any_source) || node_of(id) != nullptr) return;
+        not_a_peer(id, what);
+    }
+    [[noreturn]] void not_a_peer(NodeId id, const char* what) const;
 
     static void check_tag(Tag tag, bool wildcard_ok, const char* what) {
         if (tag >= 0 || (wildcard_ok && tag == any_tag)) return;
-        throw UsageError(std::string("comm: ") + what + ": tag " + std::to_string(tag) +
-                         " is negative (tags are 0 or more; any_tag receives any)");
+        negative_tag(tag, what);
     }
+    [[noreturn]] static void negative_tag(Tag tag, const char* what);
 
     RequestId new_id_locked() {
         if (requests.size() >= limits.max_requests)
@@ -204,8 +240,15 @@ struct Communicator::Impl {
     void fill_receive(Completion& c, Request& r, Arrived&& m);
 
     // A message from a node: checked, then given to the first posted receive that
-    // matches, else queued as unexpected. Returns the reason when it was malformed.
-    std::string dispatch_locked(BufferPtr whole);
+    // matches, else (an eager message matching `want`, for recv's fast path) put into
+    // *want->out, else queued as unexpected. Returns the reason when it was malformed.
+    struct Want {
+        NodeId source;
+        Tag tag;
+        std::optional<Message>* out;
+    };
+    std::string dispatch_locked(BufferPtr whole, const Want* want = nullptr);
+    void queue_locked(Arrived&& m, const Want* want);
 
     void handle_loss_locked(NodeId peer, const std::string& reason);
 
@@ -227,17 +270,76 @@ struct Communicator::Impl {
 
     Posted post_recv(NodeId source, Tag tag, bool into_span, std::span<std::byte> into, void* user);
 
+    // The oldest unexpected message matching (source, tag), or end().
+    std::deque<Arrived>::iterator find_unexpected_locked(NodeId source, Tag tag) {
+        auto it = unexpected.begin();
+        while (it != unexpected.end() && !matches(source, tag, it->source, it->tag))
+            ++it;
+        return it;
+    }
+    // Takes an unexpected eager message out of the queue as a Message.
+    Message take_locked(std::deque<Arrived>::iterator it);
+    // recv's fast path (no request): the message, nullopt on timeout; an announcement
+    // (rendezvous) is left to a posted receive (recv_posted).
+    std::optional<Message> recv(NodeId source, Tag tag, std::chrono::nanoseconds timeout);
+    std::optional<Message> recv_posted(NodeId source, Tag tag, SteadyTime deadline);
+
     std::vector<Message> take_unexpected_locked(std::size_t max);
 
     // ------------------------------------------------------------------- progress (progress.cpp)
 
-    // Takes one message from the nodes (progress_mutex held, mutex not).
+    // Takes one message from the nodes (pulling set by this thread, mutex not held).
     BufferPtr pull(std::chrono::nanoseconds timeout);
+    // Takes one message from the nodes without waiting (mutex held, pulling not set).
+    BufferPtr pull_locked();
 
     // Non-blocking: retries queued sends, takes what arrived (up to drain_limit
     // messages, and not while the unexpected queue is full). Throws Error for a
     // malformed message after queueing the good ones before it.
     void progress();
+
+    // One blocking step of the thread that set `pulling`, at most `step`: while a send
+    // waits in the backlog behind a node's full queue, it waits in that node's flush
+    // (the backlog moves when the node's queue does, not when a message arrives; at
+    // most 1 ms, so that arrivals are taken meanwhile); else it waits for a message
+    // (pull). Returns the message, if one came.
+    BufferPtr wait_step(std::chrono::nanoseconds step);
+
+    // A blocking step as the one thread that takes from the nodes (lock held on entry
+    // and on return, not while waiting; pulling not set on entry). On return the
+    // waiters that could not take the nodes meanwhile (asleep on `changed`) are woken,
+    // so that one of them takes them over.
+    BufferPtr blocking_pull_locked(std::unique_lock<std::mutex>& lock, std::chrono::nanoseconds step) {
+        pulling = true;
+        lock.unlock();
+        BufferPtr b;
+        try {
+            b = wait_step(step);
+        } catch (...) {
+            lock.lock();
+            end_pull_locked();
+            throw;
+        }
+        lock.lock();
+        end_pull_locked();
+        return b;
+    }
+    void end_pull_locked() {
+        pulling = false;
+        if (sleeping != 0) changed.notify_all();
+    }
+
+    // Sleeps on `changed` (mutex held by lock) at most step, or until something
+    // changed: a completion, a message queued, the nodes left by the thread that
+    // waited in them (unless for_room: then only room in the unexpected queue
+    // matters). Returns at once when no thread waits in the nodes: the caller takes
+    // them itself. The caller looks at its condition again afterwards.
+    void sleep_locked(std::unique_lock<std::mutex>& lock, std::chrono::nanoseconds step, bool for_room = false) {
+        if (!for_room && !pulling) return;
+        ++sleeping;
+        changed.wait_for(lock, step);
+        --sleeping;
+    }
 
     // Blocks until done() (called under mutex) or the deadline; the caller makes
     // progress meanwhile. True when done.
@@ -249,33 +351,20 @@ struct Communicator::Impl {
                 if (done()) return true;
             }
             progress();
-            {
-                std::lock_guard lock(mutex);
-                if (done()) return true;
-            }
             const auto left = time_left(deadline);
+            std::unique_lock lock(mutex);
+            if (done()) return true;
             if (left <= std::chrono::nanoseconds::zero()) return false;
             const auto step = std::min(left, slice);
-            std::unique_lock p(progress_mutex, std::try_to_lock);
-            bool can_pull = false;
-            if (p) {
-                std::lock_guard lock(mutex);
-                can_pull = room_locked();
-            }
-            if (can_pull) {
-                auto b = pull(step);
+            const bool room = room_locked();
+            if (!pulling && room) {
+                auto b = blocking_pull_locked(lock, step);
                 if (b) {
-                    std::string bad;
-                    {
-                        std::lock_guard lock(mutex);
-                        bad = dispatch_locked(std::move(b));
-                    }
+                    const std::string bad = dispatch_locked(std::move(b));
                     if (!bad.empty()) throw Error(bad);
                 }
             } else {
-                if (p) p.unlock();
-                std::unique_lock lock(mutex);
-                changed.wait_for(lock, step, [&] { return done(); });
+                sleep_locked(lock, step, !room);
             }
         }
     }
@@ -285,7 +374,23 @@ struct Communicator::Impl {
     // Hands a send to its node; true when it is done (sent or failed).
     bool try_send_locked(Request& r);
 
+    // send's fast path (no request): hands an eager message to dest's node when
+    // nothing waits before it for that peer. True when the node took it; false when
+    // it must wait (whole is left as it was); throws PeerLost when dest died.
+    bool send_now(NodeId dest, BufferPtr& whole);
+    // A node whose send queue holds messages that the backlog waits behind, if any.
+    Node* stalled_node_locked() const;
+
     void retry_backlog_locked();
+    void sync_backlogged_locked() {
+        bool any = false;
+        for (const auto& [peer, queue] : backlog)
+            if (!queue.empty()) {
+                any = true;
+                break;
+            }
+        backlogged.store(any, std::memory_order_release);
+    }
 
     // whole is the message (eager), or the announcement when rdv_data is the data
     // message of a rendezvous with id rdv_id.
@@ -295,7 +400,10 @@ struct Communicator::Impl {
     BufferPtr make_message(Tag tag, std::span<const std::byte> bytes, std::uint8_t kind = kind_eager,
                            std::uint32_t id = 0);
 
-    BufferPtr make_message(Tag tag, BufferPtr&& payload, std::uint8_t kind = kind_eager, std::uint32_t id = 0);
+    // keep_shell: a PayloadBuffer payload is left empty in `payload` (the caller drops
+    // it after the send, off the message's path); else payload is null afterwards.
+    BufferPtr make_message(Tag tag, BufferPtr&& payload, std::uint8_t kind = kind_eager, std::uint32_t id = 0,
+                           bool keep_shell = false);
 
     // A send of any kind of payload: eager up to limits.eager_limit, else by rendezvous.
     template <class Payload>

@@ -27,7 +27,7 @@ void Communicator::Impl::fill_receive(Completion& c, Request& r, Arrived&& m) {
 
 // A message from a node: checked, then given to the first posted receive that
 // matches, else queued as unexpected. Returns the reason when it was malformed.
-std::string Communicator::Impl::dispatch_locked(BufferPtr whole) {
+std::string Communicator::Impl::dispatch_locked(BufferPtr whole, const Want* want) {
     const NodeId source = whole->source();
     if (whole->single() == nullptr) {
         auto copy = HeapBuffer::copy_of(*whole);
@@ -35,6 +35,20 @@ std::string Communicator::Impl::dispatch_locked(BufferPtr whole) {
         whole = std::move(copy);
     }
     WireEnvelope w{};
+    if (const auto* s = whole->single(); s->size() >= header_size) {
+        // The common case first: an eager message with a sound envelope.
+        std::memcpy(&w, s->data(), sizeof w);
+        if (w.magic == wire_magic && w.version == wire_version && w.kind == kind_eager && w.tag >= 0 &&
+            w.size == s->size() - header_size) {
+            if (!lost.empty()) lost.erase(source);
+            if (expected.empty() && want != nullptr && matches(want->source, want->tag, source, w.tag)) {
+                *want->out = Message{source, w.tag, std::make_unique<PayloadBuffer>(std::move(whole), w.size)};
+                return {};
+            }
+            queue_locked(Arrived{source, w.tag, static_cast<std::size_t>(w.size), std::move(whole)}, want);
+            return {};
+        }
+    }
     std::string bad;
     if (whole->size() < header_size) {
         bad = std::to_string(whole->size()) + " bytes, shorter than the " + std::to_string(header_size) +
@@ -87,23 +101,33 @@ std::string Communicator::Impl::dispatch_locked(BufferPtr whole) {
         changed.notify_all();
         return {};
     }
+    queue_locked(std::move(m), want);
+    return {};
+}
+
+// A sound message (eager, or an announcement): to the oldest posted receive that
+// matches, else to recv's want, else into the unexpected queue.
+void Communicator::Impl::queue_locked(Arrived&& m, const Want* want) {
     for (auto it = expected.begin(); it != expected.end(); ++it) {
         auto& r = requests.at(*it);
         if (!matches(r.peer, r.tag, m.source, m.tag)) continue;
         expected.erase(it);
         if (m.kind == kind_rts) {
             clear_to_send_locked(r, m);
-            return {};
+            return;
         }
         fill_receive(r.completion, r, std::move(m));
         r.done = true;
         changed.notify_all();
-        return {};
+        return;
+    }
+    if (want != nullptr && m.kind == kind_eager && matches(want->source, want->tag, m.source, m.tag)) {
+        *want->out = Message{m.source, m.tag, std::make_unique<PayloadBuffer>(std::move(m.whole), m.size)};
+        return;
     }
     unexpected_bytes += m.whole->size();
     unexpected.push_back(std::move(m));
     changed.notify_all();
-    return {};
 }
 
 void Communicator::Impl::handle_loss_locked(NodeId peer, const std::string& reason) {
@@ -131,6 +155,7 @@ void Communicator::Impl::handle_loss_locked(NodeId peer, const std::string& reas
             r.done = true;
         }
         backlog.erase(b);
+        sync_backlogged_locked();
     }
     rendezvous_loss_locked(peer, reason);
     changed.notify_all();
@@ -191,6 +216,98 @@ Posted Communicator::Impl::post_recv(NodeId source, Tag tag, bool into_span, std
     requests.emplace(id, std::move(r));
     expected.push_back(id);
     return Posted{id, std::nullopt};
+}
+
+Message Communicator::Impl::take_locked(std::deque<Arrived>::iterator it) {
+    unexpected_bytes -= it->whole->size();
+    Message m{it->source, it->tag, std::make_unique<PayloadBuffer>(std::move(it->whole), it->size)};
+    unexpected.erase(it);
+    return m;
+}
+
+// The fast path of a blocking receive: no request, the message taken from the
+// unexpected queue or straight from the node. The same order as a posted receive:
+// the oldest unexpected message matching first, then what arrives, of which posted
+// receives (older than this one) get what they match first.
+std::optional<Message> Communicator::Impl::recv(NodeId source, Tag tag, std::chrono::nanoseconds timeout) {
+    std::optional<Message> out;
+    const Want want{source, tag, &out};
+    std::optional<SteadyTime> deadline; // set when the receive first waits
+    bool block = false;                 // the first look at the nodes does not wait, nor one after a message came
+    std::unique_lock lock(mutex);
+    for (;;) {
+        if (backlogged.load(std::memory_order_relaxed) || !control_backlog.empty()) retry_backlog_locked();
+        if (!unexpected.empty()) {
+            if (auto it = find_unexpected_locked(source, tag); it != unexpected.end()) {
+                if (it->kind == kind_rts) break; // a rendezvous: a posted receive clears it
+                return take_locked(it);
+            }
+        }
+        if (source != any_source && !lost.empty() && lost.count(source) != 0)
+            throw PeerLost(source, "comm: recv from " + describe(source) + ": " + describe(source) +
+                                       " was lost and nothing of it is left to receive");
+        std::chrono::nanoseconds left{0};
+        if (block) {
+            if (!deadline) deadline = deadline_after(timeout);
+            left = time_left(*deadline);
+            if (left <= std::chrono::nanoseconds::zero()) return std::nullopt;
+        }
+        const bool room = room_locked();
+        if (!room && !pulling) ++counters.backpressure_stops;
+        if (room && !pulling) {
+            auto b = block ? blocking_pull_locked(lock, std::min(left, slice)) : pull_locked();
+            if (!b) {
+                block = true;
+                continue;
+            }
+            const std::string bad = dispatch_locked(std::move(b), &want);
+            if (out) return out;
+            if (!bad.empty()) throw Error(bad);
+            block = false; // something came: look again without waiting
+            continue;
+        }
+        if (!block) {
+            block = true;
+            continue;
+        }
+        // Another thread waits in the nodes (or the queue is full): sleep until it
+        // queued something, or left the nodes.
+        sleep_locked(lock, std::min(left, slice), !room);
+    }
+    lock.unlock();
+    return recv_posted(source, tag, deadline ? *deadline : deadline_after(timeout));
+}
+
+namespace {
+// PayloadBuffer's cache: a few freed objects per thread, for the next messages.
+struct PayloadCache {
+    static constexpr int capacity = 64;
+    void* items[capacity];
+    int count = 0;
+    PayloadCache() = default;
+    PayloadCache(const PayloadCache&) = delete;
+    PayloadCache& operator=(const PayloadCache&) = delete;
+    ~PayloadCache() {
+        while (count > 0)
+            ::operator delete(items[--count]);
+    }
+};
+thread_local PayloadCache payload_cache;
+} // namespace
+
+void* PayloadBuffer::operator new(std::size_t n) {
+    auto& cache = payload_cache;
+    if (n == sizeof(PayloadBuffer) && cache.count > 0) return cache.items[--cache.count];
+    return ::operator new(n);
+}
+
+void PayloadBuffer::operator delete(void* p, std::size_t n) noexcept {
+    auto& cache = payload_cache;
+    if (n == sizeof(PayloadBuffer) && cache.count < PayloadCache::capacity) {
+        cache.items[cache.count++] = p;
+        return;
+    }
+    ::operator delete(p);
 }
 
 std::vector<Message> Communicator::Impl::take_unexpected_locked(std::size_t max) {

@@ -32,6 +32,7 @@ std::string Communicator::Impl::on_clear_to_send_locked(NodeId source, std::uint
     auto& queue = backlog[source];
     if (!queue.empty() || !try_send_locked(r)) {
         queue.push_front(rid);
+        backlogged.store(true, std::memory_order_release);
         return {};
     }
     if (queue.empty()) backlog.erase(source);

@@ -116,6 +116,7 @@ bool Communicator::cancel(RequestId id) {
     if (r.is_send) {
         auto& q = im.backlog[r.peer];
         q.erase(std::remove(q.begin(), q.end(), id), q.end());
+        im.sync_backlogged_locked();
         r.pending.reset();
     } else {
         im.expected.erase(std::remove(im.expected.begin(), im.expected.end(), id), im.expected.end());

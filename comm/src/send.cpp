@@ -3,6 +3,7 @@
 #include "impl.hpp"
 
 #include <cstring>
+#include <typeinfo>
 
 namespace msgpass::comm {
 
@@ -28,8 +29,27 @@ BufferPtr Communicator::Impl::make_message(Tag tag, std::span<const std::byte> b
     return whole;
 }
 
-BufferPtr Communicator::Impl::make_message(Tag tag, BufferPtr&& payload, std::uint8_t kind, std::uint32_t id) {
+BufferPtr Communicator::Impl::make_message(Tag tag, BufferPtr&& payload, std::uint8_t kind, std::uint32_t id,
+                                           bool keep_shell) {
     const std::size_t size = payload->size();
+    if (typeid(*payload) == typeid(PayloadBuffer)) { // room for the envelope in front: in place
+        auto whole = static_cast<PayloadBuffer&>(*payload).release();
+        if (!keep_shell) payload.reset();
+        write_envelope(whole->single()->data(), tag, size, kind, id);
+        return whole;
+    }
+    if (size <= gather_above) { // a copy costs less than a gather list's allocations
+        auto whole = factory.create_buffer(header_size + size);
+        auto* s = whole->single();
+        if (s == nullptr) {
+            whole = std::make_unique<HeapBuffer>(header_size + size);
+            s = whole->single();
+        }
+        write_envelope(s->data(), tag, size, kind, id);
+        payload->copy_to(s->bytes().subspan(header_size));
+        payload.reset();
+        return whole;
+    }
     auto header = std::make_unique<HeapBuffer>(header_size);
     write_envelope(header->data(), tag, size, kind, id);
     auto list = std::make_unique<FragmentList>();
@@ -80,6 +100,33 @@ bool Communicator::Impl::try_send_locked(Request& r) {
     return true;
 }
 
+// Without the mutex: a node's send is thread-safe, and when no send waits in the
+// backlog (read after the thread that emptied it handed its messages over), none can
+// be overtaken. Concurrent sends of other threads go in either order, as posts do.
+bool Communicator::Impl::send_now(NodeId dest, BufferPtr& whole) {
+    if (backlogged.load(std::memory_order_acquire)) return false;
+    try {
+        node_of(dest)->send(std::move(whole));
+        return true;
+    } catch (const SendQueueFull&) {
+        return false; // whole stays ours
+    } catch (const PeerLost& e) {
+        const std::string reason = e.what();
+        std::lock_guard lock(mutex);
+        handle_loss_locked(dest, reason);
+        throw PeerLost(dest, "comm: send to " + describe(dest) + ": " + reason);
+    }
+}
+
+Node* Communicator::Impl::stalled_node_locked() const {
+    for (const auto& [peer, queue] : backlog) {
+        if (queue.empty()) continue;
+        auto& node = *nodes.at(peer);
+        if (node.stats().queue_depth > 0) return &node;
+    }
+    return nullptr;
+}
+
 void Communicator::Impl::retry_backlog_locked() {
     retry_control_locked();
     for (auto b = backlog.begin(); b != backlog.end();) {
@@ -101,6 +148,7 @@ void Communicator::Impl::retry_backlog_locked() {
         b = queue.empty() ? backlog.erase(b) : std::next(b);
     next:;
     }
+    sync_backlogged_locked();
 }
 
 Posted Communicator::Impl::post_send(NodeId dest, Tag tag, BufferPtr whole, std::size_t size, void* user,
@@ -139,6 +187,7 @@ Posted Communicator::Impl::post_send(NodeId dest, Tag tag, BufferPtr whole, std:
     }
     requests.emplace(id, std::move(r));
     backlog[dest].push_back(id);
+    backlogged.store(true, std::memory_order_release);
     return Posted{id, std::nullopt};
 }
 

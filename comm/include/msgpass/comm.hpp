@@ -152,6 +152,13 @@ public:
     void send(NodeId dest, Tag tag, std::span<const std::byte> bytes);
     void send(NodeId dest, Tag tag, BufferPtr&& payload);
 
+    // A buffer for size payload bytes with room for the envelope in front (BMI's
+    // memalloc): a send of it (send/post_send of the BufferPtr) writes its envelope in
+    // place and hands the whole to the node, with no copy and no gather list. A
+    // received Message::buffer has that room too, so it can be sent on as it is.
+    // Throws MessageTooLarge beyond the factory's largest buffer.
+    [[nodiscard]] BufferPtr create_buffer(std::size_t size);
+
     // Blocking receive of the next message matching (source, tag), wildcards
     // allowed; nullopt on timeout. Throws PeerLost when source (not any_source) died
     // and nothing of it is left to receive.
