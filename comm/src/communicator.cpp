@@ -295,6 +295,8 @@ CommStats Communicator::stats() const {
     s.posted_receives = impl_->expected.size();
     s.rendezvous_announced = impl_->announced.size();
     s.rendezvous_awaiting = impl_->awaiting.size();
+    for (const auto& [peer, ids] : impl_->abandoned)
+        s.rendezvous_abandoned += ids.size();
     return s;
 }
 

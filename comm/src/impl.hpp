@@ -188,7 +188,10 @@ struct Communicator::Impl {
     std::map<RdvKey, RequestId> announced;
     std::map<NodeId, std::size_t> announced_count;
     std::map<RdvKey, RequestId> awaiting;
-    std::set<RdvKey> abandoned; // cleared, then the receive was cancelled: the data is dropped
+    std::set<RdvKey> queued_rts; // announcements in the unexpected queue (not dead)
+    // Cleared, then the receive was cancelled: the data is dropped when it comes. At
+    // most rendezvous_window per peer (abandon_locked), oldest first.
+    std::map<NodeId, std::deque<std::uint32_t>> abandoned;
     std::map<NodeId, std::deque<BufferPtr>> control_backlog;
 
     // The factory-lifetime contract (node_factory.hpp) for the communicator: every
@@ -267,6 +270,15 @@ struct Communicator::Impl {
     void send_control_locked(NodeId peer, std::uint8_t kind, std::uint32_t id);
     void retry_control_locked();
     void rendezvous_loss_locked(NodeId peer, const std::string& reason);
+    // A receive that cleared announcement key was cancelled: its data is dropped when
+    // it comes. A sender that keeps rendezvous_window (the same at both ends) never
+    // has more announcements cleared and not yet answered with data (they were all
+    // uncleared at its end when the oldest one's data went); beyond that many, the
+    // peer breaks the protocol and the oldest is forgotten (its clear-to-send dropped
+    // if still unsent; its data, if it comes, is reported as malformed), so that a
+    // peer announcing without end costs bounded memory.
+    void abandon_locked(RdvKey key);
+    bool take_abandoned_locked(RdvKey key);
 
     Posted post_recv(NodeId source, Tag tag, bool into_span, std::span<std::byte> into, void* user);
 

@@ -74,6 +74,13 @@ std::string Communicator::Impl::dispatch_locked(BufferPtr whole, const Want* wan
             bad = "envelope says " + std::to_string(w.size) + " payload bytes, the message holds " +
                   std::to_string(whole->size() - header_size);
     }
+    if (bad.empty() && w.kind == kind_rts) {
+        const RdvKey key{source, w.id};
+        auto a = abandoned.find(source);
+        if (queued_rts.count(key) != 0 || awaiting.count(key) != 0 ||
+            (a != abandoned.end() && std::find(a->second.begin(), a->second.end(), w.id) != a->second.end()))
+            bad = "a request-to-send repeating rendezvous id " + std::to_string(w.id) + ", still under way";
+    }
     if (bad.empty() && w.kind == kind_cts) bad = on_clear_to_send_locked(source, w.id);
     if (bad.empty() && w.kind == kind_data) {
         bad = on_data_locked(source, w, std::move(whole));
@@ -126,6 +133,7 @@ void Communicator::Impl::queue_locked(Arrived&& m, const Want* want) {
         return;
     }
     unexpected_bytes += m.whole->size();
+    if (m.kind == kind_rts) queued_rts.emplace(m.source, m.rdv_id);
     unexpected.push_back(std::move(m));
     changed.notify_all();
 }
@@ -179,6 +187,7 @@ Posted Communicator::Impl::post_recv(NodeId source, Tag tag, bool into_span, std
         unexpected_bytes -= it->whole->size();
         Arrived m = std::move(*it);
         unexpected.erase(it);
+        if (m.kind == kind_rts) queued_rts.erase(RdvKey{m.source, m.rdv_id});
         if (m.kind == kind_rts && !m.dead) { // completes when the data came
             auto& live = requests.emplace(id, std::move(r)).first->second;
             clear_to_send_locked(live, m);

@@ -43,9 +43,13 @@ std::string Communicator::Impl::on_clear_to_send_locked(NodeId source, std::uint
 
 std::string Communicator::Impl::on_data_locked(NodeId source, const WireEnvelope& w, BufferPtr whole) {
     auto it = awaiting.find(RdvKey{source, w.id});
-    if (it == awaiting.end() && abandoned.erase(RdvKey{source, w.id}) != 0) return {}; // cancelled receive
+    if (it == awaiting.end() && take_abandoned_locked(RdvKey{source, w.id})) return {}; // cancelled receive
     if (it == awaiting.end()) return "data for rendezvous " + std::to_string(w.id) + ", which this node did not clear";
     auto& r = requests.at(it->second);
+    if (w.size != r.completion.size || w.tag != r.completion.tag) // the receive keeps waiting (cancel, loss)
+        return "data of " + std::to_string(w.size) + " bytes with tag " + std::to_string(w.tag) + " for rendezvous " +
+               std::to_string(w.id) + ", announced as " + std::to_string(r.completion.size) + " bytes with tag " +
+               std::to_string(r.completion.tag);
     awaiting.erase(it);
     r.awaiting_data = false;
     fill_receive(r.completion, r, Arrived{source, w.tag, static_cast<std::size_t>(w.size), std::move(whole)});
@@ -53,6 +57,37 @@ std::string Communicator::Impl::on_data_locked(NodeId source, const WireEnvelope
     ++counters.rendezvous_received;
     changed.notify_all();
     return {};
+}
+
+void Communicator::Impl::abandon_locked(RdvKey key) {
+    auto& ids = abandoned[key.first];
+    if (ids.size() >= limits.rendezvous_window) {
+        const std::uint32_t oldest = ids.front();
+        ids.pop_front();
+        if (auto c = control_backlog.find(key.first); c != control_backlog.end()) {
+            auto& queue = c->second;
+            queue.erase(std::remove_if(queue.begin(), queue.end(),
+                                       [oldest](const BufferPtr& m) {
+                                           WireEnvelope w{};
+                                           std::memcpy(&w, m->single()->data(), sizeof w);
+                                           return w.id == oldest;
+                                       }),
+                        queue.end());
+            if (queue.empty()) control_backlog.erase(c);
+        }
+    }
+    ids.push_back(key.second);
+}
+
+bool Communicator::Impl::take_abandoned_locked(RdvKey key) {
+    auto a = abandoned.find(key.first);
+    if (a == abandoned.end()) return false;
+    auto& ids = a->second;
+    auto it = std::find(ids.begin(), ids.end(), key.second);
+    if (it == ids.end()) return false;
+    ids.erase(it);
+    if (ids.empty()) abandoned.erase(a);
+    return true;
 }
 
 void Communicator::Impl::send_control_locked(NodeId peer, std::uint8_t kind, std::uint32_t id) {
@@ -111,8 +146,7 @@ void Communicator::Impl::rendezvous_loss_locked(NodeId peer, const std::string& 
         it = announced.erase(it);
     }
     announced_count.erase(peer);
-    for (auto it = abandoned.begin(); it != abandoned.end();)
-        it = it->first == peer ? abandoned.erase(it) : std::next(it);
+    abandoned.erase(peer);
     // Receives that cleared its announcements: their data never comes.
     for (auto it = awaiting.begin(); it != awaiting.end();) {
         if (it->first.first != peer) {
@@ -130,7 +164,10 @@ void Communicator::Impl::rendezvous_loss_locked(NodeId peer, const std::string& 
     // Its unexpected announcements stay (in order, for probe); a receive that takes
     // one completes with peer_lost.
     for (auto& m : unexpected)
-        if (m.source == peer && m.kind == kind_rts) m.dead = true;
+        if (m.source == peer && m.kind == kind_rts) {
+            m.dead = true;
+            queued_rts.erase(RdvKey{peer, m.rdv_id}); // a restarted peer numbers its rendezvous anew
+        }
     control_backlog.erase(peer);
 }
 

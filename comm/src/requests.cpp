@@ -107,7 +107,7 @@ bool Communicator::cancel(RequestId id) {
     if (r.awaiting_data) {                   // its data, when it comes, is dropped
         for (auto it = im.awaiting.begin(); it != im.awaiting.end(); ++it)
             if (it->second == id) {
-                im.abandoned.insert(it->first);
+                im.abandon_locked(it->first);
                 im.awaiting.erase(it);
                 break;
             }

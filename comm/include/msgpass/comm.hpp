@@ -118,6 +118,7 @@ struct CommStats {
     std::uint64_t rendezvous_received = 0;  // large messages received by rendezvous
     std::uint64_t rendezvous_announced = 0; // now: own announcements not yet cleared by their receiver
     std::uint64_t rendezvous_awaiting = 0;  // now: receives that cleared an announcement, waiting for its data
+    std::uint64_t rendezvous_abandoned = 0; // now: cleared announcements whose receive was cancelled (data to drop)
 };
 
 class Communicator {
