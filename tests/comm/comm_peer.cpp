@@ -1,10 +1,14 @@
 // A peer of the communicator tests in a process of its own, to be killed:
-//   comm_peer [--announce] TECHNOLOGY PARTITION NODES SELF PORT...   (ports: none for sci)
+//   comm_peer [--announce|--receive-large] TECHNOLOGY PARTITION NODES SELF PORT...   (ports: none for sci)
 // It makes the same configuration as the test (node i on machine m1 or m2 for auto),
 // sends "hi" with tag 1 to node 1, prints "ready", then receives until killed.
 // --announce: with comm.eager_limit 1KiB, it also posts three 64 KiB sends to node 1
 // (tags 9, 10, 11: announcements only, by rendezvous), hands them over, prints
 // "ready" and then makes no progress, so that no clear-to-send is ever answered.
+// --receive-large: with comm.eager_limit 1KiB, it waits (probe) until node 1's
+// announcements with tags 9, 10 and 11 arrived, posts a receive for tag 9 (which
+// clears it: its clear-to-send goes), hands that over, prints "ready" and then makes
+// no progress: the data of tag 9 is never taken, 10 and 11 are never cleared.
 #include <msgpass/comm.hpp>
 #include <msgpass/msgpass.hpp>
 
@@ -20,12 +24,13 @@
 int main(int argc, char** argv) {
     using namespace msgpass;
     const bool announce = argc > 1 && std::strcmp(argv[1], "--announce") == 0;
-    if (announce) {
+    const bool receive_large = argc > 1 && std::strcmp(argv[1], "--receive-large") == 0;
+    if (announce || receive_large) {
         --argc;
         ++argv;
     }
     if (argc < 5) {
-        std::fprintf(stderr, "usage: comm_peer [--announce] TECHNOLOGY PARTITION NODES SELF PORT...\n");
+        std::fprintf(stderr, "usage: comm_peer [--announce|--receive-large] TECHNOLOGY PARTITION NODES SELF PORT...\n");
         return 2;
     }
     try {
@@ -48,7 +53,7 @@ int main(int argc, char** argv) {
             if (c.technology == "auto") node.machine = i % 2 == 1 ? "m1" : "m2";
             c.nodes.push_back(node);
         }
-        if (announce) c.edit_section<config::CommOptions>().eager_limit = config::KiB;
+        if (announce || receive_large) c.edit_section<config::CommOptions>().eager_limit = config::KiB;
         auto factory = NodeFactory::create(c, self);
         comm::Communicator comm(*factory, c);
         comm.send(1, 1, std::as_bytes(std::span("hi", 2)));
@@ -67,6 +72,26 @@ int main(int argc, char** argv) {
             std::fflush(stdout);
             for (;;)
                 pause(); // no progress: clear-to-send is never answered
+        }
+        if (receive_large) {
+            for (comm::Tag tag : {9, 10, 11})
+                if (!comm.probe(1, tag, std::chrono::seconds(10))) {
+                    std::fprintf(stderr, "comm_peer: node 1's announcement with tag %d did not come in 10 s\n", tag);
+                    return 1;
+                }
+            std::vector<std::byte> into(64 * config::KiB); // alive: this branch never returns
+            if (comm.post_recv(1, 9, into).done) {
+                std::fprintf(stderr, "comm_peer: the receive of a 64 KiB message completed at once\n");
+                return 1;
+            }
+            if (!comm.flush(std::chrono::seconds(10))) {
+                std::fprintf(stderr, "comm_peer: the clear-to-send was not handed over in 10 s\n");
+                return 1;
+            }
+            std::printf("ready\n");
+            std::fflush(stdout);
+            for (;;)
+                pause(); // no progress: the data is never taken, the others never cleared
         }
         std::printf("ready\n");
         std::fflush(stdout);

@@ -820,6 +820,86 @@ TEST_P(CommConformance, ACommunicatorHeldPastItsFactoryRefusesItsCallsWithAUsage
     ca.reset();
 }
 
+// Issue 11: "a peer's loss completes its pending requests with PeerLost, never a
+// hang", during a rendezvous, the other way round: node 1 sends three large messages
+// (above comm.eager_limit) to node 2, a process of its own, which takes the three
+// announcements, clears one (tag 9) and stops making progress; node 2 is killed.
+// The send it never cleared (posted, tag 10) completes with peer_lost, the blocking
+// send of another thread (tag 11) throws PeerLost; the one it cleared completes too:
+// success when its data was handed to the node before the loss was known, else
+// peer_lost (send completes when the node took the data), never a hang.
+TEST_P(CommConformance, AReceiverKilledDuringARendezvousFailsTheSendsWaitingForIt) {
+    auto c = make(2, [](config::Configuration& c) {
+        c.peer_timeout = 300ms;
+        c.edit_section<config::CommOptions>().eager_limit = config::KiB;
+    });
+    SegmentCleanup cleanup(c.partition);
+    std::vector<std::string> args{COMM_PEER, "--receive-large", GetParam(), c.partition, "2", "2"};
+    for (const auto& node : c.nodes)
+        if (node.port != 0) args.push_back(std::to_string(node.port));
+    auto f1 = NodeFactory::create(c, 1);
+    auto owned = std::make_unique<Communicator>(*f1, c);
+    Communicator& c1 = *owned;
+    ChildProcess peer(args);
+    EXPECT_EQ(recv_text(c1, 2, 1), "hi");
+    auto big = std::make_shared<const std::vector<std::byte>>(64 * config::KiB, std::byte{0x5a});
+    int u9 = 0, u10 = 0;
+    auto cleared = c1.post_send(2, 9, *big, &u9);
+    auto posted = c1.post_send(2, 10, *big, &u10);
+    ASSERT_FALSE(cleared.done || posted.done) << "a 64 KiB send above the 1 KiB eager limit completed at once";
+    // The blocking send waits, making progress (it moves the announcements and
+    // answers node 2's clear-to-send of tag 9), until node 2 is lost.
+    auto blocked_result = std::make_shared<std::promise<std::string>>();
+    auto blocked_done = blocked_result->get_future();
+    std::thread blocked([&c1, big, blocked_result] {
+        try {
+            c1.send(2, 11, *big);
+            blocked_result->set_value("returned");
+        } catch (const PeerLost& e) {
+            blocked_result->set_value(e.peer() == 2 ? "PeerLost" : "PeerLost of node " + std::to_string(e.peer()));
+        } catch (const std::exception& e) {
+            blocked_result->set_value(std::string("threw: ") + e.what());
+        }
+    });
+    // A send that hangs (the failure is reported) is left to its thread, with the
+    // communicator and factory it uses, so that the test ends instead of hanging too.
+    struct Join {
+        std::thread& t;
+        std::future<std::string>& done;
+        std::unique_ptr<Communicator>& comm;
+        std::unique_ptr<NodeFactory>& factory;
+        ~Join() {
+            if (!done.valid() || done.wait_for(0s) == std::future_status::ready) {
+                t.join();
+                return;
+            }
+            t.detach();
+            (void)comm.release();
+            (void)factory.release();
+        }
+    } join{blocked, blocked_done, owned, f1};
+    ASSERT_EQ(peer.wait_for_line("ready", patience), "ready") << "node 2 did not take the three announcements";
+    EXPECT_EQ(blocked_done.wait_for(0s), std::future_status::timeout) << "the blocking send returned before the kill";
+    peer.kill(SIGKILL);
+    peer.wait();
+    auto done = c1.wait(posted.id, patience);
+    ASSERT_TRUE(done.has_value()) << "a posted send announced to the killed receiver hung";
+    EXPECT_EQ(done->status, Status::peer_lost);
+    EXPECT_TRUE(done->is_send);
+    EXPECT_EQ(done->source, 2u);
+    EXPECT_EQ(done->user, &u10);
+    EXPECT_FALSE(done->error.empty());
+    ASSERT_EQ(blocked_done.wait_for(patience), std::future_status::ready)
+        << "a blocking send announced to the killed receiver hung";
+    EXPECT_EQ(blocked_done.get(), "PeerLost");
+    auto first = c1.wait(cleared.id, patience);
+    ASSERT_TRUE(first.has_value()) << "the send the killed receiver had cleared hung";
+    EXPECT_TRUE(first->status == Status::success || first->status == Status::peer_lost)
+        << "status " << comm::to_string(first->status) << ": " << first->error;
+    EXPECT_EQ(first->user, &u9);
+    EXPECT_EQ(c1.stats().rendezvous_announced, 0u);
+}
+
 INSTANTIATE_TEST_SUITE_P(Technologies, CommConformance, ::testing::Values("sci", "tcp", "udp", "auto"),
                          [](const auto& info) { return info.param; });
 
