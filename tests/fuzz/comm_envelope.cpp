@@ -4,11 +4,21 @@
 // process. The input is a flags byte, then messages as [u16 little-endian length]
 // [bytes]. Flag bit 0 makes the harness write the right magic word and version into
 // a message long enough for an envelope, bit 1 the right payload size, so that the
-// fuzzer's kind, flags, tag and reserved fields get past the first checks.
+// fuzzer's kind, flags, tag and id fields get past the first checks. With bit 2 node 2
+// answers each clear-to-send as a sender would: with the data (kind 5) of that
+// announcement, its tag and size (at most 4 KiB: a larger announcement gets 4 KiB,
+// which the receiver must refuse as not what was announced). Bit 3 makes node 1
+// drain by probe and posted receives first (then an announcement's receive waits for
+// its data), else by recv (which cancels the announcements it meets).
 // The contract: a malformed envelope is one msgpass::Error naming it and counted in
 // stats().malformed, the message dropped; every message received has source 2, a
-// tag that is not negative and the payload its envelope announced; once drained,
-// nothing stays queued; nothing crashes or hangs.
+// tag that is not negative and the payload its envelope announced. A request-to-send
+// (kind 3) is refused as malformed or waits as an announcement costing its envelope
+// alone (probe sees it); a receive that takes it answers one clear-to-send naming its
+// id, and completes only with data of the announced size (kind 5), else waits until
+// cancelled. Once drained, nothing stays queued, no receive waits for data, and the
+// cleared-then-cancelled announcements stay within rendezvous_window; nothing
+// crashes, hangs or grows without bound.
 #include "fuzz.hpp"
 
 #include "../support/partition.hpp"
@@ -19,6 +29,7 @@
 
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstdint>
 #include <cstring>
@@ -31,9 +42,24 @@ using namespace std::chrono_literals;
 
 namespace {
 
-constexpr std::size_t envelope_size = 24;   // magic, version, kind, flags, tag, reserved, size
+constexpr std::size_t envelope_size = 24;   // magic, version, kind, flags, tag, id, size
 constexpr std::uint32_t magic = 0x4d43504d; // "MPCM"
 constexpr std::uint8_t version = 1;
+constexpr std::uint8_t kind_rts = 3;
+constexpr std::uint8_t kind_cts = 4;
+constexpr std::uint8_t kind_data = 5;
+constexpr std::size_t largest_answer = 4096;
+
+struct Envelope {
+    std::uint32_t magic;
+    std::uint8_t version;
+    std::uint8_t kind;
+    std::uint16_t flags;
+    std::int32_t tag;
+    std::uint32_t id;
+    std::uint64_t size;
+};
+static_assert(sizeof(Envelope) == envelope_size);
 
 struct Partition {
     Partition() {
@@ -43,45 +69,142 @@ struct Partition {
         receiver = NodeFactory::create(configuration, 1);
         sender = NodeFactory::create(configuration, 2);
         to_receiver = sender->create_node(1);
-        comm = std::make_unique<comm::Communicator>(*receiver, std::vector<NodeId>{2});
+        comm = std::make_unique<comm::Communicator>(*receiver, std::vector<NodeId>{2}, limits);
     }
     config::Configuration configuration;
+    comm::Limits limits;
     std::unique_ptr<NodeFactory> receiver;
     std::unique_ptr<NodeFactory> sender;
     NodePtr to_receiver;
     std::unique_ptr<comm::Communicator> comm;
 };
 
+// What one input sent and what came of it.
+struct Tally {
+    bool answer = false;                 // flag bit 2: node 2 answers clear-to-send with data
+    bool probe_first = false;            // flag bit 3: node 1 drains by probe and post_recv first, else by recv
+    std::vector<Envelope> announcements; // the kind-3 messages sent (a clear-to-send consumes one)
+    std::size_t announcements_taken = 0; // taken by a post_recv that did not complete at once
+    std::size_t clears = 0;              // clear-to-send messages node 2 received
+};
+
+void check_received(const comm::Completion& c, std::size_t longest) {
+    MSGPASS_FUZZ_CHECK(!c.is_send);
+    MSGPASS_FUZZ_CHECK(c.status == comm::Status::success);
+    MSGPASS_FUZZ_CHECK(c.source == 2);
+    MSGPASS_FUZZ_CHECK(c.tag >= 0);
+    MSGPASS_FUZZ_CHECK(c.buffer != nullptr && c.buffer->size() == c.size && c.size + envelope_size <= longest);
+}
+
+// Node 2's side: what node 1 sent back must be clear-to-send messages, each naming
+// an announcement of this input.
+bool take_clears(Partition& p, Tally& t) {
+    bool moved = false;
+    while (auto b = p.to_receiver->receive()) {
+        moved = true;
+        Envelope w{};
+        MSGPASS_FUZZ_CHECK(b->size() == envelope_size);
+        b->copy_to(std::as_writable_bytes(std::span(&w, 1)));
+        MSGPASS_FUZZ_CHECK(w.magic == magic && w.version == version && w.kind == kind_cts && w.tag == 0 && w.size == 0);
+        auto it = std::find_if(t.announcements.begin(), t.announcements.end(),
+                               [&](const Envelope& a) { return a.id == w.id; });
+        MSGPASS_FUZZ_CHECK(it != t.announcements.end()); // no clear-to-send for what was not announced
+        const Envelope announced = *it;
+        t.announcements.erase(it);
+        ++t.clears;
+        if (!t.answer) continue;
+        const std::size_t n = static_cast<std::size_t>(std::min<std::uint64_t>(announced.size, largest_answer));
+        auto data = std::make_unique<HeapBuffer>(envelope_size + n);
+        std::memset(data->data(), 0x5a, data->size());
+        const Envelope d{magic, version, kind_data, 0, announced.tag, announced.id, n};
+        std::memcpy(data->data(), &d, sizeof d);
+        try {
+            p.to_receiver->send(std::move(data));
+        } catch (const SendQueueFull&) { // the receive waits; it is cancelled
+        }
+    }
+    return moved;
+}
+
 // Takes everything that arrived, checking each message, while the sender's queue
 // moves (sci grants its slots again as the receiver takes); without waiting: it
 // stops after three rounds in which nothing moved. True when the sender's queue is empty.
-bool drain(Partition& p, std::size_t longest) {
+bool drain(Partition& p, Tally& t, std::size_t longest) {
+    auto& c = *p.comm;
+    // recv's fast path takes eager messages; an announcement it meets is cleared and,
+    // as the data cannot come within a zero timeout, cancelled.
+    auto by_recv = [&] {
+        auto m = c.recv(comm::any_source, comm::any_tag, std::chrono::nanoseconds::zero());
+        if (!m) return false;
+        msgpass::fuzz::accepted();
+        MSGPASS_FUZZ_CHECK(m->source == 2 && m->tag >= 0);
+        MSGPASS_FUZZ_CHECK(m->buffer != nullptr && m->buffer->size() + envelope_size <= longest);
+        return true;
+    };
+    // probe, then a posted receive of what it saw: an eager message completes at
+    // once; an announcement is cleared, then completed by its data (node 2 answers
+    // the clear-to-send at once with flags bit 2) or cancelled.
+    auto by_probe = [&] {
+        auto e = c.iprobe(comm::any_source, comm::any_tag);
+        if (!e) return false;
+        MSGPASS_FUZZ_CHECK(e->source == 2 && e->tag >= 0);
+        MSGPASS_FUZZ_CHECK(c.stats().unexpected_bytes <= p.limits.unexpected_limit + longest);
+        auto r = c.post_recv(comm::any_source, comm::any_tag);
+        if (r.done) {
+            msgpass::fuzz::accepted();
+            MSGPASS_FUZZ_CHECK(r.done->size == e->size);
+            check_received(*r.done, longest);
+            return true;
+        }
+        ++t.announcements_taken;
+        std::optional<comm::Completion> done;
+        for (int look = 0; look < 3 && !done; ++look) {
+            (void)c.flush(std::chrono::nanoseconds::zero());
+            take_clears(p, t);
+            try {
+                done = c.test(r.id);
+            } catch (const PeerLost&) {
+                throw;
+            } catch (const Error& e2) { // what came may be malformed: the receive stays
+                MSGPASS_FUZZ_CHECK(std::string(e2.what()).find("malformed envelope") != std::string::npos);
+            }
+        }
+        if (!done) {
+            MSGPASS_FUZZ_CHECK(c.cancel(r.id));
+            done = c.test(r.id);
+            MSGPASS_FUZZ_CHECK(done && done->status == comm::Status::cancelled);
+            return true;
+        }
+        msgpass::fuzz::accepted();
+        MSGPASS_FUZZ_CHECK(done->size == e->size && done->tag == e->tag); // data as announced
+        check_received(*done, longest);
+        return true;
+    };
     bool flushed = false;
     for (int idle = 0; idle < 3;) {
         flushed = p.to_receiver->flush(std::chrono::nanoseconds::zero());
-        bool moved = false;
+        bool moved = take_clears(p, t);
         for (;;) {
-            std::optional<comm::Message> m;
             try {
-                m = p.comm->recv(comm::any_source, comm::any_tag, std::chrono::nanoseconds::zero());
-                if (!m) {
-                    auto u = p.comm->test_unexpected(1); // BMI's unexpected class: checked like the others
-                    if (!u.empty()) m = std::move(u.front());
+                if (t.probe_first ? by_probe() || by_recv() : by_recv() || by_probe()) {
+                    moved = true;
+                    continue;
                 }
+                auto u = c.test_unexpected(1); // BMI's unexpected class: checked like the others
+                if (u.empty()) break;
+                msgpass::fuzz::accepted();
+                moved = true;
+                MSGPASS_FUZZ_CHECK(u.front().source == 2 && u.front().tag >= 0);
+                MSGPASS_FUZZ_CHECK(u.front().buffer->size() + envelope_size <= longest);
             } catch (const PeerLost&) {
                 MSGPASS_FUZZ_CHECK(!"node 2 is alive: no loss may be reported");
             } catch (const Error& e) {
                 MSGPASS_FUZZ_CHECK(std::string(e.what()).find("malformed envelope") != std::string::npos);
                 moved = true;
-                continue;
             }
-            if (!m) break;
-            moved = true;
-            msgpass::fuzz::accepted();
-            MSGPASS_FUZZ_CHECK(m->source == 2);
-            MSGPASS_FUZZ_CHECK(m->tag >= 0);
-            MSGPASS_FUZZ_CHECK(m->buffer != nullptr && m->buffer->size() + envelope_size <= longest);
         }
+        (void)c.flush(std::chrono::nanoseconds::zero()); // clear-to-send messages waiting for room
+        moved = take_clears(p, t) || moved;
         idle = moved ? 0 : idle + 1;
     }
     return flushed;
@@ -94,6 +217,9 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
     if (size == 0) return 0;
     const std::uint8_t flags = data[0];
     std::size_t at = 1, longest = 0;
+    Tally t;
+    t.answer = (flags & 4) != 0;
+    t.probe_first = (flags & 8) != 0;
     const std::uint64_t malformed_before = p.comm->stats().malformed;
     while (at + 2 <= size) {
         std::size_t length = data[at] | (std::size_t{data[at + 1]} << 8);
@@ -111,6 +237,9 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
                 const std::uint64_t payload = length - envelope_size;
                 std::memcpy(bytes.data() + 16, &payload, sizeof payload);
             }
+            Envelope w{};
+            std::memcpy(&w, bytes.data(), sizeof w);
+            if (w.kind == kind_rts) t.announcements.push_back(w);
         }
         longest = std::max(longest, length);
         for (int attempt = 0;; ++attempt) {
@@ -119,13 +248,16 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
                 break;
             } catch (const SendQueueFull&) {
                 MSGPASS_FUZZ_CHECK(attempt < 100); // the receiver drains; the queue must move
-                drain(p, 1 << 16);
+                drain(p, t, 1 << 16);
             }
         }
     }
-    MSGPASS_FUZZ_CHECK(drain(p, std::max<std::size_t>(longest, 1 << 16)));
+    MSGPASS_FUZZ_CHECK(drain(p, t, std::max<std::size_t>(longest, 1 << 16)));
     const auto stats = p.comm->stats();
     MSGPASS_FUZZ_CHECK(stats.unexpected_messages == 0 && stats.unexpected_bytes == 0);
+    MSGPASS_FUZZ_CHECK(stats.rendezvous_awaiting == 0);                           // cancelled or completed
+    MSGPASS_FUZZ_CHECK(stats.rendezvous_abandoned <= p.limits.rendezvous_window); // bounded for one peer
+    MSGPASS_FUZZ_CHECK(t.announcements_taken <= t.clears);                        // each taken one was cleared
     MSGPASS_FUZZ_CHECK(stats.malformed >= malformed_before);
     return 0;
 }
