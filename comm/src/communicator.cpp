@@ -197,8 +197,14 @@ void Communicator::send(NodeId dest, Tag tag, BufferPtr&& payload) {
     Impl::check_tag(tag, false, "send");
     const std::size_t size = payload->size();
     auto whole = im.make_message(tag, std::move(payload), kind_eager, 0, true);
-    const bool sent = im.send_now(dest, whole);
-    payload.reset(); // the emptied PayloadBuffer, if it was one
+    bool sent = false;
+    try {
+        sent = im.send_now(dest, whole);
+    } catch (...) {
+        payload.reset(); // consumed, as by post_send: no empty shell left to the caller
+        throw;
+    }
+    payload.reset(); // the emptied PayloadBuffer, if it was one: after the send, off its path
     if (sent) return;
     finish_send(*this, im.post_send(dest, tag, std::move(whole), size, nullptr), dest, im.limits.send_timeout,
                 describe);
