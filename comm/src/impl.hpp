@@ -166,7 +166,9 @@ struct Communicator::Impl {
     std::unique_ptr<DynamicGroup> group;
 
     mutable std::mutex mutex;
-    bool pulling = false; // a thread waits in the nodes (blocking_pull_locked)
+    bool pulling = false;    // a thread waits in the nodes (blocking_pull_locked)
+    bool recv_waits = false; // recv's last first look without waiting found nothing (recv)
+    std::uint32_t recv_count = 0;
     std::condition_variable changed;
     int sleeping = 0; // threads asleep on `changed` (under mutex)
     // Whether a send waits in the backlog (sync_backlogged_locked): send's fast path

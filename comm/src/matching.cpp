@@ -242,8 +242,15 @@ std::optional<Message> Communicator::Impl::recv(NodeId source, Tag tag, std::chr
     std::optional<Message> out;
     const Want want{source, tag, &out};
     std::optional<SteadyTime> deadline; // set when the receive first waits
-    bool block = false;                 // the first look at the nodes does not wait, nor one after a message came
     std::unique_lock lock(mutex);
+    // Whether the next look at the nodes may wait; one after a message came does not.
+    // The first one does when the receives before found nothing there (requests and
+    // answers: the node's own wait polls at once, then waits for the message on its
+    // way from the earliest moment), except every 16th, which looks first without
+    // waiting as when they found their message there (a stream: taken without
+    // letting the mutex go), to learn which of the two it is.
+    bool block = timeout > std::chrono::nanoseconds::zero() && recv_waits && (++recv_count & 15) != 0;
+    bool first_look = !block;
     for (;;) {
         if (backlogged.load(std::memory_order_relaxed) || !control_backlog.empty()) retry_backlog_locked();
         if (!unexpected.empty()) {
@@ -257,15 +264,22 @@ std::optional<Message> Communicator::Impl::recv(NodeId source, Tag tag, std::chr
                                        " was lost and nothing of it is left to receive");
         std::chrono::nanoseconds left{0};
         if (block) {
-            if (!deadline) deadline = deadline_after(timeout);
-            left = time_left(*deadline);
-            if (left <= std::chrono::nanoseconds::zero()) return std::nullopt;
+            if (deadline) {
+                left = time_left(*deadline);
+                if (left <= std::chrono::nanoseconds::zero()) return std::nullopt;
+            } else {
+                deadline = deadline_after(timeout);
+                left = timeout;
+            }
         }
         const bool room = room_locked();
         if (!room && !pulling) ++counters.backpressure_stops;
         if (room && !pulling) {
             auto b = block ? blocking_pull_locked(lock, std::min(left, slice)) : pull_locked();
+            if (first_look) recv_waits = !b;
+            first_look = false;
             if (!b) {
+                if (!block && timeout <= std::chrono::nanoseconds::zero()) return std::nullopt;
                 block = true;
                 continue;
             }
@@ -276,6 +290,7 @@ std::optional<Message> Communicator::Impl::recv(NodeId source, Tag tag, std::chr
             continue;
         }
         if (!block) {
+            if (timeout <= std::chrono::nanoseconds::zero()) return std::nullopt;
             block = true;
             continue;
         }

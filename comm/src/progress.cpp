@@ -47,6 +47,7 @@ void Communicator::Impl::progress() {
 }
 
 BufferPtr Communicator::Impl::wait_step(std::chrono::nanoseconds step) {
+    if (!backlogged.load(std::memory_order_acquire)) return pull(step);
     Node* stalled = nullptr;
     {
         std::lock_guard lock(mutex);
