@@ -1,13 +1,18 @@
 // Recycled memory for large messages (64 KiB and more) of the ip technologies: a
 // fresh buffer of a megabyte per message costs page faults on every touch, and with
 // glibc an mmap/munmap pair per message, which halved the bandwidth of a 1 MiB
-// stream. Freed buffers return here, by power-of-two size class, up to a few per
-// class, and the next buffer of that class reuses one. Thread-safe; buffers keep
-// their pool alive.
+// stream. Freed buffers return here, by power-of-two size class, and the next buffer
+// of that class reuses one. A class keeps up to kept_bytes_per_class of buffers, and
+// at least keep_per_class: 32 of 64 KiB, 16 of 128 KiB, 4 of 512 KiB and more, so
+// that a window of messages just above 64 KiB (a communicator's 64 KiB payload
+// behind its envelope) is recycled too, not mapped and unmapped by glibc per
+// message (128 KiB is its mmap threshold). Thread-safe; buffers keep their pool
+// alive.
 #pragma once
 
 #include <msgpass/buffer.hpp>
 
+#include <algorithm>
 #include <array>
 #include <bit>
 #include <cstddef>
@@ -36,6 +41,11 @@ class BufferPool : public std::enable_shared_from_this<BufferPool> {
 public:
     static constexpr std::size_t min_size = 64 * 1024;
     static constexpr std::size_t keep_per_class = 4;
+    static constexpr std::size_t kept_bytes_per_class = 2 * 1024 * 1024;
+    // How many freed buffers of class cls (buffers of 2^cls bytes) are kept.
+    static constexpr std::size_t kept(std::size_t cls) {
+        return std::max(keep_per_class, kept_bytes_per_class >> std::min<std::size_t>(cls, 63));
+    }
 
     // A buffer of size bytes: pooled from min_size on, else one allocation.
     BufferPtr make(std::size_t size);
@@ -84,7 +94,7 @@ inline std::unique_ptr<std::byte[]> BufferPool::take(std::size_t cls) {
 
 inline void BufferPool::give(std::size_t cls, std::unique_ptr<std::byte[]> memory) {
     std::lock_guard lock(mutex_);
-    if (free_[cls].size() < keep_per_class) free_[cls].push_back(std::move(memory));
+    if (free_[cls].size() < kept(cls)) free_[cls].push_back(std::move(memory));
 }
 
 } // namespace msgpass::ip
