@@ -161,6 +161,7 @@ LocalNode::LocalNode(LocalNodeParameters parameters)
     free_slots_.reserve(sci.recv_buffer_no);
     for (std::uint32_t s = sci.recv_buffer_no; s > 0; --s)
         free_slots_.push_back(s - 1);
+    holds_ = std::make_unique<SlotHold[]>(sci.recv_buffer_no);
     headers_taken_.assign(sci.header_area_size / header_size, false);
 
     // The broadcast region exists from the start (sparse until used), so that

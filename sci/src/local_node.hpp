@@ -85,6 +85,17 @@ public:
         return base_ + control_->slot_offset + static_cast<std::size_t>(slot) * control_->slot_size;
     }
     [[nodiscard]] std::uint32_t free_slots() const;
+    // What a slot whose content was received needs until its last received buffer
+    // is dropped: how many buffers still point into it, the outstanding index of the
+    // sender it goes back to, and what keeps that sender's link (and through it this
+    // node) alive. Written by the receiver thread before it hands the buffers out;
+    // the last buffer dropped (any thread) takes the owner out and gives the slot back.
+    struct SlotHold {
+        std::atomic<std::uint32_t> refs{0};
+        std::uint32_t index = 0;
+        std::shared_ptr<void> owner;
+    };
+    [[nodiscard]] SlotHold& slot_hold(std::uint32_t slot) const noexcept { return holds_[slot]; }
     // Whether the pool has a slot per peer beyond their max_outst_buffers, so that
     // each may hold a hot slot without ever taking a slot an index waits for.
     [[nodiscard]] bool hot_slots() const noexcept { return hot_slots_; }
@@ -145,6 +156,7 @@ private:
     ControlBlock* control_ = nullptr;
     mutable std::mutex slots_mutex_;
     std::vector<std::uint32_t> free_slots_;
+    std::unique_ptr<SlotHold[]> holds_; // one per receive slot
     std::vector<bool> headers_taken_;
     bool hot_slots_ = false;
     std::shared_ptr<SendPool> send_pool_;

@@ -156,6 +156,7 @@ private:
 
     std::mutex recv_mutex_;
     Link* recv_link_ = nullptr;
+    std::shared_ptr<Link> recv_owner_; // recv_link_, for the holds of the slots its messages are in
     std::uint64_t received_ = 0;
     std::uint64_t large_received_ = 0;
     static constexpr std::uint32_t no_slot = 0xffffffffu;

@@ -101,6 +101,7 @@ void SciNode::introduce(Link& link) {
         grant_from_pool(link, i);
     store(link.header->epoch, local_->epoch32());
     recv_link_ = &link;
+    recv_owner_ = link.shared_from_this();
 }
 
 // Starts a new generation of grants: every index of the old one lets go of its

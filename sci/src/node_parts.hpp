@@ -3,6 +3,7 @@
 // large messages, the received buffers, and the word helpers.
 #pragma once
 
+#include "block_cache.hpp"
 #include "node.hpp"
 
 #include <atomic>
@@ -159,6 +160,15 @@ struct SciNode::Grants {
         std::atomic_thread_fence(std::memory_order_seq_cst);
         if (asleep_of(load(local_header->status))) link.control->bell.wake();
     }
+    // The last received buffer of slot is gone: the slot goes to the index its hold
+    // names, or to the pool. The slot may be granted and filled again as soon as it
+    // is offered, so its hold is emptied first. Any thread.
+    void give_back(Link& link, std::uint32_t slot) {
+        LocalNode::SlotHold& hold = local->slot_hold(slot);
+        const std::shared_ptr<void> keep = std::move(hold.owner); // the link, and through it this and the local node
+        const std::uint32_t i = hold.index;
+        if (!offer(link, i, slot)) local->release_recv_slot(slot);
+    }
     // Grants slot to the first index that waits for one, from index `first` on.
     // False when none does (the slot then goes back to the pool). Any thread.
     bool offer(Link& link, std::uint32_t first, std::uint32_t slot) {
@@ -172,23 +182,34 @@ struct SciNode::Grants {
     }
 };
 
-// SCIRecvBuffer: a received message in a receive slot of the local segment. When
-// the buffer is dropped, its slot is granted to the sender again (or returns to the
-// pool).
+// SCIRecvBuffer: a received message in a receive slot of the local segment, alone
+// or one of a batch that shares the slot. When the last buffer of a slot is
+// dropped, the slot is granted to the sender again (or returns to the pool). The
+// objects come from a per-thread cache of blocks, not from the heap, and hold no
+// reference of their own: the slot's hold (LocalNode::SlotHold) keeps the link.
 class SciNode::RecvBuffer final : public SingleBuffer {
 public:
-    RecvBuffer(std::shared_ptr<Link> link, std::uint32_t index, std::uint32_t slot, std::size_t size)
-        : SingleBuffer(link->grants->local->slot_address(slot), size, size), link_(std::move(link)), index_(index),
-          slot_(slot) {}
+    using Cache = BlockCache<64>;
+    // shared: other buffers point into the same slot (hold.refs counts them all).
+    RecvBuffer(Link& link, std::uint32_t slot, std::byte* data, std::size_t size, bool shared) noexcept
+        : SingleBuffer(data, size, size), link_(&link), slot_(slot), shared_(shared) {}
     ~RecvBuffer() override {
-        Grants& grants = *link_->grants;
-        if (!grants.offer(*link_, index_, slot_)) grants.local->release_recv_slot(slot_);
+        if (shared_ && link_->grants->local->slot_hold(slot_).refs.fetch_sub(1, std::memory_order_acq_rel) != 1) return;
+        link_->grants->give_back(*link_, slot_);
+    }
+    static void* operator new(std::size_t n) { return n <= Cache::block_size ? Cache::get() : ::operator new(n); }
+    static void operator delete(void* p, std::size_t n) noexcept {
+        if (n <= Cache::block_size) {
+            Cache::put(p);
+        } else {
+            ::operator delete(p);
+        }
     }
 
 private:
-    std::shared_ptr<Link> link_; // and through it the grants and the local node
-    std::uint32_t index_;
+    Link* link_; // kept by the slot's hold
     std::uint32_t slot_;
+    bool shared_;
 };
 
 // A received large message in the local large region of one sender.

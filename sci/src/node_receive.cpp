@@ -63,7 +63,10 @@ BufferPtr SciNode::take_message(Link& link) {
         // the pool on the next receive.
         if (!hot)
             grants_->index[i].store(Grants::pack(link.generation, next, Grants::no_slot), std::memory_order_release);
-        buffer = std::make_unique<RecvBuffer>(link.shared_from_this(), i, slot, size);
+        LocalNode::SlotHold& hold = local_->slot_hold(slot);
+        hold.index = i;
+        hold.owner = recv_owner_;
+        buffer = std::make_unique<RecvBuffer>(link, slot, local_->slot_address(slot), size, false);
     } else {
         // One descriptor, or several (a batch of queued broadcast messages); the
         // first is handed out now, the others by the next receive calls.
