@@ -122,7 +122,7 @@ BufferPtr SciNode::take_next() {
     if (!pending_.empty()) {
         auto b = std::move(pending_.front());
         pending_.pop_front();
-        stats_.received(b->size());
+        stats_.received_serialized(b->size());
         return b;
     }
     if (recv_link_ == nullptr) return nullptr;

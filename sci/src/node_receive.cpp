@@ -121,7 +121,7 @@ BufferPtr SciNode::take_message(Link& link) {
     // path); with one, it is written before the message is handed out.
     if (link.k == 1) publish_grants(link);
     buffer->set_source(parameters_.peer);
-    stats_.received(buffer->size());
+    stats_.received_serialized(buffer->size());
     return buffer;
 }
 

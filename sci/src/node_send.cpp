@@ -135,7 +135,7 @@ bool SciNode::try_transfer(Link& link, const Buffer& buffer, BufferPtr* owned, c
     last_note_[i] = note;
     if (hot) ++hot_used_;
     sent_.store(n + 1, std::memory_order_relaxed);
-    stats_.sent(size);
+    stats_.sent_serialized(size);
     grants_->wake(link);
     return true;
 }
@@ -228,7 +228,7 @@ std::size_t SciNode::try_transfer_batch(Link& link) {
                                    0};
         ++large_sent_;
         large_live_.push_back({place->offset, place->offset + size, place->entry});
-        stats_.sent(size);
+        stats_.sent_serialized(size);
         ++count;
     }
     if (count == 0) return 0;

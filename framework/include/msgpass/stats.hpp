@@ -28,6 +28,18 @@ public:
         add(messages_received_, 1);
         add(bytes_received_, bytes);
     }
+    // The same, for a technology whose sends (receives) of one node are counted by
+    // one thread at a time (under its own lock): a load and a store, not a locked
+    // read-modify-write, which on x86 would also wait for every store before it
+    // (a message just written to the peer's memory) to leave the core.
+    void sent_serialized(std::uint64_t bytes) noexcept {
+        bump(messages_sent_, 1);
+        bump(bytes_sent_, bytes);
+    }
+    void received_serialized(std::uint64_t bytes) noexcept {
+        bump(messages_received_, 1);
+        bump(bytes_received_, bytes);
+    }
     void queued() noexcept { add(sends_queued_, 1); }
     void retried(std::uint64_t n = 1) noexcept { add(retries_, n); }
     void error() noexcept { add(errors_, 1); }
@@ -48,6 +60,9 @@ public:
 private:
     static void add(std::atomic<std::uint64_t>& c, std::uint64_t n) noexcept {
         c.fetch_add(n, std::memory_order_relaxed);
+    }
+    static void bump(std::atomic<std::uint64_t>& c, std::uint64_t n) noexcept {
+        c.store(c.load(std::memory_order_relaxed) + n, std::memory_order_relaxed);
     }
     std::atomic<std::uint64_t> messages_sent_{0};
     std::atomic<std::uint64_t> bytes_sent_{0};
