@@ -38,27 +38,6 @@ LocalNodeParameters LocalNodeParameters::from(const config::Configuration& confi
     return p;
 }
 
-struct LocalNode::SendPool : std::enable_shared_from_this<SendPool> {
-    std::mutex mutex;
-    std::vector<std::unique_ptr<std::byte[]>> free;
-    std::size_t buffer_size = 0;
-};
-
-namespace {
-// A send buffer borrowed from the pool; its memory goes back to the pool when the
-// buffer is dropped (the seed's SCISendBuffer with use_send_pool).
-class PooledSendBuffer final : public SingleBuffer {
-public:
-    PooledSendBuffer(std::shared_ptr<LocalNode::SendPool> pool, std::unique_ptr<std::byte[]> memory, std::size_t size,
-                     std::size_t capacity);
-    ~PooledSendBuffer() override;
-
-private:
-    std::shared_ptr<LocalNode::SendPool> pool_;
-    std::unique_ptr<std::byte[]> memory_;
-};
-} // namespace
-
 struct LocalNode::Broadcast {
     struct Entry {
         std::uint64_t id;
@@ -177,16 +156,12 @@ LocalNode::LocalNode(LocalNodeParameters parameters)
     } catch (const Error&) {
         if (broadcast_->region.is_created()) broadcast_->region.destroy(); // none: every peer gets its own copy
     }
-    if (sci.use_send_pool) {
-        send_pool_ = std::make_shared<SendPool>();
-        send_pool_->buffer_size = sci.send_buffer_size;
-        for (std::uint32_t i = 0; i < sci.send_buffer_no; ++i) {
-            send_pool_->free.push_back(std::make_unique_for_overwrite<std::byte[]>(sci.send_buffer_size));
-        }
-    }
+    if (sci.use_send_pool) send_pool_ = SendPool::create(sci.send_buffer_no, sci.send_buffer_size);
 }
 
-LocalNode::~LocalNode() = default;
+LocalNode::~LocalNode() {
+    if (send_pool_ != nullptr) send_pool_->close(); // it ends when its last buffer comes back
+}
 
 std::optional<LocalNode::BroadcastPlace> LocalNode::broadcast_acquire(const SharedBuffer& buffer, Sequence& sequence) {
     auto& b = *broadcast_;
@@ -263,15 +238,6 @@ std::uint32_t LocalNode::free_slots() const {
     return static_cast<std::uint32_t>(free_slots_.size());
 }
 
-PooledSendBuffer::PooledSendBuffer(std::shared_ptr<LocalNode::SendPool> pool, std::unique_ptr<std::byte[]> memory,
-                                   std::size_t size, std::size_t capacity)
-    : SingleBuffer(memory.get(), size, capacity), pool_(std::move(pool)), memory_(std::move(memory)) {}
-
-PooledSendBuffer::~PooledSendBuffer() {
-    std::lock_guard lock(pool_->mutex);
-    pool_->free.push_back(std::move(memory_));
-}
-
 // A yield that returns at once takes about 0.5 us here; one that ran another task
 // 3 us or more. The CPU counts as shared after one slow yield, and as free again
 // after 32 fast ones in a row.
@@ -339,18 +305,10 @@ BufferPtr LocalNode::allocate_send_buffer(std::size_t size) {
     if (size > parameters_.max_message_size) {
         kit::throw_buffer_too_large(size, parameters_.max_message_size);
     }
-    if (send_pool_ && size <= send_pool_->buffer_size) {
-        std::unique_ptr<std::byte[]> memory;
-        {
-            std::lock_guard lock(send_pool_->mutex);
-            if (!send_pool_->free.empty()) {
-                memory = std::move(send_pool_->free.back());
-                send_pool_->free.pop_back();
-            }
-        }
-        if (memory)
-            return std::make_unique<PooledSendBuffer>(send_pool_, std::move(memory), size, send_pool_->buffer_size);
+    if (send_pool_ != nullptr && size <= send_pool_->buffer_size()) {
+        if (auto b = send_pool_->get(size)) return b;
     }
+    if (auto b = small_heap_buffer(size)) return b;
     return std::make_unique<HeapBuffer>(size);
 }
 

@@ -12,6 +12,7 @@
 #include <msgpass/wait.hpp>
 
 #include "remote_memory.hpp"
+#include "send_pool.hpp"
 
 #include <algorithm>
 #include <atomic>
@@ -128,10 +129,9 @@ public:
     auto wait(Poll&& poll, std::chrono::nanoseconds timeout) -> decltype(poll());
 
     // A buffer of size bytes to send: from the send pool when use_send_pool is set
-    // and size fits send_buffer_size and a buffer is free, else from the heap.
+    // and size fits send_buffer_size and a buffer is free, else from the heap (a
+    // small one from a per-thread cache of blocks). Neither takes a lock.
     BufferPtr allocate_send_buffer(std::size_t size);
-
-    struct SendPool; // the pre-allocated send buffers (use_send_pool)
 
     // The broadcast region: a message sent to several peers (send_shared, as a group
     // send does) is copied once into this process's own region, and each peer gets a
@@ -159,7 +159,7 @@ private:
     std::unique_ptr<SlotHold[]> holds_; // one per receive slot
     std::vector<bool> headers_taken_;
     bool hot_slots_ = false;
-    std::shared_ptr<SendPool> send_pool_;
+    SendPool* send_pool_ = nullptr; // closed by the destructor (buffers may outlive this node)
     std::unique_ptr<Broadcast> broadcast_;
     void progress_slow();
     std::atomic<std::ptrdiff_t> queued_total_{0};
