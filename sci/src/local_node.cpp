@@ -134,6 +134,8 @@ LocalNode::LocalNode(LocalNodeParameters parameters)
     control_->slot_count = sci.recv_buffer_no;
     control_->max_outst_buffers = sci.max_outst_buffers;
     control_->max_message_size = parameters_.max_message_size;
+    barrier_ = process_barrier_registered();
+    control_->flags = barrier_ ? control_barrier : 0;
     std::atomic_ref<std::uint64_t>(control_->epoch).store(new_epoch(), std::memory_order_release);
 
     hot_slots_ = sci.recv_buffer_no >= parameters_.peer_outstanding + peers;
@@ -279,8 +281,11 @@ void LocalNode::announce_sleep() {
             node->write_status();
     }
     // The announcement before the sleeper's next poll (a partner's note before its
-    // look at the announcement: one of the two sees the other).
+    // look at the announcement: one of the two sees the other). A partner told that
+    // we make barriers wrote its note without a fence: the barrier puts one between
+    // its note and its look, wherever that partner stands.
     std::atomic_thread_fence(std::memory_order_seq_cst);
+    if (barrier_ && !process_barrier()) barrier_failed_.store(true, std::memory_order_relaxed);
 }
 
 void LocalNode::withdraw_sleep() {

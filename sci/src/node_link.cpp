@@ -51,6 +51,7 @@ SciNode::Link* SciNode::establish_link() {
     link->slot_size = cb.slot_size;
     link->slot_count = cb.slot_count;
     link->max_message_size = cb.max_message_size;
+    link->barrier = (cb.flags & control_barrier) != 0 && process_barrier_registered();
     link->header =
         reinterpret_cast<Header*>(link->base + cb.header_offset + local_->parameters().self_index * header_size);
     map_broadcast(*link, LargeDescriptor{}); // best effort; retried on the first broadcast descriptor

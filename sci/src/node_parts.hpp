@@ -52,6 +52,10 @@ struct SciNode::Link : std::enable_shared_from_this<SciNode::Link> {
     std::uint64_t slot_size = 0;
     std::uint32_t slot_count = 0;
     std::uint64_t max_message_size = 0;
+    // The peer makes a process barrier when it announces a sleep, and this process
+    // registered for them: a write to the peer needs no fence before the look at
+    // whether it sleeps (Grants::wake).
+    bool barrier = false;
     RemoteSegment large;
     std::byte* large_base = nullptr;
     std::uint64_t large_capacity = 0; // the largest message its large region takes
@@ -153,11 +157,17 @@ struct SciNode::Grants {
     }
     // After a note or a grant was written to the peer: rings its doorbell if it said
     // it sleeps. That word is in our own segment (the peer wrote it there), so no
-    // remote memory is read; the fence pairs with the one of the peer's
-    // announcement (LocalNode::announce_sleep), so that either the peer's last poll
-    // sees what we wrote or we see that it sleeps.
+    // remote memory is read. Either the peer's last poll sees what we wrote or we
+    // see that it sleeps: our fence pairs with the one of the peer's announcement
+    // (LocalNode::announce_sleep), or, when the peer makes process barriers and we
+    // registered for them, its barrier stands for our fence, and a message costs
+    // none (the store of the note then need not leave this core before we go on).
     void wake(Link& link) const {
-        std::atomic_thread_fence(std::memory_order_seq_cst);
+        if (link.barrier) {
+            std::atomic_signal_fence(std::memory_order_seq_cst);
+        } else {
+            std::atomic_thread_fence(std::memory_order_seq_cst);
+        }
         if (asleep_of(load(local_header->status))) link.control->bell.wake();
     }
     // The last received buffer of slot is gone: the slot goes to the index its hold

@@ -16,10 +16,12 @@
 #include <emmintrin.h>
 #endif
 #include <fcntl.h>
+#include <linux/membarrier.h>
 #include <optional>
 #include <sys/file.h>
 #include <sys/stat.h>
 #include <sys/statvfs.h>
+#include <sys/syscall.h>
 #include <unistd.h>
 
 namespace bip = boost::interprocess;
@@ -507,6 +509,29 @@ void Sequence::write_word(std::uint32_t* word, std::uint32_t value, std::uint32_
         retries_.fetch_add(1, std::memory_order_relaxed);
     }
     throw ResourceError("control word transfer failed " + std::to_string(max_attempts) + " times in a row");
+}
+
+namespace {
+long membarrier(int command) noexcept {
+    return ::syscall(SYS_membarrier, command, 0, 0);
+}
+} // namespace
+
+bool process_barrier() noexcept {
+    return membarrier(MEMBARRIER_CMD_GLOBAL_EXPEDITED) == 0;
+}
+
+// The barrier is tried before registering: a process that could not make one must
+// not have partners rely on it, and one that did not register must keep its fences.
+bool process_barrier_registered() noexcept {
+    static const bool registered = [] {
+        const long supported = membarrier(MEMBARRIER_CMD_QUERY);
+        if (supported < 0 || (supported & MEMBARRIER_CMD_GLOBAL_EXPEDITED) == 0 ||
+            (supported & MEMBARRIER_CMD_REGISTER_GLOBAL_EXPEDITED) == 0)
+            return false;
+        return process_barrier() && membarrier(MEMBARRIER_CMD_REGISTER_GLOBAL_EXPEDITED) == 0;
+    }();
+    return registered;
 }
 
 } // namespace msgpass::sci

@@ -189,4 +189,17 @@ private:
     std::atomic<std::uint64_t> retries_{0};
 };
 
+// A memory barrier that one process makes on behalf of others (Linux membarrier,
+// MEMBARRIER_CMD_GLOBAL_EXPEDITED): every thread of the processes that registered
+// for it and runs at that moment passes a full barrier before the call returns. The
+// sci sleep handshake uses it so that the side that writes on every message (a
+// note, a grant) needs no fence of its own, and the side that is about to sleep,
+// rarely, pays for both (about 1 us on the 2-core VM).
+//
+// True when this process registered (done once, on the first call) and has made one
+// barrier: it may then skip its fences towards a partner that makes barriers.
+bool process_barrier_registered() noexcept;
+// Makes the barrier; false when the system call failed.
+bool process_barrier() noexcept;
+
 } // namespace msgpass::sci

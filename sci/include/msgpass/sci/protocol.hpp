@@ -53,6 +53,11 @@ struct alignas(64) ControlBlock {
     std::uint32_t slot_count;
     std::uint32_t max_outst_buffers;
     std::uint64_t max_message_size;
+    // control_barrier: the owner makes a process-wide barrier (membarrier) each time
+    // it announces that it sleeps, so that a partner that registered for those
+    // barriers needs no fence of its own between writing a message or a grant here
+    // and looking whether the owner sleeps (docs/sci-protocol.md, "Receive").
+    std::uint32_t flags;
     // Rung by a partner that wrote a message or a grant here while the owner said
     // (in the partner's own segment) that it sleeps.
     alignas(64) Doorbell bell;
@@ -63,6 +68,7 @@ struct alignas(64) ControlBlock {
     alignas(64) std::uint32_t closed;
 };
 static_assert(sizeof(ControlBlock) <= control_block_size);
+inline constexpr std::uint32_t control_barrier = 1u << 0;
 
 // One header: written by one remote node W into the segment of its partner O.
 //   epoch         W's epoch (low 32 bits, never 0) once W connected to O
