@@ -61,6 +61,7 @@ SciNode::~SciNode() {
     // node alive on their own, and give their slots to the pool (a new generation).
     std::lock_guard lock(recv_mutex_);
     release_grants(grants_->generation + 1, 0);
+    abandon_batch();
     if (hot_slot_ != no_slot) local_->release_recv_slot(hot_slot_);
     forget_large();
     local_->release_local_header(parameters_.peer_index);

@@ -85,10 +85,13 @@ private:
     bool choose_streaming();
     void record_copy(bool streaming, std::chrono::nanoseconds took, std::uint64_t size);
     std::size_t try_transfer_batch(Link& link);
+    static bool coalescible(const Queued& q, std::uint64_t capacity);
+    std::size_t try_transfer_coalesced(Link& link);
     std::optional<std::uint64_t> place_large(std::uint64_t size);
     void forget_large();
     std::byte* map_broadcast(Link& link, const LargeDescriptor& d);
     void flush_locked(Link* link);
+    void flush_deferring(Link* link);
     bool try_flush();
     void try_flush_queue() override { try_flush(); }
     // Declares the peer lost if its process is gone or restarted; at most every
@@ -111,6 +114,9 @@ private:
     std::uint64_t unacknowledged(const Link& link) const;
     BufferPtr take_next();
     BufferPtr take_message(Link& link);
+    bool open_batch(Link& link, std::uint32_t i, std::uint32_t slot, std::uint32_t size, std::uint64_t number);
+    BufferPtr next_in_batch();
+    void abandon_batch();
     bool grant_from_pool(Link& link, std::uint32_t index);
     void release_grants(std::uint32_t generation, std::uint32_t k);
     void publish_grants(Link& link);
@@ -153,6 +159,7 @@ private:
     std::uint64_t large_copies_ = 0;
     std::array<double, 2> copy_cost_{}; // ns per byte of large copies: cached, streaming (0: not measured)
     std::array<std::uint32_t, max_outstanding> last_note_{};
+    std::vector<std::uint32_t> batch_table_; // header and lengths of the batch being sent
 
     std::mutex recv_mutex_;
     Link* recv_link_ = nullptr;
@@ -169,6 +176,17 @@ private:
     std::atomic<bool> hot_out_{false}; // hot_slot_ != no_slot, read by senders without the lock
     std::string violation_;            // a protocol violation seen by the receiver, reported outside the lock
     std::deque<BufferPtr> pending_;    // taken from a batch of descriptors, not handed out yet
+    // The batch of small messages being handed out (link null when none): one per
+    // receive call, each a view into the slot, which returns with the last of them.
+    struct Batch {
+        Link* link = nullptr; // kept by the slot's hold
+        std::uint32_t slot = 0;
+        std::uint32_t next = 0; // the message handed out next
+        std::uint32_t count = 0;
+        std::uint32_t offset = 0; // of message `next` in the slot
+    };
+    Batch batch_;
+    std::vector<std::uint32_t> batch_lengths_; // of the open batch, copied out of the slot
 
     kit::LossLatch loss_;
     std::mutex deferred_mutex_;

@@ -80,6 +80,7 @@ SciNode::Link* SciNode::establish_link() {
 // our header only now, when every one of them has been taken; the new incarnation
 // writes none before it sees the grants below. recv_mutex_ held.
 void SciNode::introduce(Link& link) {
+    abandon_batch(); // none: take_next empties a batch before the receive side moves on
     grants_->generation = (grants_->generation + 1) & Grants::generation_mask;
     link.generation = grants_->generation;
     release_grants(link.generation, link.k);
@@ -120,6 +121,7 @@ void SciNode::release_grants(std::uint32_t generation, std::uint32_t k) {
 // The next message of the receive side's incarnation: one of a batch already
 // taken, or the next notification. recv_mutex_ held.
 BufferPtr SciNode::take_next() {
+    if (batch_.link != nullptr) return next_in_batch();
     if (!pending_.empty()) {
         auto b = std::move(pending_.front());
         pending_.pop_front();

@@ -1,5 +1,6 @@
 // The sci node's receive side: taking notifications and large messages from the
 // peer, and receive() (see node.cpp for the whole).
+#include "batch.hpp"
 #include "node_parts.hpp"
 
 #include <msgpass/wait.hpp>
@@ -26,7 +27,8 @@ BufferPtr SciNode::take_message(Link& link) {
     const std::uint32_t size = note & note_size_mask;
     const bool large = (note & note_large_flag) != 0;
     const bool hot = (note & note_hot_flag) != 0;
-    ++received_;
+    const bool batch = (note & note_batch_flag) != 0;
+    const std::uint64_t number = received_++;
     const std::uint32_t next = Grants::next_round(Grants::round_of(w));
     // The index keeps its slot for the next round: granted again at once.
     auto keep = [&] {
@@ -48,6 +50,28 @@ BufferPtr SciNode::take_message(Link& link) {
         grants_->index[i].store(Grants::pack(link.generation, next, granted), std::memory_order_release);
     }
     BufferPtr buffer;
+    if (batch) {
+        // Several small messages in one slot: all are checked before the first is
+        // handed out; the slot goes back when the last of them is dropped.
+        bool opened = false;
+        if (large || hot) {
+            violation_ = "node " + std::to_string(parameters_.peer) + " sent a malformed batch (flagged " +
+                         (large ? "large" : "hot") + " too)";
+        } else {
+            opened = open_batch(link, i, slot, size, number);
+        }
+        if (!opened) {
+            if (hot) {
+                local_->release_recv_slot(slot);
+            } else {
+                keep();
+            }
+            return nullptr;
+        }
+        grants_->index[i].store(Grants::pack(link.generation, next, Grants::no_slot), std::memory_order_release);
+        if (link.k == 1) publish_grants(link);
+        return next_in_batch();
+    }
     if (!large) {
         if (size > local_->control().slot_size) {
             if (hot) {
@@ -123,6 +147,51 @@ BufferPtr SciNode::take_message(Link& link) {
     buffer->set_source(parameters_.peer);
     stats_.received_serialized(buffer->size());
     return buffer;
+}
+
+// Checks the batch in slot (announced by note number `number` on index i, size
+// bytes; check_batch) and makes it the one the next receive calls hand out, or
+// leaves the reason in violation_. Receiver.
+bool SciNode::open_batch(Link& link, std::uint32_t i, std::uint32_t slot, std::uint32_t size, std::uint64_t number) {
+    std::string why =
+        size > local_->control().slot_size
+            ? "larger than the slot of " + std::to_string(local_->control().slot_size)
+            : check_batch(local_->slot_address(slot), size, number, parameters_.max_message_size, batch_lengths_);
+    if (!why.empty()) {
+        violation_ = "node " + std::to_string(parameters_.peer) + " sent a malformed batch of " + std::to_string(size) +
+                     " bytes (" + why + ")";
+        return false;
+    }
+    const auto count = static_cast<std::uint32_t>(batch_lengths_.size());
+    LocalNode::SlotHold& hold = local_->slot_hold(slot);
+    hold.refs.store(count, std::memory_order_relaxed);
+    hold.index = i;
+    hold.owner = recv_owner_;
+    batch_ = Batch{&link, slot, 0, count, static_cast<std::uint32_t>(batch_data_offset(count))};
+    return true;
+}
+
+// The next message of the open batch, a view into its slot. Receiver.
+BufferPtr SciNode::next_in_batch() {
+    const std::uint32_t length = batch_lengths_[batch_.next];
+    auto b = std::make_unique<RecvBuffer>(*batch_.link, batch_.slot, local_->slot_address(batch_.slot) + batch_.offset,
+                                          length, true);
+    batch_.offset = static_cast<std::uint32_t>(batch_align_up(batch_.offset + length));
+    if (++batch_.next == batch_.count) batch_.link = nullptr;
+    b->set_source(parameters_.peer);
+    stats_.received_serialized(length);
+    return b;
+}
+
+// The messages of the open batch that were never handed out let go of its slot (the
+// node ends). Receiver lock held.
+void SciNode::abandon_batch() {
+    if (batch_.link == nullptr) return;
+    const std::uint32_t left = batch_.count - batch_.next;
+    Link& link = *batch_.link;
+    batch_.link = nullptr;
+    if (local_->slot_hold(batch_.slot).refs.fetch_sub(left, std::memory_order_acq_rel) == left)
+        link.grants->give_back(link, batch_.slot);
 }
 
 // The peer's broadcast region, mapped when first needed (normally when the link is

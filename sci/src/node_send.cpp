@@ -1,5 +1,6 @@
 // The sci node's send side: transfers into the peer's slots, large messages through
 // the peer's ring, the send queue, send() and flush() (see node.cpp for the whole).
+#include "batch.hpp"
 #include "node_parts.hpp"
 
 #include <msgpass/kit/errors.hpp>
@@ -242,9 +243,57 @@ std::size_t SciNode::try_transfer_batch(Link& link) {
     return count;
 }
 
+// Whether a queued message may travel in a batch of small messages: not one for the
+// broadcast region, and small enough that at least two share a slot.
+bool SciNode::coalescible(const Queued& q, std::uint64_t capacity) {
+    const std::size_t size = q.buffer().size();
+    if (q.shared() && size >= broadcast_min_size) return false;
+    return batch_data_offset(2) + 2 * batch_align_up(size) <= capacity;
+}
+
+// Sends the small messages at the front of the queue (two or more) with one note:
+// they fill one slot behind a batch header that names each one's length (see
+// BatchHeader). A stream of small messages then costs one note, one grant and one
+// wake-up check per slot instead of per message. Returns how many went. Send lock held.
+std::size_t SciNode::try_transfer_coalesced(Link& link) {
+    const std::uint64_t capacity = std::min<std::uint64_t>(link.slot_size, note_size_mask);
+    if (queue_.size() < 2 || !coalescible(queue_[0], capacity) || !coalescible(queue_[1], capacity)) return 0;
+    if (load(local_header_->epoch) != link.epoch32) return 0;
+    const std::uint64_t n = sent_.load(std::memory_order_relaxed);
+    const std::uint32_t i = static_cast<std::uint32_t>(n % send_k_);
+    const std::uint64_t round = n / send_k_;
+    const std::uint32_t ack = load(local_header_->index[i].ack);
+    if (sig_of(ack) != signature(round, salt_of(link.epoch32))) return 0;
+    const std::uint32_t slot = ack & ack_slot_mask;
+    if (slot >= link.slot_count) return 0; // try_transfer reports it
+    auto size_of = [&](std::uint32_t k) -> std::uint64_t {
+        return coalescible(queue_[k], capacity) ? queue_[k].buffer().size() : ~std::uint64_t{0};
+    };
+    const BatchPlan plan = plan_batch(queue_.size(), capacity, size_of);
+    if (plan.count < 2) return 0;
+    std::byte* content = link.slot(slot);
+    std::uint64_t at = batch_data_offset(plan.count);
+    for (std::uint32_t k = 0; k < plan.count; ++k) {
+        const Buffer& b = queue_[k].buffer();
+        sequence_.copy(content + at, b.fragments());
+        at += batch_align_up(b.size());
+        stats_.sent_serialized(b.size());
+    }
+    write_batch_table(batch_table_, n, plan, size_of);
+    sequence_.copy(content, batch_table_.data(), batch_table_.size() * sizeof(std::uint32_t));
+    const auto size = static_cast<std::uint32_t>(plan.size);
+    const std::uint32_t note = make_note(signature(round, salt_of(local_->epoch32())), false, size, false, true);
+    sequence_.write_word(&link.header->index[i].note, note, last_note_[i]);
+    last_note_[i] = note;
+    sent_.store(n + 1, std::memory_order_relaxed);
+    grants_->wake(link);
+    return plan.count;
+}
+
 void SciNode::flush_locked(Link* link) {
     while (!queue_.empty() && link != nullptr) {
         std::size_t sent = try_transfer_batch(*link);
+        if (sent == 0) sent = try_transfer_coalesced(*link);
         if (sent == 0) {
             const Queued& front = queue_.front();
             if (!try_transfer(*link, front.buffer(), nullptr, front.shared() ? &front.shared() : nullptr)) break;
@@ -262,16 +311,21 @@ bool SciNode::try_flush() {
     if (!lock.owns_lock()) return false;
     Link* link = current_link();
     sync_send_side(link);
+    flush_deferring(link);
+    return queue_.empty();
+}
+
+// A flush whose failure is not the caller's to report (a call that sent nothing, or
+// a send whose buffer is queued already): the message stays queued, and the next
+// send to this node reports why it does not go. Send lock held.
+void SciNode::flush_deferring(Link* link) {
     try {
         flush_locked(link);
     } catch (const ResourceError&) {
-        // Called by any send, receive or flush of the process: the message stays
-        // queued, and the next send to this node reports why it does not go.
         std::lock_guard deferred(deferred_mutex_);
         deferred_error_ = std::current_exception();
         deferred_pending_.store(true, std::memory_order_release);
     }
-    return queue_.empty();
 }
 
 template <class B>
@@ -293,7 +347,29 @@ void SciNode::send_impl(B& buffer) {
         kit::throw_message_too_large(*this, size, link->max_message_size, "the receiver's max_message_size");
     }
     sync_send_side(link);
-    if (!queue_.empty()) flush_locked(link);
+    auto enqueue = [&] {
+        if (queue_.size() >= parameters_.send_queue_limit) {
+            stats_.error();
+            kit::throw_send_queue_full(*this, parameters_.send_queue_limit);
+        }
+        queue_.emplace_back(std::move(buffer));
+        queue_depth_.store(queue_.size(), std::memory_order_relaxed);
+        local_->queued_changed(1);
+    };
+    if (!queue_.empty()) {
+        flush_locked(link); // throws the error of a message queued before (this buffer stays with the caller)
+        if (!queue_.empty()) {
+            // Still behind others: the message joins the queue, which moves again,
+            // so that it may leave in the same batch of small messages as they do.
+            enqueue();
+            flush_deferring(link);
+            if (!queue_.empty()) { // the last in line is still waiting, this one
+                stats_.queued();
+                check_peer(link);
+            }
+            return;
+        }
+    }
     BufferPtr* owned = nullptr;
     const SharedBuffer* shared = nullptr;
     if constexpr (std::is_same_v<B, BufferPtr>) {
@@ -301,17 +377,11 @@ void SciNode::send_impl(B& buffer) {
     } else {
         shared = &buffer;
     }
-    if (queue_.empty() && link != nullptr && try_transfer(*link, *buffer, owned, shared)) {
+    if (link != nullptr && try_transfer(*link, *buffer, owned, shared)) {
         buffer = nullptr;
         return;
     }
-    if (queue_.size() >= parameters_.send_queue_limit) {
-        stats_.error();
-        kit::throw_send_queue_full(*this, parameters_.send_queue_limit);
-    }
-    queue_.emplace_back(std::move(buffer));
-    queue_depth_.store(queue_.size(), std::memory_order_relaxed);
-    local_->queued_changed(1);
+    enqueue();
     stats_.queued();
     check_peer(link);
 }

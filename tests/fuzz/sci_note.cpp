@@ -5,10 +5,12 @@
 // mad, writes the input into node 1's segment: the note of the next message (index 1,
 // round 0), with the right signature so the fuzzer gets past it, and the content of
 // every receive slot. Node 1 then receives until nothing more comes.
-// Input: [u32 note: the low 24 bits (large flag, hot flag, size) are the input's,
-// the signature the harness's][u8 flags: bit 0 makes each 32-byte descriptor's
-// sequence, check and reserved word right, so the fuzzer's offset, size and region
-// reach the region checks][slot bytes].
+// Input: [u32 note: the low 24 bits (large flag, hot flag, batch flag, size) are the
+// input's, the signature the harness's][u8 flags: bit 0 makes each 32-byte
+// descriptor's sequence, check and reserved word right, so the fuzzer's offset, size
+// and region reach the region checks; bit 1 makes a batch header's sequence, check
+// and reserved word right (for the note's size), so the fuzzer's count and lengths
+// reach the length checks][slot bytes].
 // The contract: whatever the note says, node 1 either delivers messages no larger
 // than max_message_size whose bytes lie in its own memory, or reports node 2 lost
 // once (PeerLost naming the break); it never reads outside its segment or regions
@@ -78,6 +80,7 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
     std::uint32_t low = 0;
     std::memcpy(&low, data, sizeof low);
     const bool fix_descriptors = (data[4] & 1) != 0;
+    const bool fix_batch = (data[4] & 2) != 0;
     const std::uint8_t* slot_bytes = data + 5;
     const std::size_t slot_length = std::min<std::size_t>(size - 5, control.slot_size);
     for (std::uint32_t s = 0; s < control.slot_count; ++s) {
@@ -93,11 +96,20 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
                 std::memcpy(slot + k * sizeof d, &d, sizeof d);
             }
         }
+        if (fix_batch && slot_length >= sizeof(sci::BatchHeader)) {
+            sci::BatchHeader h{};
+            std::memcpy(&h, slot, sizeof h);
+            h.sequence = 1; // the note of message 1
+            h.reserved = 0;
+            h.check = sci::batch_check_of(h.sequence, h.count, low & sci::note_size_mask);
+            std::memcpy(slot, &h, sizeof h);
+        }
     }
     // One message was taken: the next is message 1, on index 1 of round 0.
     const std::uint32_t k = 4;
     const std::uint32_t sig = sci::signature(1 / k, sci::salt_of(epoch));
     std::atomic_ref<std::uint32_t>(header->index[1 % k].note).store((sig << 24) | (low & 0xffffffu));
+    const std::uint64_t slot_size = control.slot_size;
 
     int quiet = 0, losses = 0;
     for (int rounds = 0; quiet < 3 && rounds < 10000; ++rounds) {
@@ -110,6 +122,9 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
             quiet = 0;
             msgpass::fuzz::accepted();
             MSGPASS_FUZZ_CHECK(m->size() <= max_message);
+            if ((low & sci::note_batch_flag) != 0) {
+                MSGPASS_FUZZ_CHECK(m->size() <= slot_size); // a batch is one slot
+            }
             std::vector<std::byte> copy(m->size());
             m->copy_to(copy); // reads every byte: outside the mappings, ASan stops here
         } catch (const PeerLost&) {

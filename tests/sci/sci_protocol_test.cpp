@@ -1,8 +1,9 @@
 // Tests of the sci protocol paths that the conformance suite does not reach on its
 // own: the ring of large messages in the receiver's region (buffers released out of
 // order and held while the sender comes round), queued broadcasts that travel as
-// batches of descriptors (also with injected transfer errors), and the hot slot of
-// an echo that goes on across a restart of the peer process.
+// batches of descriptors (also with injected transfer errors), queued small messages
+// that travel as batches in one slot (and forged batches, well-formed and not), and
+// the hot slot of an echo that goes on across a restart of the peer process.
 #include <msgpass/sci/factory.hpp>
 #include <msgpass/sci/options.hpp>
 
@@ -20,8 +21,10 @@
 #include <cmath>
 #include <condition_variable>
 #include <deque>
+#include <functional>
 #include <mutex>
 #include <random>
+#include <span>
 #include <thread>
 
 namespace msgpass::test {
@@ -386,6 +389,303 @@ TEST(SciOutstandingBuffers, AReceiverWithFewerSlotsThanItsSendersReserveFailsCle
     }
     node_sci(c, 2).recv_buffer_no = 30;
     EXPECT_NO_THROW(NodeFactory::create(c, 3));
+}
+
+// ------------------------------------------------------- batches of small messages
+
+// Where a received buffer's bytes are: consecutive messages of one batch follow
+// each other in its slot, each on the next 8-byte boundary.
+struct Place {
+    std::uintptr_t data = 0;
+    std::size_t size = 0;
+    [[nodiscard]] bool followed_by(const Buffer& b) const {
+        return data != 0 && reinterpret_cast<std::uintptr_t>(b.single()->data()) == data + sci::batch_align_up(size);
+    }
+};
+Place place_of(const Buffer& b) {
+    return {reinterpret_cast<std::uintptr_t>(b.single()->data()), b.size()};
+}
+
+// "Several small messages queued to one peer travel in one slot behind one signed
+// notification (a batch descriptor naming each message's length)". The receiver
+// takes nothing until the sender has queued the whole stream behind its 2
+// outstanding messages (small ones of many sizes, an empty-bodied one, and now and
+// then one too large to share a slot); then every message arrives once, in order,
+// intact, and nearly all of them next to the one before in the same slot.
+void queued_small_messages_travel_in_batches(double error_rate) {
+    auto c = make_configuration("sci", partition_for_test(), 2, [&](config::Configuration& c) {
+        c.edit_section<sci::Options>().max_outst_buffers = 2;
+        c.edit_section<sci::Options>().inject_error_rate = error_rate;
+        c.edit_section<sci::Options>().inject_error_seed = 13;
+    });
+    auto a = NodeFactory::create(c, 1);
+    auto b = NodeFactory::create(c, 2);
+    auto to_b = a->create_node(2);
+    auto from_a = b->create_node(1);
+    constexpr std::uint64_t n = 3000;
+    auto size_of = [](std::uint64_t i) -> std::size_t {
+        if (i % 500 == 499) return 5000; // alone in its slot
+        return sizeof(PayloadHeader) + (i * 37) % 300;
+    };
+    std::atomic<bool> queued{false};
+    std::atomic<bool> stop{false};
+    std::thread sender([&] {
+        for (std::uint64_t i = 0; i < n; ++i)
+            to_b->send(make_message(*a, size_of(i), 1, i));
+        queued.store(true);
+        const auto deadline = Clock::now() + 30s;
+        while (!stop.load() && !to_b->flush(10ms) && Clock::now() < deadline) {
+        }
+    });
+    const auto until = Clock::now() + 30s;
+    while (!queued.load() && Clock::now() < until)
+        std::this_thread::yield();
+    ASSERT_TRUE(queued.load()) << "the sender did not queue its stream";
+    EXPECT_GE(to_b->stats().queue_depth, n - 2);
+    std::uint64_t together = 0;
+    Place last;
+    std::string error;
+    for (std::uint64_t i = 0; i < n && error.empty(); ++i) {
+        auto m = from_a->receive(20s);
+        if (!m) {
+            error = "stalled at message " + std::to_string(i);
+            break;
+        }
+        try {
+            const auto h = check_payload(*m);
+            if (h.seq != i) error = "message " + std::to_string(h.seq) + " when " + std::to_string(i) + " was due";
+        } catch (const std::string& e) {
+            error = e;
+        }
+        if (m->size() != size_of(i) || m->source() != 1) error = "message " + std::to_string(i) + ": size or source";
+        if (last.followed_by(*m)) ++together;
+        last = place_of(*m);
+    }
+    stop.store(true);
+    sender.join();
+    EXPECT_EQ(error, "");
+    EXPECT_EQ(from_a->receive(), nullptr) << "a message was delivered twice";
+    EXPECT_GE(together, n * 9 / 10) << "most queued messages did not share a slot";
+    EXPECT_EQ(from_a->stats().messages_received, n);
+    EXPECT_EQ(to_b->stats().messages_sent, n);
+    if (error_rate > 0) {
+        EXPECT_GT(to_b->stats().retries, 0u);
+    }
+}
+
+TEST(SciBatches, QueuedSmallMessagesTravelInBatchesAndArriveOnceInOrderIntact) {
+    queued_small_messages_travel_in_batches(0.0);
+}
+
+TEST(SciBatches, QueuedSmallMessagesWithTwoPercentInjectedErrorsArriveOnceInOrderIntact) {
+    queued_small_messages_travel_in_batches(0.02);
+}
+
+// "A received message is a view into the slot; the slot returns when its last
+// message is dropped". The receiver has one slot, which it grants the sender (one
+// outstanding message): three messages queued behind the first travel as a batch,
+// and a fourth waits until every message of that batch is dropped, whatever the order.
+TEST(SciBatches, ASlotReturnsToTheSenderOnlyWhenTheLastMessageOfItsBatchIsDropped) {
+    auto c = make_configuration("sci", partition_for_test(), 2, [](config::Configuration& c) {
+        c.edit_section<sci::Options>().max_outst_buffers = 1;
+        c.edit_section<sci::Options>().recv_buffer_no = 1;
+    });
+    auto a = NodeFactory::create(c, 1);
+    auto b = NodeFactory::create(c, 2);
+    auto to_b = a->create_node(2);
+    auto from_a = b->create_node(1);
+    for (std::uint64_t i = 0; i < 4; ++i)
+        to_b->send(make_message(*a, 40 + i, 1, i));
+    ASSERT_EQ(to_b->stats().queue_depth, 3u);
+    auto first = from_a->receive(10s);
+    ASSERT_NE(first, nullptr);
+    EXPECT_EQ(check_payload(*first).seq, 0u);
+    first.reset();                 // the one slot goes back to the sender
+    ASSERT_TRUE(to_b->flush(10s)); // the three queued ones leave together
+    std::array<BufferPtr, 3> batch;
+    for (std::uint64_t i = 0; i < 3; ++i) {
+        batch[i] = from_a->receive(10s);
+        ASSERT_NE(batch[i], nullptr) << "message " << i + 1;
+        ASSERT_EQ(check_payload(*batch[i]).seq, i + 1);
+        if (i > 0) {
+            EXPECT_TRUE(place_of(*batch[i - 1]).followed_by(*batch[i])) << "message " << i + 1 << " elsewhere";
+        }
+    }
+    to_b->send(make_message(*a, 100, 1, 4));
+    batch[1].reset();
+    EXPECT_FALSE(to_b->flush(50ms)) << "the slot went back while two of its messages were held";
+    batch[0].reset();
+    EXPECT_FALSE(to_b->flush(50ms)) << "the slot went back while one of its messages was held";
+    EXPECT_EQ(check_payload(*batch[2]).seq, 3u) << "a held message was overwritten";
+    batch[2].reset();
+    EXPECT_TRUE(to_b->flush(10s)) << "the slot did not go back with the last message of its batch";
+    auto fifth = from_a->receive(10s);
+    ASSERT_NE(fifth, nullptr);
+    EXPECT_EQ(check_payload(*fifth).seq, 4u);
+}
+
+// A peer that writes a batch into our segment as it likes (correctly signed notes,
+// node 2 gone mad): node 1 has taken one good message; the test writes the note of
+// message 1 and the content of the slot granted for it.
+class ForgedBatch {
+public:
+    static constexpr std::uint32_t k = 4;
+    ForgedBatch()
+        : c_(make_configuration("sci", partition_for_test(), 2,
+                                [](config::Configuration& c) {
+                                    c.peer_timeout = 10s;
+                                    c.edit_section<sci::Options>().max_outst_buffers = k;
+                                })),
+          a_(NodeFactory::create(c_, 1)), b_(NodeFactory::create(c_, 2)), from_b_(a_->create_node(2)),
+          to_a_(b_->create_node(1)), device_(c_.partition) {
+        to_a_->send(make_message(*b_, 64, 2, 0));
+        auto good = from_b_->receive(10s);
+        EXPECT_NE(good, nullptr) << "the good message never arrived";
+        const std::uint32_t seg = c_.section<sci::Options>().recv_seg_id;
+        EXPECT_TRUE(theirs_.connect(device_.segment_name(1, seg))); // node 1's: our header, its slots
+        EXPECT_TRUE(ours_.connect(device_.segment_name(2, seg)));   // node 2's: node 1's grants to us
+        theirs_.map();
+        ours_.map();
+    }
+    [[nodiscard]] const sci::ControlBlock& control() const {
+        return *reinterpret_cast<const sci::ControlBlock*>(theirs_.address());
+    }
+    // Writes content into the slot node 1 granted for message 1, then the note.
+    void forge(std::uint32_t flags_and_size, std::span<const std::byte> content) {
+        auto* header = reinterpret_cast<sci::Header*>(theirs_.address() + control().header_offset + sci::header_size);
+        auto* grants = reinterpret_cast<sci::Header*>(ours_.address() + sci::control_block_size);
+        const std::uint32_t epoch = std::atomic_ref<std::uint32_t>(header->epoch).load();
+        std::uint32_t ack = 0;
+        const auto until = Clock::now() + 10s;
+        while (sci::sig_of(ack = std::atomic_ref<std::uint32_t>(grants->index[1].ack).load()) == 0 &&
+               Clock::now() < until)
+            std::this_thread::yield();
+        const std::uint32_t slot = ack & sci::ack_slot_mask;
+        ASSERT_LT(slot, control().slot_count);
+        ASSERT_LE(content.size(), control().slot_size);
+        std::memcpy(theirs_.address() + control().slot_offset + slot * control().slot_size, content.data(),
+                    content.size());
+        const std::uint32_t sig = sci::signature(1 / k, sci::salt_of(epoch));
+        std::atomic_ref<std::uint32_t>(header->index[1].note).store((sig << 24) | flags_and_size);
+    }
+    // What node 1 makes of it: the messages it delivers and the losses it reports.
+    struct Outcome {
+        std::vector<BufferPtr> delivered;
+        std::vector<std::string> losses;
+    };
+    Outcome take() {
+        Outcome o;
+        for (const auto until = Clock::now() + 300ms; Clock::now() < until;) {
+            try {
+                if (auto m = from_b_->receive(10ms)) o.delivered.push_back(std::move(m));
+            } catch (const PeerLost& e) {
+                o.losses.emplace_back(e.what());
+            }
+        }
+        return o;
+    }
+
+private:
+    config::Configuration c_;
+    std::unique_ptr<NodeFactory> a_, b_;
+    std::shared_ptr<Node> from_b_, to_a_;
+    sci::VirtualDevice device_;
+    sci::RemoteSegment theirs_, ours_;
+};
+
+// A batch of count messages of the given lengths, laid out as a sender lays it out;
+// the header is that of note 1 unless changed by tweak.
+std::vector<std::byte> batch_of(const std::vector<std::uint32_t>& lengths,
+                                const std::function<void(sci::BatchHeader&, std::vector<std::byte>&)>& tweak = {}) {
+    const auto count = static_cast<std::uint32_t>(lengths.size());
+    std::uint64_t end = sci::batch_data_offset(count);
+    for (std::uint32_t k = 0; k < count; ++k)
+        end = (k + 1 < count) ? sci::batch_align_up(end + lengths[k]) : end + lengths[k];
+    std::vector<std::byte> content(end);
+    std::memcpy(content.data() + sizeof(sci::BatchHeader), lengths.data(), 4 * lengths.size());
+    std::uint64_t at = sci::batch_data_offset(count);
+    for (std::uint32_t k = 0; k < count; ++k) {
+        std::memset(content.data() + at, 'a' + static_cast<int>(k), lengths[k]);
+        at = sci::batch_align_up(at + lengths[k]);
+    }
+    sci::BatchHeader h{1, count, sci::batch_check_of(1, count, static_cast<std::uint32_t>(end)), 0};
+    if (tweak) tweak(h, content);
+    std::memcpy(content.data(), &h, sizeof h);
+    return content;
+}
+
+// A well-formed batch, as a sender of another build could write it (an empty
+// message between two others): node 1 delivers each message with its own length
+// and bytes, from node 2.
+TEST(SciBatches, AForgedWellFormedBatchIsDeliveredMessageByMessage) {
+    ForgedBatch peer;
+    const auto content = batch_of({5, 0, 17});
+    peer.forge(sci::note_batch_flag | static_cast<std::uint32_t>(content.size()), content);
+    auto o = peer.take();
+    EXPECT_TRUE(o.losses.empty()) << o.losses.front();
+    ASSERT_EQ(o.delivered.size(), 3u);
+    const std::array<std::size_t, 3> sizes{5, 0, 17};
+    for (std::size_t k = 0; k < 3; ++k) {
+        EXPECT_EQ(o.delivered[k]->size(), sizes[k]);
+        EXPECT_EQ(o.delivered[k]->source(), 2u);
+        for (const auto byte : o.delivered[k]->single()->bytes())
+            EXPECT_EQ(byte, static_cast<std::byte>('a' + k));
+    }
+}
+
+// "A malformed batch is a protocol break reported once, never a crash": every way a
+// batch can be wrong ends in one PeerLost naming it, and no message of it is
+// delivered.
+TEST(SciBatches, AMalformedBatchIsReportedOnceAndDeliversNothing) {
+    struct Case {
+        std::string what;
+        std::uint32_t flags = sci::note_batch_flag;
+        std::vector<std::byte> content;
+        std::int64_t size = -1; // the note's size word, when not the content's
+    };
+    std::vector<Case> cases;
+    cases.push_back({"a header of an earlier note (a stale slot)", sci::note_batch_flag,
+                     batch_of({8, 8}, [](sci::BatchHeader& h, std::vector<std::byte>& c) {
+                         h.sequence = 0;
+                         h.check = sci::batch_check_of(0, h.count, static_cast<std::uint32_t>(c.size()));
+                     })});
+    cases.push_back({"a damaged check word", sci::note_batch_flag,
+                     batch_of({8, 8}, [](sci::BatchHeader& h, std::vector<std::byte>&) { h.check ^= 1; })});
+    cases.push_back({"a length that runs past the batch", sci::note_batch_flag,
+                     batch_of({8, 8}, [](sci::BatchHeader&, std::vector<std::byte>& c) {
+                         const std::uint32_t long_one = 4000;
+                         std::memcpy(c.data() + sizeof(sci::BatchHeader), &long_one, 4);
+                     })});
+    cases.push_back({"no message", sci::note_batch_flag, batch_of({}, {})});
+    cases.push_back({"a count whose lengths do not fit", sci::note_batch_flag,
+                     batch_of({8}, [](sci::BatchHeader& h, std::vector<std::byte>&) {
+                         h.count = 500;
+                         h.check = sci::batch_check_of(1, 500, 32);
+                     })});
+    cases.push_back({"a count beyond batch_max_count", sci::note_batch_flag,
+                     batch_of(std::vector<std::uint32_t>(sci::batch_max_count + 1, 0))});
+    cases.push_back({"a last message that ends before the size", sci::note_batch_flag, batch_of({8, 8}), 64});
+    cases.push_back({"the large flag too", sci::note_batch_flag | sci::note_large_flag, batch_of({8, 8})});
+    cases.push_back({"a size beyond the slot", sci::note_batch_flag, batch_of({8, 8}), 8193});
+    for (auto& k : cases) {
+        SCOPED_TRACE(k.what);
+        ForgedBatch peer;
+        if (k.size >= 0 && static_cast<std::size_t>(k.size) <= 8192) k.content.resize(static_cast<std::size_t>(k.size));
+        const auto size =
+            k.size >= 0 ? static_cast<std::uint32_t>(k.size) : static_cast<std::uint32_t>(k.content.size());
+        if (k.what == "a last message that ends before the size") {
+            // A correct check for the larger size, so that only the layout is wrong.
+            sci::BatchHeader h{};
+            std::memcpy(&h, k.content.data(), sizeof h);
+            h.check = sci::batch_check_of(1, h.count, size);
+            std::memcpy(k.content.data(), &h, sizeof h);
+        }
+        peer.forge(k.flags | size, k.content);
+        auto o = peer.take();
+        EXPECT_TRUE(o.delivered.empty()) << o.delivered.size() << " messages delivered";
+        ASSERT_EQ(o.losses.size(), 1u);
+        EXPECT_NE(o.losses.front().find("malformed batch"), std::string::npos) << o.losses.front();
+    }
 }
 
 // ------------------------------------------------------------ receive slots

@@ -17,7 +17,7 @@
 namespace msgpass::sci {
 
 inline constexpr std::uint64_t segment_magic = 0x3149435353504d4dULL; // "MMPSSCI1"
-inline constexpr std::uint32_t protocol_version = 7;
+inline constexpr std::uint32_t protocol_version = 8;
 inline constexpr std::size_t control_block_size = 4096;
 // The seed's 64-byte header held 15 outstanding messages per direction by packing
 // two 16-bit fields per word; a signed 32-bit word per notification and per grant
@@ -108,13 +108,17 @@ constexpr std::uint32_t salt_of(std::uint32_t epoch) noexcept {
     return (epoch * 2654435761u) >> 24;
 }
 
-// note = signature:8 | large:1 | hot:1 | size:22 (size of the slot's content; hot:
-// the content is in the hot slot, not in the slot granted for the index)
+// note = signature:8 | large:1 | hot:1 | batch:1 | size:21 (size of the slot's
+// content; hot: the content is in the hot slot, not in the slot granted for the
+// index; batch: the content is a batch of small messages, below)
 inline constexpr std::uint32_t note_large_flag = 1u << 23;
 inline constexpr std::uint32_t note_hot_flag = 1u << 22;
-inline constexpr std::uint32_t note_size_mask = note_hot_flag - 1;
-constexpr std::uint32_t make_note(std::uint32_t sig, bool large, std::uint32_t size, bool hot = false) noexcept {
-    return (sig << 24) | (large ? note_large_flag : 0) | (hot ? note_hot_flag : 0) | (size & note_size_mask);
+inline constexpr std::uint32_t note_batch_flag = 1u << 21;
+inline constexpr std::uint32_t note_size_mask = note_batch_flag - 1;
+constexpr std::uint32_t make_note(std::uint32_t sig, bool large, std::uint32_t size, bool hot = false,
+                                  bool batch = false) noexcept {
+    return (sig << 24) | (large ? note_large_flag : 0) | (hot ? note_hot_flag : 0) | (batch ? note_batch_flag : 0) |
+           (size & note_size_mask);
 }
 // status = large_freed:7 | hot signature:7 | closing:1 | asleep:1 | hot slot:16
 inline constexpr std::uint32_t hot_slot_limit = 1u << 16; // slots above cannot be hot
@@ -174,6 +178,34 @@ constexpr std::uint32_t large_check_of(std::uint64_t offset, std::uint64_t size,
     return static_cast<std::uint32_t>(offset ^ (offset >> 32) ^ size ^ (size >> 32)) ^ sequence ^
            (region * 0x9e3779b9u) ^ large_check;
 }
+// The content of a slot whose note has the batch flag: several small messages that
+// waited in the sender's queue, sent with one note.
+//   BatchHeader, then count 32-bit lengths, then the messages in order, the first
+//   at batch_data_offset(count), each next one at the following 8-byte boundary;
+//   the note's size is where the last one ends.
+// sequence is the number of the note that announces the batch since the
+// introduction (the note's own count, mod 2^32), so that content left in the slot
+// by an earlier round is not taken for this one; check binds it to count and size.
+struct BatchHeader {
+    std::uint32_t sequence;
+    std::uint32_t count;    // messages, at least 1
+    std::uint32_t check;    // batch_check_of(sequence, count, size)
+    std::uint32_t reserved; // 0
+};
+inline constexpr std::uint32_t batch_check = 0xba7c4ed5;
+constexpr std::uint32_t batch_check_of(std::uint32_t sequence, std::uint32_t count, std::uint32_t size) noexcept {
+    return (sequence * 0x9e3779b9u) ^ (count * 0x85ebca6bu) ^ (size * 0xc2b2ae35u) ^ batch_check;
+}
+inline constexpr std::size_t batch_align = 8;
+constexpr std::uint64_t batch_align_up(std::uint64_t n) noexcept {
+    return (n + batch_align - 1) / batch_align * batch_align;
+}
+constexpr std::uint64_t batch_data_offset(std::uint64_t count) noexcept {
+    return batch_align_up(sizeof(BatchHeader) + 4 * count);
+}
+// A sender puts at most this many messages into one batch.
+inline constexpr std::uint32_t batch_max_count = 1024;
+
 // Shared messages of at least this size go through the broadcast region.
 inline constexpr std::size_t broadcast_min_size = 1024;
 
