@@ -262,11 +262,12 @@ void LocalNode::unregister_partner(Partner* node) {
     std::erase(partners_, node);
 }
 
-void LocalNode::progress_slow() {
+void LocalNode::progress_slow(const Partner* except) {
     std::unique_lock lock(partners_mutex_, std::try_to_lock);
     if (!lock.owns_lock()) return; // another thread is driving the queues
-    for (Partner* node : partners_)
-        node->try_flush_queue();
+    for (Partner* node : partners_) {
+        if (node != except) node->try_flush_queue();
+    }
 }
 
 // The flag first, then each partner's header under its receiver lock: an

@@ -103,11 +103,14 @@ public:
 
     // Every send or receive of any node moves the queues of all nodes, so that a
     // message queued towards one peer flows while the process waits on another.
+    // A node tells when its queue becomes non-empty (+1) and empty again (-1), not
+    // per message. A send skips its own node (it moves its queue itself), and with
+    // it the partners' lock when no other node has a queue.
     void register_partner(Partner* node);
     void unregister_partner(Partner* node);
     void queued_changed(std::ptrdiff_t delta) noexcept { queued_total_.fetch_add(delta, std::memory_order_relaxed); }
-    void progress() {
-        if (queued_total_.load(std::memory_order_relaxed) != 0) progress_slow();
+    void progress(const Partner* except = nullptr, bool except_queued = false) {
+        if (queued_total_.load(std::memory_order_relaxed) > (except_queued ? 1 : 0)) progress_slow(except);
     }
 
     // Whether a thread of this process sleeps on the doorbell, as every partner is
@@ -161,8 +164,8 @@ private:
     bool hot_slots_ = false;
     SendPool* send_pool_ = nullptr; // closed by the destructor (buffers may outlive this node)
     std::unique_ptr<Broadcast> broadcast_;
-    void progress_slow();
-    std::atomic<std::ptrdiff_t> queued_total_{0};
+    void progress_slow(const Partner* except);
+    std::atomic<std::ptrdiff_t> queued_total_{0}; // nodes whose send queue is not empty
     void learn_from_yield(std::chrono::nanoseconds took) noexcept;
     std::atomic<bool> cpu_shared_{false};
     std::atomic<std::uint32_t> fast_yields_{0};

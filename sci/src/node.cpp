@@ -56,7 +56,7 @@ SciNode::SciNode(std::shared_ptr<LocalNode> local, NodeParameters parameters)
 
 SciNode::~SciNode() {
     local_->unregister_partner(this);
-    local_->queued_changed(-static_cast<std::ptrdiff_t>(queue_.size()));
+    if (!queue_.empty()) local_->queued_changed(-1);
     // Slots granted to the peer go back to the pool; received buffers keep the local
     // node alive on their own, and give their slots to the pool (a new generation).
     std::lock_guard lock(recv_mutex_);
@@ -70,7 +70,7 @@ SciNode::~SciNode() {
 // ------------------------------------------------------------------------ loss
 
 bool SciNode::check_due() {
-    const std::int64_t now = now_ns();
+    const std::int64_t now = coarse_now_ns();
     if (now < next_check_ns_.load(std::memory_order_relaxed)) return false;
     next_check_ns_.store(now + parameters_.peer_timeout.count() / 4, std::memory_order_relaxed);
     return true;

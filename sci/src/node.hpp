@@ -90,6 +90,7 @@ private:
     std::optional<std::uint64_t> place_large(std::uint64_t size);
     void forget_large();
     std::byte* map_broadcast(Link& link, const LargeDescriptor& d);
+    [[nodiscard]] bool slot_granted(const Link& link) const;
     void flush_locked(Link* link);
     void flush_deferring(Link* link);
     bool try_flush();
@@ -160,6 +161,7 @@ private:
     std::array<double, 2> copy_cost_{}; // ns per byte of large copies: cached, streaming (0: not measured)
     std::array<std::uint32_t, max_outstanding> last_note_{};
     std::vector<std::uint32_t> batch_table_; // header and lengths of the batch being sent
+    std::vector<std::uint64_t> batch_sizes_; // of the messages it may take
 
     std::mutex recv_mutex_;
     Link* recv_link_ = nullptr;

@@ -256,28 +256,32 @@ bool SciNode::coalescible(const Queued& q, std::uint64_t capacity) {
 // BatchHeader). A stream of small messages then costs one note, one grant and one
 // wake-up check per slot instead of per message. Returns how many went. Send lock held.
 std::size_t SciNode::try_transfer_coalesced(Link& link) {
-    const std::uint64_t capacity = std::min<std::uint64_t>(link.slot_size, note_size_mask);
-    if (queue_.size() < 2 || !coalescible(queue_[0], capacity) || !coalescible(queue_[1], capacity)) return 0;
-    if (load(local_header_->epoch) != link.epoch32) return 0;
+    if (queue_.size() < 2 || load(local_header_->epoch) != link.epoch32) return 0;
     const std::uint64_t n = sent_.load(std::memory_order_relaxed);
     const std::uint32_t i = static_cast<std::uint32_t>(n % send_k_);
     const std::uint64_t round = n / send_k_;
     const std::uint32_t ack = load(local_header_->index[i].ack);
     if (sig_of(ack) != signature(round, salt_of(link.epoch32))) return 0;
+    const std::uint64_t capacity = std::min<std::uint64_t>(link.slot_size, note_size_mask);
+    if (!coalescible(queue_[0], capacity) || !coalescible(queue_[1], capacity)) return 0;
     const std::uint32_t slot = ack & ack_slot_mask;
     if (slot >= link.slot_count) return 0; // try_transfer reports it
+    // Each size is asked once (a virtual call); a message that may not join ends
+    // the batch.
+    batch_sizes_.clear();
     auto size_of = [&](std::uint32_t k) -> std::uint64_t {
-        return coalescible(queue_[k], capacity) ? queue_[k].buffer().size() : ~std::uint64_t{0};
+        if (k == batch_sizes_.size())
+            batch_sizes_.push_back(coalescible(queue_[k], capacity) ? queue_[k].buffer().size() : ~std::uint64_t{0});
+        return batch_sizes_[k];
     };
     const BatchPlan plan = plan_batch(queue_.size(), capacity, size_of);
     if (plan.count < 2) return 0;
     std::byte* content = link.slot(slot);
     std::uint64_t at = batch_data_offset(plan.count);
     for (std::uint32_t k = 0; k < plan.count; ++k) {
-        const Buffer& b = queue_[k].buffer();
-        sequence_.copy(content + at, b.fragments());
-        at += batch_align_up(b.size());
-        stats_.sent_serialized(b.size());
+        sequence_.copy(content + at, queue_[k].buffer().fragments());
+        at += batch_align_up(batch_sizes_[k]);
+        stats_.sent_serialized(batch_sizes_[k]);
     }
     write_batch_table(batch_table_, n, plan, size_of);
     sequence_.copy(content, batch_table_.data(), batch_table_.size() * sizeof(std::uint32_t));
@@ -290,8 +294,17 @@ std::size_t SciNode::try_transfer_coalesced(Link& link) {
     return plan.count;
 }
 
+// Whether the peer granted the slot of our next message: every transfer needs it,
+// so a flush that finds none stops at one look (a send that queues flushes twice).
+bool SciNode::slot_granted(const Link& link) const {
+    if (load(local_header_->epoch) != link.epoch32) return false;
+    const std::uint64_t n = sent_.load(std::memory_order_relaxed);
+    const std::uint32_t ack = load(local_header_->index[n % send_k_].ack);
+    return sig_of(ack) == signature(n / send_k_, salt_of(link.epoch32));
+}
+
 void SciNode::flush_locked(Link* link) {
-    while (!queue_.empty() && link != nullptr) {
+    while (!queue_.empty() && link != nullptr && slot_granted(*link)) {
         std::size_t sent = try_transfer_batch(*link);
         if (sent == 0) sent = try_transfer_coalesced(*link);
         if (sent == 0) {
@@ -301,7 +314,7 @@ void SciNode::flush_locked(Link* link) {
         }
         queue_.erase(queue_.begin(), queue_.begin() + static_cast<std::ptrdiff_t>(sent));
         queue_depth_.store(queue_.size(), std::memory_order_relaxed);
-        local_->queued_changed(-static_cast<std::ptrdiff_t>(sent));
+        if (queue_.empty()) local_->queued_changed(-1);
     }
 }
 
@@ -337,7 +350,8 @@ void SciNode::send_impl(B& buffer) {
         stats_.error();
         kit::throw_message_too_large(*this, size, parameters_.max_message_size);
     }
-    local_->progress(); // queues towards other peers move too
+    // Queues towards other peers move too (this one's below, under the lock).
+    local_->progress(this, queue_depth_.load(std::memory_order_relaxed) != 0);
     std::lock_guard lock(send_mutex_);
     throw_if_lost();
     throw_if_deferred();
@@ -354,7 +368,7 @@ void SciNode::send_impl(B& buffer) {
         }
         queue_.emplace_back(std::move(buffer));
         queue_depth_.store(queue_.size(), std::memory_order_relaxed);
-        local_->queued_changed(1);
+        if (queue_.size() == 1) local_->queued_changed(1);
     };
     if (!queue_.empty()) {
         flush_locked(link); // throws the error of a message queued before (this buffer stays with the caller)
@@ -364,7 +378,7 @@ void SciNode::send_impl(B& buffer) {
             enqueue();
             flush_deferring(link);
             if (!queue_.empty()) { // the last in line is still waiting, this one
-                stats_.queued();
+                stats_.queued_serialized();
                 check_peer(link);
             }
             return;
@@ -382,7 +396,7 @@ void SciNode::send_impl(B& buffer) {
         return;
     }
     enqueue();
-    stats_.queued();
+    stats_.queued_serialized();
     check_peer(link);
 }
 
