@@ -1,16 +1,27 @@
 // Micro-benchmarks of the sci hot paths (Google Benchmark; built with the tests,
 // not registered with ctest): receive-slot and send-buffer allocation and release
-// in sci::LocalNode, header signing and checking (msgpass/sci/protocol.hpp), and the
-// gather copy of a FragmentList. Run: build-dir/tests/bench/micro_bench.
+// in sci::LocalNode, the pooled pieces behind them (the per-thread block cache of
+// received-buffer objects, the lock-free send pool, small heap buffers), batch
+// encoding and checking (batch.hpp), the whole path of a small message in one
+// thread, header signing and checking (msgpass/sci/protocol.hpp), and the gather
+// copy of a FragmentList.
+// Run: build-dir/tests/bench/micro_bench.
 #include "local_node.hpp"
 
+#include "batch.hpp"
+#include "block_cache.hpp"
+#include "send_pool.hpp"
+
+#include <msgpass/msgpass.hpp>
 #include <msgpass/sci/options.hpp>
 
 #include "../support/partition.hpp"
 
 #include <benchmark/benchmark.h>
 
+#include <cstring>
 #include <memory>
+#include <thread>
 #include <vector>
 
 namespace {
@@ -58,6 +69,174 @@ void SendBufferFromHeap(benchmark::State& state) {
     }
 }
 BENCHMARK(SendBufferFromHeap)->Arg(64)->Arg(8192);
+
+// The object of a received buffer: from the calling thread's block cache and back
+// (what RecvBuffer's operator new and delete do), beside the heap it replaced.
+void RecvBufferObjectFromCache(benchmark::State& state) {
+    using Cache = sci::BlockCache<64>;
+    for (auto _ : state) {
+        void* p = Cache::get();
+        benchmark::DoNotOptimize(p);
+        Cache::put(p);
+    }
+}
+BENCHMARK(RecvBufferObjectFromCache);
+
+void RecvBufferObjectFromHeap(benchmark::State& state) {
+    for (auto _ : state) {
+        void* p = ::operator new(64);
+        benchmark::DoNotOptimize(p);
+        ::operator delete(p);
+    }
+}
+BENCHMARK(RecvBufferObjectFromHeap);
+
+// A batch's worth of objects taken by one thread (the receiver) and dropped by
+// another (a worker): chains of blocks go back through the depot.
+void RecvBufferObjectsDroppedByAnotherThread(benchmark::State& state) {
+    using Cache = sci::BlockCache<64>;
+    constexpr std::size_t batch = 256;
+    std::vector<void*> blocks(batch);
+    for (auto _ : state) {
+        for (auto& p : blocks)
+            p = Cache::get();
+        std::thread([&] {
+            for (void* p : blocks)
+                Cache::put(p);
+        }).join();
+    }
+    state.SetItemsProcessed(static_cast<std::int64_t>(state.iterations() * batch));
+}
+BENCHMARK(RecvBufferObjectsDroppedByAnotherThread);
+
+// sci::SendPool directly: one buffer out and back (two compare-exchanges).
+void SendPoolGetPut(benchmark::State& state) {
+    auto* pool = sci::SendPool::create(127, 8192);
+    for (auto _ : state) {
+        auto b = pool->get(64);
+        benchmark::DoNotOptimize(b.get());
+    }
+    pool->close();
+}
+BENCHMARK(SendPoolGetPut);
+
+// Two threads take buffers from one pool and drop them (the queue's compare-exchanges
+// under contention).
+void SendPoolGetPutTwoThreads(benchmark::State& state) {
+    static sci::SendPool* pool = nullptr;
+    if (state.thread_index() == 0) pool = sci::SendPool::create(127, 8192);
+    for (auto _ : state) {
+        auto b = pool->get(64);
+        benchmark::DoNotOptimize(b.get());
+    }
+    if (state.thread_index() == 0) pool->close(); // ends when the other thread's last buffer is back
+}
+BENCHMARK(SendPoolGetPutTwoThreads)->Threads(2);
+
+// A heap send buffer of 64 bytes whose object and bytes share one cached block.
+void SmallHeapBuffer(benchmark::State& state) {
+    for (auto _ : state) {
+        auto b = sci::small_heap_buffer(64);
+        benchmark::DoNotOptimize(b.get());
+    }
+}
+BENCHMARK(SmallHeapBuffer);
+
+// What a sender does for a batch of count messages of size bytes: plan it, write
+// its header and lengths, and copy the messages into an 8 KiB slot.
+void BatchEncode(benchmark::State& state) {
+    const auto count = static_cast<std::size_t>(state.range(0));
+    const auto size = static_cast<std::size_t>(state.range(1));
+    std::vector<std::vector<std::byte>> messages(count, std::vector<std::byte>(size, std::byte{7}));
+    std::vector<std::byte> slot(8192);
+    std::vector<std::uint32_t> table;
+    auto size_of = [&](std::uint32_t k) -> std::uint64_t { return messages[k].size(); };
+    std::uint64_t number = 0;
+    for (auto _ : state) {
+        const auto plan = sci::plan_batch(messages.size(), slot.size(), size_of);
+        std::uint64_t at = sci::batch_data_offset(plan.count);
+        for (std::uint32_t k = 0; k < plan.count; ++k) {
+            std::memcpy(slot.data() + at, messages[k].data(), messages[k].size());
+            at += sci::batch_align_up(messages[k].size());
+        }
+        sci::write_batch_table(table, number++, plan, size_of);
+        std::memcpy(slot.data(), table.data(), table.size() * sizeof(std::uint32_t));
+        benchmark::ClobberMemory();
+        if (plan.count != count) state.SkipWithError("the batch did not take every message");
+    }
+    state.SetItemsProcessed(static_cast<std::int64_t>(state.iterations() * count));
+}
+BENCHMARK(BatchEncode)->Args({8, 64})->Args({100, 64})->Args({400, 8})->Args({7, 1024});
+
+// What a receiver does before it hands out the first message of a batch: check the
+// header and every length (check_batch), then find each message.
+void BatchDecode(benchmark::State& state) {
+    const auto count = static_cast<std::size_t>(state.range(0));
+    const auto size = static_cast<std::size_t>(state.range(1));
+    std::vector<std::byte> slot(8192);
+    std::vector<std::uint32_t> table;
+    auto size_of = [&](std::uint32_t) -> std::uint64_t { return size; };
+    const auto plan = sci::plan_batch(count, slot.size(), size_of);
+    sci::write_batch_table(table, 5, plan, size_of);
+    std::memcpy(slot.data(), table.data(), table.size() * sizeof(std::uint32_t));
+    std::vector<std::uint32_t> lengths;
+    for (auto _ : state) {
+        const auto why = sci::check_batch(slot.data(), plan.size, 5, 1 << 20, lengths);
+        if (!why.empty()) state.SkipWithError(why.c_str());
+        std::uint64_t at = sci::batch_data_offset(lengths.size());
+        for (const auto length : lengths) {
+            benchmark::DoNotOptimize(slot.data() + at);
+            at = sci::batch_align_up(at + length);
+        }
+    }
+    state.SetItemsProcessed(static_cast<std::int64_t>(state.iterations() * count));
+}
+BENCHMARK(BatchDecode)->Args({8, 64})->Args({100, 64})->Args({400, 8})->Args({7, 1024});
+
+// The whole data path of a small message, from create_buffer to the receiver's
+// drop, in one thread: node 1 sends a burst of 256 messages to node 2 (7
+// outstanding, the send pool, as msgpass-bench), moves its queue, and node 2
+// receives, reads and drops them; CPU time per message, without the second CPU
+// and the scheduler, which the stream of msgpass-bench measures too.
+void SciStreamOneThread(benchmark::State& state) {
+    register_builtin_technologies();
+    const auto size = static_cast<std::size_t>(state.range(0));
+    constexpr std::size_t burst = 256;
+    std::string partition = "micro-stream-"; // (test::unique_partition trips GCC 12's -Wrestrict at -O3)
+    partition += std::to_string(::getpid());
+    partition += '-';
+    partition += std::to_string(size);
+    const test::SegmentCleanup segments(partition);
+    auto c = test::make_configuration("sci", segments.partition(), 2, [](config::Configuration& c) {
+        c.send_queue_limit = 1024;
+        c.edit_section<sci::Options>().max_outst_buffers = 7;
+        c.edit_section<sci::Options>().use_send_pool = true;
+    });
+    auto a = NodeFactory::create(c, 1);
+    auto b = NodeFactory::create(c, 2);
+    auto to_b = a->create_node(2);
+    auto from_a = b->create_node(1);
+    std::uint64_t seq = 0;
+    std::uint64_t sum = 0;
+    for (auto _ : state) {
+        for (std::size_t i = 0; i < burst; ++i) {
+            auto m = a->create_buffer(size);
+            std::memcpy(m->single()->data(), &seq, sizeof seq);
+            ++seq;
+            to_b->send(std::move(m));
+        }
+        for (std::size_t got = 0; got < burst;) {
+            (void)to_b->flush(std::chrono::nanoseconds(0));
+            while (auto m = from_a->receive()) {
+                sum += static_cast<std::uint64_t>(m->single()->data()[0]);
+                ++got;
+            }
+        }
+    }
+    benchmark::DoNotOptimize(sum);
+    state.SetItemsProcessed(static_cast<std::int64_t>(state.iterations() * burst));
+}
+BENCHMARK(SciStreamOneThread)->Arg(8)->Arg(64)->Arg(256)->Arg(1024);
 
 // What a sender does per message (sign the notification) and what the receiver
 // does to recognise it (compare the signature with the one expected for the round).
