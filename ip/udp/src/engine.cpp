@@ -8,6 +8,7 @@
 #include <arpa/inet.h>
 #include <netinet/in.h>
 #include <poll.h>
+#include <sys/epoll.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
@@ -43,6 +44,63 @@ Parameters Parameters::from(const config::Configuration& configuration, NodeId s
 }
 
 Shared::Shared(Parameters p) : parameters(std::move(p)), incarnation(ip::new_incarnation()) {}
+
+bool Shared::lend() noexcept {
+    if (!receivers_read || closing.load(std::memory_order_seq_cst)) return false;
+    if (inside.exchange(true, std::memory_order_seq_cst)) return false; // another receiver (or a reclaim)
+    // closing after inside (shutdown stores closing, then waits while inside): one of
+    // the two sees the other.
+    if (closing.load(std::memory_order_seq_cst) || fd.load() < 0) {
+        inside.store(false, std::memory_order_seq_cst);
+        return false;
+    }
+    if (!lent.load(std::memory_order_relaxed)) {
+        (void)epoll.modify(fd.load(), 0, socket_tag); // the background thread stops waiting on it
+        lent.store(true, std::memory_order_relaxed);
+    }
+    return true;
+}
+
+void Shared::leave(Clock::time_point began) noexcept {
+    const auto now = Clock::now();
+    if (now - began >= reclaim_after) {
+        (void)epoll.modify(fd.load(), EPOLLIN, socket_tag); // level-triggered: what came meanwhile wakes it
+        lent.store(false, std::memory_order_relaxed);
+    }
+    left_ns.store(now.time_since_epoch().count(), std::memory_order_relaxed);
+    inside.store(false, std::memory_order_seq_cst);
+}
+
+void Shared::reclaim_if_idle(Clock::time_point now) noexcept {
+    if (!lent.load(std::memory_order_relaxed) ||
+        now.time_since_epoch().count() - left_ns.load(std::memory_order_relaxed) <
+            std::chrono::nanoseconds(reclaim_after).count())
+        return;
+    if (inside.exchange(true, std::memory_order_seq_cst)) return; // a receiver is back
+    if (lent.load(std::memory_order_relaxed) && fd.load() >= 0) {
+        (void)epoll.modify(fd.load(), EPOLLIN, socket_tag);
+        lent.store(false, std::memory_order_relaxed);
+    }
+    inside.store(false, std::memory_order_seq_cst);
+}
+
+bool Shared::sleep_on_socket(std::chrono::nanoseconds timeout) {
+    const int socket = fd.load();
+    pollfd fds[2] = {{socket, POLLIN, 0}, {recv_wake.fd(), POLLIN, 0}};
+    const auto ns = std::max<std::int64_t>(timeout.count(), 0);
+    const timespec ts{static_cast<time_t>(ns / 1000000000), static_cast<long>(ns % 1000000000)};
+    const int n = ::ppoll(fds, 2, &ts, nullptr);
+    // Awake: what this thread delivers now needs no ring of recv_wake (Shared::ring).
+    socket_sleeping.store(false, std::memory_order_seq_cst);
+    if (n <= 0) return false;
+    if (fds[1].revents != 0) recv_wake.drain();
+    return fds[0].revents != 0;
+}
+
+int Shared::read(int most) {
+    std::lock_guard lock(read_mutex);
+    return reader->read_socket(Clock::now(), most);
+}
 
 void Shared::log_refusal(const std::string& line) {
     const std::int64_t now =
@@ -110,6 +168,22 @@ Engine::Engine(const config::Configuration& configuration, NodeId self)
     if (p.options.multicasting()) open_multicast(me, where);
     expect_ = Expect{p.partition_hash, p.self, p.max_message_size, p.datagram_size, knows_peer, &nodes_};
     random_.seed(p.options.inject_seed ^ (std::uint64_t{self} * 0x9e3779b97f4a7c15ull));
+    injecting_ = p.options.inject_loss > 0 || p.options.inject_duplicate > 0 || p.options.inject_reorder > 0;
+    // The largest datagram a peer sends: a data piece, or a NAK of max_nak_ranges.
+    const std::size_t largest = std::max(p.datagram_size, header_size + 16 * max_nak_ranges) + 1;
+    unicast_.size(largest);
+    if (multicast_fd_ >= 0) multicast_.size(largest);
+    touched_.reserve(nodes_.size());
+    auto& epoll = shared_->epoll;
+    if (!epoll.add(shared_->fd, EPOLLIN, socket_tag) || !epoll.add(wake_.fd(), EPOLLIN, wake_tag) ||
+        (multicast_fd_ >= 0 && !epoll.add(multicast_fd_, EPOLLIN, multicast_tag))) {
+        const int error = errno;
+        ::close(shared_->fd.exchange(-1));
+        if (multicast_fd_ >= 0) ::close(std::exchange(multicast_fd_, -1));
+        throw ResourceError(where + ": cannot watch the udp socket: " + std::strerror(error));
+    }
+    shared_->reader = this;
+    shared_->receivers_read = !injecting_; // fault injection is the background thread's alone
     thread_ = std::thread([this] { run(); });
 }
 
@@ -179,6 +253,13 @@ void Engine::shutdown(SteadyTime deadline) {
         (void)n->wait_acknowledged(deadline);
     for (auto& [id, n] : nodes_)
         n->close();
+    // No receiver may sleep on the socket or read it once it is closed: none is lent
+    // it any more, and the one inside is woken and leaves.
+    shared_->closing.store(true, std::memory_order_seq_cst);
+    while (shared_->inside.load(std::memory_order_seq_cst)) {
+        shared_->recv_wake.ring();
+        std::this_thread::yield();
+    }
     stop_.store(true);
     wake_.ring();
     if (thread_.joinable()) thread_.join();
@@ -186,18 +267,20 @@ void Engine::shutdown(SteadyTime deadline) {
     if (multicast_fd_ >= 0) ::close(std::exchange(multicast_fd_, -1));
 }
 
-void Engine::handle(std::span<const std::byte> bytes, Clock::time_point now) {
+UdpNode* Engine::handle(std::span<const std::byte> bytes, Clock::time_point now) {
     const Decoded d = decode_datagram(bytes, expect_);
     if (!d.ok) {
         shared_->count(d.drop);
-        return;
+        return nullptr;
     }
-    node(d.header.from)->on_datagram(d, bytes, now);
+    UdpNode* n = nodes_.find(d.header.from)->second.get();
+    n->on_datagram(d, bytes, now);
+    return n;
 }
 
 // udp.inject_*: a data, status, NAK or skip datagram is dropped, handled twice, or held
 // back behind the next datagram.
-void Engine::inject(std::span<const std::byte> bytes, Clock::time_point now) {
+UdpNode* Engine::inject(std::span<const std::byte> bytes, Clock::time_point now) {
     const auto& o = shared_->parameters.options;
     bool subject = false;
     if (bytes.size() >= header_size) {
@@ -210,69 +293,126 @@ void Engine::inject(std::span<const std::byte> bytes, Clock::time_point now) {
     std::uniform_real_distribution<double> u(0.0, 1.0);
     if (subject && o.inject_loss > 0 && u(random_) < o.inject_loss) {
         shared_->count(Drop::injected);
-        return;
+        return nullptr;
     }
     if (subject && o.inject_reorder > 0 && held_.empty() && u(random_) < o.inject_reorder) {
         held_.assign(bytes.begin(), bytes.end());
-        return;
+        return nullptr;
     }
-    handle(bytes, now);
+    UdpNode* n = handle(bytes, now);
     if (subject && o.inject_duplicate > 0 && u(random_) < o.inject_duplicate) handle(bytes, now);
     if (!held_.empty()) {
         std::vector<std::byte> later;
         later.swap(held_);
-        handle(later, now);
+        if (UdpNode* m = handle(later, now); m != nullptr && m != n) touched_.push_back(m);
+    }
+    return n;
+}
+
+void Engine::Batch::size(std::size_t bytes) {
+    each = bytes;
+    storage.assign(batch * each, std::byte{0});
+    for (std::size_t i = 0; i < batch; ++i) {
+        iov[i] = {storage.data() + i * each, each};
+        messages[i] = mmsghdr{};
+        messages[i].msg_hdr.msg_iov = &iov[i];
+        messages[i].msg_hdr.msg_iovlen = 1;
     }
 }
 
+int Engine::read_from(int fd, Clock::time_point now, int most) {
+    Batch& b = fd == multicast_fd_ ? multicast_ : unicast_;
+    int got = 0;
+    while (got < most) {
+        const auto want = static_cast<unsigned>(std::min<int>(most - got, Batch::batch));
+        for (unsigned i = 0; i < want; ++i)
+            b.messages[i].msg_hdr.msg_flags = 0;
+        const int n = ::recvmmsg(fd, b.messages.data(), want, MSG_DONTWAIT, nullptr);
+        if (n <= 0) break;
+        got += n;
+        for (int i = 0; i < n; ++i) {
+            const auto& m = b.messages[static_cast<std::size_t>(i)];
+            const std::span<const std::byte> bytes(b.storage.data() + static_cast<std::size_t>(i) * b.each, m.msg_len);
+            if ((m.msg_hdr.msg_flags & MSG_TRUNC) != 0) { // longer than any datagram a peer sends
+                shared_->count(Drop::bad_fragment);
+                continue;
+            }
+            if (fd == multicast_fd_ && bytes.size() >= header_size) { // our own group sends, looped back
+                std::uint32_t from = 0;
+                std::memcpy(&from, bytes.data() + offsetof(DatagramHeader, from), sizeof from);
+                if (from == shared_->parameters.self) continue;
+            }
+            UdpNode* node = injecting_ ? inject(bytes, now) : handle(bytes, now);
+            if (node != nullptr && std::find(touched_.begin(), touched_.end(), node) == touched_.end())
+                touched_.push_back(node);
+        }
+        if (static_cast<unsigned>(n) < want) break; // the socket had no more
+    }
+    return got;
+}
+
+// The statuses owed after a batch, by the nodes that got datagrams in it.
+Clock::time_point Engine::end_of_batch(Clock::time_point now) {
+    auto due = Clock::time_point::max();
+    for (UdpNode* n : touched_)
+        due = std::min(due, n->end_of_batch(now));
+    touched_.clear();
+    return due;
+}
+
+// A receiver the socket is lent to reads. The timers stay the background thread's;
+// when they are not due before a status now owed (or soon, when no peer was known: a
+// datagram read here, a hello, the first data, may make them due), it is woken to see.
+int Engine::read_socket(Clock::time_point now, int most) {
+    const int fd = shared_->fd.load();
+    if (fd < 0) return 0;
+    const int got = read_from(fd, now, most);
+    if (got == 0) return 0;
+    const auto due = std::min(end_of_batch(now), now + resend_timeout);
+    if (next_tick_ns_.load(std::memory_order_relaxed) > due.time_since_epoch().count()) wake_.ring();
+    return got;
+}
+
 void Engine::run() {
-    std::vector<std::byte> buffer(65536);
-    const auto& o = shared_->parameters.options;
-    const bool injecting = o.inject_loss > 0 || o.inject_duplicate > 0 || o.inject_reorder > 0;
     auto next_tick = Clock::now();
+    std::array<epoll_event, 4> events{};
     while (!stop_.load()) {
         auto now = Clock::now();
         const auto wait = std::max<Clock::duration>(next_tick - now, Clock::duration::zero());
-        pollfd fds[3] = {{shared_->fd.load(), POLLIN, 0}, {wake_.fd(), POLLIN, 0}, {multicast_fd_, POLLIN, 0}};
-        const timespec ts{static_cast<time_t>(std::chrono::duration_cast<std::chrono::seconds>(wait).count()),
-                          static_cast<long>((wait % std::chrono::seconds(1)).count())};
-        (void)::ppoll(fds, multicast_fd_ >= 0 ? 3 : 2, &ts, nullptr);
-        if (fds[1].revents != 0) wake_.drain();
-        now = Clock::now();
-        bool got = false;
-        for (const int fd : {shared_->fd.load(), multicast_fd_}) {
-            if (fd < 0) continue;
-            for (int i = 0; i < 256; ++i) {
-                const ssize_t n = ::recv(fd, buffer.data(), buffer.size(), MSG_DONTWAIT);
-                if (n < 0) break;
-                got = true;
-                const std::span<const std::byte> bytes(buffer.data(), static_cast<std::size_t>(n));
-                if (fd == multicast_fd_ && bytes.size() >= header_size) { // our own group sends, looped back
-                    std::uint32_t from = 0;
-                    std::memcpy(&from, bytes.data() + offsetof(DatagramHeader, from), sizeof from);
-                    if (from == shared_->parameters.self) continue;
-                }
-                if (injecting) {
-                    inject(bytes, now);
-                } else {
-                    handle(bytes, now);
-                }
+        const int n = shared_->epoll.wait(events, wait);
+        bool socket = false, multicast = false, woken = false;
+        for (int i = 0; i < n; ++i) {
+            if (events[static_cast<std::size_t>(i)].data.u64 == wake_tag) {
+                wake_.drain();
+                woken = true; // (a receiver that read the socket: the timers may be due sooner)
             }
+            socket = socket || events[static_cast<std::size_t>(i)].data.u64 == socket_tag;
+            multicast = multicast || events[static_cast<std::size_t>(i)].data.u64 == multicast_tag;
         }
-        if (got) {
-            for (auto& [id, n] : nodes_)
-                n->end_of_batch(now);
+        now = Clock::now();
+        shared_->reclaim_if_idle(now); // (a receiver that left it for long: read it again)
+        bool got = false;
+        if (socket) { // (a receiver may have it lent by now: then it reads, and this finds nothing)
+            std::lock_guard lock(shared_->read_mutex);
+            got = read_from(shared_->fd.load(), now) > 0;
+            end_of_batch(now);
         }
-        if (got || now >= next_tick) {
+        if (multicast && multicast_fd_ >= 0) {         // the background thread's alone
+            std::lock_guard lock(shared_->read_mutex); // touched_ is shared with the unicast reads
+            got = read_from(multicast_fd_, now) > 0 || got;
+            end_of_batch(now);
+        }
+        if (got || woken || now >= next_tick) {
             if (!held_.empty()) {
                 std::vector<std::byte> later;
                 later.swap(held_);
                 handle(later, now);
             }
             next_tick = now + std::chrono::milliseconds(50);
-            for (auto& [id, n] : nodes_)
-                next_tick = std::min(next_tick, n->tick(now));
+            for (auto& [id, node] : nodes_)
+                next_tick = std::min(next_tick, node->tick(now));
             next_tick = std::max(next_tick, now + std::chrono::microseconds(500));
+            next_tick_ns_.store(next_tick.time_since_epoch().count(), std::memory_order_relaxed);
         }
     }
 }

@@ -7,6 +7,9 @@
 
 #include <msgpass/ip/socket.hpp>
 
+#include <sys/socket.h>
+
+#include <array>
 #include <atomic>
 #include <map>
 #include <memory>
@@ -16,7 +19,7 @@
 
 namespace msgpass::udp {
 
-class Engine {
+class Engine final : public SocketReader {
 public:
     Engine(const config::Configuration& configuration, NodeId self);
     ~Engine();
@@ -30,10 +33,21 @@ public:
     [[nodiscard]] std::uint16_t port() const noexcept { return port_; }
     void shutdown(SteadyTime deadline);
 
+    // SocketReader: what the socket holds, at most a batch, then the statuses owed
+    // (read_mutex held: the background thread, or the receiver the socket is lent to).
+    int read_socket(Clock::time_point now, int most) override;
+
 private:
     void run();
-    void handle(std::span<const std::byte> bytes, Clock::time_point now);
-    void inject(std::span<const std::byte> bytes, Clock::time_point now);
+    // The node the datagram went to (null: dropped).
+    UdpNode* handle(std::span<const std::byte> bytes, Clock::time_point now);
+    UdpNode* inject(std::span<const std::byte> bytes, Clock::time_point now);
+    // Reads at most `most` datagrams of fd into their nodes (a recvmmsg() per 16); the
+    // nodes touched go into touched_. Returns how many it read; fewer than `most`: the
+    // socket had no more.
+    int read_from(int fd, Clock::time_point now, int most = 256);
+    // Returns when a status owed is due (time_point::max(): none).
+    Clock::time_point end_of_batch(Clock::time_point now);
     void open_multicast(const config::NodeConfig& me, const std::string& where);
 
     config::Configuration configuration_;
@@ -47,6 +61,21 @@ private:
     bool stopped_ = false;
     std::mt19937_64 random_;
     std::vector<std::byte> held_; // a datagram held back (udp.inject_reorder)
+    // What one recvmmsg() takes: up to batch datagrams of each bytes (the largest a
+    // peer sends, plus one: a longer datagram arrives cut, MSG_TRUNC, and is dropped).
+    struct Batch {
+        static constexpr std::size_t batch = 16;
+        std::size_t each = 0;
+        std::vector<std::byte> storage;
+        std::array<iovec, batch> iov{};
+        std::array<mmsghdr, batch> messages{};
+        void size(std::size_t bytes);
+    };
+    Batch unicast_;                 // under read_mutex
+    Batch multicast_;               // the background thread's
+    std::vector<UdpNode*> touched_; // nodes that got datagrams in this batch (whoever reads)
+    bool injecting_ = false;
+    std::atomic<std::int64_t> next_tick_ns_{0}; // when the background thread runs the timers next
     std::thread thread_;
 };
 

@@ -42,6 +42,10 @@ protected:
         if (std::none_of(members_.begin(), members_.end(), [&](const auto& m) { return m->id() == udp->id(); }))
             members_.push_back(std::move(udp));
     }
+    // As a node's receive: sleeping on the socket when it can have it lent.
+    [[nodiscard]] BufferPtr wait(std::chrono::nanoseconds timeout) override {
+        return wait_with([this] { return poll(); }, timeout, SocketSleeper{*shared_}, socket_wait);
+    }
     void distribute(BufferPtr&& buffer) override {
         if (!multicast_ || !shared_->multicast_up.load(std::memory_order_relaxed)) {
             BasicGroup::send(std::move(buffer));

@@ -27,6 +27,11 @@ void UdpNode::send_status(Clock::time_point /*now*/) {
     since_status_ = 0;
 }
 
+void UdpNode::owe_status(Clock::time_point now) {
+    if (!status_owed_) status_owed_since_ = now;
+    status_owed_ = true;
+}
+
 void UdpNode::send_nak(Clock::time_point now) {
     std::array<std::uint64_t, 2 * max_nak_ranges> ranges{};
     std::size_t n = 0;
@@ -57,7 +62,7 @@ void UdpNode::on_data(const Decoded& d, Clock::time_point now) {
     const auto window = shared_->parameters.window;
     if (h.seq < expected_ || early_.contains(h.seq)) {
         shared_->count(Drop::duplicate);
-        status_owed_ = true; // our status may have been lost
+        owe_status(now); // our status may have been lost
         return;
     }
     if (h.seq >= expected_ + window) {
@@ -79,7 +84,7 @@ void UdpNode::on_data(const Decoded& d, Clock::time_point now) {
     }
     consume(h, d.payload);
     take_early();
-    status_owed_ = true;
+    owe_status(now);
     if (++since_status_ >= status_every) send_status(now);
 }
 
@@ -107,7 +112,7 @@ void UdpNode::take_early() {
 void UdpNode::on_skip(const DatagramHeader& h, Clock::time_point now) {
     if (h.seq <= expected_) {
         shared_->count(Drop::duplicate);
-        status_owed_ = true; // our status saying so may have been lost
+        owe_status(now); // our status saying so may have been lost
         return;
     }
     if (h.length > expected_) {

@@ -82,6 +82,7 @@ void UdpNode::dispatch(Clock::time_point now) {
     pump(now);
     if (sent_upto_ < next_dseq_) stats_.queued();
     queue_depth_.store(untransmitted_, std::memory_order_relaxed);
+    shared_->reclaim_if_idle(now); // the acknowledgements: a receiver that left the socket for long reads it no more
 }
 
 template <class B>
@@ -129,7 +130,7 @@ BufferPtr UdpNode::receive() {
 
 BufferPtr UdpNode::receive(std::chrono::nanoseconds timeout) {
     check_factory("receive");
-    return wait_for([this] { return receive(); }, timeout, &shared_->bell);
+    return wait_with([this] { return receive(); }, timeout, SocketSleeper{*shared_}, socket_wait);
 }
 
 bool UdpNode::flush(std::chrono::nanoseconds timeout) {
@@ -142,6 +143,7 @@ bool UdpNode::flush(std::chrono::nanoseconds timeout) {
         pump(Clock::now());
         if (out_.empty()) return true;
         const auto now = Clock::now();
+        shared_->reclaim_if_idle(now); // the acknowledgements waited for come through the socket
         if (now >= deadline) return false;
         changed_.wait_until(lock, std::min<Clock::time_point>(deadline, now + std::chrono::milliseconds(1)));
     }
@@ -442,9 +444,14 @@ void UdpNode::on_datagram(const Decoded& d, std::span<const std::byte> bytes, Cl
 
 // ---------------------------------------------------------------- node: timers
 
-void UdpNode::end_of_batch(Clock::time_point now) {
+Clock::time_point UdpNode::end_of_batch(Clock::time_point now) {
     std::lock_guard lock(mutex_);
-    if (status_owed_ && peer_incarnation_ != 0) send_status(now);
+    if (!status_owed_ || peer_incarnation_ == 0) return Clock::time_point::max();
+    if (now >= status_owed_since_ + status_delay) {
+        send_status(now);
+        return Clock::time_point::max();
+    }
+    return status_owed_since_ + status_delay;
 }
 
 Clock::time_point UdpNode::tick(Clock::time_point now) {
@@ -496,7 +503,13 @@ Clock::time_point UdpNode::tick(Clock::time_point now) {
         if (now - last_nak_ >= nak_interval) send_nak(now);
         next = std::min(next, last_nak_ + nak_interval);
     }
-    if (status_owed_) send_status(now);
+    if (status_owed_) {
+        if (now >= status_owed_since_ + status_delay) {
+            send_status(now);
+        } else {
+            next = std::min(next, status_owed_since_ + status_delay);
+        }
+    }
     const auto keepalive = std::chrono::duration_cast<Clock::duration>(p.peer_timeout / 4);
     if (now - last_sent_ >= keepalive) {
         const std::uint64_t limit = std::max(status_sent_limit_, expected_ + advertised());

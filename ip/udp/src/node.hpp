@@ -57,8 +57,12 @@ inline constexpr std::chrono::milliseconds resend_timeout{10};
 inline constexpr std::chrono::milliseconds nak_interval{20};
 // At most this many datagrams resent per NAK.
 inline constexpr std::uint64_t nak_burst = 1024;
-// A receiver sends a status at least every status_every in-order datagrams.
+// A receiver sends a status at least every status_every in-order datagrams, and
+// otherwise status_delay after the first datagram it owes one for: in a
+// request-response exchange the answer comes sooner, and a status per message would
+// wake the peer once more per message.
 inline constexpr std::uint64_t status_every = 64;
+inline constexpr std::chrono::microseconds status_delay{1000};
 
 struct Parameters {
     NodeId self = 0;
@@ -84,6 +88,20 @@ inline ip::Mac welcome_mac(const ip::AuthKey& key, std::span<const std::byte> he
     return ip::mac_over(key, {std::as_bytes(std::span(label)), header, std::as_bytes(std::span(nonce))});
 }
 
+// Reads what the factory's socket holds and hands each datagram to its node (the
+// engine: engine.cpp). Called with Shared::read_mutex held. Returns how many
+// datagrams it read, at most `most` (0: none was there).
+class SocketReader {
+public:
+    virtual int read_socket(Clock::time_point now, int most) = 0;
+
+protected:
+    ~SocketReader() = default;
+};
+
+// Tags of the background thread's epoll set.
+inline constexpr std::uint64_t socket_tag = 0, wake_tag = 1, multicast_tag = 2;
+
 struct Shared {
     Parameters parameters;
     std::uint64_t incarnation = 0;
@@ -105,13 +123,91 @@ struct Shared {
     // A refused peer (auth_key_file) on stderr, at most 20 lines a second per process.
     void log_refusal(const std::string& line);
     std::atomic<std::int64_t> next_log_ns{0};
-    // Rings the factory's doorbell, and the one technology: auto sleeps on (ring_on_input).
+    // Rings the factory's doorbell, the one technology: auto sleeps on (ring_on_input),
+    // and a receiver that sleeps on the socket.
     void ring() noexcept {
         bell.ring();
         if (Doorbell* also = also_ring.load(std::memory_order_acquire)) also->ring();
+        if (socket_sleeping.load(std::memory_order_seq_cst)) recv_wake.ring();
     }
     std::atomic<Doorbell*> also_ring{nullptr};
+
+    // Who reads the socket. The background thread waits on it in its epoll set unless
+    // it is lent to blocking receives: a receiver then sleeps in ppoll() on the socket
+    // itself and reads what comes (one wake-up per message, as a blocking read on a raw
+    // socket, instead of the background thread's and then the receiver's). One thread
+    // reads at a time (read_mutex); one receiver at a time uses the lend (inside), the
+    // others sleep on the doorbell. The lend outlives a short receive (so that a
+    // request-response exchange changes nothing in the epoll set per message): a
+    // receive that waited reclaim_after or longer gives it back, and so do the
+    // background thread, a send and a flush once no receiver came back for
+    // reclaim_after. Not with fault injection (the background thread's alone).
+    ip::Epoll epoll{"udp"};      // the background thread's: the socket, its wake-up, the multicast socket
+    ip::WakeFd recv_wake{"udp"}; // wakes the receiver sleeping on the socket
+    std::mutex read_mutex;
+    std::atomic<bool> lent{false};            // the background thread does not wait on the socket
+    std::atomic<bool> inside{false};          // a receiver uses the lend (also held by who gives it back)
+    std::atomic<std::int64_t> left_ns{0};     // when the last receiver left it (steady clock)
+    std::atomic<bool> socket_sleeping{false}; // that receiver sleeps in ppoll()
+    std::atomic<bool> closing{false};         // the engine shuts down: nothing is lent any more
+    bool receivers_read = false;              // set before the background thread starts
+    SocketReader* reader = nullptr;           // the engine; valid while a receiver is inside
+    // The calling receiver uses the lend (lent now if it was not); false when another
+    // receiver is inside (or closing, or fault injection).
+    bool lend() noexcept;
+    // The receiver leaves; after a wait that began at `began` reclaim_after ago or more,
+    // it gives the socket back (the background thread wakes at once for what came).
+    void leave(Clock::time_point began) noexcept;
+    // Gives the socket back when it is lent and no receiver came back for reclaim_after
+    // (the background thread, a send, a flush).
+    void reclaim_if_idle(Clock::time_point now) noexcept;
+    // The lent receiver's sleep: until the socket or recv_wake is readable or timeout.
+    // True when the socket is readable.
+    bool sleep_on_socket(std::chrono::nanoseconds timeout);
+    // Reads at most `most` datagrams from the socket (the lent receiver); how many.
+    int read(int most);
 };
+
+// The sleeper of udp's blocking receives (msgpass::wait_with): on the socket itself
+// when it can have it lent, else on the doorbell.
+struct SocketSleeper {
+    Shared& shared;
+
+    template <class Poll>
+    auto sleep(Poll& poll, std::chrono::nanoseconds step, const WaitPhase& phase) -> decltype(poll()) {
+        if (!shared.lend()) return DoorbellSleeper{&shared.bell}.sleep(poll, step, phase);
+        struct Inside {
+            Shared& s;
+            Clock::time_point began;
+            ~Inside() {
+                s.socket_sleeping.store(false, std::memory_order_seq_cst);
+                s.leave(began);
+            }
+        } inside{shared, phase.start};
+        // Announced before the last poll: a message delivered by another thread after it
+        // rings recv_wake (Shared::ring), one delivered before is found here.
+        shared.socket_sleeping.store(true, std::memory_order_seq_cst);
+        if (auto found = poll()) return found;
+        if (!shared.sleep_on_socket(step)) return {};
+        // What the socket holds (one recvmmsg() of up to 16: in a request-response
+        // exchange one datagram, and no read that finds nothing), until this receive
+        // has what it waits for or the socket is empty.
+        for (;;) {
+            const int got = shared.read(16);
+            if (auto found = poll()) return found;
+            if (got < 16) return {};
+        }
+    }
+};
+
+// A lend unused for this long is given back (Shared).
+inline constexpr std::chrono::microseconds reclaim_after{1000};
+
+// How udp's blocking receives wait: no spinning, no yielding (on a machine with few
+// CPUs they keep the thread that would deliver from running), sleeping on the socket
+// at most 100 ms at a time.
+inline constexpr WaitPolicy socket_wait{std::chrono::microseconds(0), std::chrono::microseconds(0),
+                                        std::chrono::microseconds(100000)};
 
 // The iovecs of a piece of a message: `piece` bytes from `offset`, gathered from its
 // fragments into iov[n...]; a piece spread over more fragments than iov has room for
@@ -140,8 +236,9 @@ public:
     // --- background thread ---
     // A datagram from this peer that passed decode_datagram.
     void on_datagram(const Decoded& d, std::span<const std::byte> bytes, Clock::time_point now);
-    // After a batch of reads: the status owed.
-    void end_of_batch(Clock::time_point now);
+    // After a batch of reads: the status owed, when due. Returns when the next one is
+    // due (time_point::max(): none owed).
+    Clock::time_point end_of_batch(Clock::time_point now);
     // Timers: hello, resend, NAK repeat, keepalive, peer timeout. Returns when it
     // wants to be called again.
     Clock::time_point tick(Clock::time_point now);
@@ -187,6 +284,8 @@ private:
                       std::span<const std::byte> payload = {}, const ip::Nonce* sign_for = nullptr,
                       std::uint32_t offset = 0);
     void send_status(Clock::time_point now);
+    // A status is owed (from now, unless it was already).
+    void owe_status(Clock::time_point now);
     void send_nak(Clock::time_point now);
     void send_nak_range(std::uint64_t first, std::uint64_t count);
     void adopt(std::uint64_t incarnation, Clock::time_point now);
@@ -281,6 +380,7 @@ private:
     std::uint64_t held_ = 0;                    // their sum
     std::uint64_t status_sent_expected_ = 0, status_sent_limit_ = 0, since_status_ = 0;
     bool status_owed_ = false;
+    Clock::time_point status_owed_since_{};
     Clock::time_point last_nak_{};
 
     kit::LossLatch loss_;
