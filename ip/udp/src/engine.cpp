@@ -6,8 +6,8 @@
 #include <msgpass/error.hpp>
 
 #include <arpa/inet.h>
+#include <fcntl.h>
 #include <netinet/in.h>
-#include <poll.h>
 #include <sys/epoll.h>
 #include <sys/socket.h>
 #include <unistd.h>
@@ -84,17 +84,15 @@ void Shared::reclaim_if_idle(Clock::time_point now) noexcept {
     inside.store(false, std::memory_order_seq_cst);
 }
 
-bool Shared::sleep_on_socket(std::chrono::nanoseconds timeout) {
+int Shared::sleep_on_socket(std::chrono::nanoseconds timeout, int most) {
+    std::lock_guard lock(read_mutex);
+    return reader->wait_and_read(timeout, most);
+}
+
+void Shared::wake_socket() const noexcept {
     const int socket = fd.load();
-    pollfd fds[2] = {{socket, POLLIN, 0}, {recv_wake.fd(), POLLIN, 0}};
-    const auto ns = std::max<std::int64_t>(timeout.count(), 0);
-    const timespec ts{static_cast<time_t>(ns / 1000000000), static_cast<long>(ns % 1000000000)};
-    const int n = ::ppoll(fds, 2, &ts, nullptr);
-    // Awake: what this thread delivers now needs no ring of recv_wake (Shared::ring).
-    socket_sleeping.store(false, std::memory_order_seq_cst);
-    if (n <= 0) return false;
-    if (fds[1].revents != 0) recv_wake.drain();
-    return fds[0].revents != 0;
+    if (socket >= 0)
+        (void)::sendto(socket, nullptr, 0, MSG_DONTWAIT | MSG_NOSIGNAL, self_address.get(), self_address.length);
 }
 
 int Shared::read(int most) {
@@ -156,8 +154,12 @@ Engine::Engine(const config::Configuration& configuration, NodeId self)
         }
         nodes_.emplace(n.id, std::make_shared<UdpNode>(shared_, n, std::move(address)));
     }
-    shared_->fd =
-        ip::bind_socket(ip::resolve(me.host, me.port, SOCK_DGRAM, true, where + ": host"), SOCK_DGRAM, 0, where);
+    shared_->self_address = ip::resolve(me.host, me.port, SOCK_DGRAM, true, where + ": host");
+    shared_->fd = ip::bind_socket(shared_->self_address, SOCK_DGRAM, 0, where);
+    // Blocking, so that the receiver the socket is lent to can block in recvmmsg();
+    // every other call on it says MSG_DONTWAIT.
+    if (const int flags = ::fcntl(shared_->fd, F_GETFL); flags >= 0)
+        (void)::fcntl(shared_->fd, F_SETFL, flags & ~O_NONBLOCK);
     port_ = me.port;
     const std::uint64_t buffer = size_buffers(shared_->fd, shared_->parameters.options.socket_buffer, where);
     // The window never holds more datagrams than the socket's buffer: beyond it the
@@ -173,7 +175,8 @@ Engine::Engine(const config::Configuration& configuration, NodeId self)
     const std::size_t largest = std::max(p.datagram_size, header_size + 16 * max_nak_ranges) + 1;
     unicast_.size(largest);
     if (multicast_fd_ >= 0) multicast_.size(largest);
-    touched_.reserve(nodes_.size());
+    unicast_.touched.reserve(nodes_.size());
+    multicast_.touched.reserve(nodes_.size());
     auto& epoll = shared_->epoll;
     if (!epoll.add(shared_->fd, EPOLLIN, socket_tag) || !epoll.add(wake_.fd(), EPOLLIN, wake_tag) ||
         (multicast_fd_ >= 0 && !epoll.add(multicast_fd_, EPOLLIN, multicast_tag))) {
@@ -257,7 +260,7 @@ void Engine::shutdown(SteadyTime deadline) {
     // it any more, and the one inside is woken and leaves.
     shared_->closing.store(true, std::memory_order_seq_cst);
     while (shared_->inside.load(std::memory_order_seq_cst)) {
-        shared_->recv_wake.ring();
+        shared_->wake_socket();
         std::this_thread::yield();
     }
     stop_.store(true);
@@ -280,7 +283,7 @@ UdpNode* Engine::handle(std::span<const std::byte> bytes, Clock::time_point now)
 
 // udp.inject_*: a data, status, NAK or skip datagram is dropped, handled twice, or held
 // back behind the next datagram.
-UdpNode* Engine::inject(std::span<const std::byte> bytes, Clock::time_point now) {
+UdpNode* Engine::inject(std::span<const std::byte> bytes, Clock::time_point now, Batch& batch) {
     const auto& o = shared_->parameters.options;
     bool subject = false;
     if (bytes.size() >= header_size) {
@@ -304,7 +307,7 @@ UdpNode* Engine::inject(std::span<const std::byte> bytes, Clock::time_point now)
     if (!held_.empty()) {
         std::vector<std::byte> later;
         later.swap(held_);
-        if (UdpNode* m = handle(later, now); m != nullptr && m != n) touched_.push_back(m);
+        if (UdpNode* m = handle(later, now); m != nullptr && m != n) batch.touched.push_back(m);
     }
     return n;
 }
@@ -317,6 +320,50 @@ void Engine::Batch::size(std::size_t bytes) {
         messages[i] = mmsghdr{};
         messages[i].msg_hdr.msg_iov = &iov[i];
         messages[i].msg_hdr.msg_iovlen = 1;
+        messages[i].msg_hdr.msg_name = &from[i];
+    }
+}
+
+void Engine::Batch::prepare(unsigned count) {
+    for (unsigned i = 0; i < count; ++i) {
+        messages[i].msg_hdr.msg_flags = 0;
+        messages[i].msg_hdr.msg_namelen = sizeof(sockaddr_storage);
+    }
+}
+
+// An empty datagram from this socket to itself: the wake-up of a receiver blocked on
+// it (Shared::ring), nothing to count.
+namespace {
+bool own_wake(const mmsghdr& m, const ip::Address& self) {
+    if (m.msg_len != 0 || m.msg_hdr.msg_namelen != self.length) return false;
+    const auto* a = static_cast<const sockaddr*>(m.msg_hdr.msg_name);
+    if (a->sa_family == AF_INET && self.family() == AF_INET)
+        return reinterpret_cast<const sockaddr_in*>(a)->sin_port ==
+               reinterpret_cast<const sockaddr_in*>(self.get())->sin_port;
+    if (a->sa_family == AF_INET6 && self.family() == AF_INET6)
+        return reinterpret_cast<const sockaddr_in6*>(a)->sin6_port ==
+               reinterpret_cast<const sockaddr_in6*>(self.get())->sin6_port;
+    return false;
+}
+} // namespace
+
+void Engine::take(Batch& b, int fd, int n, Clock::time_point now) {
+    for (int i = 0; i < n; ++i) {
+        const auto& m = b.messages[static_cast<std::size_t>(i)];
+        const std::span<const std::byte> bytes(b.storage.data() + static_cast<std::size_t>(i) * b.each, m.msg_len);
+        if ((m.msg_hdr.msg_flags & MSG_TRUNC) != 0) { // longer than any datagram a peer sends
+            shared_->count(Drop::bad_fragment);
+            continue;
+        }
+        if (fd != multicast_fd_ && own_wake(m, shared_->self_address)) continue;
+        if (fd == multicast_fd_ && bytes.size() >= header_size) { // our own group sends, looped back
+            std::uint32_t from = 0;
+            std::memcpy(&from, bytes.data() + offsetof(DatagramHeader, from), sizeof from);
+            if (from == shared_->parameters.self) continue;
+        }
+        UdpNode* node = injecting_ ? inject(bytes, now, b) : handle(bytes, now);
+        if (node != nullptr && std::find(b.touched.begin(), b.touched.end(), node) == b.touched.end())
+            b.touched.push_back(node);
     }
 }
 
@@ -325,51 +372,63 @@ int Engine::read_from(int fd, Clock::time_point now, int most) {
     int got = 0;
     while (got < most) {
         const auto want = static_cast<unsigned>(std::min<int>(most - got, Batch::batch));
-        for (unsigned i = 0; i < want; ++i)
-            b.messages[i].msg_hdr.msg_flags = 0;
+        b.prepare(want);
         const int n = ::recvmmsg(fd, b.messages.data(), want, MSG_DONTWAIT, nullptr);
         if (n <= 0) break;
         got += n;
-        for (int i = 0; i < n; ++i) {
-            const auto& m = b.messages[static_cast<std::size_t>(i)];
-            const std::span<const std::byte> bytes(b.storage.data() + static_cast<std::size_t>(i) * b.each, m.msg_len);
-            if ((m.msg_hdr.msg_flags & MSG_TRUNC) != 0) { // longer than any datagram a peer sends
-                shared_->count(Drop::bad_fragment);
-                continue;
-            }
-            if (fd == multicast_fd_ && bytes.size() >= header_size) { // our own group sends, looped back
-                std::uint32_t from = 0;
-                std::memcpy(&from, bytes.data() + offsetof(DatagramHeader, from), sizeof from);
-                if (from == shared_->parameters.self) continue;
-            }
-            UdpNode* node = injecting_ ? inject(bytes, now) : handle(bytes, now);
-            if (node != nullptr && std::find(touched_.begin(), touched_.end(), node) == touched_.end())
-                touched_.push_back(node);
-        }
+        take(b, fd, n, now);
         if (static_cast<unsigned>(n) < want) break; // the socket had no more
     }
     return got;
 }
 
 // The statuses owed after a batch, by the nodes that got datagrams in it.
-Clock::time_point Engine::end_of_batch(Clock::time_point now) {
+Clock::time_point Engine::end_of_batch(Batch& b, Clock::time_point now) {
     auto due = Clock::time_point::max();
-    for (UdpNode* n : touched_)
+    for (UdpNode* n : b.touched)
         due = std::min(due, n->end_of_batch(now));
-    touched_.clear();
+    b.touched.clear();
     return due;
 }
 
 // A receiver the socket is lent to reads. The timers stay the background thread's;
 // when they are not due before a status now owed (or soon, when no peer was known: a
 // datagram read here, a hello, the first data, may make them due), it is woken to see.
+void Engine::after_receiver_read(Batch& b, Clock::time_point now) {
+    const auto due = std::min(end_of_batch(b, now), now + resend_timeout);
+    if (next_tick_ns_.load(std::memory_order_relaxed) > due.time_since_epoch().count()) wake_.ring();
+}
+
 int Engine::read_socket(Clock::time_point now, int most) {
     const int fd = shared_->fd.load();
     if (fd < 0) return 0;
     const int got = read_from(fd, now, most);
-    if (got == 0) return 0;
-    const auto due = std::min(end_of_batch(now), now + resend_timeout);
-    if (next_tick_ns_.load(std::memory_order_relaxed) > due.time_since_epoch().count()) wake_.ring();
+    if (got > 0) after_receiver_read(unicast_, now);
+    return got;
+}
+
+int Engine::wait_and_read(std::chrono::nanoseconds timeout, int most) {
+    const int fd = shared_->fd.load();
+    if (fd < 0) return 0;
+    // SO_RCVTIMEO bounds the blocking read (the background thread's reads do not block);
+    // set only when it changes: a wait of the longest step (100 ms) sets it once.
+    const long us = std::max<long>(1, static_cast<long>((timeout.count() + 999) / 1000));
+    if (us != timeout_us_) {
+        const timeval tv{static_cast<time_t>(us / 1000000), static_cast<suseconds_t>(us % 1000000)};
+        if (::setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv) == 0) timeout_us_ = us;
+    }
+    Batch& b = unicast_;
+    const auto want = static_cast<unsigned>(std::clamp<int>(most, 1, Batch::batch));
+    b.prepare(want);
+    const int n = ::recvmmsg(fd, b.messages.data(), want, MSG_WAITFORONE, nullptr);
+    // Awake: what this thread delivers now needs no wake-up (Shared::ring).
+    shared_->socket_sleeping.store(false, std::memory_order_seq_cst);
+    if (n <= 0) return 0; // the timeout (EAGAIN), or a signal
+    const auto now = Clock::now();
+    take(b, fd, n, now);
+    int got = n;
+    if (static_cast<unsigned>(n) == want && got < most) got += read_from(fd, now, most - got);
+    after_receiver_read(b, now);
     return got;
 }
 
@@ -392,15 +451,18 @@ void Engine::run() {
         now = Clock::now();
         shared_->reclaim_if_idle(now); // (a receiver that left it for long: read it again)
         bool got = false;
-        if (socket) { // (a receiver may have it lent by now: then it reads, and this finds nothing)
-            std::lock_guard lock(shared_->read_mutex);
-            got = read_from(shared_->fd.load(), now) > 0;
-            end_of_batch(now);
+        if (socket) {
+            // A receiver that has it lent by now (and may block in it holding the
+            // mutex) reads it: nothing to do here.
+            std::unique_lock lock(shared_->read_mutex, std::try_to_lock);
+            if (lock.owns_lock()) {
+                got = read_from(shared_->fd.load(), now) > 0;
+                (void)end_of_batch(unicast_, now);
+            }
         }
-        if (multicast && multicast_fd_ >= 0) {         // the background thread's alone
-            std::lock_guard lock(shared_->read_mutex); // touched_ is shared with the unicast reads
+        if (multicast && multicast_fd_ >= 0) { // the background thread's alone
             got = read_from(multicast_fd_, now) > 0 || got;
-            end_of_batch(now);
+            (void)end_of_batch(multicast_, now);
         }
         if (got || woken || now >= next_tick) {
             if (!held_.empty()) {

@@ -36,18 +36,25 @@ public:
     // SocketReader: what the socket holds, at most a batch, then the statuses owed
     // (read_mutex held: the background thread, or the receiver the socket is lent to).
     int read_socket(Clock::time_point now, int most) override;
+    int wait_and_read(std::chrono::nanoseconds timeout, int most) override;
 
 private:
     void run();
     // The node the datagram went to (null: dropped).
     UdpNode* handle(std::span<const std::byte> bytes, Clock::time_point now);
-    UdpNode* inject(std::span<const std::byte> bytes, Clock::time_point now);
+    struct Batch;
+    UdpNode* inject(std::span<const std::byte> bytes, Clock::time_point now, Batch& batch);
     // Reads at most `most` datagrams of fd into their nodes (a recvmmsg() per 16); the
-    // nodes touched go into touched_. Returns how many it read; fewer than `most`: the
-    // socket had no more.
+    // nodes touched go into the batch's list. Returns how many it read; fewer than
+    // `most`: the socket had no more.
     int read_from(int fd, Clock::time_point now, int most = 256);
+    // The n datagrams the batch received, each to its node.
+    void take(Batch& b, int fd, int n, Clock::time_point now);
     // Returns when a status owed is due (time_point::max(): none).
-    Clock::time_point end_of_batch(Clock::time_point now);
+    Clock::time_point end_of_batch(Batch& b, Clock::time_point now);
+    // After a receiver's read: the background thread is woken when its timers are not
+    // due before what that read made due.
+    void after_receiver_read(Batch& b, Clock::time_point now);
     void open_multicast(const config::NodeConfig& me, const std::string& where);
 
     config::Configuration configuration_;
@@ -68,12 +75,15 @@ private:
         std::size_t each = 0;
         std::vector<std::byte> storage;
         std::array<iovec, batch> iov{};
+        std::array<sockaddr_storage, batch> from{};
         std::array<mmsghdr, batch> messages{};
+        std::vector<UdpNode*> touched; // nodes that got datagrams since the end of the last batch
         void size(std::size_t bytes);
+        void prepare(unsigned count); // flags and address lengths reset for recvmmsg()
     };
-    Batch unicast_;                 // under read_mutex
-    Batch multicast_;               // the background thread's
-    std::vector<UdpNode*> touched_; // nodes that got datagrams in this batch (whoever reads)
+    Batch unicast_;        // under read_mutex
+    Batch multicast_;      // the background thread's
+    long timeout_us_ = -1; // SO_RCVTIMEO as last set (under read_mutex)
     bool injecting_ = false;
     std::atomic<std::int64_t> next_tick_ns_{0}; // when the background thread runs the timers next
     std::thread thread_;

@@ -159,7 +159,7 @@ void UdpNode::broadcast(const std::string& group, std::vector<std::shared_ptr<Ud
             msg.msg_namelen = sizeof shared.multicast_address;
             msg.msg_iov = iov.data();
             msg.msg_iovlen = n;
-            if (::sendmsg(fd, &msg, MSG_NOSIGNAL) < 0) {
+            if (::sendmsg(fd, &msg, MSG_DONTWAIT | MSG_NOSIGNAL) < 0) {
                 const int error = errno;
                 // A full socket buffer: the rest goes per member (pump, the resend
                 // timer). Anything else: the address is not usable here (no multicast

@@ -89,11 +89,14 @@ inline ip::Mac welcome_mac(const ip::AuthKey& key, std::span<const std::byte> he
 }
 
 // Reads what the factory's socket holds and hands each datagram to its node (the
-// engine: engine.cpp). Called with Shared::read_mutex held. Returns how many
-// datagrams it read, at most `most` (0: none was there).
+// engine: engine.cpp). Called with Shared::read_mutex held. Each returns how many
+// datagrams it read, at most `most`; fewer: the socket had no more.
 class SocketReader {
 public:
+    // What is there now.
     virtual int read_socket(Clock::time_point now, int most) = 0;
+    // Blocks until a datagram comes or timeout passes (0 then).
+    virtual int wait_and_read(std::chrono::nanoseconds timeout, int most) = 0;
 
 protected:
     ~SocketReader() = default;
@@ -124,31 +127,34 @@ struct Shared {
     void log_refusal(const std::string& line);
     std::atomic<std::int64_t> next_log_ns{0};
     // Rings the factory's doorbell, the one technology: auto sleeps on (ring_on_input),
-    // and a receiver that sleeps on the socket.
+    // and a receiver blocked on the socket (an empty datagram to itself).
     void ring() noexcept {
         bell.ring();
         if (Doorbell* also = also_ring.load(std::memory_order_acquire)) also->ring();
-        if (socket_sleeping.load(std::memory_order_seq_cst)) recv_wake.ring();
+        if (socket_sleeping.load(std::memory_order_seq_cst)) wake_socket();
     }
+    void wake_socket() const noexcept;
     std::atomic<Doorbell*> also_ring{nullptr};
 
     // Who reads the socket. The background thread waits on it in its epoll set unless
-    // it is lent to blocking receives: a receiver then sleeps in ppoll() on the socket
-    // itself and reads what comes (one wake-up per message, as a blocking read on a raw
-    // socket, instead of the background thread's and then the receiver's). One thread
+    // it is lent to blocking receives: a receiver then blocks in recvmmsg() on the
+    // socket itself and reads what comes (one wake-up and one system call per message,
+    // as a blocking read on a raw socket, instead of the background thread's wake-up
+    // and then the receiver's; whoever must wake it sends the socket an empty datagram
+    // of its own: ring()). One thread
     // reads at a time (read_mutex); one receiver at a time uses the lend (inside), the
     // others sleep on the doorbell. The lend outlives a short receive (so that a
     // request-response exchange changes nothing in the epoll set per message): a
     // receive that waited reclaim_after or longer gives it back, and so do the
     // background thread, a send and a flush once no receiver came back for
     // reclaim_after. Not with fault injection (the background thread's alone).
-    ip::Epoll epoll{"udp"};      // the background thread's: the socket, its wake-up, the multicast socket
-    ip::WakeFd recv_wake{"udp"}; // wakes the receiver sleeping on the socket
-    std::mutex read_mutex;
+    ip::Epoll epoll{"udp"};                   // the background thread's: the socket, its wake-up, the multicast socket
+    ip::Address self_address;                 // the socket's own: the empty datagram of ring() goes there
+    std::mutex read_mutex;                    // held by the receiver while it blocks on the socket
     std::atomic<bool> lent{false};            // the background thread does not wait on the socket
     std::atomic<bool> inside{false};          // a receiver uses the lend (also held by who gives it back)
     std::atomic<std::int64_t> left_ns{0};     // when the last receiver left it (steady clock)
-    std::atomic<bool> socket_sleeping{false}; // that receiver sleeps in ppoll()
+    std::atomic<bool> socket_sleeping{false}; // that receiver blocks in recvmmsg()
     std::atomic<bool> closing{false};         // the engine shuts down: nothing is lent any more
     bool receivers_read = false;              // set before the background thread starts
     SocketReader* reader = nullptr;           // the engine; valid while a receiver is inside
@@ -161,9 +167,9 @@ struct Shared {
     // Gives the socket back when it is lent and no receiver came back for reclaim_after
     // (the background thread, a send, a flush).
     void reclaim_if_idle(Clock::time_point now) noexcept;
-    // The lent receiver's sleep: until the socket or recv_wake is readable or timeout.
-    // True when the socket is readable.
-    bool sleep_on_socket(std::chrono::nanoseconds timeout);
+    // The lent receiver's sleep: blocks on the socket until a datagram comes (read, at
+    // most `most`, and handed to its nodes) or timeout; how many it read.
+    int sleep_on_socket(std::chrono::nanoseconds timeout, int most);
     // Reads at most `most` datagrams from the socket (the lent receiver); how many.
     int read(int most);
 };
@@ -185,15 +191,13 @@ struct SocketSleeper {
             }
         } inside{shared, phase.start};
         // Announced before the last poll: a message delivered by another thread after it
-        // rings recv_wake (Shared::ring), one delivered before is found here.
+        // wakes the socket (Shared::ring), one delivered before is found here.
         shared.socket_sleeping.store(true, std::memory_order_seq_cst);
         if (auto found = poll()) return found;
-        if (!shared.sleep_on_socket(step)) return {};
-        // What the socket holds (one recvmmsg() of up to 16: in a request-response
-        // exchange one datagram, and no read that finds nothing), until this receive
-        // has what it waits for or the socket is empty.
-        for (;;) {
-            const int got = shared.read(16);
+        // Up to 16 datagrams a recvmmsg() (in a request-response exchange one, and no
+        // read that finds nothing), until this receive has what it waits for or the
+        // socket is empty.
+        for (int got = shared.sleep_on_socket(step, 16);; got = shared.read(16)) {
             if (auto found = poll()) return found;
             if (got < 16) return {};
         }

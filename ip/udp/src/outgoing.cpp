@@ -44,7 +44,7 @@ bool UdpNode::send_control(DatagramType type, std::uint64_t seq, std::uint64_t l
     msg.msg_namelen = address_.length;
     msg.msg_iov = iov;
     msg.msg_iovlen = payload.empty() ? 1 : 2;
-    const bool ok = ::sendmsg(fd, &msg, MSG_NOSIGNAL) >= 0;
+    const bool ok = ::sendmsg(fd, &msg, MSG_DONTWAIT | MSG_NOSIGNAL) >= 0;
     if (ok) {
         shared_->datagrams_sent.fetch_add(1, std::memory_order_relaxed);
         last_sent_ = Clock::now();
@@ -128,7 +128,7 @@ bool UdpNode::transmit(std::uint64_t dseq, bool resend) {
     msg.msg_namelen = address_.length;
     msg.msg_iov = iov.data();
     msg.msg_iovlen = n;
-    if (::sendmsg(fd, &msg, MSG_NOSIGNAL) < 0) return false;
+    if (::sendmsg(fd, &msg, MSG_DONTWAIT | MSG_NOSIGNAL) < 0) return false;
     shared_->datagrams_sent.fetch_add(1, std::memory_order_relaxed);
     last_sent_ = Clock::now();
     if (resend) {
