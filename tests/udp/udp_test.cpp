@@ -19,6 +19,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <cstdio>
@@ -1316,6 +1317,123 @@ TEST(UdpSkip, ASkipIsOnePeerLostBetweenTheMessagesAroundItAndABadOneIsDropped) {
     EXPECT_EQ(ub.datagram_stats().count(Drop::bad_fragment), 0u) << "the half message's piece was not dropped with it";
     EXPECT_EQ(from_1->stats().errors, 1u) << "one PeerLost";
     EXPECT_EQ(nothing_more(*from_1, 100ms), "");
+}
+
+// ---------------------------------------------------------------- datagrams on the wire
+
+// A message's datagrams leave together (one UDP GSO send, or one sendmmsg() where
+// the kernel refuses GSO: docs/udp.md, "Data path"), and still arrive as datagrams of
+// their own: at most datagram_size each, numbered in order, every piece but a
+// message's last full, the bytes of the message; datagram_stats().sent counts each.
+TEST(Udp, AMessageOfManyDatagramsArrivesAsNumberedDatagramsOfAtMostDatagramSize) {
+    auto c = make_configuration("udp", unique_partition("wire"), 2);
+    auto a = NodeFactory::create(c, 1);
+    auto to_2 = a->create_node(2);
+    const auto& ua = dynamic_cast<udp::UdpNodeFactory&>(*a);
+    RawSocket two(c.nodes[1].port); // poses as node 2
+    ASSERT_TRUE(two.bound());
+    const std::uint16_t port_1 = c.nodes[0].port;
+    const std::size_t payload = udp::default_datagram_size - udp::header_size;
+
+    // 8 KiB (six datagrams), 50 000 B (more than one batch of 16), a FragmentList of
+    // 40 fragments (each piece copied: one datagram a send), a datagram exactly full,
+    // and ten of 64 B; the first four are queued before the peer is known, so that
+    // they leave in one batch, the others as they are sent.
+    std::vector<std::vector<std::byte>> sent;
+    auto message = [&](std::size_t size) {
+        auto m = make_message(*a, size, 1, sent.size());
+        const auto bytes = m->single()->bytes();
+        sent.emplace_back(bytes.begin(), bytes.end());
+        return m;
+    };
+    auto fragmented = [&] {
+        auto whole = message(40 * 100);
+        auto list = std::make_unique<FragmentList>();
+        const auto bytes = whole->single()->bytes();
+        for (std::size_t i = 0; i < 40; ++i)
+            list->append(std::make_unique<HeapBuffer>(bytes.subspan(i * 100, 100)));
+        return list;
+    };
+    to_2->send(message(8192));
+    to_2->send(message(50000));
+    to_2->send(fragmented());
+    to_2->send(message(payload));
+
+    udp::DatagramHeader hello{};
+    std::uint64_t datagrams = 0; // every datagram node 1 sent here
+    auto next = [&](std::chrono::milliseconds timeout) {
+        auto d = two.receive(timeout);
+        if (!d.empty()) ++datagrams;
+        return d;
+    };
+    for (auto deadline = Clock::now() + patience; hello.type != static_cast<std::uint16_t>(udp::DatagramType::hello);) {
+        ASSERT_LT(Clock::now(), deadline) << "node 1 sent no hello";
+        const auto d = next(100ms);
+        if (d.size() >= udp::header_size) std::memcpy(&hello, d.data(), udp::header_size);
+    }
+    udp::DatagramHeader h = hello;
+    h.from = 2;
+    h.to = 1;
+    h.incarnation = 0x2222;
+    h.peer_incarnation = hello.incarnation;
+    h.flags = 0;
+    h.type = static_cast<std::uint16_t>(udp::DatagramType::welcome);
+    h.seq = 0;       // the next datagram expected
+    h.length = 1024; // the window
+    two.send_to(port_1, datagram(h, 0));
+    for (std::size_t i = 0; i < 10; ++i)
+        to_2->send(message(64));
+
+    std::uint64_t total = 0; // the datagrams of all the messages
+    for (const auto& m : sent)
+        total += std::max<std::size_t>(1, (m.size() + payload - 1) / payload);
+    std::map<std::uint64_t, std::vector<std::byte>> got; // data datagrams by number
+    for (auto deadline = Clock::now() + patience; got.size() < total;) {
+        ASSERT_LT(Clock::now(), deadline) << "node 1 sent " << got.size() << " of " << total << " datagrams";
+        auto d = next(100ms);
+        if (d.empty()) continue;
+        ASSERT_GE(d.size(), udp::header_size);
+        ASSERT_LE(d.size(), udp::default_datagram_size) << "a datagram larger than datagram_size";
+        udp::DatagramHeader dh;
+        std::memcpy(&dh, d.data(), udp::header_size);
+        if (dh.type != static_cast<std::uint16_t>(udp::DatagramType::data)) continue;
+        auto [at, fresh] = got.emplace(dh.seq, d);
+        if (!fresh) {
+            EXPECT_EQ(at->second, d) << "datagram " << dh.seq << " resent with other bytes";
+        }
+    }
+    // Reassembled in the order of their numbers, the datagrams are the messages.
+    std::size_t index = 0, done = 0;
+    std::uint64_t seq = 0;
+    for (const auto& [number, d] : got) {
+        ASSERT_EQ(number, seq++) << "datagrams not numbered from 0 without a gap";
+        ASSERT_LT(index, sent.size()) << "datagram " << number << " beyond the messages";
+        const auto& m = sent[index];
+        udp::DatagramHeader dh;
+        std::memcpy(&dh, d.data(), udp::header_size);
+        const auto piece = std::span(d).subspan(udp::header_size);
+        EXPECT_EQ(dh.length, m.size()) << "datagram " << number;
+        EXPECT_EQ(dh.offset, done) << "datagram " << number;
+        EXPECT_EQ(dh.flags == udp::flag_first, done == 0) << "datagram " << number;
+        EXPECT_EQ(piece.size(), std::min(payload, m.size() - done)) << "datagram " << number;
+        EXPECT_TRUE(std::equal(piece.begin(), piece.end(), m.begin() + static_cast<std::ptrdiff_t>(done)))
+            << "datagram " << number << " does not carry bytes " << done << ".. of message " << index;
+        done += piece.size();
+        if (done == m.size()) ++index, done = 0;
+    }
+    EXPECT_EQ(index, sent.size());
+
+    h.type = static_cast<std::uint16_t>(udp::DatagramType::status);
+    h.seq = total; // all arrived: nothing more is resent
+    two.send_to(port_1, datagram(h, 0));
+    EXPECT_TRUE(eventually(
+        [&] {
+            while (!next(20ms).empty()) {
+            }
+            return datagrams == ua.datagram_stats().sent;
+        },
+        patience))
+        << "node 1 counted " << ua.datagram_stats().sent << " datagrams sent, " << datagrams << " arrived";
 }
 
 // ---------------------------------------------------------------- peer life

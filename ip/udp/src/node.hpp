@@ -6,11 +6,11 @@
 // loss marker, the buffer pool, sockets) comes from ip/common.
 //
 // Threads. Every piece of a node's state is under its mutex_. Senders number and
-// transmit datagrams from their own thread (sendmsg on the shared socket); the
-// background thread alone reads the socket, so that reassembly, acknowledgements and
-// repairs happen whether or not the application receives; receivers take whole
-// messages from the node's inbox and sleep on the factory's doorbell, which the
-// background thread rings when it delivered one.
+// transmit datagrams from their own thread (sendmmsg, with UDP GSO, on the shared
+// socket); the background thread reads the socket unless it is lent to a blocking
+// receive (Shared), so that reassembly, acknowledgements and repairs happen whether
+// or not the application receives; receivers take whole messages from the node's
+// inbox and sleep on the socket or on the factory's doorbell.
 #pragma once
 
 #include <msgpass/config.hpp>
@@ -113,6 +113,8 @@ struct Shared {
     std::shared_ptr<ip::BufferPool> pool = std::make_shared<ip::BufferPool>();
     std::array<std::atomic<std::uint64_t>, static_cast<std::size_t>(Drop::kinds)> drops{};
     std::atomic<std::uint64_t> datagrams_sent{0}, datagrams_received{0}, naks_sent{0}, repairs{0};
+    // The kernel takes UDP GSO sends (UDP_SEGMENT; set before the nodes send).
+    bool gso = false;
     // udp.multicast: this process joined the group's address (it says so in its
     // hello, welcome, status and keepalive datagrams), and its group sends may go there
     // (false after a send to the address failed: per member from then on).
@@ -283,6 +285,10 @@ private:
     // under mutex_
     void pump(Clock::time_point now);
     bool transmit(std::uint64_t dseq, bool resend);
+    struct Outgoing;
+    static Outgoing& outgoing();
+    bool prepare(std::uint64_t dseq, Outgoing& out);
+    std::size_t send_batch(Outgoing& out);
     // With sign_for, the payload is the welcome MAC over the header and that nonce.
     bool send_control(DatagramType type, std::uint64_t seq, std::uint64_t length,
                       std::span<const std::byte> payload = {}, const ip::Nonce* sign_for = nullptr,
@@ -371,6 +377,7 @@ private:
     bool expected_heard_ = false;
     Clock::time_point next_skip_{};
     std::vector<std::byte> staging_;
+    bool gso_ = true; // false once the kernel refused a GSO send to this peer
 
     // --- receiving: datagrams from the peer's incarnation ---
     std::uint64_t expected_ = 0;                            // the next datagram due
