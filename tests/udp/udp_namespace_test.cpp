@@ -1,6 +1,7 @@
 // The udp technology across "hosts" made of network namespaces on a bridge
 // (tests/support/netns.hpp): a group over IP multicast whose members are on three
-// other hosts, a member's link down for 3 s, a member killed (docs/udp.md).
+// other hosts, a member's link down for 3 s, a member killed; a datagram_size above
+// the links' MTU (docs/udp.md).
 #include "../support/netns.hpp"
 #include "../support/partition.hpp"
 
@@ -153,6 +154,37 @@ TEST(UdpAcrossHosts, AMulticastGroupOnThreeHostsGetsEveryMessageThroughALinkOuta
     EXPECT_EQ(sender.wait(), 0);
     EXPECT_EQ(two.wait(), 0);
     EXPECT_EQ(three.wait(), 0);
+}
+
+// A udp.datagram_size above the links' MTU (8000 on the bridge's 1500): the kernel
+// refuses the sender's UDP GSO sends (a segment larger than the route's MTU), the
+// sender sends those datagrams one by one from then on (IP fragments each), and
+// every message arrives once, in order, intact (docs/udp.md, "Data path"). The
+// group of one member goes per member: every 97th message is two datagrams, a full
+// one and its tail, the run GSO would send at once.
+TEST(UdpAcrossHosts, ADatagramSizeAboveTheLinksMtuGoesDatagramByDatagramAndArrives) {
+    Hosts hosts(2);
+    REQUIRE_NAMESPACES(hosts);
+    Partition p;
+    p.network = "partition: " + partition_for_test() +
+                "\ntechnology: udp\npeer_timeout: 8000ms\nmax_message_size: 1048576\n"
+                "groups:\n  farm: [2]\nudp:\n  datagram_size: 8000\n";
+    p.nodes = "nodes:\n";
+    for (int i = 1; i <= 2; ++i)
+        p.nodes += "  - {id: " + std::to_string(i) + ", host: \"" + Hosts::address(i) + "\", port: 7000}\n";
+    constexpr std::uint64_t count = 3000;
+    ChildProcess two(hosts.in(2, peer_args(p, 2, "receive", {"progress=1000"})));
+    ASSERT_EQ(two.wait_for_line("ready", patience), "ready");
+    ChildProcess sender(hosts.in(1, peer_args(p, 1, "broadcast", {"count=" + std::to_string(count)})));
+    ASSERT_EQ(sender.wait_for_line("ready", patience), "ready");
+    std::string last;
+    EXPECT_EQ(until_progress(two, count + 1, 2 * patience, last), "received " + std::to_string(count))
+        << "last: " << last;
+    std::string sent;
+    const auto line = until_progress(sender, count + 1, 2 * patience, sent);
+    EXPECT_EQ(line.rfind("sent " + std::to_string(count) + " ", 0), 0u) << "sender: " << sent;
+    EXPECT_EQ(sender.wait(), 0);
+    EXPECT_EQ(two.wait(), 0);
 }
 
 } // namespace
