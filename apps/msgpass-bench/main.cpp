@@ -79,6 +79,7 @@ int run(int argc, char** argv) {
         pin(s.cpus, 0);
         std::vector<NodeId> peers(ids.begin() + 1, ids.end());
         Driver driver(*factory, peers, {}, s.wait);
+        driver.static_groups(configuration.groups);
         auto results = drive(driver, s, patterns, progress);
         driver.quit();
         if (!s.json) print_results(results);
@@ -124,6 +125,7 @@ int run(int argc, char** argv) {
         peer_ids.push_back(id);
     Driver driver(
         *factory, peer_ids, [&] { peers.check(); }, s.wait);
+    driver.static_groups(configuration.groups);
     auto results = drive(driver, s, patterns, progress, floors);
     driver.quit();
     if (s.layer == "comm") {

@@ -317,11 +317,23 @@ Result Driver::stream(std::uint64_t size, const Budget& budget) {
 }
 
 Result Driver::broadcast(std::uint64_t size, const Budget& budget, std::uint32_t members) {
-    auto group = factory_.create_group();
     std::vector<NodePtr> nodes;
+    std::vector<NodeId> ids;
     for (std::uint32_t i = 0; i < members; ++i) {
         nodes.push_back(peer(i));
-        group->add(nodes.back());
+        ids.push_back(nodes.back()->id());
+    }
+    std::sort(ids.begin(), ids.end());
+    std::shared_ptr<Group> group;
+    for (auto [name, group_ids] : static_groups_) {
+        std::sort(group_ids.begin(), group_ids.end());
+        if (group_ids == ids) group = factory_.create_group(name);
+    }
+    if (!group) {
+        auto made = factory_.create_group();
+        for (auto& n : nodes)
+            made->add(n);
+        group = std::move(made);
     }
     const auto c = make_command(Op::listen, size, budget);
     for (auto& n : nodes)

@@ -11,7 +11,9 @@
 
 #include <chrono>
 #include <functional>
+#include <map>
 #include <memory>
+#include <string>
 #include <vector>
 
 namespace msgpass::bench {
@@ -43,6 +45,10 @@ public:
     Result idle(double seconds);
     // Tells every peer to exit.
     void quit();
+    // The static groups of the network file: a broadcast goes through the one whose
+    // members are exactly its members (so that a technology's own group, such as
+    // udp.multicast_group, is measured), else through a group made for it.
+    void static_groups(std::map<std::string, std::vector<NodeId>> groups) { static_groups_ = std::move(groups); }
 
 private:
     Result pingpong(std::uint64_t size, const Budget& budget);
@@ -55,6 +61,7 @@ private:
     std::vector<NodeId> peers_;
     HealthCheck check_;
     Wait wait_;
+    std::map<std::string, std::vector<NodeId>> static_groups_;
 };
 
 // A peer: serves the driver's commands until it says quit. Returns the exit code.
