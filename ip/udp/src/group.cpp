@@ -126,41 +126,60 @@ void UdpNode::broadcast(const std::string& group, std::vector<std::shared_ptr<Ud
     if (ready.size() >= 2 && fd >= 0) {
         Shared& shared = *queued[ready.front()]->shared_;
         const auto& p = shared.parameters;
-        std::vector<GroupEntry> table(ready.size());
-        for (std::size_t k = 0; k < ready.size(); ++k) {
-            table[k].member = queued[ready[k]]->id_;
-            table[k].peer_incarnation = queued[ready[k]]->peer_incarnation_;
+        // The datagrams go as unicast ones do, up to DatagramBatch::most at a time (UDP
+        // GSO runs in one sendmmsg()), each with its own table: every ready member's
+        // number for it.
+        const std::size_t members = ready.size();
+        const std::size_t table_bytes = group_table_bytes(members);
+        std::vector<GroupEntry> tables(DatagramBatch::most * members);
+        for (std::size_t j = 0; j < DatagramBatch::most; ++j) {
+            for (std::size_t k = 0; k < members; ++k) {
+                tables[j * members + k].member = queued[ready[k]]->id_;
+                tables[j * members + k].peer_incarnation = queued[ready[k]]->peer_incarnation_;
+            }
         }
         const std::uint64_t size = buffer->size();
         const std::uint64_t count = messages[ready.front()]->count;
         std::vector<std::byte> staging;
-        for (; sent < count; ++sent) {
-            for (std::size_t k = 0; k < ready.size(); ++k)
-                table[k].seq = messages[ready[k]]->first + sent;
-            const std::uint64_t offset = sent * p.payload;
-            const std::size_t piece = static_cast<std::size_t>(std::min<std::uint64_t>(p.payload, size - offset));
-            DatagramHeader h;
-            h.magic = magic;
-            h.version = protocol_version;
-            h.type = static_cast<std::uint16_t>(DatagramType::group_data);
-            h.from = p.self;
-            h.partition = p.partition_hash;
-            h.incarnation = shared.incarnation;
-            h.length = size;
-            h.offset = static_cast<std::uint32_t>(offset);
-            h.flags = sent == 0 ? flag_first : 0;
-            h.reserved = static_cast<std::uint16_t>(ready.size());
-            std::array<iovec, 16> iov{};
-            iov[0] = {&h, header_size};
-            iov[1] = {table.data(), group_table_bytes(table.size())};
-            const std::size_t n = gather(*buffer, offset, piece, iov, 2, staging);
-            msghdr msg{};
-            msg.msg_name = &shared.multicast_address;
-            msg.msg_namelen = sizeof shared.multicast_address;
-            msg.msg_iov = iov.data();
-            msg.msg_iovlen = n;
-            if (::sendmsg(fd, &msg, MSG_DONTWAIT | MSG_NOSIGNAL) < 0) {
-                const int error = errno;
+        DatagramBatch& batch = DatagramBatch::of_this_thread();
+        batch.clear();
+        bool gso = shared.gso && shared.multicast_gso.load(std::memory_order_relaxed);
+        while (sent < count) {
+            for (std::uint64_t d = sent; d < count && !batch.full();) {
+                GroupEntry* table = tables.data() + batch.count * members;
+                for (std::size_t k = 0; k < members; ++k)
+                    table[k].seq = messages[ready[k]]->first + d;
+                const std::uint64_t offset = d * p.payload;
+                const std::size_t piece = static_cast<std::size_t>(std::min<std::uint64_t>(p.payload, size - offset));
+                DatagramHeader& h = batch.header[batch.count];
+                h = DatagramHeader{};
+                h.magic = magic;
+                h.version = protocol_version;
+                h.type = static_cast<std::uint16_t>(DatagramType::group_data);
+                h.from = p.self;
+                h.partition = p.partition_hash;
+                h.incarnation = shared.incarnation;
+                h.length = size;
+                h.offset = static_cast<std::uint32_t>(offset);
+                h.flags = d == 0 ? flag_first : 0;
+                h.reserved = static_cast<std::uint16_t>(members);
+                const auto iov = batch.next_iov();
+                iov[0] = {&h, header_size};
+                iov[1] = {table, table_bytes};
+                const std::size_t n = gather(*buffer, offset, piece, iov, 2, staging);
+                batch.add(n, header_size + table_bytes + piece, n == 3 && iov[2].iov_base == staging.data());
+                ++d;
+            }
+            const std::size_t prepared = batch.count;
+            int error = 0;
+            const std::size_t took =
+                batch.send(fd, reinterpret_cast<const sockaddr*>(&shared.multicast_address),
+                           sizeof shared.multicast_address, header_size + table_bytes + p.payload, gso, error);
+            if (!gso) shared.multicast_gso.store(false, std::memory_order_relaxed);
+            sent += took;
+            shared.datagrams_sent.fetch_add(took, std::memory_order_relaxed);
+            shared.multicast_sent.fetch_add(took, std::memory_order_relaxed);
+            if (took < prepared) {
                 // A full socket buffer: the rest goes per member (pump, the resend
                 // timer). Anything else: the address is not usable here (no multicast
                 // route, an interface without multicast); per member from now on.
@@ -173,8 +192,6 @@ void UdpNode::broadcast(const std::string& group, std::vector<std::shared_ptr<Ud
                 }
                 break;
             }
-            shared.datagrams_sent.fetch_add(1, std::memory_order_relaxed);
-            shared.multicast_sent.fetch_add(1, std::memory_order_relaxed);
         }
     }
     for (std::size_t i = 0; i < queued.size(); ++i) {

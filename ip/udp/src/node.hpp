@@ -30,6 +30,7 @@
 #include <msgpass/ip/socket.hpp>
 
 #include <netinet/in.h>
+#include <sys/socket.h>
 #include <sys/uio.h>
 
 #include <array>
@@ -41,6 +42,7 @@
 #include <memory>
 #include <mutex>
 #include <random>
+#include <span>
 #include <string>
 #include <thread>
 #include <vector>
@@ -113,8 +115,10 @@ struct Shared {
     std::shared_ptr<ip::BufferPool> pool = std::make_shared<ip::BufferPool>();
     std::array<std::atomic<std::uint64_t>, static_cast<std::size_t>(Drop::kinds)> drops{};
     std::atomic<std::uint64_t> datagrams_sent{0}, datagrams_received{0}, naks_sent{0}, repairs{0};
-    // The kernel takes UDP GSO sends (UDP_SEGMENT; set before the nodes send).
+    // The kernel takes UDP GSO sends (UDP_SEGMENT; set before the nodes send), and
+    // to the multicast address (false once it refused one there).
     bool gso = false;
+    std::atomic<bool> multicast_gso{true};
     // udp.multicast: this process joined the group's address (it says so in its
     // hello, welcome, status and keepalive datagrams), and its group sends may go there
     // (false after a send to the address failed: per member from then on).
@@ -221,6 +225,50 @@ inline constexpr WaitPolicy socket_wait{std::chrono::microseconds(0), std::chron
 std::size_t gather(const Buffer& buffer, std::uint64_t offset, std::size_t piece, std::span<iovec> iov, std::size_t n,
                    std::vector<std::byte>& staging);
 
+// Datagrams ready to go out together (outgoing.cpp): a message's datagrams leave in
+// one system call, and the receiver, woken by the first, finds the others there.
+// With UDP GSO a run of datagrams of which all but the last are full goes as one
+// send with UDP_SEGMENT, which the kernel cuts into those same datagrams after one
+// pass through its stack (on loopback, at the receiving socket: they are queued
+// together and wake the receiver once); the sends of a batch go in one sendmmsg().
+// One per thread (filled and sent under the locks of the nodes it is for).
+struct DatagramBatch {
+    static constexpr std::size_t most = 16;     // datagrams
+    static constexpr std::size_t iovs_per = 16; // iovecs of a datagram, its header's included
+    struct Datagram {
+        std::size_t iov = 0, iovs = 0, bytes = 0; // its iovecs in iov[], and its size
+    };
+    struct Control {
+        alignas(cmsghdr) std::array<unsigned char, CMSG_SPACE(sizeof(std::uint16_t))> bytes{};
+    };
+    std::array<DatagramHeader, most> header{}; // header[count]: the next datagram's
+    std::array<iovec, most * iovs_per> iov{};
+    std::array<Datagram, most> datagram{};
+    std::array<mmsghdr, most> message{};
+    std::array<std::size_t, most> datagrams_of{}; // datagrams in each message
+    std::array<Control, most> control{};
+    std::size_t count = 0, iovs = 0;
+    bool staged = false; // the last one's piece is in a staging buffer: send before the next
+
+    static DatagramBatch& of_this_thread();
+    void clear() noexcept {
+        count = 0;
+        iovs = 0;
+        staged = false;
+    }
+    // No room for another datagram (or the last one must go before the next is gathered).
+    [[nodiscard]] bool full() const noexcept { return count == most || staged; }
+    // The iovecs of the next datagram (its header's first).
+    [[nodiscard]] std::span<iovec> next_iov() noexcept { return {iov.data() + iovs, iovs_per}; }
+    // The next datagram is ready: its first `iovecs` iovecs, `bytes` in all.
+    void add(std::size_t iovecs, std::size_t bytes, bool in_staging) noexcept;
+    // Sends the batch to `to` (GSO runs of datagrams of `full` bytes when gso; a GSO
+    // send the kernel refuses sets gso false and goes again datagram by datagram),
+    // then clears it. Returns how many datagrams the socket took, in order; error is
+    // the errno of the call that took none of the rest (0 when all went).
+    std::size_t send(int fd, const sockaddr* to, socklen_t length, std::size_t full, bool& gso, int& error);
+};
+
 class UdpNode;
 // The group of a factory (group.cpp): per member, or over udp.multicast when it is
 // udp.multicast_group. It sleeps on the factory's doorbell and keeps it alive.
@@ -285,10 +333,10 @@ private:
     // under mutex_
     void pump(Clock::time_point now);
     bool transmit(std::uint64_t dseq, bool resend);
-    struct Outgoing;
-    static Outgoing& outgoing();
-    bool prepare(std::uint64_t dseq, Outgoing& out);
-    std::size_t send_batch(Outgoing& out);
+    // Adds datagram dseq to the batch (false: there is no such datagram), and sends
+    // the batch to the peer (how many datagrams went: send_batch).
+    bool prepare(std::uint64_t dseq, DatagramBatch& out);
+    std::size_t send_batch(DatagramBatch& out);
     // With sign_for, the payload is the welcome MAC over the header and that nonce.
     bool send_control(DatagramType type, std::uint64_t seq, std::uint64_t length,
                       std::span<const std::byte> payload = {}, const ip::Nonce* sign_for = nullptr,

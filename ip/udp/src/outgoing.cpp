@@ -95,45 +95,83 @@ std::size_t gather(const Buffer& buffer, std::uint64_t offset, std::size_t piece
     return start + 1;
 }
 
-// Datagrams ready to go out together: a message's datagrams leave in one system
-// call, and the receiver, woken by the first, finds the others there. With UDP GSO
-// (Shared::gso) a run of datagrams of which all but the last are full (datagram_size)
-// goes as one send with UDP_SEGMENT, which the kernel cuts into those same datagrams
-// after one pass through its stack (on loopback, at the receiving socket: they are
-// queued together and wake the receiver once); the sends of a batch go in one
-// sendmmsg(). One per thread (a node's mutex is held while it is filled and sent).
-struct UdpNode::Outgoing {
-    static constexpr std::size_t most = 16;     // datagrams
-    static constexpr std::size_t iovs_per = 16; // iovecs of a datagram, its header's included
-    struct Datagram {
-        std::size_t iov = 0, iovs = 0, bytes = 0; // its iovecs in iov[], and its size
-    };
-    struct Control {
-        alignas(cmsghdr) std::array<unsigned char, CMSG_SPACE(sizeof(std::uint16_t))> bytes{};
-    };
-    std::array<DatagramHeader, most> header{};
-    std::array<iovec, most * iovs_per> iov{};
-    std::array<Datagram, most> datagram{};
-    std::array<mmsghdr, most> message{};
-    std::array<std::size_t, most> datagrams_of{}; // datagrams in each message
-    std::array<Control, most> control{};
-    std::size_t count = 0, iovs = 0;
-    bool staged = false; // the last one gathered into staging_: send before the next
-
-    void clear() noexcept {
-        count = 0;
-        iovs = 0;
-        staged = false;
-    }
-};
-
-UdpNode::Outgoing& UdpNode::outgoing() {
-    thread_local Outgoing batch;
+DatagramBatch& DatagramBatch::of_this_thread() {
+    thread_local DatagramBatch batch;
     return batch;
 }
 
+void DatagramBatch::add(std::size_t iovecs, std::size_t bytes, bool in_staging) noexcept {
+    datagram[count] = {iovs, iovecs, bytes};
+    iovs += iovecs;
+    ++count;
+    staged = in_staging;
+}
+
+namespace {
+// What one UDP GSO send may carry (the payload of one IPv4 datagram before the
+// kernel cuts it), and the errors of a kernel or route that refuses it: no checksum
+// offload (EIO), a segment larger than the route's MTU (EINVAL, EMSGSIZE), not
+// supported (ENOPROTOOPT, EOPNOTSUPP).
+constexpr std::size_t gso_most_bytes = 65507;
+bool gso_refused(int error) noexcept {
+    return error == EIO || error == EINVAL || error == EMSGSIZE || error == ENOPROTOOPT || error == EOPNOTSUPP;
+}
+} // namespace
+
+std::size_t DatagramBatch::send(int fd, const sockaddr* to, socklen_t length, std::size_t full, bool& gso, int& error) {
+    std::size_t sent = 0;
+    error = 0;
+    while (fd >= 0 && sent < count) {
+        std::size_t messages = 0;
+        for (std::size_t d = sent; d < count; ++messages) {
+            std::size_t n = 1, bytes = datagram[d].bytes;
+            while (gso && d + n < count && datagram[d + n - 1].bytes == full &&
+                   bytes + datagram[d + n].bytes <= gso_most_bytes) {
+                bytes += datagram[d + n].bytes;
+                ++n;
+            }
+            const Datagram& first = datagram[d];
+            const Datagram& last = datagram[d + n - 1];
+            mmsghdr& msg = message[messages];
+            msg = mmsghdr{};
+            msg.msg_hdr.msg_name = const_cast<sockaddr*>(to);
+            msg.msg_hdr.msg_namelen = length;
+            msg.msg_hdr.msg_iov = iov.data() + first.iov;
+            msg.msg_hdr.msg_iovlen = last.iov + last.iovs - first.iov;
+            if (n > 1) {
+                auto& room = control[messages].bytes;
+                msg.msg_hdr.msg_control = room.data();
+                msg.msg_hdr.msg_controllen = room.size();
+                cmsghdr* c = CMSG_FIRSTHDR(&msg.msg_hdr);
+                c->cmsg_level = SOL_UDP;
+                c->cmsg_type = UDP_SEGMENT;
+                c->cmsg_len = CMSG_LEN(sizeof(std::uint16_t));
+                const auto segment = static_cast<std::uint16_t>(full);
+                std::memcpy(CMSG_DATA(c), &segment, sizeof segment);
+            }
+            datagrams_of[messages] = n;
+            d += n;
+        }
+        const int n = ::sendmmsg(fd, message.data(), static_cast<unsigned>(messages), MSG_DONTWAIT | MSG_NOSIGNAL);
+        if (n > 0) {
+            for (int i = 0; i < n; ++i)
+                sent += datagrams_of[static_cast<std::size_t>(i)];
+            continue;
+        }
+        error = n < 0 ? errno : EAGAIN;
+        if (n < 0 && datagrams_of[0] > 1 && gso_refused(error)) {
+            gso = false;
+            continue;
+        }
+        break;
+    }
+    if (sent == count) error = 0;
+    clear();
+    return sent;
+}
+
 // Adds datagram dseq to the batch; false when there is no such datagram.
-bool UdpNode::prepare(std::uint64_t dseq, Outgoing& out) {
+bool UdpNode::prepare(std::uint64_t dseq, DatagramBatch& out) {
     if (dseq < acked_ || dseq >= next_dseq_) return false;
     auto it = std::upper_bound(out_.begin(), out_.end(), dseq,
                                [](std::uint64_t s, const OutMessage& m) { return s < m.first; });
@@ -158,84 +196,27 @@ bool UdpNode::prepare(std::uint64_t dseq, Outgoing& out) {
     h.flags = dseq == m.first ? flag_first : 0;
     // The piece's bytes, gathered from the message's fragments (a FragmentList's
     // pieces may straddle a datagram).
-    const std::span<iovec> iov(out.iov.data() + out.iovs, Outgoing::iovs_per);
+    const auto iov = out.next_iov();
     iov[0] = {&h, header_size};
     const std::size_t n = gather(m.buffer(), offset, piece, iov, 1, staging_);
-    out.staged = n == 2 && iov[1].iov_base == staging_.data();
-    out.datagram[out.count] = {out.iovs, n, header_size + piece};
-    out.iovs += n;
-    ++out.count;
+    out.add(n, header_size + piece, n == 2 && iov[1].iov_base == staging_.data());
     return true;
 }
-
-namespace {
-// What one UDP GSO send may carry (the payload of one IPv4 datagram before the
-// kernel cuts it), and the errors of a kernel or route that refuses it: no checksum
-// offload (EIO), a segment larger than the route's MTU (EINVAL), too large
-// (EMSGSIZE), not supported (ENOPROTOOPT, EOPNOTSUPP).
-constexpr std::size_t gso_most_bytes = 65507;
-bool gso_refused(int error) noexcept {
-    return error == EIO || error == EINVAL || error == EMSGSIZE || error == ENOPROTOOPT || error == EOPNOTSUPP;
-}
-} // namespace
 
 // Sends the batch; how many of its datagrams the socket took, in order (its buffer
 // full: the others wait for the resend timer, or the next pump). A GSO send the
 // kernel refuses is sent again datagram by datagram, and this node sends without GSO
 // from then on.
-std::size_t UdpNode::send_batch(Outgoing& out) {
-    const int fd = shared_->fd.load();
-    const std::size_t full = shared_->parameters.datagram_size;
+std::size_t UdpNode::send_batch(DatagramBatch& out) {
     bool gso = shared_->gso && gso_;
-    std::size_t sent = 0;
-    while (fd >= 0 && sent < out.count) {
-        std::size_t messages = 0;
-        for (std::size_t d = sent; d < out.count; ++messages) {
-            std::size_t n = 1, bytes = out.datagram[d].bytes;
-            while (gso && d + n < out.count && out.datagram[d + n - 1].bytes == full &&
-                   bytes + out.datagram[d + n].bytes <= gso_most_bytes) {
-                bytes += out.datagram[d + n].bytes;
-                ++n;
-            }
-            const Outgoing::Datagram& first = out.datagram[d];
-            const Outgoing::Datagram& last = out.datagram[d + n - 1];
-            mmsghdr& msg = out.message[messages];
-            msg = mmsghdr{};
-            msg.msg_hdr.msg_name = const_cast<sockaddr*>(address_.get());
-            msg.msg_hdr.msg_namelen = address_.length;
-            msg.msg_hdr.msg_iov = out.iov.data() + first.iov;
-            msg.msg_hdr.msg_iovlen = last.iov + last.iovs - first.iov;
-            if (n > 1) {
-                auto& control = out.control[messages].bytes;
-                msg.msg_hdr.msg_control = control.data();
-                msg.msg_hdr.msg_controllen = control.size();
-                cmsghdr* c = CMSG_FIRSTHDR(&msg.msg_hdr);
-                c->cmsg_level = SOL_UDP;
-                c->cmsg_type = UDP_SEGMENT;
-                c->cmsg_len = CMSG_LEN(sizeof(std::uint16_t));
-                const auto segment = static_cast<std::uint16_t>(full);
-                std::memcpy(CMSG_DATA(c), &segment, sizeof segment);
-            }
-            out.datagrams_of[messages] = n;
-            d += n;
-        }
-        const int n = ::sendmmsg(fd, out.message.data(), static_cast<unsigned>(messages), MSG_DONTWAIT | MSG_NOSIGNAL);
-        if (n > 0) {
-            for (int i = 0; i < n; ++i)
-                sent += out.datagrams_of[static_cast<std::size_t>(i)];
-            continue;
-        }
-        if (n < 0 && out.datagrams_of[0] > 1 && gso_refused(errno)) {
-            gso = gso_ = false;
-            continue;
-        }
-        break;
-    }
+    int error = 0;
+    const std::size_t sent = out.send(shared_->fd.load(), address_.get(), address_.length,
+                                      header_size + shared_->parameters.payload, gso, error);
+    if (!gso) gso_ = false;
     if (sent > 0) {
         shared_->datagrams_sent.fetch_add(sent, std::memory_order_relaxed);
         last_sent_ = Clock::now();
     }
-    out.clear();
     return sent;
 }
 
@@ -243,7 +224,7 @@ std::size_t UdpNode::send_batch(Outgoing& out) {
 // refused it (its buffer is full: the resend timer sends it again).
 bool UdpNode::transmit(std::uint64_t dseq, bool resend) {
     if (address_.empty() || shared_->fd.load() < 0 || closed_) return false;
-    Outgoing& out = outgoing();
+    DatagramBatch& out = DatagramBatch::of_this_thread();
     out.clear();
     if (!prepare(dseq, out) || send_batch(out) != 1) return false;
     if (resend) {
@@ -260,14 +241,14 @@ void UdpNode::pump(Clock::time_point now) {
     if (peer_incarnation_ == 0 || closed_ || !send_skip_if_due(now)) return;
     if (address_.empty() || shared_->fd.load() < 0) return;
     const std::uint64_t before = sent_upto_;
-    Outgoing& out = outgoing();
+    DatagramBatch& out = DatagramBatch::of_this_thread();
     out.clear();
     std::uint64_t next = sent_upto_;
     for (;;) {
         const bool more = next < next_dseq_ && next < peer_limit_ && prepare(next, out);
         if (more) ++next;
         if (out.count == 0) break;
-        if (more && out.count < Outgoing::most && !out.staged) continue;
+        if (more && !out.full()) continue;
         const std::size_t ready = out.count;
         const std::size_t sent = send_batch(out);
         sent_upto_ += sent;
