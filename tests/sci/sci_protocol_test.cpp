@@ -602,7 +602,8 @@ std::vector<std::byte> batch_of(const std::vector<std::uint32_t>& lengths,
     for (std::uint32_t k = 0; k < count; ++k)
         end = (k + 1 < count) ? sci::batch_align_up(end + lengths[k]) : end + lengths[k];
     std::vector<std::byte> content(end);
-    std::memcpy(content.data() + sizeof(sci::BatchHeader), lengths.data(), 4 * lengths.size());
+    if (!lengths.empty()) // memcpy from an empty vector's null data() is undefined
+        std::memcpy(content.data() + sizeof(sci::BatchHeader), lengths.data(), 4 * lengths.size());
     std::uint64_t at = sci::batch_data_offset(count);
     for (std::uint32_t k = 0; k < count; ++k) {
         std::memset(content.data() + at, 'a' + static_cast<int>(k), lengths[k]);
