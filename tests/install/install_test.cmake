@@ -144,7 +144,7 @@ if(APPS)
   # Every program carries the msgpass- prefix.
   file(GLOB programs RELATIVE "${prefix}/bin" "${prefix}/bin/*")
   list(SORT programs)
-  set(expected_programs msgpass-bench msgpass-comm-ring msgpass-daq msgpass-mpicc msgpass-mpicxx msgpass-run msgpass-token-ring)
+  set(expected_programs msgpass-bench msgpass-comm-ring msgpass-comm-server msgpass-daq msgpass-mpicc msgpass-mpicxx msgpass-run msgpass-token-ring)
   if(NOT programs STREQUAL expected_programs)
     fail("bin/ holds '${programs}', expected '${expected_programs}'")
   endif()
