@@ -148,7 +148,14 @@ int run_server(comm::Communicator& comm, std::size_t expected, const Settings& s
             }
             const Answer answer = calibration(request->channel, m.source);
             // Back to whoever asked, with the request's tag; returns once the node took it.
-            comm.send(m.source, m.tag, std::as_bytes(std::span(&answer, 1)));
+            // A client that went away costs the server its answer, not its life.
+            try {
+                comm.send(m.source, m.tag, std::as_bytes(std::span(&answer, 1)));
+            } catch (const msgpass::PeerLost& e) {
+                std::fprintf(stderr, "msgpass-comm-server: server: node %u left before its answer: %s\n", m.source,
+                             e.what());
+                continue;
+            }
             ++client.answered;
             ++answered;
         }
@@ -188,9 +195,10 @@ bool check(const comm::Completion& done, NodeId self, NodeId server) {
     if (!ok)
         std::fprintf(stderr,
                      "msgpass-comm-server: client %u: wrong answer to channel %u (tag %d): from %u, tag %d, %zu "
-                     "bytes, channel %u, client %u, gain %g, pedestal %g\n",
+                     "bytes, channel %u, client %u, gain %.17g, pedestal %.17g; expected from %u, %zu bytes, "
+                     "client %u, gain %.17g, pedestal %.17g\n",
                      self, p.channel, p.tag, done.source, done.tag, done.bytes, p.answer.channel, p.answer.client,
-                     p.answer.gain, p.answer.pedestal);
+                     p.answer.gain, p.answer.pedestal, server, sizeof(Answer), want.client, want.gain, want.pedestal);
     return ok;
 }
 
