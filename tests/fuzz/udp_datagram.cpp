@@ -1,6 +1,7 @@
 // Fuzz target: the udp datagram decoder (ip/udp protocol.hpp, decode_datagram), the
 // one place a datagram from the network is judged before anything is allocated.
-// Invariants of an accepted datagram: its payload is what follows the header, a
+// Invariants of an accepted datagram: its payload is what follows the header (and,
+// in a group_data datagram, its member table, which makes it this member's data), a
 // data piece lies inside its message and the message within max_message_size, a NAK
 // holds whole ranges, a skip keeps a datagram beyond the next expected it names and
 // drops at least one message, the sender is a known peer with an incarnation.
@@ -9,6 +10,7 @@
 #include <msgpass/udp/protocol.hpp>
 
 #include <cstdint>
+#include <cstring>
 #include <span>
 
 using namespace msgpass::udp;
@@ -31,8 +33,18 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
     }
     msgpass::fuzz::accepted();
     const DatagramHeader& h = d.header;
-    MSGPASS_FUZZ_CHECK(header_size + d.payload.size() == size);
-    MSGPASS_FUZZ_CHECK(d.payload.data() == bytes.data() + header_size);
+    // The payload is what follows the header, and for a group_data datagram what
+    // follows its member table too: the decoder hands it over as this member's data.
+    DatagramHeader raw;
+    std::memcpy(&raw, data, sizeof raw);
+    const bool group = static_cast<DatagramType>(raw.type) == DatagramType::group_data;
+    const std::size_t table = group ? group_table_bytes(raw.reserved) : 0;
+    MSGPASS_FUZZ_CHECK(header_size + table + d.payload.size() == size);
+    MSGPASS_FUZZ_CHECK(d.payload.data() == bytes.data() + header_size + table);
+    if (group) {
+        MSGPASS_FUZZ_CHECK(static_cast<DatagramType>(h.type) == DatagramType::data && h.reserved == 0);
+        MSGPASS_FUZZ_CHECK(raw.to == 0 && raw.seq == 0 && raw.reserved >= 1 && raw.reserved <= max_group_entries);
+    }
     MSGPASS_FUZZ_CHECK(h.magic == magic && h.version == protocol_version);
     MSGPASS_FUZZ_CHECK(h.partition == expect.partition && h.to == expect.self);
     MSGPASS_FUZZ_CHECK(knows(nullptr, h.from) && h.incarnation != 0);
