@@ -152,13 +152,7 @@ void UdpNode::broadcast(const std::string& group, std::vector<std::shared_ptr<Ud
                 const std::uint64_t offset = d * p.payload;
                 const std::size_t piece = static_cast<std::size_t>(std::min<std::uint64_t>(p.payload, size - offset));
                 DatagramHeader& h = batch.header[batch.count];
-                h = DatagramHeader{};
-                h.magic = magic;
-                h.version = protocol_version;
-                h.type = static_cast<std::uint16_t>(DatagramType::group_data);
-                h.from = p.self;
-                h.partition = p.partition_hash;
-                h.incarnation = shared.incarnation;
+                h = header_of(DatagramType::group_data, p.self, p.partition_hash, shared.incarnation);
                 h.length = size;
                 h.offset = static_cast<std::uint32_t>(offset);
                 h.flags = d == 0 ? flag_first : 0;

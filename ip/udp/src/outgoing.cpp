@@ -19,14 +19,9 @@ bool UdpNode::send_control(DatagramType type, std::uint64_t seq, std::uint64_t l
                            std::span<const std::byte> payload, const ip::Nonce* sign_for, std::uint32_t offset) {
     const int fd = shared_->fd.load();
     if (address_.empty() || fd < 0 || closed_) return false;
-    DatagramHeader h;
-    h.magic = magic;
-    h.version = protocol_version;
-    h.type = static_cast<std::uint16_t>(type);
-    h.from = shared_->parameters.self;
+    DatagramHeader h =
+        header_of(type, shared_->parameters.self, shared_->parameters.partition_hash, shared_->incarnation);
     h.to = id_;
-    h.partition = shared_->parameters.partition_hash;
-    h.incarnation = shared_->incarnation;
     h.peer_incarnation = peer_incarnation_;
     h.seq = seq;
     h.length = length;
@@ -181,14 +176,8 @@ bool UdpNode::prepare(std::uint64_t dseq, DatagramBatch& out) {
     const std::uint64_t offset = (dseq - m.first) * p.payload;
     const std::size_t piece = static_cast<std::size_t>(std::min<std::uint64_t>(p.payload, m.size - offset));
     DatagramHeader& h = out.header[out.count];
-    h = DatagramHeader{};
-    h.magic = magic;
-    h.version = protocol_version;
-    h.type = static_cast<std::uint16_t>(DatagramType::data);
-    h.from = p.self;
+    h = header_of(DatagramType::data, p.self, p.partition_hash, shared_->incarnation);
     h.to = id_;
-    h.partition = p.partition_hash;
-    h.incarnation = shared_->incarnation;
     h.peer_incarnation = peer_incarnation_;
     h.seq = dseq;
     h.length = m.size;

@@ -86,6 +86,20 @@ struct DatagramHeader {
 };
 static_assert(sizeof(DatagramHeader) == 64);
 inline constexpr std::size_t header_size = sizeof(DatagramHeader);
+
+// The fields every datagram a node sends carries: this protocol, its type, the
+// sender's id, partition and incarnation; the rest is zero.
+[[nodiscard]] inline DatagramHeader header_of(DatagramType type, std::uint32_t from, std::uint64_t partition,
+                                              std::uint64_t incarnation) noexcept {
+    DatagramHeader h;
+    h.magic = magic;
+    h.version = protocol_version;
+    h.type = static_cast<std::uint16_t>(type);
+    h.from = from;
+    h.partition = partition;
+    h.incarnation = incarnation;
+    return h;
+}
 // The payload of a hello (its nonce) or welcome (its MAC) under auth_key_file.
 inline constexpr std::size_t auth_payload_size = 32;
 // A NAK lists at most this many (first, count) ranges.
