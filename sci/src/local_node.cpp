@@ -315,7 +315,7 @@ BufferPtr LocalNode::allocate_send_buffer(std::size_t size) {
         if (auto b = send_pool_->get(size)) return b;
     }
     if (auto b = small_heap_buffer(size)) return b;
-    return std::make_unique<HeapBuffer>(size);
+    return large_pool_->make(size);
 }
 
 } // namespace msgpass::sci

@@ -7,6 +7,7 @@
 
 #include <msgpass/buffer.hpp>
 #include <msgpass/config.hpp>
+#include <msgpass/kit/pool.hpp>
 #include <msgpass/sci/options.hpp>
 #include <msgpass/sci/protocol.hpp>
 #include <msgpass/wait.hpp>
@@ -163,6 +164,9 @@ private:
     std::vector<bool> headers_taken_;
     bool hot_slots_ = false;
     SendPool* send_pool_ = nullptr; // closed by the destructor (buffers may outlive this node)
+    // Large send buffers (64 KiB and more, above the send pool) from recycled memory: a
+    // fresh one per message cost a page fault per 4 KiB page in the copy to the peer.
+    std::shared_ptr<kit::BufferPool> large_pool_ = std::make_shared<kit::BufferPool>();
     std::unique_ptr<Broadcast> broadcast_;
     void progress_slow(const Partner* except);
     std::atomic<std::ptrdiff_t> queued_total_{0}; // nodes whose send queue is not empty

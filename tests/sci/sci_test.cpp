@@ -568,6 +568,43 @@ TEST(SciBuffers, ReceivedBuffersStayValidAfterTheirFactoryIsGone) {
     EXPECT_EQ(large_msg->size(), large);
 }
 
+// A large send buffer comes from memory a sent message freed (its pages are mapped
+// and warm) rather than from a fresh allocation whose every page faults in the copy to
+// the peer; the recycled memory carries the new message intact, and a buffer still
+// held when its factory ends stays usable.
+TEST(SciBuffers, ALargeSendBufferReusesTheMemoryOfOneAlreadySent) {
+    auto c = sci_configuration(partition_for_test(), 2);
+    auto a = NodeFactory::create(c, 1);
+    auto b = NodeFactory::create(c, 2);
+    auto to_b = a->create_node(2);
+    auto from_a = b->create_node(1);
+    const std::size_t large = 256 * 1024; // above every receive slot and the send pool's buffers
+    auto first = make_message(*a, large, 0, 0);
+    ASSERT_NE(first->single(), nullptr);
+    const std::byte* const memory = first->single()->data();
+    to_b->send(std::move(first));
+    ASSERT_TRUE(to_b->flush(10s));
+    auto got = from_a->receive(10s);
+    ASSERT_NE(got, nullptr);
+    EXPECT_EQ(check_payload(*got).seq, 0U);
+
+    auto second = make_message(*a, large, 0, 1);
+    ASSERT_NE(second->single(), nullptr);
+    EXPECT_EQ(second->single()->data(), memory) << "the memory of the message sent before was not reused";
+    to_b->send(std::move(second));
+    ASSERT_TRUE(to_b->flush(10s));
+    got = from_a->receive(10s);
+    ASSERT_NE(got, nullptr);
+    EXPECT_EQ(check_payload(*got).seq, 1U);
+    EXPECT_EQ(got->size(), large);
+
+    auto held = a->create_buffer(large);
+    to_b.reset();
+    a.reset(); // the factory is gone; the buffer and the pool it returns to are not
+    std::memset(held->single()->data(), 0x5a, large);
+    held.reset();
+}
+
 // -------------------------------------------------------------- idle receive
 
 TEST(SciIdle, AReceiverIdleInABlockingReceiveSleepsInsteadOfSpinning) {

@@ -24,11 +24,11 @@
 #include <msgpass/ip/auth.hpp>
 #include <msgpass/ip/gather.hpp>
 #include <msgpass/ip/incarnation.hpp>
-#include <msgpass/ip/pool.hpp>
 #include <msgpass/ip/reactor.hpp>
 #include <msgpass/ip/reconnect.hpp>
 #include <msgpass/ip/socket.hpp>
 #include <msgpass/ip/window.hpp>
+#include <msgpass/kit/pool.hpp>
 
 #include <array>
 #include <atomic>
@@ -50,8 +50,8 @@
 namespace msgpass::tcp {
 
 using Clock = std::chrono::steady_clock;
-using ip::BufferPool;
-using ip::InlineBuffer;
+using kit::BufferPool;
+using kit::InlineBuffer;
 
 // A receiver acknowledges what it holds once it has waited ack_delay for more: in a
 // request-response exchange the peer's next message comes sooner, and an

@@ -25,9 +25,9 @@
 
 #include <msgpass/ip/auth.hpp>
 #include <msgpass/ip/incarnation.hpp>
-#include <msgpass/ip/pool.hpp>
 #include <msgpass/ip/reactor.hpp>
 #include <msgpass/ip/socket.hpp>
+#include <msgpass/kit/pool.hpp>
 
 #include <netinet/in.h>
 #include <sys/socket.h>
@@ -112,7 +112,7 @@ struct Shared {
     std::uint64_t incarnation = 0;
     std::atomic<int> fd{-1}; // the factory's socket; -1 once the engine closed it
     Doorbell bell;
-    std::shared_ptr<ip::BufferPool> pool = std::make_shared<ip::BufferPool>();
+    std::shared_ptr<kit::BufferPool> pool = std::make_shared<kit::BufferPool>();
     std::array<std::atomic<std::uint64_t>, static_cast<std::size_t>(Drop::kinds)> drops{};
     std::atomic<std::uint64_t> datagrams_sent{0}, datagrams_received{0}, naks_sent{0}, repairs{0};
     // The kernel takes UDP GSO sends (UDP_SEGMENT; set before the nodes send), and

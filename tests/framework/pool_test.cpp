@@ -1,7 +1,7 @@
-// Unit tests of msgpass/ip/pool.hpp: small messages in one allocation, large ones
+// Unit tests of msgpass/kit/pool.hpp: small messages in one allocation, large ones
 // from recycled memory by power-of-two class, each class keeping a bounded number of
 // freed buffers.
-#include <msgpass/ip/pool.hpp>
+#include <msgpass/kit/pool.hpp>
 
 #include <gtest/gtest.h>
 
@@ -9,7 +9,7 @@
 #include <set>
 #include <vector>
 
-namespace msgpass::ip {
+namespace msgpass::kit {
 namespace {
 
 SingleBuffer& single(const BufferPtr& b) {
@@ -70,4 +70,4 @@ TEST(BufferPool, ABufferOutlivesItsPoolsLastOtherOwner) {
 }
 
 } // namespace
-} // namespace msgpass::ip
+} // namespace msgpass::kit

@@ -1,4 +1,4 @@
-// Recycled memory for large messages (64 KiB and more) of the ip technologies: a
+// Recycled memory for large messages (64 KiB and more), for every technology: a
 // fresh buffer of a megabyte per message costs page faults on every touch, and with
 // glibc an mmap/munmap pair per message, which halved the bandwidth of a 1 MiB
 // stream. Freed buffers return here, by power-of-two size class, and the next buffer
@@ -20,7 +20,7 @@
 #include <mutex>
 #include <vector>
 
-namespace msgpass::ip {
+namespace msgpass::kit {
 
 // A small message in one allocation: the object and its bytes together (a
 // HeapBuffer takes two), which is a tenth of the cost of a 64-byte message in a
@@ -97,4 +97,4 @@ inline void BufferPool::give(std::size_t cls, std::unique_ptr<std::byte[]> memor
     if (free_[cls].size() < kept(cls)) free_[cls].push_back(std::move(memory));
 }
 
-} // namespace msgpass::ip
+} // namespace msgpass::kit
