@@ -3,8 +3,8 @@
 // large messages, the received buffers, and the word helpers.
 #pragma once
 
-#include "block_cache.hpp"
 #include "node.hpp"
+#include <msgpass/kit/block_cache.hpp>
 
 #include <atomic>
 #include <chrono>
@@ -207,7 +207,7 @@ struct SciNode::Grants {
 // reference of their own: the slot's hold (LocalNode::SlotHold) keeps the link.
 class SciNode::RecvBuffer final : public SingleBuffer {
 public:
-    using Cache = BlockCache<64>;
+    using Cache = kit::BlockCache<64>;
     // shared: other buffers point into the same slot (hold.refs counts them all).
     RecvBuffer(Link& link, std::uint32_t slot, std::byte* data, std::size_t size, bool shared) noexcept
         : SingleBuffer(data, size, size), link_(&link), slot_(slot), shared_(shared) {}

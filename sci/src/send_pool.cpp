@@ -116,7 +116,7 @@ namespace {
 // A heap buffer whose bytes follow the object in its block.
 class SmallBuffer final : public SingleBuffer {
 public:
-    using Cache = BlockCache<small_buffer_block>;
+    using Cache = kit::BlockCache<small_buffer_block>;
     static const std::size_t header;
     explicit SmallBuffer(std::size_t size) noexcept
         : SingleBuffer(reinterpret_cast<std::byte*>(this) + header, size, small_buffer_block - header) {}

@@ -9,7 +9,7 @@
 
 #include <msgpass/buffer.hpp>
 
-#include "block_cache.hpp"
+#include <msgpass/kit/block_cache.hpp>
 
 #include <atomic>
 #include <cstddef>

@@ -9,8 +9,8 @@
 #include "local_node.hpp"
 
 #include "batch.hpp"
-#include "block_cache.hpp"
 #include "send_pool.hpp"
+#include <msgpass/kit/block_cache.hpp>
 
 #include <msgpass/msgpass.hpp>
 #include <msgpass/sci/options.hpp>
@@ -73,7 +73,7 @@ BENCHMARK(SendBufferFromHeap)->Arg(64)->Arg(8192);
 // The object of a received buffer: from the calling thread's block cache and back
 // (what RecvBuffer's operator new and delete do), beside the heap it replaced.
 void RecvBufferObjectFromCache(benchmark::State& state) {
-    using Cache = sci::BlockCache<64>;
+    using Cache = kit::BlockCache<64>;
     for (auto _ : state) {
         void* p = Cache::get();
         benchmark::DoNotOptimize(p);
@@ -94,7 +94,7 @@ BENCHMARK(RecvBufferObjectFromHeap);
 // A batch's worth of objects taken by one thread (the receiver) and dropped by
 // another (a worker): chains of blocks go back through the depot.
 void RecvBufferObjectsDroppedByAnotherThread(benchmark::State& state) {
-    using Cache = sci::BlockCache<64>;
+    using Cache = kit::BlockCache<64>;
     constexpr std::size_t batch = 256;
     std::vector<void*> blocks(batch);
     for (auto _ : state) {

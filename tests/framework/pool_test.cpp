@@ -5,6 +5,7 @@
 
 #include <gtest/gtest.h>
 
+#include <cstring>
 #include <memory>
 #include <set>
 #include <vector>
@@ -19,9 +20,31 @@ SingleBuffer& single(const BufferPtr& b) {
 
 TEST(BufferPool, ASmallBufferHasItsSizeAndIsNotPooled) {
     auto pool = std::make_shared<BufferPool>();
-    auto b = pool->make(100);
-    EXPECT_EQ(b->size(), 100U);
-    EXPECT_EQ(single(b).capacity(), 100U);
+    auto b = pool->make(1000);
+    EXPECT_EQ(b->size(), 1000U);
+    EXPECT_EQ(single(b).capacity(), 1000U);
+}
+
+// A message of a few hundred bytes at most takes a block of the per-thread cache:
+// dropped on one thread (as tcp's background thread drops an acknowledged message),
+// its block serves the next message made there instead of going back to the heap.
+TEST(BufferPool, ATinyBufferComesFromTheBlockCacheAndItsBlockIsReused) {
+    auto pool = std::make_shared<BufferPool>();
+    auto b = pool->make(64);
+    EXPECT_EQ(b->size(), 64U);
+    EXPECT_GE(single(b).capacity(), 64U);
+    EXPECT_LE(single(b).capacity(), InlineBuffer::small_block);
+    std::memset(single(b).data(), 0x33, single(b).capacity());
+    const std::byte* const block = single(b).data();
+    b.reset();
+    auto again = pool->make(100);
+    EXPECT_EQ(single(again).data(), block) << "the block of the dropped message was not reused";
+    EXPECT_EQ(again->size(), 100U);
+
+    // The largest size that fits a block, and one byte more, which does not.
+    const auto fits = single(again).capacity();
+    EXPECT_EQ(single(pool->make(fits)).capacity(), fits);
+    EXPECT_EQ(single(pool->make(fits + 1)).capacity(), fits + 1);
 }
 
 TEST(BufferPool, ALargeBufferHasTheCapacityOfItsClass) {

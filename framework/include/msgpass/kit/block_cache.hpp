@@ -1,4 +1,4 @@
-// Fixed-size blocks for the objects sci hands out per message (received buffers,
+// Fixed-size blocks for the objects a technology hands out per message (sci's received buffers,
 // small send buffers), recycled instead of taken from the heap each time. Each
 // thread keeps a chain of free blocks of its own (no lock, no atomic operation);
 // a thread that frees more than it takes (a worker that drops what the receiver
@@ -16,14 +16,14 @@
 
 #if defined(__SANITIZE_ADDRESS__)
 #include <sanitizer/asan_interface.h>
-#define MSGPASS_SCI_POISON(p, n) ASAN_POISON_MEMORY_REGION(p, n)
-#define MSGPASS_SCI_UNPOISON(p, n) ASAN_UNPOISON_MEMORY_REGION(p, n)
+#define MSGPASS_KIT_POISON(p, n) ASAN_POISON_MEMORY_REGION(p, n)
+#define MSGPASS_KIT_UNPOISON(p, n) ASAN_UNPOISON_MEMORY_REGION(p, n)
 #else
-#define MSGPASS_SCI_POISON(p, n) ((void)(p), (void)(n))
-#define MSGPASS_SCI_UNPOISON(p, n) ((void)(p), (void)(n))
+#define MSGPASS_KIT_POISON(p, n) ((void)(p), (void)(n))
+#define MSGPASS_KIT_UNPOISON(p, n) ((void)(p), (void)(n))
 #endif
 
-namespace msgpass::sci {
+namespace msgpass::kit {
 
 template <std::size_t Size>
 class BlockCache {
@@ -39,7 +39,7 @@ public:
         Local& t = local();
         if (t.head == nullptr) t.refill();
         if (Free* b = t.head) {
-            MSGPASS_SCI_UNPOISON(b + 1, Size - sizeof(Free));
+            MSGPASS_KIT_UNPOISON(b + 1, Size - sizeof(Free));
             t.head = b->next;
             --t.count;
             return b;
@@ -56,7 +56,7 @@ public:
         }
         auto* b = static_cast<Free*>(p);
         b->next = t.head;
-        MSGPASS_SCI_POISON(b + 1, Size - sizeof(Free));
+        MSGPASS_KIT_POISON(b + 1, Size - sizeof(Free));
         t.head = b;
         if (++t.count >= 2 * chain) t.spill();
     }
@@ -118,7 +118,7 @@ private:
         }
         static void release(Free* b) noexcept {
             while (b != nullptr) {
-                MSGPASS_SCI_UNPOISON(b + 1, Size - sizeof(Free));
+                MSGPASS_KIT_UNPOISON(b + 1, Size - sizeof(Free));
                 Free* n = b->next;
                 ::operator delete(b);
                 b = n;
@@ -142,4 +142,4 @@ private:
     }
 };
 
-} // namespace msgpass::sci
+} // namespace msgpass::kit
