@@ -3,14 +3,16 @@
 // in sci::LocalNode, the pooled pieces behind them (the per-thread block cache of
 // received-buffer objects, the lock-free send pool, small heap buffers), batch
 // encoding and checking (batch.hpp), the whole path of a small message in one
-// thread, header signing and checking (msgpass/sci/protocol.hpp), and the gather
-// copy of a FragmentList.
+// thread, header signing and checking (msgpass/sci/protocol.hpp), the gather
+// copy of a FragmentList, and the implementer kit's buffer pool that tcp and udp
+// take every message from (small ones made by one thread and dropped by another).
 // Run: build-dir/tests/bench/micro_bench.
 #include "local_node.hpp"
 
 #include "batch.hpp"
 #include "send_pool.hpp"
 #include <msgpass/kit/block_cache.hpp>
+#include <msgpass/kit/pool.hpp>
 
 #include <msgpass/msgpass.hpp>
 #include <msgpass/sci/options.hpp>
@@ -273,5 +275,27 @@ void FragmentListGather(benchmark::State& state) {
 BENCHMARK(FragmentListGather)->Arg(64)->Arg(1024)->Arg(8192)->Arg(65536)->Arg(1 << 20);
 
 } // namespace
+
+// kit::BufferPool as tcp and udp use it: a batch of small messages made by the
+// sending thread and dropped by another (the background thread, once acknowledged),
+// beside the same with the heap (what InlineBuffer took before the block cache).
+template <bool Cached>
+void SmallMessagesDroppedByAnotherThread(benchmark::State& state) {
+    auto pool = std::make_shared<kit::BufferPool>();
+    const auto size = static_cast<std::size_t>(state.range(0));
+    constexpr std::size_t batch = 256;
+    std::vector<BufferPtr> messages(batch);
+    for (auto _ : state) {
+        for (auto& m : messages)
+            m = Cached ? pool->make(size) : std::make_unique<HeapBuffer>(size);
+        std::thread([&] {
+            for (auto& m : messages)
+                m.reset();
+        }).join();
+    }
+    state.SetItemsProcessed(static_cast<std::int64_t>(state.iterations() * batch));
+}
+BENCHMARK(SmallMessagesDroppedByAnotherThread<true>)->Arg(64);
+BENCHMARK(SmallMessagesDroppedByAnotherThread<false>)->Arg(64);
 
 BENCHMARK_MAIN();
