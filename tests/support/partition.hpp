@@ -26,19 +26,24 @@
 
 namespace msgpass::test {
 
-// True when a TCP listener could bind this port on 127.0.0.1 now.
+// True when a TCP listener and a UDP socket could both bind this port on 127.0.0.1
+// now: tcp listens on a node's port and udp binds it, and a port whose TCP side is
+// free may be held by another test's udp node.
 inline bool port_is_free(std::uint16_t port) {
-    const int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-    if (fd < 0) return false;
-    int one = 1;
-    ::setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
-    sockaddr_in a{};
-    a.sin_family = AF_INET;
-    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-    a.sin_port = htons(port);
-    const bool ok = ::bind(fd, reinterpret_cast<const sockaddr*>(&a), sizeof a) == 0;
-    ::close(fd);
-    return ok;
+    const auto binds = [port](int type) {
+        const int fd = ::socket(AF_INET, type | SOCK_CLOEXEC, 0);
+        if (fd < 0) return false;
+        int one = 1;
+        if (type == SOCK_STREAM) ::setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
+        sockaddr_in a{};
+        a.sin_family = AF_INET;
+        a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+        a.sin_port = htons(port);
+        const bool ok = ::bind(fd, reinterpret_cast<const sockaddr*>(&a), sizeof a) == 0;
+        ::close(fd);
+        return ok;
+    };
+    return binds(SOCK_STREAM) && binds(SOCK_DGRAM);
 }
 
 // n ports that are free now, below the kernel's ephemeral range (32768..) so that
