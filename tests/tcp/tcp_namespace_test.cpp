@@ -99,9 +99,9 @@ TEST(TcpAcrossHosts, ALinkDownAndUpMidStreamLosesAndDuplicatesNothing) {
 // "PeerLost: the peer died or was silent for peer_timeout": ns1 streams to ns2, and
 // ns1's switch port goes down and stays down. Both processes live, but neither can
 // reach the other: each reports the other lost, not before peer_timeout after the
-// cut, and within a few peer timeouts (the socket's user timeout notices the silence
-// of a sender's connection after one, keepalive that of a receiver's after about
-// three, and then reconnecting fails for one more).
+// cut, and within a few peer timeouts (the sender's background thread sees its data
+// unanswered for one, TCP_INFO; the user timeout and keepalive of a receiver's
+// connection notice after about three; then reconnecting fails for one more).
 TEST(TcpAcrossHosts, ALinkDownForLongerThanThePeerTimeoutIsReportedAsPeerLostOnBothSides) {
     Hosts hosts(2);
     REQUIRE_NAMESPACES(hosts);
