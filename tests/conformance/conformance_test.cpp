@@ -151,9 +151,13 @@ TEST_P(Conformance, MessageLargerThanTheMaximumIsRefusedAndLeftWithTheCaller) {
 // "Throws PeerLost when the peer died": node 2 runs in a child process (forked
 // before this process has threads), sends one message and is killed with SIGKILL,
 // so that it says no goodbye. Node 1 then sends and receives until PeerLost, which
-// must come within the patience (peer_timeout is 200 ms).
+// must come within the patience (peer_timeout is 200 ms). The killed process cannot
+// remove its shared-memory segments (sci, auto), and no process of node 2 starts
+// again to reclaim them: the test removes its partition's segments when it ends,
+// after node 1's factory and the child are gone.
 TEST_P(Conformance, APeerProcessThatDiesIsReportedAsPeerLost) {
     auto c = make(2, [](config::Configuration& c) { c.peer_timeout = std::chrono::milliseconds(200); });
+    const SegmentCleanup segments(c.partition);
     const pid_t child = ::fork();
     ASSERT_GE(child, 0) << "fork failed";
     if (child == 0) {
