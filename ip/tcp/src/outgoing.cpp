@@ -147,9 +147,11 @@ std::chrono::nanoseconds TcpNode::answer_check_period() const {
 // when the peer's kernel last answered anything. A live receiver answers data at
 // once, but not every probe: it answers a segment outside its window at most every
 // 500 ms (net.ipv4.tcp_invalid_ratelimit), so one probe sent sooner stays unanswered
-// until the next, twice as far apart (seen: 0.8 s). Two probes unanswered in a row
-// never come from a live host (the probes are 200 ms or more apart and back off by
-// doubling). A connection that waited that way for peer_timeout without any answer
+// until the next, twice as far apart (seen: 0.8 s). A live host never leaves two
+// probes in a row unanswered (they are 200 ms or more apart and back off by
+// doubling), nor one for rate_limited_silence: that probe came less than 500 ms after
+// the last answer and the next comes at most 1 s after it. A connection that waited
+// that way for peer_timeout without any answer
 // is broken (a host that vanished, a link that stays down: the reconnection decides
 // whether the peer is lost). One whose receiver keeps its window closed but answers
 // the probes lives (a receiver that does not read): the sender keeps its messages,
@@ -158,12 +160,16 @@ bool TcpNode::check_answers(Clock::time_point now) {
     tcp_info info{};
     socklen_t len = sizeof info;
     if (::getsockopt(out_fd_, IPPROTO_TCP, TCP_INFO, &info, &len) != 0) return true;
-    if (info.tcpi_unacked == 0 && info.tcpi_probes < 2) { // nothing asked that a live host leaves open
+    constexpr std::chrono::milliseconds rate_limited_silence{2000};
+    const auto silence = std::chrono::milliseconds(info.tcpi_last_ack_recv);
+    const bool asked =
+        info.tcpi_unacked > 0 || info.tcpi_probes >= 2 || (info.tcpi_probes == 1 && silence >= rate_limited_silence);
+    if (!asked) { // nothing asked that a live host leaves open
         unanswered_since_ = {};
         return true;
     }
     // Watched from the first check that saw a question, again after each answer.
-    const auto answered = now - std::chrono::milliseconds(info.tcpi_last_ack_recv);
+    const auto answered = now - silence;
     if (unanswered_since_ == Clock::time_point{} || answered > unanswered_since_) {
         unanswered_since_ = now;
         return true;
