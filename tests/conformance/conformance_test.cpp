@@ -151,9 +151,13 @@ TEST_P(Conformance, MessageLargerThanTheMaximumIsRefusedAndLeftWithTheCaller) {
 // "Throws PeerLost when the peer died": node 2 runs in a child process (forked
 // before this process has threads), sends one message and is killed with SIGKILL,
 // so that it says no goodbye. Node 1 then sends and receives until PeerLost, which
-// must come within the patience (peer_timeout is 200 ms).
+// must come within the patience (peer_timeout is 200 ms). The killed process cannot
+// remove its shared-memory segments (sci, auto), and no process of node 2 starts
+// again to reclaim them: the test removes its partition's segments when it ends,
+// after node 1's factory and the child are gone.
 TEST_P(Conformance, APeerProcessThatDiesIsReportedAsPeerLost) {
     auto c = make(2, [](config::Configuration& c) { c.peer_timeout = std::chrono::milliseconds(200); });
+    const SegmentCleanup segments(c.partition);
     const pid_t child = ::fork();
     ASSERT_GE(child, 0) << "fork failed";
     if (child == 0) {
@@ -509,10 +513,12 @@ TEST_P(Conformance, SendQueueHasABoundAndTheRefusedBufferStaysWithTheCaller) {
 // takes again, every message accepted before arrives, in order, and the refused one
 // can be sent again.
 TEST_P(Conformance, AReceiverThatStopsTakingFillsTheSendersBoundAndNothingAcceptedIsLost) {
-    // (peer_timeout well above the time a slow build takes to fill the bound: tcp gives
-    // the kernel peer_timeout as its user timeout, which may also end a connection
-    // whose receiver advertised a zero window for that long; under TSan, with
-    // ctest -j2, the 1 s of make() was seen to reset it before the refusal.)
+    // (peer_timeout well above the time a slow build takes to fill the bound. tcp once
+    // gave the kernel peer_timeout as the user timeout of this connection, which also
+    // ends one whose receiver advertised a zero window for that long: under TSan, with
+    // ctest -j2, the 1 s of make() was seen to reset it before the refusal. It no
+    // longer does (docs/tcp.md; TcpSlowReceiver stops a receiver for three peer
+    // timeouts); the margin stays for the slow builds of every technology.)
     auto c = make(2, [](config::Configuration& c) {
         c.send_queue_limit = 64;
         c.peer_timeout = std::max<std::chrono::milliseconds>(c.peer_timeout, 10s);

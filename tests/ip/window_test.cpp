@@ -135,6 +135,34 @@ TEST(SendWindow, AfterAReconnectionResendsFromNextExpectedAndDropsWhatCameBefore
     EXPECT_EQ(w.push(message(1), 1), 5u) << "numbering goes on after a reconnection";
 }
 
+// The send queue (send_queue_limit, NodeStats::queue_depth) is what was never
+// written: after a broken connection the messages written before go again
+// (waiting()), but they are not queued anew (queued()), so a reconnection cannot
+// push the queue beyond its bound (issue 14: 1983 against a limit of 64).
+TEST(SendWindow, TheQueueCountsOnlyMessagesNeverWrittenAndAReconnectionDoesNotRefillIt) {
+    SendWindow w;
+    for (int i = 0; i < 6; ++i)
+        w.push(message(100), 100);
+    EXPECT_EQ(w.queued(), 6u);
+    Written seen;
+    w.wrote(4 * frame(100) + 10, seen.callback()); // 0..3 whole, a part of 4
+    EXPECT_EQ(w.queued(), 2u) << "a frame written in part is still queued";
+    ASSERT_TRUE(w.acknowledge(1));
+    EXPECT_EQ(w.queued(), 2u) << "acknowledging written messages changes nothing queued";
+    w.rewind(); // the connection broke
+    EXPECT_EQ(w.waiting(), 5u) << "everything not acknowledged goes again";
+    EXPECT_EQ(w.queued(), 2u) << "what went once does not count as queued again";
+    ASSERT_TRUE(w.resume(2));
+    EXPECT_EQ(w.waiting(), 4u);
+    EXPECT_EQ(w.queued(), 2u);
+    w.wrote(4 * frame(100), seen.callback()); // 2, 3 again; 4, 5 for the first time
+    EXPECT_EQ(w.queued(), 0u);
+    EXPECT_EQ(w.lose(), 4u);
+    EXPECT_EQ(w.queued(), 0u);
+    w.push(message(1), 1);
+    EXPECT_EQ(w.queued(), 1u) << "after a loss the count starts again";
+}
+
 TEST(SendWindow, AResumeOutsideTheUnacknowledgedRangeIsRefusedAndChangesNothing) {
     SendWindow w;
     for (int i = 0; i < 4; ++i)

@@ -179,6 +179,93 @@ TEST(TcpConnectionReset, AResetMidStreamWithBothSidesAliveLosesAndDuplicatesNoth
         << "the resets did not make the sender reconnect: " << describe(tcp_of(*b).listener_stats());
 }
 
+// ------------------------------------------------------- a slow receiver that lives
+
+// "a silent peer is declared lost after peer_timeout" is about a dead peer, not a
+// slow one: node 2 lives (its process and background thread run, its kernel answers
+// the sender's window probes) but its application takes nothing for three peer
+// timeouts, while node 1 sends until SendQueueFull and keeps trying. The kernel's
+// TCP_USER_TIMEOUT also ends a connection whose receiver advertised a zero window
+// for that long; the soak saw it (issue 14): the sender reconnected, queued again
+// everything not acknowledged (1983 messages against send_queue_limit 64) and a live
+// receiver was treated as a dead link. Here the connection must stay up (no
+// reconnection, nothing resent), the queue never exceed send_queue_limit, no
+// PeerLost come, and once node 2 takes again every accepted message arrive once, in
+// order.
+TEST(TcpSlowReceiver, AReceiverThatTakesNothingForThreePeerTimeoutsIsNotLostAndTheQueueKeepsItsBound) {
+    constexpr std::uint32_t limit = 64;
+    auto text = local_partition(partition_for_test(), 2, 1000ms);
+    ASSERT_EQ(text.nodes.size(), 2u) << "no free ports";
+    text.send_queue_limit = limit;
+    const auto c = text.load();
+    auto a = NodeFactory::create(c, 1);
+    auto b = NodeFactory::create(c, 2);
+    auto to_b = a->create_node(2);
+    auto from_a = b->create_node(1);
+    constexpr std::size_t size = 4096;
+    to_b->send(make_message(*a, size, 0, 0)); // the connection exists before the receiver stops
+    auto first = from_a->receive(patience);
+    ASSERT_NE(first, nullptr) << "the first message never arrived";
+    // (The listener counts a connection just after its Welcome went out.)
+    ASSERT_TRUE(eventually([&] { return tcp_of(*b).listener_stats().accepted == 1; }, patience))
+        << "node 2 did not count the connection it accepted: " << describe(tcp_of(*b).listener_stats());
+    std::uint64_t accepted = 1;
+    std::uint64_t deepest = 0;
+    std::uint64_t refusals = 0;
+    auto sample = [&] { deepest = std::max(deepest, to_b->stats().queue_depth); };
+    // Until the bound: the kernel's buffers fill, then the queue.
+    for (const auto deadline = Clock::now() + patience; refusals == 0;) {
+        ASSERT_LT(Clock::now(), deadline) << accepted << " messages accepted for a receiver that takes nothing";
+        auto m = make_message(*a, size, 0, accepted);
+        try {
+            to_b->send(std::move(m));
+            ++accepted;
+        } catch (const SendQueueFull&) {
+            ++refusals;
+        }
+        sample();
+    }
+    EXPECT_LE(to_b->stats().queue_depth, limit);
+    // The receiver takes nothing for three peer timeouts (the period itself, not a
+    // synchronisation); the sender keeps trying, waiting in flush() between tries.
+    const auto stalled_until = Clock::now() + 3 * text.peer_timeout;
+    while (Clock::now() < stalled_until) {
+        auto m = make_message(*a, size, 0, accepted);
+        try {
+            to_b->send(std::move(m));
+            ++accepted;
+        } catch (const SendQueueFull&) {
+            ++refusals;
+        } catch (const PeerLost& e) {
+            FAIL() << "a live receiver that did not read for " << 3 * text.peer_timeout.count()
+                   << " ms was declared lost: " << e.what();
+        }
+        sample();
+        (void)to_b->flush(50ms); // returns when the queue empties or after 50 ms
+        sample();
+    }
+    EXPECT_LE(deepest, limit) << "the send queue exceeded send_queue_limit";
+    EXPECT_EQ(to_b->stats().retries, 0u) << "messages were resent: the connection to the live receiver was broken";
+    EXPECT_EQ(tcp_of(*b).listener_stats().accepted, 1u)
+        << "the sender reconnected to a receiver that only did not read";
+    // The receiver takes again: everything accepted arrives once, in order.
+    std::uint64_t next = 1;
+    for (const auto deadline = Clock::now() + patience; next < accepted;) {
+        ASSERT_LT(Clock::now(), deadline) << "of the " << accepted << " messages accepted, " << next << " arrived";
+        (void)to_b->flush(0ns);
+        sample();
+        if (auto m = from_a->receive(10ms)) {
+            ASSERT_EQ(check_payload(*m).seq, next) << "a message accepted was lost, duplicated or reordered";
+            ++next;
+        }
+    }
+    EXPECT_EQ(from_a->receive(300ms), nullptr) << "a message came twice";
+    EXPECT_LE(deepest, limit) << "the send queue exceeded send_queue_limit";
+    EXPECT_EQ(to_b->stats().retries, 0u);
+    EXPECT_EQ(to_b->stats().errors, refusals) << "errors other than the refusals";
+    EXPECT_EQ(from_a->stats().errors, 0u);
+}
+
 // ------------------------------------------------ a loss declared while the peer lives
 
 // Node 1 reaches node 2 only through a relay (node 1's nodes file puts node 2 on the

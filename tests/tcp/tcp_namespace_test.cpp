@@ -99,9 +99,9 @@ TEST(TcpAcrossHosts, ALinkDownAndUpMidStreamLosesAndDuplicatesNothing) {
 // "PeerLost: the peer died or was silent for peer_timeout": ns1 streams to ns2, and
 // ns1's switch port goes down and stays down. Both processes live, but neither can
 // reach the other: each reports the other lost, not before peer_timeout after the
-// cut, and within a few peer timeouts (the socket's user timeout notices the silence
-// of a sender's connection after one, keepalive that of a receiver's after about
-// three, and then reconnecting fails for one more).
+// cut, and within a few peer timeouts (the sender's background thread sees its data
+// unanswered for one, TCP_INFO; the user timeout and keepalive of a receiver's
+// connection notice after about three; then reconnecting fails for one more).
 TEST(TcpAcrossHosts, ALinkDownForLongerThanThePeerTimeoutIsReportedAsPeerLostOnBothSides) {
     Hosts hosts(2);
     REQUIRE_NAMESPACES(hosts);
@@ -147,6 +147,41 @@ TEST(TcpAcrossHosts, ALinkDownForLongerThanThePeerTimeoutIsReportedAsPeerLostOnB
     EXPECT_LT(ms(receiver_at), 7 * text.peer_timeout) << receiver_end;
     EXPECT_EQ(WEXITSTATUS(sender.wait()), 3);
     EXPECT_EQ(WEXITSTATUS(receiver.wait()), 3);
+}
+
+// A receiver that lives but does not read, then vanishes: node 2 (ns2) sends node 1
+// one message and stays without ever receiving, so node 1's stream fills node 2's
+// window and node 1 waits on SendQueueFull while node 2's kernel answers its window
+// probes. For three peer timeouts node 1 must report nothing (TcpSlowReceiver in
+// tcp_link_test.cpp checks that the connection stays). Then ns1's link goes down: the
+// probes go unanswered and node 1 reports node 2 lost, not before peer_timeout, and
+// within the probes' backoff (a few seconds after a stall this short) and two peer
+// timeouts (seen: about 5 s).
+TEST(TcpAcrossHosts, AReceiverThatDoesNotReadIsNotLostUntilItsHostStopsAnswering) {
+    Hosts hosts(2);
+    REQUIRE_NAMESPACES(hosts);
+    PartitionText text;
+    text.partition = partition_for_test();
+    text.peer_timeout = 1s;
+    text.send_queue_limit = 64;
+    for (int i = 1; i <= 2; ++i)
+        text.nodes.push_back({static_cast<NodeId>(i), Hosts::address(i), static_cast<std::uint16_t>(7000 + i), ""});
+    ChildProcess receiver(hosts.in(2, peer_args(text, 2, "stream", {"to=1", "count=1", "stay=1"})));
+    ASSERT_EQ(receiver.wait_for_line("ready", patience), "ready");
+    ChildProcess sender(hosts.in(1, peer_args(text, 1, "stream", {"to=2", "count=0", "size=300"})));
+    ASSERT_EQ(sender.wait_for_line("ready", patience), "ready");
+    ASSERT_EQ(sender.wait_for_line("streaming", patience), "streaming");
+    // The period in which node 2 does not read (not a synchronisation): node 1 says
+    // nothing, neither "lost" nor an error.
+    const auto quiet = sender.read_line(3 * text.peer_timeout);
+    ASSERT_EQ(quiet, "") << "node 1 spoke while node 2 lived and only did not read";
+    ASSERT_TRUE(hosts.set_link(1, false));
+    const auto down = Clock::now();
+    const auto end = sender.read_line(20s);
+    const auto at = std::chrono::duration_cast<std::chrono::milliseconds>(Clock::now() - down);
+    ASSERT_TRUE(hosts.set_link(1, true));
+    ASSERT_EQ(end.rfind("lost 2 ", 0), 0u) << "node 1 said: " << end;
+    EXPECT_GE(at, text.peer_timeout) << "node 2 was given up before peer_timeout";
 }
 
 // `technology: auto`: nodes 1 and 2 share machine m1 (ns1) and talk sci; node 3 is

@@ -145,8 +145,9 @@ inline std::uint64_t event_data(Tag tag, NodeId id, std::uint32_t generation) {
     return (static_cast<std::uint64_t>(tag) << 56) | (static_cast<std::uint64_t>(id) << 24) | (generation & 0xffffffu);
 }
 
-// Keepalive and user timeout sized to the peer timeout (node.cpp).
-void tune_socket(int fd, std::chrono::nanoseconds peer_timeout);
+// Keepalive sized to the peer timeout, and TCP_USER_TIMEOUT = peer_timeout when
+// user_timeout is set (an incoming connection; node.cpp says why not an outgoing one).
+void tune_socket(int fd, std::chrono::nanoseconds peer_timeout, bool user_timeout);
 
 class TcpNode final : public Node, public kit::FactoryBound {
 public:
@@ -210,6 +211,8 @@ private:
     void declare_lost_locked(std::uint64_t incarnation, const std::string& reason, bool may_live = false);
     void welcome_mismatch(const Welcome& w);
     void close_out_fd();
+    bool check_answers(Clock::time_point now);
+    [[nodiscard]] std::chrono::nanoseconds answer_check_period() const;
     // in side, under in_mutex_
     void read_in_side();
     void parse_in_buffer();
@@ -246,9 +249,11 @@ private:
     bool peer_said_goodbye_ = false;
     bool closed_ = false;
     bool refusal_logged_ = false;
-    ip::Reconnect reconnect_;             // when to try again, when to give the peer up
-    ip::AuthHello auth_hello_{};          // the Hello of this attempt, with a key (its MACs cover it)
-    std::array<std::byte, 128> out_rx_{}; // Challenge, Welcome, acks and goodbyes from the peer
+    ip::Reconnect reconnect_;               // when to try again, when to give the peer up
+    Clock::time_point next_answer_check_{}; // of the established connection (check_answers)
+    Clock::time_point unanswered_since_{};  // the kernel has waited for the peer since; {} when not
+    ip::AuthHello auth_hello_{};            // the Hello of this attempt, with a key (its MACs cover it)
+    std::array<std::byte, 128> out_rx_{};   // Challenge, Welcome, acks and goodbyes from the peer
     std::size_t out_rx_len_ = 0;
 
     // --- incoming connection (data from the peer, acknowledgements back) ---

@@ -37,7 +37,7 @@ std::uint64_t TcpNode::attach_incoming(int fd, std::uint64_t incarnation) {
     {
         std::lock_guard lock(in_mutex_);
         if (in_fd_ >= 0) ::close(in_fd_);
-        tune_socket(fd, shared_->parameters.peer_timeout);
+        tune_socket(fd, shared_->parameters.peer_timeout, true); // only acknowledgements go out on it
         in_fd_ = fd;
         // A partial frame of the old connection is dropped: the peer resends it whole.
         assembling_.reset();

@@ -20,9 +20,13 @@
 
 namespace msgpass::tcp {
 
-// Keepalive and user timeout sized to the peer timeout: a connection to a host that
-// vanished (no FIN, no RST) fails within about one peer timeout.
-void tune_socket(int fd, std::chrono::nanoseconds peer_timeout) {
+// Keepalive sized to the peer timeout, and on an incoming connection the user
+// timeout: a connection to a host that vanished (no FIN, no RST) fails within about
+// one peer timeout. Not on an outgoing one: Linux also ends a connection whose
+// receiver kept its window closed for the user timeout, though its kernel answers
+// every window probe (a live receiver that does not read); the background thread
+// watches those through TCP_INFO instead (TcpNode::check_answers).
+void tune_socket(int fd, std::chrono::nanoseconds peer_timeout, bool user_timeout) {
     int one = 1;
     ::setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
     ::setsockopt(fd, SOL_SOCKET, SO_KEEPALIVE, &one, sizeof one);
@@ -33,8 +37,9 @@ void tune_socket(int fd, std::chrono::nanoseconds peer_timeout) {
     ::setsockopt(fd, IPPROTO_TCP, TCP_KEEPIDLE, &idle, sizeof idle);
     ::setsockopt(fd, IPPROTO_TCP, TCP_KEEPINTVL, &interval, sizeof interval);
     ::setsockopt(fd, IPPROTO_TCP, TCP_KEEPCNT, &count, sizeof count);
-    unsigned user_timeout = static_cast<unsigned>(std::max<long long>(ms, 100));
-    ::setsockopt(fd, IPPROTO_TCP, TCP_USER_TIMEOUT, &user_timeout, sizeof user_timeout);
+    if (!user_timeout) return;
+    unsigned timeout = static_cast<unsigned>(std::max<long long>(ms, 100));
+    ::setsockopt(fd, IPPROTO_TCP, TCP_USER_TIMEOUT, &timeout, sizeof timeout);
 }
 
 TcpNode::TcpNode(std::shared_ptr<Shared> shared, const config::NodeConfig& peer)
@@ -110,11 +115,13 @@ void TcpNode::send_impl(B& buffer) {
     throw_if_lost();
     std::unique_lock lock(out_mutex_);
     if (address_.empty()) throw UsageError("node " + std::to_string(id_) + " has no port in the nodes file");
-    const std::size_t waiting = window_.waiting();
-    if (waiting >= shared_->parameters.send_queue_limit) {
+    // The queue is what was never written; after a broken connection the messages
+    // written before and not acknowledged go again without counting (window.hpp).
+    if (window_.queued() >= shared_->parameters.send_queue_limit) {
         stats_.error();
         kit::throw_send_queue_full(*this, shared_->parameters.send_queue_limit);
     }
+    const std::size_t waiting = window_.waiting();
     window_.push(std::move(buffer), size);
     if (state_ == OutState::established && !armed_write_) {
         // A message after a pause goes out now. One that follows a write by less
@@ -143,7 +150,7 @@ void TcpNode::send_impl(B& buffer) {
         state_ = OutState::waiting;
         shared_->wake_io();
     }
-    const std::size_t left = window_.waiting();
+    const std::size_t left = window_.queued();
     queue_depth_.store(left, std::memory_order_relaxed);
     if (left > 0) stats_.queued();
 }
@@ -179,7 +186,7 @@ void TcpNode::write_pending() {
         arm_out(false);
         out_changed_.notify_all();
     }
-    queue_depth_.store(window_.waiting(), std::memory_order_relaxed);
+    queue_depth_.store(window_.queued(), std::memory_order_relaxed);
 }
 
 void TcpNode::arm_out(bool want_write) {

@@ -7,9 +7,11 @@
 
 #include <msgpass/ip/socket.hpp>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
+#include <netinet/tcp.h>
 #include <sys/epoll.h>
 #include <unistd.h>
 
@@ -22,6 +24,7 @@ void TcpNode::close_out_fd() {
     }
     armed_write_ = false;
     out_rx_len_ = 0;
+    unanswered_since_ = {};
     ++generation_;
 }
 
@@ -55,7 +58,7 @@ void TcpNode::start_connect(Clock::time_point now) {
         attempt_failed(false, "socket: " + ip::errno_text(errno), now);
         return;
     }
-    tune_socket(fd, shared_->parameters.peer_timeout);
+    tune_socket(fd, shared_->parameters.peer_timeout, false);
     ++generation_;
     out_fd_ = fd;
     armed_write_ = true;
@@ -102,12 +105,16 @@ Clock::time_point TcpNode::tick(Clock::time_point now) {
     }
     switch (state_) {
     case OutState::established:
+        if (now >= next_answer_check_) {
+            next_answer_check_ = now + answer_check_period();
+            if (!check_answers(now)) return now; // broken: the next tick starts again
+        }
         if (!window_.all_written() && !armed_write_) { // the tail of a stream's batch
-            if (now - batch_start_ < batch_window) return batch_start_ + batch_window;
+            if (now - batch_start_ < batch_window) return std::min(batch_start_ + batch_window, next_answer_check_);
             last_write_ = now;
             write_pending();
         }
-        break;
+        return std::min(far, next_answer_check_);
     case OutState::idle: // nothing to do before a send
         break;
     case OutState::waiting:
@@ -126,6 +133,51 @@ Clock::time_point TcpNode::tick(Clock::time_point now) {
         return reconnect_.attempt_deadline();
     }
     return far;
+}
+
+std::chrono::nanoseconds TcpNode::answer_check_period() const {
+    const std::chrono::nanoseconds period = shared_->parameters.peer_timeout / 8;
+    return std::clamp<std::chrono::nanoseconds>(period, std::chrono::milliseconds(1), std::chrono::milliseconds(100));
+}
+
+// Whether the peer's host still answers on the outgoing connection, from the kernel
+// (TCP_INFO; the socket has no TCP_USER_TIMEOUT, tune_socket). The kernel waits for
+// an answer while data is in flight (tcpi_unacked), or while window probes (toward a
+// closed window) or keepalives go unanswered (tcpi_probes); tcpi_last_ack_recv says
+// when the peer's kernel last answered anything. A live receiver answers data at
+// once, but not every probe: it answers a segment outside its window at most every
+// 500 ms (net.ipv4.tcp_invalid_ratelimit), so one probe sent sooner stays unanswered
+// until the next, twice as far apart (seen: 0.8 s). A live host never leaves two
+// probes in a row unanswered (they are 200 ms or more apart and back off by
+// doubling), nor one for rate_limited_silence: that probe came less than 500 ms after
+// the last answer and the next comes at most 1 s after it. A connection that waited
+// that way for peer_timeout without any answer
+// is broken (a host that vanished, a link that stays down: the reconnection decides
+// whether the peer is lost). One whose receiver keeps its window closed but answers
+// the probes lives (a receiver that does not read): the sender keeps its messages,
+// and its queue fills up to send_queue_limit. False when it broke the connection.
+bool TcpNode::check_answers(Clock::time_point now) {
+    tcp_info info{};
+    socklen_t len = sizeof info;
+    if (::getsockopt(out_fd_, IPPROTO_TCP, TCP_INFO, &info, &len) != 0) return true;
+    constexpr std::chrono::milliseconds rate_limited_silence{2000};
+    const auto silence = std::chrono::milliseconds(info.tcpi_last_ack_recv);
+    const bool asked =
+        info.tcpi_unacked > 0 || info.tcpi_probes >= 2 || (info.tcpi_probes == 1 && silence >= rate_limited_silence);
+    if (!asked) { // nothing asked that a live host leaves open
+        unanswered_since_ = {};
+        return true;
+    }
+    // Watched from the first check that saw a question, again after each answer.
+    const auto answered = now - silence;
+    if (unanswered_since_ == Clock::time_point{} || answered > unanswered_since_) {
+        unanswered_since_ = now;
+        return true;
+    }
+    if (now - unanswered_since_ < shared_->parameters.peer_timeout) return true;
+    out_broken("no answer from " + address_.text + " for peer_timeout (" + std::to_string(info.tcpi_unacked) +
+               " segments in flight, " + std::to_string(info.tcpi_probes) + " probes unanswered)");
+    return false;
 }
 
 void TcpNode::on_out_event(std::uint32_t generation, std::uint32_t events) {
@@ -357,7 +409,7 @@ bool TcpNode::acknowledged(std::uint64_t next_expected) {
 }
 
 void TcpNode::trimmed() {
-    queue_depth_.store(window_.waiting(), std::memory_order_relaxed);
+    queue_depth_.store(window_.queued(), std::memory_order_relaxed);
     if (window_.empty()) out_changed_.notify_all();
 }
 

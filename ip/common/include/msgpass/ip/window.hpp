@@ -50,6 +50,11 @@ public:
     // Bytes of frame written() already written (a stream can take part of a frame).
     [[nodiscard]] std::size_t offset() const noexcept { return offset_; }
     [[nodiscard]] std::size_t waiting() const noexcept { return entries_.size() - written_; }
+    // Messages never written on any connection: the send queue, which send_queue_limit
+    // bounds. After a broken connection waiting() also counts the messages written
+    // before and not acknowledged, which go again; those are not queued anew (their
+    // number is bounded by what the socket buffers took), so queued() leaves them out.
+    [[nodiscard]] std::size_t queued() const noexcept { return entries_.size() - written_once_; }
     [[nodiscard]] bool all_written() const noexcept { return written_ == entries_.size(); }
     [[nodiscard]] std::uint64_t next_seq() const noexcept { return next_seq_; }
     [[nodiscard]] std::uint64_t first_unacknowledged() const noexcept {
@@ -72,6 +77,7 @@ public:
             offset_ = 0;
             ++written_;
             const bool resent = e.written_once;
+            if (!resent) ++written_once_;
             e.written_once = true;
             done(static_cast<const Outgoing&>(e), resent);
         }
@@ -119,6 +125,7 @@ public:
     std::uint64_t lose() noexcept {
         const std::uint64_t unacknowledged = entries_.size();
         entries_.clear();
+        written_once_ = 0;
         rewind();
         return unacknowledged;
     }
@@ -151,6 +158,7 @@ private:
             } else {
                 --written_;
             }
+            if (entries_.front().written_once) --written_once_;
             acknowledged_.push_back(std::move(entries_.front()));
             entries_.pop_front();
         }
@@ -160,6 +168,7 @@ private:
     std::deque<Outgoing> acknowledged_; // trimmed, to be freed outside the caller's lock
     std::size_t written_ = 0;
     std::size_t offset_ = 0;
+    std::size_t written_once_ = 0; // entries written on some connection (a prefix of entries_)
     std::uint64_t next_seq_ = 0;
     std::uint64_t acknowledged_to_ = 0; // the peer's cumulative acknowledgement
 };
