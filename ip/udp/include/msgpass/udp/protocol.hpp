@@ -170,6 +170,7 @@ struct Decoded {
     Drop drop = Drop::too_short;
     DatagramHeader header{};
     std::span<const std::byte> payload{};
+    bool group = false; // it came as group_data (sent to udp.multicast); header is this member's data
 };
 
 // Checks, in order: size, magic, version, type (and the layout of its type),
@@ -244,6 +245,7 @@ struct Decoded {
         if (!mine) return drop(Drop::wrong_target);
         d.payload = d.payload.subspan(group_table_bytes(h.reserved));
         d.header.reserved = 0;
+        d.group = true;
     }
     if (h.to != expect.self) return drop(Drop::wrong_target);
     if (h.from == expect.self || h.incarnation == 0 || expect.knows == nullptr ||
