@@ -2,8 +2,10 @@
 // a receive from any) unless it is udp.multicast_group: then a send goes once to the
 // group's IP multicast address for every member whose stream takes it at once, with
 // a table in each datagram giving every member its own datagram number, so that what
-// follows (acknowledgements, NAKs, repairs, flow control, loss) is each pair's, as
-// for a unicast message (docs/udp.md). It is a kit::GroupBase: once the factory is
+// follows (acknowledgements, NAKs, flow control, loss) is each pair's, as for a
+// unicast message, but for the repair of a datagram that went to the address: sent
+// there again once for the members that NAK it (outgoing.cpp, UdpNode::repair;
+// docs/udp.md). It is a kit::GroupBase: once the factory is
 // destroyed, send, receive and add throw UsageError before reaching a member.
 #include "node.hpp"
 

@@ -329,8 +329,9 @@ public:
     // A group send over udp.multicast (group.cpp): queues the message for every
     // member as send_shared does, sends each datagram once to the multicast address
     // for the members whose stream and window take it at once (each finds its own
-    // datagram number in the datagram's table; acknowledgements, NAKs and repairs then
-    // go per member as for a unicast message), and transmits to the others per member.
+    // datagram number in the datagram's table; acknowledgements and NAKs then go per
+    // member as for a unicast message, and each member's entry keeps the record a NAK
+    // repairs it by: repair), and transmits to the others per member.
     // The errors of members are collected as BasicGroup::send does; throws after
     // every member had the message.
     static void broadcast(const std::string& group, std::vector<std::shared_ptr<UdpNode>> members,

@@ -133,7 +133,7 @@ enum class Drop : std::uint32_t {
     beyond_window = 8,    // a sequence number beyond the window this side advertised
     bad_fragment = 9,     // offset or length beyond its message, or beyond max_message_size
     duplicate = 10,       // a datagram that had arrived already
-    injected = 11,        // udp.inject_loss
+    injected = 11,        // udp.inject_loss (on receipt), udp.inject_multicast_loss (at the sender)
     unauthenticated = 12, // with auth_key_file: a hello or welcome without its nonce or MAC, or
                           // a datagram of an incarnation whose welcome did not prove the key
     bad_proof = 13,       // with auth_key_file: a welcome whose MAC does not prove the key for
