@@ -489,10 +489,11 @@ void Engine::run() {
             (void)end_of_batch(multicast_, now);
         }
         if (got || woken || now >= next_tick) {
-            if (!socket && shared_->lent.load(std::memory_order_relaxed)) {
-                // Lent to receivers, but none reads it now: what came there first, before
-                // the timers send the NAKs that backed off (a hole in a multicast stream
-                // may be a datagram sent to the member alone, still in this socket).
+            if (multicast_fd_ >= 0 && !socket && shared_->lent.load(std::memory_order_relaxed)) {
+                // A member of the multicast group, its socket lent to receivers, none
+                // reading it now: what came there first, before the timers send the NAKs
+                // that backed off (a hole in a multicast stream may be a datagram sent to
+                // the member alone, still in this socket).
                 std::unique_lock lock(shared_->read_mutex, std::try_to_lock);
                 if (lock.owns_lock() && !shared_->inside.load(std::memory_order_seq_cst)) {
                     (void)read_from(shared_->fd.load(), now);
