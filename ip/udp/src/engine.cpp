@@ -101,6 +101,20 @@ int Shared::read(int most) {
     return reader->read_socket(Clock::now(), most);
 }
 
+bool Shared::withhold_multicast() noexcept {
+    const double fraction = parameters.options.inject_multicast_loss;
+    if (fraction <= 0) return false;
+    // splitmix64 over an atomic counter: any sending thread, no lock.
+    std::uint64_t z =
+        multicast_fault_state.fetch_add(0x9e3779b97f4a7c15ull, std::memory_order_relaxed) + 0x9e3779b97f4a7c15ull;
+    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+    z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+    z ^= z >> 31;
+    if (static_cast<double>(z >> 11) * 0x1.0p-53 >= fraction) return false;
+    count(Drop::injected);
+    return true;
+}
+
 void Shared::log_refusal(const std::string& line) {
     const std::int64_t now =
         std::chrono::duration_cast<std::chrono::nanoseconds>(Clock::now().time_since_epoch()).count();
@@ -174,6 +188,7 @@ Engine::Engine(const config::Configuration& configuration, NodeId self)
     if (p.options.multicasting()) open_multicast(me, where);
     expect_ = Expect{p.partition_hash, p.self, p.max_message_size, p.datagram_size, knows_peer, &nodes_};
     random_.seed(p.options.inject_seed ^ (std::uint64_t{self} * 0x9e3779b97f4a7c15ull));
+    shared_->multicast_fault_state = p.options.inject_seed ^ (std::uint64_t{self} * 0xd1b54a32d192ed03ull);
     injecting_ = p.options.inject_loss > 0 || p.options.inject_duplicate > 0 || p.options.inject_reorder > 0;
     // The largest datagram a peer sends: a data piece, or a NAK of max_nak_ranges.
     const std::size_t largest = std::max(p.datagram_size, header_size + 16 * max_nak_ranges) + 1;
@@ -465,10 +480,26 @@ void Engine::run() {
             }
         }
         if (multicast && multicast_fd_ >= 0) { // the background thread's alone
-            got = read_from(multicast_fd_, now) > 0 || got;
+            // All of it (a bounded number of batches), before the timers send the NAKs
+            // that backed off: a hole may be a datagram still there.
+            for (int i = 0, n = 256; i < 16 && n == 256; ++i) {
+                n = read_from(multicast_fd_, now);
+                got = n > 0 || got;
+            }
             (void)end_of_batch(multicast_, now);
         }
         if (got || woken || now >= next_tick) {
+            if (multicast_fd_ >= 0 && !socket && shared_->lent.load(std::memory_order_relaxed)) {
+                // A member of the multicast group, its socket lent to receivers, none
+                // reading it now: what came there first, before the timers send the NAKs
+                // that backed off (a hole in a multicast stream may be a datagram sent to
+                // the member alone, still in this socket).
+                std::unique_lock lock(shared_->read_mutex, std::try_to_lock);
+                if (lock.owns_lock() && !shared_->inside.load(std::memory_order_seq_cst)) {
+                    (void)read_from(shared_->fd.load(), now);
+                    (void)end_of_batch(unicast_, now);
+                }
+            }
             if (!held_.empty()) {
                 std::vector<std::byte> later;
                 later.swap(held_);

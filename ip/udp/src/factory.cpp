@@ -54,6 +54,9 @@ DatagramStats UdpNodeFactory::datagram_stats() const noexcept {
     d.naks_sent = s.naks_sent.load();
     d.repairs = s.repairs.load();
     d.multicast_sent = s.multicast_sent.load();
+    d.multicast_repairs = s.multicast_repairs.load();
+    d.naks_coalesced = s.naks_coalesced.load();
+    d.naks_withheld = s.naks_withheld.load();
     for (std::size_t i = 0; i < d.dropped.size(); ++i)
         d.dropped[i] = s.drops[i].load();
     return d;

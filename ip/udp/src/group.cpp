@@ -2,8 +2,10 @@
 // a receive from any) unless it is udp.multicast_group: then a send goes once to the
 // group's IP multicast address for every member whose stream takes it at once, with
 // a table in each datagram giving every member its own datagram number, so that what
-// follows (acknowledgements, NAKs, repairs, flow control, loss) is each pair's, as
-// for a unicast message (docs/udp.md). It is a kit::GroupBase: once the factory is
+// follows (acknowledgements, NAKs, flow control, loss) is each pair's, as for a
+// unicast message, but for the repair of a datagram that went to the address: sent
+// there again once for the members that NAK it (outgoing.cpp, UdpNode::repair;
+// docs/udp.md). It is a kit::GroupBase: once the factory is
 // destroyed, send, receive and add throw UsageError before reaching a member.
 #include "node.hpp"
 
@@ -13,6 +15,7 @@
 #include <sys/socket.h>
 
 #include <algorithm>
+#include <array>
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
@@ -87,7 +90,7 @@ void UdpNode::broadcast(const std::string& group, std::vector<std::shared_ptr<Ud
     std::uint64_t unacknowledged = 0;
     std::vector<std::unique_lock<std::mutex>> locks;
     std::vector<UdpNode*> queued;
-    std::vector<const OutMessage*> messages;
+    std::vector<OutMessage*> messages;
     locks.reserve(members.size());
     for (const auto& node : members) {
         try {
@@ -144,8 +147,15 @@ void UdpNode::broadcast(const std::string& group, std::vector<std::shared_ptr<Ud
         DatagramBatch& batch = DatagramBatch::of_this_thread();
         batch.clear();
         bool gso = shared.gso && shared.multicast_gso.load(std::memory_order_relaxed);
+        // The datagram of each place in the batch (udp.inject_multicast_loss withholds
+        // some: they count as sent, lost on the way).
+        std::array<std::uint64_t, DatagramBatch::most> index{};
+        std::uint64_t next = 0;
         while (sent < count) {
-            for (std::uint64_t d = sent; d < count && !batch.full();) {
+            while (next < count && !batch.full()) {
+                const std::uint64_t d = next++;
+                if (shared.withhold_multicast()) continue;
+                index[batch.count] = d;
                 GroupEntry* table = tables.data() + batch.count * members;
                 for (std::size_t k = 0; k < members; ++k)
                     table[k].seq = messages[ready[k]]->first + d;
@@ -162,18 +172,21 @@ void UdpNode::broadcast(const std::string& group, std::vector<std::shared_ptr<Ud
                 iov[1] = {table, table_bytes};
                 const std::size_t n = gather(*buffer, offset, piece, iov, 2, staging);
                 batch.add(n, header_size + table_bytes + piece, n == 3 && iov[2].iov_base == staging.data());
-                ++d;
             }
             const std::size_t prepared = batch.count;
+            if (prepared == 0) { // every one withheld
+                sent = next;
+                continue;
+            }
             int error = 0;
             const std::size_t took =
                 batch.send(fd, reinterpret_cast<const sockaddr*>(&shared.multicast_address),
                            sizeof shared.multicast_address, header_size + table_bytes + p.payload, gso, error);
             if (!gso) shared.multicast_gso.store(false, std::memory_order_relaxed);
-            sent += took;
             shared.datagrams_sent.fetch_add(took, std::memory_order_relaxed);
             shared.multicast_sent.fetch_add(took, std::memory_order_relaxed);
             if (took < prepared) {
+                sent = index[took];
                 // A full socket buffer: the rest goes per member (pump, the resend
                 // timer). Anything else: the address is not usable here (no multicast
                 // route, an interface without multicast); per member from now on.
@@ -186,6 +199,19 @@ void UdpNode::broadcast(const std::string& group, std::vector<std::shared_ptr<Ud
                 }
                 break;
             }
+            sent = next;
+        }
+        // What went there stays with each of these members' entries until that member
+        // acknowledged it: a NAK of it sends the same datagram there again (repair).
+        if (sent > 0) {
+            auto record = std::make_shared<MulticastMessage>();
+            record->table.assign(tables.begin(), tables.begin() + static_cast<std::ptrdiff_t>(members));
+            for (std::size_t k = 0; k < members; ++k)
+                record->table[k].seq = messages[ready[k]]->first;
+            record->sent = sent;
+            record->repaired = std::make_unique<std::atomic<std::int64_t>[]>(static_cast<std::size_t>(sent));
+            for (const std::size_t i : ready)
+                messages[i]->multicast = record;
         }
     }
     for (std::size_t i = 0; i < queued.size(); ++i) {

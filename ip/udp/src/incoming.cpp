@@ -32,23 +32,33 @@ void UdpNode::owe_status(Clock::time_point now) {
     status_owed_ = true;
 }
 
-void UdpNode::send_nak(Clock::time_point now) {
+bool UdpNode::nak_holes(std::uint64_t from, std::uint64_t to) {
     std::array<std::uint64_t, 2 * max_nak_ranges> ranges{};
     std::size_t n = 0;
-    std::uint64_t at = expected_;
-    for (const auto& [seq, bytes] : early_) {
-        if (n == max_nak_ranges) break;
-        if (seq > at) {
+    std::uint64_t at = std::max(from, expected_);
+    for (auto it = early_.lower_bound(at); it != early_.end() && it->first < to && n < max_nak_ranges; ++it) {
+        if (it->first > at) {
             ranges[2 * n] = at;
-            ranges[2 * n + 1] = seq - at;
+            ranges[2 * n + 1] = it->first - at;
             ++n;
         }
-        at = seq + 1;
+        at = it->first + 1;
     }
-    last_nak_ = now;
-    if (n == 0) return;
+    if (n == 0) return false;
     send_control(DatagramType::nak, expected_, 0, std::as_bytes(std::span(ranges.data(), 2 * n)));
     shared_->naks_sent.fetch_add(1, std::memory_order_relaxed);
+    return true;
+}
+
+void UdpNode::send_nak(Clock::time_point now) {
+    last_nak_ = now;
+    (void)nak_holes(expected_, nak_pending_ ? nak_from_ : highest_);
+}
+
+void UdpNode::nak_if_due(Clock::time_point now) {
+    if (!nak_pending_ || now < nak_due_) return;
+    nak_pending_ = false;
+    if (!nak_holes(nak_from_, highest_)) shared_->naks_withheld.fetch_add(1, std::memory_order_relaxed);
 }
 
 void UdpNode::send_nak_range(std::uint64_t first, std::uint64_t count) {
@@ -60,6 +70,7 @@ void UdpNode::send_nak_range(std::uint64_t first, std::uint64_t count) {
 void UdpNode::on_data(const Decoded& d, Clock::time_point now) {
     const DatagramHeader& h = d.header;
     const auto window = shared_->parameters.window;
+    if (d.group) group_stream_ = true;
     if (h.seq < expected_ || early_.contains(h.seq)) {
         shared_->count(Drop::duplicate);
         owe_status(now); // our status may have been lost
@@ -76,10 +87,27 @@ void UdpNode::on_data(const Decoded& d, Clock::time_point now) {
         std::memcpy(kept.data(), &h, header_size);
         if (!d.payload.empty()) std::memcpy(kept.data() + header_size, d.payload.data(), d.payload.size());
         early_.emplace(h.seq, std::move(kept));
-        // Datagrams between the highest seen and this one never came: a new hole.
+        // Datagrams between the highest seen and this one never came: a new hole. In a
+        // stream that comes by multicast, every member may have seen the same loss: NAKed
+        // after a random back-off, unless filled by then (the repair another member's NAK
+        // brought); holes that open meanwhile go with it.
         const std::uint64_t seen = std::max(highest_, expected_);
         highest_ = std::max(highest_, h.seq + 1);
-        if (h.seq > seen) send_nak_range(seen, h.seq - seen);
+        if (h.seq > seen) {
+            if (!group_stream_) {
+                send_nak_range(seen, h.seq - seen);
+            } else if (!nak_pending_) {
+                // splitmix64: uniform from 0 to nak_backoff
+                std::uint64_t z = (backoff_state_ += 0x9e3779b97f4a7c15ull);
+                z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+                z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+                z ^= z >> 31;
+                const auto span = static_cast<std::uint64_t>(std::chrono::nanoseconds(nak_backoff).count()) + 1;
+                nak_pending_ = true;
+                nak_from_ = seen;
+                nak_due_ = now + std::chrono::nanoseconds(z % span);
+            }
+        }
         return;
     }
     consume(h, d.payload);

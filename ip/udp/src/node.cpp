@@ -18,6 +18,7 @@ namespace msgpass::udp {
 UdpNode::UdpNode(std::shared_ptr<Shared> shared, const config::NodeConfig& peer, ip::Address address)
     : shared_(std::move(shared)), id_(peer.id), name_(peer.name), address_(std::move(address)) {
     staging_.resize(shared_->parameters.datagram_size);
+    backoff_state_ = shared_->incarnation ^ (std::uint64_t{id_} * 0x9e3779b97f4a7c15ull);
     if (shared_->parameters.auth_key) {
         nonce_ = ip::new_nonce();
         previous_nonce_ = ip::new_nonce();
@@ -208,6 +209,7 @@ void UdpNode::renumber() {
     for (auto& m : out_) {
         m.first = n;
         n += m.count;
+        m.multicast.reset(); // (none went to the address: the peer was unknown)
     }
     next_dseq_ = n;
     acked_ = sent_upto_ = peer_limit_ = peer_expected_ = skip_to_ = 0;
@@ -224,6 +226,7 @@ void UdpNode::reset_receive_side() {
     assembling_length_ = assembled_ = 0;
     status_sent_expected_ = status_sent_limit_ = since_status_ = 0;
     status_owed_ = false;
+    group_stream_ = nak_pending_ = false;
 }
 
 // The peer's incarnation is lost: what it did not acknowledge is counted and dropped,
@@ -415,7 +418,7 @@ void UdpNode::on_datagram(const Decoded& d, std::span<const std::byte> bytes, Cl
                 return;
             }
             for (std::uint64_t s = std::max(first, acked_); s < first + count && budget > 0; ++s, --budget)
-                (void)transmit(s, true);
+                repair(s, now);
         }
         break;
     }
@@ -446,12 +449,17 @@ void UdpNode::on_datagram(const Decoded& d, std::span<const std::byte> bytes, Cl
 
 Clock::time_point UdpNode::end_of_batch(Clock::time_point now) {
     std::lock_guard lock(mutex_);
-    if (!status_owed_ || peer_incarnation_ == 0) return Clock::time_point::max();
+    if (peer_incarnation_ == 0) return Clock::time_point::max();
+    // A NAK backing off is sent by the background thread (tick), once it read the
+    // multicast socket (the hole may be a datagram still there, behind one that came
+    // on the other socket): when due, it is woken.
+    const auto due = nak_pending_ ? nak_due_ : Clock::time_point::max();
+    if (!status_owed_) return due;
     if (now >= status_owed_since_ + status_delay) {
         send_status(now);
-        return Clock::time_point::max();
+        return due;
     }
-    return status_owed_since_ + status_delay;
+    return std::min(due, status_owed_since_ + status_delay);
 }
 
 Clock::time_point UdpNode::tick(Clock::time_point now) {
@@ -498,6 +506,10 @@ Clock::time_point UdpNode::tick(Clock::time_point now) {
             last_probe_ = now;
         }
         next = std::min(next, last_probe_ + resend_timeout);
+    }
+    if (nak_pending_) {
+        nak_if_due(now);
+        if (nak_pending_) next = std::min(next, nak_due_);
     }
     if (!early_.empty()) {
         if (now - last_nak_ >= nak_interval) send_nak(now);

@@ -57,6 +57,14 @@ using Clock = std::chrono::steady_clock;
 // at once (that range only) and every hole still open every nak_interval.
 inline constexpr std::chrono::milliseconds resend_timeout{10};
 inline constexpr std::chrono::milliseconds nak_interval{20};
+// Groups over udp.multicast (docs/udp.md, "Repairs by multicast"). A member NAKs a
+// new hole in a stream that came by multicast after a random back-off, uniform from 0
+// to nak_backoff, and not at all when the hole was filled meanwhile (another member's
+// NAK of the same loss brought the repair). The sender answers the first NAK of a
+// datagram it sent to the address by sending that datagram there again, and ignores
+// the NAKs of it that come within nak_interval of that repair; a later one is answered
+// per member (that member lost the repair, or its NAK came late).
+inline constexpr std::chrono::microseconds nak_backoff{2000};
 // At most this many datagrams resent per NAK.
 inline constexpr std::uint64_t nak_burst = 1024;
 // A receiver sends a status at least every status_every in-order datagrams, and
@@ -125,7 +133,11 @@ struct Shared {
     bool joined = false;
     std::atomic<bool> multicast_up{false};
     sockaddr_in multicast_address{};
-    std::atomic<std::uint64_t> multicast_sent{0};
+    std::atomic<std::uint64_t> multicast_sent{0}, multicast_repairs{0}, naks_coalesced{0}, naks_withheld{0};
+    // udp.inject_multicast_loss: whether a group datagram's first transmission to the
+    // address is withheld (counted as injected); any thread, lock-free.
+    bool withhold_multicast() noexcept;
+    std::atomic<std::uint64_t> multicast_fault_state{0};
 
     explicit Shared(Parameters p);
     void count(Drop d) noexcept { drops[static_cast<std::size_t>(d)].fetch_add(1, std::memory_order_relaxed); }
@@ -269,6 +281,19 @@ struct DatagramBatch {
     std::size_t send(int fd, const sockaddr* to, socklen_t length, std::size_t full, bool& gso, int& error);
 };
 
+// A message a group send sent to udp.multicast (group.cpp), held by each member's
+// queue entry until that member acknowledged it, so that a NAK of one of its datagrams
+// can send the same datagram there again (UdpNode::repair): the member table as it
+// went (each entry's seq the member's number of the message's first datagram), how
+// many of its datagrams went there (the rest went per member), and when each was last
+// sent there again (steady clock, ns; 0: never). Its members' NAKs come in on one
+// thread or another, each under its member's lock: the times are atomic.
+struct MulticastMessage {
+    std::vector<GroupEntry> table;
+    std::uint64_t sent = 0;
+    std::unique_ptr<std::atomic<std::int64_t>[]> repaired;
+};
+
 class UdpNode;
 // The group of a factory (group.cpp): per member, or over udp.multicast when it is
 // udp.multicast_group. It sleeps on the factory's doorbell and keeps it alive.
@@ -304,8 +329,9 @@ public:
     // A group send over udp.multicast (group.cpp): queues the message for every
     // member as send_shared does, sends each datagram once to the multicast address
     // for the members whose stream and window take it at once (each finds its own
-    // datagram number in the datagram's table; acknowledgements, NAKs and repairs then
-    // go per member as for a unicast message), and transmits to the others per member.
+    // datagram number in the datagram's table; acknowledgements and NAKs then go per
+    // member as for a unicast message, and each member's entry keeps the record a NAK
+    // repairs it by: repair), and transmits to the others per member.
     // The errors of members are collected as BasicGroup::send does; throws after
     // every member had the message.
     static void broadcast(const std::string& group, std::vector<std::shared_ptr<UdpNode>> members,
@@ -316,6 +342,8 @@ private:
         std::uint64_t size = 0;
         std::uint64_t first = 0; // its first datagram's number
         std::uint64_t count = 1; // datagrams
+        // Sent to udp.multicast (group.cpp): shared by the members it went to.
+        std::shared_ptr<MulticastMessage> multicast;
     };
 
     template <class B>
@@ -333,6 +361,13 @@ private:
     // under mutex_
     void pump(Clock::time_point now);
     bool transmit(std::uint64_t dseq, bool resend);
+    // A datagram a NAK asked for: sent again to udp.multicast when it went there and
+    // this is the first NAK of it, ignored within nak_interval of that repair, else sent
+    // again to this peer (transmit).
+    void repair(std::uint64_t dseq, Clock::time_point now);
+    bool send_multicast_repair(const OutMessage& m, std::uint64_t index);
+    // The message datagram dseq belongs to (null: acknowledged, or not made yet).
+    const OutMessage* message_of(std::uint64_t dseq) const;
     // Adds datagram dseq to the batch (false: there is no such datagram), and sends
     // the batch to the peer (how many datagrams went: send_batch).
     bool prepare(std::uint64_t dseq, DatagramBatch& out);
@@ -344,8 +379,13 @@ private:
     void send_status(Clock::time_point now);
     // A status is owed (from now, unless it was already).
     void owe_status(Clock::time_point now);
+    // Every hole still open (the periodic repeat), but those waiting for their back-off.
     void send_nak(Clock::time_point now);
     void send_nak_range(std::uint64_t first, std::uint64_t count);
+    // NAKs the holes between from and to; false when there was none.
+    bool nak_holes(std::uint64_t from, std::uint64_t to);
+    // A multicast stream's new holes, when their back-off ended.
+    void nak_if_due(Clock::time_point now);
     void adopt(std::uint64_t incarnation, Clock::time_point now);
     // With auth_key_file: a hello or welcome, each judged by its nonce or MAC.
     void on_contact_authenticated(const Decoded& d, std::span<const std::byte> bytes, Clock::time_point now);
@@ -441,6 +481,16 @@ private:
     bool status_owed_ = false;
     Clock::time_point status_owed_since_{};
     Clock::time_point last_nak_{};
+    // The peer's stream came by udp.multicast (group data arrived): a new hole is NAKed
+    // after a random back-off (nak_backoff), from nak_due_, for the holes from nak_from_
+    // on (opened since the first of them); the generator is seeded per node by this
+    // process's incarnation and the peer's id, so that members draw apart.
+    bool group_stream_ = false;
+    bool nak_pending_ = false;
+    std::uint64_t nak_from_ = 0;
+    Clock::time_point nak_due_{};
+    std::uint64_t backoff_state_ = 0;
+    std::vector<GroupEntry> repair_table_; // the table of a multicast repair being sent
 
     kit::LossLatch loss_;
 };

@@ -11,8 +11,9 @@ namespace msgpass::udp {
 
 const std::vector<std::string>& Options::keys() {
     static const std::vector<std::string> list = {
-        "datagram_size", "socket_buffer",   "window",    "inject_loss",   "inject_duplicate",   "inject_reorder",
-        "inject_seed",   "multicast_group", "multicast", "multicast_ttl", "multicast_interface"};
+        "datagram_size",  "socket_buffer",         "window",      "inject_loss",     "inject_duplicate",
+        "inject_reorder", "inject_multicast_loss", "inject_seed", "multicast_group", "multicast",
+        "multicast_ttl",  "multicast_interface"};
     return list;
 }
 
@@ -54,6 +55,8 @@ void Options::set(const std::string& key, const config::Value& value) {
         fraction(value, inject_duplicate);
     } else if (key == "inject_reorder") {
         fraction(value, inject_reorder);
+    } else if (key == "inject_multicast_loss") {
+        fraction(value, inject_multicast_loss);
     } else if (key == "inject_seed") {
         if (auto n = value.integer(0, UINT64_MAX)) inject_seed = *n;
     } else if (key == "multicast_group") {

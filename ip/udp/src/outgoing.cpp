@@ -165,13 +165,19 @@ std::size_t DatagramBatch::send(int fd, const sockaddr* to, socklen_t length, st
     return sent;
 }
 
-// Adds datagram dseq to the batch; false when there is no such datagram.
-bool UdpNode::prepare(std::uint64_t dseq, DatagramBatch& out) {
-    if (dseq < acked_ || dseq >= next_dseq_) return false;
+const UdpNode::OutMessage* UdpNode::message_of(std::uint64_t dseq) const {
+    if (dseq < acked_ || dseq >= next_dseq_) return nullptr;
     auto it = std::upper_bound(out_.begin(), out_.end(), dseq,
                                [](std::uint64_t s, const OutMessage& m) { return s < m.first; });
-    if (it == out_.begin()) return false;
-    const OutMessage& m = *std::prev(it);
+    if (it == out_.begin()) return nullptr;
+    return &*std::prev(it);
+}
+
+// Adds datagram dseq to the batch; false when there is no such datagram.
+bool UdpNode::prepare(std::uint64_t dseq, DatagramBatch& out) {
+    const OutMessage* found = message_of(dseq);
+    if (found == nullptr) return false;
+    const OutMessage& m = *found;
     const auto& p = shared_->parameters;
     const std::uint64_t offset = (dseq - m.first) * p.payload;
     const std::size_t piece = static_cast<std::size_t>(std::min<std::uint64_t>(p.payload, m.size - offset));
@@ -220,6 +226,75 @@ bool UdpNode::transmit(std::uint64_t dseq, bool resend) {
         stats_.retried();
         shared_->repairs.fetch_add(1, std::memory_order_relaxed);
     }
+    return true;
+}
+
+// One loss of a datagram sent to udp.multicast is seen by every member it was for:
+// the first NAK of it sends it there again, with the table it had (the members that
+// have it drop it as a duplicate), and the NAKs of the others that come within
+// nak_interval are ignored (their back-off usually let the repair reach them first:
+// they NAK nothing). A NAK after that is this member's own loss (the repair did not
+// reach it, or its NAK came late): the datagram goes to it alone. So one datagram is
+// sent to the address again at most once, whatever the number of members.
+void UdpNode::repair(std::uint64_t dseq, Clock::time_point now) {
+    const OutMessage* m = message_of(dseq);
+    if (m != nullptr && m->multicast && shared_->multicast_up.load(std::memory_order_relaxed)) {
+        const std::uint64_t index = dseq - m->first;
+        const MulticastMessage& mm = *m->multicast;
+        if (index < mm.sent) {
+            auto& repaired = mm.repaired[static_cast<std::size_t>(index)];
+            const std::int64_t at =
+                std::chrono::duration_cast<std::chrono::nanoseconds>(now.time_since_epoch()).count();
+            std::int64_t last = repaired.load(std::memory_order_relaxed);
+            if (last == 0 && repaired.compare_exchange_strong(last, at, std::memory_order_relaxed)) {
+                if (send_multicast_repair(*m, index)) return;
+                repaired.store(0, std::memory_order_relaxed); // refused (a full socket buffer): to this member
+            } else if (at - last < std::chrono::nanoseconds(nak_interval).count()) {
+                shared_->naks_coalesced.fetch_add(1, std::memory_order_relaxed);
+                return;
+            }
+        }
+    }
+    (void)transmit(dseq, true);
+}
+
+// Datagram `index` of a message sent to udp.multicast, sent there again as it went
+// (header, the whole table, the piece); false when the socket refused it.
+bool UdpNode::send_multicast_repair(const OutMessage& m, std::uint64_t index) {
+    const int fd = shared_->fd.load();
+    if (fd < 0 || closed_) return false;
+    const auto& p = shared_->parameters;
+    const MulticastMessage& mm = *m.multicast;
+    repair_table_ = mm.table;
+    for (auto& e : repair_table_)
+        e.seq += index;
+    const std::size_t table_bytes = group_table_bytes(repair_table_.size());
+    const std::uint64_t offset = index * p.payload;
+    const std::size_t piece = static_cast<std::size_t>(std::min<std::uint64_t>(p.payload, m.size - offset));
+    DatagramBatch& out = DatagramBatch::of_this_thread();
+    out.clear();
+    DatagramHeader& h = out.header[0];
+    h = header_of(DatagramType::group_data, p.self, p.partition_hash, shared_->incarnation);
+    h.length = m.size;
+    h.offset = static_cast<std::uint32_t>(offset);
+    h.flags = index == 0 ? flag_first : 0;
+    h.reserved = static_cast<std::uint16_t>(repair_table_.size());
+    const auto iov = out.next_iov();
+    iov[0] = {&h, header_size};
+    iov[1] = {repair_table_.data(), table_bytes};
+    const std::size_t n = gather(m.buffer(), offset, piece, iov, 2, staging_);
+    out.add(n, header_size + table_bytes + piece, false);
+    bool gso = false;
+    int error = 0;
+    if (out.send(fd, reinterpret_cast<const sockaddr*>(&shared_->multicast_address), sizeof shared_->multicast_address,
+                 0, gso, error) != 1) {
+        return false;
+    }
+    shared_->datagrams_sent.fetch_add(1, std::memory_order_relaxed);
+    shared_->multicast_sent.fetch_add(1, std::memory_order_relaxed);
+    shared_->multicast_repairs.fetch_add(1, std::memory_order_relaxed);
+    shared_->repairs.fetch_add(1, std::memory_order_relaxed);
+    stats_.retried();
     return true;
 }
 

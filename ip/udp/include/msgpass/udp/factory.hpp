@@ -31,7 +31,16 @@ struct DatagramStats {
     std::uint64_t received = 0;
     std::uint64_t naks_sent = 0;
     std::uint64_t repairs = 0;        // datagrams sent again (after a NAK or a timeout)
-    std::uint64_t multicast_sent = 0; // of sent: group datagrams sent once to udp.multicast
+    std::uint64_t multicast_sent = 0; // of sent: group datagrams sent to udp.multicast (repairs included)
+    // Of repairs and multicast_sent: group datagrams sent again to udp.multicast, once
+    // for the members a NAK's loss may have hit alike (docs/udp.md, "Repairs by multicast").
+    std::uint64_t multicast_repairs = 0;
+    // Datagrams a NAK asked for that were not sent again: a multicast repair of them
+    // went out less than nak_interval before (another member's NAK of the same loss).
+    std::uint64_t naks_coalesced = 0;
+    // NAKs a member did not send: the holes of a multicast stream were filled during
+    // its random back-off (another member's NAK brought the repair).
+    std::uint64_t naks_withheld = 0;
     std::array<std::uint64_t, static_cast<std::size_t>(Drop::kinds)> dropped{};
     [[nodiscard]] std::uint64_t count(Drop d) const noexcept { return dropped[static_cast<std::size_t>(d)]; }
 };

@@ -25,6 +25,10 @@ struct Options {
     double inject_loss = 0;
     double inject_duplicate = 0;
     double inject_reorder = 0;
+    // At the sender, for tests and benchmarks: the fraction of the group's datagrams
+    // that are not sent to udp.multicast at their first transmission (a loss every
+    // member sees alike; counted as injected loss at the sender).
+    double inject_multicast_loss = 0;
     std::uint64_t inject_seed = 1;
     // Broadcast to one static group by IP multicast (docs/udp.md): the group's name
     // (multicast_group), its IPv4 multicast address and port (multicast,

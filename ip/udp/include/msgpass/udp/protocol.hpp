@@ -133,7 +133,7 @@ enum class Drop : std::uint32_t {
     beyond_window = 8,    // a sequence number beyond the window this side advertised
     bad_fragment = 9,     // offset or length beyond its message, or beyond max_message_size
     duplicate = 10,       // a datagram that had arrived already
-    injected = 11,        // udp.inject_loss
+    injected = 11,        // udp.inject_loss (on receipt), udp.inject_multicast_loss (at the sender)
     unauthenticated = 12, // with auth_key_file: a hello or welcome without its nonce or MAC, or
                           // a datagram of an incarnation whose welcome did not prove the key
     bad_proof = 13,       // with auth_key_file: a welcome whose MAC does not prove the key for
@@ -170,6 +170,7 @@ struct Decoded {
     Drop drop = Drop::too_short;
     DatagramHeader header{};
     std::span<const std::byte> payload{};
+    bool group = false; // it came as group_data (sent to udp.multicast); header is this member's data
 };
 
 // Checks, in order: size, magic, version, type (and the layout of its type),
@@ -244,6 +245,7 @@ struct Decoded {
         if (!mine) return drop(Drop::wrong_target);
         d.payload = d.payload.subspan(group_table_bytes(h.reserved));
         d.header.reserved = 0;
+        d.group = true;
     }
     if (h.to != expect.self) return drop(Drop::wrong_target);
     if (h.from == expect.self || h.incarnation == 0 || expect.knows == nullptr ||
