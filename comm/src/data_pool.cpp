@@ -54,10 +54,25 @@ BufferPtr DataPool::make(std::size_t size) {
     return std::make_unique<Pooled>(shared_from_this(), cls, std::move(memory), size);
 }
 
+// Beyond keep_bytes, blocks of the other classes that hold the most bytes go back to
+// the heap first: the sizes in use now keep their memory, those of the past lose it.
 void DataPool::give(std::size_t cls, std::unique_ptr<std::byte[]> memory) noexcept {
     std::lock_guard lock(mutex_);
     const std::size_t capacity = capacity_of(cls);
-    if (kept_bytes_ + capacity > keep_bytes_) return; // the block goes back to the heap
+    while (kept_bytes_ + capacity > keep_bytes_) {
+        std::size_t victim = classes;
+        std::size_t most = 0;
+        for (std::size_t c = 0; c < classes; ++c) {
+            const std::size_t bytes = free_[c].size() * capacity_of(c);
+            if (c != cls && bytes > most) {
+                most = bytes;
+                victim = c;
+            }
+        }
+        if (victim == classes) return; // the block goes back to the heap
+        free_[victim].pop_back();
+        kept_bytes_ -= capacity_of(victim);
+    }
     try {
         free_[cls].push_back(std::move(memory));
         kept_bytes_ += capacity;

@@ -7,10 +7,9 @@
 // mapped pages every time; this made the rendezvous path a flat ~290 MB/s over sci
 // (docs/mpi.md). A message of pooled_from bytes or more takes its memory from here
 // instead. Blocks come in size classes (four per power of two: at most 25 % larger
-// than asked) and a freed one is kept for the next message of its class while the
-// kept blocks hold at most keep_bytes. Each buffer holds the pool, so blocks outlive
-// the communicator while a node holds one of its messages (a Buffer may outlive its
-// factory). Not installed.
+// than asked) and a freed one is kept for the next message of its class; the kept
+// blocks hold at most keep_bytes, those of other classes making room for it. Each buffer holds the pool, so blocks
+// outlive the communicator while a node holds one of its messages (a Buffer may outlive its factory). Not installed.
 #pragma once
 
 #include <msgpass/buffer.hpp>
