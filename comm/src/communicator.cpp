@@ -303,6 +303,8 @@ CommStats Communicator::stats() const {
     s.rendezvous_awaiting = impl_->awaiting.size();
     for (const auto& [peer, ids] : impl_->abandoned)
         s.rendezvous_abandoned += ids.size();
+    s.large_buffers_reused = impl_->pool->reused();
+    s.large_buffers_kept_bytes = impl_->pool->kept_bytes();
     return s;
 }
 

@@ -11,6 +11,8 @@
 #pragma once
 
 #include <msgpass/comm.hpp>
+
+#include "data_pool.hpp"
 #include <msgpass/deadline.hpp>
 
 #include <algorithm>
@@ -64,6 +66,10 @@ void write_envelope(std::byte* at, Tag tag, std::size_t size, std::uint8_t kind 
 // copied behind a fresh envelope (one buffer); a larger one is sent as a gather list
 // of envelope and payload (no copy here).
 constexpr std::size_t gather_above = 4096;
+
+// The freed memory of messages of bytes the communicator keeps for the next ones
+// (DataPool): a window of 16 MiB in flight reuses it whole.
+constexpr std::size_t pool_keep_bytes = 32 * 1024 * 1024;
 
 // The payload of a message: a view past the envelope, owning the whole (a received
 // message, or Communicator::create_buffer's). The envelope's room in front of the
@@ -195,6 +201,10 @@ struct Communicator::Impl {
     // most rendezvous_window per peer (abandon_locked), oldest first.
     std::map<NodeId, std::deque<std::uint32_t>> abandoned;
     std::map<NodeId, std::deque<BufferPtr>> control_backlog;
+    // Memory of messages of bytes, reused (data_pool.hpp), and the largest size
+    // the factory's create_buffer accepted (make_message).
+    const std::shared_ptr<DataPool> pool = DataPool::create(pool_keep_bytes);
+    std::atomic<std::size_t> sizes_checked{0};
 
     // The factory-lifetime contract (node_factory.hpp) for the communicator: every
     // public call but self_id, peers and stats starts here, so that none reaches the

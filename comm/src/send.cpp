@@ -18,7 +18,24 @@ void write_envelope(std::byte* at, Tag tag, std::size_t size, std::uint8_t kind,
 
 BufferPtr Communicator::Impl::make_message(Tag tag, std::span<const std::byte> bytes, std::uint8_t kind,
                                            std::uint32_t id) {
-    auto whole = factory.create_buffer(header_size + bytes.size());
+    const std::size_t n = header_size + bytes.size();
+    BufferPtr whole;
+    if (n >= DataPool::pooled_from) {
+        // Reused memory (data_pool.hpp): fresh memory would cost a page fault per
+        // page copied into whenever many are in flight. The factory's create_buffer still refuses
+        // a size beyond max_message_size at the post, as for smaller messages: asked
+        // once per larger size when the communicator does not know the limit (built
+        // from a list of peers), else only beyond it.
+        if (max_message_size == 0 ? n > sizes_checked.load(std::memory_order_relaxed) : n > max_message_size) {
+            (void)factory.create_buffer(n); // memory not touched: no page faults
+            std::size_t seen = sizes_checked.load(std::memory_order_relaxed);
+            while (seen < n && !sizes_checked.compare_exchange_weak(seen, n, std::memory_order_relaxed)) {
+            }
+        }
+        whole = pool->make(n);
+    } else {
+        whole = factory.create_buffer(n);
+    }
     auto* s = whole->single();
     if (s == nullptr) {
         whole = std::make_unique<HeapBuffer>(header_size + bytes.size());

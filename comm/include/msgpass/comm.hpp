@@ -119,6 +119,11 @@ struct CommStats {
     std::uint64_t rendezvous_announced = 0; // now: own announcements not yet cleared by their receiver
     std::uint64_t rendezvous_awaiting = 0;  // now: receives that cleared an announcement, waiting for its data
     std::uint64_t rendezvous_abandoned = 0; // now: cleared announcements whose receive was cancelled (data to drop)
+    // Sends of bytes whose message (envelope and payload) is of 4 KiB or more are
+    // copied into memory the communicator reuses: how many found a kept block, and
+    // the bytes of freed blocks kept now (at most 32 MiB).
+    std::uint64_t large_buffers_reused = 0;
+    std::uint64_t large_buffers_kept_bytes = 0;
 };
 
 class Communicator {
