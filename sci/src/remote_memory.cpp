@@ -10,8 +10,10 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <chrono>
 #include <cstdint>
 #include <cstring>
+#include <thread>
 #if defined(__x86_64__)
 #include <emmintrin.h>
 #endif
@@ -150,6 +152,22 @@ public:
     }
 };
 
+// Takes the exclusive lock of a segment found at start, true when its owner is dead.
+// A live owner holds that lock for its whole life; but a partner checking whether a
+// dead owner is alive (RemoteSegment::owner_alive, connect) takes a shared lock on
+// it for a moment, and a restarted node that tried just then took the dead owner for
+// a live one (the 30-minute soak saw it once in 435 restarts). So the lock is tried
+// again for up to stale_lock_grace before the owner is called alive.
+bool lock_stale_segment(int fd) {
+    constexpr auto stale_lock_grace = std::chrono::seconds(1);
+    const auto deadline = std::chrono::steady_clock::now() + stale_lock_grace;
+    for (;;) {
+        if (::flock(fd, LOCK_EX | LOCK_NB) == 0) return true;
+        if (errno != EWOULDBLOCK || std::chrono::steady_clock::now() >= deadline) return false;
+        std::this_thread::sleep_for(std::chrono::milliseconds(2));
+    }
+}
+
 void LocalDestroyed::create(LocalSegment& s, const std::string& segment, std::size_t size, Pages pages) {
     const std::string name = bip_name(segment);
     bip::permissions owner_only;
@@ -166,7 +184,7 @@ void LocalDestroyed::create(LocalSegment& s, const std::string& segment, std::si
             try {
                 bip::shared_memory_object old(bip::open_only, name.c_str(), bip::read_write);
                 const int old_fd = old.get_mapping_handle().handle;
-                if (::flock(old_fd, LOCK_EX | LOCK_NB) != 0) {
+                if (!lock_stale_segment(old_fd)) {
                     throw ResourceError("shared memory segment '" + segment +
                                         "' belongs to a live process: is another process running with the "
                                         "same node id in this partition?");
