@@ -103,7 +103,7 @@ if [[ ! -x "$zmq_bench" || tests/peers/zmq_bench.cpp -nt "$zmq_bench" ||
     # Its results are msgpass-bench's (report.cpp: the same summary and JSON line).
     # shellcheck disable=SC2046 # pkg-config's flags are words
     "${CXX:-g++}" -std=c++20 -O2 -Wall -Wextra -Wpedantic -o "$zmq_bench" \
-        -Iapps/msgpass-bench -Iconfig/include -Iframework/include \
+        -Iapps/msgpass-bench -Ibase/include -Iconfig/include -Iframework/include \
         tests/peers/zmq_bench.cpp apps/msgpass-bench/report.cpp "$build/config/libmsgpass_config.a" \
         $(pkg-config --cflags --libs libzmq yaml-cpp)
 fi
