@@ -8,8 +8,11 @@
 // (docs/mpi.md). A message of pooled_from bytes or more takes its memory from here
 // instead. Blocks come in size classes (four per power of two: at most 25 % larger
 // than asked) and a freed one is kept for the next message of its class; the kept
-// blocks hold at most keep_bytes, those of other classes making room for it. Each buffer holds the pool, so blocks
-// outlive the communicator while a node holds one of its messages (a Buffer may outlive its factory). Not installed.
+// blocks hold at most keep_bytes, those of other classes making room for it. Each
+// buffer holds the pool, so blocks outlive the communicator while a node holds one
+// of its messages (a Buffer may outlive its factory). Not installed. It stands beside
+// the kit's BufferPool (msgpass/kit/pool.hpp), which the factories' create_buffer
+// takes large buffers from: one of the two should absorb the other (issue 12's note).
 #pragma once
 
 #include <msgpass/buffer.hpp>

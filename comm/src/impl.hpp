@@ -11,9 +11,9 @@
 #pragma once
 
 #include <msgpass/comm.hpp>
+#include <msgpass/deadline.hpp>
 
 #include "data_pool.hpp"
-#include <msgpass/deadline.hpp>
 
 #include <algorithm>
 #include <atomic>
