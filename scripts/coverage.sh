@@ -6,7 +6,7 @@
 # and a program the MPI wrappers build has no --coverage), then gcovr. Prints one row
 # per library directory (base, config, framework, sci, ip/common, ip/tcp, ip/udp,
 # auto, comm, mpi, umbrella) and the uncovered line blocks of the hot-path files
-# (sci/src/node*.cpp, ip/tcp/src/*.cpp); with --write both go into docs/testing.md
+# (sci/src/node*.cpp, ip/tcp/src/*.cpp, ip/udp/src/*.cpp); with --write both go into docs/testing.md
 # between the coverage markers. The target is >= 95 % of lines in framework, sci,
 # ip and config.
 #
@@ -89,7 +89,7 @@ print("| directory | lines covered | coverage |", file=out)
 print("|---|---|---|", file=out)
 print("\n".join(rows), file=out)
 
-hot = sorted(n for n in lines if re.fullmatch(r"sci/src/node[^/]*\.cpp|ip/tcp/src/[^/]*\.cpp", n))
+hot = sorted(n for n in lines if re.fullmatch(r"sci/src/node[^/]*\.cpp|ip/(tcp|udp)/src/[^/]*\.cpp", n))
 print("\nUncovered lines of the hot-path files (blocks of consecutive uncovered lines; the first line shown):\n", file=out)
 for name in hot:
     per = lines[name]

@@ -12,8 +12,7 @@
 
 #include <msgpass/comm.hpp>
 #include <msgpass/deadline.hpp>
-
-#include "data_pool.hpp"
+#include <msgpass/kit/pool.hpp>
 
 #include <algorithm>
 #include <atomic>
@@ -67,8 +66,10 @@ void write_envelope(std::byte* at, Tag tag, std::size_t size, std::uint8_t kind 
 // of envelope and payload (no copy here).
 constexpr std::size_t gather_above = 4096;
 
-// The freed memory of messages of bytes the communicator keeps for the next ones
-// (DataPool): a window of 16 MiB in flight reuses it whole.
+// Messages of bytes of this size or more (envelope and payload) are made in recycled
+// memory (kit::BufferPool), which keeps up to pool_keep_bytes of freed blocks: a
+// window of 16 MiB in flight reuses it whole.
+constexpr std::size_t pooled_from = 4096;
 constexpr std::size_t pool_keep_bytes = 32 * 1024 * 1024;
 
 // The payload of a message: a view past the envelope, owning the whole (a received
@@ -201,9 +202,9 @@ struct Communicator::Impl {
     // most rendezvous_window per peer (abandon_locked), oldest first.
     std::map<NodeId, std::deque<std::uint32_t>> abandoned;
     std::map<NodeId, std::deque<BufferPtr>> control_backlog;
-    // Memory of messages of bytes, reused (data_pool.hpp), and the largest size
-    // the factory's create_buffer accepted (make_message).
-    const std::shared_ptr<DataPool> pool = DataPool::create(pool_keep_bytes);
+    // Memory of messages of bytes, reused (msgpass/kit/pool.hpp), and the largest
+    // size the factory's create_buffer accepted (make_message).
+    const std::shared_ptr<kit::BufferPool> pool = std::make_shared<kit::BufferPool>(pooled_from, pool_keep_bytes);
     std::atomic<std::size_t> sizes_checked{0};
 
     // The factory-lifetime contract (node_factory.hpp) for the communicator: every

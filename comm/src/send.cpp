@@ -20,8 +20,8 @@ BufferPtr Communicator::Impl::make_message(Tag tag, std::span<const std::byte> b
                                            std::uint32_t id) {
     const std::size_t n = header_size + bytes.size();
     BufferPtr whole;
-    if (n >= DataPool::pooled_from) {
-        // Reused memory (data_pool.hpp): fresh memory would cost a page fault per
+    if (n >= pooled_from) {
+        // Reused memory (msgpass/kit/pool.hpp): fresh memory would cost a page fault per
         // page copied into whenever many are in flight. The factory's create_buffer still refuses
         // a size beyond max_message_size at the post, as for smaller messages: asked
         // once per larger size when the communicator does not know the limit (built

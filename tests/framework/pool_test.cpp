@@ -1,6 +1,6 @@
 // Unit tests of msgpass/kit/pool.hpp: small messages in one allocation, large ones
-// from recycled memory by power-of-two class, each class keeping a bounded number of
-// freed buffers.
+// from recycled memory in size classes (four per power of two), the freed blocks kept
+// within a byte budget.
 #include <msgpass/kit/pool.hpp>
 
 #include <gtest/gtest.h>
@@ -47,40 +47,83 @@ TEST(BufferPool, ATinyBufferComesFromTheBlockCacheAndItsBlockIsReused) {
     EXPECT_EQ(single(pool->make(fits + 1)).capacity(), fits + 1);
 }
 
-TEST(BufferPool, ALargeBufferHasTheCapacityOfItsClass) {
+TEST(BufferPool, ALargeBufferHasTheCapacityOfItsClassAtMostAQuarterAboveItsSize) {
     auto pool = std::make_shared<BufferPool>();
     EXPECT_EQ(single(pool->make(64 * 1024)).capacity(), 64U * 1024);
-    auto b = pool->make(64 * 1024 + 24);
+    auto b = pool->make(64 * 1024 + 24); // 64 KiB of payload behind a communicator's envelope
     EXPECT_EQ(b->size(), 64U * 1024 + 24);
-    EXPECT_EQ(single(b).capacity(), 128U * 1024);
+    EXPECT_EQ(single(b).capacity(), 80U * 1024);
+    for (std::size_t size = 4096; size < (std::size_t{1} << 30); size = size * 9 / 8 + 1) {
+        for (const std::size_t s : {size - 1, size, size + 1}) {
+            const auto capacity = BufferPool::capacity_of(BufferPool::class_of(s));
+            EXPECT_GE(capacity, s);
+            EXPECT_LE(capacity, s + s / 4) << "size " << s;
+            // the class below would not hold it: the smallest class that does
+            EXPECT_LT(BufferPool::capacity_of(BufferPool::class_of(s) - 1), s) << "size " << s;
+        }
+    }
 }
 
-// The class of 64 KiB plus a communicator's envelope: a window of them freed together
-// comes back whole, so that a stream of them does not map and unmap memory per message.
-TEST(BufferPool, AClassKeepsItsByteBudgetOfFreedBuffersAndReusesThem) {
-    constexpr std::size_t size = 64 * 1024 + 24;
-    constexpr std::size_t cls = 17;
-    static_assert(BufferPool::kept(cls) == 16);
-    static_assert(BufferPool::kept(16) == 32);
-    static_assert(BufferPool::kept(22) == BufferPool::keep_per_class);
-    auto pool = std::make_shared<BufferPool>();
+TEST(BufferPool, BuffersBelowItsThresholdAreNotPooledAndThoseFromItAre) {
+    auto pool = std::make_shared<BufferPool>(4096, 1024 * 1024);
+    pool->make(4095).reset();
+    EXPECT_EQ(pool->kept_bytes(), 0U);
+    pool->make(4096).reset();
+    EXPECT_EQ(pool->kept_bytes(), 4096U);
+    auto again = pool->make(4000 + 96);
+    EXPECT_EQ(pool->reused(), 1U);
+    EXPECT_EQ(pool->kept_bytes(), 0U);
+}
+
+// A window of buffers freed together comes back whole up to the byte budget, so that
+// a stream of them does not map and unmap memory per message; beyond it, freed
+// buffers go back to the heap.
+TEST(BufferPool, FreedBuffersAreKeptUpToTheByteBudgetAndReused) {
+    constexpr std::size_t size = 64 * 1024 + 24; // blocks of 80 KiB
+    constexpr std::size_t budget = 1024 * 1024;
+    constexpr std::size_t fit = budget / (80 * 1024); // 12
+    auto pool = std::make_shared<BufferPool>(BufferPool::default_pooled_from, budget);
     std::vector<BufferPtr> first;
     std::set<const std::byte*> memory;
-    for (std::size_t i = 0; i < BufferPool::kept(cls) + 4; ++i) {
+    for (std::size_t i = 0; i < fit + 4; ++i) {
         first.push_back(pool->make(size));
         memory.insert(single(first.back()).data());
     }
-    first.clear(); // all freed: the pool keeps kept(cls) of them
+    first.clear();
+    EXPECT_EQ(pool->kept_bytes(), fit * 80 * 1024);
     std::vector<BufferPtr> second;
-    std::size_t reused = 0;
-    for (std::size_t i = 0; i < BufferPool::kept(cls) + 4; ++i) {
+    std::size_t same = 0;
+    for (std::size_t i = 0; i < fit + 4; ++i) {
         second.push_back(pool->make(size));
-        reused += memory.count(single(second.back()).data());
+        same += memory.count(single(second.back()).data());
     }
-    // The kept ones come back; the 4 beyond the budget were freed (their addresses may
-    // be handed out again by the heap, so they bound the count from above only).
-    EXPECT_GE(reused, BufferPool::kept(cls));
-    EXPECT_LE(reused, BufferPool::kept(cls) + 4);
+    EXPECT_EQ(pool->reused(), fit);
+    EXPECT_EQ(pool->kept_bytes(), 0U);
+    // The kept ones come back; the 4 beyond the budget were freed (the heap may hand
+    // their addresses out again, so they bound the count from above only).
+    EXPECT_GE(same, fit);
+    EXPECT_LE(same, fit + 4);
+}
+
+// The sizes in use now keep their memory: a freed block of a new size evicts blocks of
+// the class that holds the most bytes, not itself.
+TEST(BufferPool, AFreedBlockOfANewSizeEvictsTheKeptBlocksOfAnOldOne) {
+    constexpr std::size_t budget = 1024 * 1024;
+    auto pool = std::make_shared<BufferPool>(BufferPool::default_pooled_from, budget);
+    {
+        std::vector<BufferPtr> old;
+        for (int i = 0; i < 16; ++i)
+            old.push_back(pool->make(64 * 1024)); // 16 x 64 KiB: the whole budget
+    }
+    EXPECT_EQ(pool->kept_bytes(), budget);
+    pool->make(256 * 1024).reset(); // evicts 4 of the old blocks
+    EXPECT_EQ(pool->kept_bytes(), budget);
+    auto newer = pool->make(256 * 1024);
+    EXPECT_EQ(pool->reused(), 1U) << "the block of the size in use was not kept";
+    EXPECT_EQ(pool->kept_bytes(), budget - 256 * 1024);
+    // A block larger than the whole budget is never kept.
+    pool->make(2 * budget).reset();
+    EXPECT_EQ(pool->kept_bytes(), budget - 256 * 1024);
 }
 
 TEST(BufferPool, ABufferOutlivesItsPoolsLastOtherOwner) {

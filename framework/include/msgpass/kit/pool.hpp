@@ -1,21 +1,22 @@
-// Recycled memory for large messages (64 KiB and more), for every technology: a
-// fresh buffer of a megabyte per message costs page faults on every touch, and with
-// glibc an mmap/munmap pair per message, which halved the bandwidth of a 1 MiB
-// stream. Freed buffers return here, by power-of-two size class, and the next buffer
-// of that class reuses one. A class keeps up to kept_bytes_per_class of buffers, and
-// at least keep_per_class: 32 of 64 KiB, 16 of 128 KiB, 4 of 512 KiB and more, so
-// that a window of messages just above 64 KiB (a communicator's 64 KiB payload
-// behind its envelope) is recycled too, not mapped and unmapped by glibc per
-// message (128 KiB is its mmap threshold). Thread-safe; buffers keep their pool
-// alive.
+// Recycled memory for large messages, for every technology and the communicator. A
+// fresh buffer per message costs a page fault per 4 KiB written into it: glibc maps
+// every block of 128 KiB or more anew and unmaps it when freed, and gives the top of
+// its heap back once more than 128 KiB are free there, so a window of messages in
+// flight was copied into newly mapped pages every time (a flat ~290 MB/s for the
+// communicator's rendezvous over sci, 0.4x the ring for a 4 MiB sci stream). A buffer
+// of pooled_from bytes or more takes its memory from here instead. Blocks come in
+// size classes, four per power of two (a block is at most 25 % larger than asked),
+// and a freed one is kept for the next buffer of its class; the kept blocks hold at
+// most keep_bytes, the classes holding most of them making room first, so that the
+// sizes in use now keep their memory and those of the past lose it. Smaller buffers
+// are one allocation each (InlineBuffer). Thread-safe; each buffer holds its pool, so
+// blocks outlive the pool's other owners (a Buffer may outlive its factory).
 #pragma once
 
 #include <msgpass/buffer.hpp>
 #include <msgpass/kit/block_cache.hpp>
 
-#include <algorithm>
 #include <array>
-#include <bit>
 #include <cstddef>
 #include <memory>
 #include <mutex>
@@ -64,62 +65,40 @@ inline BufferPtr InlineBuffer::make(std::size_t size) {
 
 class BufferPool : public std::enable_shared_from_this<BufferPool> {
 public:
-    static constexpr std::size_t min_size = 64 * 1024;
-    static constexpr std::size_t keep_per_class = 4;
-    static constexpr std::size_t kept_bytes_per_class = 2 * 1024 * 1024;
-    // How many freed buffers of class cls (buffers of 2^cls bytes) are kept.
-    static constexpr std::size_t kept(std::size_t cls) {
-        return std::max(keep_per_class, kept_bytes_per_class >> std::min<std::size_t>(cls, 63));
-    }
+    // The factories pool from 64 KiB on (below, a message is copied once and its
+    // pages are warm); the communicator from 4 KiB (its eager messages of bytes).
+    static constexpr std::size_t default_pooled_from = 64 * 1024;
+    static constexpr std::size_t default_keep_bytes = 32 * 1024 * 1024;
 
-    // A buffer of size bytes: pooled from min_size on, else one allocation.
+    // Hold it in a shared_ptr (std::make_shared): buffers keep their pool alive.
+    explicit BufferPool(std::size_t pooled_from = default_pooled_from,
+                        std::size_t keep_bytes = default_keep_bytes) noexcept
+        : pooled_from_(pooled_from), keep_bytes_(keep_bytes) {}
+
+    // A buffer of size bytes (size() == size): in a kept block of its class when
+    // there is one, else in a new block; below pooled_from, one allocation. Any thread.
     BufferPtr make(std::size_t size);
+
+    // The bytes of the freed blocks kept now, and how many buffers reused one.
+    std::size_t kept_bytes() const;
+    std::size_t reused() const;
+
+    // The class of a size (from pooled_from on), and the capacity of a class's blocks:
+    // class 4k + q holds blocks of 2^k * (4 + q) / 4 bytes, q = 0..3.
+    static std::size_t class_of(std::size_t size) noexcept;
+    static std::size_t capacity_of(std::size_t cls) noexcept;
 
 private:
     class Pooled;
-    static constexpr std::size_t classes = 40;
-    std::unique_ptr<std::byte[]> take(std::size_t cls);
-    void give(std::size_t cls, std::unique_ptr<std::byte[]> memory);
+    static constexpr std::size_t classes = 4 * 48; // blocks up to 2^48 bytes
+    void give(std::size_t cls, std::unique_ptr<std::byte[]> memory) noexcept;
 
-    std::mutex mutex_;
+    const std::size_t pooled_from_;
+    const std::size_t keep_bytes_;
+    mutable std::mutex mutex_;
     std::array<std::vector<std::unique_ptr<std::byte[]>>, classes> free_;
+    std::size_t kept_bytes_ = 0;
+    std::size_t reused_ = 0;
 };
-
-class BufferPool::Pooled final : public SingleBuffer {
-public:
-    Pooled(std::shared_ptr<BufferPool> pool, std::size_t cls, std::unique_ptr<std::byte[]> memory, std::size_t size)
-        : pool_(std::move(pool)), cls_(cls), memory_(std::move(memory)) {
-        reset(memory_.get(), size, std::size_t{1} << cls_);
-    }
-    ~Pooled() override { pool_->give(cls_, std::move(memory_)); }
-
-private:
-    std::shared_ptr<BufferPool> pool_;
-    std::size_t cls_;
-    std::unique_ptr<std::byte[]> memory_;
-};
-
-inline BufferPtr BufferPool::make(std::size_t size) {
-    if (size < min_size) return InlineBuffer::make(size);
-    const auto cls = static_cast<std::size_t>(std::bit_width(size - 1));
-    if (cls >= classes) return std::make_unique<HeapBuffer>(size);
-    auto memory = take(cls);
-    if (!memory) memory = std::make_unique_for_overwrite<std::byte[]>(std::size_t{1} << cls);
-    return std::make_unique<Pooled>(shared_from_this(), cls, std::move(memory), size);
-}
-
-inline std::unique_ptr<std::byte[]> BufferPool::take(std::size_t cls) {
-    std::lock_guard lock(mutex_);
-    auto& list = free_[cls];
-    if (list.empty()) return nullptr;
-    auto m = std::move(list.back());
-    list.pop_back();
-    return m;
-}
-
-inline void BufferPool::give(std::size_t cls, std::unique_ptr<std::byte[]> memory) {
-    std::lock_guard lock(mutex_);
-    if (free_[cls].size() < kept(cls)) free_[cls].push_back(std::move(memory));
-}
 
 } // namespace msgpass::kit

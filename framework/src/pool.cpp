@@ -1,29 +1,30 @@
-// The communicator's reused memory for the messages it makes (see data_pool.hpp).
-#include "data_pool.hpp"
+// Recycled memory for large messages (msgpass/kit/pool.hpp).
+#include <msgpass/kit/pool.hpp>
 
 #include <bit>
 #include <utility>
 
-namespace msgpass::comm::detail {
+namespace msgpass::kit {
 
 // A buffer over a block of the pool; dropping it gives the block back.
-class DataPool::Pooled final : public SingleBuffer {
+class BufferPool::Pooled final : public SingleBuffer {
 public:
-    Pooled(std::shared_ptr<DataPool> pool, std::size_t cls, std::unique_ptr<std::byte[]> memory,
+    Pooled(std::shared_ptr<BufferPool> pool, std::size_t cls, std::unique_ptr<std::byte[]> memory,
            std::size_t size) noexcept
         : pool_(std::move(pool)), cls_(cls), memory_(std::move(memory)) {
         reset(memory_.get(), size, capacity_of(cls_));
     }
+    Pooled(const Pooled&) = delete;
+    Pooled& operator=(const Pooled&) = delete;
     ~Pooled() override { pool_->give(cls_, std::move(memory_)); }
 
 private:
-    std::shared_ptr<DataPool> pool_;
+    std::shared_ptr<BufferPool> pool_;
     std::size_t cls_;
     std::unique_ptr<std::byte[]> memory_;
 };
 
-// Class 4k + q holds blocks of 2^k * (4 + q) / 4 bytes (q = 0..3), for sizes from 4.
-std::size_t DataPool::class_of(std::size_t size) noexcept {
+std::size_t BufferPool::class_of(std::size_t size) noexcept {
     if (size <= 4) return 8;                                               // 4 bytes: 2^2 * 4/4
     const auto k = static_cast<std::size_t>(std::bit_width(size - 1)) - 1; // 2^k < size <= 2^(k+1)
     const std::size_t quarter = std::size_t{1} << (k - 2);
@@ -31,12 +32,13 @@ std::size_t DataPool::class_of(std::size_t size) noexcept {
     return q == 4 ? 4 * (k + 1) : 4 * k + q;
 }
 
-std::size_t DataPool::capacity_of(std::size_t cls) noexcept {
+std::size_t BufferPool::capacity_of(std::size_t cls) noexcept {
     const std::size_t k = cls / 4;
     return (std::size_t{1} << k) / 4 * (4 + cls % 4);
 }
 
-BufferPtr DataPool::make(std::size_t size) {
+BufferPtr BufferPool::make(std::size_t size) {
+    if (size < pooled_from_) return InlineBuffer::make(size);
     const std::size_t cls = class_of(size);
     if (cls >= classes) return std::make_unique<HeapBuffer>(size);
     std::unique_ptr<std::byte[]> memory;
@@ -54,11 +56,22 @@ BufferPtr DataPool::make(std::size_t size) {
     return std::make_unique<Pooled>(shared_from_this(), cls, std::move(memory), size);
 }
 
+std::size_t BufferPool::kept_bytes() const {
+    std::lock_guard lock(mutex_);
+    return kept_bytes_;
+}
+
+std::size_t BufferPool::reused() const {
+    std::lock_guard lock(mutex_);
+    return reused_;
+}
+
 // Beyond keep_bytes, blocks of the other classes that hold the most bytes go back to
-// the heap first: the sizes in use now keep their memory, those of the past lose it.
-void DataPool::give(std::size_t cls, std::unique_ptr<std::byte[]> memory) noexcept {
+// the heap first; when only this class's remain, the freed block goes back itself.
+void BufferPool::give(std::size_t cls, std::unique_ptr<std::byte[]> memory) noexcept {
     std::lock_guard lock(mutex_);
     const std::size_t capacity = capacity_of(cls);
+    if (capacity > keep_bytes_) return; // never kept: evict nothing for it
     while (kept_bytes_ + capacity > keep_bytes_) {
         std::size_t victim = classes;
         std::size_t most = 0;
@@ -80,4 +93,4 @@ void DataPool::give(std::size_t cls, std::unique_ptr<std::byte[]> memory) noexce
     }
 }
 
-} // namespace msgpass::comm::detail
+} // namespace msgpass::kit
