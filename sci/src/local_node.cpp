@@ -243,15 +243,6 @@ std::uint32_t LocalNode::free_slots() const {
 // A yield that returns at once takes about 0.5 us here; one that ran another task
 // 3 us or more. The CPU counts as shared after one slow yield, and as free again
 // after 32 fast ones in a row.
-void LocalNode::learn_from_yield(std::chrono::nanoseconds took) noexcept {
-    if (took > std::chrono::microseconds(3) / 2) {
-        fast_yields_.store(0, std::memory_order_relaxed);
-        if (!cpu_shared_.load(std::memory_order_relaxed)) cpu_shared_.store(true, std::memory_order_relaxed);
-    } else if (fast_yields_.fetch_add(1, std::memory_order_relaxed) + 1 >= 32) {
-        if (cpu_shared_.load(std::memory_order_relaxed)) cpu_shared_.store(false, std::memory_order_relaxed);
-    }
-}
-
 void LocalNode::register_partner(Partner* node) {
     std::lock_guard lock(partners_mutex_);
     partners_.push_back(node);

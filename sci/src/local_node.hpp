@@ -14,6 +14,7 @@
 
 #include "remote_memory.hpp"
 #include "send_pool.hpp"
+#include "yield_gauge.hpp"
 
 #include <algorithm>
 #include <atomic>
@@ -170,9 +171,7 @@ private:
     std::unique_ptr<Broadcast> broadcast_;
     void progress_slow(const Partner* except);
     std::atomic<std::ptrdiff_t> queued_total_{0}; // nodes whose send queue is not empty
-    void learn_from_yield(std::chrono::nanoseconds took) noexcept;
-    std::atomic<bool> cpu_shared_{false};
-    std::atomic<std::uint32_t> fast_yields_{0};
+    YieldGauge yields_;                           // whether the CPU is shared, from the waits' yields
     std::mutex partners_mutex_;
     std::vector<Partner*> partners_;
     // Sleep announcements: the first thread to sleep tells every partner, the last
@@ -209,7 +208,7 @@ private:
 class LocalNode::Sleeper : public DoorbellSleeper {
 public:
     explicit Sleeper(LocalNode& local) : DoorbellSleeper{&local.bell()}, local_(local) {}
-    void yielded(std::chrono::nanoseconds took) noexcept { local_.learn_from_yield(took); }
+    void yielded(std::chrono::nanoseconds took) noexcept { local_.yields_.observe(took); }
     [[nodiscard]] Asleep announce() { return Asleep(local_); }
 
 private:
@@ -219,7 +218,7 @@ private:
 template <class Poll>
 auto LocalNode::wait(Poll&& poll, std::chrono::nanoseconds timeout) -> decltype(poll()) {
     WaitPolicy policy;
-    if (cpu_shared_.load(std::memory_order_relaxed)) policy.spin = std::chrono::microseconds(0);
+    if (yields_.shared()) policy.spin = std::chrono::microseconds(0);
     if (barrier_failed_.load(std::memory_order_relaxed)) policy.max_sleep = std::chrono::microseconds(1000);
     return wait_with(std::forward<Poll>(poll), timeout, Sleeper(*this), policy);
 }
