@@ -844,6 +844,59 @@ TEST(UdpMulticast, BadMulticastKeysAreErrorsNamingTheKeyAndLine) {
                     "network.yaml:8:24: udp.multicast_interface: expected the IPv4 address of an interface"));
 }
 
+// Every other key of the udp section: a value in its range is taken as written, one
+// outside it is an error naming the key, the line and the range.
+TEST(UdpOptions, EachKeyTakesAValueInItsRangeAndRefusesOneOutsideNamingKeyAndLine) {
+    std::string nodes = "nodes:\n";
+    for (int i = 1; i <= 11; ++i)
+        nodes += "  - {id: " + std::to_string(i) + ", name: n" + std::to_string(i) +
+                 ", host: 127.0.0.1, port: " + std::to_string(17000 + i) + "}\n";
+    const std::string head = "partition: p\ntechnology: udp\ngroups:\n  farm: [1, 2]\n"
+                             "  big: [1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11]\nudp:\n";
+    auto error_of = [&](const std::string& udp_keys) -> std::string {
+        try {
+            (void)config::load_text(head + udp_keys, nodes);
+        } catch (const ConfigError& e) {
+            return e.what();
+        }
+        return "";
+    };
+    auto has = [](const std::string& e, const std::string& want) {
+        return e.find(want) != std::string::npos ? ::testing::AssertionSuccess() : ::testing::AssertionFailure() << e;
+    };
+
+    const auto c = config::load_text(head + "  socket_buffer: 8MiB\n  window: 4096\n  inject_loss: 0.5\n"
+                                            "  inject_multicast_loss: 0.25\n  inject_seed: 12345\n"
+                                            "  multicast_group: farm\n  multicast: 239.1.2.3:4000\n"
+                                            "  multicast_interface: 127.0.0.1\n",
+                                     nodes);
+    const auto& o = c.section<udp::Options>();
+    EXPECT_EQ(o.socket_buffer, 8u * 1024 * 1024);
+    EXPECT_EQ(o.window, 4096u);
+    EXPECT_EQ(o.inject_loss, 0.5);
+    EXPECT_EQ(o.inject_multicast_loss, 0.25);
+    EXPECT_EQ(o.inject_seed, 12345u);
+    EXPECT_EQ(o.multicast_interface, "127.0.0.1");
+
+    EXPECT_TRUE(has(error_of("  socket_buffer: 32KiB\n"),
+                    "network.yaml:7:18: udp.socket_buffer: expected a size from 64KiB to 1GiB"));
+    EXPECT_TRUE(has(error_of("  window: 8\n"), "network.yaml:7:11: udp.window: expected"));
+    EXPECT_TRUE(has(error_of("  window: 65537\n"), "network.yaml:7:11: udp.window: expected"));
+    EXPECT_TRUE(
+        has(error_of("  inject_loss: 0.6\n"), "network.yaml:7:16: udp.inject_loss: expected a fraction from 0 to 0.5"));
+    EXPECT_TRUE(has(error_of("  inject_duplicate: -0.1\n"),
+                    "network.yaml:7:21: udp.inject_duplicate: expected a fraction from 0 to 0.5"));
+    EXPECT_TRUE(has(error_of("  inject_multicast_loss: 0.75\n"),
+                    "network.yaml:7:26: udp.inject_multicast_loss: expected a fraction from 0 to 0.5"));
+    EXPECT_TRUE(has(error_of("  inject_seed: -1\n"), "network.yaml:7:16: udp.inject_seed: expected"));
+    // A group's table of members (24 bytes each) must leave half of a datagram of 512
+    // bytes to the message: at most 10 members.
+    EXPECT_TRUE(has(error_of("  datagram_size: 512\n  multicast_group: big\n  multicast: 239.1.2.3:4000\n"),
+                    "network.yaml:8:20: udp.multicast_group: expected a group of at most 10 members with "
+                    "udp.datagram_size 512"));
+    EXPECT_EQ(error_of("  datagram_size: 512\n  multicast_group: farm\n  multicast: 239.1.2.3:4000\n"), "");
+}
+
 // ---------------------------------------------------------------- hostile datagrams
 
 class RawSocket {
