@@ -1024,6 +1024,109 @@ TEST(Udp, HostileDatagramsAreDroppedAndCountedByReasonWhileGoodTrafficFlows) {
     EXPECT_EQ(from_a->stats().errors, 0u);
 }
 
+// Datagrams that pass the decoder but that a peer never sends (a datagram longer than
+// any a peer sends, a piece in the middle of a message never begun, a NAK and a status
+// of datagrams never sent to it) are each dropped and counted once under their
+// reason, deliver nothing, and good traffic flows on.
+TEST(Udp, DatagramsNoPeerSendsAreEachDroppedAndCountedOnceAndDeliverNothing) {
+    // (peer_timeout: node 3, silent between the forged datagrams, is not lost.)
+    auto c = make_configuration("udp", unique_partition("forged"), 3,
+                                [](config::Configuration& c) { c.peer_timeout = 60s; });
+    auto a = NodeFactory::create(c, 1);
+    auto b = NodeFactory::create(c, 2);
+    auto to_b = a->create_node(2);
+    auto from_a = b->create_node(1);
+    auto from_3 = b->create_node(3);
+    const std::uint16_t port_b = c.nodes[1].port;
+    RawSocket intruder(c.nodes[2].port); // poses as node 3, which never starts
+    ASSERT_TRUE(intruder.bound());
+    const auto& ub = dynamic_cast<udp::UdpNodeFactory&>(*b);
+    EXPECT_EQ(ub.port(), port_b);
+    EXPECT_FALSE(RawSocket(port_b).bound()) << "the factory's port is not its socket's";
+
+    // As node 3, learn node 2's incarnation from the welcome to a hello.
+    udp::DatagramHeader h;
+    h.magic = udp::magic;
+    h.version = udp::protocol_version;
+    h.type = static_cast<std::uint16_t>(udp::DatagramType::hello);
+    h.from = 3;
+    h.to = 2;
+    h.partition = udp::partition_hash(c.partition);
+    h.incarnation = 0x4321;
+    intruder.send_to(port_b, datagram(h, 0));
+    udp::DatagramHeader welcome;
+    for (auto deadline = Clock::now() + patience;;) {
+        const auto answer = intruder.receive(100ms);
+        if (answer.size() >= udp::header_size) {
+            std::memcpy(&welcome, answer.data(), udp::header_size);
+            if (welcome.type == static_cast<std::uint16_t>(udp::DatagramType::welcome)) break;
+        }
+        ASSERT_LT(Clock::now(), deadline) << "no welcome to a hello";
+    }
+    h.peer_incarnation = welcome.incarnation;
+
+    std::uint64_t seq = 0;
+    auto exchange = [&](std::uint64_t count) {
+        for (std::uint64_t i = 0; i < count; ++i, ++seq) {
+            to_b->send(make_message(*a, 64 + seq % 3000, 0, seq));
+            auto m = from_a->receive(patience);
+            ASSERT_NE(m, nullptr) << "message " << seq;
+            ASSERT_EQ(check_payload(*m).seq, seq);
+        }
+    };
+    exchange(20);
+    using udp::Drop;
+    auto count = [&](Drop d) { return ub.datagram_stats().count(d); };
+    const std::uint64_t bad_fragment = count(Drop::bad_fragment), bad_magic = count(Drop::bad_magic),
+                        beyond_window = count(Drop::beyond_window);
+    auto counted_once = [&](Drop d, std::uint64_t before) {
+        if (!eventually([&] { return count(d) >= before + 1; }, patience)) {
+            return ::testing::AssertionFailure() << udp::describe(d) << " not counted";
+        }
+        exchange(10); // what came after it was handled
+        if (count(d) != before + 1) return ::testing::AssertionFailure() << udp::describe(d) << ": " << count(d);
+        return ::testing::AssertionSuccess();
+    };
+
+    // 60000 zero bytes: longer than any datagram of a peer (truncated, not read as a
+    // datagram of bad magic).
+    intruder.send_to(port_b, std::vector<std::byte>(60000, std::byte{0}));
+    EXPECT_TRUE(counted_once(Drop::bad_fragment, bad_fragment));
+    EXPECT_EQ(count(Drop::bad_magic), bad_magic);
+
+    // The second half of a message of 10 bytes whose first half never came, in order
+    // (datagram 0 of node 3).
+    auto middle = h;
+    middle.type = static_cast<std::uint16_t>(udp::DatagramType::data);
+    middle.seq = 0;
+    middle.length = 10;
+    middle.offset = 5;
+    middle.flags = 0;
+    intruder.send_to(port_b, datagram(middle, 5));
+    EXPECT_TRUE(counted_once(Drop::bad_fragment, bad_fragment + 1));
+
+    // A NAK of datagram 5 and a status acknowledging datagram 0: node 2 never sent
+    // anything to node 3.
+    auto nak = h;
+    nak.type = static_cast<std::uint16_t>(udp::DatagramType::nak);
+    nak.seq = 1;
+    auto nak_bytes = datagram(nak, 16);
+    const std::uint64_t range[2] = {5, 1};
+    std::memcpy(nak_bytes.data() + udp::header_size, range, sizeof range);
+    intruder.send_to(port_b, nak_bytes);
+    EXPECT_TRUE(counted_once(Drop::beyond_window, beyond_window));
+    auto status = h;
+    status.type = static_cast<std::uint16_t>(udp::DatagramType::status);
+    status.seq = 1;
+    status.length = 64;
+    intruder.send_to(port_b, datagram(status, 0));
+    EXPECT_TRUE(counted_once(Drop::beyond_window, beyond_window + 1));
+
+    EXPECT_EQ(nothing_more(*from_3), "");
+    exchange(20);
+    EXPECT_EQ(from_a->stats().errors, 0u);
+}
+
 // ---------------------------------------------------------------- a loss declared while the peer lives
 
 // A relay between nodes 1 and 2: each reaches the other only through it (node 1's
