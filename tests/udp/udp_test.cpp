@@ -812,6 +812,48 @@ TEST(UdpMulticast, ABroadcastAfterAFactoryIsGoneIsAUsageErrorNotASendIntoAnEnded
     EXPECT_EQ(nothing_more(*from1_2), "");
 }
 
+// udp.multicast_interface an address of no interface here: the system refuses both
+// sending to the group's address and joining it. Each factory says so once on stderr,
+// naming the address and the group, and the group sends per member: every member
+// receives every message, none by multicast.
+TEST(UdpMulticast, AnInterfaceTheSystemRefusesIsSaidOnceAndTheGroupSendsPerMember) {
+    constexpr int members = 2;
+    auto c = multicast_partition("mcast-refused", members, [](config::Configuration& c) {
+        c.edit_section<udp::Options>().multicast_interface = "192.0.2.1"; // TEST-NET-1: on no interface
+    });
+    const auto& o = c.section<udp::Options>();
+    ::testing::internal::CaptureStderr();
+    auto sender = NodeFactory::create(c, 1);
+    std::vector<std::unique_ptr<NodeFactory>> farm;
+    std::vector<NodePtr> from1;
+    for (int i = 2; i <= members + 1; ++i) {
+        farm.push_back(NodeFactory::create(c, static_cast<NodeId>(i)));
+        from1.push_back(farm.back()->create_node(1));
+    }
+    const std::string said = ::testing::internal::GetCapturedStderr();
+    auto times = [&](const std::string& what) {
+        std::size_t n = 0;
+        for (auto at = said.find(what); at != std::string::npos; at = said.find(what, at + 1))
+            ++n;
+        return n;
+    };
+    const std::string tail = "; group 'farm' sends per member";
+    EXPECT_EQ(times("udp.multicast " + o.multicast + ": the socket cannot send multicast ("), 3u) << said;
+    EXPECT_EQ(times("udp.multicast " + o.multicast + ": this member cannot join it ("), 2u) << said;
+    EXPECT_EQ(times(tail), 5u) << said;
+    EXPECT_EQ(times(": node 1: udp.multicast"), 1u) << said;
+
+    auto group = sender->create_group("farm");
+    constexpr std::uint64_t n = 200;
+    for (std::uint64_t i = 0; i < n; ++i)
+        group->send(numbered(*sender, i));
+    for (int k = 0; k < members; ++k) {
+        std::uint64_t received = 0;
+        EXPECT_EQ(take_all(*from1[static_cast<std::size_t>(k)], n, received), "") << "member " << k + 2;
+    }
+    EXPECT_EQ(dynamic_cast<udp::UdpNodeFactory&>(*sender).datagram_stats().multicast_sent, 0u);
+}
+
 // The multicast keys are checked where they are written.
 TEST(UdpMulticast, BadMulticastKeysAreErrorsNamingTheKeyAndLine) {
     const std::string nodes = "nodes:\n  - {id: 1, name: a, host: 127.0.0.1, port: 17001}\n"
