@@ -1602,9 +1602,10 @@ TEST(Udp, AMessageOfManyDatagramsArrivesAsNumberedDatagramsOfAtMostDatagramSize)
     const std::size_t payload = udp::default_datagram_size - udp::header_size;
 
     // 8 KiB (six datagrams), 50 000 B (more than one batch of 16), a FragmentList of
-    // 40 fragments (each piece copied: one datagram a send), a datagram exactly full,
-    // and ten of 64 B; the first four are queued before the peer is known, so that
-    // they leave in one batch, the others as they are sent.
+    // 80 fragments of 50 B (a piece spans about 29 of them, more than the 15 iovecs
+    // a datagram has after its header: each piece is copied into one), a datagram
+    // exactly full, and ten of 64 B; the first four are queued before the peer is
+    // known, so that they leave in one batch, the others as they are sent.
     std::vector<std::vector<std::byte>> sent;
     auto message = [&](std::size_t size) {
         auto m = make_message(*a, size, 1, sent.size());
@@ -1613,11 +1614,11 @@ TEST(Udp, AMessageOfManyDatagramsArrivesAsNumberedDatagramsOfAtMostDatagramSize)
         return m;
     };
     auto fragmented = [&] {
-        auto whole = message(40 * 100);
+        auto whole = message(80 * 50);
         auto list = std::make_unique<FragmentList>();
         const auto bytes = whole->single()->bytes();
-        for (std::size_t i = 0; i < 40; ++i)
-            list->append(std::make_unique<HeapBuffer>(bytes.subspan(i * 100, 100)));
+        for (std::size_t i = 0; i < 80; ++i)
+            list->append(std::make_unique<HeapBuffer>(bytes.subspan(i * 50, 50)));
         return list;
     };
     to_2->send(message(8192));
