@@ -1066,6 +1066,48 @@ TEST(Udp, HostileDatagramsAreDroppedAndCountedByReasonWhileGoodTrafficFlows) {
     EXPECT_EQ(from_a->stats().errors, 0u);
 }
 
+// Two nodes on ::1 (IPv6): messages flow both ways, and an empty datagram from
+// another IPv6 socket is counted as too short, not skipped as the wake-up a factory
+// sends itself (an empty datagram from its own port).
+TEST(Udp, NodesOnIpv6ExchangeMessagesAndAnEmptyDatagramFromElsewhereIsTooShort) {
+    auto c = make_configuration("udp", unique_partition("ipv6"), 2, [](config::Configuration& c) {
+        for (auto& n : c.nodes)
+            n.host = "::1";
+    });
+    auto a = NodeFactory::create(c, 1);
+    auto b = NodeFactory::create(c, 2);
+    auto a_with_b = a->create_node(2);
+    auto b_with_a = b->create_node(1);
+    for (std::uint64_t i = 0; i < 50; ++i) {
+        a_with_b->send(make_message(*a, 64 + i * 97, 1, i));
+        auto m = b_with_a->receive(patience);
+        ASSERT_NE(m, nullptr) << "message " << i << " from node 1";
+        EXPECT_EQ(check_payload(*m).seq, i);
+        b_with_a->send(make_message(*b, 64 + i * 89, 2, i));
+        m = a_with_b->receive(patience);
+        ASSERT_NE(m, nullptr) << "message " << i << " from node 2";
+        EXPECT_EQ(check_payload(*m).seq, i);
+    }
+
+    const int fd = ::socket(AF_INET6, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+    ASSERT_GE(fd, 0);
+    sockaddr_in6 to{};
+    to.sin6_family = AF_INET6;
+    to.sin6_addr = in6addr_loopback;
+    to.sin6_port = htons(c.nodes[1].port);
+    const auto& ub = dynamic_cast<udp::UdpNodeFactory&>(*b);
+    const std::uint64_t before = ub.datagram_stats().count(udp::Drop::too_short);
+    EXPECT_EQ(::sendto(fd, nullptr, 0, 0, reinterpret_cast<const sockaddr*>(&to), sizeof to), 0)
+        << std::strerror(errno);
+    ::close(fd);
+    EXPECT_TRUE(eventually([&] { return ub.datagram_stats().count(udp::Drop::too_short) == before + 1; }, patience))
+        << ub.datagram_stats().count(udp::Drop::too_short) - before << " counted";
+    a_with_b->send(make_message(*a, 100, 1, 50));
+    auto m = b_with_a->receive(patience);
+    ASSERT_NE(m, nullptr);
+    EXPECT_EQ(check_payload(*m).seq, 50u);
+}
+
 // Datagrams that pass the decoder but that a peer never sends (a datagram longer than
 // any a peer sends, a piece in the middle of a message never begun, a NAK and a status
 // of datagrams never sent to it) are each dropped and counted once under their
