@@ -13,9 +13,11 @@
 #include <gtest/gtest.h>
 
 #include <arpa/inet.h>
+#include <linux/capability.h>
 #include <netinet/in.h>
 #include <poll.h>
 #include <sys/socket.h>
+#include <sys/syscall.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -1625,6 +1627,56 @@ TEST(UdpSkip, ASkipIsOnePeerLostBetweenTheMessagesAroundItAndABadOneIsDropped) {
     EXPECT_EQ(ub.datagram_stats().count(Drop::bad_fragment), 0u) << "the half message's piece was not dropped with it";
     EXPECT_EQ(from_1->stats().errors, 1u) << "one PeerLost";
     EXPECT_EQ(nothing_more(*from_1, 100ms), "");
+}
+
+// ---------------------------------------------------------------- socket buffers
+
+// udp.socket_buffer above net.core.rmem_max, in a thread without CAP_NET_ADMIN (which
+// SO_RCVBUFFORCE needs): the factory asks for it with SO_RCVBUF instead, gets
+// rmem_max, and says once on stderr what it got, what was asked and which sysctl to
+// raise. (Skipped without the capability: the other tests' factories may then have
+// said it already, once for the process.)
+TEST(UdpResources, ABufferAboveWhatTheKernelGrantsIsTakenAsGrantedAndSaidOnce) {
+    std::uint64_t rmem_max = 0;
+    if (std::FILE* f = std::fopen("/proc/sys/net/core/rmem_max", "r")) {
+        unsigned long long v = 0;
+        if (std::fscanf(f, "%llu", &v) == 1) rmem_max = v;
+        std::fclose(f);
+    }
+    if (rmem_max == 0 || rmem_max > 128 * config::MiB) GTEST_SKIP() << "net.core.rmem_max unknown or above 128 MiB";
+    const std::uint64_t asked = 256 * config::MiB;
+    auto c = make_configuration("udp", unique_partition("rmem"), 2, [&](config::Configuration& c) {
+        c.edit_section<udp::Options>().socket_buffer = asked;
+    });
+    std::string said, second;
+    bool dropped = false;
+    std::thread([&] {
+        __user_cap_header_struct header{_LINUX_CAPABILITY_VERSION_3, 0};
+        __user_cap_data_struct data[_LINUX_CAPABILITY_U32S_3]{};
+        const auto word = CAP_TO_INDEX(CAP_NET_ADMIN);
+        const auto bit = CAP_TO_MASK(CAP_NET_ADMIN);
+        if (::syscall(SYS_capget, &header, data) != 0 || (data[word].effective & bit) == 0) return;
+        data[word].effective &= ~bit; // this thread's only
+        if (::syscall(SYS_capset, &header, data) != 0) return;
+        dropped = true;
+        ::testing::internal::CaptureStderr();
+        {
+            auto one = NodeFactory::create(c, 1);
+            auto two = NodeFactory::create(c, 2);
+            auto to_2 = one->create_node(2);
+            auto from_1 = two->create_node(1);
+            to_2->send(make_message(*one, 1000, 1, 0));
+            auto m = from_1->receive(patience);
+            EXPECT_NE(m, nullptr) << "no message with the smaller buffer";
+        }
+        said = ::testing::internal::GetCapturedStderr();
+    }).join();
+    if (!dropped) GTEST_SKIP() << "this process has no CAP_NET_ADMIN to drop";
+    const std::string warning = "the kernel gave a receive buffer of " + std::to_string(rmem_max) +
+                                " bytes, below udp.socket_buffer (" + std::to_string(asked) +
+                                " bytes); raise net.core.rmem_max (sysctl) to get it";
+    EXPECT_NE(said.find("msgpass udp nodes.yaml: node 1: " + warning), std::string::npos) << said;
+    EXPECT_EQ(said.find(warning, said.find(warning) + 1), std::string::npos) << "said twice: " << said;
 }
 
 // ---------------------------------------------------------------- datagrams on the wire
