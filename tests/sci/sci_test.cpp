@@ -796,6 +796,56 @@ TEST(SciHostilePeer, ASignedNotificationThatBreaksTheProtocolIsOneLossAndDeliver
     }
 }
 
+// A correctly signed note on an index whose slot the receiver still holds (the
+// application keeps every buffer: the pool is empty, the index has no grant) is one
+// no sender writes: it is not read (nothing is delivered, nothing reported) while
+// the index has no slot. Withdrawn before the buffers go, the peer's next message
+// arrives as usual.
+TEST(SciHostilePeer, ASignedNoteOnAnIndexWithoutAGrantIsNotRead) {
+    const SegmentCleanup segments(partition_for_test());
+    auto c = make_configuration("sci", segments.partition(), 2, [](config::Configuration& c) {
+        c.peer_timeout = 10s;
+        auto& o = c.edit_section<sci::Options>();
+        o.max_outst_buffers = 4;
+        o.recv_buffer_no = 4; // exactly what node 2 is granted
+    });
+    auto a = NodeFactory::create(c, 1);
+    auto b = NodeFactory::create(c, 2);
+    auto from_b = a->create_node(2);
+    auto to_a = b->create_node(1);
+    std::vector<BufferPtr> held;
+    for (std::uint64_t i = 0; i < 4; ++i) {
+        to_a->send(make_message(*b, 64, 0, i));
+        held.push_back(from_b->receive(10s));
+        ASSERT_NE(held.back(), nullptr) << "message " << i;
+    }
+    ASSERT_EQ(dynamic_cast<sci::SciNodeFactory&>(*a).local_node().free_slots(), 0u);
+    // Node 2's header in node 1's segment (node 2 is second in the nodes file): the
+    // note of message 4, index 0 of round 1.
+    sci::VirtualDevice device(segments.partition());
+    RemoteSegment seg;
+    ASSERT_TRUE(seg.connect(device.segment_name(1, 8)));
+    seg.map();
+    const auto& control = *reinterpret_cast<const sci::ControlBlock*>(seg.address());
+    auto* header = reinterpret_cast<sci::Header*>(seg.address() + control.header_offset + 1 * sci::header_size);
+    const std::uint32_t epoch = std::atomic_ref<std::uint32_t>(header->epoch).load();
+    std::atomic_ref<std::uint32_t> note(header->index[0].note);
+    const std::uint32_t before = note.load();
+    note.store(sci::make_note(sci::signature(1, sci::salt_of(epoch)), false, 64));
+    for (int i = 0; i < 20; ++i) {
+        BufferPtr m;
+        EXPECT_NO_THROW(m = from_b->receive(10ms));
+        EXPECT_EQ(m, nullptr) << "a note on an index without a slot was read";
+    }
+    EXPECT_EQ(from_b->stats().errors, 0u);
+    note.store(before);
+    held.clear();
+    to_a->send(make_message(*b, 64, 0, 4));
+    auto m = from_b->receive(10s);
+    ASSERT_NE(m, nullptr);
+    EXPECT_EQ(check_payload(*m).seq, 4u);
+}
+
 // --------------------------------------------------------- hostile receiver
 
 // The other way round: node 1 receives from node 2 and, gone mad, writes the words it
