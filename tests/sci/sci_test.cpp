@@ -697,6 +697,7 @@ struct Forgery {
     const char* name;
     std::uint32_t (*note)(std::uint32_t signature, std::uint32_t slot_size);
     const char* reported; // in the PeerLost message
+    bool hot = false;     // written after node 1 granted node 2 its hot slot
 };
 
 TEST(SciHostilePeer, ASignedNotificationThatBreaksTheProtocolIsOneLossAndDeliversNothing) {
@@ -709,6 +710,12 @@ TEST(SciHostilePeer, ASignedNotificationThatBreaksTheProtocolIsOneLossAndDeliver
         {"a large-message descriptor of a broken length",
          [](std::uint32_t sig, std::uint32_t) { return sci::make_note(sig, true, sizeof(sci::LargeDescriptor) + 1); },
          "malformed large-message descriptor"},
+        {"a size word beyond the slot, in the hot slot granted",
+         [](std::uint32_t sig, std::uint32_t slot_size) { return sci::make_note(sig, false, slot_size + 1, true); },
+         "size word", true},
+        {"a batch in the hot slot granted",
+         [](std::uint32_t sig, std::uint32_t) { return sci::make_note(sig, false, 64, true, true); },
+         "malformed batch (flagged hot too)", true},
     };
     for (const auto& forgery : forgeries) {
         SCOPED_TRACE(forgery.name);
@@ -729,6 +736,24 @@ TEST(SciHostilePeer, ASignedNotificationThatBreaksTheProtocolIsOneLossAndDeliver
         auto* header = reinterpret_cast<sci::Header*>(seg.address() + control.header_offset + 1 * sci::header_size);
         const std::uint32_t epoch = std::atomic_ref<std::uint32_t>(header->epoch).load();
         ASSERT_NE(epoch, 0u) << "node 2 never introduced itself";
+        // The receive slots of node 1 free now; a hot slot granted goes back with the
+        // violation.
+        const auto& local = dynamic_cast<sci::SciNodeFactory&>(*a).local_node();
+        const std::uint32_t free_slots = local.free_slots();
+        if (forgery.hot) {
+            // A message of hot_min_size bytes from node 1 grants node 2 a hot slot: its
+            // signature appears in the status node 1 keeps in node 2's segment (node 1's
+            // header there is the first).
+            RemoteSegment theirs;
+            ASSERT_TRUE(theirs.connect(device.segment_name(2, 8)));
+            theirs.map();
+            const auto& their_control = *reinterpret_cast<const sci::ControlBlock*>(theirs.address());
+            auto* status = &reinterpret_cast<sci::Header*>(theirs.address() + their_control.header_offset)->status;
+            auto granted = [&] { return sci::hot_sig_of(std::atomic_ref<std::uint32_t>(*status).load()) != 0; };
+            for (std::uint64_t i = 0; i < 3 && !granted(); ++i)
+                from_b->send(make_message(*a, sci::hot_min_size, 1, i));
+            ASSERT_TRUE(eventually(granted, 10s)) << "node 1 granted no hot slot";
+        }
         // One message was taken: the next is message 1, on index 1 of round 0.
         const std::uint32_t k = c.section<sci::Options>().max_outst_buffers;
         const std::uint32_t sig = sci::signature(1 / k, sci::salt_of(epoch));
@@ -767,7 +792,58 @@ TEST(SciHostilePeer, ASignedNotificationThatBreaksTheProtocolIsOneLossAndDeliver
         EXPECT_EQ(delivered, 0) << "the forged notification delivered a message";
         EXPECT_EQ(from_b->stats().errors, 1u);
         EXPECT_EQ(from_b->stats().messages_received, 1u);
+        EXPECT_EQ(local.free_slots(), free_slots) << "a receive slot was not given back";
     }
+}
+
+// A correctly signed note on an index whose slot the receiver still holds (the
+// application keeps every buffer: the pool is empty, the index has no grant) is one
+// no sender writes: it is not read (nothing is delivered, nothing reported) while
+// the index has no slot. Withdrawn before the buffers go, the peer's next message
+// arrives as usual.
+TEST(SciHostilePeer, ASignedNoteOnAnIndexWithoutAGrantIsNotRead) {
+    const SegmentCleanup segments(partition_for_test());
+    auto c = make_configuration("sci", segments.partition(), 2, [](config::Configuration& c) {
+        c.peer_timeout = 10s;
+        auto& o = c.edit_section<sci::Options>();
+        o.max_outst_buffers = 4;
+        o.recv_buffer_no = 4; // exactly what node 2 is granted
+    });
+    auto a = NodeFactory::create(c, 1);
+    auto b = NodeFactory::create(c, 2);
+    auto from_b = a->create_node(2);
+    auto to_a = b->create_node(1);
+    std::vector<BufferPtr> held;
+    for (std::uint64_t i = 0; i < 4; ++i) {
+        to_a->send(make_message(*b, 64, 0, i));
+        held.push_back(from_b->receive(10s));
+        ASSERT_NE(held.back(), nullptr) << "message " << i;
+    }
+    ASSERT_EQ(dynamic_cast<sci::SciNodeFactory&>(*a).local_node().free_slots(), 0u);
+    // Node 2's header in node 1's segment (node 2 is second in the nodes file): the
+    // note of message 4, index 0 of round 1.
+    sci::VirtualDevice device(segments.partition());
+    RemoteSegment seg;
+    ASSERT_TRUE(seg.connect(device.segment_name(1, 8)));
+    seg.map();
+    const auto& control = *reinterpret_cast<const sci::ControlBlock*>(seg.address());
+    auto* header = reinterpret_cast<sci::Header*>(seg.address() + control.header_offset + 1 * sci::header_size);
+    const std::uint32_t epoch = std::atomic_ref<std::uint32_t>(header->epoch).load();
+    std::atomic_ref<std::uint32_t> note(header->index[0].note);
+    const std::uint32_t before = note.load();
+    note.store(sci::make_note(sci::signature(1, sci::salt_of(epoch)), false, 64));
+    for (int i = 0; i < 20; ++i) {
+        BufferPtr m;
+        EXPECT_NO_THROW(m = from_b->receive(10ms));
+        EXPECT_EQ(m, nullptr) << "a note on an index without a slot was read";
+    }
+    EXPECT_EQ(from_b->stats().errors, 0u);
+    note.store(before);
+    held.clear();
+    to_a->send(make_message(*b, 64, 0, 4));
+    auto m = from_b->receive(10s);
+    ASSERT_NE(m, nullptr);
+    EXPECT_EQ(check_payload(*m).seq, 4u);
 }
 
 // --------------------------------------------------------- hostile receiver

@@ -46,6 +46,31 @@ TEST(TcpOptions, AConfiguredHandshakeTimeoutHoldsASilentConnectionPastTheDefault
 
 // ------------------------------------------------------------ resources
 
+// reset_connections (fault injection) names a peer: this process itself is a
+// UsageError and an id the nodes file lacks a ConfigError, each naming the id; a
+// peer never connected to is reset without error.
+TEST(TcpResources, ResettingTheConnectionsToThisProcessOrAnUnknownNodeIsAnErrorNamingTheId) {
+    const auto text = local_partition(partition_for_test(), 2, 1000ms);
+    ASSERT_EQ(text.nodes.size(), 2u) << "no free ports";
+    auto factory = NodeFactory::create(text.load(), 1);
+    auto& tcp = tcp_of(*factory);
+    EXPECT_EQ(tcp.port(), text.nodes[0].port);
+    try {
+        tcp.reset_connections(1);
+        ADD_FAILURE() << "no error for the connections to this process itself";
+    } catch (const UsageError& e) {
+        EXPECT_NE(std::string(e.what()).find("node 1 is this process itself"), std::string::npos) << e.what();
+    }
+    try {
+        tcp.reset_connections(7);
+        ADD_FAILURE() << "no error for node 7, which is not in the nodes file";
+    } catch (const ConfigError& e) {
+        EXPECT_NE(std::string(e.what()).find("node id 7 is not in the nodes file (ids: 1, 2)"), std::string::npos)
+            << e.what();
+    }
+    EXPECT_NO_THROW(tcp.reset_connections(2));
+}
+
 // "ResourceError (the port cannot be bound)": another program listens on node 1's
 // port; the factory says which port, and starts once the port is free again.
 TEST(TcpResources, AFactoryWhosePortIsTakenFailsWithAResourceErrorNamingThePort) {

@@ -302,5 +302,29 @@ TEST(UdpAuthenticated, ARawPeerWithTheKeyIsTrustedAndItsWelcomeReplayedAfterItsL
     EXPECT_TRUE(eventually([&] { return ub.datagram_stats().count(Drop::unauthenticated) > unauth_before; }, patience));
 }
 
+// A datagram from an incarnation node 2 never trusted, naming no incarnation of node 2
+// (what a node that lost track of us sends, or a forger): it is stale, and node 2
+// answers it with a hello whose nonce asks the sender to prove the key.
+TEST(UdpAuthenticated, AStaleDatagramFromAnUnprovenIncarnationIsAnsweredWithAHelloAskingForProof) {
+    auto c = make_configuration("udp", unique_partition("auth-stale"), 3, [](config::Configuration& c) {
+        c.auth_key = test_key(1);
+        c.peer_timeout = 10s;
+    });
+    auto b = NodeFactory::create(c, 2);
+    const auto& ub = as_udp(*b);
+    RawPeer raw(c, 0xbeef);
+    ASSERT_TRUE(raw.bound());
+    auto data = raw.header(DatagramType::data, 0x1234); // not node 2's incarnation
+    data.flags = udp::flag_first;
+    data.length = 10;
+    const std::vector<std::byte> ten(10, std::byte{0x33});
+    raw.send(data, ten);
+    EXPECT_TRUE(eventually([&] { return ub.datagram_stats().count(Drop::stale) == 1; }, patience));
+    const auto hello = raw.next(DatagramType::hello);
+    ASSERT_TRUE(hello) << "node 2 did not ask the unproven sender to prove itself";
+    EXPECT_EQ(hello->size(), udp::header_size + 32) << "node 2's hello carries no nonce";
+    EXPECT_EQ(header_of(*hello).to, 3u);
+}
+
 } // namespace
 } // namespace msgpass::test
