@@ -8,6 +8,7 @@
 #include <msgpass/udp/protocol.hpp>
 
 #include "../support/bounded.hpp"
+#include "../support/environment.hpp"
 #include "../support/partition.hpp"
 
 #include <gtest/gtest.h>
@@ -1634,8 +1635,7 @@ TEST(UdpSkip, ASkipIsOnePeerLostBetweenTheMessagesAroundItAndABadOneIsDropped) {
 // udp.socket_buffer above net.core.rmem_max, in a thread without CAP_NET_ADMIN (which
 // SO_RCVBUFFORCE needs): the factory asks for it with SO_RCVBUF instead, gets
 // rmem_max, and says once on stderr what it got, what was asked and which sysctl to
-// raise. (Skipped without the capability: the other tests' factories may then have
-// said it already, once for the process.)
+// raise. (Without the capability there is nothing to drop: skipped, failed in CI.)
 TEST(UdpResources, ABufferAboveWhatTheKernelGrantsIsTakenAsGrantedAndSaidOnce) {
     std::uint64_t rmem_max = 0;
     if (std::FILE* f = std::fopen("/proc/sys/net/core/rmem_max", "r")) {
@@ -1643,7 +1643,8 @@ TEST(UdpResources, ABufferAboveWhatTheKernelGrantsIsTakenAsGrantedAndSaidOnce) {
         if (std::fscanf(f, "%llu", &v) == 1) rmem_max = v;
         std::fclose(f);
     }
-    if (rmem_max == 0 || rmem_max > 128 * config::MiB) GTEST_SKIP() << "net.core.rmem_max unknown or above 128 MiB";
+    MSGPASS_REQUIRE(rmem_max != 0 && rmem_max <= 128 * config::MiB,
+                    "net.core.rmem_max readable and at most 128 MiB (the test asks for 256 MiB)");
     const std::uint64_t asked = 256 * config::MiB;
     auto c = make_configuration("udp", unique_partition("rmem"), 2, [&](config::Configuration& c) {
         c.edit_section<udp::Options>().socket_buffer = asked;
@@ -1671,7 +1672,7 @@ TEST(UdpResources, ABufferAboveWhatTheKernelGrantsIsTakenAsGrantedAndSaidOnce) {
         }
         said = ::testing::internal::GetCapturedStderr();
     }).join();
-    if (!dropped) GTEST_SKIP() << "this process has no CAP_NET_ADMIN to drop";
+    MSGPASS_REQUIRE(dropped, "CAP_NET_ADMIN, to drop it in one thread (run as root)");
     const std::string warning = "the kernel gave a receive buffer of " + std::to_string(rmem_max) +
                                 " bytes, below udp.socket_buffer (" + std::to_string(asked) +
                                 " bytes); raise net.core.rmem_max (sysctl) to get it";
