@@ -1632,6 +1632,34 @@ TEST(UdpSkip, ASkipIsOnePeerLostBetweenTheMessagesAroundItAndABadOneIsDropped) {
 
 // ---------------------------------------------------------------- socket buffers
 
+// The largest udp.socket_buffer (1 GiB) with CAP_NET_ADMIN: the kernel keeps at most
+// INT_MAX / 2 bytes, one less than 1 GiB; that is all the option can ask, so no
+// warning. (Each ctest test is its own process: no earlier warning hides this one.)
+TEST(UdpResources, TheLargestBufferWithThePowerToForceItIsTakenWithoutAWarning) {
+    bool may_force = false;
+    {
+        __user_cap_header_struct header{_LINUX_CAPABILITY_VERSION_3, 0};
+        __user_cap_data_struct data[_LINUX_CAPABILITY_U32S_3]{};
+        may_force = ::syscall(SYS_capget, &header, data) == 0 &&
+                    (data[CAP_TO_INDEX(CAP_NET_ADMIN)].effective & CAP_TO_MASK(CAP_NET_ADMIN)) != 0;
+    }
+    MSGPASS_REQUIRE(may_force, "CAP_NET_ADMIN, to force a buffer above net.core.rmem_max (run as root)");
+    auto c = make_configuration("udp", unique_partition("rmem1g"), 2, [&](config::Configuration& c) {
+        c.edit_section<udp::Options>().socket_buffer = config::GiB;
+    });
+    ::testing::internal::CaptureStderr();
+    {
+        auto one = NodeFactory::create(c, 1);
+        auto two = NodeFactory::create(c, 2);
+        auto to_2 = one->create_node(2);
+        auto from_1 = two->create_node(1);
+        to_2->send(make_message(*one, 1000, 1, 0));
+        EXPECT_NE(from_1->receive(patience), nullptr);
+    }
+    const std::string said = ::testing::internal::GetCapturedStderr();
+    EXPECT_EQ(said.find("the kernel gave a receive buffer"), std::string::npos) << said;
+}
+
 // udp.socket_buffer above net.core.rmem_max, in a thread without CAP_NET_ADMIN (which
 // SO_RCVBUFFORCE needs): the factory asks for it with SO_RCVBUF instead, gets
 // rmem_max, and says once on stderr what it got, what was asked and which sysctl to

@@ -15,6 +15,7 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <climits>
 #include <cstddef>
 #include <cstdio>
 #include <cstring>
@@ -135,7 +136,9 @@ bool knows_peer(const void* context, std::uint32_t id) {
 // per process when the kernel gives less. Returns the receive buffer the kernel
 // accounts (SO_RCVBUF as read back: twice what was set, overhead included).
 std::uint64_t size_buffers(int fd, std::uint64_t want, const std::string& where) {
-    const int asked = static_cast<int>(std::min<std::uint64_t>(want, 1u << 30));
+    // The kernel keeps at most INT_MAX / 2 (it stores twice the size in an int): 1 GiB,
+    // the most the option takes, is asked as that, or it would be "less" by one byte.
+    const int asked = static_cast<int>(std::min<std::uint64_t>(want, INT_MAX / 2));
     for (auto [force, plain] : {std::pair{SO_RCVBUFFORCE, SO_RCVBUF}, std::pair{SO_SNDBUFFORCE, SO_SNDBUF}}) {
         if (::setsockopt(fd, SOL_SOCKET, force, &asked, sizeof asked) != 0)
             (void)::setsockopt(fd, SOL_SOCKET, plain, &asked, sizeof asked);
