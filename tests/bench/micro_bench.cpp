@@ -11,6 +11,7 @@
 
 #include "batch.hpp"
 #include "send_pool.hpp"
+#include <msgpass/ip/frame.hpp>
 #include <msgpass/kit/block_cache.hpp>
 #include <msgpass/kit/pool.hpp>
 
@@ -297,5 +298,36 @@ void SmallMessagesDroppedByAnotherThread(benchmark::State& state) {
 }
 BENCHMARK(SmallMessagesDroppedByAnotherThread<true>)->Arg(64);
 BENCHMARK(SmallMessagesDroppedByAnotherThread<false>)->Arg(64);
+
+// What tcp's receive path does per frame of a read chunk (TcpNode::parse_in_buffer):
+// decode the 24-byte header, check it on the data side, make the message's buffer
+// (kit::BufferPool: an InlineBuffer, a block of the block cache up to ~200 bytes) and
+// copy the payload out; a 64 KiB chunk of frames of `size` bytes, messages dropped
+// as made. Items: frames.
+void TcpFrameParse(benchmark::State& state) {
+    const auto size = static_cast<std::size_t>(state.range(0));
+    const std::size_t frame = ip::frame_header_size + size;
+    const std::size_t frames = (64 * 1024) / frame;
+    std::vector<std::byte> chunk(frames * frame);
+    for (std::size_t i = 0; i < frames; ++i) {
+        ip::encode(ip::data_frame(i, size), chunk.data() + i * frame);
+        std::memset(chunk.data() + i * frame + ip::frame_header_size, static_cast<int>(i), size);
+    }
+    auto pool = std::make_shared<kit::BufferPool>();
+    for (auto _ : state) {
+        std::size_t at = 0;
+        while (at + ip::frame_header_size <= chunk.size()) {
+            const ip::FrameHeader h = ip::decode(chunk.data() + at);
+            if (ip::check_data_side(h, 1 << 20) != ip::Frame::data) state.SkipWithError("a frame did not check");
+            const auto n = static_cast<std::size_t>(h.length);
+            auto m = pool->make(n);
+            std::memcpy(m->single()->data(), chunk.data() + at + ip::frame_header_size, n);
+            benchmark::DoNotOptimize(m->single()->data());
+            at += ip::frame_header_size + n;
+        }
+    }
+    state.SetItemsProcessed(static_cast<std::int64_t>(state.iterations() * frames));
+}
+BENCHMARK(TcpFrameParse)->Arg(8)->Arg(64)->Arg(1024);
 
 BENCHMARK_MAIN();
