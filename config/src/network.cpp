@@ -68,7 +68,8 @@ void resolve_auth_key(Problems& problems, const Item& v, Configuration& c) {
         c.auth_key_file = file;
         c.auth_key = *key;
     } else {
-        report(problems, v, "a key file of this user with mode 0600", "'" + file.string() + "', which " + problem);
+        report(problems, v, "a key file of this user with mode 0600",
+               std::string("'") + file.string() + "', which " + problem);
     }
 }
 

@@ -39,7 +39,8 @@ std::string partition_prefix(std::string_view user, std::string_view partition) 
 }
 
 std::string segment_name(const SegmentAddress& address, std::string_view suffix) {
-    std::string name = "/" + partition_prefix(address.user, address.partition);
+    std::string name = "/"; // appended, not "/" + ...: GCC 12 warns falsely on that insert
+    name += partition_prefix(address.user, address.partition);
     name += address.sci_node_id ? "sci" + std::to_string(*address.sci_node_id) : std::string("sci-none");
     name += ".node";
     name += std::to_string(address.node);

@@ -111,10 +111,13 @@ void one_machine_per_sci_node_id(const config::Configuration& c, const config::R
         const auto [it, fresh] = first.emplace(*options.node_id, &m);
         if (fresh) continue;
         const auto& earlier = it->second->section<MachineOptions>();
+        std::string id = "'"; // appended, not "'" + ...: GCC 12 warns falsely on that insert
+        id += std::to_string(*options.node_id);
+        id += "'";
         reporter.report(options.node_id_at, "machines." + m.name + ".sci.node_id",
                         "an SCI node id of one machine only (machine '" + it->second->name + "' has it, at " +
                             earlier.node_id_at.str() + ")",
-                        "'" + std::to_string(*options.node_id) + "'");
+                        id);
     }
 }
 
