@@ -510,6 +510,42 @@ std::string take_all(Node& from, std::uint64_t n, std::uint64_t& received) {
 
 class UdpMulticast : public ::testing::TestWithParam<double> {};
 
+// A sender (node 1) and `members` member factories (nodes 2 on) of the group "farm",
+// each member with its node from 1.
+struct MulticastFarm {
+    MulticastFarm(const config::Configuration& c, int members) : sender(NodeFactory::create(c, 1)) {
+        for (int i = 2; i <= members + 1; ++i) {
+            farm.push_back(NodeFactory::create(c, static_cast<NodeId>(i)));
+            from1.push_back(farm.back()->create_node(1));
+        }
+        group = sender->create_group("farm");
+    }
+    // Runs send() while every member takes n numbered messages on a thread of its own
+    // (take_all); returns when every member is done.
+    template <class Send>
+    void stream(std::uint64_t n, Send&& send) {
+        errors.assign(from1.size(), "");
+        received.assign(from1.size(), 0);
+        std::vector<std::jthread> receivers;
+        for (std::size_t k = 0; k < from1.size(); ++k)
+            receivers.emplace_back([&, k] { errors[k] = take_all(*from1[k], n, received[k]); });
+        send();
+    }
+    // Every member received every message once, in order, intact.
+    void expect_everything_received() const {
+        for (std::size_t k = 0; k < errors.size(); ++k)
+            EXPECT_EQ(errors[k], "") << "member " << k + 2 << " after " << received[k] << " messages";
+    }
+    udp::DatagramStats sender_stats() const { return dynamic_cast<udp::UdpNodeFactory&>(*sender).datagram_stats(); }
+
+    std::unique_ptr<NodeFactory> sender;
+    std::vector<std::unique_ptr<NodeFactory>> farm;
+    std::vector<NodePtr> from1;
+    std::shared_ptr<Group> group;
+    std::vector<std::string> errors;
+    std::vector<std::uint64_t> received;
+};
+
 // Three members of a multicast group, the sender broadcasting to the group: every
 // member receives every message once, in order, intact, under injected loss,
 // duplicates and reordering; without loss the sender sends about one datagram per
@@ -526,58 +562,39 @@ TEST_P(UdpMulticast, EveryMemberOfTheGroupReceivesEveryBroadcastOnceInOrderAndIn
         c.peer_timeout = 5s;
         c.max_message_size = 1024 * 1024;
     });
-    auto sender = NodeFactory::create(c, 1);
-    std::vector<std::unique_ptr<NodeFactory>> farm;
-    std::vector<NodePtr> from1;
-    for (int i = 2; i <= members + 1; ++i) {
-        farm.push_back(NodeFactory::create(c, static_cast<NodeId>(i)));
-        from1.push_back(farm.back()->create_node(1));
-    }
-    auto group = sender->create_group("farm");
+    MulticastFarm f(c, members);
     constexpr std::uint64_t n = 20000;
-    std::vector<std::string> errors(members);
-    std::vector<std::uint64_t> received(members);
-    {
-        std::vector<std::jthread> receivers;
-        for (int i = 0; i < members; ++i) {
-            receivers.emplace_back([&, i] {
-                const auto k = static_cast<std::size_t>(i);
-                errors[k] = take_all(*from1[k], n, received[k]);
-            });
-        }
-        std::uint64_t datagrams = 0;
+    std::uint64_t datagrams = 0;
+    f.stream(n, [&] {
         const auto payload = udp::default_datagram_size - udp::header_size - udp::group_table_bytes(members);
         for (std::uint64_t i = 0; i < n; ++i) {
-            auto m = numbered(*sender, i);
+            auto m = numbered(*f.sender, i);
             datagrams += std::max<std::uint64_t>(1, (m->size() + payload - 1) / payload);
-            group->send(std::move(m));
+            f.group->send(std::move(m));
         }
-        receivers.clear();
-        const auto stats = dynamic_cast<udp::UdpNodeFactory&>(*sender).datagram_stats();
-        EXPECT_GT(stats.multicast_sent, 0u) << "nothing went to the multicast address";
-        if (loss == 0) {
-            // Per member it would be 3 x datagrams; a message goes by multicast to the
-            // members that keep up, per member to one whose window was full.
-            EXPECT_LT(stats.sent, members * datagrams) << stats.multicast_sent << " multicast of " << datagrams;
-            std::printf("[ multicast ] %llu datagrams of stream, sender sent %llu (%llu multicast): %.2f x\n",
-                        static_cast<unsigned long long>(datagrams), static_cast<unsigned long long>(stats.sent),
-                        static_cast<unsigned long long>(stats.multicast_sent),
-                        static_cast<double>(stats.sent) / static_cast<double>(datagrams));
-        }
+    });
+    const auto stats = f.sender_stats();
+    EXPECT_GT(stats.multicast_sent, 0u) << "nothing went to the multicast address";
+    if (loss == 0) {
+        // Per member it would be 3 x datagrams; a message goes by multicast to the
+        // members that keep up, per member to one whose window was full.
+        EXPECT_LT(stats.sent, members * datagrams) << stats.multicast_sent << " multicast of " << datagrams;
+        std::printf("[ multicast ] %llu datagrams of stream, sender sent %llu (%llu multicast): %.2f x\n",
+                    static_cast<unsigned long long>(datagrams), static_cast<unsigned long long>(stats.sent),
+                    static_cast<unsigned long long>(stats.multicast_sent),
+                    static_cast<double>(stats.sent) / static_cast<double>(datagrams));
     }
-    for (int i = 0; i < members; ++i)
-        EXPECT_EQ(errors[static_cast<std::size_t>(i)], "")
-            << "member " << i + 2 << " after " << received[static_cast<std::size_t>(i)] << " messages";
+    f.expect_everything_received();
     if (loss > 0) {
         std::uint64_t injected = 0, naks = 0;
-        for (auto& f : farm) {
-            const auto d = dynamic_cast<udp::UdpNodeFactory&>(*f).datagram_stats();
+        for (auto& member : f.farm) {
+            const auto d = dynamic_cast<udp::UdpNodeFactory&>(*member).datagram_stats();
             injected += d.count(udp::Drop::injected);
             naks += d.naks_sent;
         }
         EXPECT_GT(injected, 0u);
         EXPECT_GT(naks, 0u);
-        EXPECT_GT(dynamic_cast<udp::UdpNodeFactory&>(*sender).datagram_stats().repairs, 0u);
+        EXPECT_GT(stats.repairs, 0u);
     }
 }
 
@@ -694,36 +711,18 @@ TEST(UdpMulticast, ALossEveryMemberSeesIsRepairedByMulticastOnceForAllMembers) {
         c.peer_timeout = 5s;
         c.max_message_size = 1024 * 1024;
     });
-    auto sender = NodeFactory::create(c, 1);
-    std::vector<std::unique_ptr<NodeFactory>> farm;
-    std::vector<NodePtr> from1;
-    for (int i = 2; i <= members + 1; ++i) {
-        farm.push_back(NodeFactory::create(c, static_cast<NodeId>(i)));
-        from1.push_back(farm.back()->create_node(1));
-    }
-    auto group = sender->create_group("farm");
+    MulticastFarm f(c, members);
     constexpr std::uint64_t n = 20000;
-    std::vector<std::string> errors(members);
-    std::vector<std::uint64_t> received(members);
-    {
-        std::vector<std::jthread> receivers;
-        for (int i = 0; i < members; ++i) {
-            receivers.emplace_back([&, i] {
-                const auto k = static_cast<std::size_t>(i);
-                errors[k] = take_all(*from1[k], n, received[k]);
-            });
-        }
+    f.stream(n, [&] {
         for (std::uint64_t i = 0; i < n; ++i)
-            group->send(numbered(*sender, i));
-    }
-    for (int i = 0; i < members; ++i)
-        EXPECT_EQ(errors[static_cast<std::size_t>(i)], "")
-            << "member " << i + 2 << " after " << received[static_cast<std::size_t>(i)] << " messages";
-    const auto s = dynamic_cast<udp::UdpNodeFactory&>(*sender).datagram_stats();
+            f.group->send(numbered(*f.sender, i));
+    });
+    f.expect_everything_received();
+    const auto s = f.sender_stats();
     const std::uint64_t lost = s.count(udp::Drop::injected);
     std::uint64_t withheld = 0, duplicates = 0, naks = 0;
-    for (auto& f : farm) {
-        const auto d = dynamic_cast<udp::UdpNodeFactory&>(*f).datagram_stats();
+    for (auto& member : f.farm) {
+        const auto d = dynamic_cast<udp::UdpNodeFactory&>(*member).datagram_stats();
         EXPECT_EQ(d.count(udp::Drop::injected), 0u) << "the loss is the sender's alone here";
         withheld += d.naks_withheld;
         duplicates += d.count(udp::Drop::duplicate);
