@@ -700,6 +700,15 @@ struct Forgery {
     bool hot = false;     // written after node 1 granted node 2 its hot slot
 };
 
+// Node 2's header in node 1's segment of the partition (node 2 is second in the
+// nodes file), mapped through seg; null when the segment cannot be joined.
+sci::Header* node2_header_in_node1(const sci::VirtualDevice& device, RemoteSegment& seg) {
+    if (!seg.connect(device.segment_name(1, 8))) return nullptr;
+    seg.map();
+    const auto& control = *reinterpret_cast<const sci::ControlBlock*>(seg.address());
+    return reinterpret_cast<sci::Header*>(seg.address() + control.header_offset + 1 * sci::header_size);
+}
+
 TEST(SciHostilePeer, ASignedNotificationThatBreaksTheProtocolIsOneLossAndDeliversNothing) {
     const Forgery forgeries[] = {
         {"a size word beyond the slot",
@@ -727,13 +736,11 @@ TEST(SciHostilePeer, ASignedNotificationThatBreaksTheProtocolIsOneLossAndDeliver
         auto to_a = b->create_node(1);
         to_a->send(make_message(*b, 64, 0, 0));
         ASSERT_NE(from_b->receive(10s), nullptr);
-        // Node 2's header in node 1's segment: node 2 is second in the nodes file.
         sci::VirtualDevice device(segments.partition());
         RemoteSegment seg;
-        ASSERT_TRUE(seg.connect(device.segment_name(1, 8)));
-        seg.map();
+        auto* header = node2_header_in_node1(device, seg);
+        ASSERT_NE(header, nullptr);
         const auto& control = *reinterpret_cast<const sci::ControlBlock*>(seg.address());
-        auto* header = reinterpret_cast<sci::Header*>(seg.address() + control.header_offset + 1 * sci::header_size);
         const std::uint32_t epoch = std::atomic_ref<std::uint32_t>(header->epoch).load();
         ASSERT_NE(epoch, 0u) << "node 2 never introduced itself";
         // The receive slots of node 1 free now; a hot slot granted goes back with the
@@ -820,14 +827,11 @@ TEST(SciHostilePeer, ASignedNoteOnAnIndexWithoutAGrantIsNotRead) {
         ASSERT_NE(held.back(), nullptr) << "message " << i;
     }
     ASSERT_EQ(dynamic_cast<sci::SciNodeFactory&>(*a).local_node().free_slots(), 0u);
-    // Node 2's header in node 1's segment (node 2 is second in the nodes file): the
-    // note of message 4, index 0 of round 1.
+    // The note of message 4 in node 2's header: index 0 of round 1.
     sci::VirtualDevice device(segments.partition());
     RemoteSegment seg;
-    ASSERT_TRUE(seg.connect(device.segment_name(1, 8)));
-    seg.map();
-    const auto& control = *reinterpret_cast<const sci::ControlBlock*>(seg.address());
-    auto* header = reinterpret_cast<sci::Header*>(seg.address() + control.header_offset + 1 * sci::header_size);
+    auto* header = node2_header_in_node1(device, seg);
+    ASSERT_NE(header, nullptr);
     const std::uint32_t epoch = std::atomic_ref<std::uint32_t>(header->epoch).load();
     std::atomic_ref<std::uint32_t> note(header->index[0].note);
     const std::uint32_t before = note.load();
