@@ -2,6 +2,8 @@
 // load, and every way it can be wrong is an error naming the file and what to do.
 #include <msgpass/config.hpp>
 
+#include "../support/environment.hpp"
+
 #include <gtest/gtest.h>
 
 #include <filesystem>
@@ -126,7 +128,8 @@ TEST(AuthKeyFile, AMissingFileADirectoryAndAWrongSizeAreEachNamed) {
 }
 
 TEST(AuthKeyFile, AFileOfAnotherUserIsRefused) {
-    if (::geteuid() != 0) GTEST_SKIP() << "needs root to give a file to another user";
+    MSGPASS_REQUIRE(::geteuid() == 0,
+                    "needs root to give a file to another user; this test runs as uid " << ::geteuid());
     const KeyDir dir;
     const auto file = dir.file("key", raw_key);
     ASSERT_EQ(::chown(file.c_str(), 65534, 65534), 0);

@@ -7,6 +7,8 @@
 #include "local.hpp"
 #include "plan.hpp"
 
+#include "../support/environment.hpp"
+
 #include <msgpass/sci/naming.hpp>
 
 #include <gtest/gtest.h>
@@ -689,8 +691,8 @@ TEST(LauncherCleanup, FindsWhatTheSciTechnologyMade) {
 // A user without a passwd entry is "uid<N>" in segment names, for sci and for
 // msgpass-run alike (msgpass-run once said "<N>" and missed every segment).
 TEST(LauncherCleanup, FindsWhatTheSciTechnologyMadeForAUserWithoutAPasswdEntry) {
-    if (::geteuid() != 0)
-        GTEST_SKIP() << "running programs as another user needs root; this test runs as uid " << ::geteuid();
+    MSGPASS_REQUIRE(::geteuid() == 0,
+                    "running programs as another user needs root; this test runs as uid " << ::geteuid());
     std::optional<uid_t> uid;
     for (uid_t candidate = 47001; !uid && candidate < 47101; ++candidate)
         if (::getpwuid(candidate) == nullptr) uid = candidate;

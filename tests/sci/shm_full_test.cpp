@@ -13,6 +13,7 @@
 #include <msgpass/sci/options.hpp>
 #include <msgpass/sci/protocol.hpp>
 
+#include "../support/environment.hpp"
 #include "../support/partition.hpp"
 #include "../support/process.hpp"
 
@@ -50,13 +51,6 @@ std::string unavailable() {
         if (tool(name).empty()) return std::string("no '") + name + "' tool (util-linux, coreutils)";
     return "";
 }
-
-// Skips with the reason, or fails when CI is set (a CI machine must run the test).
-#define SKIP_OR_FAIL(reason)                                                                                           \
-    do {                                                                                                               \
-        if (std::getenv("CI") != nullptr) FAIL() << (reason) << " (CI is set: this test must run)";                    \
-        GTEST_SKIP() << (reason);                                                                                      \
-    } while (false)
 
 // Runs the current test again in a private mount namespace with a 4 MiB tmpfs on
 // /dev/shm; returns its output, or sets refused to why the namespace was refused.
@@ -106,9 +100,10 @@ InsideRun run_inside() {
 #define RUN_IN_A_SMALL_DEV_SHM()                                                                                       \
     do {                                                                                                               \
         if (!inside()) {                                                                                               \
-            if (const auto reason = unavailable(); !reason.empty()) SKIP_OR_FAIL(reason);                              \
+            const auto reason = unavailable();                                                                         \
+            MSGPASS_REQUIRE(reason.empty(), reason);                                                                   \
             const auto run = run_inside();                                                                             \
-            if (!run.refused.empty()) SKIP_OR_FAIL(run.refused);                                                       \
+            MSGPASS_REQUIRE(run.refused.empty(), run.refused);                                                         \
             EXPECT_TRUE(WIFEXITED(run.status))                                                                         \
                 << "the run in the small /dev/shm was killed by signal " << WTERMSIG(run.status) << ":\n"              \
                 << run.output;                                                                                         \
