@@ -2,15 +2,18 @@
 // the test ends (even when it fails), and line reads with a deadline (no sleeps).
 #pragma once
 
+#include <algorithm>
 #include <cerrno>
 #include <chrono>
 #include <csignal>
+#include <cstdio>
 #include <fcntl.h>
 #include <optional>
 #include <poll.h>
 #include <spawn.h>
 #include <stdexcept>
 #include <string>
+#include <sys/syscall.h>
 #include <sys/wait.h>
 #include <unistd.h>
 #include <vector>
@@ -31,6 +34,7 @@ public:
         for (const auto& a : argv)
             args.push_back(const_cast<char*>(a.c_str()));
         args.push_back(nullptr);
+        program_ = argv.empty() ? std::string() : argv[0];
         const int rc = ::posix_spawn(&pid_, args[0], &actions, nullptr, args.data(), environ);
         posix_spawn_file_actions_destroy(&actions);
         ::close(fds[1]);
@@ -52,9 +56,20 @@ public:
     void kill(int signal) {
         if (pid_ > 0 && !reaped_) ::kill(pid_, signal);
     }
-    // Waits for the exit and returns the raw wait status.
-    int wait() {
+    // A child that has not exited this long after the test waits for it is taken for
+    // hung: shorter than ctest's timeout, so the test fails with a word, not silently.
+    static constexpr std::chrono::seconds wait_bound{120};
+
+    // Waits at most bound for the exit and returns the raw wait status. A child still
+    // running then is killed (SIGKILL) and reaped, and stderr says which program it
+    // was: the caller sees "killed by signal 9" where it expected an exit.
+    int wait(std::chrono::milliseconds bound = wait_bound) {
         if (pid_ <= 0 || reaped_) return status_;
+        if (!exits_within(bound)) {
+            std::fprintf(stderr, "ChildProcess: %s (pid %d) did not exit within %lld ms of the wait; killed\n",
+                         program_.c_str(), static_cast<int>(pid_), static_cast<long long>(bound.count()));
+            ::kill(pid_, SIGKILL);
+        }
         while (::waitpid(pid_, &status_, 0) < 0 && errno == EINTR) {
         }
         reaped_ = true;
@@ -97,6 +112,29 @@ public:
     }
 
 private:
+    // True once the child exited (it is then reaped by waitpid without blocking), false
+    // when bound passed first. Waits on a pidfd: an event, not a poll loop.
+    bool exits_within(std::chrono::milliseconds bound) const {
+        const int fd = static_cast<int>(::syscall(SYS_pidfd_open, pid_, 0));
+        if (fd < 0) return true; // no pidfd here: waitpid blocks as before
+        const auto deadline = std::chrono::steady_clock::now() + bound;
+        bool exited = false;
+        for (;;) {
+            const auto left =
+                std::chrono::duration_cast<std::chrono::milliseconds>(deadline - std::chrono::steady_clock::now());
+            pollfd p{fd, POLLIN, 0};
+            const int n = ::poll(&p, 1, static_cast<int>(std::max<long long>(left.count(), 0)));
+            if (n > 0) {
+                exited = true;
+                break;
+            }
+            if (n == 0 || (n < 0 && errno != EINTR)) break;
+        }
+        ::close(fd);
+        return exited;
+    }
+
+    std::string program_;
     pid_t pid_ = -1;
     int out_ = -1;
     int status_ = 0;
