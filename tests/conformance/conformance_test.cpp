@@ -24,6 +24,7 @@
 #include <iostream>
 #include <map>
 #include <regex>
+#include <set>
 #include <signal.h>
 #include <sys/wait.h>
 #include <thread>
@@ -689,32 +690,48 @@ TEST_P(Conformance, GroupSendReachesEveryMemberOnce) {
 }
 
 // The seed: "to ensure fairness the loop starts every time from a different node".
+// Four sources, so that a rotation that skips members (over the first two, say) or
+// that does not move on from the member it last took from is seen: while every source
+// has messages waiting, each run of four receives takes one message from each.
 TEST_P(Conformance, GroupReceiveRotatesStartNodeForFairness) {
-    auto c = make(3, [](config::Configuration& c) {
-        c.edit_section<sci::Options>().max_outst_buffers = 4;
-        c.groups["sources"] = {2, 3};
+    constexpr NodeId builder_id = 1;
+    const std::vector<NodeId> source_ids{2, 3, 4, 5};
+    constexpr std::uint64_t per_source = 4;
+    auto c = make(5, [&](config::Configuration& c) {
+        c.edit_section<sci::Options>().max_outst_buffers = per_source;
+        c.groups["sources"] = source_ids;
     });
-    auto builder = NodeFactory::create(c, 1);
-    auto s2 = NodeFactory::create(c, 2);
-    auto s3 = NodeFactory::create(c, 3);
-    auto sources = builder->create_group("sources");
-    auto to_builder2 = s2->create_node(1);
-    auto to_builder3 = s3->create_node(1);
-    for (std::uint64_t i = 0; i < 4; ++i) {
-        to_builder2->send(make_message(*s2, 64, 2, i));
-        to_builder3->send(make_message(*s3, 64, 3, i));
+    auto builder = NodeFactory::create(c, builder_id);
+    std::vector<std::unique_ptr<NodeFactory>> factories;
+    std::vector<NodePtr> to_builder;
+    for (NodeId id : source_ids) {
+        factories.push_back(NodeFactory::create(c, id));
+        to_builder.push_back(factories.back()->create_node(builder_id));
     }
-    ASSERT_TRUE(to_builder2->flush(patience));
-    ASSERT_TRUE(to_builder3->flush(patience));
+    auto sources = builder->create_group("sources");
+    for (std::uint64_t i = 0; i < per_source; ++i)
+        for (std::size_t s = 0; s < source_ids.size(); ++s)
+            to_builder[s]->send(make_message(*factories[s], 64, source_ids[s], i));
+    for (const auto& node : to_builder)
+        ASSERT_TRUE(node->flush(patience));
     std::vector<NodeId> order;
-    for (int i = 0; i < 8; ++i) {
+    std::map<NodeId, std::uint64_t> next_seq;
+    for (std::size_t i = 0; i < per_source * source_ids.size(); ++i) {
         auto m = sources->receive(patience);
-        ASSERT_NE(m, nullptr);
+        ASSERT_NE(m, nullptr) << "receive " << i << " of " << per_source * source_ids.size();
+        const auto h = check_payload(*m);
+        EXPECT_EQ(h.seq, next_seq[m->source()]++) << "from node " << m->source();
         order.push_back(m->source());
     }
-    for (std::size_t i = 1; i < order.size(); ++i) {
-        EXPECT_NE(order[i], order[i - 1])
-            << "two receives in a row from node " << order[i] << " while the other source had messages waiting";
+    std::string said;
+    for (NodeId id : order)
+        said += std::to_string(id) + " ";
+    for (std::size_t i = 0; i + source_ids.size() <= order.size(); i += source_ids.size()) {
+        std::set<NodeId> run(order.begin() + static_cast<std::ptrdiff_t>(i),
+                             order.begin() + static_cast<std::ptrdiff_t>(i + source_ids.size()));
+        EXPECT_EQ(run.size(), source_ids.size())
+            << "receives " << i << ".." << i + source_ids.size() - 1
+            << " did not take one message from each source while all had messages waiting; order: " << said;
     }
 }
 
