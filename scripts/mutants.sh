@@ -2,8 +2,11 @@
 # Planted-bug check: plants each bug of tests/mutants/ (one unified diff per mutant,
 # its first line says what the bug is) into a copy of the tree, one at a time,
 # rebuilds incrementally and runs the tests. A mutant must be killed by a contract
-# test (tests/conformance: conformance_test, auto_test, timeout_test), not only by a
-# unit or white-box test of the piece it breaks. Prints the table
+# test, one that checks a layer through its public interface on every technology
+# (tests/conformance: conformance_test, auto_test, timeout_test; the communicator's
+# CommConformance suite, comm_test; the configuration files as a user writes them,
+# config_test; the real launcher, launcher_test), not only by a unit or white-box test
+# of the piece it breaks. Prints the table
 #   mutant | killed by | verdict
 # and exits non-zero when a mutant survives (or does not build).
 #
@@ -120,7 +123,7 @@ fi
 
 # build_copy LOG [TARGET...]: builds the copy (the given targets, else everything).
 # The contract tests are built first; the rest only when a mutant survives them.
-contract_targets=(conformance_test auto_test timeout_test)
+contract_targets=(conformance_test auto_test timeout_test comm_test config_test launcher_test)
 # shellcheck disable=SC2154 # msgpass_jobs: set by deps.sh
 build_copy() {
     local log=$1
@@ -143,7 +146,7 @@ classify_tests() {
     python3 - "$work/tests.json" "$work/contract.txt" "$work/other.txt" <<'EOF'
 import json, os, sys
 tests = json.load(open(sys.argv[1]))["tests"]
-contract_exes = {"conformance_test", "auto_test", "timeout_test"}
+contract_exes = {"conformance_test", "auto_test", "timeout_test", "comm_test", "config_test", "launcher_test"}
 slow = {"install", "bench", "examples", "layers"}
 with open(sys.argv[2], "w") as c, open(sys.argv[3], "w") as o:
     for t in tests:

@@ -166,6 +166,34 @@ TEST_P(CommConformance, MessagesFromOneSourceMatchingTheSameReceiveAreMatchedInS
     EXPECT_FALSE(b.iprobe(any_source, any_tag).has_value());
 }
 
+// MPI: "if a message matches several pending receives, it goes to the one posted
+// first"; a blocking receive counts as posted when it is called, so a matching
+// receive posted before it takes the first message, the blocking one the next.
+TEST_P(CommConformance, AMessageGoesToTheEarliestPostedMatchingReceiveThoughABlockingReceiveWaitsForIt) {
+    auto c = make(2);
+    auto fa = NodeFactory::create(c, 1);
+    auto fb = NodeFactory::create(c, 2);
+    Communicator a(*fa, c), b(*fb, c);
+    const auto earlier = b.post_recv(1, 7);
+    ASSERT_FALSE(earlier.done.has_value()) << "nothing was sent yet";
+    const auto any = b.post_recv(any_source, any_tag);
+    ASSERT_FALSE(any.done.has_value());
+    Pump pump(a);
+    send_text(a, 2, 7, "first");
+    send_text(a, 2, 7, "second");
+    send_text(a, 2, 7, "third");
+    EXPECT_EQ(recv_text(b, 1, 7), "third") << "the receives posted before the blocking one match first";
+    auto first = b.wait(earlier.id, patience);
+    ASSERT_TRUE(first.has_value());
+    ASSERT_EQ(first->status, Status::success);
+    EXPECT_EQ(text_of(*first->buffer), "first");
+    auto second = b.wait(any.id, patience);
+    ASSERT_TRUE(second.has_value());
+    ASSERT_EQ(second->status, Status::success);
+    EXPECT_EQ(text_of(*second->buffer), "second");
+    EXPECT_FALSE(b.iprobe(any_source, any_tag).has_value());
+}
+
 // MPI: "a receive names a source or any, a tag or any".
 TEST_P(CommConformance, AnySourceAndAnyTagReceiveFromEverySourceAndTagAndNamedOnesOnlyTheirs) {
     auto c = make(3);
