@@ -97,6 +97,17 @@ public:
             fs::permissions(file, fs::perms::owner_read | fs::perms::owner_write | fs::perms::group_read |
                                       fs::perms::others_read);
     }
+    // A copy of program in this workspace that every user may run: a program run as
+    // another user must not depend on where the build tree lies (a checkout under a
+    // directory of mode 0700, as mktemp -d and many home directories make, is closed
+    // to that user). The test programs link msgpass statically.
+    std::string runnable_copy(const std::string& program) const {
+        const fs::path copy = dir_ / ("bin-" + fs::path(program).filename().string());
+        fs::copy_file(program, copy, fs::copy_options::overwrite_existing);
+        fs::permissions(copy, fs::perms::owner_all | fs::perms::group_read | fs::perms::group_exec |
+                                  fs::perms::others_read | fs::perms::others_exec);
+        return copy.string();
+    }
     std::vector<std::string> files_args() const {
         return {"--config", network().string(), "--nodes", nodes().string()};
     }
@@ -657,7 +668,9 @@ void expect_cleanup_finds_what_sci_made(const std::optional<uid_t>& uid) {
     const StartAs as{{}, uid};
     const StartAs node_1{
         {"MSGPASS_NODE_ID=1", "MSGPASS_CONFIG=" + ws.network().string(), "MSGPASS_NODES=" + ws.nodes().string()}, uid};
-    Launcher probe_run({"--sci", "--raise", "1:9"}, node_1, probe);
+    const std::string probe_program = uid ? ws.runnable_copy(probe) : probe;
+    const std::string launcher_program = uid ? ws.runnable_copy(launcher) : launcher;
+    Launcher probe_run({"--sci", "--raise", "1:9"}, node_1, probe_program);
     ASSERT_EQ(probe_run.finish(), 128 + SIGKILL) << probe_run.err();
     std::vector<std::string> made;
     for (const auto& line : lines_of(probe_run.out()))
@@ -669,13 +682,13 @@ void expect_cleanup_finds_what_sci_made(const std::optional<uid_t>& uid) {
         << probe_run.out();
     EXPECT_EQ(segments.list(), made);
 
-    Launcher dry(concat(ws.files_args(), {"--cleanup", "--dry-run"}), as);
+    Launcher dry(concat(ws.files_args(), {"--cleanup", "--dry-run"}), as, launcher_program);
     EXPECT_EQ(dry.finish(), 0) << dry.err();
     std::string expected;
     for (const auto& name : made)
         expected += "would remove " + name + "\n";
     EXPECT_EQ(dry.out(), expected);
-    Launcher run(concat(ws.files_args(), {"--cleanup"}), as);
+    Launcher run(concat(ws.files_args(), {"--cleanup"}), as, launcher_program);
     EXPECT_EQ(run.finish(), 0) << run.err();
     expected.clear();
     for (const auto& name : made)
