@@ -35,8 +35,17 @@ config::Options options(int argc, const char* const* argv) {
 
 std::unique_ptr<NodeFactory> NodeFactory::create(const config::Configuration& configuration, NodeId self) {
     register_builtin_technologies();
-    (void)configuration.node(self); // ConfigError naming the nodes file and its ids
-    return TechnologyRegistry::instance().create(configuration.technology, configuration, self);
+    const auto& node = configuration.node(self); // ConfigError naming the nodes file and its ids
+    try {
+        return TechnologyRegistry::instance().create(configuration.technology, configuration, self);
+    } catch (const ResourceError& e) {
+        // What a technology could not obtain (a segment, a port) is said for the node
+        // that wanted it, so that the operator of a partition need not guess which of
+        // its processes failed (a second process with the same node id, say).
+        std::string who = "node id " + std::to_string(self);
+        if (!node.name.empty()) who += " (" + node.name + ")";
+        throw ResourceError(who + " of partition '" + configuration.partition + "': " + e.what());
+    }
 }
 
 std::unique_ptr<NodeFactory> NodeFactory::create(const config::Options& options) {
