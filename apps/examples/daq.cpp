@@ -30,6 +30,7 @@
 #include <optional>
 #include <span>
 #include <string>
+#include <unordered_map>
 #include <vector>
 
 namespace {
@@ -174,6 +175,7 @@ double seconds_since(Clock::time_point start) {
 // Summaries queued towards one worker before the builder waits for it: far below
 // send_queue_limit, because a group send cannot hand a buffer back on SendQueueFull.
 constexpr std::uint64_t farm_queue_limit = 4096;
+constexpr std::size_t max_sources = 65536; // the summary of an event holds a CRC word per source
 
 double khz(std::uint64_t count, double seconds) {
     return seconds > 0 ? count / seconds / 1000.0 : 0.0;
@@ -350,7 +352,12 @@ int run_builder(msgpass::NodeFactory& factory, const std::string& name, const Se
     auto farm = factory.create_group("farm");
     const auto source_ids = sources->members();
     const std::size_t n = source_ids.size();
-    if (n == 0 || n > 32) throw msgpass::UsageError("group 'sources' must have 1 to 32 members");
+    // A fragment is found by its source's index (a table, not a search) and marked in
+    // a bit per source, so a builder of hundreds of sources costs per fragment what a
+    // builder of four does.
+    if (n == 0 || n > max_sources)
+        throw msgpass::UsageError("group 'sources' must have 1 to " + std::to_string(max_sources) + " members, has " +
+                                  std::to_string(n));
     if (farm->size() == 0) throw msgpass::UsageError("group 'farm' is empty");
     std::vector<msgpass::NodePtr> farm_nodes;
     for (NodeId id : farm->members())
@@ -381,14 +388,16 @@ int run_builder(msgpass::NodeFactory& factory, const std::string& name, const Se
     // allocated once.
     struct Partial {
         std::uint32_t event = 0; // 0: free
-        std::uint32_t have = 0;  // bit per source index
+        std::vector<bool> have;  // per source index
         std::uint32_t count = 0;
         std::uint64_t total = 0;
         std::vector<std::uint32_t> crcs;
     };
     std::vector<Partial> partial(s.window);
-    for (auto& p : partial)
+    for (auto& p : partial) {
         p.crcs.resize(n);
+        p.have.resize(n);
+    }
     std::uint64_t in_flight = 0; // entries in use
     std::vector<std::uint64_t> received(n, 0);
     std::vector<std::optional<std::uint32_t>> announced(n); // events each source sent, from its end-of-run
@@ -402,10 +411,13 @@ int run_builder(msgpass::NodeFactory& factory, const std::string& name, const Se
     std::vector<std::byte> scratch;
     bool failed = false;
 
+    std::unordered_map<NodeId, std::size_t> index_by_id;
+    for (std::size_t i = 0; i < n; ++i)
+        index_by_id.emplace(source_ids[i], i);
     auto index_of = [&](NodeId id) -> std::optional<std::size_t> {
-        auto it = std::find(source_ids.begin(), source_ids.end(), id);
-        if (it == source_ids.end()) return std::nullopt;
-        return static_cast<std::size_t>(it - source_ids.begin());
+        auto it = index_by_id.find(id);
+        if (it == index_by_id.end()) return std::nullopt;
+        return it->second;
     };
 
     while (ended < n) {
@@ -463,18 +475,19 @@ int run_builder(msgpass::NodeFactory& factory, const std::string& name, const Se
         auto& event = partial[header->event % s.window];
         if (event.event != header->event) { // free: the credit keeps an older event from holding it
             event.event = header->event;
-            event.have = event.count = 0;
+            std::fill(event.have.begin(), event.have.end(), false);
+            event.count = 0;
             event.total = 0;
             max_in_flight = std::max(max_in_flight, ++in_flight);
         }
-        if (event.have & (1u << *index)) { // a duplicate is as wrong as a corrupt fragment
+        if (event.have[*index]) { // a duplicate is as wrong as a corrupt fragment
             ++corrupt;
             continue;
         }
         ++received[*index];
         ++fragments;
         fragment_bytes += header->size;
-        event.have |= 1u << *index;
+        event.have[*index] = true;
         event.total += header->size;
         event.crcs[*index] = header->crc;
         if (++event.count < n) continue;
