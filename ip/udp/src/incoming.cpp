@@ -24,6 +24,7 @@ void UdpNode::send_status(Clock::time_point /*now*/) {
     status_sent_expected_ = expected_;
     status_sent_limit_ = limit;
     status_owed_ = false;
+    small_since_status_ = false;
     since_status_ = 0;
 }
 
@@ -196,6 +197,7 @@ void UdpNode::consume(const DatagramHeader& h, std::span<const std::byte> piece)
     if (assembled_ < assembling_length_) return;
     const auto& p = shared_->parameters;
     const std::uint64_t count = assembling_length_ == 0 ? 1 : (assembling_length_ + p.payload - 1) / p.payload;
+    if (first) small_since_status_ = true; // whole in one datagram
     assembling_->set_source(id_);
     stats_.received(assembling_length_);
     inbox_.push(std::move(assembling_));
@@ -237,6 +239,7 @@ void UdpNode::consume_packed(std::span<const std::byte> frames) {
         at += static_cast<std::size_t>(std::min<std::uint64_t>(frame_bytes(size), frames.size() - at));
     }
     if (!any) return;
+    small_since_status_ = true;
     inbox_datagrams_.back() = 1;
     ++held_;
     shared_->ring();

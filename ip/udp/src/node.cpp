@@ -268,7 +268,7 @@ void UdpNode::reset_receive_side() {
     assembling_data_ = nullptr;
     assembling_length_ = assembled_ = 0;
     status_sent_expected_ = status_sent_limit_ = since_status_ = 0;
-    status_owed_ = false;
+    status_owed_ = small_since_status_ = false;
     group_stream_ = nak_pending_ = false;
 }
 
@@ -498,7 +498,8 @@ Clock::time_point UdpNode::end_of_batch(Clock::time_point now) {
     // on the other socket): when due, it is woken.
     const auto due = nak_pending_ ? nak_due_ : Clock::time_point::max();
     if (!status_owed_) return due;
-    if (now >= status_owed_since_ + status_delay) {
+    // (small messages: the sender may hold a packed datagram until it hears)
+    if (now >= status_owed_since_ + status_delay || (small_since_status_ && since_status_ >= hold_in_flight)) {
         send_status(now);
         return due;
     }

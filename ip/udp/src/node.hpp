@@ -76,9 +76,11 @@ inline constexpr std::chrono::microseconds status_delay{1000};
 // Packed datagrams (docs/udp.md, "Packed datagrams"): a message small enough for a
 // frame goes into the last datagram not transmitted yet when it has room, and that
 // datagram waits for more while at least hold_in_flight datagrams are unacknowledged
-// (the peer is busy with them, and its status at every status_every of them pumps
-// it out); otherwise it goes at once.
-inline constexpr std::uint64_t hold_in_flight = 2 * status_every;
+// (the peer is busy with them); otherwise it goes at once. A receiver of small
+// messages that took hold_in_flight datagrams since its last status sends one at
+// the end of the read that took them, not status_delay later: that status is what
+// lets a held datagram go when the sender stops.
+inline constexpr std::uint64_t hold_in_flight = 16;
 
 struct Parameters {
     NodeId self = 0;
@@ -501,6 +503,7 @@ private:
     std::uint64_t held_ = 0;                    // their sum
     std::uint64_t status_sent_expected_ = 0, status_sent_limit_ = 0, since_status_ = 0;
     bool status_owed_ = false;
+    bool small_since_status_ = false; // a message of one datagram (packed or not) came since the last status
     Clock::time_point status_owed_since_{};
     Clock::time_point last_nak_{};
     // The peer's stream came by udp.multicast (group data arrived): a new hole is NAKed
