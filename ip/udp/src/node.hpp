@@ -76,11 +76,13 @@ inline constexpr std::chrono::microseconds status_delay{1000};
 // Packed datagrams (docs/udp.md, "Packed datagrams"): a message small enough for a
 // frame goes into the last datagram not transmitted yet when it has room, and that
 // datagram waits for more while at least hold_in_flight datagrams are unacknowledged
-// (the peer is busy with them); otherwise it goes at once. A receiver of small
+// and the acknowledgement moved less than hold_fresh ago (the peer is busy with them,
+// and says so); otherwise it goes at once. A receiver of small
 // messages that took hold_in_flight datagrams since its last status sends one at
 // the end of the read that took them, not status_delay later: that status is what
 // lets a held datagram go when the sender stops.
 inline constexpr std::uint64_t hold_in_flight = 16;
+inline constexpr std::chrono::microseconds hold_fresh{2000};
 
 struct Parameters {
     NodeId self = 0;
@@ -382,7 +384,7 @@ private:
     // under mutex_. With hold, the last datagram, a pack with room, waits while
     // hold_in_flight datagrams are unacknowledged (the acknowledgement pumps it).
     void pump(Clock::time_point now, bool hold = true);
-    [[nodiscard]] bool holds(std::uint64_t dseq) const noexcept;
+    [[nodiscard]] bool holds(std::uint64_t dseq, Clock::time_point now) const noexcept;
     bool transmit(std::uint64_t dseq, bool resend);
     // A datagram a NAK asked for: sent again to udp.multicast when it went there and
     // this is the first NAK of it, ignored within nak_interval of that repair, else sent
@@ -477,6 +479,7 @@ private:
     std::uint64_t peer_limit_ = 0;  // the peer takes datagrams before this
     std::size_t untransmitted_ = 0; // messages not transmitted whole yet (the send queue)
     Clock::time_point last_progress_{};
+    Clock::time_point last_ack_{};   // when the acknowledgement last moved
     Clock::time_point last_probe_{}; // of the last window probe (tick)
     bool multicast_ok_ = false;      // the peer joined udp.multicast (its last hello, welcome, status)
     // After a loss of a peer that may live: the first datagram kept (0: nothing to

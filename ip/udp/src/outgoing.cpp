@@ -322,13 +322,14 @@ bool UdpNode::send_multicast_repair(const OutMessage& m, std::uint64_t index) {
 }
 
 // The last datagram made, a pack not transmitted yet, waits for more messages while
-// the peer has hold_in_flight datagrams to acknowledge: the status it sends at every
-// status_every of them pumps it out (and so do the timers, a flush, and the next
-// message that does not fit it). A peer that waits has acknowledged all but the last
-// few: the pack goes at once.
-bool UdpNode::holds(std::uint64_t dseq) const noexcept {
-    return dseq + 1 == next_dseq_ && dseq - acked_ >= hold_in_flight && !out_.empty() && out_.back().pack &&
-           out_.back().first == dseq;
+// the peer has hold_in_flight datagrams to acknowledge and acknowledges as it goes:
+// the status it sends when it took hold_in_flight of them pumps the pack out (and so
+// do the timers, a flush, and the next message that does not fit it). A peer that
+// waits has acknowledged all but the last few, and one that fell silent (an outage,
+// a stall) acknowledges nothing: the pack goes at once.
+bool UdpNode::holds(std::uint64_t dseq, Clock::time_point now) const noexcept {
+    return dseq + 1 == next_dseq_ && dseq - acked_ >= hold_in_flight && now - last_ack_ < hold_fresh && !out_.empty() &&
+           out_.back().pack && out_.back().first == dseq;
 }
 
 // Transmits the datagrams not sent yet, as far as the peer's window goes, up to 16 at
@@ -342,7 +343,7 @@ void UdpNode::pump(Clock::time_point now, bool hold) {
     out.clear();
     std::uint64_t next = sent_upto_;
     for (;;) {
-        const bool more = next < next_dseq_ && next < peer_limit_ && !(hold && holds(next)) && prepare(next, out);
+        const bool more = next < next_dseq_ && next < peer_limit_ && !(hold && holds(next, now)) && prepare(next, out);
         if (more) ++next;
         if (out.count == 0) break;
         if (more && !out.full()) continue;
@@ -377,7 +378,7 @@ void UdpNode::acknowledge(std::uint64_t next_expected, std::uint64_t window, Clo
     peer_limit_ = std::max(peer_limit_, next_expected + std::min<std::uint64_t>(window, 1u << 20));
     if (next_expected > acked_) {
         acked_ = next_expected;
-        last_progress_ = now;
+        last_progress_ = last_ack_ = now;
         while (!out_.empty() && out_.front().first + out_.front().count <= acked_)
             out_.pop_front();
         changed_.notify_all();
