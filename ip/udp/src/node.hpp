@@ -83,6 +83,7 @@ inline constexpr std::chrono::microseconds status_delay{1000};
 // lets a held datagram go when the sender stops.
 inline constexpr std::uint64_t hold_in_flight = 16;
 inline constexpr std::chrono::microseconds hold_fresh{2000};
+inline constexpr std::uint64_t hold_batch = 4;
 
 struct Parameters {
     NodeId self = 0;

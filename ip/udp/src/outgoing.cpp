@@ -327,9 +327,15 @@ bool UdpNode::send_multicast_repair(const OutMessage& m, std::uint64_t index) {
 // do the timers, a flush, and the next message that does not fit it). A peer that
 // waits has acknowledged all but the last few, and one that fell silent (an outage,
 // a stall) acknowledges nothing: the pack goes at once.
+// While it holds, the datagrams before it wait too until more than hold_batch are
+// ready: they leave together in one sendmmsg(), and wake the receiver once rather
+// than once each.
 bool UdpNode::holds(std::uint64_t dseq, Clock::time_point now) const noexcept {
-    return dseq + 1 == next_dseq_ && dseq - acked_ >= hold_in_flight && now - last_ack_ < hold_fresh && !out_.empty() &&
-           out_.back().pack && out_.back().first == dseq;
+    if (out_.empty() || !out_.back().pack || out_.back().first + 1 != next_dseq_ || dseq - acked_ < hold_in_flight ||
+        now - last_ack_ >= hold_fresh) {
+        return false;
+    }
+    return dseq + 1 == next_dseq_ || (dseq == sent_upto_ && std::min(next_dseq_, peer_limit_) - dseq <= hold_batch);
 }
 
 // Transmits the datagrams not sent yet, as far as the peer's window goes, up to 16 at
