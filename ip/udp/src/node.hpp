@@ -80,10 +80,11 @@ inline constexpr std::chrono::microseconds status_delay{1000};
 // and says so); otherwise it goes at once. A receiver of small
 // messages that took hold_in_flight datagrams since its last status sends one at
 // the end of the read that took them, not status_delay later: that status is what
-// lets a held datagram go when the sender stops.
+// lets a held datagram go when the sender stops. While it holds, the full packs
+// before it wait until more than hold_batch are ready, to leave in one sendmmsg().
 inline constexpr std::uint64_t hold_in_flight = 16;
 inline constexpr std::chrono::microseconds hold_fresh{2000};
-inline constexpr std::uint64_t hold_batch = 4;
+inline constexpr std::uint64_t hold_batch = 15;
 
 struct Parameters {
     NodeId self = 0;
