@@ -7,10 +7,12 @@
 #include <msgpass/tcp/protocol.hpp>
 #include <msgpass/udp/protocol.hpp>
 
+#include <algorithm>
 #include <cstdint>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <initializer_list>
 #include <iostream>
 #include <string>
 #include <vector>
@@ -45,6 +47,27 @@ udp::DatagramHeader udp_header(udp::DatagramType type) {
     h.incarnation = 0x1234567890abcdefull;
     h.peer_incarnation = 0x0fedcba987654321ull;
     return h;
+}
+
+// The frames of messages of these sizes (bytes 0x5a), padded, after a packed data header.
+std::vector<std::byte> packed_datagram(std::uint64_t seq, std::initializer_list<std::uint32_t> sizes) {
+    std::vector<std::byte> frames;
+    for (const std::uint32_t size : sizes) {
+        const std::size_t at = frames.size();
+        frames.resize(at + udp::frame_bytes(size), std::byte{0});
+        const udp::FrameHeader f{static_cast<std::uint32_t>(udp::frame_header_size + size), 0};
+        std::memcpy(frames.data() + at, &f, sizeof f);
+        std::fill_n(frames.begin() + static_cast<std::ptrdiff_t>(at + udp::frame_header_size), size, std::byte{0x5a});
+    }
+    auto h = udp_header(udp::DatagramType::data);
+    h.seq = seq;
+    h.length = frames.size();
+    h.offset = static_cast<std::uint32_t>(sizes.size());
+    h.flags = udp::flag_packed;
+    std::vector<std::byte> out;
+    append(out, h);
+    out.insert(out.end(), frames.begin(), frames.end());
+    return out;
 }
 
 void udp_seeds() {
@@ -100,6 +123,8 @@ void udp_seeds() {
         append(out, h);
         write("udp_datagram", "skip", out);
     }
+    // A packed data datagram: messages of 64, 0 and 13 bytes, a frame each.
+    write("udp_datagram", "data-packed", packed_datagram(7, {64, 0, 13}));
 }
 
 void frame_seeds() {
@@ -197,6 +222,13 @@ void udp_stream_seeds() {
     datagram(skip, udp::DatagramType::data, 4, 10, 0, udp::flag_first, 10);
     datagram(skip, udp::DatagramType::skip, 4, 1, 2, 0, 0);
     write("udp_stream", "skip-over-half-a-message", skip);
+    std::vector<std::byte> packed; // a packed datagram after a message and before another, then its duplicate
+    datagram(packed, udp::DatagramType::data, 0, 10, 0, udp::flag_first, 10);
+    for (const auto& d : {packed_datagram(1, {64, 0, 13}), packed_datagram(2, {1, 2}), packed_datagram(1, {64})}) {
+        append(packed, static_cast<std::uint16_t>(d.size()));
+        packed.insert(packed.end(), d.begin(), d.end());
+    }
+    write("udp_stream", "packed", packed);
 }
 
 } // namespace

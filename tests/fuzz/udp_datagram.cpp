@@ -2,7 +2,8 @@
 // one place a datagram from the network is judged before anything is allocated.
 // Invariants of an accepted datagram: its payload is what follows the header (and,
 // in a group_data datagram, its member table, which makes it this member's data), a
-// data piece lies inside its message and the message within max_message_size, a NAK
+// data piece lies inside its message and the message within max_message_size, the
+// frames of a packed data datagram tile its payload exactly, each within it, a NAK
 // holds whole ranges, a skip keeps a datagram beyond the next expected it names and
 // drops at least one message, the sender is a known peer with an incarnation.
 #include "fuzz.hpp"
@@ -50,6 +51,21 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
     MSGPASS_FUZZ_CHECK(knows(nullptr, h.from) && h.incarnation != 0);
     switch (static_cast<DatagramType>(h.type)) {
     case DatagramType::data:
+        if (h.flags == flag_packed) { // whole messages, a frame each, tiling the payload exactly
+            MSGPASS_FUZZ_CHECK(!group && h.length == d.payload.size() && h.offset >= 1);
+            std::size_t at = 0, frames = 0;
+            while (at < d.payload.size()) {
+                FrameHeader f;
+                MSGPASS_FUZZ_CHECK(d.payload.size() - at >= frame_header_size);
+                std::memcpy(&f, d.payload.data() + at, frame_header_size);
+                MSGPASS_FUZZ_CHECK(f.length >= frame_header_size && f.length - frame_header_size <= max_message);
+                MSGPASS_FUZZ_CHECK(frame_bytes(f.length - frame_header_size) <= d.payload.size() - at);
+                at += frame_bytes(f.length - frame_header_size);
+                ++frames;
+            }
+            MSGPASS_FUZZ_CHECK(frames == h.offset);
+            break;
+        }
         MSGPASS_FUZZ_CHECK(h.length <= max_message);
         MSGPASS_FUZZ_CHECK(std::uint64_t{h.offset} + d.payload.size() <= h.length);
         MSGPASS_FUZZ_CHECK(((h.flags & flag_first) != 0) == (h.offset == 0));

@@ -25,10 +25,12 @@
 #include <algorithm>
 #include <atomic>
 #include <chrono>
+#include <cstddef>
 #include <cstdio>
 #include <cstring>
 #include <functional>
 #include <map>
+#include <memory>
 #include <ostream>
 #include <thread>
 #include <tuple>
@@ -118,7 +120,8 @@ TEST(UdpDecoder, EachFaultIsDroppedUnderItsReason) {
     with("bad version", Drop::bad_version, [](auto& h) { h.version = 2; });
     with("unknown type", Drop::bad_type, [](auto& h) { h.type = 99; });
     with("type 0", Drop::bad_type, [](auto& h) { h.type = 0; });
-    with("unknown flag", Drop::bad_type, [](auto& h) { h.flags = 4; });
+    with("unknown flag", Drop::bad_type, [](auto& h) { h.flags = 8; });
+    with("first and packed", Drop::bad_type, [](auto& h) { h.flags = udp::flag_first | udp::flag_packed; });
     with("status with a payload", Drop::bad_type,
          [](auto& h) { h.type = static_cast<std::uint16_t>(udp::DatagramType::status), h.flags = 0; });
     with(
@@ -202,6 +205,120 @@ TEST(UdpDecoder, AGroupDataDatagramIsTakenAsTheMembersOwnDataAndFaultsAreDropped
     EXPECT_EQ(drop_of(group_datagram(table, 100, [](auto& h) { h.reserved = 2000; })), describe(Drop::bad_type));
     EXPECT_EQ(drop_of(group_datagram(table, 100, [](auto& h) { h.length = 50; })), describe(Drop::bad_fragment));
     EXPECT_EQ(drop_of(group_datagram(table, 100, [](auto& h) { h.partition = 1; })), describe(Drop::wrong_partition));
+}
+
+// A packed data datagram: header h (its length, offset and flags made those of a
+// pack of these frames unless keep_header) and a frame per size, bytes 0x5a, padded.
+std::vector<std::byte> packed(udp::DatagramHeader h, const std::vector<std::uint32_t>& sizes) {
+    std::vector<std::byte> frames;
+    for (const std::uint32_t size : sizes) {
+        const std::size_t at = frames.size();
+        frames.resize(at + udp::frame_bytes(size), std::byte{0});
+        const udp::FrameHeader f{static_cast<std::uint32_t>(udp::frame_header_size + size), 0};
+        std::memcpy(frames.data() + at, &f, sizeof f);
+        std::fill_n(frames.begin() + static_cast<std::ptrdiff_t>(at + udp::frame_header_size), size, std::byte{0x5a});
+    }
+    h.flags = udp::flag_packed;
+    h.length = frames.size();
+    h.offset = static_cast<std::uint32_t>(sizes.size());
+    std::vector<std::byte> bytes(udp::header_size + frames.size());
+    std::memcpy(bytes.data(), &h, udp::header_size);
+    if (!frames.empty()) std::memcpy(bytes.data() + udp::header_size, frames.data(), frames.size());
+    return bytes;
+}
+
+// The frame at byte `at` of a packed datagram's payload gets this length field.
+void set_frame_length(std::vector<std::byte>& bytes, std::size_t at, std::uint32_t length) {
+    std::memcpy(bytes.data() + udp::header_size + at, &length, sizeof length);
+}
+
+// A packed datagram is taken with its frames; one whose frames do not tile it
+// exactly - a frame length past its end, zero, below the frame header, near 2^32,
+// beyond max_message_size, a reserved field set, a count or length the header does
+// not state, trailing bytes - is dropped as a bad frame, and never read past (the
+// sanitizers' builds run this on exact-size copies).
+TEST(UdpDecoder, APackedDatagramIsTakenAndOneThatLiesAboutAFrameIsABadFrame) {
+    const auto good = packed(good_data(), {64, 0, 13, 1});
+    const auto d = udp::decode_datagram(good, expectation());
+    ASSERT_TRUE(d.ok) << udp::describe(d.drop);
+    EXPECT_EQ(d.header.offset, 4u);
+    EXPECT_EQ(d.payload.size(), 72u + 8u + 24u + 16u);
+    EXPECT_EQ(udp::describe(udp::Drop::bad_frame), "bad frame");
+
+    auto drop_of = [](std::vector<std::byte> bytes) {
+        // An exact copy on the heap: a read past its end is a sanitizer's finding.
+        const auto copy = std::make_unique<std::byte[]>(bytes.size());
+        std::memcpy(copy.get(), bytes.data(), bytes.size());
+        const auto x = udp::decode_datagram(std::span(copy.get(), bytes.size()), expectation());
+        return x.ok ? std::string("taken") : std::string(udp::describe(x.drop));
+    };
+    using udp::describe, udp::Drop;
+    auto header = [&](auto change) {
+        auto bytes = good;
+        udp::DatagramHeader h;
+        std::memcpy(&h, bytes.data(), udp::header_size);
+        change(h);
+        std::memcpy(bytes.data(), &h, udp::header_size);
+        return bytes;
+    };
+    const std::string bad_frame(describe(Drop::bad_frame));
+    EXPECT_EQ(drop_of(header([](auto& h) { h.offset = 3; })), bad_frame) << "a frame more than the header says";
+    EXPECT_EQ(drop_of(header([](auto& h) { h.offset = 5; })), bad_frame) << "a frame fewer";
+    EXPECT_EQ(drop_of(header([](auto& h) { h.offset = 0; })), bad_frame) << "no frame";
+    EXPECT_EQ(drop_of(header([](auto& h) { h.length -= 8; })), bad_frame) << "a length not the payload's";
+    EXPECT_EQ(drop_of(header([](auto& h) { h.length = ~0ull; })), bad_frame);
+    EXPECT_EQ(drop_of(header([](auto& h) { h.flags |= udp::flag_first; })), describe(Drop::bad_type));
+    for (const std::uint32_t lie : {0u, 1u, 7u, 73u, 200u, 0xfffffff8u, 0xffffffffu}) {
+        auto bytes = good;
+        set_frame_length(bytes, 0, lie);
+        EXPECT_EQ(drop_of(bytes), bad_frame) << "first frame's length " << lie;
+        bytes = good;
+        set_frame_length(bytes, 72 + 8 + 24, lie); // the last frame
+        EXPECT_EQ(drop_of(bytes), bad_frame) << "last frame's length " << lie;
+    }
+    {
+        auto bytes = good;
+        bytes[udp::header_size + 4] = std::byte{1}; // the first frame's reserved field
+        EXPECT_EQ(drop_of(bytes), bad_frame) << "reserved field set";
+    }
+    {
+        auto bytes = good;
+        bytes.resize(bytes.size() + 8); // a frame header of zeros after the last frame
+        udp::DatagramHeader h;
+        std::memcpy(&h, bytes.data(), udp::header_size);
+        h.length += 8;
+        std::memcpy(bytes.data(), &h, udp::header_size);
+        EXPECT_EQ(drop_of(bytes), bad_frame) << "trailing zeros";
+        h.offset += 1;
+        std::memcpy(bytes.data(), &h, udp::header_size);
+        set_frame_length(bytes, h.length - 8, 8);
+        EXPECT_EQ(drop_of(bytes), "taken") << "an empty message's frame";
+    }
+    {
+        auto bytes = good;
+        bytes.resize(bytes.size() - 4); // cut inside the last frame's padding
+        EXPECT_EQ(drop_of(bytes), bad_frame) << "cut";
+    }
+    // A frame whose message is beyond max_message_size (1 MiB here), in a datagram as
+    // large as udp.datagram_size allows.
+    EXPECT_EQ(drop_of(packed(good_data(), {1000})), "taken");
+    {
+        auto bytes = packed(good_data(), {1000});
+        set_frame_length(bytes, 0, (1u << 20) + 9);
+        EXPECT_EQ(drop_of(bytes), bad_frame) << "beyond max_message_size";
+    }
+    EXPECT_EQ(drop_of(packed(good_data(), {1500})), describe(Drop::bad_fragment)) << "larger than udp.datagram_size";
+    // Random frame lengths and counts over a good pack: taken or dropped, never read past.
+    std::uint64_t x = 777;
+    for (int i = 0; i < 20000; ++i) {
+        auto bytes = good;
+        x = x * 6364136223846793005ull + 1442695040888963407ull;
+        const std::size_t at = static_cast<std::size_t>((x >> 20) % (bytes.size() - udp::header_size - 3));
+        const auto value = static_cast<std::uint32_t>(x >> 32);
+        std::memcpy(bytes.data() + udp::header_size + at, &value, sizeof value);
+        if ((x & 1) != 0) bytes.resize(udp::header_size + static_cast<std::size_t>((x >> 8) % 121));
+        (void)drop_of(bytes);
+    }
 }
 
 TEST(UdpDecoder, EveryLengthShorterThanAHeaderIsTooShortAndRandomBytesNeverPass) {
@@ -345,6 +462,59 @@ TEST(Udp, MessagesSentBeforeThePeerStartsArriveWhenItDoes) {
         EXPECT_EQ(check_payload(*m).seq, i);
     }
 }
+
+// Small messages queued together (here: before the peer starts) travel packed, many
+// to a datagram, and arrive once, in order and intact, the large ones among them cut
+// into pieces as before; with loss, duplicates and reordering injected the packed
+// datagrams are repaired as any.
+
+class UdpPacked : public ::testing::TestWithParam<double> {};
+
+TEST_P(UdpPacked, SmallMessagesQueuedTogetherTravelPackedAndArriveOnceInOrderAndIntact) {
+    const double loss = GetParam();
+    auto c = make_configuration("udp", unique_partition("packed"), 2, [&](config::Configuration& c) {
+        auto& o = c.edit_section<udp::Options>();
+        o.inject_loss = loss;
+        o.inject_duplicate = loss / 2;
+        o.inject_reorder = loss / 2;
+        o.inject_seed = 7;
+        c.max_message_size = 1024 * 1024;
+    });
+    auto a = NodeFactory::create(c, 1);
+    auto to_b = a->create_node(2);
+    constexpr std::uint64_t n = 5000; // (message 7 is about 1 MiB, every 20th 2 to 10 KiB)
+    std::uint64_t bytes = 0;
+    for (std::uint64_t i = 0; i < n; ++i) {
+        auto m = numbered(*a, i);
+        bytes += m->size();
+        send_retrying(*to_b, std::move(m), "message " + std::to_string(i));
+    }
+    auto b = NodeFactory::create(c, 2);
+    auto from_a = b->create_node(1);
+    for (std::uint64_t i = 0; i < n; ++i) {
+        auto m = from_a->receive(patience);
+        ASSERT_NE(m, nullptr) << "message " << i << " never arrived";
+        ASSERT_EQ(check_numbered(*m, i), "");
+    }
+    EXPECT_EQ(nothing_more(*from_a), "");
+    EXPECT_TRUE(to_b->flush(patience));
+    const auto sent = dynamic_cast<udp::UdpNodeFactory&>(*a).datagram_stats();
+    const auto got = dynamic_cast<udp::UdpNodeFactory&>(*b).datagram_stats();
+    // Cut one to a datagram, the messages would take more than n datagrams; packed,
+    // what their bytes fill (1408 a datagram) and a few more.
+    const std::uint64_t filled = bytes / (udp::default_datagram_size - udp::header_size);
+    EXPECT_LT(sent.sent - sent.repairs, filled + n / 4) << "the small messages did not travel packed";
+    EXPECT_EQ(got.count(udp::Drop::bad_frame), 0u);
+    EXPECT_EQ(got.count(udp::Drop::bad_fragment), 0u);
+    EXPECT_EQ(from_a->stats().messages_received, n);
+    if (loss > 0) {
+        EXPECT_GT(got.count(udp::Drop::injected), 0u);
+        EXPECT_GT(sent.repairs, 0u);
+    }
+}
+
+INSTANTIATE_TEST_SUITE_P(Loss, UdpPacked, ::testing::Values(0.0, 0.05),
+                         [](const auto& info) { return info.param > 0 ? "FivePercentLoss" : "NoLoss"; });
 
 // A node that learned its peer from the peer's hello (its welcome went the other
 // way) does not know the peer's window; while the peer keeps sending (so it never
@@ -1050,6 +1220,19 @@ TEST(Udp, HostileDatagramsAreDroppedAndCountedByReasonWhileGoodTrafficFlows) {
     attacks.push_back({Drop::bad_fragment, datagram(bad, 10)});
     bad = data, bad.flags = 0, bad.offset = 0xfffffff0u, bad.length = 0xffffffffu;
     attacks.push_back({Drop::bad_fragment, datagram(bad, 10)});
+    // Packed datagrams that lie about a frame: its length past the datagram's end,
+    // zero, near 2^32 (an overflow when added), or a frame count the header does not
+    // state. Each would be datagram seq, due now: taken, it would deliver messages.
+    for (const std::uint32_t lie : {1000u, 0u, 0xfffffff9u}) {
+        auto lying = packed(data, {64, 64});
+        set_frame_length(lying, 72, lie);
+        attacks.push_back({Drop::bad_frame, lying});
+    }
+    {
+        auto lying = packed(data, {64, 64});
+        lying[offsetof(udp::DatagramHeader, offset)] = std::byte{3};
+        attacks.push_back({Drop::bad_frame, lying});
+    }
     std::array<std::uint64_t, static_cast<std::size_t>(Drop::kinds)> expected{};
     for (int round = 0; round < 20; ++round) {
         for (const auto& attack : attacks) {
@@ -1773,12 +1956,22 @@ TEST(Udp, AMessageOfManyDatagramsArrivesAsNumberedDatagramsOfAtMostDatagramSize)
     for (std::size_t i = 0; i < 10; ++i)
         to_2->send(message(64));
 
-    std::uint64_t total = 0; // the datagrams of all the messages
-    for (const auto& m : sent)
-        total += std::max<std::size_t>(1, (m.size() + payload - 1) / payload);
+    // The messages the data datagrams received end: a packed one's frames, a piece
+    // that ends its message. (The ten of 64 B may go packed, some of them or all: those
+    // sent before node 1 took the welcome wait, queued, in one datagram.)
     std::map<std::uint64_t, std::vector<std::byte>> got; // data datagrams by number
-    for (auto deadline = Clock::now() + patience; got.size() < total;) {
-        ASSERT_LT(Clock::now(), deadline) << "node 1 sent " << got.size() << " of " << total << " datagrams";
+    auto ended = [&] {
+        std::size_t n = 0;
+        for (const auto& [number, d] : got) {
+            udp::DatagramHeader dh;
+            std::memcpy(&dh, d.data(), udp::header_size);
+            n += dh.flags == udp::flag_packed ? dh.offset : (dh.offset + d.size() - udp::header_size == dh.length);
+        }
+        return n;
+    };
+    for (auto deadline = Clock::now() + patience; ended() < sent.size();) {
+        ASSERT_LT(Clock::now(), deadline) << "node 1 sent " << got.size() << " datagrams, the end of " << ended()
+                                          << " of " << sent.size() << " messages";
         auto d = next(100ms);
         if (d.empty()) continue;
         ASSERT_GE(d.size(), udp::header_size);
@@ -1797,10 +1990,32 @@ TEST(Udp, AMessageOfManyDatagramsArrivesAsNumberedDatagramsOfAtMostDatagramSize)
     for (const auto& [number, d] : got) {
         ASSERT_EQ(number, seq++) << "datagrams not numbered from 0 without a gap";
         ASSERT_LT(index, sent.size()) << "datagram " << number << " beyond the messages";
-        const auto& m = sent[index];
         udp::DatagramHeader dh;
         std::memcpy(&dh, d.data(), udp::header_size);
         const auto piece = std::span(d).subspan(udp::header_size);
+        if (dh.flags == udp::flag_packed) { // whole messages of 64 B, a frame each
+            ASSERT_EQ(done, 0u) << "datagram " << number << " packed inside a message";
+            ASSERT_GE(dh.offset, 2u) << "datagram " << number << ": a lone message goes as a plain piece";
+            EXPECT_EQ(dh.length, piece.size()) << "datagram " << number;
+            std::size_t at = 0;
+            for (std::uint32_t f = 0; f < dh.offset; ++f, ++index) {
+                ASSERT_LT(index, sent.size()) << "datagram " << number << " beyond the messages";
+                const auto& m = sent[index];
+                ASSERT_EQ(m.size(), 64u) << "message " << index << " packed";
+                ASSERT_LE(at + udp::frame_bytes(m.size()), piece.size()) << "datagram " << number;
+                udp::FrameHeader fh;
+                std::memcpy(&fh, piece.data() + at, udp::frame_header_size);
+                EXPECT_EQ(fh.length, udp::frame_header_size + m.size()) << "datagram " << number << " frame " << f;
+                EXPECT_EQ(fh.reserved, 0u);
+                const auto bytes = piece.subspan(at + udp::frame_header_size, m.size());
+                EXPECT_TRUE(std::equal(bytes.begin(), bytes.end(), m.begin()))
+                    << "datagram " << number << " frame " << f << " is not message " << index;
+                at += udp::frame_bytes(m.size());
+            }
+            EXPECT_EQ(at, piece.size()) << "datagram " << number;
+            continue;
+        }
+        const auto& m = sent[index];
         EXPECT_EQ(dh.length, m.size()) << "datagram " << number;
         EXPECT_EQ(dh.offset, done) << "datagram " << number;
         EXPECT_EQ(dh.flags == udp::flag_first, done == 0) << "datagram " << number;
@@ -1813,7 +2028,7 @@ TEST(Udp, AMessageOfManyDatagramsArrivesAsNumberedDatagramsOfAtMostDatagramSize)
     EXPECT_EQ(index, sent.size());
 
     h.type = static_cast<std::uint16_t>(udp::DatagramType::status);
-    h.seq = total; // all arrived: nothing more is resent
+    h.seq = got.size(); // all arrived: nothing more is resent
     two.send_to(port_1, datagram(h, 0));
     EXPECT_TRUE(eventually(
         [&] {

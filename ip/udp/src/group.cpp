@@ -98,8 +98,12 @@ void UdpNode::broadcast(const std::string& group, std::vector<std::shared_ptr<Ud
             node->check_size(buffer->size());
             node->throw_if_lost();
             std::unique_lock lock(node->mutex_);
+            // A pack waiting for more goes first (the message may then go by multicast:
+            // nothing queued before it); the message itself is not packed, its
+            // datagrams are the same for every member.
+            node->pump(Clock::now(), false);
             SharedBuffer copy = buffer;
-            messages.push_back(&node->enqueue(copy));
+            messages.push_back(&node->enqueue(copy, false));
             locks.push_back(std::move(lock));
             queued.push_back(node.get());
         } catch (const PeerLost& e) {

@@ -24,6 +24,7 @@ void UdpNode::send_status(Clock::time_point /*now*/) {
     status_sent_expected_ = expected_;
     status_sent_limit_ = limit;
     status_owed_ = false;
+    small_since_status_ = false;
     since_status_ = 0;
 }
 
@@ -176,6 +177,10 @@ void UdpNode::on_skip(const DatagramHeader& h, Clock::time_point now) {
 // delivered when whole.
 void UdpNode::consume(const DatagramHeader& h, std::span<const std::byte> piece) {
     ++expected_;
+    if (h.flags == flag_packed) {
+        consume_packed(piece);
+        return;
+    }
     const bool first = (h.flags & flag_first) != 0;
     if (first) {
         if (assembling_) shared_->count(Drop::bad_fragment); // the previous message never ended
@@ -192,6 +197,7 @@ void UdpNode::consume(const DatagramHeader& h, std::span<const std::byte> piece)
     if (assembled_ < assembling_length_) return;
     const auto& p = shared_->parameters;
     const std::uint64_t count = assembling_length_ == 0 ? 1 : (assembling_length_ + p.payload - 1) / p.payload;
+    if (first) small_since_status_ = true; // whole in one datagram
     assembling_->set_source(id_);
     stats_.received(assembling_length_);
     inbox_.push(std::move(assembling_));
@@ -199,6 +205,43 @@ void UdpNode::consume(const DatagramHeader& h, std::span<const std::byte> piece)
     held_ += count;
     assembling_data_ = nullptr;
     assembling_length_ = assembled_ = 0;
+    shared_->ring();
+}
+
+} // namespace msgpass::udp
+
+namespace msgpass::udp {
+
+// A packed datagram, in order: each frame's message into the inbox. decode_datagram
+// checked the frames (packed_frames_hold); the walk stays within the payload anyway.
+// The datagram counts against the window with its last message.
+void UdpNode::consume_packed(std::span<const std::byte> frames) {
+    if (assembling_) { // the previous message never ended
+        shared_->count(Drop::bad_fragment);
+        assembling_.reset();
+        assembling_data_ = nullptr;
+        assembling_length_ = assembled_ = 0;
+    }
+    std::size_t at = 0;
+    bool any = false;
+    while (frames.size() - at >= frame_header_size) {
+        FrameHeader f;
+        std::memcpy(&f, frames.data() + at, frame_header_size);
+        const std::size_t size = f.length - frame_header_size;
+        if (f.length < frame_header_size || size > frames.size() - at - frame_header_size) break;
+        BufferPtr message = shared_->pool->make(size);
+        if (size != 0) std::memcpy(message->single()->data(), frames.data() + at + frame_header_size, size);
+        message->set_source(id_);
+        stats_.received(size);
+        inbox_.push(std::move(message));
+        inbox_datagrams_.push_back(0);
+        any = true;
+        at += static_cast<std::size_t>(std::min<std::uint64_t>(frame_bytes(size), frames.size() - at));
+    }
+    if (!any) return;
+    small_since_status_ = true;
+    inbox_datagrams_.back() = 1;
+    ++held_;
     shared_->ring();
 }
 

@@ -55,7 +55,7 @@ void UdpNode::check_size(std::uint64_t size) {
 }
 
 template <class B>
-UdpNode::OutMessage& UdpNode::enqueue(B& buffer) {
+UdpNode::OutMessage& UdpNode::enqueue(B& buffer, bool may_pack) {
     const std::uint64_t size = buffer->size();
     const auto& p = shared_->parameters;
     if (untransmitted_ >= p.send_queue_limit) {
@@ -63,17 +63,54 @@ UdpNode::OutMessage& UdpNode::enqueue(B& buffer) {
         kit::throw_send_queue_full(*this, p.send_queue_limit);
     }
     OutMessage& m = out_.emplace_back();
-    m.hold(std::move(buffer));
     m.size = size;
-    m.first = next_dseq_;
-    m.count = size == 0 ? 1 : (size + p.payload - 1) / p.payload;
-    next_dseq_ += m.count;
+    if (may_pack && frame_bytes(size) <= p.payload) {
+        pack(m, *buffer);
+        buffer = nullptr; // copied: the caller's buffer goes back now
+    } else {
+        m.hold(std::move(buffer));
+        m.first = next_dseq_;
+        m.count = size == 0 ? 1 : (size + p.payload - 1) / p.payload;
+        next_dseq_ += m.count;
+    }
     ++untransmitted_;
     return m;
 }
 
 // group.cpp queues a broadcast's SharedBuffer through it.
-template UdpNode::OutMessage& UdpNode::enqueue<SharedBuffer>(SharedBuffer& buffer);
+template UdpNode::OutMessage& UdpNode::enqueue<SharedBuffer>(SharedBuffer& buffer, bool may_pack);
+
+void UdpNode::pack(OutMessage& m, const Buffer& buffer) {
+    const auto& p = shared_->parameters;
+    const std::uint64_t bytes = frame_bytes(m.size);
+    std::shared_ptr<Pack> open;
+    if (out_.size() >= 2) { // (m is out_.back())
+        const OutMessage& last = out_[out_.size() - 2];
+        if (last.pack && last.first + 1 == next_dseq_ && sent_upto_ < next_dseq_ &&
+            last.pack->bytes.size() + bytes <= p.payload) {
+            open = last.pack;
+        }
+    }
+    if (open) {
+        m.first = next_dseq_ - 1;
+    } else {
+        open = std::make_shared<Pack>();
+        open->bytes.reserve(static_cast<std::size_t>(p.payload));
+        m.first = next_dseq_++;
+    }
+    m.count = 1;
+    const std::size_t at = open->bytes.size();
+    open->bytes.resize(at + static_cast<std::size_t>(bytes)); // zeros: the reserved field and the padding
+    const FrameHeader f{static_cast<std::uint32_t>(frame_header_size + m.size), 0};
+    std::memcpy(open->bytes.data() + at, &f, frame_header_size);
+    std::size_t to = at + frame_header_size;
+    for (const auto& fragment : buffer.fragments()) {
+        if (!fragment.empty()) std::memcpy(open->bytes.data() + to, fragment.data(), fragment.size());
+        to += fragment.size();
+    }
+    ++open->frames;
+    m.pack = std::move(open);
+}
 
 void UdpNode::dispatch(Clock::time_point now) {
     if (peer_incarnation_ == 0 && now >= next_hello_) { // first contact: at once, not at the next tick
@@ -141,7 +178,7 @@ bool UdpNode::flush(std::chrono::nanoseconds timeout) {
     // Until the peer acknowledged every message: then each is in its inbox, and a
     // receive there finds it (transmitted alone, it may still be in a socket buffer).
     for (;;) {
-        pump(Clock::now());
+        pump(Clock::now(), false);
         if (out_.empty()) return true;
         const auto now = Clock::now();
         shared_->reclaim_if_idle(now); // the acknowledgements waited for come through the socket
@@ -206,7 +243,13 @@ void UdpNode::drop_unacknowledged() {
 // for the new one.
 void UdpNode::renumber() {
     std::uint64_t n = 0;
+    const Pack* last = nullptr;
     for (auto& m : out_) {
+        if (m.pack && m.pack.get() == last) { // the same datagram as the message before
+            m.first = n - 1;
+            continue;
+        }
+        last = m.pack.get();
         m.first = n;
         n += m.count;
         m.multicast.reset(); // (none went to the address: the peer was unknown)
@@ -225,7 +268,7 @@ void UdpNode::reset_receive_side() {
     assembling_data_ = nullptr;
     assembling_length_ = assembled_ = 0;
     status_sent_expected_ = status_sent_limit_ = since_status_ = 0;
-    status_owed_ = false;
+    status_owed_ = small_since_status_ = false;
     group_stream_ = nak_pending_ = false;
 }
 
@@ -455,7 +498,8 @@ Clock::time_point UdpNode::end_of_batch(Clock::time_point now) {
     // on the other socket): when due, it is woken.
     const auto due = nak_pending_ ? nak_due_ : Clock::time_point::max();
     if (!status_owed_) return due;
-    if (now >= status_owed_since_ + status_delay) {
+    // (small messages: the sender may hold a packed datagram until it hears)
+    if (now >= status_owed_since_ + status_delay || (small_since_status_ && since_status_ >= hold_in_flight)) {
         send_status(now);
         return due;
     }
@@ -484,7 +528,7 @@ Clock::time_point UdpNode::tick(Clock::time_point now) {
              out_.size(), true, true);
         return next;
     }
-    pump(now); // with the skip first, when the peer may lack datagrams dropped at its loss
+    pump(now, false); // with the skip first, when the peer may lack datagrams dropped at its loss
     next = std::min(next, now + resend_timeout); // a send may start a stream between ticks
     if (acked_ < sent_upto_) {
         if (now - last_progress_ >= resend_timeout) {

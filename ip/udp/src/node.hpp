@@ -73,6 +73,18 @@ inline constexpr std::uint64_t nak_burst = 1024;
 // wake the peer once more per message.
 inline constexpr std::uint64_t status_every = 64;
 inline constexpr std::chrono::microseconds status_delay{1000};
+// Packed datagrams (docs/udp.md, "Packed datagrams"): a message small enough for a
+// frame goes into the last datagram not transmitted yet when it has room, and that
+// datagram waits for more while at least hold_in_flight datagrams are unacknowledged
+// and the acknowledgement moved less than hold_fresh ago (the peer is busy with them,
+// and says so); otherwise it goes at once. A receiver of small
+// messages that took hold_in_flight datagrams since its last status sends one at
+// the end of the read that took them, not status_delay later: that status is what
+// lets a held datagram go when the sender stops. While it holds, the full packs
+// before it wait until more than hold_batch are ready, to leave in one sendmmsg().
+inline constexpr std::uint64_t hold_in_flight = 16;
+inline constexpr std::chrono::microseconds hold_fresh{2000};
+inline constexpr std::uint64_t hold_batch = 15;
 
 struct Parameters {
     NodeId self = 0;
@@ -338,28 +350,43 @@ public:
                           const SharedBuffer& buffer);
 
 private:
+    // A packed datagram's frames, copied in as its messages are sent; fixed once it is
+    // transmitted (a repair resends it as it went). One frame goes as a plain piece.
+    struct Pack {
+        std::vector<std::byte> bytes;
+        std::uint32_t frames = 0;
+    };
     struct OutMessage : kit::QueuedBuffer {
         std::uint64_t size = 0;
-        std::uint64_t first = 0; // its first datagram's number
+        std::uint64_t first = 0; // its first datagram's number (shared by the messages of a pack)
         std::uint64_t count = 1; // datagrams
         // Sent to udp.multicast (group.cpp): shared by the members it went to.
         std::shared_ptr<MulticastMessage> multicast;
+        // Packed (then the entry holds no buffer: its bytes are the pack's): shared by
+        // the messages of its datagram.
+        std::shared_ptr<Pack> pack;
     };
 
     template <class B>
     void send_impl(B& buffer);
     void check_size(std::uint64_t size);
-    // under mutex_: queue a message (throws UsageError after close, SendQueueFull),
-    // then transmit what the window takes (and say hello to an unknown peer).
+    // under mutex_: queue a message (throws UsageError after close, SendQueueFull);
+    // one that fits a frame is copied into a pack when may_pack (a group's multicast
+    // message is not: its datagrams are the same for every member).
     template <class B>
-    OutMessage& enqueue(B& buffer);
+    OutMessage& enqueue(B& buffer, bool may_pack = true);
+    // The message goes into the last datagram if that is a pack not transmitted yet
+    // with room for it, else into a new pack.
+    void pack(OutMessage& m, const Buffer& buffer);
     void dispatch(Clock::time_point now);
     // under mutex_: datagrams from before were transmitted first (pump, or a multicast).
     void transmitted(std::uint64_t before, Clock::time_point now);
     void throw_if_lost();
     BufferPtr take_locked();
-    // under mutex_
-    void pump(Clock::time_point now);
+    // under mutex_. With hold, the last datagram, a pack with room, waits while
+    // hold_in_flight datagrams are unacknowledged (the acknowledgement pumps it).
+    void pump(Clock::time_point now, bool hold = true);
+    [[nodiscard]] bool holds(std::uint64_t dseq, Clock::time_point now) const noexcept;
     bool transmit(std::uint64_t dseq, bool resend);
     // A datagram a NAK asked for: sent again to udp.multicast when it went there and
     // this is the first NAK of it, ignored within nak_interval of that repair, else sent
@@ -416,6 +443,7 @@ private:
     void acknowledge(std::uint64_t next_expected, std::uint64_t window, Clock::time_point now);
     void on_data(const Decoded& d, Clock::time_point now);
     void consume(const DatagramHeader& h, std::span<const std::byte> piece);
+    void consume_packed(std::span<const std::byte> frames);
     [[nodiscard]] std::uint64_t advertised() const noexcept;
 
     std::shared_ptr<Shared> shared_;
@@ -453,6 +481,7 @@ private:
     std::uint64_t peer_limit_ = 0;  // the peer takes datagrams before this
     std::size_t untransmitted_ = 0; // messages not transmitted whole yet (the send queue)
     Clock::time_point last_progress_{};
+    Clock::time_point last_ack_{};   // when the acknowledgement last moved
     Clock::time_point last_probe_{}; // of the last window probe (tick)
     bool multicast_ok_ = false;      // the peer joined udp.multicast (its last hello, welcome, status)
     // After a loss of a peer that may live: the first datagram kept (0: nothing to
@@ -479,6 +508,7 @@ private:
     std::uint64_t held_ = 0;                    // their sum
     std::uint64_t status_sent_expected_ = 0, status_sent_limit_ = 0, since_status_ = 0;
     bool status_owed_ = false;
+    bool small_since_status_ = false; // a message of one datagram (packed or not) came since the last status
     Clock::time_point status_owed_since_{};
     Clock::time_point last_nak_{};
     // The peer's stream came by udp.multicast (group data arrived): a new hole is NAKed

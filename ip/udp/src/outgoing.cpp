@@ -179,6 +179,29 @@ bool UdpNode::prepare(std::uint64_t dseq, DatagramBatch& out) {
     if (found == nullptr) return false;
     const OutMessage& m = *found;
     const auto& p = shared_->parameters;
+    if (m.pack) { // (m: the pack's last message)
+        const Pack& pack = *m.pack;
+        DatagramHeader& h = out.header[out.count];
+        h = header_of(DatagramType::data, p.self, p.partition_hash, shared_->incarnation);
+        h.to = id_;
+        h.peer_incarnation = peer_incarnation_;
+        h.seq = dseq;
+        const auto iov = out.next_iov();
+        iov[0] = {&h, header_size};
+        if (pack.frames == 1) { // alone: a plain piece, as an unpacked message goes
+            h.length = m.size;
+            h.flags = flag_first;
+            iov[1] = {const_cast<std::byte*>(pack.bytes.data()) + frame_header_size, static_cast<std::size_t>(m.size)};
+            out.add(2, header_size + static_cast<std::size_t>(m.size), false);
+        } else {
+            h.length = pack.bytes.size();
+            h.offset = pack.frames;
+            h.flags = flag_packed;
+            iov[1] = {const_cast<std::byte*>(pack.bytes.data()), pack.bytes.size()};
+            out.add(2, header_size + pack.bytes.size(), false);
+        }
+        return true;
+    }
     const std::uint64_t offset = (dseq - m.first) * p.payload;
     const std::size_t piece = static_cast<std::size_t>(std::min<std::uint64_t>(p.payload, m.size - offset));
     DatagramHeader& h = out.header[out.count];
@@ -298,10 +321,27 @@ bool UdpNode::send_multicast_repair(const OutMessage& m, std::uint64_t index) {
     return true;
 }
 
+// The last datagram made, a pack not transmitted yet, waits for more messages while
+// the peer has hold_in_flight datagrams to acknowledge and acknowledges as it goes:
+// the status it sends when it took hold_in_flight of them pumps the pack out (and so
+// do the timers, a flush, and the next message that does not fit it). A peer that
+// waits has acknowledged all but the last few, and one that fell silent (an outage,
+// a stall) acknowledges nothing: the pack goes at once.
+// While it holds, the datagrams before it wait too until more than hold_batch are
+// ready: they leave together in one sendmmsg(), and wake the receiver once rather
+// than once each.
+bool UdpNode::holds(std::uint64_t dseq, Clock::time_point now) const noexcept {
+    if (out_.empty() || !out_.back().pack || out_.back().first + 1 != next_dseq_ || dseq - acked_ < hold_in_flight ||
+        now - last_ack_ >= hold_fresh) {
+        return false;
+    }
+    return dseq + 1 == next_dseq_ || (dseq == sent_upto_ && std::min(next_dseq_, peer_limit_) - dseq <= hold_batch);
+}
+
 // Transmits the datagrams not sent yet, as far as the peer's window goes, up to 16 at
 // a time (send_batch); a message whose last datagram went out is handed over (counted
 // as sent).
-void UdpNode::pump(Clock::time_point now) {
+void UdpNode::pump(Clock::time_point now, bool hold) {
     if (peer_incarnation_ == 0 || closed_ || !send_skip_if_due(now)) return;
     if (address_.empty() || shared_->fd.load() < 0) return;
     const std::uint64_t before = sent_upto_;
@@ -309,7 +349,7 @@ void UdpNode::pump(Clock::time_point now) {
     out.clear();
     std::uint64_t next = sent_upto_;
     for (;;) {
-        const bool more = next < next_dseq_ && next < peer_limit_ && prepare(next, out);
+        const bool more = next < next_dseq_ && next < peer_limit_ && !(hold && holds(next, now)) && prepare(next, out);
         if (more) ++next;
         if (out.count == 0) break;
         if (more && !out.full()) continue;
@@ -344,7 +384,7 @@ void UdpNode::acknowledge(std::uint64_t next_expected, std::uint64_t window, Clo
     peer_limit_ = std::max(peer_limit_, next_expected + std::min<std::uint64_t>(window, 1u << 20));
     if (next_expected > acked_) {
         acked_ = next_expected;
-        last_progress_ = now;
+        last_progress_ = last_ack_ = now;
         while (!out_.empty() && out_.front().first + out_.front().count <= acked_)
             out_.pop_front();
         changed_.notify_all();

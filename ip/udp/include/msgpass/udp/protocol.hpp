@@ -2,7 +2,8 @@
 // another over UDP. Each starts with a 64-byte DatagramHeader (little-endian, the
 // wire image on x86 and ARM64) naming the protocol, the pair, the partition (a
 // hash), both incarnations and a per-pair datagram sequence number; a data datagram
-// carries one piece of a message after it. A message is cut into datagrams of at
+// carries one piece of a message after it, or (flag_packed) several whole small
+// messages, a frame each. A message is cut into datagrams of at
 // most udp.datagram_size bytes; the datagrams of a pair are numbered from 0 for each
 // pair of incarnations and acknowledged cumulatively; the numbering goes on through
 // a loss of the peer for silence (only a new incarnation numbers from 0 again), and a
@@ -31,7 +32,8 @@ enum class DatagramType : std::uint16_t {
                     // With auth_key_file its payload is a 32-byte nonce
     welcome = 2,    // the answer to a hello: my incarnation. With auth_key_file its
                     // payload is welcome_mac(key, this header, the hello's nonce)
-    data = 3,       // one piece of a message: seq = datagram number, length, offset
+    data = 3,       // one piece of a message: seq = datagram number, length, offset; or, with
+                    // flag_packed, whole messages in frames: length = the frames' bytes, offset = frames
     status = 4,     // receiver -> sender: seq = next expected datagram, window = datagrams it takes beyond
     nak = 5,        // receiver -> sender: payload = (first, count) pairs of missing datagrams
     keepalive = 6,  // either way when silent for peer_timeout / 4; carries a status
@@ -45,9 +47,28 @@ enum class DatagramType : std::uint16_t {
 
 // flags of a data datagram
 inline constexpr std::uint16_t flag_first = 1; // the first datagram of a message (offset 0)
+// A packed data datagram: whole messages, one frame each (below), instead of a piece.
+inline constexpr std::uint16_t flag_packed = 4;
 // flags of a hello, welcome, status or keepalive: the sender joined udp.multicast and
 // takes group_data datagrams there
 inline constexpr std::uint16_t flag_joined = 2;
+
+// A frame of a packed data datagram: its length (this header's 8 bytes and the
+// message's), 4 bytes of zero, then the message, padded with zeros to a multiple of
+// frame_alignment; the frames follow one another to the datagram's end exactly.
+// Numbering, acknowledgements and repair stay the datagram's (docs/udp.md, "Packed
+// datagrams"): a packed datagram is made once and resent as it first went.
+struct FrameHeader {
+    std::uint32_t length = 0; // frame_header_size + the message's bytes, padding excluded
+    std::uint32_t reserved = 0;
+};
+static_assert(sizeof(FrameHeader) == 8);
+inline constexpr std::size_t frame_header_size = sizeof(FrameHeader);
+inline constexpr std::size_t frame_alignment = 8;
+// The bytes a message of `size` takes in a packed datagram, padding included.
+[[nodiscard]] constexpr std::uint64_t frame_bytes(std::uint64_t size) noexcept {
+    return (frame_header_size + size + frame_alignment - 1) & ~std::uint64_t{frame_alignment - 1};
+}
 
 // A group_data datagram carries, after its header, one entry per member it is for:
 // the member, its incarnation as the sender knows it, and the number of this datagram
@@ -141,13 +162,16 @@ enum class Drop : std::uint32_t {
     bad_skip = 14,        // a skip whose numbers do not hold: its first kept datagram not beyond the
                           // receiver's next expected it names, no message dropped, or (at the node) a
                           // next expected beyond what this node received
-    kinds = 15,
+    bad_frame = 15,       // a packed datagram whose frames do not tile it: a frame length below its
+                          // header, past the datagram's end or beyond max_message_size, a reserved
+                          // field not zero, a frame count or byte count not the header's
+    kinds = 16,
 };
 
 inline constexpr std::array<std::string_view, static_cast<std::size_t>(Drop::kinds)> drop_names{
-    "too short",      "bad magic",     "bad version",     "bad type",      "wrong partition",
-    "unknown sender", "wrong target",  "stale",           "beyond window", "bad fragment",
-    "duplicate",      "injected loss", "unauthenticated", "bad proof",     "bad skip"};
+    "too short",       "bad magic", "bad version",   "bad type",     "wrong partition", "unknown sender",
+    "wrong target",    "stale",     "beyond window", "bad fragment", "duplicate",       "injected loss",
+    "unauthenticated", "bad proof", "bad skip",      "bad frame"};
 
 [[nodiscard]] constexpr std::string_view describe(Drop d) noexcept {
     const auto i = static_cast<std::size_t>(d);
@@ -173,9 +197,32 @@ struct Decoded {
     bool group = false; // it came as group_data (sent to udp.multicast); header is this member's data
 };
 
+// The frames of a packed datagram's payload: each at least its header, within the
+// payload and max_message_size, its reserved field zero, and together exactly the
+// payload, `bytes` long, `frames` of them (the header's length and offset). Reads
+// nothing past the payload; every length is summed in 64 bits.
+[[nodiscard]] inline bool packed_frames_hold(std::span<const std::byte> payload, std::uint64_t bytes,
+                                             std::uint64_t frames, std::uint64_t max_message_size) noexcept {
+    if (bytes != payload.size() || frames == 0 || payload.size() % frame_alignment != 0) return false;
+    std::uint64_t at = 0, seen = 0;
+    while (at < payload.size()) {
+        if (payload.size() - at < frame_header_size) return false;
+        FrameHeader f;
+        std::memcpy(&f, payload.data() + at, frame_header_size);
+        if (f.reserved != 0 || f.length < frame_header_size || f.length - frame_header_size > max_message_size)
+            return false;
+        const std::uint64_t span = frame_bytes(f.length - frame_header_size);
+        if (span > payload.size() - at) return false;
+        at += span;
+        ++seen;
+    }
+    return seen == frames;
+}
+
 // Checks, in order: size, magic, version, type (and the layout of its type),
 // partition, target, sender, then for data the fragment (offset + piece <= length
-// <= max_message_size, a first piece at offset 0), for a skip its numbers (length <
+// <= max_message_size, a first piece at offset 0) or the frames of a packed one
+// (packed_frames_hold), for a skip its numbers (length <
 // seq, offset >= 1). The window is the caller's.
 [[nodiscard]] inline Decoded decode_datagram(std::span<const std::byte> bytes, const Expect& expect) noexcept {
     Decoded d;
@@ -192,7 +239,8 @@ struct Decoded {
     const auto type = static_cast<DatagramType>(h.type);
     switch (type) {
     case DatagramType::data:
-        if ((h.flags & ~flag_first) != 0 || h.reserved != 0) return drop(Drop::bad_type);
+        if ((h.flags != 0 && h.flags != flag_first && h.flags != flag_packed) || h.reserved != 0)
+            return drop(Drop::bad_type);
         break;
     case DatagramType::group_data:
         if ((h.flags & ~flag_first) != 0 || h.reserved == 0 || h.reserved > max_group_entries || h.to != 0 ||
@@ -252,7 +300,10 @@ struct Decoded {
         !expect.knows(expect.context, h.from)) {
         return drop(Drop::unknown_sender);
     }
-    if (type == DatagramType::data || type == DatagramType::group_data) {
+    if (type == DatagramType::data && h.flags == flag_packed) {
+        if (bytes.size() > expect.datagram_size) return drop(Drop::bad_fragment);
+        if (!packed_frames_hold(d.payload, h.length, h.offset, expect.max_message_size)) return drop(Drop::bad_frame);
+    } else if (type == DatagramType::data || type == DatagramType::group_data) {
         const std::uint64_t piece = d.payload.size();
         const bool first = (h.flags & flag_first) != 0;
         if (h.length > expect.max_message_size || bytes.size() > expect.datagram_size ||
