@@ -1,6 +1,6 @@
 /* What the MPI test programs share: CHECK names the rank, the place and the condition,
  * then ends every rank through MPI_Abort, so that msgpass-run (and ctest) report the
- * failure. DEADLINE(seconds) arms a deadline: when it passes, the program prints the
+ * failure. check_deadline(seconds, rank) arms a deadline: when it passes, the program prints the
  * last place WHERE named and exits with code 4 (a hang becomes a failure that says
  * where it was). */
 #ifndef MSGPASS_MPI_TEST_CHECK_H

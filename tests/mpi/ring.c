@@ -14,10 +14,13 @@ int main(int argc, char** argv) {
     int rank = 0;
     int size = 0;
     MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+    check_deadline(240, rank); /* a hang fails naming the last WHERE */
+    WHERE("ring: start");
     MPI_Comm_size(MPI_COMM_WORLD, &size);
     const int right = (rank + 1) % size;
     const int left = (rank + size - 1) % size;
 
+    WHERE("ring: The token ring: each round the value grows by one at each ...");
     /* The token ring: each round the value grows by one at each rank. */
     for (int round = 0; round < 100; ++round) {
         long out[3] = {rank, round, (long)rank * round};
@@ -33,6 +36,7 @@ int main(int argc, char** argv) {
         CHECK(st[0].MPI_SOURCE == left && st[0].MPI_TAG == round, "status");
     }
 
+    WHERE("ring: The storm: 10 000 sends of 1..64 ints to the right before ...");
     /* The storm: 10 000 sends of 1..64 ints to the right before any receive. */
     int* out = malloc(sizeof(int) * storm * 64);
     int* in = malloc(sizeof(int) * storm * 64);
@@ -58,6 +62,7 @@ int main(int argc, char** argv) {
             CHECK(in[k * 64 + i] == left * 1000003 + k * 64 + i, "storm message %d int %d", k, i);
     }
 
+    WHERE("ring: Waitany: two receives, only the second (tag 2) can ...");
     /* Waitany: two receives, only the second (tag 2) can complete. */
     int a = -1;
     int b = -1;
@@ -81,6 +86,7 @@ int main(int argc, char** argv) {
     CHECK(MPI_Waitany(2, two, &index, MPI_STATUS_IGNORE) == MPI_SUCCESS && index == MPI_UNDEFINED,
           "waitany of nothing active: %d", index);
 
+    WHERE("ring: Testall: false until both arrived");
     /* Testall: false until both arrived. */
     MPI_Request pair[2];
     int p = -1;
@@ -97,6 +103,7 @@ int main(int argc, char** argv) {
         MPI_Testall(2, pair, &flag, MPI_STATUSES_IGNORE);
     CHECK(p == 10 + left && q == 20 + left, "testall %d %d", p, q);
 
+    WHERE("ring: Cancel a receive nobody will answer");
     /* Cancel a receive nobody will answer. */
     MPI_Request lone;
     MPI_Irecv(&p, 1, MPI_INT, left, 99, MPI_COMM_WORLD, &lone);
@@ -112,6 +119,7 @@ int main(int argc, char** argv) {
     free(statuses);
     MPI_Barrier(MPI_COMM_WORLD);
     if (rank == 0) printf("ring: %d ranks ok\n", size);
+    WHERE("ring: MPI_Finalize");
     MPI_Finalize();
     return 0;
 }
