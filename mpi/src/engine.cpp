@@ -228,7 +228,7 @@ MPI_Request Engine::irecv(const CommInfo& c, int source, int tag, void* buf, std
             return h;
         }
     }
-    if (source != MPI_ANY_SOURCE && c.p2p == world_p2p) {
+    if (source != MPI_ANY_SOURCE && (c.p2p == world_p2p || c.p2p == world_coll)) {
         if (auto lost = lost_.find(source); lost != lost_.end()) {
             r.status.MPI_SOURCE = source;
             r.status.MPI_TAG = tag;
@@ -276,7 +276,7 @@ void Engine::lose(int rank, const std::string& reason) {
     lost_[rank] = reason;
     for (auto it = posted_.begin(); it != posted_.end();) {
         Request& r = **it;
-        if (r.ctx == world_p2p && r.peer == rank) {
+        if ((r.ctx == world_p2p || r.ctx == world_coll) && r.peer == rank) {
             r.status.MPI_SOURCE = rank;
             r.status.MPI_TAG = r.tag;
             r.status.MPI_ERROR = MPI_ERR_PROC_FAILED;
