@@ -440,6 +440,26 @@ static void test_nonblocking_only(void) {
     CHECK(wild == 777 + from && status.MPI_SOURCE == from && status.MPI_TAG == 9,
           "the wildcard receive got %d from %d tag %d", wild, status.MPI_SOURCE, status.MPI_TAG);
 
+    /* MPI_Waitany over two collectives: each index once, then MPI_UNDEFINED. */
+    WHERE("MPI_Waitany over collectives");
+    int any_in = rank + 1, any_out = 0, any_bc = rank == 0 ? 99 : 0;
+    MPI_Request two[2];
+    CHECK(MPI_Iallreduce(&any_in, &any_out, 1, MPI_INT, MPI_MAX, MPI_COMM_WORLD, &two[0]) == MPI_SUCCESS, "Iallreduce");
+    CHECK(MPI_Ibcast(&any_bc, 1, MPI_INT, 0, MPI_COMM_WORLD, &two[1]) == MPI_SUCCESS, "Ibcast");
+    int seen = 0;
+    for (int i = 0; i < 3; ++i) {
+        int index = -5;
+        CHECK(MPI_Waitany(2, two, &index, MPI_STATUS_IGNORE) == MPI_SUCCESS, "MPI_Waitany");
+        if (i == 2) {
+            CHECK(index == MPI_UNDEFINED, "MPI_Waitany with nothing active gave %d", index);
+        } else {
+            CHECK(index == 0 || index == 1, "MPI_Waitany gave index %d", index);
+            CHECK(!(seen & (1 << index)), "MPI_Waitany gave index %d twice", index);
+            seen |= 1 << index;
+        }
+    }
+    CHECK(any_out == size && any_bc == 99, "Waitany: Iallreduce gave %d, Ibcast %d", any_out, any_bc);
+
     /* A collective request cannot be cancelled; one freed while pending still runs. */
     WHERE("MPI_Cancel and MPI_Request_free of a collective");
     MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_RETURN);
