@@ -613,7 +613,7 @@ std::size_t Engine::recv_bytes(const CommInfo& c, int source, int tag, void* buf
 // ----------------------------------------------------------------------- schedules
 
 std::byte* Schedule::alloc(std::size_t bytes) {
-    scratch.push_back(std::make_unique<std::byte[]>(std::max<std::size_t>(bytes, 1)));
+    scratch.push_back(std::make_unique_for_overwrite<std::byte[]>(std::max<std::size_t>(bytes, 1)));
     return scratch.back().get();
 }
 
