@@ -3,9 +3,12 @@
 // return the request of one, the blocking ones of this file run one to completion.
 // Algorithms: binomial trees for bcast and reduce, dissemination for barrier,
 // recursive doubling for allreduce (with the fold of the ranks beyond the largest
-// power of two) and scan, a ring for allgather(v), all transfers at once (small
-// worlds or blocks) or pairwise exchange for alltoall(v,w), linear for the v-variants
-// of gather and scatter; reduce_scatter is a reduce then a scatterv (docs/mpi.md).
+// power of two; for large vectors in a power-of-two world a reduce-scatter by
+// recursive halving then an allgather by recursive doubling) and for scan, a ring
+// for allgather(v), all transfers at once (small worlds or blocks) or pairwise
+// exchange for alltoall(v,w), linear for the v-variants of gather and scatter;
+// reduce_scatter is recursive halving in a power-of-two world, else a reduce then a
+// scatterv (docs/mpi.md).
 #include "engine.hpp"
 
 #include <algorithm>
@@ -110,6 +113,37 @@ void add_scatterv(Schedule& s, const void* send, const std::vector<std::size_t>&
     }
 }
 
+// Recursive halving over a power-of-two world (reduce-scatter): rank r's block is
+// elements [first[r], first[r] + count[r]) of acc, every block in rank order. In the
+// round of mask m the group of 2m ranks around r splits in two halves; r sends the
+// partner the half of the blocks it gives up and reduces the half it keeps with the
+// partner's copy (in tmp, laid out as acc). Afterwards acc holds r's block reduced
+// over every rank; the rest of acc is partial.
+void add_halving(Schedule& s, std::byte* acc, std::byte* tmp, const std::vector<std::size_t>& first,
+                 const std::vector<std::size_t>& count, std::size_t size, MPI_Datatype type, MPI_Op op) {
+    const int r = s.comm.rank;
+    auto begin = [&](int x) { return first[static_cast<std::size_t>(x)] * size; };
+    auto end = [&](int x, int m) {
+        const auto last = static_cast<std::size_t>(x + m - 1);
+        return (first[last] + count[last]) * size;
+    };
+    for (int mask = s.comm.size / 2; mask >= 1; mask /= 2) {
+        const int partner = r ^ mask;
+        const int lo = r & ~(2 * mask - 1);
+        const int keep = (r & mask) != 0 ? lo + mask : lo;
+        const int give = (r & mask) != 0 ? lo : lo + mask;
+        s.send(partner, acc + begin(give), end(give, mask) - begin(give));
+        s.recv(partner, tmp + begin(keep), end(keep, mask) - begin(keep));
+        s.next_round();
+        s.reduce(acc + begin(keep), tmp + begin(keep), static_cast<int>((end(keep, mask) - begin(keep)) / size), type,
+                 op);
+    }
+}
+
+bool power_of_two(int n) {
+    return n > 0 && (n & (n - 1)) == 0;
+}
+
 } // namespace
 
 std::unique_ptr<Schedule> barrier_schedule(const CommInfo& c) {
@@ -143,6 +177,32 @@ std::unique_ptr<Schedule> allreduce_schedule(const CommInfo& c, const void* send
     s->next_round();
     s->copy(acc, send, bytes);
     if (c.size == 1) return s;
+    if (power_of_two(c.size) && count >= c.size && bytes >= 2048) {
+        // Large vectors (Rabenseifner): a reduce-scatter by recursive halving, then an
+        // allgather by recursive doubling; each rank reduces 1/n of the vector and
+        // sends about twice the vector in all, whatever n.
+        const auto n = static_cast<std::size_t>(c.size);
+        std::vector<std::size_t> first(n), counts(n);
+        for (std::size_t i = 0, at = 0; i < n; ++i) {
+            counts[i] = static_cast<std::size_t>(count) / n + (i < static_cast<std::size_t>(count) % n ? 1 : 0);
+            first[i] = at;
+            at += counts[i];
+        }
+        const std::size_t size = type_bytes(type);
+        add_halving(*s, acc, s->alloc(bytes), first, counts, size, type, op);
+        for (int mask = 1; mask < c.size; mask *= 2) {
+            const int partner = c.rank ^ mask;
+            const auto mine = static_cast<std::size_t>(c.rank & ~(mask - 1));
+            const auto theirs = static_cast<std::size_t>(partner & ~(mask - 1));
+            const auto m = static_cast<std::size_t>(mask);
+            s->send(partner, acc + first[mine] * size,
+                    (first[mine + m - 1] + counts[mine + m - 1] - first[mine]) * size);
+            s->recv(partner, acc + first[theirs] * size,
+                    (first[theirs + m - 1] + counts[theirs + m - 1] - first[theirs]) * size);
+            s->next_round();
+        }
+        return s;
+    }
     std::byte* in = s->alloc(bytes);
     // Recursive doubling over the largest power of two pof2 <= n; of the first
     // 2 * (n - pof2) ranks the even ones hand their data to the next odd one first
@@ -287,8 +347,23 @@ std::unique_ptr<Schedule> reduce_scatter_schedule(const CommInfo& c, const void*
         displs[i] = total;
         total += sizes[i];
     }
-    const int all = static_cast<int>(total / size);
     const void* in = send != nullptr ? send : recv;
+    if (power_of_two(c.size) && c.size > 1) { // recursive halving, each rank keeping its block
+        std::vector<std::size_t> first(counts.size()), elements(counts.size());
+        for (std::size_t i = 0; i < counts.size(); ++i) {
+            first[i] = displs[i] / size;
+            elements[i] = static_cast<std::size_t>(counts[i]);
+        }
+        std::byte* acc = s->alloc(total);
+        s->next_round();
+        s->copy(acc, in, total);
+        add_halving(*s, acc, s->alloc(total), first, elements, size, type, op);
+        const auto me = static_cast<std::size_t>(c.rank);
+        s->next_round();
+        s->copy(recv, acc + displs[me], sizes[me]);
+        return s;
+    }
+    const int all = static_cast<int>(total / size);
     std::byte* full = c.rank == 0 ? s->alloc(total) : nullptr;
     add_reduce(*s, in, full, all, type, op, 0);
     add_scatterv(*s, full, sizes, displs, recv, sizes[static_cast<std::size_t>(c.rank)], 0);
