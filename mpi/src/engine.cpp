@@ -369,7 +369,7 @@ void Engine::send_completed(comm::Completion& done) {
 
 void Engine::progress() {
     step_schedules();
-    if (!comm_) return;
+    if (!comm_ || leader_) return; // the leader takes what comes (block_once)
     try {
         if (!sending_.empty()) {
             std::vector<comm::RequestId> ids;
@@ -402,6 +402,10 @@ void Engine::progress() {
 
 void Engine::block_once() {
     if (!comm_) return;
+    if (lock_ != nullptr && leader_) { // another thread waits in comm: wait for its turn to end
+        turn_.wait_for(*lock_, slice);
+        return;
+    }
     std::vector<comm::RequestId> ids;
     if (pump_posted_) ids.push_back(pump_);
     for (const auto& [id, _] : sentinels_)
@@ -412,7 +416,27 @@ void Engine::block_once() {
         ids.push_back(request(h).comm_id);
     if (ids.empty()) return;
     try {
-        for (auto& done : comm_->wait_some(ids, slice)) {
+        std::vector<comm::Completion> completions;
+        if (lock_ != nullptr) {
+            // The others may post (comm is thread-safe) but take nothing from comm
+            // meanwhile (progress), so that no id waited for here is collected by them.
+            leader_ = true;
+            lock_->unlock();
+            try {
+                completions = comm_->wait_some(ids, slice);
+            } catch (...) {
+                lock_->lock();
+                leader_ = false;
+                turn_.notify_all();
+                throw;
+            }
+            lock_->lock();
+            leader_ = false;
+            turn_.notify_all();
+        } else {
+            completions = comm_->wait_some(ids, slice);
+        }
+        for (auto& done : completions) {
             if (pump_posted_ && done.id == pump_) {
                 pump_posted_ = false;
                 handle(std::move(done));
@@ -433,7 +457,7 @@ void Engine::block_once() {
 // A receive that only this thread could satisfy (from itself, or on MPI_COMM_SELF, or
 // in a world of one) and did not find its message would wait forever: an error.
 void Engine::check_can_arrive(const Request& r) const {
-    if (r.complete || r.is_send || r.schedule) return;
+    if (r.complete || r.is_send || r.schedule || lock_ != nullptr) return; // (another thread may send it)
     const bool only_self =
         r.ctx == self_p2p || r.ctx == self_coll || world_size() == 1 || (r.peer == rank_ && r.peer != MPI_ANY_SOURCE);
     if (only_self)

@@ -3,19 +3,21 @@
 // zero-copy receive of comm that is always posted for any source and any tag, so
 // that MPI_ANY_TAG never takes a collective's message, a rank can send to itself and
 // MPI_COMM_SELF needs no node. Sends go through comm::Communicator::post_send.
-// Progress is made by the calling thread (MPI_THREAD_FUNNELED).
+// Progress is made by the calling thread (with MPI_THREAD_MULTIPLE, under one lock).
 #pragma once
 
 #include <msgpass/comm.hpp>
 #include <msgpass/mpi/mpi.h>
 #include <msgpass/msgpass.hpp>
 
+#include <condition_variable>
 #include <cstddef>
 #include <cstdint>
 #include <deque>
 #include <list>
 #include <map>
 #include <memory>
+#include <mutex>
 #include <set>
 #include <stdexcept>
 #include <string>
@@ -168,6 +170,10 @@ public:
     void check_request(MPI_Request request) const; // throws MPI_ERR_REQUEST
     // Makes progress once without blocking.
     void poke() { progress(); }
+    // MPI_THREAD_MULTIPLE: every entry point holds lock (held once where a call
+    // blocks); a blocking wait lets it go while it waits in the communicator, one
+    // thread at a time (the leader), the others waiting for the leader's turn to end.
+    void set_lock(std::recursive_mutex* lock) { lock_ = lock; }
 
     // The envelope of the next matching message without taking it.
     bool iprobe(const CommInfo& c, int source, int tag, MPI_Status* status);
@@ -226,6 +232,9 @@ private:
     unsigned progress_calls_ = 0;
     std::vector<MPI_Request> active_; // collectives' requests not complete yet
     bool stepping_ = false;
+    std::recursive_mutex* lock_ = nullptr;
+    std::condition_variable_any turn_;
+    bool leader_ = false; // a thread waits in the communicator without lock_
     std::uint32_t world_coll_seq_ = 0;
     std::uint32_t self_coll_seq_ = 0;
 };

@@ -79,7 +79,8 @@ typedef struct MPI_Status {
 #define MPI_MAX_PROCESSOR_NAME 256
 #define MPI_MAX_ERROR_STRING 512
 
-/* Thread levels: up to MPI_THREAD_FUNNELED is provided. */
+/* Thread levels: MPI_Init_thread gives SINGLE and FUNNELED as asked, SERIALIZED and
+ * MULTIPLE as MPI_THREAD_MULTIPLE (docs/mpi.md, Threads). */
 #define MPI_THREAD_SINGLE 0
 #define MPI_THREAD_FUNNELED 1
 #define MPI_THREAD_SERIALIZED 2
