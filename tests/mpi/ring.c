@@ -2,7 +2,8 @@
  * to its right and completes both with MPI_Waitall, many times; then a storm of 10 000
  * requests each way (receives posted after the sends, so most messages wait
  * unexpected), completed by MPI_Waitall, checked for order and content; then
- * MPI_Waitany, MPI_Test, MPI_Testall and MPI_Cancel of a receive. */
+ * MPI_Waitany, MPI_Test, MPI_Testany, MPI_Testsome, MPI_Waitsome, MPI_Sendrecv_replace,
+ * MPI_Testall and MPI_Cancel of a receive. */
 #include "check.h"
 
 #include <string.h>
@@ -85,6 +86,54 @@ int main(int argc, char** argv) {
     CHECK(a == 10 + left && st.MPI_TAG == 1, "test got %d", a);
     CHECK(MPI_Waitany(2, two, &index, MPI_STATUS_IGNORE) == MPI_SUCCESS && index == MPI_UNDEFINED,
           "waitany of nothing active: %d", index);
+
+    WHERE("ring: Testany, Testsome and Waitsome");
+    /* Nothing completes before the left rank sends (after a barrier), then exactly
+     * the request whose message came; with no active request Testany is true with
+     * MPI_UNDEFINED, Testsome and Waitsome give an outcount of MPI_UNDEFINED. */
+    {
+        int c = -1, d = -1, idx = -5, fl = 1, outcount = -5, indices[3];
+        MPI_Status sts[3];
+        MPI_Request req[3] = {MPI_REQUEST_NULL, MPI_REQUEST_NULL, MPI_REQUEST_NULL};
+        MPI_Irecv(&c, 1, MPI_INT, left, 3, MPI_COMM_WORLD, &req[0]);
+        MPI_Irecv(&d, 1, MPI_INT, left, 4, MPI_COMM_WORLD, &req[2]);
+        CHECK(MPI_Testany(3, req, &idx, &fl, MPI_STATUS_IGNORE) == MPI_SUCCESS && !fl && idx == MPI_UNDEFINED,
+              "Testany before any message: flag %d index %d", fl, idx);
+        CHECK(MPI_Testsome(3, req, &outcount, indices, sts) == MPI_SUCCESS && outcount == 0,
+              "Testsome before any message: %d", outcount);
+        MPI_Barrier(MPI_COMM_WORLD);
+        const int v4 = 40 + rank;
+        MPI_Send(&v4, 1, MPI_INT, right, 4, MPI_COMM_WORLD);
+        CHECK(MPI_Waitsome(3, req, &outcount, indices, sts) == MPI_SUCCESS, "Waitsome");
+        CHECK(outcount == 1 && indices[0] == 2 && d == 40 + left && sts[0].MPI_TAG == 4 && req[2] == MPI_REQUEST_NULL,
+              "Waitsome: %d completed, index %d, value %d", outcount, indices[0], d);
+        MPI_Barrier(MPI_COMM_WORLD);
+        const int v3 = 30 + rank;
+        MPI_Send(&v3, 1, MPI_INT, right, 3, MPI_COMM_WORLD);
+        fl = 0;
+        while (!fl)
+            CHECK(MPI_Testany(3, req, &idx, &fl, &st) == MPI_SUCCESS, "Testany");
+        CHECK(idx == 0 && c == 30 + left && st.MPI_SOURCE == left && st.MPI_TAG == 3, "Testany: index %d value %d", idx,
+              c);
+        CHECK(MPI_Testany(3, req, &idx, &fl, MPI_STATUS_IGNORE) == MPI_SUCCESS && fl && idx == MPI_UNDEFINED,
+              "Testany with nothing active: flag %d index %d", fl, idx);
+        CHECK(MPI_Testsome(3, req, &outcount, indices, sts) == MPI_SUCCESS && outcount == MPI_UNDEFINED,
+              "Testsome with nothing active: %d", outcount);
+        CHECK(MPI_Waitsome(3, req, &outcount, indices, sts) == MPI_SUCCESS && outcount == MPI_UNDEFINED,
+              "Waitsome with nothing active: %d", outcount);
+    }
+
+    WHERE("ring: Sendrecv_replace around the ring");
+    {
+        int x[5];
+        for (int k = 0; k < 5; ++k)
+            x[k] = rank * 100 + k;
+        CHECK(MPI_Sendrecv_replace(x, 5, MPI_INT, right, 7, left, 7, MPI_COMM_WORLD, &st) == MPI_SUCCESS,
+              "Sendrecv_replace");
+        for (int k = 0; k < 5; ++k)
+            CHECK(x[k] == left * 100 + k, "Sendrecv_replace: element %d is %d", k, x[k]);
+        CHECK(st.MPI_SOURCE == left && st.MPI_TAG == 7, "Sendrecv_replace status %d %d", st.MPI_SOURCE, st.MPI_TAG);
+    }
 
     WHERE("ring: Testall: false until both arrived");
     /* Testall: false until both arrived. */
