@@ -43,7 +43,8 @@ void check_send_tag(int tag);
 void check_recv_tag(int tag);
 void check_rank(const CommInfo& c, int rank, bool any_allowed);
 void check_root(const CommInfo& c, int root);
-void check_op(MPI_Op op);
+// The operation is one of mpi.h and defined on the type.
+void check_op(MPI_Op op, MPI_Datatype type);
 void proc_null_status(MPI_Status* status);
 // A request's own error, with the message of what happened to it.
 int request_error(int code, const MPI_Status& status);

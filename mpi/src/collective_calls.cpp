@@ -28,7 +28,7 @@ int MPI_Reduce(const void* sendbuf, void* recvbuf, int count, MPI_Datatype type,
     return guarded("MPI_Reduce", comm, [&] {
         const auto c = engine->info(comm);
         check_root(c, root);
-        check_op(op);
+        check_op(op, type);
         const bool in_place = sendbuf == MPI_IN_PLACE;
         if (in_place && c.rank != root) throw MpiError(MPI_ERR_BUFFER, "MPI_IN_PLACE is for the root only");
         (void)bytes_of(in_place ? recvbuf : sendbuf, count, type, "sendbuf");

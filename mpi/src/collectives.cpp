@@ -7,6 +7,7 @@
 #include "engine.hpp"
 
 #include <cstring>
+#include <type_traits>
 
 namespace msgpass::mpi {
 
@@ -34,6 +35,24 @@ void combine_as(MPI_Op op, std::byte* inout, const std::byte* in, int count) {
         case MPI_MIN:
             a = b < a ? b : a;
             break;
+        case MPI_LAND:
+            a = static_cast<T>(a != T{} && b != T{});
+            break;
+        case MPI_LOR:
+            a = static_cast<T>(a != T{} || b != T{});
+            break;
+        case MPI_LXOR:
+            a = static_cast<T>((a != T{}) != (b != T{}));
+            break;
+        case MPI_BAND:
+        case MPI_BOR:
+        case MPI_BXOR:
+            if constexpr (std::is_integral_v<T>) {
+                a = static_cast<T>(op == MPI_BAND ? (a & b) : op == MPI_BOR ? (a | b) : (a ^ b));
+                break;
+            } else {
+                throw MpiError(MPI_ERR_OP, "a bitwise operation on a floating-point type");
+            }
         default:
             throw MpiError(MPI_ERR_OP, "invalid operation " + std::to_string(op));
         }

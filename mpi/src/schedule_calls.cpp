@@ -78,7 +78,7 @@ Sched make_reduce(const void* sendbuf, void* recvbuf, int count, MPI_Datatype ty
                   MPI_Comm comm) {
     const auto c = engine->info(comm);
     check_root(c, root);
-    check_op(op);
+    check_op(op, type);
     const bool in_place = sendbuf == MPI_IN_PLACE;
     if (in_place && c.rank != root) throw MpiError(MPI_ERR_BUFFER, "MPI_IN_PLACE is for the root only");
     (void)bytes_of(in_place ? recvbuf : sendbuf, count, type, "sendbuf");
@@ -88,7 +88,7 @@ Sched make_reduce(const void* sendbuf, void* recvbuf, int count, MPI_Datatype ty
 
 Sched make_allreduce(const void* sendbuf, void* recvbuf, int count, MPI_Datatype type, MPI_Op op, MPI_Comm comm) {
     const auto c = engine->info(comm);
-    check_op(op);
+    check_op(op, type);
     const bool in_place = sendbuf == MPI_IN_PLACE;
     (void)bytes_of(in_place ? recvbuf : sendbuf, count, type, "sendbuf");
     (void)bytes_of(recvbuf, count, type, "recvbuf");
@@ -243,7 +243,7 @@ Sched make_alltoallw(const void* sendbuf, const int sendcounts[], const int sdis
 
 Sched make_reduce_scatter(const void* sendbuf, void* recvbuf, const std::vector<int>& counts, MPI_Datatype type,
                           MPI_Op op, const CommInfo& c) {
-    check_op(op);
+    check_op(op, type);
     const std::size_t size = type_size(type);
     std::size_t total = 0;
     for (std::size_t i = 0; i < counts.size(); ++i) {
@@ -278,7 +278,7 @@ Sched make_reduce_scatter_block(const void* sendbuf, void* recvbuf, int recvcoun
 Sched make_scan(const void* sendbuf, void* recvbuf, int count, MPI_Datatype type, MPI_Op op, MPI_Comm comm,
                 bool exclusive) {
     const auto c = engine->info(comm);
-    check_op(op);
+    check_op(op, type);
     const bool in_place = sendbuf == MPI_IN_PLACE;
     (void)bytes_of(in_place ? recvbuf : sendbuf, count, type, "sendbuf");
     (void)bytes_of(recvbuf, count, type, "recvbuf");

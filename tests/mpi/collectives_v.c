@@ -4,7 +4,8 @@
  * untouched; Alltoall, Alltoallv (uneven counts and gaps), Alltoallw (byte
  * displacements, two datatypes); Reduce_scatter (uneven counts), Reduce_scatter_block,
  * Scan, Exscan (rank 0's buffer untouched); MPI_IN_PLACE wherever the standard allows
- * it; every root; on MPI_COMM_WORLD and MPI_COMM_SELF.
+ * it; every root; the logical and bitwise operations; on MPI_COMM_WORLD and
+ * MPI_COMM_SELF.
  *
  * Run as `collectives_v` (the blocking calls), `collectives_v wait` (the MPI_I* call
  * then MPI_Wait) or `collectives_v test` (MPI_I* then MPI_Test until done); the
@@ -292,6 +293,79 @@ static void test_reduce_scatter_scan(MPI_Comm comm) {
     }
 }
 
+/* MPI_LAND, MPI_LOR, MPI_LXOR, MPI_BAND, MPI_BOR, MPI_BXOR through Allreduce, Reduce
+ * (every root) and Scan on int, unsigned char, long and MPI_BYTE, against the result
+ * computed here; values with zeros among them so that the logical ones differ. */
+static long long logical_value(int r, int i) {
+    return ((r * 5 + i * 3) % 7 == 0) ? 0 : ((r * 37 + i * 11) & 0x7f);
+}
+
+static long long combine_here(MPI_Op op, long long a, long long b) {
+    if (op == MPI_LAND) return a && b;
+    if (op == MPI_LOR) return a || b;
+    if (op == MPI_LXOR) return !a != !b;
+    if (op == MPI_BAND) return a & b;
+    if (op == MPI_BOR) return a | b;
+    return a ^ b;
+}
+
+static void put(MPI_Datatype t, void* buf, int i, long long v) {
+    if (t == MPI_INT)
+        ((int*)buf)[i] = (int)v;
+    else if (t == MPI_LONG)
+        ((long*)buf)[i] = (long)v;
+    else
+        ((unsigned char*)buf)[i] = (unsigned char)v;
+}
+
+static long long take(MPI_Datatype t, const void* buf, int i) {
+    if (t == MPI_INT) return ((const int*)buf)[i];
+    if (t == MPI_LONG) return ((const long*)buf)[i];
+    return ((const unsigned char*)buf)[i];
+}
+
+static void test_logical_bitwise(MPI_Comm comm) {
+    int n, me;
+    MPI_Comm_size(comm, &n);
+    MPI_Comm_rank(comm, &me);
+    static const MPI_Op lops[] = {MPI_LAND, MPI_LOR, MPI_LXOR, MPI_BAND, MPI_BOR, MPI_BXOR};
+    static const char* const lop_names[] = {"LAND", "LOR", "LXOR", "BAND", "BOR", "BXOR"};
+    static const MPI_Datatype ltypes[] = {MPI_INT, MPI_UNSIGNED_CHAR, MPI_LONG, MPI_BYTE};
+    enum { count = 700 }; /* 2800 bytes of int: the large-vector allreduce too */
+    static long in[count], out[count];
+    for (int o = 0; o < 6; ++o) {
+        for (int t = 0; t < 4; ++t) {
+            WHERE("logical and bitwise: %s on type %d size %d", lop_names[o], t, n);
+            for (int i = 0; i < count; ++i)
+                put(ltypes[t], in, i, logical_value(me, i));
+            COLL(MPI_Allreduce, MPI_Iallreduce, in, out, count, ltypes[t], lops[o], comm);
+            for (int i = 0; i < count; ++i) {
+                long long want = logical_value(0, i);
+                for (int r = 1; r < n; ++r)
+                    want = combine_here(lops[o], want, logical_value(r, i));
+                CHECK(take(ltypes[t], out, i) == want, "Allreduce %s type %d [%d]: %lld, want %lld", lop_names[o], t, i,
+                      take(ltypes[t], out, i), want);
+            }
+            const int root = (o + t) % n;
+            COLL(MPI_Reduce, MPI_Ireduce, in, out, count, ltypes[t], lops[o], root, comm);
+            if (me == root)
+                for (int i = 0; i < count; ++i) {
+                    long long want = logical_value(0, i);
+                    for (int r = 1; r < n; ++r)
+                        want = combine_here(lops[o], want, logical_value(r, i));
+                    CHECK(take(ltypes[t], out, i) == want, "Reduce %s type %d [%d]", lop_names[o], t, i);
+                }
+            COLL(MPI_Scan, MPI_Iscan, in, out, 3, ltypes[t], lops[o], comm);
+            for (int i = 0; i < 3; ++i) {
+                long long want = logical_value(0, i);
+                for (int r = 1; r <= me; ++r)
+                    want = combine_here(lops[o], want, logical_value(r, i));
+                CHECK(take(ltypes[t], out, i) == want, "Scan %s type %d [%d]", lop_names[o], t, i);
+            }
+        }
+    }
+}
+
 /* The seven classic collectives through this mode (blocking ones are in collectives.c). */
 static void test_classic(MPI_Comm comm) {
     int n, me;
@@ -504,6 +578,9 @@ static void test_errors(void) {
     CHECK(MPI_Gatherv(buf, 1, MPI_INT, buf + 16, counts, displs, MPI_INT, size, MPI_COMM_WORLD) == MPI_ERR_ROOT,
           "a root out of range");
     CHECK(MPI_Scan(buf, buf + 16, 1, MPI_INT, MPI_OP_NULL, MPI_COMM_WORLD) == MPI_ERR_OP, "an invalid op");
+    double d[2] = {1, 2};
+    CHECK(MPI_Allreduce(d, d + 1, 1, MPI_DOUBLE, MPI_BAND, MPI_COMM_WORLD) == MPI_ERR_OP, "MPI_BAND on MPI_DOUBLE");
+    CHECK(MPI_Reduce(d, d + 1, 1, MPI_FLOAT, MPI_LOR, 0, MPI_COMM_WORLD) == MPI_ERR_OP, "MPI_LOR on MPI_FLOAT");
     CHECK(MPI_Alltoall(buf, 1, MPI_INT, buf + 16, 1, MPI_DOUBLE, MPI_COMM_WORLD) == MPI_ERR_TRUNCATE,
           "blocks of different sizes");
     MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_ARE_FATAL);
@@ -523,6 +600,7 @@ int main(int argc, char** argv) {
         test_alltoall(comms[c]);
         test_reduce_scatter_scan(comms[c]);
         test_classic(comms[c]);
+        test_logical_bitwise(comms[c]);
     }
     if (mode != blocking) test_nonblocking_only();
     test_errors();

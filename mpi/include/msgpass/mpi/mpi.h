@@ -65,6 +65,12 @@ typedef struct MPI_Status {
 #define MPI_MIN ((MPI_Op)0x58000002)
 #define MPI_SUM ((MPI_Op)0x58000003)
 #define MPI_PROD ((MPI_Op)0x58000004)
+#define MPI_LAND ((MPI_Op)0x58000005) /* logical: integer types only */
+#define MPI_LOR ((MPI_Op)0x58000006)
+#define MPI_LXOR ((MPI_Op)0x58000007)
+#define MPI_BAND ((MPI_Op)0x58000008) /* bitwise: integer types and MPI_BYTE only */
+#define MPI_BOR ((MPI_Op)0x58000009)
+#define MPI_BXOR ((MPI_Op)0x5800000a)
 
 /* Special values */
 #define MPI_REQUEST_NULL ((MPI_Request)0)
