@@ -57,7 +57,7 @@ struct CommInfo {
     int coll = world_coll;
 };
 
-// A collective as a schedule of rounds (docs/mpi.md, *Non-blocking collectives*): a
+// A collective as a schedule of rounds (docs/mpi.md, *How it works*): a
 // round's local actions (copies, reductions) run first, then its transfers are
 // posted; the next round starts when every transfer of this one completed. Blocking
 // and non-blocking collectives alike are built as one and progressed by the engine.
