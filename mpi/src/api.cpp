@@ -132,10 +132,14 @@ void check_root(const CommInfo& c, int root) {
                        "root " + std::to_string(root) + " is not between 0 and " + std::to_string(c.size - 1));
 }
 
-void check_op(MPI_Op op) {
-    if (op != MPI_SUM && op != MPI_PROD && op != MPI_MAX && op != MPI_MIN)
+void check_op(MPI_Op op, MPI_Datatype type) {
+    if (op == MPI_SUM || op == MPI_PROD || op == MPI_MAX || op == MPI_MIN) return;
+    if (op != MPI_LAND && op != MPI_LOR && op != MPI_LXOR && op != MPI_BAND && op != MPI_BOR && op != MPI_BXOR)
         throw MpiError(MPI_ERR_OP, "invalid operation " + std::to_string(op) +
-                                       " (MPI_SUM, MPI_PROD, MPI_MAX and MPI_MIN are provided)");
+                                       " (MPI_SUM, MPI_PROD, MPI_MAX, MPI_MIN, MPI_LAND, MPI_LOR, MPI_LXOR, MPI_BAND, "
+                                       "MPI_BOR and MPI_BXOR are provided)");
+    if (type == MPI_FLOAT || type == MPI_DOUBLE) // (as the standard: logical and bitwise ones on integers)
+        throw MpiError(MPI_ERR_OP, "the logical and bitwise operations are not defined on MPI_FLOAT and MPI_DOUBLE");
 }
 
 void proc_null_status(MPI_Status* status) {

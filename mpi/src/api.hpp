@@ -10,6 +10,7 @@
 #include <chrono>
 #include <cstddef>
 #include <memory>
+#include <mutex>
 #include <new>
 #include <string>
 
@@ -22,6 +23,10 @@ inline std::unique_ptr<Engine> engine;
 inline MPI_Errhandler world_handler = MPI_ERRORS_ARE_FATAL;
 inline MPI_Errhandler self_handler = MPI_ERRORS_ARE_FATAL;
 inline int last_code = MPI_SUCCESS;
+// The level MPI_Init_thread gave; with MPI_THREAD_MULTIPLE every entry point holds
+// big_lock (Engine::set_lock).
+inline int thread_level = MPI_THREAD_FUNNELED;
+inline std::recursive_mutex big_lock;
 inline std::string last_message;
 inline const auto start = std::chrono::steady_clock::now();
 
@@ -38,7 +43,8 @@ void check_send_tag(int tag);
 void check_recv_tag(int tag);
 void check_rank(const CommInfo& c, int rank, bool any_allowed);
 void check_root(const CommInfo& c, int root);
-void check_op(MPI_Op op);
+// The operation is one of mpi.h and defined on the type.
+void check_op(MPI_Op op, MPI_Datatype type);
 void proc_null_status(MPI_Status* status);
 // A request's own error, with the message of what happened to it.
 int request_error(int code, const MPI_Status& status);
@@ -51,6 +57,8 @@ std::size_t block_of(const char* side, int count, MPI_Datatype type, std::size_t
 
 template <class F>
 int guarded(const char* call, MPI_Comm comm, F&& body) {
+    std::unique_lock<std::recursive_mutex> hold(big_lock, std::defer_lock);
+    if (thread_level == MPI_THREAD_MULTIPLE) hold.lock();
     try {
         if (phase == Phase::before) throw MpiError(MPI_ERR_OTHER, "called before MPI_Init");
         if (phase == Phase::finalized) throw MpiError(MPI_ERR_OTHER, "called after MPI_Finalize");

@@ -1,5 +1,7 @@
-// The C entry points of msgpass's MPI (mpi.h), collectives: argument checks, then
-// the algorithms of collectives.cpp. Every entry point goes through api::guarded.
+// The C entry points of msgpass's MPI (mpi.h), the blocking collectives with trees of
+// their own (collectives.cpp): Bcast, Reduce, Gather, Scatter; argument checks, then
+// the algorithm. The other collectives run as schedules (schedule_calls.cpp). Every entry point goes through
+// api::guarded.
 #include <cstring>
 
 #include "api.hpp"
@@ -11,13 +13,6 @@ using msgpass::mpi::MpiError;
 extern "C" {
 
 // ------------------------------------------------------------------- collectives
-
-int MPI_Barrier(MPI_Comm comm) {
-    return guarded("MPI_Barrier", comm, [&] {
-        msgpass::mpi::barrier(*engine, engine->info(comm));
-        return MPI_SUCCESS;
-    });
-}
 
 int MPI_Bcast(void* buffer, int count, MPI_Datatype type, int root, MPI_Comm comm) {
     return guarded("MPI_Bcast", comm, [&] {
@@ -33,24 +28,12 @@ int MPI_Reduce(const void* sendbuf, void* recvbuf, int count, MPI_Datatype type,
     return guarded("MPI_Reduce", comm, [&] {
         const auto c = engine->info(comm);
         check_root(c, root);
-        check_op(op);
+        check_op(op, type);
         const bool in_place = sendbuf == MPI_IN_PLACE;
         if (in_place && c.rank != root) throw MpiError(MPI_ERR_BUFFER, "MPI_IN_PLACE is for the root only");
         (void)bytes_of(in_place ? recvbuf : sendbuf, count, type, "sendbuf");
         if (c.rank == root) (void)bytes_of(recvbuf, count, type, "recvbuf");
         msgpass::mpi::reduce(*engine, c, in_place ? recvbuf : sendbuf, recvbuf, count, type, op, root);
-        return MPI_SUCCESS;
-    });
-}
-
-int MPI_Allreduce(const void* sendbuf, void* recvbuf, int count, MPI_Datatype type, MPI_Op op, MPI_Comm comm) {
-    return guarded("MPI_Allreduce", comm, [&] {
-        const auto c = engine->info(comm);
-        check_op(op);
-        const bool in_place = sendbuf == MPI_IN_PLACE;
-        (void)bytes_of(in_place ? recvbuf : sendbuf, count, type, "sendbuf");
-        (void)bytes_of(recvbuf, count, type, "recvbuf");
-        msgpass::mpi::allreduce(*engine, c, in_place ? recvbuf : sendbuf, recvbuf, count, type, op);
         return MPI_SUCCESS;
     });
 }
@@ -93,22 +76,6 @@ int MPI_Scatter(const void* sendbuf, int sendcount, MPI_Datatype sendtype, void*
         }
         if (!in_place && block > 0 && recvbuf == nullptr) throw MpiError(MPI_ERR_BUFFER, "recvbuf is NULL");
         msgpass::mpi::scatter(*engine, c, sendbuf, block, in_place ? nullptr : recvbuf, root);
-        return MPI_SUCCESS;
-    });
-}
-
-int MPI_Allgather(const void* sendbuf, int sendcount, MPI_Datatype sendtype, void* recvbuf, int recvcount,
-                  MPI_Datatype recvtype, MPI_Comm comm) {
-    return guarded("MPI_Allgather", comm, [&] {
-        const auto c = engine->info(comm);
-        const bool in_place = sendbuf == MPI_IN_PLACE;
-        const std::size_t block = block_of("recvcount", recvcount, recvtype, 0, false);
-        if (!in_place) (void)block_of("sendcount", sendcount, sendtype, block, true);
-        if (block > 0 && (recvbuf == nullptr || (!in_place && sendbuf == nullptr)))
-            throw MpiError(MPI_ERR_BUFFER, "sendbuf or recvbuf is NULL");
-        const void* own =
-            in_place ? static_cast<const std::byte*>(recvbuf) + block * static_cast<std::size_t>(c.rank) : sendbuf;
-        msgpass::mpi::allgather(*engine, c, own, block, recvbuf);
         return MPI_SUCCESS;
     });
 }

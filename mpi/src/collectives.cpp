@@ -1,12 +1,13 @@
-// The collectives of msgpass's MPI over its point-to-point transfers, with binomial
-// trees rooted at the root (ranks renumbered relative to it): Bcast, Reduce, Gather
-// and Scatter take ceil(log2 n) rounds; Barrier is a reduce of nothing then a bcast of
-// nothing; Allreduce and Allgather are a reduce (gather) to rank 0 then a bcast. Their
+// The blocking collectives of msgpass's MPI over its point-to-point transfers, with
+// binomial trees rooted at the root (ranks renumbered relative to it): Bcast, Reduce,
+// Gather and Scatter take ceil(log2 n) rounds; barrier (MPI_Finalize's) is a reduce of
+// nothing then a bcast of nothing; the others are schedules (schedules.cpp). Their
 // messages travel in the communicator's collective context, so no receive of the
 // application can take them (docs/mpi.md).
 #include "engine.hpp"
 
 #include <cstring>
+#include <type_traits>
 
 namespace msgpass::mpi {
 
@@ -34,12 +35,32 @@ void combine_as(MPI_Op op, std::byte* inout, const std::byte* in, int count) {
         case MPI_MIN:
             a = b < a ? b : a;
             break;
+        case MPI_LAND:
+            a = static_cast<T>(a != T{} && b != T{});
+            break;
+        case MPI_LOR:
+            a = static_cast<T>(a != T{} || b != T{});
+            break;
+        case MPI_LXOR:
+            a = static_cast<T>((a != T{}) != (b != T{}));
+            break;
+        case MPI_BAND:
+        case MPI_BOR:
+        case MPI_BXOR:
+            if constexpr (std::is_integral_v<T>) {
+                a = static_cast<T>(op == MPI_BAND ? (a & b) : op == MPI_BOR ? (a | b) : (a ^ b));
+                break;
+            } else {
+                throw MpiError(MPI_ERR_OP, "a bitwise operation on a floating-point type");
+            }
         default:
             throw MpiError(MPI_ERR_OP, "invalid operation " + std::to_string(op));
         }
         std::memcpy(inout + static_cast<std::size_t>(i) * sizeof(T), &a, sizeof(T));
     }
 }
+
+} // namespace
 
 // inout[i] = inout[i] op in[i] for count elements of type.
 void combine(MPI_Datatype type, MPI_Op op, std::byte* inout, const std::byte* in, int count) {
@@ -74,6 +95,8 @@ void combine(MPI_Datatype type, MPI_Op op, std::byte* inout, const std::byte* in
         throw MpiError(MPI_ERR_TYPE, "invalid datatype " + std::to_string(type));
     }
 }
+
+namespace {
 
 int relative(const CommInfo& c, int root) {
     return (c.rank - root + c.size) % c.size;
@@ -148,16 +171,6 @@ void reduce(Engine& e, const CommInfo& c, const void* send, void* recv, int coun
     if (bytes > 0) std::memcpy(recv, acc.data(), bytes); // the root
 }
 
-void allreduce(Engine& e, const CommInfo& c, const void* send, void* recv, int count, MPI_Datatype type, MPI_Op op) {
-    int type_bytes = 0;
-    MPI_Type_size(type, &type_bytes);
-    const std::size_t bytes = static_cast<std::size_t>(count) * static_cast<std::size_t>(type_bytes);
-    std::vector<std::byte> own(bytes); // send may be recv (MPI_IN_PLACE)
-    if (bytes > 0) std::memcpy(own.data(), send, bytes);
-    reduce(e, c, own.data(), recv, count, type, op, 0);
-    bcast(e, c, recv, bytes, 0);
-}
-
 // Each rank of the subtree of vr holds the blocks of vr .. vr+n-1 in relative order.
 void gather(Engine& e, const CommInfo& c, const void* send, std::size_t block, void* recv, int root) {
     const int vr = relative(c, root);
@@ -213,13 +226,6 @@ void scatter(Engine& e, const CommInfo& c, const void* send, std::size_t block, 
                      n * block);
     }
     if (recv != nullptr && block > 0) std::memcpy(recv, held.data(), block);
-}
-
-void allgather(Engine& e, const CommInfo& c, const void* send, std::size_t block, void* recv) {
-    std::vector<std::byte> own(block); // send may lie in recv (MPI_IN_PLACE)
-    if (block > 0) std::memcpy(own.data(), send, block);
-    gather(e, c, own.data(), block, recv, 0);
-    bcast(e, c, recv, block * static_cast<std::size_t>(c.size), 0);
 }
 
 } // namespace msgpass::mpi

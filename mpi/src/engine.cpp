@@ -117,6 +117,7 @@ Request& Engine::request(MPI_Request handle) {
 
 void Engine::release(MPI_Request handle) {
     table_[static_cast<std::size_t>(handle) - 1]->live = false;
+    table_[static_cast<std::size_t>(handle) - 1]->schedule.reset();
     free_.push_back(handle);
 }
 
@@ -227,7 +228,7 @@ MPI_Request Engine::irecv(const CommInfo& c, int source, int tag, void* buf, std
             return h;
         }
     }
-    if (source != MPI_ANY_SOURCE && c.p2p == world_p2p) {
+    if (source != MPI_ANY_SOURCE && (c.p2p == world_p2p || c.p2p == world_coll)) {
         if (auto lost = lost_.find(source); lost != lost_.end()) {
             r.status.MPI_SOURCE = source;
             r.status.MPI_TAG = tag;
@@ -275,7 +276,7 @@ void Engine::lose(int rank, const std::string& reason) {
     lost_[rank] = reason;
     for (auto it = posted_.begin(); it != posted_.end();) {
         Request& r = **it;
-        if (r.ctx == world_p2p && r.peer == rank) {
+        if ((r.ctx == world_p2p || r.ctx == world_coll) && r.peer == rank) {
             r.status.MPI_SOURCE = rank;
             r.status.MPI_TAG = r.tag;
             r.status.MPI_ERROR = MPI_ERR_PROC_FAILED;
@@ -349,29 +350,33 @@ void Engine::handle(comm::Completion&& c) {
     deliver(std::move(m));
 }
 
+void Engine::send_completed(comm::Completion& done) {
+    for (auto it = sending_.begin(); it != sending_.end(); ++it) {
+        if (request(*it).comm_id != done.id) continue;
+        Request& r = request(*it);
+        r.comm_pending = false;
+        if (done.status == comm::Status::peer_lost) {
+            r.status.MPI_ERROR = MPI_ERR_PROC_FAILED;
+            r.complete = true;
+        } else if (!r.wants_ack || acks_.erase({r.peer, r.ack_seq}) != 0) { // (an answer may come before)
+            r.complete = true;
+        }
+        if (r.complete && r.freed) release(*it);
+        sending_.erase(it);
+        return;
+    }
+}
+
 void Engine::progress() {
-    if (!comm_) return;
+    step_schedules();
+    if (!comm_ || leader_) return; // the leader takes what comes (block_once)
     try {
         if (!sending_.empty()) {
             std::vector<comm::RequestId> ids;
             for (MPI_Request h : sending_)
                 ids.push_back(request(h).comm_id);
-            for (auto& done : comm_->test_some(ids)) {
-                for (auto it = sending_.begin(); it != sending_.end(); ++it) {
-                    if (request(*it).comm_id != done.id) continue;
-                    Request& r = request(*it);
-                    r.comm_pending = false;
-                    if (done.status == comm::Status::peer_lost) {
-                        r.status.MPI_ERROR = MPI_ERR_PROC_FAILED;
-                        r.complete = true;
-                    } else if (!r.wants_ack || acks_.erase({r.peer, r.ack_seq}) != 0) { // (an answer may come before)
-                        r.complete = true;
-                    }
-                    if (r.complete && r.freed) release(*it);
-                    sending_.erase(it);
-                    break;
-                }
-            }
+            for (auto& done : comm_->test_some(ids))
+                send_completed(done);
         }
         for (int i = 0; i < 256 && pump_posted_; ++i) {
             auto done = comm_->test(pump_);
@@ -392,23 +397,54 @@ void Engine::progress() {
     } catch (const Error& e) { // a malformed message: comm dropped it, the rest goes on
         std::cerr << "msgpass-mpi: rank " << rank_ << ": " << e.what() << "\n";
     }
+    step_schedules();
 }
 
 void Engine::block_once() {
     if (!comm_) return;
+    if (lock_ != nullptr && leader_) { // another thread waits in comm: wait for its turn to end
+        turn_.wait_for(*lock_, slice);
+        return;
+    }
     std::vector<comm::RequestId> ids;
     if (pump_posted_) ids.push_back(pump_);
     for (const auto& [id, _] : sentinels_)
         ids.push_back(id);
+    // A collective's send that completes may let its next round start: it wakes the
+    // wait too (a send a program waits for is in sending_ as well).
+    for (MPI_Request h : sending_)
+        ids.push_back(request(h).comm_id);
     if (ids.empty()) return;
     try {
-        if (auto done = comm_->wait_any(ids, slice)) {
-            if (pump_posted_ && done->id == pump_) {
+        std::vector<comm::Completion> completions;
+        if (lock_ != nullptr) {
+            // The others may post (comm is thread-safe) but take nothing from comm
+            // meanwhile (progress), so that no id waited for here is collected by them.
+            leader_ = true;
+            lock_->unlock();
+            try {
+                completions = comm_->wait_some(ids, slice);
+            } catch (...) {
+                lock_->lock();
+                leader_ = false;
+                turn_.notify_all();
+                throw;
+            }
+            lock_->lock();
+            leader_ = false;
+            turn_.notify_all();
+        } else {
+            completions = comm_->wait_some(ids, slice);
+        }
+        for (auto& done : completions) {
+            if (pump_posted_ && done.id == pump_) {
                 pump_posted_ = false;
-                handle(std::move(*done));
+                handle(std::move(done));
                 post_pump();
+            } else if (sentinels_.count(done.id) != 0) {
+                handle(std::move(done));
             } else {
-                handle(std::move(*done));
+                send_completed(done);
             }
         }
     } catch (const PeerLost&) {
@@ -421,7 +457,7 @@ void Engine::block_once() {
 // A receive that only this thread could satisfy (from itself, or on MPI_COMM_SELF, or
 // in a world of one) and did not find its message would wait forever: an error.
 void Engine::check_can_arrive(const Request& r) const {
-    if (r.complete || r.is_send) return;
+    if (r.complete || r.is_send || r.schedule || lock_ != nullptr) return; // (another thread may send it)
     const bool only_self =
         r.ctx == self_p2p || r.ctx == self_coll || world_size() == 1 || (r.peer == rank_ && r.peer != MPI_ANY_SOURCE);
     if (only_self)
@@ -519,7 +555,9 @@ int Engine::wait_any(int count, MPI_Request* requests) {
 
 void Engine::free_request(MPI_Request* handle) {
     Request& r = request(*handle);
-    if (r.complete || !r.is_send) {
+    if (r.schedule && !r.complete) {
+        r.freed = true; // released when its schedule completes
+    } else if (r.complete || !r.is_send) {
         if (!r.complete) posted_.remove(&r); // a pending receive freed: it will take nothing
         release(*handle);
     } else {
@@ -530,6 +568,7 @@ void Engine::free_request(MPI_Request* handle) {
 
 bool Engine::cancel(MPI_Request handle) {
     Request& r = request(handle);
+    if (r.schedule) throw MpiError(MPI_ERR_REQUEST, "a non-blocking collective cannot be cancelled (MPI 3.1, 5.12)");
     if (r.is_send) {
         if (r.complete) return false;
         throw MpiError(MPI_ERR_UNSUPPORTED_OPERATION,
@@ -593,6 +632,148 @@ std::size_t Engine::recv_bytes(const CommInfo& c, int source, int tag, void* buf
     if (error != MPI_SUCCESS)
         throw MpiError(error, "collective: receive from rank " + std::to_string(source) + " failed");
     return status.msgpass_bytes;
+}
+
+// ----------------------------------------------------------------------- schedules
+
+std::byte* Schedule::alloc(std::size_t bytes) {
+    scratch.push_back(std::make_unique_for_overwrite<std::byte[]>(std::max<std::size_t>(bytes, 1)));
+    return scratch.back().get();
+}
+
+Round& Schedule::last() {
+    if (rounds.empty()) next_round();
+    return rounds.back();
+}
+
+void Schedule::send(int peer, const void* buf, std::size_t bytes) {
+    last().transfers.push_back(Transfer{true, peer, static_cast<std::byte*>(const_cast<void*>(buf)), bytes});
+}
+
+void Schedule::recv(int peer, void* buf, std::size_t bytes) {
+    last().transfers.push_back(Transfer{false, peer, static_cast<std::byte*>(buf), bytes});
+}
+
+void Schedule::copy(void* dst, const void* src, std::size_t bytes) {
+    if (bytes == 0 || dst == src) return;
+    LocalOp op;
+    op.dst = static_cast<std::byte*>(dst);
+    op.src = static_cast<const std::byte*>(src);
+    op.bytes = bytes;
+    last().locals.push_back(op);
+}
+
+void Schedule::reduce(void* inout, const void* in, int count, MPI_Datatype type, MPI_Op op) {
+    if (count == 0) return;
+    LocalOp l;
+    l.reduce = true;
+    l.dst = static_cast<std::byte*>(inout);
+    l.src = static_cast<const std::byte*>(in);
+    l.count = count;
+    l.type = type;
+    l.op = op;
+    last().locals.push_back(l);
+}
+
+MPI_Request Engine::start(std::unique_ptr<Schedule> schedule) {
+    // Every rank numbers the collectives of a communicator alike (MPI: all call them
+    // in the same order), so concurrent ones never take each other's messages. Tags
+    // from 2^27 up: the blocking collectives of collectives.cpp use small ones.
+    std::uint32_t& seq = schedule->comm.coll == self_coll ? self_coll_seq_ : world_coll_seq_;
+    schedule->tag = (1 << 27) | static_cast<int>(seq++ & ((1U << 27) - 1));
+    const MPI_Request h = new_request();
+    Request& r = request(h);
+    r.schedule = std::move(schedule);
+    r.status.MPI_SOURCE = MPI_ANY_SOURCE;
+    r.status.MPI_TAG = MPI_ANY_TAG;
+    active_.push_back(h);
+    step_schedules();
+    return h;
+}
+
+void Engine::run(std::unique_ptr<Schedule> schedule) {
+    MPI_Request h = start(std::move(schedule));
+    Request& r = request(h);
+    wait_until([&] { return r.complete; }, {&r});
+    const int error = r.status.MPI_ERROR;
+    std::string text = r.schedule ? r.schedule->error_text : std::string();
+    release(h);
+    if (error != MPI_SUCCESS) throw MpiError(error, text);
+}
+
+void Engine::post_transfer(Schedule& s, const Transfer& t) {
+    CommInfo coll = s.comm;
+    coll.p2p = s.comm.coll;
+    try {
+        const MPI_Request h =
+            t.send ? isend(coll, t.peer, s.tag, t.buf, t.bytes, false) : irecv(coll, t.peer, s.tag, t.buf, t.bytes);
+        s.pending.emplace_back(h, t);
+    } catch (const MpiError& e) {
+        if (s.error == MPI_SUCCESS) {
+            s.error = e.code();
+            s.error_text = e.what();
+        }
+    }
+}
+
+// Runs the rounds of r's schedule as far as their transfers allow.
+void Engine::step(Request& r) {
+    Schedule& s = *r.schedule;
+    while (!r.complete) {
+        for (const auto& [h, t] : s.pending)
+            if (!request(h).complete) return;
+        for (const auto& [h, t] : s.pending) {
+            const MPI_Status& st = request(h).status;
+            if (s.error == MPI_SUCCESS && st.MPI_ERROR != MPI_SUCCESS) {
+                s.error = st.MPI_ERROR;
+                s.error_text = (t.send ? "send to rank " : "receive from rank ") + std::to_string(t.peer) +
+                               (st.MPI_ERROR == MPI_ERR_TRUNCATE ? " brought more than " + std::to_string(t.bytes) +
+                                                                       " bytes (the ranks' counts or types differ)"
+                                                                 : " failed");
+            } else if (s.error == MPI_SUCCESS && !t.send && st.msgpass_bytes != t.bytes) {
+                s.error = MPI_ERR_TRUNCATE;
+                s.error_text = "rank " + std::to_string(t.peer) + " sent " + std::to_string(st.msgpass_bytes) +
+                               " bytes where " + std::to_string(t.bytes) +
+                               " were expected (the ranks' counts or types differ)";
+            }
+            release(h);
+        }
+        s.pending.clear();
+        if (s.error != MPI_SUCCESS || s.next == s.rounds.size()) {
+            r.status.MPI_ERROR = s.error;
+            r.complete = true;
+            return;
+        }
+        const Round& round = s.rounds[s.next++];
+        for (const LocalOp& l : round.locals) {
+            if (l.reduce)
+                combine(l.type, l.op, l.dst, l.src, l.count);
+            else
+                std::memmove(l.dst, l.src, l.bytes);
+        }
+        for (const Transfer& t : round.transfers)
+            post_transfer(s, t);
+    }
+}
+
+void Engine::step_schedules() {
+    if (stepping_ || active_.empty()) return;
+    stepping_ = true;
+    struct Reset {
+        bool& flag;
+        ~Reset() { flag = false; }
+    } reset{stepping_};
+    for (std::size_t i = 0; i < active_.size();) {
+        const MPI_Request h = active_[i];
+        Request& r = request(h);
+        step(r);
+        if (r.complete) {
+            active_.erase(active_.begin() + static_cast<std::ptrdiff_t>(i));
+            if (r.freed) release(h);
+        } else {
+            ++i;
+        }
+    }
 }
 
 // ----------------------------------------------------------------------- finalize

@@ -3,19 +3,21 @@
 // zero-copy receive of comm that is always posted for any source and any tag, so
 // that MPI_ANY_TAG never takes a collective's message, a rank can send to itself and
 // MPI_COMM_SELF needs no node. Sends go through comm::Communicator::post_send.
-// Progress is made by the calling thread (MPI_THREAD_FUNNELED).
+// Progress is made by the calling thread (with MPI_THREAD_MULTIPLE, under one lock).
 #pragma once
 
 #include <msgpass/comm.hpp>
 #include <msgpass/mpi/mpi.h>
 #include <msgpass/msgpass.hpp>
 
+#include <condition_variable>
 #include <cstddef>
 #include <cstdint>
 #include <deque>
 #include <list>
 #include <map>
 #include <memory>
+#include <mutex>
 #include <set>
 #include <stdexcept>
 #include <string>
@@ -55,6 +57,57 @@ struct CommInfo {
     int coll = world_coll;
 };
 
+// A collective as a schedule of rounds (docs/mpi.md, *How it works*): a
+// round's local actions (copies, reductions) run first, then its transfers are
+// posted; the next round starts when every transfer of this one completed. Blocking
+// and non-blocking collectives alike are built as one and progressed by the engine.
+struct LocalOp {
+    bool reduce = false;      // false: copy bytes from src to dst
+    std::byte* dst = nullptr; // reduce: inout = inout op in
+    const std::byte* src = nullptr;
+    std::size_t bytes = 0;
+    int count = 0;
+    MPI_Datatype type = 0;
+    MPI_Op op = 0;
+};
+
+struct Transfer {
+    bool send = false;
+    int peer = 0; // a rank of the communicator, never this rank itself
+    std::byte* buf = nullptr;
+    std::size_t bytes = 0; // a receive expects exactly this many
+};
+
+struct Round {
+    std::vector<LocalOp> locals;
+    std::vector<Transfer> transfers;
+};
+
+struct Schedule {
+    CommInfo comm;
+    const char* name = "collective";
+    int tag = 0; // set by the engine: one per collective call of the communicator
+    std::vector<Round> rounds;
+    std::vector<std::unique_ptr<std::byte[]>> scratch;
+    // progress
+    std::size_t next = 0;
+    std::vector<std::pair<MPI_Request, Transfer>> pending;
+    int error = MPI_SUCCESS;
+    std::string error_text;
+
+    // Memory the schedule owns until it completes.
+    std::byte* alloc(std::size_t bytes);
+    // Starts a round; the calls below add to the last round.
+    void next_round() { rounds.emplace_back(); }
+    void send(int peer, const void* buf, std::size_t bytes);
+    void recv(int peer, void* buf, std::size_t bytes);
+    void copy(void* dst, const void* src, std::size_t bytes);
+    void reduce(void* inout, const void* in, int count, MPI_Datatype type, MPI_Op op);
+
+private:
+    Round& last();
+};
+
 struct Request {
     bool live = false; // a handle the application holds (or a freed send comm still has)
     bool is_send = false;
@@ -70,6 +123,7 @@ struct Request {
     bool wants_ack = false; // MPI_Ssend: complete when the receiver matched it
     std::uint32_t ack_seq = 0;
     MPI_Status status{};
+    std::unique_ptr<Schedule> schedule; // a collective's request
 };
 
 // A message that arrived (or was sent to this rank by itself) and no receive took yet.
@@ -116,6 +170,10 @@ public:
     void check_request(MPI_Request request) const; // throws MPI_ERR_REQUEST
     // Makes progress once without blocking.
     void poke() { progress(); }
+    // MPI_THREAD_MULTIPLE: every entry point holds lock (held once where a call
+    // blocks); a blocking wait lets it go while it waits in the communicator, one
+    // thread at a time (the leader), the others waiting for the leader's turn to end.
+    void set_lock(std::recursive_mutex* lock) { lock_ = lock; }
 
     // The envelope of the next matching message without taking it.
     bool iprobe(const CommInfo& c, int source, int tag, MPI_Status* status);
@@ -124,6 +182,11 @@ public:
     // Blocking transfers of the collectives (context coll, the communicator's ranks).
     void send_bytes(const CommInfo& c, int dest, int tag, const void* buf, std::size_t bytes);
     std::size_t recv_bytes(const CommInfo& c, int source, int tag, void* buf, std::size_t capacity);
+
+    // Collectives as schedules: start posts the first round and returns the request
+    // (non-blocking collectives); run waits for it and throws its error (blocking).
+    MPI_Request start(std::unique_ptr<Schedule> schedule);
+    void run(std::unique_ptr<Schedule> schedule);
 
     // MPI_Finalize: a barrier over the world, every message handed to its peer, the
     // nodes closed.
@@ -138,6 +201,10 @@ private:
     void send_ack(int source, std::uint32_t seq);
     Incoming* find_unexpected(int ctx, int source, int tag);
     void progress();
+    void step_schedules();
+    void step(Request& r);
+    void post_transfer(Schedule& s, const Transfer& t);
+    void send_completed(comm::Completion& done);
     void handle(comm::Completion&& c);
     void post_pump();
     void block_once();
@@ -163,6 +230,13 @@ private:
     bool pump_posted_ = false;
     std::uint32_t next_seq_ = 0;
     unsigned progress_calls_ = 0;
+    std::vector<MPI_Request> active_; // collectives' requests not complete yet
+    bool stepping_ = false;
+    std::recursive_mutex* lock_ = nullptr;
+    std::condition_variable_any turn_;
+    bool leader_ = false; // a thread waits in the communicator without lock_
+    std::uint32_t world_coll_seq_ = 0;
+    std::uint32_t self_coll_seq_ = 0;
 };
 
 // Collectives (collectives.cpp), over Engine::send_bytes/recv_bytes.
@@ -170,9 +244,46 @@ void barrier(Engine& e, const CommInfo& c);
 void bcast(Engine& e, const CommInfo& c, void* buf, std::size_t bytes, int root);
 void reduce(Engine& e, const CommInfo& c, const void* send, void* recv, int count, MPI_Datatype type, MPI_Op op,
             int root);
-void allreduce(Engine& e, const CommInfo& c, const void* send, void* recv, int count, MPI_Datatype type, MPI_Op op);
 void gather(Engine& e, const CommInfo& c, const void* send, std::size_t block, void* recv, int root);
 void scatter(Engine& e, const CommInfo& c, const void* send, std::size_t block, void* recv, int root);
-void allgather(Engine& e, const CommInfo& c, const void* send, std::size_t block, void* recv);
+// inout[i] = inout[i] op in[i] for count elements of a basic type.
+void combine(MPI_Datatype type, MPI_Op op, std::byte* inout, const std::byte* in, int count);
+
+// Schedules of the collectives (schedules.cpp). Counts and displacements in bytes;
+// sizes[i], displs[i] per rank of the communicator. recv nullptr where the rank
+// receives nothing; the builders copy what must be copied at the call (MPI_IN_PLACE).
+std::unique_ptr<Schedule> barrier_schedule(const CommInfo& c);
+std::unique_ptr<Schedule> bcast_schedule(const CommInfo& c, void* buf, std::size_t bytes, int root);
+std::unique_ptr<Schedule> reduce_schedule(const CommInfo& c, const void* send, void* recv, int count, MPI_Datatype type,
+                                          MPI_Op op, int root);
+std::unique_ptr<Schedule> allreduce_schedule(const CommInfo& c, const void* send, void* recv, int count,
+                                             MPI_Datatype type, MPI_Op op);
+// gatherv: own is this rank's block (nullptr at an MPI_IN_PLACE root); recv, sizes,
+// displs matter at the root only.
+std::unique_ptr<Schedule> gatherv_schedule(const CommInfo& c, const void* own, std::size_t own_bytes, void* recv,
+                                           const std::vector<std::size_t>& sizes,
+                                           const std::vector<std::size_t>& displs, int root);
+// scatterv: own receives this rank's block (nullptr at an MPI_IN_PLACE root).
+std::unique_ptr<Schedule> scatterv_schedule(const CommInfo& c, const void* send, const std::vector<std::size_t>& sizes,
+                                            const std::vector<std::size_t>& displs, void* own, std::size_t own_bytes,
+                                            int root);
+// allgatherv: own nullptr when this rank's block is in place in recv.
+std::unique_ptr<Schedule> allgatherv_schedule(const CommInfo& c, const void* own, void* recv,
+                                              const std::vector<std::size_t>& sizes,
+                                              const std::vector<std::size_t>& displs);
+// alltoallw (and alltoall, alltoallv): send nullptr for MPI_IN_PLACE (the blocks to
+// send are those of recv).
+std::unique_ptr<Schedule> alltoallw_schedule(const CommInfo& c, const void* send,
+                                             const std::vector<std::size_t>& send_sizes,
+                                             const std::vector<std::size_t>& send_displs, void* recv,
+                                             const std::vector<std::size_t>& recv_sizes,
+                                             const std::vector<std::size_t>& recv_displs);
+// reduce_scatter: counts[i] elements to rank i; send holds their sum of elements
+// (send nullptr: MPI_IN_PLACE, in recv).
+std::unique_ptr<Schedule> reduce_scatter_schedule(const CommInfo& c, const void* send, void* recv,
+                                                  const std::vector<int>& counts, MPI_Datatype type, MPI_Op op);
+// scan (exclusive: exscan, where rank 0's recv is left as it is).
+std::unique_ptr<Schedule> scan_schedule(const CommInfo& c, const void* send, void* recv, int count, MPI_Datatype type,
+                                        MPI_Op op, bool exclusive);
 
 } // namespace msgpass::mpi

@@ -26,15 +26,20 @@ int MPI_Init_thread(int* argc, char*** argv, int required, int* provided) {
     if (required < MPI_THREAD_SINGLE || required > MPI_THREAD_MULTIPLE)
         return fail("MPI_Init_thread", MPI_COMM_WORLD, MPI_ERR_ARG,
                     "required thread level " + std::to_string(required) + " is not one of MPI_THREAD_*");
+    // SERIALIZED is given as MULTIPLE: the lock costs little and makes any use safe.
+    const int level = required <= MPI_THREAD_FUNNELED ? required : MPI_THREAD_MULTIPLE;
     const int code = init(argc, argv);
-    if (code == MPI_SUCCESS && provided != nullptr)
-        *provided = required < MPI_THREAD_FUNNELED ? required : MPI_THREAD_FUNNELED;
+    if (code == MPI_SUCCESS) {
+        thread_level = level < MPI_THREAD_FUNNELED ? MPI_THREAD_FUNNELED : level;
+        if (thread_level == MPI_THREAD_MULTIPLE) engine->set_lock(&big_lock);
+        if (provided != nullptr) *provided = level;
+    }
     return code;
 }
 
 int MPI_Query_thread(int* provided) {
     return guarded("MPI_Query_thread", MPI_COMM_WORLD, [&] {
-        *provided = MPI_THREAD_FUNNELED;
+        *provided = thread_level;
         return MPI_SUCCESS;
     });
 }

@@ -1,6 +1,8 @@
 // The C entry points of msgpass's MPI (mpi.h), point to point: send and receive,
 // requests, probe, counts. Every entry point goes through api::guarded.
 #include <climits>
+#include <cstddef>
+#include <vector>
 
 #include "api.hpp"
 
@@ -131,6 +133,116 @@ int MPI_Waitany(int count, MPI_Request requests[], int* index, MPI_Status* statu
         const int code = engine->wait(&requests[*index], &own);
         if (status != MPI_STATUS_IGNORE) *status = own;
         return request_error(code, own);
+    });
+}
+
+namespace {
+
+// Takes every completed request of the array (Testsome, Waitsome): its index and
+// status; MPI_ERR_IN_STATUS when one failed.
+int collect_completed(int count, MPI_Request requests[], int* outcount, int indices[], MPI_Status statuses[]) {
+    bool failed = false;
+    *outcount = 0;
+    for (int i = 0; i < count; ++i) {
+        if (requests[i] == MPI_REQUEST_NULL || !engine->is_complete(requests[i])) continue;
+        MPI_Status own{};
+        int code = MPI_SUCCESS;
+        (void)engine->test(&requests[i], &own, &code);
+        own.MPI_ERROR = code;
+        indices[*outcount] = i;
+        if (statuses != MPI_STATUSES_IGNORE) statuses[*outcount] = own;
+        ++*outcount;
+        if (code != MPI_SUCCESS) failed = true;
+    }
+    if (failed) last_message = "a request failed; see the MPI_ERROR of its status";
+    return failed ? MPI_ERR_IN_STATUS : MPI_SUCCESS;
+}
+
+void check_requests(int count, MPI_Request requests[]) {
+    if (count < 0) throw MpiError(MPI_ERR_COUNT, "negative count " + std::to_string(count));
+    if (count > 0 && requests == nullptr) throw MpiError(MPI_ERR_REQUEST, "requests is NULL");
+    for (int i = 0; i < count; ++i)
+        if (requests[i] != MPI_REQUEST_NULL) engine->check_request(requests[i]);
+}
+
+bool any_active(int count, const MPI_Request requests[]) {
+    for (int i = 0; i < count; ++i)
+        if (requests[i] != MPI_REQUEST_NULL) return true;
+    return false;
+}
+
+} // namespace
+
+int MPI_Testany(int count, MPI_Request requests[], int* index, int* flag, MPI_Status* status) {
+    return guarded("MPI_Testany", MPI_COMM_WORLD, [&] {
+        check_requests(count, requests);
+        *index = MPI_UNDEFINED;
+        if (!any_active(count, requests)) { // nothing active: true, with an empty status
+            *flag = 1;
+            if (status != MPI_STATUS_IGNORE) *status = MPI_Status{MPI_ANY_SOURCE, MPI_ANY_TAG, MPI_SUCCESS, 0, 0};
+            return MPI_SUCCESS;
+        }
+        engine->poke();
+        *flag = 0;
+        for (int i = 0; i < count; ++i) {
+            if (requests[i] == MPI_REQUEST_NULL || !engine->is_complete(requests[i])) continue;
+            MPI_Status own{};
+            int code = MPI_SUCCESS;
+            (void)engine->test(&requests[i], &own, &code);
+            *index = i;
+            *flag = 1;
+            if (status != MPI_STATUS_IGNORE) *status = own;
+            return request_error(code, own);
+        }
+        return MPI_SUCCESS;
+    });
+}
+
+int MPI_Testsome(int incount, MPI_Request requests[], int* outcount, int indices[], MPI_Status statuses[]) {
+    return guarded("MPI_Testsome", MPI_COMM_WORLD, [&] {
+        check_requests(incount, requests);
+        if (!any_active(incount, requests)) {
+            *outcount = MPI_UNDEFINED;
+            return MPI_SUCCESS;
+        }
+        engine->poke();
+        return collect_completed(incount, requests, outcount, indices, statuses);
+    });
+}
+
+int MPI_Waitsome(int incount, MPI_Request requests[], int* outcount, int indices[], MPI_Status statuses[]) {
+    return guarded("MPI_Waitsome", MPI_COMM_WORLD, [&] {
+        check_requests(incount, requests);
+        if (engine->wait_any(incount, requests) == MPI_UNDEFINED) {
+            *outcount = MPI_UNDEFINED;
+            return MPI_SUCCESS;
+        }
+        return collect_completed(incount, requests, outcount, indices, statuses);
+    });
+}
+
+int MPI_Sendrecv_replace(void* buf, int count, MPI_Datatype type, int dest, int sendtag, int source, int recvtag,
+                         MPI_Comm comm, MPI_Status* status) {
+    return guarded("MPI_Sendrecv_replace", comm, [&] {
+        const auto c = engine->info(comm);
+        const auto bytes = bytes_of(buf, count, type);
+        check_rank(c, dest, false);
+        check_rank(c, source, true);
+        check_send_tag(sendtag);
+        check_recv_tag(recvtag);
+        const auto* data = static_cast<const std::byte*>(buf);
+        const std::vector<std::byte> out(data, data + bytes); // the buffer is received into
+        MPI_Request r = source == MPI_PROC_NULL ? MPI_REQUEST_NULL : engine->irecv(c, source, recvtag, buf, bytes);
+        MPI_Request s =
+            dest == MPI_PROC_NULL ? MPI_REQUEST_NULL : engine->isend(c, dest, sendtag, out.data(), bytes, false);
+        MPI_Status sent{};
+        const int send_code = engine->wait(&s, &sent);
+        MPI_Status own{};
+        const int recv_code = engine->wait(&r, &own);
+        if (source == MPI_PROC_NULL) proc_null_status(&own);
+        if (status != MPI_STATUS_IGNORE) *status = own;
+        if (send_code != MPI_SUCCESS) return request_error(send_code, sent);
+        return request_error(recv_code, own);
     });
 }
 

@@ -91,6 +91,7 @@ static void check_reductions(MPI_Comm comm) {
             for (int c = 0; c < 4; ++c) {
                 const int n = counts[c];
                 const int root = (t + o + c) % size;
+                WHERE("collectives: Reduce/Allreduce %s %s count %d size %d", op_names[o], type_names[t], n, size);
                 for (int i = 0; i < n; ++i) {
                     set(types[t], send, i, value(o, rank, i));
                     set(types[t], recv, i, -1);
@@ -131,6 +132,7 @@ static void check_moves(MPI_Comm comm) {
         int* mine = malloc(sizeof(int) * (size_t)n);
         int* all = malloc(sizeof(int) * (size_t)n * (size_t)size);
         for (int root = 0; root < size; ++root) {
+            WHERE("collectives: Bcast/Gather/Scatter/Allgather count %d root %d size %d", n, root, size);
             /* Bcast */
             for (int i = 0; i < n; ++i)
                 mine[i] = rank == root ? root * 100000 + i : -1;
@@ -187,12 +189,15 @@ int main(int argc, char** argv) {
     int rank = 0;
     int size = 0;
     MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+    check_deadline(240, rank); /* a hang fails naming the last WHERE */
+    WHERE("collectives: start");
     MPI_Comm_size(MPI_COMM_WORLD, &size);
     check_reductions(MPI_COMM_WORLD);
     check_moves(MPI_COMM_WORLD);
     check_reductions(MPI_COMM_SELF);
     check_moves(MPI_COMM_SELF);
     if (rank == 0) printf("collectives: %d ranks ok\n", size);
+    WHERE("collectives: MPI_Finalize");
     MPI_Finalize();
     return 0;
 }

@@ -21,7 +21,7 @@ static void expect_error(int code, int expected_class, const char* words) {
 
 int main(int argc, char** argv) {
     int provided = -1;
-    CHECK(MPI_Init_thread(&argc, &argv, MPI_THREAD_MULTIPLE, &provided) == MPI_SUCCESS, "init");
+    CHECK(MPI_Init_thread(&argc, &argv, MPI_THREAD_FUNNELED, &provided) == MPI_SUCCESS, "init");
     CHECK(provided == MPI_THREAD_FUNNELED, "provided %d", provided);
     int flag = 0;
     MPI_Initialized(&flag);
@@ -29,6 +29,8 @@ int main(int argc, char** argv) {
     int rank = 0;
     int size = 0;
     MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+    check_deadline(240, rank); /* a hang fails naming the last WHERE */
+    WHERE("errors: start");
     MPI_Comm_size(MPI_COMM_WORLD, &size);
     int x[10] = {0};
     if (argc > 1 && strcmp(argv[1], "fatal") == 0) {
@@ -54,10 +56,12 @@ int main(int argc, char** argv) {
     MPI_Request bogus = 424242;
     expect_error(MPI_Wait(&bogus, MPI_STATUS_IGNORE), MPI_ERR_REQUEST, "invalid request 424242");
     expect_error(MPI_Comm_set_errhandler(MPI_COMM_WORLD, 99), MPI_ERR_ARG, "error handler");
+    WHERE("errors: Only this rank could send it: an error, not a hang");
     /* Only this rank could send it: an error, not a hang. */
     expect_error(MPI_Recv(x, 1, MPI_INT, rank, 0, MPI_COMM_WORLD, MPI_STATUS_IGNORE), MPI_ERR_OTHER, "wait forever");
     expect_error(MPI_Recv(x, 1, MPI_INT, 0, 0, MPI_COMM_SELF, MPI_STATUS_IGNORE), MPI_ERR_OTHER, "wait forever");
 
+    WHERE("errors: MPI_COMM_SELF: rank 0 of 1, messages to itself, kept ...");
     /* MPI_COMM_SELF: rank 0 of 1, messages to itself, kept apart from MPI_COMM_WORLD. */
     int self_rank = -1;
     int self_size = -1;
@@ -73,6 +77,7 @@ int main(int argc, char** argv) {
     CHECK(MPI_Recv(&w, 1, MPI_INT, MPI_ANY_SOURCE, MPI_ANY_TAG, MPI_COMM_SELF, &st) == MPI_SUCCESS, "self recv");
     CHECK(w == 31 && st.MPI_SOURCE == 0 && st.MPI_TAG == 3, "self got %d", w);
 
+    WHERE("errors: Truncation: 10 ints into room for 4");
     /* Truncation: 10 ints into room for 4. */
     if (size > 1) {
         if (rank == 0) {
@@ -96,6 +101,7 @@ int main(int argc, char** argv) {
     CHECK(MPI_Wtime() >= t0 && MPI_Wtick() > 0, "clock");
     MPI_Barrier(MPI_COMM_WORLD);
     if (rank == 0) printf("errors: %d ranks ok\n", size);
+    WHERE("errors: MPI_Finalize");
     MPI_Finalize();
     MPI_Finalized(&flag);
     CHECK(flag == 1, "not finalized");

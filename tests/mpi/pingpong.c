@@ -11,6 +11,8 @@ int main(int argc, char** argv) {
     int rank = 0;
     int size = 0;
     MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+    check_deadline(240, rank); /* a hang fails naming the last WHERE */
+    WHERE("pingpong: start");
     MPI_Comm_size(MPI_COMM_WORLD, &size);
     const int sizes[] = {0, 1, 7, 64, 1000, 4096, 65536, 300000, 1 << 20};
     const int n_sizes = (int)(sizeof sizes / sizeof sizes[0]);
@@ -59,6 +61,7 @@ int main(int argc, char** argv) {
             CHECK(got == 2.5 + peer, "ssend value %g", got);
         }
     }
+    WHERE("pingpong: Sendrecv around the ring (also to itself with one rank)");
     /* Sendrecv around the ring (also to itself with one rank). */
     int out = 1000 + rank;
     int in = -1;
@@ -67,6 +70,7 @@ int main(int argc, char** argv) {
                        MPI_COMM_WORLD, &st) == MPI_SUCCESS,
           "sendrecv");
     CHECK(in == 1000 + (rank + size - 1) % size && st.MPI_SOURCE == (rank + size - 1) % size, "sendrecv got %d", in);
+    WHERE("pingpong: MPI_PROC_NULL: nothing moves, the status says so");
     /* MPI_PROC_NULL: nothing moves, the status says so. */
     CHECK(MPI_Send(&out, 1, MPI_INT, MPI_PROC_NULL, 1, MPI_COMM_WORLD) == MPI_SUCCESS, "send to PROC_NULL");
     CHECK(MPI_Recv(&in, 1, MPI_INT, MPI_PROC_NULL, 1, MPI_COMM_WORLD, &st) == MPI_SUCCESS, "recv from PROC_NULL");
@@ -74,6 +78,7 @@ int main(int argc, char** argv) {
     free(buf);
     MPI_Barrier(MPI_COMM_WORLD);
     if (rank == 0) printf("pingpong: %d ranks ok\n", size);
+    WHERE("pingpong: MPI_Finalize");
     MPI_Finalize();
     return 0;
 }

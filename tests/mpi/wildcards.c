@@ -17,6 +17,8 @@ int main(int argc, char** argv) {
     int rank = 0;
     int size = 0;
     MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+    check_deadline(240, rank); /* a hang fails naming the last WHERE */
+    WHERE("wildcards: start");
     MPI_Comm_size(MPI_COMM_WORLD, &size);
     if (rank != 0) {
         for (int k = 1; k <= 3; ++k) {
@@ -54,6 +56,7 @@ int main(int argc, char** argv) {
         CHECK(flag == 0, "iprobe found a message nobody sent");
         free(seen);
     }
+    WHERE("wildcards: A collective's messages are not for the application's ...");
     /* A collective's messages are not for the application's wildcards: the last rank
      * posts MPI_ANY_SOURCE/MPI_ANY_TAG first, then everybody broadcasts, then rank 0
      * sends it the message the receive is for. */
@@ -88,6 +91,7 @@ int main(int argc, char** argv) {
     }
     MPI_Barrier(MPI_COMM_WORLD);
     if (rank == 0) printf("wildcards: %d ranks ok\n", size);
+    WHERE("wildcards: MPI_Finalize");
     MPI_Finalize();
     return 0;
 }

@@ -1,0 +1,497 @@
+// The C entry points of msgpass's MPI (mpi.h) whose collectives run as schedules
+// (schedules.cpp): the v-variants, Alltoall(v,w), Reduce_scatter(_block), Scan,
+// Exscan, Barrier, Allreduce, Allgather, and every non-blocking collective. Each
+// collective's arguments are checked and turned into a schedule once (the make_*
+// functions); the blocking call runs it to completion, the non-blocking one returns
+// its request. Every entry point goes through api::guarded.
+#include <climits>
+#include <cstring>
+
+#include "api.hpp"
+
+using namespace msgpass::mpi::api; // NOLINT(google-build-using-namespace): the entry points' shared state and checks
+using msgpass::mpi::CommInfo;
+using msgpass::mpi::MpiError;
+using msgpass::mpi::Schedule;
+
+namespace {
+
+using Sched = std::unique_ptr<Schedule>;
+using Sizes = std::vector<std::size_t>;
+
+// counts[i] * size of each rank's block, in bytes.
+Sizes sizes_of(const char* what, const int* counts, int n, std::size_t size) {
+    if (counts == nullptr) throw MpiError(MPI_ERR_ARG, std::string(what) + " is NULL");
+    Sizes out(static_cast<std::size_t>(n));
+    for (int i = 0; i < n; ++i) {
+        if (counts[i] < 0)
+            throw MpiError(MPI_ERR_COUNT, std::string(what) + "[" + std::to_string(i) + "] is negative (" +
+                                              std::to_string(counts[i]) + ")");
+        out[static_cast<std::size_t>(i)] = static_cast<std::size_t>(counts[i]) * size;
+    }
+    return out;
+}
+
+// Displacements (in units of size bytes) in bytes; negative ones are not provided.
+Sizes displs_of(const char* what, const int* displs, int n, std::size_t size) {
+    if (displs == nullptr) throw MpiError(MPI_ERR_ARG, std::string(what) + " is NULL");
+    Sizes out(static_cast<std::size_t>(n));
+    for (int i = 0; i < n; ++i) {
+        if (displs[i] < 0)
+            throw MpiError(MPI_ERR_ARG, std::string(what) + "[" + std::to_string(i) + "] is negative (" +
+                                            std::to_string(displs[i]) + "): not provided");
+        out[static_cast<std::size_t>(i)] = static_cast<std::size_t>(displs[i]) * size;
+    }
+    return out;
+}
+
+Sizes uniform(int n, std::size_t block, bool displacements) {
+    Sizes out(static_cast<std::size_t>(n));
+    for (std::size_t i = 0; i < out.size(); ++i)
+        out[i] = displacements ? i * block : block;
+    return out;
+}
+
+void check_buffer(const void* buf, const Sizes& sizes, const char* what) {
+    for (std::size_t s : sizes)
+        if (s > 0 && buf == nullptr) throw MpiError(MPI_ERR_BUFFER, std::string(what) + " is NULL");
+}
+
+void check_own(std::size_t sent, std::size_t received) {
+    if (sent != received)
+        throw MpiError(MPI_ERR_TRUNCATE, "this rank's block is " + std::to_string(sent) + " bytes to send and " +
+                                             std::to_string(received) + " bytes to receive");
+}
+
+Sched make_barrier(MPI_Comm comm) {
+    return msgpass::mpi::barrier_schedule(engine->info(comm));
+}
+
+Sched make_bcast(void* buffer, int count, MPI_Datatype type, int root, MPI_Comm comm) {
+    const auto c = engine->info(comm);
+    const auto bytes = bytes_of(buffer, count, type);
+    check_root(c, root);
+    return msgpass::mpi::bcast_schedule(c, buffer, bytes, root);
+}
+
+Sched make_reduce(const void* sendbuf, void* recvbuf, int count, MPI_Datatype type, MPI_Op op, int root,
+                  MPI_Comm comm) {
+    const auto c = engine->info(comm);
+    check_root(c, root);
+    check_op(op, type);
+    const bool in_place = sendbuf == MPI_IN_PLACE;
+    if (in_place && c.rank != root) throw MpiError(MPI_ERR_BUFFER, "MPI_IN_PLACE is for the root only");
+    (void)bytes_of(in_place ? recvbuf : sendbuf, count, type, "sendbuf");
+    if (c.rank == root) (void)bytes_of(recvbuf, count, type, "recvbuf");
+    return msgpass::mpi::reduce_schedule(c, in_place ? recvbuf : sendbuf, recvbuf, count, type, op, root);
+}
+
+Sched make_allreduce(const void* sendbuf, void* recvbuf, int count, MPI_Datatype type, MPI_Op op, MPI_Comm comm) {
+    const auto c = engine->info(comm);
+    check_op(op, type);
+    const bool in_place = sendbuf == MPI_IN_PLACE;
+    (void)bytes_of(in_place ? recvbuf : sendbuf, count, type, "sendbuf");
+    (void)bytes_of(recvbuf, count, type, "recvbuf");
+    return msgpass::mpi::allreduce_schedule(c, in_place ? recvbuf : sendbuf, recvbuf, count, type, op);
+}
+
+Sched make_gatherv(const void* sendbuf, int sendcount, MPI_Datatype sendtype, void* recvbuf, const Sizes& sizes,
+                   const Sizes& displs, int root, const CommInfo& c) {
+    const bool in_place = sendbuf == MPI_IN_PLACE && c.rank == root;
+    std::size_t own = 0;
+    if (!in_place) {
+        own = bytes_of(sendbuf, sendcount, sendtype, "sendbuf");
+        if (c.rank == root) check_own(own, sizes[static_cast<std::size_t>(root)]);
+    }
+    if (c.rank == root) check_buffer(recvbuf, sizes, "recvbuf");
+    return msgpass::mpi::gatherv_schedule(c, in_place ? nullptr : sendbuf, own, recvbuf, sizes, displs, root);
+}
+
+Sched make_gatherv(const void* sendbuf, int sendcount, MPI_Datatype sendtype, void* recvbuf, const int recvcounts[],
+                   const int displs[], MPI_Datatype recvtype, int root, MPI_Comm comm) {
+    const auto c = engine->info(comm);
+    check_root(c, root);
+    Sizes sizes(static_cast<std::size_t>(c.size));
+    Sizes at(static_cast<std::size_t>(c.size));
+    if (c.rank == root) { // significant at the root only
+        sizes = sizes_of("recvcounts", recvcounts, c.size, type_size(recvtype));
+        at = displs_of("displs", displs, c.size, type_size(recvtype));
+    }
+    return make_gatherv(sendbuf, sendcount, sendtype, recvbuf, sizes, at, root, c);
+}
+
+Sched make_gather(const void* sendbuf, int sendcount, MPI_Datatype sendtype, void* recvbuf, int recvcount,
+                  MPI_Datatype recvtype, int root, MPI_Comm comm) {
+    const auto c = engine->info(comm);
+    check_root(c, root);
+    std::size_t block = 0;
+    if (c.rank == root) block = block_of("recvcount", recvcount, recvtype, 0, false);
+    return make_gatherv(sendbuf, sendcount, sendtype, recvbuf, uniform(c.size, block, false),
+                        uniform(c.size, block, true), root, c);
+}
+
+Sched make_scatterv(const void* sendbuf, const Sizes& sizes, const Sizes& displs, void* recvbuf, int recvcount,
+                    MPI_Datatype recvtype, int root, const CommInfo& c) {
+    const bool in_place = recvbuf == MPI_IN_PLACE && c.rank == root;
+    std::size_t own = 0;
+    if (!in_place) {
+        own = bytes_of(recvbuf, recvcount, recvtype, "recvbuf");
+        if (c.rank == root) check_own(sizes[static_cast<std::size_t>(root)], own);
+    }
+    if (c.rank == root) check_buffer(sendbuf, sizes, "sendbuf");
+    return msgpass::mpi::scatterv_schedule(c, sendbuf, sizes, displs, in_place ? nullptr : recvbuf, own, root);
+}
+
+Sched make_scatterv(const void* sendbuf, const int sendcounts[], const int displs[], MPI_Datatype sendtype,
+                    void* recvbuf, int recvcount, MPI_Datatype recvtype, int root, MPI_Comm comm) {
+    const auto c = engine->info(comm);
+    check_root(c, root);
+    Sizes sizes(static_cast<std::size_t>(c.size));
+    Sizes at(static_cast<std::size_t>(c.size));
+    if (c.rank == root) {
+        sizes = sizes_of("sendcounts", sendcounts, c.size, type_size(sendtype));
+        at = displs_of("displs", displs, c.size, type_size(sendtype));
+    }
+    return make_scatterv(sendbuf, sizes, at, recvbuf, recvcount, recvtype, root, c);
+}
+
+Sched make_scatter(const void* sendbuf, int sendcount, MPI_Datatype sendtype, void* recvbuf, int recvcount,
+                   MPI_Datatype recvtype, int root, MPI_Comm comm) {
+    const auto c = engine->info(comm);
+    check_root(c, root);
+    std::size_t block = 0;
+    if (c.rank == root) block = block_of("sendcount", sendcount, sendtype, 0, false);
+    return make_scatterv(sendbuf, uniform(c.size, block, false), uniform(c.size, block, true), recvbuf, recvcount,
+                         recvtype, root, c);
+}
+
+Sched make_allgatherv(const void* sendbuf, int sendcount, MPI_Datatype sendtype, void* recvbuf, const Sizes& sizes,
+                      const Sizes& displs, const CommInfo& c) {
+    const bool in_place = sendbuf == MPI_IN_PLACE;
+    if (!in_place)
+        check_own(bytes_of(sendbuf, sendcount, sendtype, "sendbuf"), sizes[static_cast<std::size_t>(c.rank)]);
+    check_buffer(recvbuf, sizes, "recvbuf");
+    return msgpass::mpi::allgatherv_schedule(c, in_place ? nullptr : sendbuf, recvbuf, sizes, displs);
+}
+
+Sched make_allgatherv(const void* sendbuf, int sendcount, MPI_Datatype sendtype, void* recvbuf, const int recvcounts[],
+                      const int displs[], MPI_Datatype recvtype, MPI_Comm comm) {
+    const auto c = engine->info(comm);
+    return make_allgatherv(sendbuf, sendcount, sendtype, recvbuf,
+                           sizes_of("recvcounts", recvcounts, c.size, type_size(recvtype)),
+                           displs_of("displs", displs, c.size, type_size(recvtype)), c);
+}
+
+Sched make_allgather(const void* sendbuf, int sendcount, MPI_Datatype sendtype, void* recvbuf, int recvcount,
+                     MPI_Datatype recvtype, MPI_Comm comm) {
+    const auto c = engine->info(comm);
+    const std::size_t block = block_of("recvcount", recvcount, recvtype, 0, false);
+    return make_allgatherv(sendbuf, sendcount, sendtype, recvbuf, uniform(c.size, block, false),
+                           uniform(c.size, block, true), c);
+}
+
+Sched make_alltoallw(const void* sendbuf, const Sizes& send_sizes, const Sizes& send_displs, void* recvbuf,
+                     const Sizes& recv_sizes, const Sizes& recv_displs, const CommInfo& c) {
+    const bool in_place = sendbuf == MPI_IN_PLACE;
+    if (!in_place) check_buffer(sendbuf, send_sizes, "sendbuf");
+    check_buffer(recvbuf, recv_sizes, "recvbuf");
+    return msgpass::mpi::alltoallw_schedule(c, in_place ? nullptr : sendbuf, send_sizes, send_displs, recvbuf,
+                                            recv_sizes, recv_displs);
+}
+
+Sched make_alltoall(const void* sendbuf, int sendcount, MPI_Datatype sendtype, void* recvbuf, int recvcount,
+                    MPI_Datatype recvtype, MPI_Comm comm) {
+    const auto c = engine->info(comm);
+    const std::size_t rblock = block_of("recvcount", recvcount, recvtype, 0, false);
+    std::size_t sblock = rblock;
+    if (sendbuf != MPI_IN_PLACE) sblock = block_of("sendcount", sendcount, sendtype, rblock, true);
+    return make_alltoallw(sendbuf, uniform(c.size, sblock, false), uniform(c.size, sblock, true), recvbuf,
+                          uniform(c.size, rblock, false), uniform(c.size, rblock, true), c);
+}
+
+Sched make_alltoallv(const void* sendbuf, const int sendcounts[], const int sdispls[], MPI_Datatype sendtype,
+                     void* recvbuf, const int recvcounts[], const int rdispls[], MPI_Datatype recvtype, MPI_Comm comm) {
+    const auto c = engine->info(comm);
+    const Sizes recv_sizes = sizes_of("recvcounts", recvcounts, c.size, type_size(recvtype));
+    const Sizes recv_displs = displs_of("rdispls", rdispls, c.size, type_size(recvtype));
+    if (sendbuf == MPI_IN_PLACE)
+        return make_alltoallw(sendbuf, recv_sizes, recv_displs, recvbuf, recv_sizes, recv_displs, c);
+    return make_alltoallw(sendbuf, sizes_of("sendcounts", sendcounts, c.size, type_size(sendtype)),
+                          displs_of("sdispls", sdispls, c.size, type_size(sendtype)), recvbuf, recv_sizes, recv_displs,
+                          c);
+}
+
+Sizes sizes_of_types(const char* what, const int* counts, const MPI_Datatype* types, int n) {
+    if (types == nullptr) throw MpiError(MPI_ERR_ARG, std::string(what) + " types are NULL");
+    Sizes out = sizes_of(what, counts, n, 1);
+    for (std::size_t i = 0; i < out.size(); ++i)
+        out[i] *= type_size(types[i]);
+    return out;
+}
+
+Sched make_alltoallw(const void* sendbuf, const int sendcounts[], const int sdispls[], const MPI_Datatype sendtypes[],
+                     void* recvbuf, const int recvcounts[], const int rdispls[], const MPI_Datatype recvtypes[],
+                     MPI_Comm comm) {
+    const auto c = engine->info(comm);
+    const Sizes recv_sizes = sizes_of_types("recvcounts", recvcounts, recvtypes, c.size);
+    const Sizes recv_displs = displs_of("rdispls", rdispls, c.size, 1);
+    if (sendbuf == MPI_IN_PLACE)
+        return make_alltoallw(sendbuf, recv_sizes, recv_displs, recvbuf, recv_sizes, recv_displs, c);
+    return make_alltoallw(sendbuf, sizes_of_types("sendcounts", sendcounts, sendtypes, c.size),
+                          displs_of("sdispls", sdispls, c.size, 1), recvbuf, recv_sizes, recv_displs, c);
+}
+
+Sched make_reduce_scatter(const void* sendbuf, void* recvbuf, const std::vector<int>& counts, MPI_Datatype type,
+                          MPI_Op op, const CommInfo& c) {
+    check_op(op, type);
+    const std::size_t size = type_size(type);
+    std::size_t total = 0;
+    for (std::size_t i = 0; i < counts.size(); ++i) {
+        if (counts[i] < 0)
+            throw MpiError(MPI_ERR_COUNT,
+                           "recvcounts[" + std::to_string(i) + "] is negative (" + std::to_string(counts[i]) + ")");
+        total += static_cast<std::size_t>(counts[i]);
+    }
+    if (total > static_cast<std::size_t>(INT_MAX)) throw MpiError(MPI_ERR_COUNT, "the counts add up beyond INT_MAX");
+    const bool in_place = sendbuf == MPI_IN_PLACE;
+    if (total > 0 && (in_place ? recvbuf : sendbuf) == nullptr) throw MpiError(MPI_ERR_BUFFER, "sendbuf is NULL");
+    if (counts[static_cast<std::size_t>(c.rank)] > 0 && recvbuf == nullptr)
+        throw MpiError(MPI_ERR_BUFFER, "recvbuf is NULL");
+    (void)size;
+    return msgpass::mpi::reduce_scatter_schedule(c, in_place ? nullptr : sendbuf, recvbuf, counts, type, op);
+}
+
+Sched make_reduce_scatter(const void* sendbuf, void* recvbuf, const int recvcounts[], MPI_Datatype type, MPI_Op op,
+                          MPI_Comm comm) {
+    const auto c = engine->info(comm);
+    if (recvcounts == nullptr) throw MpiError(MPI_ERR_ARG, "recvcounts is NULL");
+    return make_reduce_scatter(sendbuf, recvbuf, std::vector<int>(recvcounts, recvcounts + c.size), type, op, c);
+}
+
+Sched make_reduce_scatter_block(const void* sendbuf, void* recvbuf, int recvcount, MPI_Datatype type, MPI_Op op,
+                                MPI_Comm comm) {
+    const auto c = engine->info(comm);
+    return make_reduce_scatter(sendbuf, recvbuf, std::vector<int>(static_cast<std::size_t>(c.size), recvcount), type,
+                               op, c);
+}
+
+Sched make_scan(const void* sendbuf, void* recvbuf, int count, MPI_Datatype type, MPI_Op op, MPI_Comm comm,
+                bool exclusive) {
+    const auto c = engine->info(comm);
+    check_op(op, type);
+    const bool in_place = sendbuf == MPI_IN_PLACE;
+    (void)bytes_of(in_place ? recvbuf : sendbuf, count, type, "sendbuf");
+    (void)bytes_of(recvbuf, count, type, "recvbuf");
+    return msgpass::mpi::scan_schedule(c, in_place ? recvbuf : sendbuf, recvbuf, count, type, op, exclusive);
+}
+
+template <class Make>
+int blocking(const char* call, MPI_Comm comm, Make&& make) {
+    return guarded(call, comm, [&] {
+        engine->run(make());
+        return MPI_SUCCESS;
+    });
+}
+
+template <class Make>
+int nonblocking(const char* call, MPI_Comm comm, MPI_Request* request, Make&& make) {
+    return guarded(call, comm, [&] {
+        if (request == nullptr) throw MpiError(MPI_ERR_REQUEST, "request is NULL");
+        *request = engine->start(make());
+        return MPI_SUCCESS;
+    });
+}
+
+} // namespace
+
+extern "C" {
+
+// ------------------------------------------------------------------- blocking
+
+int MPI_Barrier(MPI_Comm comm) {
+    return blocking("MPI_Barrier", comm, [&] { return make_barrier(comm); });
+}
+
+int MPI_Allreduce(const void* sendbuf, void* recvbuf, int count, MPI_Datatype type, MPI_Op op, MPI_Comm comm) {
+    return blocking("MPI_Allreduce", comm, [&] { return make_allreduce(sendbuf, recvbuf, count, type, op, comm); });
+}
+
+int MPI_Allgather(const void* sendbuf, int sendcount, MPI_Datatype sendtype, void* recvbuf, int recvcount,
+                  MPI_Datatype recvtype, MPI_Comm comm) {
+    return blocking("MPI_Allgather", comm,
+                    [&] { return make_allgather(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm); });
+}
+
+int MPI_Gatherv(const void* sendbuf, int sendcount, MPI_Datatype sendtype, void* recvbuf, const int recvcounts[],
+                const int displs[], MPI_Datatype recvtype, int root, MPI_Comm comm) {
+    return blocking("MPI_Gatherv", comm, [&] {
+        return make_gatherv(sendbuf, sendcount, sendtype, recvbuf, recvcounts, displs, recvtype, root, comm);
+    });
+}
+
+int MPI_Scatterv(const void* sendbuf, const int sendcounts[], const int displs[], MPI_Datatype sendtype, void* recvbuf,
+                 int recvcount, MPI_Datatype recvtype, int root, MPI_Comm comm) {
+    return blocking("MPI_Scatterv", comm, [&] {
+        return make_scatterv(sendbuf, sendcounts, displs, sendtype, recvbuf, recvcount, recvtype, root, comm);
+    });
+}
+
+int MPI_Allgatherv(const void* sendbuf, int sendcount, MPI_Datatype sendtype, void* recvbuf, const int recvcounts[],
+                   const int displs[], MPI_Datatype recvtype, MPI_Comm comm) {
+    return blocking("MPI_Allgatherv", comm, [&] {
+        return make_allgatherv(sendbuf, sendcount, sendtype, recvbuf, recvcounts, displs, recvtype, comm);
+    });
+}
+
+int MPI_Alltoall(const void* sendbuf, int sendcount, MPI_Datatype sendtype, void* recvbuf, int recvcount,
+                 MPI_Datatype recvtype, MPI_Comm comm) {
+    return blocking("MPI_Alltoall", comm,
+                    [&] { return make_alltoall(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm); });
+}
+
+int MPI_Alltoallv(const void* sendbuf, const int sendcounts[], const int sdispls[], MPI_Datatype sendtype,
+                  void* recvbuf, const int recvcounts[], const int rdispls[], MPI_Datatype recvtype, MPI_Comm comm) {
+    return blocking("MPI_Alltoallv", comm, [&] {
+        return make_alltoallv(sendbuf, sendcounts, sdispls, sendtype, recvbuf, recvcounts, rdispls, recvtype, comm);
+    });
+}
+
+int MPI_Alltoallw(const void* sendbuf, const int sendcounts[], const int sdispls[], const MPI_Datatype sendtypes[],
+                  void* recvbuf, const int recvcounts[], const int rdispls[], const MPI_Datatype recvtypes[],
+                  MPI_Comm comm) {
+    return blocking("MPI_Alltoallw", comm, [&] {
+        return make_alltoallw(sendbuf, sendcounts, sdispls, sendtypes, recvbuf, recvcounts, rdispls, recvtypes, comm);
+    });
+}
+
+int MPI_Reduce_scatter(const void* sendbuf, void* recvbuf, const int recvcounts[], MPI_Datatype type, MPI_Op op,
+                       MPI_Comm comm) {
+    return blocking("MPI_Reduce_scatter", comm,
+                    [&] { return make_reduce_scatter(sendbuf, recvbuf, recvcounts, type, op, comm); });
+}
+
+int MPI_Reduce_scatter_block(const void* sendbuf, void* recvbuf, int recvcount, MPI_Datatype type, MPI_Op op,
+                             MPI_Comm comm) {
+    return blocking("MPI_Reduce_scatter_block", comm,
+                    [&] { return make_reduce_scatter_block(sendbuf, recvbuf, recvcount, type, op, comm); });
+}
+
+int MPI_Scan(const void* sendbuf, void* recvbuf, int count, MPI_Datatype type, MPI_Op op, MPI_Comm comm) {
+    return blocking("MPI_Scan", comm, [&] { return make_scan(sendbuf, recvbuf, count, type, op, comm, false); });
+}
+
+int MPI_Exscan(const void* sendbuf, void* recvbuf, int count, MPI_Datatype type, MPI_Op op, MPI_Comm comm) {
+    return blocking("MPI_Exscan", comm, [&] { return make_scan(sendbuf, recvbuf, count, type, op, comm, true); });
+}
+
+// ------------------------------------------------------------------- non-blocking
+
+int MPI_Ibarrier(MPI_Comm comm, MPI_Request* request) {
+    return nonblocking("MPI_Ibarrier", comm, request, [&] { return make_barrier(comm); });
+}
+
+int MPI_Ibcast(void* buffer, int count, MPI_Datatype type, int root, MPI_Comm comm, MPI_Request* request) {
+    return nonblocking("MPI_Ibcast", comm, request, [&] { return make_bcast(buffer, count, type, root, comm); });
+}
+
+int MPI_Ireduce(const void* sendbuf, void* recvbuf, int count, MPI_Datatype type, MPI_Op op, int root, MPI_Comm comm,
+                MPI_Request* request) {
+    return nonblocking("MPI_Ireduce", comm, request,
+                       [&] { return make_reduce(sendbuf, recvbuf, count, type, op, root, comm); });
+}
+
+int MPI_Iallreduce(const void* sendbuf, void* recvbuf, int count, MPI_Datatype type, MPI_Op op, MPI_Comm comm,
+                   MPI_Request* request) {
+    return nonblocking("MPI_Iallreduce", comm, request,
+                       [&] { return make_allreduce(sendbuf, recvbuf, count, type, op, comm); });
+}
+
+int MPI_Igather(const void* sendbuf, int sendcount, MPI_Datatype sendtype, void* recvbuf, int recvcount,
+                MPI_Datatype recvtype, int root, MPI_Comm comm, MPI_Request* request) {
+    return nonblocking("MPI_Igather", comm, request, [&] {
+        return make_gather(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, root, comm);
+    });
+}
+
+int MPI_Igatherv(const void* sendbuf, int sendcount, MPI_Datatype sendtype, void* recvbuf, const int recvcounts[],
+                 const int displs[], MPI_Datatype recvtype, int root, MPI_Comm comm, MPI_Request* request) {
+    return nonblocking("MPI_Igatherv", comm, request, [&] {
+        return make_gatherv(sendbuf, sendcount, sendtype, recvbuf, recvcounts, displs, recvtype, root, comm);
+    });
+}
+
+int MPI_Iscatter(const void* sendbuf, int sendcount, MPI_Datatype sendtype, void* recvbuf, int recvcount,
+                 MPI_Datatype recvtype, int root, MPI_Comm comm, MPI_Request* request) {
+    return nonblocking("MPI_Iscatter", comm, request, [&] {
+        return make_scatter(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, root, comm);
+    });
+}
+
+int MPI_Iscatterv(const void* sendbuf, const int sendcounts[], const int displs[], MPI_Datatype sendtype, void* recvbuf,
+                  int recvcount, MPI_Datatype recvtype, int root, MPI_Comm comm, MPI_Request* request) {
+    return nonblocking("MPI_Iscatterv", comm, request, [&] {
+        return make_scatterv(sendbuf, sendcounts, displs, sendtype, recvbuf, recvcount, recvtype, root, comm);
+    });
+}
+
+int MPI_Iallgather(const void* sendbuf, int sendcount, MPI_Datatype sendtype, void* recvbuf, int recvcount,
+                   MPI_Datatype recvtype, MPI_Comm comm, MPI_Request* request) {
+    return nonblocking("MPI_Iallgather", comm, request, [&] {
+        return make_allgather(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm);
+    });
+}
+
+int MPI_Iallgatherv(const void* sendbuf, int sendcount, MPI_Datatype sendtype, void* recvbuf, const int recvcounts[],
+                    const int displs[], MPI_Datatype recvtype, MPI_Comm comm, MPI_Request* request) {
+    return nonblocking("MPI_Iallgatherv", comm, request, [&] {
+        return make_allgatherv(sendbuf, sendcount, sendtype, recvbuf, recvcounts, displs, recvtype, comm);
+    });
+}
+
+int MPI_Ialltoall(const void* sendbuf, int sendcount, MPI_Datatype sendtype, void* recvbuf, int recvcount,
+                  MPI_Datatype recvtype, MPI_Comm comm, MPI_Request* request) {
+    return nonblocking("MPI_Ialltoall", comm, request,
+                       [&] { return make_alltoall(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm); });
+}
+
+int MPI_Ialltoallv(const void* sendbuf, const int sendcounts[], const int sdispls[], MPI_Datatype sendtype,
+                   void* recvbuf, const int recvcounts[], const int rdispls[], MPI_Datatype recvtype, MPI_Comm comm,
+                   MPI_Request* request) {
+    return nonblocking("MPI_Ialltoallv", comm, request, [&] {
+        return make_alltoallv(sendbuf, sendcounts, sdispls, sendtype, recvbuf, recvcounts, rdispls, recvtype, comm);
+    });
+}
+
+int MPI_Ialltoallw(const void* sendbuf, const int sendcounts[], const int sdispls[], const MPI_Datatype sendtypes[],
+                   void* recvbuf, const int recvcounts[], const int rdispls[], const MPI_Datatype recvtypes[],
+                   MPI_Comm comm, MPI_Request* request) {
+    return nonblocking("MPI_Ialltoallw", comm, request, [&] {
+        return make_alltoallw(sendbuf, sendcounts, sdispls, sendtypes, recvbuf, recvcounts, rdispls, recvtypes, comm);
+    });
+}
+
+int MPI_Ireduce_scatter(const void* sendbuf, void* recvbuf, const int recvcounts[], MPI_Datatype type, MPI_Op op,
+                        MPI_Comm comm, MPI_Request* request) {
+    return nonblocking("MPI_Ireduce_scatter", comm, request,
+                       [&] { return make_reduce_scatter(sendbuf, recvbuf, recvcounts, type, op, comm); });
+}
+
+int MPI_Ireduce_scatter_block(const void* sendbuf, void* recvbuf, int recvcount, MPI_Datatype type, MPI_Op op,
+                              MPI_Comm comm, MPI_Request* request) {
+    return nonblocking("MPI_Ireduce_scatter_block", comm, request,
+                       [&] { return make_reduce_scatter_block(sendbuf, recvbuf, recvcount, type, op, comm); });
+}
+
+int MPI_Iscan(const void* sendbuf, void* recvbuf, int count, MPI_Datatype type, MPI_Op op, MPI_Comm comm,
+              MPI_Request* request) {
+    return nonblocking("MPI_Iscan", comm, request,
+                       [&] { return make_scan(sendbuf, recvbuf, count, type, op, comm, false); });
+}
+
+int MPI_Iexscan(const void* sendbuf, void* recvbuf, int count, MPI_Datatype type, MPI_Op op, MPI_Comm comm,
+                MPI_Request* request) {
+    return nonblocking("MPI_Iexscan", comm, request,
+                       [&] { return make_scan(sendbuf, recvbuf, count, type, op, comm, true); });
+}
+
+} // extern "C"
