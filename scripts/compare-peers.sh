@@ -241,16 +241,19 @@ netns_note=
 if place_wanted netns; then
     header "network namespaces $ns_a ($addr_a) and $ns_b ($addr_b), veth MTU 1500"
     if [[ "${PEERS_NETNS:-1}" == 0 ]]; then
-        netns_note="not measured: PEERS_NETNS=0"
+        netns_note="PEERS_NETNS=0"
     elif [[ $(id -u) -ne 0 ]]; then
-        netns_note="not measured: making network namespaces needs root (this run is uid $(id -u))"
+        netns_note="making network namespaces needs root (this run is uid $(id -u))"
     elif ! command -v ip >/dev/null 2>&1; then
-        netns_note="not measured: no ip tool (iproute2)"
+        netns_note="no ip tool (iproute2)"
     elif ! make_netns 2>"$raw/netns.log"; then
-        netns_note="not measured: the namespaces could not be made here ($(head -1 "$raw/netns.log"))"
+        netns_note="the namespaces could not be made here ($(head -1 "$raw/netns.log"))"
         remove_netns
     fi
-    [[ -n "$netns_note" ]] && echo "namespaces $netns_note" && absent+=("the namespaces table: $netns_note")
+    if [[ -n "$netns_note" ]]; then
+        echo "compare-peers: the netns place is skipped: $netns_note" >&2
+        absent+=("the netns place (two network namespaces), skipped: $netns_note")
+    fi
 fi
 have_netns() { ((netns_made)); }
 
