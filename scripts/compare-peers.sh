@@ -277,11 +277,20 @@ floors() {
         floor_args=(--floor-addresses "$addr_a,$addr_b" --floor-netns "$ns_b")
     fi
     header "$place: floors ${list[*]} (msgpass-bench --reference, round $round)"
-    timeout 600 "${where[@]}" "$bench" --reference --json --floors "$(
-        IFS=,
-        echo "${list[*]}"
-    )" "${floor_args[@]}" --sizes "$sizes" --seconds "$seconds" "${cpu_args[@]}" \
-        >"$raw/$place-floors-$round.jsonl" || failed "$place: msgpass-bench --reference failed (status $?)"
+    local attempt status
+    # A floor stops the whole --reference run when it fails (on a very busy machine
+    # a floor's process can stall past its 5 s deadline): once more, then give up.
+    for attempt in 1 2; do
+        status=0
+        timeout 600 "${where[@]}" "$bench" --reference --json --floors "$(
+            IFS=,
+            echo "${list[*]}"
+        )" "${floor_args[@]}" --sizes "$sizes" --seconds "$seconds" "${cpu_args[@]}" \
+            >"$raw/$place-floors-$round.jsonl" 2>>"$raw/$place-floors.log" || status=$?
+        ((status == 0)) && return 0
+        echo "compare-peers: $place: msgpass-bench --reference failed (status $status, attempt $attempt): $(tail -1 "$raw/$place-floors.log")" >&2
+    done
+    failed "$place: msgpass-bench --reference failed twice (status $status, see $raw/$place-floors.log)"
 }
 
 # msgpass_netns TECHNOLOGY: msgpass-bench in its one-side mode, node 1 (the driver)
