@@ -45,6 +45,7 @@ int run(int argc, char** argv) {
 
     if (!s.cpus.empty()) reference::set_child_cpu(s.cpus[1 % s.cpus.size()]);
     if (s.reference) {
+        reference::set_endpoints({s.floor_driver_address, s.floor_peer_address, s.floor_netns});
         pin(s.cpus, 0);
         auto results = run_reference(s, progress);
         if (!s.json) print_results(results);

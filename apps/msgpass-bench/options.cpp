@@ -17,6 +17,8 @@ Settings parse(int argc, char** argv, bool& help) {
     std::string cpus;
     std::string ports;
     std::string wait = "block";
+    std::string floors;
+    std::string floor_addresses;
     po::options_description visible(
         "Usage: msgpass-bench [options]\n\n"
         "Without options: starts its peer, runs pingpong and stream over sci for 8 B..4 MiB\n"
@@ -35,6 +37,12 @@ Settings parse(int argc, char** argv, bool& help) {
         ("json", po::bool_switch(&s.json), "one JSON object per line on stdout, nothing else")                        //
         ("cpu", po::value(&cpus)->value_name("A,B"), "pin the driver to CPU A and the peers to B,...")                //
         ("reference", po::bool_switch(&s.reference), "measure the floors of this machine instead of msgpass")         //
+        ("floors", po::value(&floors)->value_name("LIST"),                                                            //
+         "with --reference: the floors to run, of shm,memcpy,tcp,udp (default: all)")                                 //
+        ("floor-addresses", po::value(&floor_addresses)->value_name("A,B"),                                           //
+         "with --reference: IPv4 addresses of the two ends of the tcp and udp floors (127.0.0.1,127.0.0.1)")          //
+        ("floor-netns", po::value(&s.floor_netns)->value_name("NAME"),                                                //
+         "with --reference: run the second end of the tcp and udp floors in this network namespace (ip netns)")       //
         ("config", po::value<std::string>()->value_name("FILE"),                                                      //
          "network file: run one side only (with --nodes, --node-id)")                                                 //
         ("nodes", po::value<std::string>()->value_name("FILE"), "nodes file (one-side mode)")                         //
@@ -75,6 +83,24 @@ Settings parse(int argc, char** argv, bool& help) {
     if (s.layer != "node" && s.layer != "comm") throw po::error("--layer is node or comm, not '" + s.layer + "'");
     if (s.layer == "comm" && (s.pattern || s.reference || s.json || vm.count("config") || vm.count("nodes")))
         throw po::error("--layer comm runs its own table (self-spawning; no --pattern, --reference, --json, --config)");
+    if ((!floors.empty() || !floor_addresses.empty() || !s.floor_netns.empty()) && !s.reference)
+        throw po::error("--floors, --floor-addresses and --floor-netns go with --reference");
+    if (!floors.empty()) {
+        std::stringstream in(floors);
+        std::string item;
+        while (std::getline(in, item, ',')) {
+            if (item != "shm" && item != "memcpy" && item != "tcp" && item != "udp")
+                throw po::error("unknown floor '" + item + "' in --floors (shm, memcpy, tcp, udp)");
+            s.floors.push_back(item);
+        }
+    }
+    if (!floor_addresses.empty()) {
+        const auto comma = floor_addresses.find(',');
+        if (comma == std::string::npos || comma == 0 || comma + 1 == floor_addresses.size())
+            throw po::error("--floor-addresses takes two addresses, A,B");
+        s.floor_driver_address = floor_addresses.substr(0, comma);
+        s.floor_peer_address = floor_addresses.substr(comma + 1);
+    }
     if (s.members == 0 || s.members > 64) throw po::error("--members must be in 1..64");
     if (wait == "spin")
         s.wait = Wait::spin;

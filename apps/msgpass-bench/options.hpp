@@ -29,6 +29,12 @@ struct Settings {
     std::optional<NodeId> node_id;
     std::vector<std::string> sets;
     bool reference = false;
+    // --reference only: the floors to run (shm, memcpy, tcp, udp; empty: all), and
+    // where the ends of the tcp and udp floors are (reference::Endpoints).
+    std::vector<std::string> floors;
+    std::string floor_driver_address = "127.0.0.1";
+    std::string floor_peer_address = "127.0.0.1";
+    std::string floor_netns;
     Wait wait = Wait::block;
     // hidden: the self-spawned peer
     std::string role;

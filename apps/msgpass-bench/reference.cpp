@@ -1,13 +1,17 @@
 // The floors of msgpass-bench --reference (see reference.hpp). The second end of
 // each floor is a forked child that dies with its parent (PR_SET_PDEATHSIG) and is
 // killed and reaped when the measurement ends or fails; every wait has a deadline.
+// The tcp and udp floors may put that child in another network namespace
+// (set_endpoints), as two hosts joined by a link.
 #include "reference.hpp"
 
 #include <algorithm>
+#include <arpa/inet.h>
 #include <atomic>
 #include <cerrno>
 #include <csignal>
 #include <cstring>
+#include <fcntl.h>
 #include <functional>
 #include <memory>
 #include <netinet/in.h>
@@ -35,6 +39,14 @@ constexpr std::uint64_t end_flag = 1ULL << 63;
 constexpr std::uint64_t warm_flag = 1ULL << 62;
 constexpr auto reply_deadline = 5s;
 int child_cpu = -1;
+
+// The ends of the tcp and udp floors (set_endpoints): the driver's and the other
+// process's IPv4 addresses, and the other process's network namespace with the
+// driver's own to come back to (-1: both ends in this one).
+in_addr driver_address{htonl(INADDR_LOOPBACK)};
+in_addr peer_address{htonl(INADDR_LOOPBACK)};
+int peer_netns = -1;
+int own_netns = -1;
 
 double ns_between(Clock::time_point a, Clock::time_point b) {
     return static_cast<double>(std::chrono::duration_cast<std::chrono::nanoseconds>(b - a).count());
@@ -118,6 +130,7 @@ public:
         if (pid_ == 0) {
             ::prctl(PR_SET_PDEATHSIG, SIGKILL);
             if (::getppid() != parent) ::_exit(1);
+            if (peer_netns >= 0 && ::setns(peer_netns, CLONE_NEWNET) != 0) ::_exit(1);
             if (child_cpu >= 0) {
                 cpu_set_t set;
                 CPU_ZERO(&set);
@@ -228,16 +241,30 @@ private:
     int fd_;
 };
 
-sockaddr_in loopback(std::uint16_t port) {
-    sockaddr_in a{};
-    a.sin_family = AF_INET;
-    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-    a.sin_port = htons(port);
-    return a;
+enum class End { driver, peer };
+
+// A socket of the driver's end, or of the other process's end created here before
+// the fork: in the other process's network namespace when it has one (a socket
+// stays in the namespace it was made in).
+int open_socket(int type, End end) {
+    const bool elsewhere = end == End::peer && peer_netns >= 0;
+    if (elsewhere && ::setns(peer_netns, CLONE_NEWNET) != 0) {
+        throw std::runtime_error(std::string("setns to the peer's network namespace: ") + std::strerror(errno));
+    }
+    const int fd = ::socket(AF_INET, type | SOCK_CLOEXEC, 0);
+    const int error = errno;
+    if (elsewhere && ::setns(own_netns, CLONE_NEWNET) != 0) {
+        throw std::runtime_error(std::string("setns back to the driver's network namespace: ") + std::strerror(errno));
+    }
+    if (fd < 0) throw std::runtime_error(std::string("socket: ") + std::strerror(error));
+    return fd;
 }
 
-sockaddr_in bound_address(int fd) {
-    sockaddr_in a = loopback(0);
+// Binds fd to its end's address and a port the kernel picks; returns the address.
+sockaddr_in bound_address(int fd, End end) {
+    sockaddr_in a{};
+    a.sin_family = AF_INET;
+    a.sin_addr = end == End::driver ? driver_address : peer_address;
     if (::bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof a) != 0) {
         throw std::runtime_error(std::string("bind: ") + std::strerror(errno));
     }
@@ -284,6 +311,25 @@ bool write_full(int fd, const std::byte* p, std::size_t n) {
 
 void set_child_cpu(int cpu) {
     child_cpu = cpu;
+}
+
+void set_endpoints(const Endpoints& e) {
+    auto parse = [](const std::string& text, in_addr& out) {
+        if (::inet_pton(AF_INET, text.c_str(), &out) != 1) {
+            throw std::invalid_argument("floor address '" + text + "' is not an IPv4 address");
+        }
+    };
+    parse(e.driver, driver_address);
+    parse(e.peer, peer_address);
+    if (e.peer_netns.empty()) return;
+    const std::string path =
+        e.peer_netns.find('/') == std::string::npos ? "/var/run/netns/" + e.peer_netns : e.peer_netns;
+    peer_netns = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+    if (peer_netns < 0) {
+        throw std::invalid_argument("network namespace '" + e.peer_netns + "': " + path + ": " + std::strerror(errno));
+    }
+    own_netns = ::open("/proc/self/ns/net", O_RDONLY | O_CLOEXEC);
+    if (own_netns < 0) throw std::runtime_error(std::string("/proc/self/ns/net: ") + std::strerror(errno));
 }
 
 Result shm_pingpong(std::uint64_t size, const Budget& budget) {
@@ -408,8 +454,8 @@ Result memcpy_bandwidth(std::uint64_t size, const Budget& budget) {
 }
 
 Result tcp_pingpong(std::uint64_t size, const Budget& budget) {
-    Fd listener(::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0));
-    const auto address = bound_address(listener.get());
+    Fd listener(open_socket(SOCK_STREAM, End::peer)); // the other process accepts on it
+    const auto address = bound_address(listener.get(), End::peer);
     if (::listen(listener.get(), 1) != 0) throw std::runtime_error("listen failed");
     Child child([&] {
         Fd c(::accept(listener.get(), nullptr, nullptr));
@@ -419,7 +465,7 @@ Result tcp_pingpong(std::uint64_t size, const Budget& budget) {
         while (read_full(c.get(), buf.data(), size) && write_full(c.get(), buf.data(), size)) {
         }
     });
-    Fd s(::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0));
+    Fd s(open_socket(SOCK_STREAM, End::driver));
     if (::connect(s.get(), reinterpret_cast<const sockaddr*>(&address), sizeof address) != 0) {
         throw std::runtime_error(std::string("connect: ") + std::strerror(errno));
     }
@@ -439,10 +485,10 @@ Result tcp_pingpong(std::uint64_t size, const Budget& budget) {
 
 std::optional<Result> udp_pingpong(std::uint64_t size, const Budget& budget) {
     if (size > 65507) return std::nullopt;
-    Fd a(::socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0));
-    Fd b(::socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0));
-    const auto aa = bound_address(a.get());
-    const auto ba = bound_address(b.get());
+    Fd a(open_socket(SOCK_DGRAM, End::driver));
+    Fd b(open_socket(SOCK_DGRAM, End::peer)); // the other process echoes on it
+    const auto aa = bound_address(a.get(), End::driver);
+    const auto ba = bound_address(b.get(), End::peer);
     ::connect(a.get(), reinterpret_cast<const sockaddr*>(&ba), sizeof ba);
     ::connect(b.get(), reinterpret_cast<const sockaddr*>(&aa), sizeof aa);
     Child child([&] {
@@ -469,8 +515,8 @@ std::optional<Result> udp_pingpong(std::uint64_t size, const Budget& budget) {
 }
 
 Result tcp_stream(std::uint64_t size, const Budget& budget) {
-    Fd listener(::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0));
-    const auto address = bound_address(listener.get());
+    Fd listener(open_socket(SOCK_STREAM, End::driver));
+    const auto address = bound_address(listener.get(), End::driver);
     if (::listen(listener.get(), 1) != 0) throw std::runtime_error("listen failed");
     const Phases phases(budget);
     Child sender([&] {
@@ -541,10 +587,10 @@ Result tcp_stream(std::uint64_t size, const Budget& budget) {
 // waited for 100 ms and then given up, so the floor never hangs.
 std::optional<Result> udp_stream(std::uint64_t size, const Budget& budget) {
     if (size == 0 || size > 65507) return std::nullopt;
-    Fd a(::socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0));
-    Fd b(::socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0));
-    const auto aa = bound_address(a.get());
-    const auto ba = bound_address(b.get());
+    Fd a(open_socket(SOCK_DGRAM, End::peer)); // the other process sends on it
+    Fd b(open_socket(SOCK_DGRAM, End::driver));
+    const auto aa = bound_address(a.get(), End::peer);
+    const auto ba = bound_address(b.get(), End::driver);
     ::connect(a.get(), reinterpret_cast<const sockaddr*>(&ba), sizeof ba);
     ::connect(b.get(), reinterpret_cast<const sockaddr*>(&aa), sizeof aa);
     const std::uint64_t window = std::clamp<std::uint64_t>(96 * config::KiB / (size + 768), 2, 128);

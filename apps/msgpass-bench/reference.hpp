@@ -9,6 +9,7 @@
 
 #include <cstdint>
 #include <optional>
+#include <string>
 
 namespace msgpass::bench::reference {
 
@@ -38,5 +39,19 @@ std::optional<Result> udp_stream(std::uint64_t size, const Budget& budget);
 // Pins the second process of every floor to this cpu (-1: no pinning); the caller
 // pins itself. As --cpu pins the two ends of the msgpass patterns.
 void set_child_cpu(int cpu);
+
+// Where the two ends of the tcp and udp floors are (--floor-addresses,
+// --floor-netns): the driver's end binds to `driver`, the other process's to
+// `peer` (IPv4; 127.0.0.1 both by default), and the other process runs in the
+// network namespace `peer_netns` (a name of `ip netns`, or a path; empty: this
+// one), so that a floor crosses a link between two "hosts" as msgpass's traffic
+// does when its nodes are in two namespaces. Throws std::invalid_argument naming a
+// bad address or a namespace that cannot be opened.
+struct Endpoints {
+    std::string driver = "127.0.0.1";
+    std::string peer = "127.0.0.1";
+    std::string peer_netns;
+};
+void set_endpoints(const Endpoints& endpoints);
 
 } // namespace msgpass::bench::reference

@@ -3,6 +3,7 @@
 
 #include "reference.hpp"
 
+#include <algorithm>
 #include <iostream>
 
 namespace msgpass::bench {
@@ -82,21 +83,36 @@ std::vector<Result> run_reference(const Settings& s, const Progress& progress) {
         if (s.json) emit_json(r);
         out.push_back(r);
     };
+    auto wanted = [&](const char* floor) {
+        return s.floors.empty() || std::find(s.floors.begin(), s.floors.end(), floor) != s.floors.end();
+    };
     for (auto size : s.sizes) {
-        progress.show("reference " + size_label(size) + ": shm ping-pong");
-        note(reference::shm_pingpong(size, b));
-        progress.show("reference " + size_label(size) + ": shm ring");
-        note(reference::shm_ring(size, b));
-        progress.show("reference " + size_label(size) + ": memcpy");
-        note(reference::memcpy_bandwidth(size, b));
-        progress.show("reference " + size_label(size) + ": tcp ping-pong");
-        note(reference::tcp_pingpong(size, b));
-        progress.show("reference " + size_label(size) + ": udp ping-pong");
-        if (auto r = reference::udp_pingpong(size, b)) note(*r);
-        progress.show("reference " + size_label(size) + ": tcp stream");
-        note(reference::tcp_stream(size, b));
-        progress.show("reference " + size_label(size) + ": udp stream");
-        if (auto r = reference::udp_stream(size, b)) note(*r);
+        if (wanted("shm")) {
+            progress.show("reference " + size_label(size) + ": shm ping-pong");
+            note(reference::shm_pingpong(size, b));
+            progress.show("reference " + size_label(size) + ": shm ring");
+            note(reference::shm_ring(size, b));
+        }
+        if (wanted("memcpy")) {
+            progress.show("reference " + size_label(size) + ": memcpy");
+            note(reference::memcpy_bandwidth(size, b));
+        }
+        if (wanted("tcp")) {
+            progress.show("reference " + size_label(size) + ": tcp ping-pong");
+            note(reference::tcp_pingpong(size, b));
+        }
+        if (wanted("udp")) {
+            progress.show("reference " + size_label(size) + ": udp ping-pong");
+            if (auto r = reference::udp_pingpong(size, b)) note(*r);
+        }
+        if (wanted("tcp")) {
+            progress.show("reference " + size_label(size) + ": tcp stream");
+            note(reference::tcp_stream(size, b));
+        }
+        if (wanted("udp")) {
+            progress.show("reference " + size_label(size) + ": udp stream");
+            if (auto r = reference::udp_stream(size, b)) note(*r);
+        }
     }
     progress.clear();
     std::map<std::uint64_t, Result> floor;

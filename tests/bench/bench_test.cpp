@@ -2,6 +2,7 @@
 // objects, one per line, with the keys of shared/design/BENCHMARKS.md; and a clear
 // non-zero exit when its peer dies. Timing is never asserted. Each run starts its own
 // peers in a partition named after its pid, so runs in parallel never collide.
+#include "../support/netns.hpp"
 #include "../support/process.hpp"
 
 #include <gtest/gtest.h>
@@ -169,6 +170,9 @@ struct Run {
 };
 
 // Runs msgpass-bench with args; collects stdout (and stderr when merge) until EOF.
+Run run_argv(const std::vector<std::string>& argv,
+             const std::function<void(msgpass::test::ChildProcess&)>& during = {});
+
 Run run_bench(const std::vector<std::string>& args, bool merge_stderr = false,
               const std::function<void(msgpass::test::ChildProcess&)>& during = {}) {
     std::vector<std::string> argv;
@@ -181,6 +185,11 @@ Run run_bench(const std::vector<std::string>& args, bool merge_stderr = false,
         argv = {MSGPASS_BENCH};
         argv.insert(argv.end(), args.begin(), args.end());
     }
+    return run_argv(argv, during);
+}
+
+// Runs argv to its end (at most 120 s without a line), collecting its stdout lines.
+Run run_argv(const std::vector<std::string>& argv, const std::function<void(msgpass::test::ChildProcess&)>& during) {
     msgpass::test::ChildProcess child(argv);
     if (during) during(child);
     Run run;
@@ -300,6 +309,63 @@ TEST(BenchJson, ReferencePrintsOneWellFormedLinePerFloor) {
                                                    "reference-tcp-pingpong", "reference-udp-pingpong",
                                                    "reference-tcp-stream", "reference-udp-stream"}));
     EXPECT_EQ(run.lines.size(), technologies.size());
+}
+
+// The technologies of a --reference run's lines, each checked as a result line.
+std::multiset<std::string> floor_lines(const Run& run, std::uint64_t size) {
+    std::multiset<std::string> technologies;
+    for (const auto& line : run.lines) {
+        SCOPED_TRACE(line);
+        Json j;
+        EXPECT_NO_THROW(j = parse(line));
+        const auto& technology = j.members["technology"].text;
+        technologies.insert(technology);
+        expect_result_line(line, technology, j.members["pattern"].text, size,
+                           technology.find("pingpong") != std::string::npos);
+    }
+    return technologies;
+}
+
+TEST(BenchJson, ReferenceRunsOnlyTheFloorsAsked) {
+    const auto run =
+        run_bench({"--reference", "--json", "--floors", "tcp,udp", "--sizes", "64", "--iterations", "200"});
+    EXPECT_TRUE(exited_with(run.status, 0)) << "status " << run.status;
+    EXPECT_EQ(floor_lines(run, 64), (std::multiset<std::string>{"reference-tcp-pingpong", "reference-udp-pingpong",
+                                                                "reference-tcp-stream", "reference-udp-stream"}));
+}
+
+// The tcp and udp floors with their second end in another network namespace, as
+// scripts/compare-peers.sh measures them between two namespaces joined by a link.
+TEST(BenchJson, ReferenceFloorsCrossToAnotherNetworkNamespace) {
+    msgpass::test::Hosts hosts(2);
+    REQUIRE_NAMESPACES(hosts);
+    const auto run =
+        run_argv(hosts.in(1, {MSGPASS_BENCH, "--reference", "--json", "--floors", "tcp,udp", "--floor-addresses",
+                              msgpass::test::Hosts::address(1) + "," + msgpass::test::Hosts::address(2),
+                              "--floor-netns", hosts.name(2), "--sizes", "1KiB", "--iterations", "200"}));
+    EXPECT_TRUE(exited_with(run.status, 0)) << "status " << run.status;
+    EXPECT_EQ(floor_lines(run, 1024), (std::multiset<std::string>{"reference-tcp-pingpong", "reference-udp-pingpong",
+                                                                  "reference-tcp-stream", "reference-udp-stream"}));
+    // Within host 1 alone, the second end's address is not there: the floors cannot
+    // have run without crossing to host 2.
+    const auto alone =
+        run_argv(hosts.in(1, {MSGPASS_BENCH, "--reference", "--json", "--floors", "tcp", "--floor-addresses",
+                              msgpass::test::Hosts::address(1) + "," + msgpass::test::Hosts::address(2), "--sizes",
+                              "1KiB", "--iterations", "50"}));
+    EXPECT_FALSE(exited_with(alone.status, 0)) << "status " << alone.status;
+}
+
+TEST(BenchErrors, FloorOptionsAreCheckedWithUsageStatus) {
+    for (const auto& args : std::vector<std::vector<std::string>>{
+             {"--reference", "--json", "--floors", "tcp,disk"},
+             {"--json", "--floors", "tcp"},
+             {"--reference", "--json", "--floor-addresses", "10.1.2.3"},
+             {"--reference", "--json", "--floors", "tcp", "--floor-addresses", "10.1.2.3,localhost"},
+             {"--reference", "--json", "--floors", "tcp", "--floor-netns", "msgpass-no-such-namespace"}}) {
+        const auto run = run_bench(args);
+        EXPECT_TRUE(exited_with(run.status, 2)) << "status " << run.status << " for " << args[args.size() - 2];
+        EXPECT_TRUE(run.lines.empty());
+    }
 }
 
 TEST(BenchJson, IdleReportsTheCpuOfAReceiverThatWaits) {
