@@ -265,6 +265,7 @@ BufferPtr SciNode::receive() {
 
 BufferPtr SciNode::receive(std::chrono::nanoseconds timeout) {
     check_factory("receive");
+    if (auto b = receive()) return b; // a stream's usual case, without setting up a wait (~40 instructions)
     return local_->wait([this] { return receive(); }, timeout);
 }
 
