@@ -72,6 +72,7 @@ private:
     struct LargeRelease; // shared with large receive buffers
     class RecvBuffer;
     class LargeRecvBuffer;
+    class Staged; // small messages copied into a batch while they wait (node_send.cpp)
 
     template <class B>
     void send_impl(B& buffer);
@@ -85,12 +86,19 @@ private:
     bool choose_streaming();
     void record_copy(bool streaming, std::chrono::nanoseconds took, std::uint64_t size);
     std::size_t try_transfer_batch(Link& link);
-    static bool coalescible(const Queued& q, std::uint64_t capacity);
+    [[nodiscard]] bool coalescible(const Queued& q, std::uint64_t capacity) const;
     std::size_t try_transfer_coalesced(Link& link);
+    [[nodiscard]] Staged* staged_of(const Queued& q) const;
+    bool stage(const Link& link, const Buffer& buffer);
+    std::size_t try_transfer_staged(Link& link, Staged& staged);
     std::optional<std::uint64_t> place_large(std::uint64_t size);
     void forget_large();
     std::byte* map_broadcast(Link& link, const LargeDescriptor& d);
     [[nodiscard]] bool slot_granted(const Link& link) const;
+    // The grant word of the next message's index when it carries the signature of
+    // its round (else 0, never a valid grant: a signature is never 0).
+    [[nodiscard]] std::uint32_t next_grant() const;
+    void advance_send(std::uint64_t n);
     void flush_locked(Link* link);
     void flush_deferring(Link* link);
     bool try_flush();
@@ -142,8 +150,19 @@ private:
     std::uint64_t large_capacity_ = 0;
 
     std::mutex send_mutex_;
+    // The memory of the staged batch that went last, for the next one (before queue_:
+    // the batches in it give theirs back here when the node ends).
+    struct StagedMemory {
+        std::unique_ptr<std::byte[]> bytes;
+        std::uint64_t capacity = 0;
+        std::vector<std::uint32_t> lengths;
+    };
+    StagedMemory staged_spare_;
     std::deque<Queued> queue_;
-    std::atomic<std::size_t> queue_depth_{0};
+    std::size_t queued_messages_ = 0;         // in queue_, each message of a staged batch counted
+    Staged* staged_back_ = nullptr;           // the staged batch at the back of queue_, while it takes more
+    std::deque<Staged*> staged_;              // the staged batches in queue_, in its order
+    std::atomic<std::size_t> queue_depth_{0}; // queued_messages_, for readers without the lock
     Link* send_link_ = nullptr;
     std::atomic<std::uint64_t> sent_{0}; // written under send_mutex_; read by loss reports
     std::uint64_t large_sent_ = 0;       // large messages sent to this incarnation
@@ -157,6 +176,14 @@ private:
     };
     std::deque<LargeExtent> large_live_; // sent and not yet released, oldest first
     std::uint64_t hot_used_ = 0;         // hot slots of the peer used by this incarnation
+    std::uint32_t hot_next_sig_ = 0;     // hot_signature(hot_used_, the peer's salt), kept as hot_used_ grows
+    // Message sent_ goes on index send_index_ (sent_ mod send_k_), in round
+    // send_round_[send_index_] (mod 255) of that index: counters, so that a message
+    // costs no division (the signatures are signature_mod of these and the salts).
+    std::uint32_t send_index_ = 0;
+    std::array<std::uint8_t, max_outstanding> send_round_{};
+    std::uint32_t peer_salt255_ = 0; // of the peer's epoch: its grants' signatures
+    std::uint32_t own_salt255_ = 0;  // of ours: our notes' signatures
     std::uint64_t large_copies_ = 0;
     std::array<double, 2> copy_cost_{}; // ns per byte of large copies: cached, streaming (0: not measured)
     std::array<std::uint32_t, max_outstanding> last_note_{};
@@ -167,6 +194,11 @@ private:
     Link* recv_link_ = nullptr;
     std::shared_ptr<Link> recv_owner_; // recv_link_, for the holds of the slots its messages are in
     std::uint64_t received_ = 0;
+    // Message received_ comes on index recv_index_ (received_ mod the peer's k) in
+    // round recv_round_[recv_index_] (mod 255): counters, as on the send side.
+    std::uint32_t recv_index_ = 0;
+    std::array<std::uint8_t, max_outstanding> recv_round_{};
+    std::uint32_t recv_salt255_ = 0; // of the peer's epoch: its notes' signatures
     std::uint64_t large_received_ = 0;
     static constexpr std::uint32_t no_slot = 0xffffffffu;
     std::array<bool, max_outstanding> resign_{}; // the slot stays granted; its ack awaits the next round's signature

@@ -89,6 +89,9 @@ void SciNode::introduce(Link& link) {
     hot_out_.store(false, std::memory_order_relaxed);
     hot_issued_ = 0;
     received_ = 0;
+    recv_index_ = 0;
+    recv_round_.fill(0);
+    recv_salt255_ = salt_of(link.epoch32) % 255;
     large_received_ = 0;
     large_generation_ = large_release_->restart();
     large_published_ = 0;

@@ -129,7 +129,7 @@ struct SciNode::Grants {
 
     Grants(std::shared_ptr<LocalNode> l, Header* h, double rate, std::uint64_t seed)
         : local(std::move(l)), local_header(h), injector(rate, seed),
-          sequence(injector.enabled() ? &injector : nullptr) {}
+          sequence(injector.enabled() ? &injector : nullptr), salt255(salt_of(local->epoch32()) % 255) {}
 
     std::shared_ptr<LocalNode> local;
     Header* local_header; // where the peer writes to us (its status: whether it sleeps)
@@ -137,6 +137,7 @@ struct SciNode::Grants {
     Sequence sequence;
     std::array<std::atomic<std::uint64_t>, max_outstanding> index{};
     std::uint32_t generation = 0; // of the last introduction; receiver thread
+    std::uint32_t salt255;        // of our epoch, mod 255: the grants' signatures cost no division
 
     static std::uint64_t pack(std::uint32_t gen, std::uint32_t round, std::uint32_t slot) {
         return (std::uint64_t{gen & generation_mask} << 40) | (std::uint64_t{round} << 32) | slot;
@@ -144,14 +145,13 @@ struct SciNode::Grants {
     static std::uint32_t generation_of(std::uint64_t w) { return static_cast<std::uint32_t>(w >> 40); }
     static std::uint32_t round_of(std::uint64_t w) { return static_cast<std::uint32_t>(w >> 32) & 0xff; }
     static std::uint32_t slot_of(std::uint64_t w) { return static_cast<std::uint32_t>(w); }
-    static std::uint32_t next_round(std::uint32_t round) { return (round + 1) % 255; }
+    static std::uint32_t next_round(std::uint32_t round) { return next_round255(round); }
 
     // Writes the ack of index i. An injected error writes the word of the previous
     // round first (a repeated grant), which the sender does not take.
     void write_ack(Link& link, std::uint32_t i, std::uint32_t round, std::uint32_t slot) {
-        const std::uint32_t salt = salt_of(local->epoch32());
-        sequence.write_word(&link.header->index[i].ack, make_ack(signature(round, salt), slot),
-                            make_ack(signature(round + 254, salt), slot));
+        sequence.write_word(&link.header->index[i].ack, make_ack(signature_mod(round, salt255), slot),
+                            make_ack(signature_mod(round == 0 ? 254 : round - 1, salt255), slot));
     }
     // Grants slot to index i if it waits for one in this generation.
     bool give(Link& link, std::uint32_t i, std::uint32_t slot) {
@@ -190,11 +190,14 @@ struct SciNode::Grants {
     // Grants slot to the first index that waits for one, from index `first` on.
     // False when none does (the slot then goes back to the pool). Any thread.
     bool offer(Link& link, std::uint32_t first, std::uint32_t slot) {
+        std::uint32_t i = first;
         for (std::uint32_t k = 0; k < link.k; ++k) {
-            if (give(link, (first + k) % link.k, slot)) {
+            if (i >= link.k) i = 0;
+            if (give(link, i, slot)) {
                 wake(link);
                 return true;
             }
+            ++i;
         }
         return false;
     }

@@ -25,6 +25,11 @@ void SciNode::sync_send_side(Link* link) {
         large_freed_ = 0;
         large_head_ = 0;
         hot_used_ = 0;
+        hot_next_sig_ = hot_signature(0, salt_of(link->epoch32));
+        send_index_ = 0;
+        send_round_.fill(0);
+        peer_salt255_ = salt_of(link->epoch32) % 255;
+        own_salt255_ = salt_of(local_->epoch32()) % 255;
         last_note_.fill(0);
     }
     // After send_link_ took the link this call uses, which is therefore kept.
@@ -43,10 +48,9 @@ void SciNode::forget_large() {
 bool SciNode::try_transfer(Link& link, const Buffer& buffer, BufferPtr* owned, const SharedBuffer* shared) {
     if (load(local_header_->epoch) != link.epoch32) return false; // the peer has not introduced itself
     const std::uint64_t n = sent_.load(std::memory_order_relaxed);
-    const std::uint32_t i = static_cast<std::uint32_t>(n % send_k_);
-    const std::uint64_t round = n / send_k_;
-    const std::uint32_t ack = load(local_header_->index[i].ack);
-    if (sig_of(ack) != signature(round, salt_of(link.epoch32))) return false; // no free offset yet
+    const std::uint32_t i = send_index_;
+    const std::uint32_t ack = next_grant();
+    if (ack == 0) return false; // no free offset yet
     std::uint32_t slot = ack & ack_slot_mask;
     // The hot slot, when the peer granted one, replaces the index's slot (not for
     // a few cache lines, where it gains nothing and checking it costs).
@@ -54,7 +58,7 @@ bool SciNode::try_transfer(Link& link, const Buffer& buffer, BufferPtr* owned, c
     bool hot = false;
     if (size >= hot_min_size) {
         const std::uint32_t status = load(local_header_->status);
-        hot = hot_sig_of(status) == hot_signature(hot_used_, salt_of(link.epoch32));
+        hot = hot_sig_of(status) == hot_next_sig_;
         if (hot) slot = hot_slot_of(status);
     }
     if (slot >= link.slot_count) {
@@ -63,7 +67,7 @@ bool SciNode::try_transfer(Link& link, const Buffer& buffer, BufferPtr* owned, c
         return false;
     }
     const std::uint64_t capacity = std::min<std::uint64_t>(link.slot_size, note_size_mask);
-    const std::uint32_t sig = signature(round, salt_of(local_->epoch32()));
+    const std::uint32_t sig = signature_mod(send_round_[i], own_salt255_);
     std::uint32_t note = 0;
     // Sends the descriptor of a message in a region and remembers it until the
     // peer releases it.
@@ -134,8 +138,11 @@ bool SciNode::try_transfer(Link& link, const Buffer& buffer, BufferPtr* owned, c
     }
     sequence_.write_word(&link.header->index[i].note, note, last_note_[i]);
     last_note_[i] = note;
-    if (hot) ++hot_used_;
-    sent_.store(n + 1, std::memory_order_relaxed);
+    if (hot) {
+        ++hot_used_;
+        hot_next_sig_ = hot_next_sig_ == 127 ? 1 : hot_next_sig_ + 1; // hot_signature(hot_used_, salt)
+    }
+    advance_send(n);
     stats_.sent_serialized(size);
     grants_->wake(link);
     return true;
@@ -204,10 +211,9 @@ std::size_t SciNode::try_transfer_batch(Link& link) {
     if (queue_.size() < 2 || !batchable(queue_[0]) || !batchable(queue_[1])) return 0;
     if (load(local_header_->epoch) != link.epoch32) return 0;
     const std::uint64_t n = sent_.load(std::memory_order_relaxed);
-    const std::uint32_t i = static_cast<std::uint32_t>(n % send_k_);
-    const std::uint64_t round = n / send_k_;
-    const std::uint32_t ack = load(local_header_->index[i].ack);
-    if (sig_of(ack) != signature(round, salt_of(link.epoch32))) return 0;
+    const std::uint32_t i = send_index_;
+    const std::uint32_t ack = next_grant();
+    if (ack == 0) return 0;
     const std::uint32_t slot = ack & ack_slot_mask;
     if (slot >= link.slot_count || !reclaim_large(link)) return 0; // try_transfer reports a bad slot
     const std::size_t room =
@@ -234,18 +240,171 @@ std::size_t SciNode::try_transfer_batch(Link& link) {
     }
     if (count == 0) return 0;
     sequence_.copy(link.slot(slot), d.data(), count * sizeof(LargeDescriptor));
-    const std::uint32_t note = make_note(signature(round, salt_of(local_->epoch32())), true,
+    const std::uint32_t note = make_note(signature_mod(send_round_[i], own_salt255_), true,
                                          static_cast<std::uint32_t>(count * sizeof(LargeDescriptor)));
     sequence_.write_word(&link.header->index[i].note, note, last_note_[i]);
     last_note_[i] = note;
-    sent_.store(n + 1, std::memory_order_relaxed);
+    advance_send(n);
     grants_->wake(link);
     return count;
 }
 
+// Small messages that must wait behind others in the send queue, copied at once into
+// one entry of the queue, laid out as the messages of a batch lie in a slot (each on
+// an 8-byte boundary) with their lengths beside. The caller's buffer is dropped at
+// once (a pool buffer is free again, a received one gives its slot back), and the
+// batch later goes into a granted slot with two copies (its table, then all its
+// messages) instead of an object, a queue entry, virtual calls and a copy per
+// message: a stream whose receiver is behind moves most of its messages this way.
+class SciNode::Staged final : public SingleBuffer {
+public:
+    // Larger slots stage no more than this per entry (the slot takes several entries).
+    static constexpr std::uint64_t max_capacity = 64 * 1024;
+    // Takes the memory of the batch that went last when it is of this capacity
+    // (spare), so that a stream allocates nothing per batch.
+    Staged(std::uint64_t capacity, StagedMemory& spare) : capacity_(std::min(capacity, max_capacity)), spare_(spare) {
+        if (spare_.bytes && spare_.capacity == capacity_) {
+            bytes_ = std::move(spare_.bytes);
+            lengths.swap(spare_.lengths);
+            lengths.clear();
+        } else {
+            bytes_ = std::make_unique_for_overwrite<std::byte[]>(static_cast<std::size_t>(capacity_));
+            lengths.reserve(64);
+        }
+        // The entry's size is its capacity: two never fit one slot, so it never joins
+        // another batch as one message (coalescible also asks staged_of).
+        reset(bytes_.get(), static_cast<std::size_t>(capacity_), static_cast<std::size_t>(capacity_));
+    }
+    Staged(const Staged&) = delete;
+    Staged& operator=(const Staged&) = delete;
+    ~Staged() override {
+        spare_.capacity = capacity_;
+        spare_.bytes = std::move(bytes_);
+        spare_.lengths.swap(lengths);
+    }
+    // Copies the message in when it fits (only while nothing of the entry went).
+    bool add(const Buffer& buffer) {
+        const std::uint64_t size = buffer.size();
+        const auto count = static_cast<std::uint32_t>(lengths.size());
+        if (first != 0 || count >= batch_max_count || batch_data_offset(count + 1) + used_ + size > capacity_)
+            return false;
+        std::byte* at = bytes_.get() + used_;
+        if (const SingleBuffer* single = buffer.single()) {
+            if (size != 0) std::memcpy(at, single->data(), size);
+        } else {
+            for (const auto& f : buffer.fragments()) {
+                if (f.empty()) continue;
+                std::memcpy(at, f.data(), f.size());
+                at += f.size();
+            }
+        }
+        lengths.push_back(static_cast<std::uint32_t>(size));
+        used_ = batch_align_up(used_ + size);
+        return true;
+    }
+    [[nodiscard]] std::uint32_t left() const noexcept { return static_cast<std::uint32_t>(lengths.size()) - first; }
+    [[nodiscard]] std::uint32_t length(std::uint32_t k) const noexcept { return lengths[first + k]; }
+    // The messages from `first` on, as they lie after the table.
+    [[nodiscard]] const std::byte* data() const noexcept { return bytes_.get() + start_; }
+    // The next `count` messages, of `bytes` from data() (the last one unpadded), went.
+    void consumed(std::uint32_t count, std::uint64_t bytes) noexcept {
+        first += count;
+        start_ = batch_align_up(start_ + bytes);
+    }
+
+    std::vector<std::uint32_t> lengths;
+    std::uint32_t first = 0; // the messages before it went
+
+private:
+    std::uint64_t capacity_;
+    StagedMemory& spare_; // the node's, which outlives its queue
+    std::unique_ptr<std::byte[]> bytes_;
+    std::uint64_t used_ = 0;  // where the next message goes
+    std::uint64_t start_ = 0; // where message `first` lies
+};
+
+// The staged batches are the entries staged_ names, in queue order, so the first of
+// them is the only one a look from the front of the queue can meet first.
+SciNode::Staged* SciNode::staged_of(const Queued& q) const {
+    if (staged_.empty() || &q.buffer() != staged_.front()) return nullptr;
+    return staged_.front();
+}
+
+// Copies a message that has to queue behind others into the staged batch at the
+// back of the queue (a new one when there is none or it is full). False when the
+// message is no small one (it is queued as it is). Send lock held, queue not empty.
+bool SciNode::stage(const Link& link, const Buffer& buffer) {
+    const std::uint64_t capacity = std::min<std::uint64_t>(link.slot_size, note_size_mask);
+    const std::uint64_t size = buffer.size();
+    if (batch_data_offset(2) + 2 * batch_align_up(size) > std::min(capacity, Staged::max_capacity)) return false;
+    if (staged_back_ != nullptr && staged_back_->add(buffer)) return true;
+    auto staged = std::make_unique<Staged>(capacity, staged_spare_);
+    Staged* raw = staged.get();
+    // The message that queued alone before this one (as it was: the queue was empty)
+    // joins the new batch when it may, so that both leave in the next slot.
+    Queued& back = queue_.back();
+    const bool back_staged = !staged_.empty() && staged_.back() == &back.buffer();
+    const std::uint64_t back_size = back.buffer().size();
+    if (staged_back_ == nullptr && !back_staged && (!back.shared() || back_size < broadcast_min_size) &&
+        batch_data_offset(2) + 2 * batch_align_up(back_size) <= std::min(capacity, Staged::max_capacity)) {
+        raw->add(back.buffer());
+        raw->add(buffer); // two such messages fit an empty batch
+        back.hold(BufferPtr(std::move(staged)));
+    } else {
+        raw->add(buffer); // fits an empty batch (checked above)
+        queue_.emplace_back(BufferPtr(std::move(staged)));
+    }
+    staged_.push_back(raw);
+    staged_back_ = raw;
+    return true;
+}
+
+// Sends the messages of the staged batch at the front of the queue that fit a slot
+// (normally all) with one note. Returns how many went. Send lock held.
+std::size_t SciNode::try_transfer_staged(Link& link, Staged& staged) {
+    if (load(local_header_->epoch) != link.epoch32) return 0;
+    const std::uint64_t n = sent_.load(std::memory_order_relaxed);
+    const std::uint32_t i = send_index_;
+    const std::uint32_t ack = next_grant();
+    if (ack == 0) return 0;
+    const std::uint32_t slot = ack & ack_slot_mask;
+    const std::uint64_t capacity = std::min<std::uint64_t>(link.slot_size, note_size_mask);
+    auto size_of = [&](std::uint32_t k) -> std::uint64_t { return staged.length(k); };
+    const BatchPlan plan = plan_batch(staged.left(), capacity, size_of);
+    if (plan.count == 0 || slot >= link.slot_count) {
+        // A peer that came back with smaller slots than the batch was made for: the
+        // message goes alone (through its large region if need be). try_transfer
+        // also reports a slot outside the segment.
+        class View final : public SingleBuffer {
+        public:
+            View(const std::byte* data, std::size_t size) : SingleBuffer(const_cast<std::byte*>(data), size, size) {}
+        };
+        const View view(staged.data(), staged.length(0));
+        if (!try_transfer(link, view)) return 0;
+        staged.consumed(1, staged.length(0));
+        return 1;
+    }
+    std::byte* content = link.slot(slot);
+    const std::uint64_t table = batch_data_offset(plan.count);
+    sequence_.copy(content + table, staged.data(), plan.size - table);
+    write_batch_table(batch_table_, n, plan, size_of);
+    sequence_.copy(content, batch_table_.data(), batch_table_.size() * sizeof(std::uint32_t));
+    for (std::uint32_t k = 0; k < plan.count; ++k)
+        stats_.sent_serialized(staged.length(k));
+    const std::uint32_t note = make_note(signature_mod(send_round_[i], own_salt255_), false,
+                                         static_cast<std::uint32_t>(plan.size), false, true);
+    sequence_.write_word(&link.header->index[i].note, note, last_note_[i]);
+    last_note_[i] = note;
+    advance_send(n);
+    staged.consumed(plan.count, plan.size - table);
+    grants_->wake(link);
+    return plan.count;
+}
+
 // Whether a queued message may travel in a batch of small messages: not one for the
 // broadcast region, and small enough that at least two share a slot.
-bool SciNode::coalescible(const Queued& q, std::uint64_t capacity) {
+bool SciNode::coalescible(const Queued& q, std::uint64_t capacity) const {
+    if (staged_of(q) != nullptr) return false;
     const std::size_t size = q.buffer().size();
     if (q.shared() && size >= broadcast_min_size) return false;
     return batch_data_offset(2) + 2 * batch_align_up(size) <= capacity;
@@ -258,10 +417,9 @@ bool SciNode::coalescible(const Queued& q, std::uint64_t capacity) {
 std::size_t SciNode::try_transfer_coalesced(Link& link) {
     if (queue_.size() < 2 || load(local_header_->epoch) != link.epoch32) return 0;
     const std::uint64_t n = sent_.load(std::memory_order_relaxed);
-    const std::uint32_t i = static_cast<std::uint32_t>(n % send_k_);
-    const std::uint64_t round = n / send_k_;
-    const std::uint32_t ack = load(local_header_->index[i].ack);
-    if (sig_of(ack) != signature(round, salt_of(link.epoch32))) return 0;
+    const std::uint32_t i = send_index_;
+    const std::uint32_t ack = next_grant();
+    if (ack == 0) return 0;
     const std::uint64_t capacity = std::min<std::uint64_t>(link.slot_size, note_size_mask);
     if (!coalescible(queue_[0], capacity) || !coalescible(queue_[1], capacity)) return 0;
     const std::uint32_t slot = ack & ack_slot_mask;
@@ -286,10 +444,10 @@ std::size_t SciNode::try_transfer_coalesced(Link& link) {
     write_batch_table(batch_table_, n, plan, size_of);
     sequence_.copy(content, batch_table_.data(), batch_table_.size() * sizeof(std::uint32_t));
     const auto size = static_cast<std::uint32_t>(plan.size);
-    const std::uint32_t note = make_note(signature(round, salt_of(local_->epoch32())), false, size, false, true);
+    const std::uint32_t note = make_note(signature_mod(send_round_[i], own_salt255_), false, size, false, true);
     sequence_.write_word(&link.header->index[i].note, note, last_note_[i]);
     last_note_[i] = note;
-    sent_.store(n + 1, std::memory_order_relaxed);
+    advance_send(n);
     grants_->wake(link);
     return plan.count;
 }
@@ -297,23 +455,47 @@ std::size_t SciNode::try_transfer_coalesced(Link& link) {
 // Whether the peer granted the slot of our next message: every transfer needs it,
 // so a flush that finds none stops at one look (a send that queues flushes twice).
 bool SciNode::slot_granted(const Link& link) const {
-    if (load(local_header_->epoch) != link.epoch32) return false;
-    const std::uint64_t n = sent_.load(std::memory_order_relaxed);
-    const std::uint32_t ack = load(local_header_->index[n % send_k_].ack);
-    return sig_of(ack) == signature(n / send_k_, salt_of(link.epoch32));
+    return load(local_header_->epoch) == link.epoch32 && next_grant() != 0;
+}
+
+std::uint32_t SciNode::next_grant() const {
+    const std::uint32_t ack = load(local_header_->index[send_index_].ack);
+    return sig_of(ack) == signature_mod(send_round_[send_index_], peer_salt255_) ? ack : 0;
+}
+
+// Message n went: the next one takes the next index, and this index its next round.
+void SciNode::advance_send(std::uint64_t n) {
+    sent_.store(n + 1, std::memory_order_relaxed);
+    send_round_[send_index_] = static_cast<std::uint8_t>(next_round255(send_round_[send_index_]));
+    if (++send_index_ == send_k_) send_index_ = 0;
 }
 
 void SciNode::flush_locked(Link* link) {
     while (!queue_.empty() && link != nullptr && slot_granted(*link)) {
-        std::size_t sent = try_transfer_batch(*link);
-        if (sent == 0) sent = try_transfer_coalesced(*link);
-        if (sent == 0) {
-            const Queued& front = queue_.front();
-            if (!try_transfer(*link, front.buffer(), nullptr, front.shared() ? &front.shared() : nullptr)) break;
-            sent = 1;
+        std::size_t entries = 0;
+        std::size_t messages = 0;
+        if (Staged* staged = staged_of(queue_.front())) {
+            messages = try_transfer_staged(*link, *staged);
+            if (messages == 0) break;
+            if (staged == staged_back_) staged_back_ = nullptr; // what is left of it takes no more
+            entries = 0;
+            if (staged->left() == 0) {
+                staged_.pop_front();
+                entries = 1;
+            }
+        } else {
+            messages = try_transfer_batch(*link);
+            if (messages == 0) messages = try_transfer_coalesced(*link);
+            if (messages == 0) {
+                const Queued& front = queue_.front();
+                if (!try_transfer(*link, front.buffer(), nullptr, front.shared() ? &front.shared() : nullptr)) break;
+                messages = 1;
+            }
+            entries = messages;
         }
-        queue_.erase(queue_.begin(), queue_.begin() + static_cast<std::ptrdiff_t>(sent));
-        queue_depth_.store(queue_.size(), std::memory_order_relaxed);
+        queue_.erase(queue_.begin(), queue_.begin() + static_cast<std::ptrdiff_t>(entries));
+        queued_messages_ -= messages;
+        queue_depth_.store(queued_messages_, std::memory_order_relaxed);
         if (queue_.empty()) local_->queued_changed(-1);
     }
 }
@@ -362,13 +544,22 @@ void SciNode::send_impl(B& buffer) {
     }
     sync_send_side(link);
     auto enqueue = [&] {
-        if (queue_.size() >= parameters_.send_queue_limit) {
+        if (queued_messages_ >= parameters_.send_queue_limit) {
             stats_.error();
             kit::throw_send_queue_full(*this, parameters_.send_queue_limit);
         }
-        queue_.emplace_back(std::move(buffer));
-        queue_depth_.store(queue_.size(), std::memory_order_relaxed);
-        if (queue_.size() == 1) local_->queued_changed(1);
+        if (queue_.empty()) {
+            local_->queued_changed(1);
+            queue_.emplace_back(std::move(buffer)); // alone: it goes as it is, without a copy
+        } else if (link != nullptr && (std::is_same_v<B, BufferPtr> || size < broadcast_min_size) &&
+                   stage(*link, *buffer)) {
+            buffer = nullptr; // copied: the caller's buffer is free now
+        } else {
+            queue_.emplace_back(std::move(buffer));
+            staged_back_ = nullptr; // later messages come after this one
+        }
+        ++queued_messages_;
+        queue_depth_.store(queued_messages_, std::memory_order_relaxed);
     };
     if (!queue_.empty()) {
         flush_locked(link); // throws the error of a message queued before (this buffer stays with the caller)
@@ -379,7 +570,7 @@ void SciNode::send_impl(B& buffer) {
             flush_deferring(link);
             if (!queue_.empty()) { // the last in line is still waiting, this one
                 stats_.queued_serialized();
-                check_peer(link);
+                if ((queued_messages_ & 63) == 0) check_peer(link); // a queue that grows looks at the peer now and then
             }
             return;
         }

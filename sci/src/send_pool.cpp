@@ -21,6 +21,45 @@ struct SendPool::Entry {
     alignas(Pooled) std::byte object[sizeof(Pooled)];
 };
 
+// The entries of one pool that this thread dropped last and takes first. They
+// count as out (out_), so the pool lives while a thread caches some; a thread that
+// ends gives them back (and may so delete a closed pool). Trivially destructible,
+// as kit::BlockCache's, so that the destructors of other thread-local objects may
+// still drop buffers: after the Guard ran, entries go straight to the queue.
+struct SendPool::ThreadCache {
+    static constexpr std::uint32_t capacity = 32;
+    SendPool* pool;
+    std::uint32_t count;
+    bool ended;
+    bool guarded; // the Guard exists (made on the first use, not looked at on every one)
+    std::uint32_t entries[capacity];
+
+    void drain() noexcept {
+        SendPool* p = pool;
+        const std::uint32_t n = count;
+        count = 0;
+        pool = nullptr;
+        for (std::uint32_t k = 0; k < n; ++k)
+            p->return_shared(entries[k]); // the last one may delete p
+    }
+    struct Guard {
+        ThreadCache* t;
+        ~Guard() {
+            t->ended = true;
+            if (t->count != 0) t->drain();
+        }
+    };
+    static ThreadCache& local() noexcept {
+        thread_local ThreadCache t{};
+        if (!t.guarded) [[unlikely]] {
+            t.guarded = true;
+            thread_local Guard guard{&t};
+            (void)guard;
+        }
+        return t;
+    }
+};
+
 void SendPool::Pooled::operator delete(void* p) noexcept {
     auto* entry = reinterpret_cast<Entry*>(static_cast<std::byte*>(p) - offsetof(Entry, object));
     entry->pool->give_back(entry->index);
@@ -91,19 +130,46 @@ bool SendPool::pop(std::uint32_t& entry) noexcept {
 }
 
 BufferPtr SendPool::get(std::size_t size) {
+    if (size > buffer_size_) return nullptr;
     std::uint32_t e = 0;
-    if (size > buffer_size_ || !pop(e)) return nullptr;
-    out_.fetch_add(1, std::memory_order_relaxed);
+    ThreadCache& t = ThreadCache::local();
+    if (t.pool == this && t.count != 0) {
+        e = t.entries[--t.count]; // counted as out already
+    } else {
+        if (!pop(e)) return nullptr;
+        out_.fetch_add(1, std::memory_order_relaxed);
+    }
     Entry& entry = entries_[e];
     return BufferPtr(::new (entry.object) Pooled(memory_.get() + std::size_t{e} * buffer_size_, size, buffer_size_));
 }
 
 void SendPool::give_back(std::uint32_t entry) noexcept {
+    ThreadCache& t = ThreadCache::local();
+    if (!t.ended && (out_.load(std::memory_order_relaxed) & closing_bit) == 0) {
+        if (t.pool != this) {
+            if (t.count != 0) t.drain(); // the cached entries keep their pool: it is alive
+            t.pool = this;               // the pool this thread uses now
+        }
+        if (t.count < ThreadCache::capacity) {
+            t.entries[t.count++] = entry;
+            return;
+        }
+    } else if (t.pool == this && t.count != 0) {
+        t.drain(); // closed: what this thread caches goes back too
+    }
+    return_shared(entry);
+}
+
+void SendPool::return_shared(std::uint32_t entry) noexcept {
     push(entry);
     if (out_.fetch_sub(1, std::memory_order_acq_rel) == closing_bit + 1) delete this;
 }
 
 void SendPool::close() noexcept {
+    // This thread's cached entries go back first; those of other threads come back
+    // when those threads drop a buffer of the closed pool or end.
+    ThreadCache& t = ThreadCache::local();
+    if (t.pool == this && t.count != 0) t.drain();
     if (out_.fetch_or(closing_bit, std::memory_order_acq_rel) == 0) delete this;
 }
 
@@ -113,26 +179,41 @@ std::uint32_t SendPool::available() const noexcept {
 }
 
 namespace {
-// A heap buffer whose bytes follow the object in its block.
+// A heap buffer whose bytes follow the object in its block, a block of Block bytes.
+template <std::size_t Block>
 class SmallBuffer final : public SingleBuffer {
 public:
-    using Cache = kit::BlockCache<small_buffer_block>;
-    static const std::size_t header;
+    using Cache = kit::BlockCache<Block>;
+    static constexpr std::size_t header = (sizeof(SingleBuffer) + 15) / 16 * 16;
+    static constexpr std::size_t capacity = Block - header;
     explicit SmallBuffer(std::size_t size) noexcept
-        : SingleBuffer(reinterpret_cast<std::byte*>(this) + header, size, small_buffer_block - header) {}
+        : SingleBuffer(reinterpret_cast<std::byte*>(this) + header, size, capacity) {}
     static void* operator new(std::size_t) { return Cache::get(); }
     static void operator delete(void* p) noexcept { Cache::put(p); }
 };
-const std::size_t SmallBuffer::header = (sizeof(SmallBuffer) + 15) / 16 * 16;
+static_assert(sizeof(SmallBuffer<small_buffer_block>) <= SmallBuffer<small_buffer_block>::header);
+
+template <std::size_t Block>
+BufferPtr make_small(std::size_t size) {
+    return std::make_unique<SmallBuffer<Block>>(size);
+}
 } // namespace
 
 std::size_t small_buffer_capacity() noexcept {
-    return small_buffer_block - SmallBuffer::header;
+    return SmallBuffer<small_buffer_largest_block>::capacity;
 }
 
+// Classes of 256 B, then a power of two of bytes plus the object up to 4 KiB of
+// bytes: a 256 or 512-byte stream whose queue outgrew the send pool (127 buffers by
+// default) took malloc and free for every message (a quarter of the sender's
+// instructions, and the dip of those sizes to a third of the 1 KiB rate).
 BufferPtr small_heap_buffer(std::size_t size) {
-    if (size > small_buffer_capacity()) return nullptr;
-    return std::make_unique<SmallBuffer>(size);
+    if (size <= SmallBuffer<small_buffer_block>::capacity) return make_small<small_buffer_block>(size);
+    if (size <= SmallBuffer<576>::capacity) return make_small<576>(size);
+    if (size <= SmallBuffer<1088>::capacity) return make_small<1088>(size);
+    if (size <= SmallBuffer<2112>::capacity) return make_small<2112>(size);
+    if (size <= SmallBuffer<small_buffer_largest_block>::capacity) return make_small<small_buffer_largest_block>(size);
+    return nullptr;
 }
 
 } // namespace msgpass::sci

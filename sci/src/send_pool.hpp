@@ -4,7 +4,10 @@
 // lock on either path: the pool hands its buffers out and takes them back through
 // a bounded lock-free queue of their numbers (Vyukov's MPMC ring: one
 // compare-exchange each way), and its buffer objects are built in place in the
-// pool's own memory.
+// pool's own memory. In front of the queue, each thread keeps a few entries of the
+// pool it used last (no atomic operation at all while a thread makes and drops its
+// own messages, as a stream's sender does: the queue's four atomic operations per
+// message were 16 % of a 64-byte stream's profile).
 #pragma once
 
 #include <msgpass/buffer.hpp>
@@ -48,9 +51,12 @@ private:
         std::uint32_t entry;
     };
     struct Entry;
+    struct ThreadCache;
     bool pop(std::uint32_t& entry) noexcept;
     void push(std::uint32_t entry) noexcept;
     void give_back(std::uint32_t entry) noexcept;
+    // Back to the shared queue: the buffer is no longer out.
+    void return_shared(std::uint32_t entry) noexcept;
 
     std::uint32_t count_;
     std::size_t buffer_size_;
@@ -66,10 +72,11 @@ private:
     static constexpr std::uint64_t closing_bit = std::uint64_t{1} << 63;
 };
 
-// A heap buffer of up to small_buffer_capacity bytes whose object and bytes share one
-// block of a per-thread cache (BlockCache): no allocation per message. Larger sizes
-// return null (the caller takes a HeapBuffer).
+// A heap buffer of up to small_buffer_capacity bytes (4 KiB) whose object and bytes
+// share one block of a per-thread cache (BlockCache, a few size classes): no
+// allocation per message. Larger sizes return null (the caller takes a HeapBuffer).
 inline constexpr std::size_t small_buffer_block = 256;
+inline constexpr std::size_t small_buffer_largest_block = 4160;
 BufferPtr small_heap_buffer(std::size_t size);
 std::size_t small_buffer_capacity() noexcept;
 

@@ -10,6 +10,7 @@
 #include "local_node.hpp"
 #include "node.hpp"
 #include "remote_memory.hpp"
+#include "send_pool.hpp"
 #include "yield_gauge.hpp"
 
 #include "../support/partition.hpp"
@@ -21,12 +22,15 @@
 #include <atomic>
 #include <cmath>
 #include <condition_variable>
+#include <cstring>
 #include <deque>
 #include <functional>
+#include <future>
 #include <mutex>
 #include <random>
 #include <span>
 #include <thread>
+#include <vector>
 
 namespace msgpass::test {
 namespace {
@@ -46,6 +50,74 @@ std::string partition_for_test() {
     return unique_partition(::testing::UnitTest::GetInstance()->current_test_info()->name());
 }
 
+// ------------------------------------------------------ the data path's counters
+
+// The sender and the receiver keep each index's round mod 255 and the salts mod
+// 255, and sign with signature_mod: the same words as signature() of the round.
+TEST(SciSignatures, TheCountersSignExactlyAsTheRoundDoes) {
+    for (std::uint32_t salt = 0; salt < 256; ++salt) {
+        std::uint32_t round255 = 0;
+        for (std::uint64_t round = 0; round < 3 * 255 + 7; ++round) {
+            ASSERT_EQ(sci::signature_mod(round255, salt % 255), sci::signature(round, salt))
+                << "round " << round << ", salt " << salt;
+            round255 = sci::next_round255(round255);
+        }
+    }
+}
+
+// ------------------------------------------------------------- send buffers
+
+// Buffers of up to 4 KiB come from a per-thread block of their size class when the
+// send pool has none left (a stream's queue outgrows the pool), not from malloc.
+TEST(SciSendBuffers, SmallHeapBuffersHoldEverySizeUpToTheirCapacity) {
+    EXPECT_GE(sci::small_buffer_capacity(), 4096u);
+    for (const std::size_t size : {1, 8, 64, 200, 256, 512, 513, 1000, 1024, 2048, 3000, 4096}) {
+        auto b = sci::small_heap_buffer(size);
+        ASSERT_TRUE(b) << size;
+        auto* s = b->single();
+        ASSERT_NE(s, nullptr);
+        EXPECT_EQ(s->size(), size);
+        std::memset(s->data(), 0x5a, size); // ASan: the whole size is the buffer's
+    }
+    EXPECT_FALSE(sci::small_heap_buffer(sci::small_buffer_capacity() + 1));
+}
+
+// The pool's per-thread cache: buffers dropped by one thread are taken again by it,
+// buffers dropped by another thread come back too, and a pool closed while threads
+// still cache its entries or hold its buffers ends when the last comes back (ASan
+// reports a leak or a use after free otherwise).
+TEST(SciSendBuffers, ThePoolsThreadCacheNeitherLosesNorLeaksBuffers) {
+    auto* pool = sci::SendPool::create(8, 128);
+    std::vector<BufferPtr> out;
+    for (int round = 0; round < 3; ++round) {
+        for (int k = 0; k < 8; ++k) {
+            auto b = pool->get(64);
+            ASSERT_TRUE(b) << "round " << round << ", buffer " << k;
+            out.push_back(std::move(b));
+        }
+        EXPECT_FALSE(pool->get(64)) << "only 8 buffers";
+        out.clear(); // back into this thread's cache (and the queue beyond it)
+    }
+    for (int k = 0; k < 8; ++k)
+        out.push_back(pool->get(64));
+    std::thread other([moved = std::move(out)]() mutable { moved.clear(); }); // dropped by another thread
+    other.join();
+    for (int k = 0; k < 8; ++k)
+        out.push_back(pool->get(64)); // the other thread ended: its cache went back
+    EXPECT_TRUE(out.back());
+    std::promise<void> closed;
+    std::thread holder([b = std::move(out.back()), done = closed.get_future()]() mutable {
+        done.wait(); // the pool is closed while this thread holds b
+        b.reset();
+    });
+    out.pop_back();
+    out.resize(4); // three dropped into this thread's cache
+    pool->close();
+    out.clear();
+    closed.set_value();
+    holder.join();
+}
+
 // ------------------------------------------------------------ large messages
 
 // The receiver holds about half of the large messages for a while and releases
@@ -57,8 +129,8 @@ std::string partition_for_test() {
 // project's 2-CPU machines), a fixed 1.5 us bound called the CPU shared for good and
 // every blocking receive paid a yield; the bound is twice the fastest yield seen.
 TEST(SciYieldGauge, LoneYieldsOfASlowSystemCallDoNotCallTheCpuSharedAndYieldsToAnotherTaskDo) {
-    using std::chrono::nanoseconds;
     using msgpass::sci::YieldGauge;
+    using std::chrono::nanoseconds;
     YieldGauge vm;
     std::mt19937 random(7);
     std::uniform_int_distribution<int> lone(1200, 1650);

@@ -577,7 +577,10 @@ TEST(SciTransferErrors, OnePercentInjectedErrorsLoseDuplicateAndCorruptNothing) 
     EXPECT_EQ(next, n);
     EXPECT_EQ(nothing_more(*from_a), "") << "a message was delivered twice";
     const auto retries = to_b->stats().retries + from_a->stats().retries;
-    EXPECT_GT(retries, n / 200) << "about 1% of the transfers should have been retried";
+    // Queued messages travel as batches (one copy of many messages and one note per
+    // slot), so there are several times fewer transfers than messages: 1% of them is
+    // some tens here, and none would mean that nothing was injected.
+    EXPECT_GT(retries, 10u) << "about 1% of the transfers should have been retried";
 }
 
 // ------------------------------------------------------- buffer lifetime

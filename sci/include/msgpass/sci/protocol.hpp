@@ -107,6 +107,17 @@ constexpr std::uint32_t signature(std::uint64_t round, std::uint32_t salt) noexc
 constexpr std::uint32_t salt_of(std::uint32_t epoch) noexcept {
     return (epoch * 2654435761u) >> 24;
 }
+// The same signature from the round and the salt each reduced mod 255 beforehand:
+// the data path keeps the round of each index as a counter mod 255 and computes
+// one signature per message without a division (signature(r, s) ==
+// signature_mod(r % 255, s % 255)).
+constexpr std::uint32_t signature_mod(std::uint32_t round255, std::uint32_t salt255) noexcept {
+    const std::uint32_t s = round255 + salt255;
+    return 1 + (s >= 255 ? s - 255 : s);
+}
+constexpr std::uint32_t next_round255(std::uint32_t round255) noexcept {
+    return round255 == 254 ? 0 : round255 + 1;
+}
 
 // note = signature:8 | large:1 | hot:1 | batch:1 | size:21 (size of the slot's
 // content; hot: the content is in the hot slot, not in the slot granted for the
