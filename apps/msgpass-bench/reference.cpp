@@ -284,18 +284,39 @@ void no_delay(int fd) {
     ::setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
 }
 
-// Reads or writes exactly n bytes; false at EOF or on error (timeouts included).
-bool read_full(int fd, std::byte* p, std::size_t n) {
+// Reads exactly n bytes, polling the socket (MSG_DONTWAIT) instead of sleeping in it, as
+// UCX's tcp transport does: a ping-pong floor that blocks in read() pays a wake-up
+// per message, and ucx_perftest over tcp beat it 3-5x (compare-peers, 2026-11-27). A
+// floor no peer beats must poll. False at EOF, on an error, or when nothing came
+// before the deadline.
+bool read_full_polling(int fd, std::byte* p, std::size_t n, Clock::time_point deadline) {
+    std::uint32_t idle = 0;
     while (n > 0) {
-        const ssize_t k = ::read(fd, p, n);
-        if (k < 0 && errno == EINTR) continue;
-        if (k <= 0) return false;
-        p += k;
-        n -= static_cast<std::size_t>(k);
+        const ssize_t k = ::recv(fd, p, n, MSG_DONTWAIT);
+        if (k > 0) {
+            p += k;
+            n -= static_cast<std::size_t>(k);
+            continue;
+        }
+        if (k == 0) return false;
+        if (errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR) return false;
+        if ((++idle & 1023) == 0 && Clock::now() > deadline) return false;
     }
     return true;
 }
 
+// One datagram of exactly n bytes, polling; false on an error, a short datagram or
+// when nothing came before the deadline.
+bool recv_datagram_polling(int fd, std::byte* p, std::size_t n, Clock::time_point deadline) {
+    for (std::uint32_t idle = 1;; ++idle) {
+        const ssize_t k = ::recv(fd, p, n, MSG_DONTWAIT);
+        if (k >= 0) return static_cast<std::size_t>(k) == n;
+        if (errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR) return false;
+        if ((idle & 1023) == 0 && Clock::now() > deadline) return false;
+    }
+}
+
+// Writes exactly n bytes; false on an error (timeouts included).
 bool write_full(int fd, const std::byte* p, std::size_t n) {
     while (n > 0) {
         const ssize_t k = ::send(fd, p, n, MSG_NOSIGNAL);
@@ -515,7 +536,8 @@ Result tcp_pingpong(std::uint64_t size, const Budget& budget) {
         no_delay(c.get());
         set_timeout(c.get(), 60s);
         std::vector<std::byte> buf(size);
-        while (read_full(c.get(), buf.data(), size) && write_full(c.get(), buf.data(), size)) {
+        while (read_full_polling(c.get(), buf.data(), size, Clock::now() + 60s) &&
+               write_full(c.get(), buf.data(), size)) {
         }
     });
     Fd s(open_socket(SOCK_STREAM, End::driver));
@@ -527,7 +549,8 @@ Result tcp_pingpong(std::uint64_t size, const Budget& budget) {
     const auto src = pattern_bytes(size);
     std::vector<std::byte> dst(size);
     auto r = time_pingpong("reference-tcp-pingpong", size, budget, [&] {
-        if (!write_full(s.get(), src.data(), size) || !read_full(s.get(), dst.data(), size)) {
+        if (!write_full(s.get(), src.data(), size) ||
+            !read_full_polling(s.get(), dst.data(), size, Clock::now() + reply_deadline)) {
             throw std::runtime_error("reference tcp ping-pong: the other process stopped answering");
         }
     });
@@ -547,9 +570,16 @@ std::optional<Result> udp_pingpong(std::uint64_t size, const Budget& budget) {
     Child child([&] {
         set_timeout(b.get(), 60s);
         std::vector<std::byte> buf(size);
+        // Polls (as the tcp floor); a zero-byte datagram ends it.
         for (;;) {
-            const ssize_t n = ::recv(b.get(), buf.data(), size, 0);
-            if (n <= 0) return;
+            ssize_t n = -1;
+            const auto deadline = Clock::now() + 60s;
+            for (std::uint32_t idle = 1; n < 0; ++idle) {
+                n = ::recv(b.get(), buf.data(), size, MSG_DONTWAIT);
+                if (n < 0 && errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR) return;
+                if (n < 0 && (idle & 1023) == 0 && Clock::now() > deadline) return;
+            }
+            if (n == 0) return;
             ::send(b.get(), buf.data(), static_cast<std::size_t>(n), 0);
         }
     });
@@ -558,7 +588,7 @@ std::optional<Result> udp_pingpong(std::uint64_t size, const Budget& budget) {
     std::vector<std::byte> dst(size);
     auto r = time_pingpong("reference-udp-pingpong", size, budget, [&] {
         if (::send(a.get(), src.data(), size, 0) != static_cast<ssize_t>(size) ||
-            ::recv(a.get(), dst.data(), size, 0) != static_cast<ssize_t>(size)) {
+            !recv_datagram_polling(a.get(), dst.data(), size, Clock::now() + reply_deadline)) {
             throw std::runtime_error("reference udp ping-pong: a datagram was lost or the other process stopped");
         }
     });
