@@ -103,6 +103,7 @@ struct Parameters {
     std::size_t max_pending = 1024;                                      // connections waiting for their Hello
     std::uint64_t ack_every = 64;              // acknowledge at least every this many messages (tcp.ack_every)
     std::uint64_t ack_bytes = 2 * config::MiB; // ... or this many bytes (tcp.ack_bytes)
+    std::chrono::nanoseconds receive_spin{std::chrono::microseconds(50)}; // tcp.receive_spin_us
     std::chrono::nanoseconds backoff_min{std::chrono::milliseconds(1)};
     std::chrono::nanoseconds backoff_max{std::chrono::milliseconds(100)};
     std::optional<ip::AuthKey> auth_key; // auth_key_file: handshakes prove it (ip/auth.hpp)
@@ -237,6 +238,7 @@ private:
     bool armed_write_ = false;
     Clock::time_point last_write_{};      // of the last write by a sender or a batch
     Clock::time_point batch_start_{};     // when the batch now waiting began
+    bool batch_timed_ = false;            // the background thread holds a batch's deadline (tick)
     std::atomic<std::uint64_t> takes_{0}; // messages the application took from this node
     std::uint64_t takes_at_write_ = 0;    // takes_ at the last immediate write
     ip::SendWindow window_;               // messages not yet acknowledged
@@ -273,6 +275,8 @@ private:
     std::string violation_;                           // reported once by receive()
     std::atomic<bool> probe_wanted_{false};           // the incoming connection broke: ask the peer who it is
     std::atomic<std::uint64_t> known_incarnation_{0}; // the peer's incarnation seen on either connection
+    std::atomic<std::uint32_t> spin_skip_{0};         // blocking receives left that do not spin (receive)
+    std::atomic<std::uint32_t> spin_backoff_{0};      // how many to skip after the next spin that finds nothing
 
     // --- loss of the peer ---
     kit::LossLatch loss_;
