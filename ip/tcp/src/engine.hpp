@@ -236,14 +236,15 @@ private:
     int out_fd_ = -1;
     std::uint32_t generation_ = 0;
     bool armed_write_ = false;
-    Clock::time_point last_write_{};      // of the last write by a sender or a batch
-    Clock::time_point batch_start_{};     // when the batch now waiting began
-    bool batch_timed_ = false;            // the background thread holds a batch's deadline (tick)
-    std::atomic<std::uint64_t> takes_{0}; // messages the application took from this node
-    std::uint64_t takes_at_write_ = 0;    // takes_ at the last immediate write
-    ip::SendWindow window_;               // messages not yet acknowledged
-    ip::GatherList gather_;               // the iovecs of one write
-    std::uint64_t peer_incarnation_ = 0;  // of the last Welcome; 0 = none
+    Clock::time_point last_write_{};                 // of the last write by a sender or a batch
+    Clock::time_point batch_start_{};                // when the batch now waiting began
+    bool batch_timed_ = false;                       // the background thread holds a batch's deadline (tick)
+    std::atomic<std::uint64_t> takes_{0};            // messages the application took from this node
+    std::uint64_t takes_at_write_ = 0;               // takes_ at the last immediate write
+    ip::SendWindow window_;                          // messages not yet acknowledged
+    ip::GatherList gather_;                          // the iovecs of one write
+    std::vector<ip::Outgoing> acknowledged_scratch_; // background thread only: freed outside out_mutex_
+    std::uint64_t peer_incarnation_ = 0;             // of the last Welcome; 0 = none
     // The peer incarnation whose count of our messages window_'s numbers follow (0:
     // none yet); a welcome from another one renumbers them from 0. Kept through a
     // loss: a peer given up for silence may still count them.

@@ -183,11 +183,11 @@ bool TcpNode::check_answers(Clock::time_point now) {
 }
 
 void TcpNode::on_out_event(std::uint32_t generation, std::uint32_t events) {
-    std::deque<ip::Outgoing> acknowledged; // freed after the lock: senders do not wait for free()
     std::unique_lock lock(out_mutex_);
     handle_out_event(generation, events);
-    window_.take_acknowledged(acknowledged);
+    window_.take_acknowledged(acknowledged_scratch_);
     lock.unlock();
+    acknowledged_scratch_.clear(); // freed after the lock: senders do not wait for free()
 }
 
 void TcpNode::handle_out_event(std::uint32_t generation, std::uint32_t events) {
