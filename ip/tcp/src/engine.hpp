@@ -61,7 +61,8 @@ inline constexpr std::chrono::microseconds ack_delay{1000};
 
 // How tcp's blocking receives wait (msgpass::wait_with): no spinning, no yielding,
 // ppoll() on the incoming sockets of the nodes waited on and on the factory's wake-up
-// descriptor, at most 100 ms at a time.
+// descriptor, at most 100 ms at a time. (A receive from one node reads its socket
+// for receive_spin before, TcpNode::receive.)
 inline constexpr WaitPolicy socket_wait{std::chrono::microseconds(0), std::chrono::microseconds(0),
                                         std::chrono::microseconds(100000)};
 

@@ -336,7 +336,7 @@ BufferPtr TcpNode::receive(std::chrono::nanoseconds timeout) {
     if (timeout <= std::chrono::nanoseconds::zero()) return receive();
     // Busy reads first (receive_spin): a reply that comes within it costs no
     // wake-up. A spin that found nothing (the peer may share this CPU, and spinning
-    // only delays it) is not tried again for the next 2, 4, ... 64 waits.
+    // only delays it) is not tried again for the next 2, 6, 14, ... waits (at most 64).
     if (const auto spin = std::min<std::chrono::nanoseconds>(timeout, shared_->parameters.receive_spin);
         spin > std::chrono::nanoseconds::zero()) {
         const std::uint32_t skip = spin_skip_.load(std::memory_order_relaxed);
