@@ -16,7 +16,6 @@
 #include <cstdio>
 #include <netinet/tcp.h>
 #include <sys/epoll.h>
-#include <thread>
 #include <unistd.h>
 
 namespace msgpass::tcp {
@@ -337,20 +336,12 @@ BufferPtr TcpNode::receive(std::chrono::nanoseconds timeout) {
     if (timeout <= std::chrono::nanoseconds::zero()) return receive();
     // Busy reads first (receive_spin): a reply that comes within it costs no
     // wake-up. A spin that found nothing (the peer may share this CPU, and spinning
-    // only delays it) is not tried again for the next 2, 6, 14, ... waits (at most
-    // 64); those read between yields of the CPU instead, so that a peer on this CPU
-    // runs and its reply is taken without a sleep and a wake-up either.
+    // only delays it) is not tried again for the next 2, 6, 14, ... waits (at most 64).
     if (const auto spin = std::min<std::chrono::nanoseconds>(timeout, shared_->parameters.receive_spin);
         spin > std::chrono::nanoseconds::zero()) {
         const std::uint32_t skip = spin_skip_.load(std::memory_order_relaxed);
         if (skip > 0) {
             spin_skip_.store(skip - 1, std::memory_order_relaxed);
-            const auto start = Clock::now();
-            do {
-                if (auto m = receive()) return m;
-                std::this_thread::yield();
-            } while (Clock::now() - start < spin);
-            timeout -= spin;
         } else {
             const auto start = Clock::now();
             do {
