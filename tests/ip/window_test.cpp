@@ -57,14 +57,14 @@ TEST(SendWindow, KeepsTheBufferItselfUntilAcknowledgedAndHandsItOverToBeFreed) {
     EXPECT_EQ(w.size(), 1u);
     EXPECT_EQ(w.first_unacknowledged(), 1u);
     {
-        std::deque<Outgoing> acknowledged;
+        std::vector<Outgoing> acknowledged;
         w.take_acknowledged(acknowledged);
         ASSERT_EQ(acknowledged.size(), 1u);
         EXPECT_EQ(acknowledged[0].header.seq, 0u);
         EXPECT_EQ(kept.use_count(), 2) << "freed before the caller took it";
     }
     EXPECT_EQ(kept.use_count(), 1) << "an acknowledged buffer was still held";
-    std::deque<Outgoing> none;
+    std::vector<Outgoing> none;
     w.take_acknowledged(none);
     EXPECT_TRUE(none.empty());
 }

@@ -16,13 +16,15 @@ TEST(TcpOptions, TheTcpSectionSetsTheEngineParametersAndWithoutItTheDefaultsHold
     EXPECT_EQ(defaults.handshake_timeout, 500ms); // min(peer_timeout, 2 s)
     EXPECT_EQ(defaults.ack_every, 64u);
     EXPECT_EQ(defaults.ack_bytes, 2 * config::MiB);
-    text.tcp_section = "{handshake_timeout: 5s, ack_every: 8, ack_bytes: 64KiB}";
+    EXPECT_EQ(defaults.receive_spin, 50us);
+    text.tcp_section = "{handshake_timeout: 5s, ack_every: 8, ack_bytes: 64KiB, receive_spin_us: 0}";
     const auto c = text.load();
     EXPECT_EQ(c.section<tcp::Options>().ack_every, 8u);
     const auto p = tcp::Parameters::from(c, 1);
     EXPECT_EQ(p.handshake_timeout, 5s);
     EXPECT_EQ(p.ack_every, 8u);
     EXPECT_EQ(p.ack_bytes, 64 * config::KiB);
+    EXPECT_EQ(p.receive_spin, 0us);
 }
 
 // With a peer timeout of 500 ms a silent connection is closed after 500 ms

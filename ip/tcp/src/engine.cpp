@@ -35,6 +35,7 @@ Parameters Parameters::from(const config::Configuration& configuration, NodeId s
         std::min<std::chrono::milliseconds>(configuration.peer_timeout, std::chrono::seconds(2)));
     p.ack_every = options.ack_every;
     p.ack_bytes = options.ack_bytes;
+    p.receive_spin = std::chrono::microseconds(options.receive_spin_us);
     p.backoff_max = std::min<std::chrono::nanoseconds>(std::chrono::milliseconds(100), configuration.peer_timeout / 4);
     p.auth_key = configuration.auth_key;
     return p;

@@ -61,7 +61,8 @@ inline constexpr std::chrono::microseconds ack_delay{1000};
 
 // How tcp's blocking receives wait (msgpass::wait_with): no spinning, no yielding,
 // ppoll() on the incoming sockets of the nodes waited on and on the factory's wake-up
-// descriptor, at most 100 ms at a time.
+// descriptor, at most 100 ms at a time. (A receive from one node reads its socket
+// for receive_spin before, TcpNode::receive.)
 inline constexpr WaitPolicy socket_wait{std::chrono::microseconds(0), std::chrono::microseconds(0),
                                         std::chrono::microseconds(100000)};
 
@@ -103,6 +104,7 @@ struct Parameters {
     std::size_t max_pending = 1024;                                      // connections waiting for their Hello
     std::uint64_t ack_every = 64;              // acknowledge at least every this many messages (tcp.ack_every)
     std::uint64_t ack_bytes = 2 * config::MiB; // ... or this many bytes (tcp.ack_bytes)
+    std::chrono::nanoseconds receive_spin{std::chrono::microseconds(50)}; // tcp.receive_spin_us
     std::chrono::nanoseconds backoff_min{std::chrono::milliseconds(1)};
     std::chrono::nanoseconds backoff_max{std::chrono::milliseconds(100)};
     std::optional<ip::AuthKey> auth_key; // auth_key_file: handshakes prove it (ip/auth.hpp)
@@ -235,13 +237,15 @@ private:
     int out_fd_ = -1;
     std::uint32_t generation_ = 0;
     bool armed_write_ = false;
-    Clock::time_point last_write_{};      // of the last write by a sender or a batch
-    Clock::time_point batch_start_{};     // when the batch now waiting began
-    std::atomic<std::uint64_t> takes_{0}; // messages the application took from this node
-    std::uint64_t takes_at_write_ = 0;    // takes_ at the last immediate write
-    ip::SendWindow window_;               // messages not yet acknowledged
-    ip::GatherList gather_;               // the iovecs of one write
-    std::uint64_t peer_incarnation_ = 0;  // of the last Welcome; 0 = none
+    Clock::time_point last_write_{};                 // of the last write by a sender or a batch
+    Clock::time_point batch_start_{};                // when the batch now waiting began
+    bool batch_timed_ = false;                       // the background thread holds a batch's deadline (tick)
+    std::atomic<std::uint64_t> takes_{0};            // messages the application took from this node
+    std::uint64_t takes_at_write_ = 0;               // takes_ at the last immediate write
+    ip::SendWindow window_;                          // messages not yet acknowledged
+    ip::GatherList gather_;                          // the iovecs of one write
+    std::vector<ip::Outgoing> acknowledged_scratch_; // background thread only: freed outside out_mutex_
+    std::uint64_t peer_incarnation_ = 0;             // of the last Welcome; 0 = none
     // The peer incarnation whose count of our messages window_'s numbers follow (0:
     // none yet); a welcome from another one renumbers them from 0. Kept through a
     // loss: a peer given up for silence may still count them.
@@ -273,6 +277,8 @@ private:
     std::string violation_;                           // reported once by receive()
     std::atomic<bool> probe_wanted_{false};           // the incoming connection broke: ask the peer who it is
     std::atomic<std::uint64_t> known_incarnation_{0}; // the peer's incarnation seen on either connection
+    std::atomic<std::uint32_t> spin_skip_{0};         // blocking receives left that do not spin (receive)
+    std::atomic<std::uint32_t> spin_backoff_{0};      // how many to skip after the next spin that finds nothing
 
     // --- loss of the peer ---
     kit::LossLatch loss_;

@@ -139,7 +139,12 @@ void TcpNode::send_impl(B& buffer) {
                 write_pending();
             } else {
                 batch_start_ = now;
-                shared_->wake_io();
+                // One wake-up of the background thread for a stream, not one per
+                // batch: once it holds a batch's deadline it follows batch_start_.
+                if (!batch_timed_) {
+                    batch_timed_ = true;
+                    shared_->wake_io();
+                }
             }
         } else if (waiting + 1 >= batch_messages || size >= batch_bytes) {
             last_write_ = Clock::now();
@@ -328,6 +333,30 @@ BufferPtr TcpNode::take_ready() {
 BufferPtr TcpNode::receive(std::chrono::nanoseconds timeout) {
     check_factory("receive");
     if (auto m = take_ready()) return m; // a stream: no clock, no system call
+    if (timeout <= std::chrono::nanoseconds::zero()) return receive();
+    // Busy reads first (receive_spin): a reply that comes within it costs no
+    // wake-up. A spin that found nothing (the peer may share this CPU, and spinning
+    // only delays it) is not tried again for the next 2, 6, 14, ... waits (at most 64).
+    if (const auto spin = std::min<std::chrono::nanoseconds>(timeout, shared_->parameters.receive_spin);
+        spin > std::chrono::nanoseconds::zero()) {
+        const std::uint32_t skip = spin_skip_.load(std::memory_order_relaxed);
+        if (skip > 0) {
+            spin_skip_.store(skip - 1, std::memory_order_relaxed);
+        } else {
+            const auto start = Clock::now();
+            do {
+                if (auto m = receive()) {
+                    spin_backoff_.store(0, std::memory_order_relaxed);
+                    return m;
+                }
+            } while (Clock::now() - start < spin);
+            const std::uint32_t backoff =
+                std::min<std::uint32_t>(64, 2 * spin_backoff_.load(std::memory_order_relaxed) + 2);
+            spin_backoff_.store(backoff, std::memory_order_relaxed);
+            spin_skip_.store(backoff, std::memory_order_relaxed);
+            timeout -= spin;
+        }
+    }
     SocketSleeper sleeper{shared_->recv_wake,
                           [this](bool idle, std::vector<int>& fds) {
                               if (const int fd = prepare_to_sleep(idle); fd >= 0) fds.push_back(fd);

@@ -4,7 +4,7 @@
 namespace msgpass::tcp {
 
 const std::vector<std::string>& Options::keys() {
-    static const std::vector<std::string> list = {"handshake_timeout", "ack_every", "ack_bytes"};
+    static const std::vector<std::string> list = {"handshake_timeout", "ack_every", "ack_bytes", "receive_spin_us"};
     return list;
 }
 
@@ -15,6 +15,8 @@ void Options::set(const std::string& key, const config::Value& value) {
         if (auto n = value.integer(1, 65536)) ack_every = *n;
     } else if (key == "ack_bytes") {
         if (auto n = value.size(config::GiB)) ack_bytes = *n;
+    } else if (key == "receive_spin_us") {
+        if (auto n = value.integer(0, 10000)) receive_spin_us = *n;
     }
 }
 

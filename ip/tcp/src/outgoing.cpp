@@ -23,6 +23,7 @@ void TcpNode::close_out_fd() {
         out_fd_ = -1;
     }
     armed_write_ = false;
+    batch_timed_ = false;
     out_rx_len_ = 0;
     unanswered_since_ = {};
     ++generation_;
@@ -114,6 +115,7 @@ Clock::time_point TcpNode::tick(Clock::time_point now) {
             last_write_ = now;
             write_pending();
         }
+        batch_timed_ = false; // the next batch wakes this thread again
         return std::min(far, next_answer_check_);
     case OutState::idle: // nothing to do before a send
         break;
@@ -181,11 +183,11 @@ bool TcpNode::check_answers(Clock::time_point now) {
 }
 
 void TcpNode::on_out_event(std::uint32_t generation, std::uint32_t events) {
-    std::deque<ip::Outgoing> acknowledged; // freed after the lock: senders do not wait for free()
     std::unique_lock lock(out_mutex_);
     handle_out_event(generation, events);
-    window_.take_acknowledged(acknowledged);
+    window_.take_acknowledged(acknowledged_scratch_);
     lock.unlock();
+    acknowledged_scratch_.clear(); // freed after the lock: senders do not wait for free()
 }
 
 void TcpNode::handle_out_event(std::uint32_t generation, std::uint32_t events) {

@@ -18,8 +18,9 @@
 #include <algorithm>
 #include <cstddef>
 #include <cstdint>
-#include <deque>
 #include <optional>
+#include <utility>
+#include <vector>
 
 namespace msgpass::ip {
 
@@ -32,6 +33,51 @@ struct Outgoing : kit::QueuedBuffer {
     [[nodiscard]] std::size_t frame_size() const noexcept {
         return frame_header_size + static_cast<std::size_t>(header.length);
     }
+};
+
+// The messages of a window in order, in a ring of slots that doubles when full: a
+// std::deque allocated a 512-byte block every 9 messages at one end and freed it at
+// the other, and tcp frees acknowledged messages on another thread than the one that
+// sends (glibc's per-thread caches then miss). A slot left is reset to T{}.
+template <class T>
+class Ring {
+public:
+    [[nodiscard]] std::size_t size() const noexcept { return size_; }
+    [[nodiscard]] bool empty() const noexcept { return size_ == 0; }
+    [[nodiscard]] T& operator[](std::size_t i) noexcept { return slots_[(head_ + i) & (slots_.size() - 1)]; }
+    [[nodiscard]] const T& operator[](std::size_t i) const noexcept {
+        return slots_[(head_ + i) & (slots_.size() - 1)];
+    }
+    [[nodiscard]] T& front() noexcept { return slots_[head_]; }
+    [[nodiscard]] const T& front() const noexcept { return slots_[head_]; }
+    T& emplace_back() {
+        if (size_ == slots_.size()) grow();
+        ++size_;
+        return (*this)[size_ - 1];
+    }
+    void pop_front() noexcept {
+        slots_[head_] = T{};
+        head_ = (head_ + 1) & (slots_.size() - 1);
+        --size_;
+    }
+    void clear() noexcept {
+        while (size_ > 0)
+            pop_front();
+        head_ = 0;
+    }
+
+private:
+    void grow() {
+        std::vector<T> bigger(std::max<std::size_t>(64, 2 * slots_.size())); // a power of two
+        for (std::size_t i = 0; i < size_; ++i)
+            bigger[i] = std::move((*this)[i]);
+        slots_.swap(bigger);
+        head_ = 0;
+    }
+
+    std::vector<T> slots_;
+    std::size_t head_ = 0;
+    std::size_t size_ = 0;
 };
 
 // The sender's side: the messages not yet acknowledged, in sequence order, and how
@@ -135,13 +181,14 @@ public:
     void renumber() noexcept {
         next_seq_ = 0;
         acknowledged_to_ = 0;
-        for (Outgoing& e : entries_)
-            e.header.seq = next_seq_++;
+        for (std::size_t i = 0; i < entries_.size(); ++i)
+            entries_[i].header.seq = next_seq_++;
         rewind();
     }
 
-    // Hands over the acknowledged messages, so that the caller frees them outside its lock.
-    void take_acknowledged(std::deque<Outgoing>& into) noexcept { into.swap(acknowledged_); }
+    // Hands over the acknowledged messages, so that the caller frees them outside its
+    // lock (into must be empty; clearing it after keeps its capacity for the next time).
+    void take_acknowledged(std::vector<Outgoing>& into) noexcept { into.swap(acknowledged_); }
 
 private:
     template <class B>
@@ -164,8 +211,8 @@ private:
         }
     }
 
-    std::deque<Outgoing> entries_;      // not yet acknowledged, in seq order
-    std::deque<Outgoing> acknowledged_; // trimmed, to be freed outside the caller's lock
+    Ring<Outgoing> entries_;             // not yet acknowledged, in seq order
+    std::vector<Outgoing> acknowledged_; // trimmed, to be freed outside the caller's lock
     std::size_t written_ = 0;
     std::size_t offset_ = 0;
     std::size_t written_once_ = 0; // entries written on some connection (a prefix of entries_)

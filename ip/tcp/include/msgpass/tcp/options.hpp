@@ -23,6 +23,10 @@ struct Options {
     // ack_bytes bytes (1 byte to 1GiB); the sender keeps what it sent until then.
     std::uint64_t ack_every = 64;
     std::uint64_t ack_bytes = 2 * config::MiB;
+    // A blocking receive from one node reads its socket for up to this many
+    // microseconds (0 to 10000) before it sleeps in ppoll(): a reply within it costs
+    // no wake-up. 0: sleep at once.
+    std::uint64_t receive_spin_us = 50;
 
     static const std::vector<std::string>& keys();
     void set(const std::string& key, const config::Value& value);
