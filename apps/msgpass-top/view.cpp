@@ -242,7 +242,7 @@ std::string table(const std::vector<Row>& rows, bool with_peers) {
         if (!with_peers) continue;
         for (const auto& p : row.peers) {
             const std::optional<Rates> r = row.rates ? std::optional<Rates>(p.rates) : std::nullopt;
-            std::snprintf(line, sizeof line, "     -> %-10u %-5s %-9s %10s %10s %8s %8s %7llu %7llu %6llu %5s %s\n",
+            std::snprintf(line, sizeof line, "     -> %-11u %-5s %-9s %10s %10s %8s %8s %7llu %7llu %6llu %5s %s\n",
                           p.id, "", p.lost ? "lost" : "", rate(r, &Rates::msgs_in, "%.0f").c_str(),
                           rate(r, &Rates::msgs_out, "%.0f").c_str(), rate(r, &Rates::mb_in, "%.2f").c_str(),
                           rate(r, &Rates::mb_out, "%.2f").c_str(), static_cast<unsigned long long>(p.stats.queue_depth),

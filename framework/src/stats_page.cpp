@@ -210,7 +210,9 @@ std::vector<std::string> find_stats_pages(std::string_view user, std::string_vie
         std::uint32_t id = 0;
         const auto end = digits.data() + digits.size();
         if (auto [p, ec] = std::from_chars(digits.data(), end, id); ec != std::errc() || p != end) continue;
-        found.emplace_back(id, "/" + std::string(name));
+        std::string path = "/"; // appended, not "/" + ...: GCC 12 warns falsely on that insert
+        path += name;
+        found.emplace_back(id, std::move(path));
     }
     ::closedir(dir);
     std::sort(found.begin(), found.end());
