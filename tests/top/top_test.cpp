@@ -12,6 +12,7 @@
 
 #include <gtest/gtest.h>
 
+#include <atomic>
 #include <cstdlib>
 #include <cstring>
 #include <filesystem>
@@ -19,6 +20,7 @@
 #include <map>
 #include <string>
 #include <sys/wait.h>
+#include <thread>
 #include <vector>
 
 namespace msgpass::test {
@@ -184,6 +186,56 @@ TEST_F(Top, AKilledNodeIsDeadAndItsPartnerShowsThePeerLost) {
     EXPECT_EQ(field(nodes.at(1), "peers_lost"), "1") << nodes.at(1);
     EXPECT_EQ(field(nodes.at(1), "losses"), "1") << nodes.at(1);
     EXPECT_NE(field(nodes.at(1), "last_error"), "") << nodes.at(1);
+}
+
+// The publisher's thread (every 10 ms here) and a reader of this process work on the
+// page while traffic flows: under ThreadSanitizer this shows the publisher, the
+// nodes' counters and the loss latches race with nothing; every snapshot read is
+// whole (counts never go back) and the last one has every message.
+TEST_F(Top, SnapshotsTakenWhileTrafficFlowsAreWholeAndNeverGoBack) {
+    ::setenv("MSGPASS_STATS_INTERVAL", "10", 1);
+    const auto configuration = make_configuration("sci", partition_, 2);
+    auto f1 = NodeFactory::create(configuration, 1);
+    auto f2 = NodeFactory::create(configuration, 2);
+    ::unsetenv("MSGPASS_STATS_INTERVAL");
+    (void)f2->create_node(1);
+    const std::string page = base(*f1).stats_page();
+    std::atomic<bool> done{false};
+    std::uint64_t reads = 0;
+    std::uint64_t last = 0;
+    bool went_back = false;
+    std::string problem;
+    std::thread reader([&] {
+        while (!done.load()) {
+            std::string error;
+            const auto view = kit::read_stats_page(page, error);
+            if (!view) {
+                problem = error;
+                return;
+            }
+            ++reads;
+            for (const auto& peer : view->peers) {
+                if (peer.stats.messages_sent < last) went_back = true;
+                last = peer.stats.messages_sent;
+            }
+        }
+    });
+    exchange(*f1, *f2, 3000, 64);
+    done = true;
+    reader.join();
+    EXPECT_EQ(problem, "");
+    EXPECT_FALSE(went_back);
+    EXPECT_GT(reads, 0u);
+    base(*f1).publish_stats();
+    std::string error;
+    const auto view = kit::read_stats_page(page, error);
+    ASSERT_TRUE(view) << error;
+    ASSERT_EQ(view->peers.size(), 1u);
+    EXPECT_EQ(view->peers[0].stats.messages_sent, 3000u);
+    EXPECT_EQ(view->peers[0].stats.bytes_sent, 3000u * 64);
+    EXPECT_EQ(view->owner, kit::PageView::Owner::running);
+    EXPECT_EQ(view->interval_ms, 10u);
+    EXPECT_GT(view->publishes, 1u);
 }
 
 TEST_F(Top, APartitionThatDoesNotExistExitsTwo) {
