@@ -3,8 +3,10 @@
 // in the application. Interactive like top (ncurses, a refresh a second, sort by a
 // column, a node's peers on demand), or --once (a table, or --json: one JSON object
 // per node, for scripts). Exit codes: 0 success, 1 an error while running, 2 bad
-// command line or configuration, or no node of the partition on this host.
+// command line or configuration, or no node of the partition on this host. --serve
+// PORT serves the same counters to Prometheus (serve.hpp).
 // docs/operations.md walks through it.
+#include "serve.hpp"
 #include "view.hpp"
 
 #include <msgpass/msgpass.hpp>
@@ -190,19 +192,24 @@ int run(int argc, char** argv) {
         "totals per group. Interactive like top, or --once. Exits 2 when no node of the\n"
         "partition publishes on this host (docs/operations.md).\n\n"
         "Options");
-    visible.add_options()                                                                          //
-        ("partition", po::value<std::string>()->value_name("NAME"), "the partition to show")       //
-        ("config", po::value<std::string>()->value_name("FILE"), "network file (its partition)")   //
-        ("nodes", po::value<std::string>()->value_name("FILE"),                                    //
-         "nodes file (default nodes.yaml with --config): its nodes without a page show as absent") //
-        ("set", po::value<std::vector<std::string>>()->composing()->value_name("KEY=VALUE"),       //
-         "override of the network file (repeatable), as msgpass-run takes it")                     //
-        ("once", po::bool_switch(), "print one view and exit (rates over --interval)")             //
-        ("json", po::bool_switch(), "with --once: one JSON object per node, one a line")           //
-        ("peers", po::bool_switch(), "with --once: the peers of each node under it")               //
-        ("interval", po::value<int>()->default_value(1000, "")->value_name("MS"),                  //
-         "time between the two snapshots that give the rates, and between refreshes "              //
-         "(default 1000)")                                                                         //
+    visible.add_options()                                                                           //
+        ("partition", po::value<std::string>()->value_name("NAME"), "the partition to show")        //
+        ("config", po::value<std::string>()->value_name("FILE"), "network file (its partition)")    //
+        ("nodes", po::value<std::string>()->value_name("FILE"),                                     //
+         "nodes file (default nodes.yaml with --config): its nodes without a page show as absent")  //
+        ("set", po::value<std::vector<std::string>>()->composing()->value_name("KEY=VALUE"),        //
+         "override of the network file (repeatable), as msgpass-run takes it")                      //
+        ("once", po::bool_switch(), "print one view and exit (rates over --interval)")              //
+        ("json", po::bool_switch(), "with --once: one JSON object per node, one a line")            //
+        ("peers", po::bool_switch(), "with --once: the peers of each node under it")                //
+        ("interval", po::value<int>()->default_value(1000, "")->value_name("MS"),                   //
+         "time between the two snapshots that give the rates, and between refreshes "               //
+         "(default 1000)")                                                                          //
+        ("serve", po::value<int>()->value_name("PORT"),                                             //
+         "serve the counters as OpenMetrics (Prometheus) at http://ADDRESS:PORT/metrics; without "  //
+         "--partition or files, those of every partition of this user")                             //
+        ("bind", po::value<std::string>()->default_value("127.0.0.1", "")->value_name("ADDRESS"),   //
+         "with --serve: the address to listen on (default 127.0.0.1; 0.0.0.0 for every interface)") //
         ("help,h", "show this help");
     po::variables_map vm;
     po::store(po::command_line_parser(argc, argv).options(visible).run(), vm);
@@ -218,6 +225,22 @@ int run(int argc, char** argv) {
     msgpass::top::Source source;
     source.user = msgpass::kit::stats_user();
     const bool files = vm.count("config") != 0 || vm.count("nodes") != 0 || vm.count("set") != 0;
+    if (vm.count("serve") != 0) {
+        const int port = vm["serve"].as<int>();
+        if (port < 0 || port > 65535) throw UsageError("--serve: expected a port from 0 to 65535");
+        if (vm["once"].as<bool>()) throw UsageError("--serve takes no --once");
+        if (vm.count("partition") != 0) source.partition = vm["partition"].as<std::string>();
+        if (files) {
+            msgpass::register_builtin_technologies();
+            source.partition =
+                msgpass::config::load(vm.count("config") ? vm["config"].as<std::string>() : "network.yaml",
+                                      vm.count("nodes") ? vm["nodes"].as<std::string>() : "nodes.yaml",
+                                      vm.count("set") ? vm["set"].as<std::vector<std::string>>()
+                                                      : std::vector<std::string>{})
+                    .partition;
+        }
+        return msgpass::top::serve(source, vm["bind"].as<std::string>(), static_cast<unsigned short>(port));
+    }
     if (vm.count("partition") != 0) {
         if (files) throw UsageError("--partition takes no --config, --nodes or --set");
         source.partition = vm["partition"].as<std::string>();

@@ -196,7 +196,9 @@ std::string stats_page_name(std::string_view user, std::string_view partition, s
 
 std::vector<std::string> find_stats_pages(std::string_view user, std::string_view partition, std::error_code& error) {
     error.clear();
-    const std::string prefix = stats_page_prefix(user, partition);
+    // Every partition: "msgpass-stats.<user>." then anything, then ".node<N>".
+    const std::string prefix =
+        partition.empty() ? "msgpass-stats." + std::string(user) + "." : stats_page_prefix(user, partition);
     std::vector<std::pair<std::uint32_t, std::string>> found;
     DIR* dir = ::opendir("/dev/shm");
     if (dir == nullptr) {
@@ -206,7 +208,12 @@ std::vector<std::string> find_stats_pages(std::string_view user, std::string_vie
     while (const dirent* entry = ::readdir(dir)) {
         const std::string_view name = entry->d_name;
         if (name.size() <= prefix.size() || name.substr(0, prefix.size()) != prefix) continue;
-        const auto digits = name.substr(prefix.size());
+        auto digits = name.substr(prefix.size());
+        if (partition.empty()) {
+            const auto at = digits.rfind(".node");
+            if (at == std::string_view::npos || at == 0) continue;
+            digits = digits.substr(at + 5);
+        }
         std::uint32_t id = 0;
         const auto end = digits.data() + digits.size();
         if (auto [p, ec] = std::from_chars(digits.data(), end, id); ec != std::errc() || p != end) continue;

@@ -2,7 +2,9 @@
 // traffic and the real msgpass-top --once --json shows their counters and states; a
 // node process killed shows as dead and its partner as having lost a peer; a
 // partition that does not exist exits 2; msgpass-run --cleanup removes the page a
-// killed node left and keeps a live one; MSGPASS_STATS=0 publishes nothing.
+// killed node left and keeps a live one; MSGPASS_STATS=0 publishes nothing;
+// msgpass-top --serve answers a plain HTTP scrape in the OpenMetrics format and
+// refuses a port in use at start.
 #include "../support/partition.hpp"
 #include "../support/process.hpp"
 
@@ -11,6 +13,11 @@
 #include <msgpass/sci/naming.hpp>
 
 #include <gtest/gtest.h>
+
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <unistd.h>
 
 #include <atomic>
 #include <cstdlib>
@@ -299,6 +306,73 @@ TEST_F(Top, StatsOffPublishesNoPage) {
     EXPECT_EQ(base(*f1).stats_page(), "");
     std::error_code error;
     EXPECT_TRUE(kit::find_stats_pages(kit::stats_user(), partition_, error).empty());
+}
+
+// A plain HTTP/1.0 GET of path on 127.0.0.1:port: the whole response, or "" when
+// the connection fails.
+std::string http_get(unsigned short port, const std::string& path) {
+    const int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    sockaddr_in address{};
+    address.sin_family = AF_INET;
+    address.sin_port = htons(port);
+    address.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    std::string response;
+    if (::connect(fd, reinterpret_cast<const sockaddr*>(&address), sizeof address) == 0) {
+        const std::string request = "GET " + path + " HTTP/1.0\r\nHost: localhost\r\n\r\n";
+        if (::write(fd, request.data(), request.size()) == static_cast<ssize_t>(request.size())) {
+            char chunk[4096];
+            for (ssize_t n; (n = ::read(fd, chunk, sizeof chunk)) > 0;)
+                response.append(chunk, static_cast<std::size_t>(n));
+        }
+    }
+    ::close(fd);
+    return response;
+}
+
+// msgpass-top --serve: a scrape with a plain HTTP client gets the counters of the
+// partition in the OpenMetrics text format, labelled by partition, node and peer.
+TEST_F(Top, ServeGivesTheCountersInOpenMetricsLabelledByPartitionNodeAndPeer) {
+    const auto configuration = make_configuration("sci", partition_, 2);
+    auto f1 = NodeFactory::create(configuration, 1);
+    auto f2 = NodeFactory::create(configuration, 2);
+    (void)f2->create_node(1);
+    exchange(*f1, *f2, 7, 100);
+    base(*f1).publish_stats();
+    base(*f2).publish_stats();
+    ChildProcess server({MSGPASS_TOP_PATH, "--serve", "0", "--partition", partition_});
+    const auto line = server.wait_for_line("serving http://127.0.0.1:", 60s);
+    ASSERT_FALSE(line.empty());
+    const auto port = static_cast<unsigned short>(std::stoul(line.substr(std::strlen("serving http://127.0.0.1:"))));
+    const auto response = http_get(port, "/metrics");
+    EXPECT_EQ(response.rfind("HTTP/1.0 200 OK\r\n", 0), 0u) << response;
+    EXPECT_NE(response.find("application/openmetrics-text"), std::string::npos) << response;
+    const std::string node_1 =
+        "{partition=\"" + partition_ + "\",node=\"1\",name=\"node-1\",technology=\"sci\",peer=\"2\"} ";
+    const std::string node_2 =
+        "{partition=\"" + partition_ + "\",node=\"2\",name=\"node-2\",technology=\"sci\",peer=\"1\"} ";
+    EXPECT_NE(response.find("msgpass_messages_sent_total" + node_1 + "7\n"), std::string::npos) << response;
+    EXPECT_NE(response.find("msgpass_bytes_sent_total" + node_1 + "700\n"), std::string::npos) << response;
+    EXPECT_NE(response.find("msgpass_messages_received_total" + node_2 + "7\n"), std::string::npos) << response;
+    EXPECT_NE(response.find("msgpass_queue_depth" + node_1 + "0\n"), std::string::npos) << response;
+    EXPECT_NE(response.find("msgpass_peer_lost" + node_2 + "0\n"), std::string::npos) << response;
+    EXPECT_NE(response.find("# TYPE msgpass_messages_sent counter\n"), std::string::npos) << response;
+    EXPECT_NE(response.find("\n# EOF\n"), std::string::npos) << response;
+    EXPECT_NE(http_get(port, "/elsewhere").find(" 404 "), std::string::npos);
+}
+
+TEST_F(Top, ServeOnAPortInUseIsAnErrorAtStart) {
+    const int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    sockaddr_in address{};
+    address.sin_family = AF_INET;
+    address.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    ASSERT_EQ(::bind(fd, reinterpret_cast<const sockaddr*>(&address), sizeof address), 0);
+    ASSERT_EQ(::listen(fd, 1), 0);
+    socklen_t length = sizeof address;
+    ASSERT_EQ(::getsockname(fd, reinterpret_cast<sockaddr*>(&address), &length), 0);
+    const auto r = run({MSGPASS_TOP_PATH, "--serve", std::to_string(ntohs(address.sin_port))});
+    ::close(fd);
+    EXPECT_EQ(exit_code(r.status), 1);
+    EXPECT_TRUE(r.lines.empty()); // never said it was serving
 }
 
 TEST(StatsPage, NamedForTheUserAsSciNamesItsSegments) {

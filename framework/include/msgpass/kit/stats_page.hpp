@@ -39,7 +39,8 @@ namespace msgpass::kit {
 [[nodiscard]] std::string stats_page_prefix(std::string_view user, std::string_view partition);
 // "/msgpass-stats.<user>.<partition>.node<N>".
 [[nodiscard]] std::string stats_page_name(std::string_view user, std::string_view partition, std::uint32_t node);
-// The pages of a partition in /dev/shm (names with their '/'), in node id order.
+// The pages of a partition in /dev/shm (names with their '/'), in node id order;
+// with an empty partition, the pages of every partition of the user.
 [[nodiscard]] std::vector<std::string> find_stats_pages(std::string_view user, std::string_view partition,
                                                         std::error_code& error);
 
