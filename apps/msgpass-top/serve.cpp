@@ -59,7 +59,7 @@ std::string openmetrics(const std::vector<kit::PageView>& pages) {
                label(page.name) + "\",technology=\"" + label(page.technology) + "\"";
     };
     o << "# TYPE msgpass_node_up gauge\n"
-         "# HELP msgpass_node_up 1 while the node's process publishes, 0 once it is dead, stalled or closing\n";
+         "# HELP msgpass_node_up 1 while the node's process publishes, 0 once it is dead, idle or closing\n";
     for (const auto& page : pages)
         o << "msgpass_node_up{" << node_labels(page) << "} " << (page.owner == kit::PageView::Owner::running ? 1 : 0)
           << "\n";

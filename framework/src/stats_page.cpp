@@ -19,6 +19,7 @@
 #include <sys/file.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
+#include <thread>
 #include <unistd.h>
 
 namespace msgpass::kit {
@@ -161,7 +162,45 @@ Setting setting() {
     return s;
 }
 
+// Every publisher of the process, written by the node calls' tick.
+struct Registry {
+    std::mutex mutex;
+    std::vector<StatsPublisher*> publishers;
+    std::atomic<std::int64_t> next_due_ns{0};
+    std::atomic<std::int64_t> interval_ns{200'000'000};
+};
+
+Registry& registry() {
+    static Registry* r = new Registry; // never destroyed: a tick may come during exit
+    return *r;
+}
+
+std::int64_t coarse_ns() {
+    timespec ts{};
+    ::clock_gettime(CLOCK_MONOTONIC_COARSE, &ts);
+    return static_cast<std::int64_t>(ts.tv_sec) * 1'000'000'000 + ts.tv_nsec;
+}
+
 } // namespace
+
+void detail::stats_tick_slow() noexcept {
+    auto& r = registry();
+    const std::int64_t now = coarse_ns();
+    std::int64_t due = r.next_due_ns.load(std::memory_order_relaxed);
+    if (now < due) return;
+    // One thread wins the interval; the others go on at once.
+    if (!r.next_due_ns.compare_exchange_strong(due, now + r.interval_ns.load(std::memory_order_relaxed),
+                                               std::memory_order_relaxed))
+        return;
+    std::unique_lock lock(r.mutex, std::try_to_lock);
+    if (!lock.owns_lock()) return;
+    for (auto* publisher : r.publishers) {
+        try {
+            publisher->publish();
+        } catch (...) { // a snapshot that cannot be made (no memory) waits for the next interval
+        }
+    }
+}
 
 std::string stats_user(uid_t uid) {
     passwd entry{};
@@ -235,8 +274,8 @@ const char* owner_text(PageView::Owner owner) noexcept {
         return "running";
     case PageView::Owner::closing:
         return "stopped";
-    case PageView::Owner::stalled:
-        return "stalled";
+    case PageView::Owner::idle:
+        return "idle";
     case PageView::Owner::dead:
         return "dead";
     }
@@ -332,7 +371,7 @@ std::optional<PageView> read_stats_page(const std::string& shm_name, std::string
             } else if (header.closing.load(std::memory_order_relaxed) != 0) {
                 view.owner = PageView::Owner::closing;
             } else if (view.heartbeat_age_ns > stale_ns) {
-                view.owner = PageView::Owner::stalled;
+                view.owner = PageView::Owner::idle;
             }
             result = std::move(view);
         }
@@ -423,7 +462,12 @@ std::unique_ptr<StatsPublisher> StatsPublisher::start(const Identity& identity, 
     publisher->moved_at_loss_.assign(capacity, 0);
     publisher->losses_seen_.assign(capacity, 0);
     publisher->publish();
-    publisher->thread_ = std::thread([p = publisher.get()] { p->run(); });
+    auto& r = registry();
+    {
+        std::lock_guard lock(r.mutex);
+        r.publishers.push_back(publisher.get());
+        r.interval_ns.store(std::chrono::nanoseconds(s.interval).count(), std::memory_order_relaxed);
+    }
     return publisher;
 }
 
@@ -462,35 +506,19 @@ void StatsPublisher::publish() {
     header.publishes.fetch_add(1, std::memory_order_relaxed);
 }
 
-void StatsPublisher::run() {
-    std::unique_lock lock(mutex_);
-    while (!stopping_) {
-        if (wake_.wait_for(lock, interval_, [this] { return stopping_; })) break;
-        lock.unlock();
-        publish();
-        lock.lock();
-    }
-}
-
 void StatsPublisher::stop() {
     {
-        std::lock_guard lock(mutex_);
-        if (stopped_) return;
-        stopped_ = true;
-        stopping_ = true;
-    }
-    wake_.notify_all();
-    if (thread_.joinable()) {
-        // A child forked from the owner has the object but not the thread.
-        if (::getpid() == owner_pid_) {
-            thread_.join();
-        } else {
-            thread_.detach();
-        }
+        // Out of the registry first: no tick writes this page once stop returns.
+        auto& r = registry();
+        std::lock_guard lock(r.mutex);
+        std::erase(r.publishers, this);
     }
     std::lock_guard lock(publish_mutex_);
+    if (stopped_) return;
+    stopped_ = true;
     if (page_ == nullptr) return;
     static_cast<Header*>(page_)->closing.store(1, std::memory_order_relaxed);
+    // A child forked from the owner has the object, not the page's name to remove.
     if (::getpid() == owner_pid_) ::shm_unlink(name_.c_str());
     ::munmap(page_, size_);
     ::close(fd_);
