@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <cstdio>
+#include <optional>
 
 namespace msgpass::kit {
 
@@ -19,14 +20,20 @@ FactoryBase::FactoryBase(const config::Configuration& configuration, NodeId self
     for (const auto& [name, members] : configuration_.groups)
         if (std::find(members.begin(), members.end(), self) != members.end()) identity.groups.push_back(name);
     identity.peers = configuration_.nodes.size();
-    publisher_ = StatsPublisher::start(identity, [this] {
+    publisher_ = StatsPublisher::start(identity, [this]() -> std::optional<std::vector<StatsPublisher::Peer>> {
         std::vector<StatsPublisher::Peer> peers;
         std::map<NodeId, std::shared_ptr<PeerHealth>> health;
+        std::vector<NodePtr> made;
         {
-            std::lock_guard lock(mutex_);
+            // Tried, not waited for: the node call that writes the page may come from
+            // this very thread inside create_node (a technology's make_node).
+            std::unique_lock lock(mutex_, std::try_to_lock);
+            if (!lock.owns_lock()) return std::nullopt;
             health = health_;
+            for (const auto& [id, node] : nodes_)
+                made.push_back(node);
         }
-        for (const auto& node : nodes()) {
+        for (const auto& node : made) {
             StatsPublisher::Peer peer;
             peer.id = node->id();
             peer.stats = node->stats();

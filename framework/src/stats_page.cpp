@@ -473,7 +473,9 @@ std::unique_ptr<StatsPublisher> StatsPublisher::start(const Identity& identity, 
 
 void StatsPublisher::publish() {
     // The source is asked outside the seqlock: a node's stats() may take its lock.
-    std::vector<Peer> peers = source_ ? source_() : std::vector<Peer>{};
+    auto got = source_ ? source_() : std::optional<std::vector<Peer>>(std::vector<Peer>{});
+    if (!got) return;
+    std::vector<Peer> peers = std::move(*got);
     std::lock_guard lock(publish_mutex_);
     if (page_ == nullptr) return;
     auto& header = *static_cast<Header*>(page_);

@@ -6,8 +6,9 @@
 // It also keeps the lifetime contract of node_factory.hpp (kit/lifetime.hpp): the
 // nodes and groups it hands out that derive from FactoryBound are bound to its
 // lifetime() token, which expires when it is destroyed. And it publishes the
-// counters of its nodes in the statistics page (kit/stats_page.hpp) from a thread of
-// its own, for msgpass-top, until close() or forget().
+// counters of its nodes in the statistics page (kit/stats_page.hpp), for
+// msgpass-top, written by the node calls of the process (no thread), until close()
+// or forget().
 #pragma once
 
 #include <msgpass/config.hpp>
@@ -46,7 +47,7 @@ public:
 
     [[nodiscard]] const config::Configuration& configuration() const noexcept { return configuration_; }
 
-    // Writes the statistics page now (its thread writes it every interval): a test,
+    // Writes the statistics page now (the node calls write it every interval): a test,
     // or a program about to report, need not wait for the next one. Nothing when
     // this factory publishes no page (MSGPASS_STATS=0, or see StatsPublisher::start).
     void publish_stats();
@@ -87,7 +88,7 @@ private:
     std::map<NodeId, NodePtr> nodes_;
     std::map<std::string, std::shared_ptr<Group>> groups_;
     std::map<NodeId, std::shared_ptr<PeerHealth>> health_; // told by the nodes' loss latches
-    std::unique_ptr<StatsPublisher> publisher_;            // last: its thread reads the above
+    std::unique_ptr<StatsPublisher> publisher_;            // last: its snapshots read the above
 };
 
 } // namespace msgpass::kit

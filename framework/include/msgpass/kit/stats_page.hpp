@@ -94,7 +94,9 @@ public:
         NodeStats stats;
         std::shared_ptr<const PeerHealth> health; // may be null
     };
-    using Source = std::function<std::vector<Peer>()>;
+    // The peers now, or nothing when they cannot be had without waiting (the page
+    // keeps its last snapshot then).
+    using Source = std::function<std::optional<std::vector<Peer>>()>;
 
     // Claims the page and writes a first snapshot; null when publishing is off
     // (MSGPASS_STATS=0), or the page cannot be made (a full /dev/shm, say: reported
