@@ -20,6 +20,7 @@ MSGPASS_PACKAGES=(
     iproute2 # ip and ss: the tcp tests across network namespaces (required when CI is set)
     libsodium-dev # crypto_auth (HMAC-SHA-512-256) of the authenticated tcp and udp handshakes (docs/security.md)
     gcovr # scripts/coverage.sh: the per-directory line coverage table of docs/testing.md
+    libncurses-dev # msgpass-top's interactive view (apps/msgpass-top)
 )
 # scripts/fuzz.sh only: clang and its libFuzzer runtime (the replay of the corpora in
 # scripts/test.sh needs neither).

@@ -10,6 +10,7 @@
 #include "plan.hpp"
 #include "supervisor.hpp"
 
+#include <msgpass/kit/stats_page.hpp>
 #include <msgpass/msgpass.hpp>
 #include <msgpass/sci/naming.hpp>
 
@@ -46,10 +47,16 @@ void ensure_standard_descriptors() {
 }
 
 // Removes (or with dry_run only lists) the partition's segments, named as the sci
-// technology names them (msgpass/sci/naming.hpp), except those a live process holds.
+// technology names them (msgpass/sci/naming.hpp), and its statistics pages (named as
+// the kit names them, msgpass/kit/stats_page.hpp, and locked by their owner as sci's
+// segments are), except those a live process holds.
 int cleanup(const msgpass::config::Configuration& configuration, bool dry_run) {
     std::error_code error;
-    const auto names = msgpass::sci::partition_segments(msgpass::sci::segment_user(), configuration.partition, error);
+    auto names = msgpass::sci::partition_segments(msgpass::sci::segment_user(), configuration.partition, error);
+    if (!error) {
+        const auto pages = msgpass::kit::find_stats_pages(msgpass::kit::stats_user(), configuration.partition, error);
+        names.insert(names.end(), pages.begin(), pages.end());
+    }
     if (error) {
         std::cerr << "msgpass-run: cannot list " << msgpass::sci::shm_directory << ": " << error.message() << "\n";
         return exit_failure;
@@ -96,6 +103,11 @@ void remove_segments_left(const msgpass::config::Configuration& configuration,
             if (removal == msgpass::sci::Removal::failed)
                 std::cerr << "msgpass-run: cannot remove " << name << ": " << error.message() << "\n";
         }
+        // The node's statistics page, left by a process that did not destroy its
+        // factory; not counted above, which tells of the memory of sci's segments.
+        const auto page = msgpass::kit::stats_page_name(msgpass::kit::stats_user(), configuration.partition, launch.id);
+        if (msgpass::sci::remove_stale_segment(page, error) == msgpass::sci::Removal::failed)
+            std::cerr << "msgpass-run: cannot remove " << page << ": " << error.message() << "\n";
         if (removed > 0) {
             std::cerr << "msgpass-run: removed " << removed << " shared-memory segment" << (removed == 1 ? "" : "s")
                       << " left by node " << launch.id << " (" << launch.name << ")\n";

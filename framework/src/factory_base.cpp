@@ -2,13 +2,62 @@
 #include <msgpass/deadline.hpp>
 #include <msgpass/kit/factory_base.hpp>
 
+#include <algorithm>
 #include <cstdio>
+#include <optional>
 
 namespace msgpass::kit {
 
 FactoryBase::FactoryBase(const config::Configuration& configuration, NodeId self)
     : configuration_(configuration), self_(self) {
     (void)configuration_.node(self);
+    StatsPublisher::Identity identity;
+    identity.partition = configuration_.partition;
+    identity.node = self;
+    identity.name = configuration_.node(self).name;
+    // The technology's name is not known to a base under construction; the file's is.
+    identity.technology = configuration_.technology;
+    for (const auto& [name, members] : configuration_.groups)
+        if (std::find(members.begin(), members.end(), self) != members.end()) identity.groups.push_back(name);
+    identity.peers = configuration_.nodes.size();
+    publisher_ = StatsPublisher::start(identity, [this]() -> std::optional<std::vector<StatsPublisher::Peer>> {
+        std::vector<StatsPublisher::Peer> peers;
+        std::map<NodeId, std::shared_ptr<PeerHealth>> health;
+        std::vector<NodePtr> made;
+        {
+            // Tried, not waited for: the node call that writes the page may come from
+            // this very thread inside create_node (a technology's make_node).
+            std::unique_lock lock(mutex_, std::try_to_lock);
+            if (!lock.owns_lock()) return std::nullopt;
+            health = health_;
+            for (const auto& [id, node] : nodes_)
+                made.push_back(node);
+        }
+        for (const auto& node : made) {
+            StatsPublisher::Peer peer;
+            peer.id = node->id();
+            peer.stats = node->stats();
+            if (auto it = health.find(peer.id); it != health.end()) peer.health = it->second;
+            peers.push_back(std::move(peer));
+        }
+        return peers;
+    });
+}
+
+FactoryBase::~FactoryBase() {
+    stop_publishing();
+}
+
+void FactoryBase::stop_publishing() {
+    if (publisher_) publisher_->stop();
+}
+
+void FactoryBase::publish_stats() {
+    if (publisher_) publisher_->publish();
+}
+
+std::string FactoryBase::stats_page() const {
+    return publisher_ ? publisher_->name() : std::string();
 }
 
 void FactoryBase::bind(Node& node) const {
@@ -27,6 +76,9 @@ NodePtr FactoryBase::create_node(NodeId id) {
     std::lock_guard lock(mutex_);
     auto& node = nodes_[id];
     if (!node) {
+        auto& health = health_[id];
+        if (!health) health = std::make_shared<PeerHealth>();
+        const HealthScope scope(health); // the node's loss latch reports to it
         node = make_node(id);
         bind(*node);
     }
@@ -78,6 +130,7 @@ bool FactoryBase::flush(std::chrono::nanoseconds timeout) {
 }
 
 bool FactoryBase::close(std::chrono::nanoseconds timeout) {
+    stop_publishing();
     const auto deadline = deadline_after(timeout);
     bool all = true;
     for (const auto& node : nodes()) {
@@ -95,6 +148,7 @@ bool FactoryBase::close(std::chrono::nanoseconds timeout) {
 }
 
 void FactoryBase::forget() {
+    stop_publishing();
     std::map<NodeId, NodePtr> nodes;
     std::map<std::string, std::shared_ptr<Group>> groups;
     {

@@ -3,6 +3,35 @@
 
 namespace msgpass::kit {
 
+namespace {
+thread_local std::vector<std::shared_ptr<PeerHealth>> scope_stack;
+} // namespace
+
+void PeerHealth::lost(const std::string& reason) {
+    {
+        std::lock_guard lock(mutex_);
+        last_error_ = reason;
+    }
+    losses_.fetch_add(1, std::memory_order_release);
+}
+
+std::string PeerHealth::last_error() const {
+    std::lock_guard lock(mutex_);
+    return last_error_;
+}
+
+HealthScope::HealthScope(std::shared_ptr<PeerHealth> health) {
+    scope_stack.push_back(std::move(health));
+}
+
+HealthScope::~HealthScope() {
+    scope_stack.pop_back();
+}
+
+std::vector<std::shared_ptr<PeerHealth>> HealthScope::current() {
+    return scope_stack;
+}
+
 bool LossLatch::raised_for(std::uint64_t incarnation) const {
     std::lock_guard lock(mutex_);
     return incarnation != 0 && incarnation == incarnation_;
@@ -12,6 +41,8 @@ void LossLatch::raise(std::uint64_t incarnation, std::string reason, std::uint64
     std::lock_guard lock(mutex_);
     incarnation_ = incarnation;
     may_live_ = may_live;
+    for (const auto& health : observers_)
+        health->lost(reason);
     loss_ = Loss{std::move(reason), unacknowledged};
     pending_.store(true, std::memory_order_release);
 }

@@ -5,7 +5,8 @@
 // encoding and checking (batch.hpp), the whole path of a small message in one
 // thread, header signing and checking (msgpass/sci/protocol.hpp), the gather
 // copy of a FragmentList, and the implementer kit's buffer pool that tcp and udp
-// take every message from (small ones made by one thread and dropped by another).
+// take every message from (small ones made by one thread and dropped by another),
+// and one snapshot of a factory's statistics page.
 // Run: build-dir/tests/bench/micro_bench.
 #include "local_node.hpp"
 
@@ -13,6 +14,7 @@
 #include "send_pool.hpp"
 #include <msgpass/ip/frame.hpp>
 #include <msgpass/kit/block_cache.hpp>
+#include <msgpass/kit/factory_base.hpp>
 #include <msgpass/kit/pool.hpp>
 
 #include <msgpass/msgpass.hpp>
@@ -240,6 +242,29 @@ void SciStreamOneThread(benchmark::State& state) {
     state.SetItemsProcessed(static_cast<std::int64_t>(state.iterations() * burst));
 }
 BENCHMARK(SciStreamOneThread)->Arg(8)->Arg(64)->Arg(256)->Arg(1024);
+
+// One snapshot of the statistics page (msgpass/kit/stats_page.hpp) of a factory
+// with arg peers, as its publisher thread writes one every 200 ms: the nodes'
+// stats(), the seqlocked page write and the heartbeat. The data path pays nothing;
+// this is the publisher's own CPU time (divide by 200 ms for its share of a CPU).
+void StatsPublish(benchmark::State& state) {
+    register_builtin_technologies();
+    const auto peers = static_cast<int>(state.range(0));
+    std::string partition = "micro-stats-"; // (test::unique_partition trips GCC 12's -Wrestrict at -O3)
+    partition += std::to_string(::getpid());
+    partition += '-';
+    partition += std::to_string(peers);
+    const test::SegmentCleanup segments(partition);
+    const auto c = test::make_configuration("sci", segments.partition(), peers + 1);
+    auto factory = NodeFactory::create(c, 1);
+    for (int id = 2; id <= peers + 1; ++id)
+        (void)factory->create_node(static_cast<NodeId>(id));
+    auto& base = dynamic_cast<kit::FactoryBase&>(*factory);
+    if (base.stats_page().empty()) state.SkipWithError("no statistics page (MSGPASS_STATS=0?)");
+    for (auto _ : state)
+        base.publish_stats();
+}
+BENCHMARK(StatsPublish)->Arg(1)->Arg(23);
 
 // What a sender does per message (sign the notification) and what the receiver
 // does to recognise it (compare the signature with the one expected for the round).

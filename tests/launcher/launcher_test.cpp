@@ -9,6 +9,7 @@
 
 #include "../support/environment.hpp"
 
+#include <msgpass/kit/stats_page.hpp>
 #include <msgpass/sci/naming.hpp>
 
 #include <gtest/gtest.h>
@@ -681,6 +682,9 @@ void expect_cleanup_finds_what_sci_made(const std::optional<uid_t>& uid) {
                                               msgpass::sci::segment_name(address, "large.2")}))
         << probe_run.out();
     EXPECT_EQ(segments.list(), made);
+    // And its statistics page (msgpass/kit/stats_page.hpp), which --cleanup lists after them.
+    made.push_back(msgpass::kit::stats_page_name(user, ws.partition(), 1));
+    EXPECT_TRUE(fs::exists(msgpass::sci::shm_path(made.back())));
 
     Launcher dry(concat(ws.files_args(), {"--cleanup", "--dry-run"}), as, launcher_program);
     EXPECT_EQ(dry.finish(), 0) << dry.err();
@@ -695,6 +699,7 @@ void expect_cleanup_finds_what_sci_made(const std::optional<uid_t>& uid) {
         expected += "removed " + name + "\n";
     EXPECT_EQ(run.out(), expected);
     EXPECT_EQ(segments.list(), std::vector<std::string>{});
+    EXPECT_FALSE(fs::exists(msgpass::sci::shm_path(made.back())));
 }
 
 TEST(LauncherCleanup, FindsWhatTheSciTechnologyMade) {
@@ -738,6 +743,9 @@ TEST(LauncherSegments, AFailedPartitionLeavesNoSegmentBehind) {
     // Each made its segment, its broadcast region and a large region per peer.
     EXPECT_EQ(segments_reported(run.out()).size(), 12u) << run.out() << run.err();
     EXPECT_EQ(segments.list(), std::vector<std::string>{});
+    std::error_code error; // nor a statistics page of the killed node
+    EXPECT_EQ(msgpass::kit::find_stats_pages(msgpass::kit::stats_user(), ws.partition(), error),
+              std::vector<std::string>{});
     for (const char* node : {"node 1 (alpha)", "node 2 (beta)", "node 3 (gamma)"})
         EXPECT_NE(run.err().find(std::string("msgpass-run: removed 4 shared-memory segments left by ") + node + "\n"),
                   std::string::npos)
@@ -789,6 +797,8 @@ TEST(LauncherSegments, SegmentsOfLiveProcessesAreLeftAlone) {
     std::string kept;
     for (const auto& name : live)
         kept += "kept " + name + ": a live process holds it\n";
+    const auto page = msgpass::kit::stats_page_name(msgpass::kit::stats_user(), ws.partition(), 1);
+    kept += "kept " + page + ": a live process holds it\n"; // the live node's statistics page
     EXPECT_EQ(cleanup.out(), kept);
     EXPECT_EQ(segments.list(), live);
 
@@ -796,6 +806,7 @@ TEST(LauncherSegments, SegmentsOfLiveProcessesAreLeftAlone) {
     ::kill(first.pid(), SIGTERM);
     EXPECT_EQ(first.finish(), 128 + SIGTERM) << first.err();
     EXPECT_EQ(segments.list(), std::vector<std::string>{});
+    EXPECT_FALSE(fs::exists(msgpass::sci::shm_path(page)));
     EXPECT_EQ(other_segments.list(), other_live);
     ::kill(elsewhere.pid(), SIGTERM);
     EXPECT_EQ(elsewhere.finish(), 128 + SIGTERM) << elsewhere.err();

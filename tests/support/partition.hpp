@@ -3,6 +3,7 @@
 // numbered payloads to check integrity and order.
 #pragma once
 
+#include <msgpass/kit/stats_page.hpp>
 #include <msgpass/msgpass.hpp>
 #include <msgpass/sci/naming.hpp>
 
@@ -78,6 +79,8 @@ public:
     ~SegmentCleanup() {
         std::error_code ec;
         for (const auto& name : sci::partition_segments(sci::segment_user(), partition_, ec))
+            ::shm_unlink(name.c_str());
+        for (const auto& name : kit::find_stats_pages(kit::stats_user(), partition_, ec)) // of killed peers
             ::shm_unlink(name.c_str());
     }
     [[nodiscard]] const std::string& partition() const { return partition_; }

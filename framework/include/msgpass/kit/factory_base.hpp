@@ -5,12 +5,17 @@
 // nodes with one deadline, and at the end reports what could not be handed over.
 // It also keeps the lifetime contract of node_factory.hpp (kit/lifetime.hpp): the
 // nodes and groups it hands out that derive from FactoryBound are bound to its
-// lifetime() token, which expires when it is destroyed.
+// lifetime() token, which expires when it is destroyed. And it publishes the
+// counters of its nodes in the statistics page (kit/stats_page.hpp), for
+// msgpass-top, written by the node calls of the process (no thread), until close()
+// or forget().
 #pragma once
 
 #include <msgpass/config.hpp>
 #include <msgpass/group.hpp>
+#include <msgpass/kit/health.hpp>
 #include <msgpass/kit/lifetime.hpp>
+#include <msgpass/kit/stats_page.hpp>
 #include <msgpass/node_factory.hpp>
 
 #include <chrono>
@@ -27,6 +32,7 @@ public:
     // Throws ConfigError (Configuration::node's wording) when self is not in the
     // nodes file.
     FactoryBase(const config::Configuration& configuration, NodeId self);
+    ~FactoryBase() override;
     [[nodiscard]] NodeId self_id() const noexcept final { return self_; }
     // The node of a peer, made on the first call by make_node and the same object
     // afterwards. UsageError for self_id(), ConfigError for an id that is not in
@@ -40,6 +46,13 @@ public:
     bool flush(std::chrono::nanoseconds timeout) override;
 
     [[nodiscard]] const config::Configuration& configuration() const noexcept { return configuration_; }
+
+    // Writes the statistics page now (the node calls write it every interval): a test,
+    // or a program about to report, need not wait for the next one. Nothing when
+    // this factory publishes no page (MSGPASS_STATS=0, or see StatsPublisher::start).
+    void publish_stats();
+    // The name of the statistics page, "" when this factory publishes none.
+    [[nodiscard]] std::string stats_page() const;
 
 protected:
     // Makes the node for a peer: id is in the nodes file and is not self_id().
@@ -63,6 +76,8 @@ protected:
     [[nodiscard]] std::vector<NodePtr> nodes() const;
 
 private:
+    // Stops publishing and removes the page (before the nodes go).
+    void stop_publishing();
     // Binds what make_node or make_group returned to lifetime(), when it is FactoryBound.
     void bind(Node& node) const;
     void bind(Group& group) const;
@@ -72,6 +87,8 @@ private:
     mutable std::mutex mutex_;
     std::map<NodeId, NodePtr> nodes_;
     std::map<std::string, std::shared_ptr<Group>> groups_;
+    std::map<NodeId, std::shared_ptr<PeerHealth>> health_; // told by the nodes' loss latches
+    std::unique_ptr<StatsPublisher> publisher_;            // last: its snapshots read the above
 };
 
 } // namespace msgpass::kit

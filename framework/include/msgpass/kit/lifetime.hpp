@@ -7,6 +7,7 @@
 #pragma once
 
 #include <msgpass/group.hpp>
+#include <msgpass/kit/stats_page.hpp>
 #include <msgpass/node.hpp>
 
 #include <chrono>
@@ -37,10 +38,12 @@ protected:
 
     // Throws UsageError "<call> on node N (name) after its factory was destroyed ..."
     // (or "group 'name'") once the factory that made this object is gone; nothing
-    // before bind. One atomic load otherwise: the data path calls it.
+    // before bind. One atomic load otherwise, and the statistics tick (a thread-local
+    // count): the data path calls it.
     void check_factory(const char* call) const {
         if (bound_ && life_.expired()) [[unlikely]]
             refuse(call);
+        stats_tick(); // the statistics pages are written from the node calls (kit/stats_page.hpp)
     }
 
 private:

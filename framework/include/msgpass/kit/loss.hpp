@@ -6,12 +6,14 @@
 #pragma once
 
 #include <msgpass/error.hpp>
+#include <msgpass/kit/health.hpp>
 
 #include <atomic>
 #include <cstdint>
 #include <mutex>
 #include <optional>
 #include <string>
+#include <vector>
 
 namespace msgpass::kit {
 
@@ -29,6 +31,11 @@ struct Loss {
 // before raising is seen by the call that reports the loss.
 class LossLatch {
 public:
+    // Tells the healths of the HealthScopes alive on this thread of every loss raised
+    // (the factory that makes the node is told, for its statistics page).
+    LossLatch() : observers_(HealthScope::current()) {}
+    LossLatch(const LossLatch&) = delete;
+    LossLatch& operator=(const LossLatch&) = delete;
     // Whether the loss of this incarnation (or link, or epoch: whatever identifies
     // one life of the peer for the technology) was raised already, taken or not.
     // Never true for 0, "no identity known".
@@ -52,6 +59,7 @@ private:
     Loss loss_;
     std::uint64_t incarnation_ = 0; // the last incarnation raised
     bool may_live_ = false;         // ... given up for silence
+    std::vector<std::shared_ptr<PeerHealth>> observers_;
 };
 
 } // namespace msgpass::kit
