@@ -2,6 +2,8 @@
 #include <msgpass/sci/naming.hpp>
 #include <msgpass/sci/options.hpp>
 
+#include <msgpass/kit/stats_page.hpp>
+
 #include <algorithm>
 #include <cerrno>
 #include <fcntl.h>
@@ -14,15 +16,9 @@
 namespace msgpass::sci {
 
 std::string segment_user(uid_t uid) {
-    // getpwuid_r: the tests and msgpass-run may ask from several threads.
-    passwd entry{};
-    passwd* found = nullptr;
-    std::vector<char> text(16384);
-    if (::getpwuid_r(uid, &entry, text.data(), text.size(), &found) == 0 && found != nullptr &&
-        found->pw_name != nullptr && found->pw_name[0] != '\0') {
-        return found->pw_name;
-    }
-    return "uid" + std::to_string(uid);
+    // One user naming for every shared-memory object of msgpass (segments, statistics
+    // pages), so that msgpass-run --cleanup finds both under the same name.
+    return kit::stats_user(uid);
 }
 
 std::string segment_user() {
