@@ -64,6 +64,27 @@ int MPI_Recv(void* buf, int count, MPI_Datatype type, int source, int tag, MPI_C
     });
 }
 
+namespace {
+
+// The exchange of MPI_Sendrecv and MPI_Sendrecv_replace, once their arguments are
+// checked: the receive is posted before the send, both are waited for, and a send
+// error is reported before a receive error.
+int exchange(const CommInfo& c, int dest, int sendtag, const void* out, std::size_t out_bytes, int source, int recvtag,
+             void* in, std::size_t in_bytes, MPI_Status* status) {
+    MPI_Request r = source == MPI_PROC_NULL ? MPI_REQUEST_NULL : engine->irecv(c, source, recvtag, in, in_bytes);
+    MPI_Request s = dest == MPI_PROC_NULL ? MPI_REQUEST_NULL : engine->isend(c, dest, sendtag, out, out_bytes, false);
+    MPI_Status sent{};
+    const int send_code = engine->wait(&s, &sent);
+    MPI_Status own{};
+    const int recv_code = engine->wait(&r, &own);
+    if (source == MPI_PROC_NULL) proc_null_status(&own);
+    if (status != MPI_STATUS_IGNORE) *status = own;
+    if (send_code != MPI_SUCCESS) return request_error(send_code, sent);
+    return request_error(recv_code, own);
+}
+
+} // namespace
+
 int MPI_Sendrecv(const void* sendbuf, int sendcount, MPI_Datatype sendtype, int dest, int sendtag, void* recvbuf,
                  int recvcount, MPI_Datatype recvtype, int source, int recvtag, MPI_Comm comm, MPI_Status* status) {
     return guarded("MPI_Sendrecv", comm, [&] {
@@ -74,18 +95,7 @@ int MPI_Sendrecv(const void* sendbuf, int sendcount, MPI_Datatype sendtype, int 
         check_rank(c, source, true);
         check_send_tag(sendtag);
         check_recv_tag(recvtag);
-        MPI_Request r =
-            source == MPI_PROC_NULL ? MPI_REQUEST_NULL : engine->irecv(c, source, recvtag, recvbuf, recv_bytes);
-        MPI_Request s =
-            dest == MPI_PROC_NULL ? MPI_REQUEST_NULL : engine->isend(c, dest, sendtag, sendbuf, send_bytes, false);
-        MPI_Status sent{};
-        const int send_code = engine->wait(&s, &sent);
-        MPI_Status own{};
-        const int recv_code = engine->wait(&r, &own);
-        if (source == MPI_PROC_NULL) proc_null_status(&own);
-        if (status != MPI_STATUS_IGNORE) *status = own;
-        if (send_code != MPI_SUCCESS) return request_error(send_code, sent);
-        return request_error(recv_code, own);
+        return exchange(c, dest, sendtag, sendbuf, send_bytes, source, recvtag, recvbuf, recv_bytes, status);
     });
 }
 
@@ -232,17 +242,7 @@ int MPI_Sendrecv_replace(void* buf, int count, MPI_Datatype type, int dest, int 
         check_recv_tag(recvtag);
         const auto* data = static_cast<const std::byte*>(buf);
         const std::vector<std::byte> out(data, data + bytes); // the buffer is received into
-        MPI_Request r = source == MPI_PROC_NULL ? MPI_REQUEST_NULL : engine->irecv(c, source, recvtag, buf, bytes);
-        MPI_Request s =
-            dest == MPI_PROC_NULL ? MPI_REQUEST_NULL : engine->isend(c, dest, sendtag, out.data(), bytes, false);
-        MPI_Status sent{};
-        const int send_code = engine->wait(&s, &sent);
-        MPI_Status own{};
-        const int recv_code = engine->wait(&r, &own);
-        if (source == MPI_PROC_NULL) proc_null_status(&own);
-        if (status != MPI_STATUS_IGNORE) *status = own;
-        if (send_code != MPI_SUCCESS) return request_error(send_code, sent);
-        return request_error(recv_code, own);
+        return exchange(c, dest, sendtag, out.data(), bytes, source, recvtag, buf, bytes, status);
     });
 }
 
