@@ -8,7 +8,9 @@
 namespace msgpass {
 
 struct NodeStats {
-    std::uint64_t messages_sent = 0; // handed to the peer (not merely queued)
+    // Handed to the peer (not merely queued). Counted when the sending thread learns
+    // it (tcp: its write returned), which may be after the receiver took the message.
+    std::uint64_t messages_sent = 0;
     std::uint64_t bytes_sent = 0;
     std::uint64_t messages_received = 0;
     std::uint64_t bytes_received = 0;
