@@ -5,7 +5,8 @@
 # test, one that checks a layer through its public interface on every technology
 # (tests/conformance: conformance_test, auto_test, timeout_test; the communicator's
 # CommConformance suite, comm_test; the configuration files as a user writes them,
-# config_test; the real launcher, launcher_test), not only by a unit or white-box test
+# config_test; the real launcher, launcher_test; the MPI test programs of tests/mpi run
+# by the launcher over each technology), not only by a unit or white-box test
 # of the piece it breaks. Prints the table
 #   mutant | killed by | verdict
 # and exits non-zero when a mutant survives (or does not build).
@@ -130,7 +131,9 @@ fi
 
 # build_copy LOG [TARGET...]: builds the copy (the given targets, else everything).
 # The contract tests are built first; the rest only when a mutant survives them.
-contract_targets=(conformance_test auto_test timeout_test comm_test config_test launcher_test)
+contract_targets=(conformance_test auto_test timeout_test comm_test config_test launcher_test msgpass-run
+    mpi_semantics mpi_collectives mpi_collectives_v mpi_pingpong mpi_wildcards mpi_ring mpi_errors mpi_threads
+    mpi_peer_lost)
 # shellcheck disable=SC2154 # msgpass_jobs: set by deps.sh
 build_copy() {
     local log=$1
@@ -165,7 +168,10 @@ with open(sys.argv[2], "w") as c, open(sys.argv[3], "w") as o:
         if labels & slow:
             continue
         exe = os.path.basename(cmd[0])
-        (c if exe in contract_exes else o).write(t["name"] + "\n")
+        # An MPI test program run by the launcher checks MPI through its C interface
+        # over a technology: a contract test of the MPI layer.
+        mpi_program = exe == "msgpass-run" and "mpi" in labels
+        (c if exe in contract_exes or mpi_program else o).write(t["name"] + "\n")
 EOF
     if [[ -n "$tests" ]]; then
         grep -E -- "$tests" "$work/contract.txt" >"$work/contract.only" || true

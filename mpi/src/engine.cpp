@@ -115,6 +115,12 @@ Request& Engine::request(MPI_Request handle) {
     return *table_[static_cast<std::size_t>(handle) - 1];
 }
 
+MPI_Request Engine::handle_of(const Request& r) const {
+    for (std::size_t i = 0; i < table_.size(); ++i)
+        if (table_[i].get() == &r) return static_cast<MPI_Request>(i + 1);
+    throw MpiError(MPI_ERR_INTERN, "a request that is not in the table");
+}
+
 void Engine::release(MPI_Request handle) {
     table_[static_cast<std::size_t>(handle) - 1]->live = false;
     table_[static_cast<std::size_t>(handle) - 1]->schedule.reset();
@@ -247,6 +253,7 @@ void Engine::deliver(Incoming&& m) {
             Request& r = **it;
             posted_.erase(it);
             complete_recv(r, m);
+            if (r.freed) release(handle_of(r));
             return;
         }
     }
@@ -282,6 +289,7 @@ void Engine::lose(int rank, const std::string& reason) {
             r.status.MPI_ERROR = MPI_ERR_PROC_FAILED;
             r.complete = true;
             it = posted_.erase(it);
+            if (r.freed) release(handle_of(r));
         } else {
             ++it;
         }
@@ -557,11 +565,13 @@ void Engine::free_request(MPI_Request* handle) {
     Request& r = request(*handle);
     if (r.schedule && !r.complete) {
         r.freed = true; // released when its schedule completes
-    } else if (r.complete || !r.is_send) {
-        if (!r.complete) posted_.remove(&r); // a pending receive freed: it will take nothing
+    } else if (r.complete) {
         release(*handle);
     } else {
-        r.freed = true; // released by progress when comm accepted it
+        // A pending send is released by progress when comm accepted it; a posted
+        // receive stays posted and still takes the message it matches (MPI 3.1, 3.7.3),
+        // released then.
+        r.freed = true;
     }
     *handle = MPI_REQUEST_NULL;
 }

@@ -195,6 +195,7 @@ public:
 private:
     Request& request(MPI_Request handle);
     MPI_Request new_request();
+    MPI_Request handle_of(const Request& r) const; // a freed request's handle (a search: rare)
     void release(MPI_Request handle);
     void deliver(Incoming&& message);
     void complete_recv(Request& r, Incoming& message);

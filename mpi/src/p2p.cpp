@@ -14,16 +14,39 @@ extern "C" {
 
 // ------------------------------------------------------------------- point to point
 
-int MPI_Isend(const void* buf, int count, MPI_Datatype type, int dest, int tag, MPI_Comm comm, MPI_Request* request) {
-    return guarded("MPI_Isend", comm, [&] {
+namespace {
+
+// MPI_Isend, MPI_Issend and MPI_Irsend: a synchronous one completes when the receiver
+// matched it; a ready send is a standard one (the receive is posted, as it promises).
+int isend_common(const char* name, const void* buf, int count, MPI_Datatype type, int dest, int tag, MPI_Comm comm,
+                 MPI_Request* request, bool synchronous) {
+    return guarded(name, comm, [&] {
         const auto c = engine->info(comm);
         const auto bytes = bytes_of(buf, count, type);
         check_rank(c, dest, false);
         check_send_tag(tag);
         if (request == nullptr) throw MpiError(MPI_ERR_REQUEST, "request is NULL");
-        *request = dest == MPI_PROC_NULL ? MPI_REQUEST_NULL : engine->isend(c, dest, tag, buf, bytes, false);
+        *request = dest == MPI_PROC_NULL ? MPI_REQUEST_NULL : engine->isend(c, dest, tag, buf, bytes, synchronous);
         return MPI_SUCCESS;
     });
+}
+
+} // namespace
+
+int MPI_Isend(const void* buf, int count, MPI_Datatype type, int dest, int tag, MPI_Comm comm, MPI_Request* request) {
+    return isend_common("MPI_Isend", buf, count, type, dest, tag, comm, request, false);
+}
+
+int MPI_Issend(const void* buf, int count, MPI_Datatype type, int dest, int tag, MPI_Comm comm, MPI_Request* request) {
+    return isend_common("MPI_Issend", buf, count, type, dest, tag, comm, request, true);
+}
+
+int MPI_Irsend(const void* buf, int count, MPI_Datatype type, int dest, int tag, MPI_Comm comm, MPI_Request* request) {
+    return isend_common("MPI_Irsend", buf, count, type, dest, tag, comm, request, false);
+}
+
+int MPI_Rsend(const void* buf, int count, MPI_Datatype type, int dest, int tag, MPI_Comm comm) {
+    return send_common("MPI_Rsend", buf, count, type, dest, tag, comm, false);
 }
 
 int MPI_Send(const void* buf, int count, MPI_Datatype type, int dest, int tag, MPI_Comm comm) {

@@ -1,5 +1,7 @@
 /* Every collective checked against the result computed here sequentially: Bcast,
- * Reduce and Allreduce (MPI_SUM, MPI_PROD, MPI_MAX, MPI_MIN on every basic type),
+ * Reduce and Allreduce (every predefined operation on every basic type it is defined
+ * for: MPI_SUM, MPI_PROD, MPI_MAX, MPI_MIN on all of them, the logical operations on
+ * the integer types, the bitwise ones on the integer types and MPI_BYTE),
  * Gather, Scatter and Allgather, with every root and odd counts, MPI_IN_PLACE, and
  * on MPI_COMM_SELF. The values are small integers, exact in every type, chosen so
  * that no sum or product leaves the range of a signed char. */
@@ -7,14 +9,27 @@
 
 #include <string.h>
 
-static const MPI_Datatype types[] = {MPI_CHAR,          MPI_SIGNED_CHAR, MPI_UNSIGNED_CHAR, MPI_BYTE,
-                                     MPI_SHORT,         MPI_INT,         MPI_UNSIGNED,      MPI_LONG,
-                                     MPI_UNSIGNED_LONG, MPI_LONG_LONG,   MPI_FLOAT,         MPI_DOUBLE};
-static const char* const type_names[] = {"CHAR",     "SIGNED_CHAR", "UNSIGNED_CHAR", "BYTE",      "SHORT", "INT",
-                                         "UNSIGNED", "LONG",        "UNSIGNED_LONG", "LONG_LONG", "FLOAT", "DOUBLE"};
+static const MPI_Datatype types[] = {MPI_CHAR,      MPI_SIGNED_CHAR, MPI_UNSIGNED_CHAR,      MPI_BYTE,
+                                     MPI_SHORT,     MPI_UNSIGNED_SHORT, MPI_INT,             MPI_UNSIGNED,
+                                     MPI_LONG,      MPI_UNSIGNED_LONG,  MPI_LONG_LONG,       MPI_UNSIGNED_LONG_LONG,
+                                     MPI_FLOAT,     MPI_DOUBLE};
+static const char* const type_names[] = {"CHAR",          "SIGNED_CHAR",        "UNSIGNED_CHAR", "BYTE",
+                                         "SHORT",         "UNSIGNED_SHORT",     "INT",           "UNSIGNED",
+                                         "LONG",          "UNSIGNED_LONG",      "LONG_LONG",     "UNSIGNED_LONG_LONG",
+                                         "FLOAT",         "DOUBLE"};
 enum { n_types = sizeof types / sizeof types[0] };
-static const MPI_Op ops[] = {MPI_SUM, MPI_PROD, MPI_MAX, MPI_MIN};
-static const char* const op_names[] = {"SUM", "PROD", "MAX", "MIN"};
+static const MPI_Op ops[] = {MPI_SUM, MPI_PROD, MPI_MAX, MPI_MIN, MPI_LAND, MPI_LOR, MPI_LXOR, MPI_BAND, MPI_BOR, MPI_BXOR};
+static const char* const op_names[] = {"SUM", "PROD", "MAX", "MIN", "LAND", "LOR", "LXOR", "BAND", "BOR", "BXOR"};
+enum { n_ops = sizeof ops / sizeof ops[0] };
+
+/* Whether the standard defines op on type: arithmetic on every type here, logical on
+ * the integer types, bitwise on the integer types and MPI_BYTE. */
+static int defined(int op, MPI_Datatype t) {
+    const int floating = t == MPI_FLOAT || t == MPI_DOUBLE;
+    if (ops[op] == MPI_LAND || ops[op] == MPI_LOR || ops[op] == MPI_LXOR) return !floating && t != MPI_BYTE;
+    if (ops[op] == MPI_BAND || ops[op] == MPI_BOR || ops[op] == MPI_BXOR) return !floating;
+    return 1;
+}
 static const int counts[] = {1, 3, 17, 1001};
 
 static void set(MPI_Datatype t, void* buf, int i, long long v) {
@@ -26,6 +41,8 @@ static void set(MPI_Datatype t, void* buf, int i, long long v) {
         ((unsigned char*)buf)[i] = (unsigned char)v;
     else if (t == MPI_SHORT)
         ((short*)buf)[i] = (short)v;
+    else if (t == MPI_UNSIGNED_SHORT)
+        ((unsigned short*)buf)[i] = (unsigned short)v;
     else if (t == MPI_INT)
         ((int*)buf)[i] = (int)v;
     else if (t == MPI_UNSIGNED)
@@ -36,6 +53,8 @@ static void set(MPI_Datatype t, void* buf, int i, long long v) {
         ((unsigned long*)buf)[i] = (unsigned long)v;
     else if (t == MPI_LONG_LONG)
         ((long long*)buf)[i] = v;
+    else if (t == MPI_UNSIGNED_LONG_LONG)
+        ((unsigned long long*)buf)[i] = (unsigned long long)v;
     else if (t == MPI_FLOAT)
         ((float*)buf)[i] = (float)v;
     else
@@ -47,11 +66,13 @@ static long long get(MPI_Datatype t, const void* buf, int i) {
     if (t == MPI_SIGNED_CHAR) return ((const signed char*)buf)[i];
     if (t == MPI_UNSIGNED_CHAR || t == MPI_BYTE) return ((const unsigned char*)buf)[i];
     if (t == MPI_SHORT) return ((const short*)buf)[i];
+    if (t == MPI_UNSIGNED_SHORT) return ((const unsigned short*)buf)[i];
     if (t == MPI_INT) return ((const int*)buf)[i];
     if (t == MPI_UNSIGNED) return ((const unsigned*)buf)[i];
     if (t == MPI_LONG) return ((const long*)buf)[i];
     if (t == MPI_UNSIGNED_LONG) return (long long)((const unsigned long*)buf)[i];
     if (t == MPI_LONG_LONG) return ((const long long*)buf)[i];
+    if (t == MPI_UNSIGNED_LONG_LONG) return (long long)((const unsigned long long*)buf)[i];
     if (t == MPI_FLOAT) return (long long)((const float*)buf)[i];
     return (long long)((const double*)buf)[i];
 }
@@ -60,6 +81,10 @@ static long long get(MPI_Datatype t, const void* buf, int i) {
 static long long value(int op, int r, int i) {
     if (ops[op] == MPI_PROD) return (r + i) % 3 == 0 ? 2 : 1; /* at most 2^3 with 8 ranks */
     if (ops[op] == MPI_SUM) return (r + i) % 5;               /* at most 32 */
+    /* logical: zero often enough that LAND, LOR and LXOR each give both answers */
+    if (ops[op] == MPI_LAND || ops[op] == MPI_LOR || ops[op] == MPI_LXOR) return (r + i) % 3 == 0 ? 0 : 1 + (r + i) % 4;
+    if (ops[op] == MPI_BAND) return 0x7f & ~(1 << ((r + i) % 7)); /* one bit cleared per rank */
+    if (ops[op] == MPI_BOR || ops[op] == MPI_BXOR) return 1 << ((r * 3 + i) % 7);
     return (r * 7 + i * 3) % 11;
 }
 
@@ -73,8 +98,20 @@ static long long expected(int op, int size, int i) {
             acc *= v;
         else if (ops[op] == MPI_MAX)
             acc = v > acc ? v : acc;
-        else
+        else if (ops[op] == MPI_MIN)
             acc = v < acc ? v : acc;
+        else if (ops[op] == MPI_LAND)
+            acc = acc && v;
+        else if (ops[op] == MPI_LOR)
+            acc = acc || v;
+        else if (ops[op] == MPI_LXOR)
+            acc = !acc != !v;
+        else if (ops[op] == MPI_BAND)
+            acc &= v;
+        else if (ops[op] == MPI_BOR)
+            acc |= v;
+        else
+            acc ^= v;
     }
     return acc;
 }
@@ -87,7 +124,8 @@ static void check_reductions(MPI_Comm comm) {
     void* send = malloc(1001 * 8);
     void* recv = malloc(1001 * 8);
     for (int t = 0; t < n_types; ++t) {
-        for (int o = 0; o < 4; ++o) {
+        for (int o = 0; o < n_ops; ++o) {
+            if (!defined(o, types[t])) continue;
             for (int c = 0; c < 4; ++c) {
                 const int n = counts[c];
                 const int root = (t + o + c) % size;
