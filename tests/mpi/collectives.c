@@ -9,16 +9,16 @@
 
 #include <string.h>
 
-static const MPI_Datatype types[] = {MPI_CHAR,      MPI_SIGNED_CHAR, MPI_UNSIGNED_CHAR,      MPI_BYTE,
-                                     MPI_SHORT,     MPI_UNSIGNED_SHORT, MPI_INT,             MPI_UNSIGNED,
-                                     MPI_LONG,      MPI_UNSIGNED_LONG,  MPI_LONG_LONG,       MPI_UNSIGNED_LONG_LONG,
-                                     MPI_FLOAT,     MPI_DOUBLE};
-static const char* const type_names[] = {"CHAR",          "SIGNED_CHAR",        "UNSIGNED_CHAR", "BYTE",
-                                         "SHORT",         "UNSIGNED_SHORT",     "INT",           "UNSIGNED",
-                                         "LONG",          "UNSIGNED_LONG",      "LONG_LONG",     "UNSIGNED_LONG_LONG",
-                                         "FLOAT",         "DOUBLE"};
+static const MPI_Datatype types[] = {MPI_CHAR,  MPI_SIGNED_CHAR,    MPI_UNSIGNED_CHAR, MPI_BYTE,
+                                     MPI_SHORT, MPI_UNSIGNED_SHORT, MPI_INT,           MPI_UNSIGNED,
+                                     MPI_LONG,  MPI_UNSIGNED_LONG,  MPI_LONG_LONG,     MPI_UNSIGNED_LONG_LONG,
+                                     MPI_FLOAT, MPI_DOUBLE};
+static const char* const type_names[] = {
+    "CHAR",          "SIGNED_CHAR", "UNSIGNED_CHAR",      "BYTE",  "SHORT", "UNSIGNED_SHORT", "INT", "UNSIGNED", "LONG",
+    "UNSIGNED_LONG", "LONG_LONG",   "UNSIGNED_LONG_LONG", "FLOAT", "DOUBLE"};
 enum { n_types = sizeof types / sizeof types[0] };
-static const MPI_Op ops[] = {MPI_SUM, MPI_PROD, MPI_MAX, MPI_MIN, MPI_LAND, MPI_LOR, MPI_LXOR, MPI_BAND, MPI_BOR, MPI_BXOR};
+static const MPI_Op ops[] = {MPI_SUM, MPI_PROD, MPI_MAX,  MPI_MIN, MPI_LAND,
+                             MPI_LOR, MPI_LXOR, MPI_BAND, MPI_BOR, MPI_BXOR};
 static const char* const op_names[] = {"SUM", "PROD", "MAX", "MIN", "LAND", "LOR", "LXOR", "BAND", "BOR", "BXOR"};
 enum { n_ops = sizeof ops / sizeof ops[0] };
 
