@@ -191,4 +191,20 @@ std::string nothing_more(Receiver& from, std::chrono::milliseconds grace = std::
     }
 }
 
+// Exactly once over the whole exchange: first the sender's layer is quiescent (flush:
+// every message handed over; on udp, acknowledged, so no resend is pending any more),
+// then nothing more may arrive within grace (a duplicate already on its way included).
+// Returns "" or what was wrong.
+template <class Receiver>
+std::string nothing_more_once_quiet(Node& sender, Receiver& from,
+                                    std::chrono::milliseconds grace = std::chrono::milliseconds(100)) {
+    try {
+        if (!sender.flush(std::chrono::seconds(30)))
+            return "the sender still had messages not handed over (flush) after 30 s";
+    } catch (const std::exception& e) {
+        return std::string("flush of the sender threw: ") + e.what();
+    }
+    return nothing_more(from, grace);
+}
+
 } // namespace msgpass::test
