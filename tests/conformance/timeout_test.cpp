@@ -2,10 +2,12 @@
 // means "until it happens". A deadline computed as now + timeout overflows into the
 // past, so that the call returned at once (receive) or gave up at once (flush); these
 // tests make each call wait for an event that comes later, on every technology.
+#include "../support/bounded.hpp"
 #include "../support/partition.hpp"
 
 #include <gtest/gtest.h>
 
+#include <atomic>
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
@@ -18,10 +20,21 @@ namespace {
 using namespace std::chrono_literals;
 constexpr auto forever = std::chrono::nanoseconds::max();
 constexpr auto patience = 10s; // the event comes within milliseconds
-// The event is made to come this much later than the call starts, so that a call
-// that returned at once (the overflow) is told from one that waited. It is a delay,
-// not a synchronisation: the assertions hold for any value.
-constexpr auto later = 30ms;
+
+// The event of each test comes once the thread that made the call sleeps in it (its
+// scheduler state, tests/support/bounded.hpp): a call that returned at once (the
+// overflow) never sleeps there, and then the event is caused while it has already
+// returned, which the test sees.
+struct Waiter {
+    std::atomic<pid_t> tid{0};
+    std::atomic<bool> returned{false};
+    std::atomic<bool> caused_while_waiting{false};
+
+    // On the calling thread, just before the call.
+    void entering() { tid = ::gettid(); }
+    // On the thread that causes the event: true when the call was asleep in it then.
+    void await_sleep() { caused_while_waiting = wait_until_asleep(tid, patience) && !returned; }
+};
 
 // Runs a call that must return once an event happened; a call still blocked after
 // patience ends the test binary with a message (it cannot be cancelled, and a
@@ -57,16 +70,22 @@ TEST_P(LargestTimeout, NodeReceiveWaitsForAMessageSentLater) {
     auto to_b = a->create_node(2);
     auto from_a = b->create_node(1);
     const auto start = std::chrono::steady_clock::now();
+    Waiter w;
     std::thread sender([&] {
-        std::this_thread::sleep_for(later);
+        w.await_sleep();
         to_b->send(make_message(*a, 64, 0, 7));
     });
-    auto got = bounded("Node::receive(nanoseconds::max())", [&] { return from_a->receive(forever); });
+    auto got = bounded("Node::receive(nanoseconds::max())", [&] {
+        w.entering();
+        auto m = from_a->receive(forever);
+        w.returned = true;
+        return m;
+    });
     sender.join();
     ASSERT_NE(got, nullptr) << "receive(nanoseconds::max()) returned nothing after "
                             << (std::chrono::steady_clock::now() - start) / 1us << " us";
     EXPECT_EQ(check_payload(*got).seq, 7u);
-    EXPECT_GE(std::chrono::steady_clock::now() - start, later);
+    EXPECT_TRUE(w.caused_while_waiting) << "the receive had returned, or never slept, before the message was sent";
 }
 
 TEST_P(LargestTimeout, GroupReceiveWaitsForAMessageSentLater) {
@@ -76,12 +95,19 @@ TEST_P(LargestTimeout, GroupReceiveWaitsForAMessageSentLater) {
     auto sources = a->create_group("sources");
     auto to_a = b->create_node(1);
     const auto start = std::chrono::steady_clock::now();
+    Waiter w;
     std::thread sender([&] {
-        std::this_thread::sleep_for(later);
+        w.await_sleep();
         to_a->send(make_message(*b, 64, 0, 9));
     });
-    auto got = bounded("Group::receive(nanoseconds::max())", [&] { return sources->receive(forever); });
+    auto got = bounded("Group::receive(nanoseconds::max())", [&] {
+        w.entering();
+        auto m = sources->receive(forever);
+        w.returned = true;
+        return m;
+    });
     sender.join();
+    EXPECT_TRUE(w.caused_while_waiting) << "the receive had returned, or never slept, before the message was sent";
     ASSERT_NE(got, nullptr) << "group receive(nanoseconds::max()) returned nothing after "
                             << (std::chrono::steady_clock::now() - start) / 1us << " us";
     EXPECT_EQ(got->source(), 2u);
@@ -98,14 +124,21 @@ TEST_P(LargestTimeout, NodeFlushWaitsForAPeerThatStartsLater) {
     to_b->send(make_message(*a, 64, 0, 11));
     std::unique_ptr<NodeFactory> b;
     BufferPtr got;
-    std::thread peer([&] { // starts later, then receives as a running peer does
-        std::this_thread::sleep_for(later);
+    Waiter w;
+    std::thread peer([&] { // starts once the flush sleeps, then receives as a running peer does
+        w.await_sleep();
         b = NodeFactory::create(c, 2);
         got = b->create_node(1)->receive(patience);
     });
-    const bool flushed = bounded("Node::flush(nanoseconds::max())", [&] { return to_b->flush(forever); });
+    const bool flushed = bounded("Node::flush(nanoseconds::max())", [&] {
+        w.entering();
+        const bool done = to_b->flush(forever);
+        w.returned = true;
+        return done;
+    });
     peer.join();
     EXPECT_TRUE(flushed) << "flush(nanoseconds::max()) gave up with a message queued";
+    EXPECT_TRUE(w.caused_while_waiting) << "the flush had returned, or never slept, before the peer started";
     ASSERT_NE(got, nullptr);
     EXPECT_EQ(check_payload(*got).seq, 11u);
 }
@@ -118,14 +151,21 @@ TEST_P(LargestTimeout, FactoryFlushWaitsForAPeerThatStartsLater) {
     EXPECT_FALSE(a->flush(0ns)) << "a message to a peer that does not run yet cannot have been handed over";
     std::unique_ptr<NodeFactory> b;
     BufferPtr got;
-    std::thread peer([&] {
-        std::this_thread::sleep_for(later);
+    Waiter w;
+    std::thread peer([&] { // starts once the flush sleeps, then receives as a running peer does
+        w.await_sleep();
         b = NodeFactory::create(c, 2);
         got = b->create_node(1)->receive(patience);
     });
-    const bool flushed = bounded("NodeFactory::flush(nanoseconds::max())", [&] { return a->flush(forever); });
+    const bool flushed = bounded("NodeFactory::flush(nanoseconds::max())", [&] {
+        w.entering();
+        const bool done = a->flush(forever);
+        w.returned = true;
+        return done;
+    });
     peer.join();
     EXPECT_TRUE(flushed) << "factory flush(nanoseconds::max()) gave up with a message queued";
+    EXPECT_TRUE(w.caused_while_waiting) << "the flush had returned, or never slept, before the peer started";
     ASSERT_NE(got, nullptr);
     EXPECT_EQ(check_payload(*got).seq, 12u);
 }
