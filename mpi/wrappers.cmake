@@ -59,7 +59,7 @@ foreach(language C CXX)
   endif()
   msgpass_mpi_wrapper(${CMAKE_CURRENT_BINARY_DIR}/mpi/installed/${name} ${name} ${language} "${msgpass_mpi_locate}"
     "${msgpass_mpi_installed_compile}" "${msgpass_mpi_installed_link}")
-  install(PROGRAMS ${CMAKE_CURRENT_BINARY_DIR}/mpi/installed/${name} DESTINATION ${CMAKE_INSTALL_BINDIR})
+  install(PROGRAMS ${CMAKE_CURRENT_BINARY_DIR}/mpi/installed/${name} DESTINATION ${CMAKE_INSTALL_BINDIR} COMPONENT dev)
 endforeach()
 
 # pkg-config msgpass-mpi: C flags only (msgpass.pc's -std=c++20 is not for C).
@@ -73,7 +73,7 @@ else()
   set(MSGPASS_MPI_PC_REQUIRES "Requires: yaml-cpp, libsodium")
 endif()
 configure_file(${PROJECT_SOURCE_DIR}/mpi/msgpass-mpi.pc.in ${CMAKE_CURRENT_BINARY_DIR}/msgpass-mpi.pc @ONLY)
-install(FILES ${CMAKE_CURRENT_BINARY_DIR}/msgpass-mpi.pc DESTINATION ${CMAKE_INSTALL_LIBDIR}/pkgconfig)
+install(FILES ${CMAKE_CURRENT_BINARY_DIR}/msgpass-mpi.pc DESTINATION ${CMAKE_INSTALL_LIBDIR}/pkgconfig COMPONENT dev)
 
 # The build tree's wrappers: the libraries of this build by path, in link order.
 set(msgpass_mpi_tree_link "")
