@@ -21,6 +21,7 @@ MSGPASS_PACKAGES=(
     libsodium-dev # crypto_auth (HMAC-SHA-512-256) of the authenticated tcp and udp handshakes (docs/security.md)
     gcovr # scripts/coverage.sh: the per-directory line coverage table of docs/testing.md
     libncurses-dev # msgpass-top's interactive view (apps/msgpass-top)
+    gnuplot-nox # msgpass-daq --record's plot (and its test); compare-peers.sh's PNG
 )
 # scripts/fuzz.sh only: clang and its libFuzzer runtime (the replay of the corpora in
 # scripts/test.sh needs neither).

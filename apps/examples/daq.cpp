@@ -13,7 +13,9 @@
 // as corrupt. Every wait has a timeout that means "no progress" (nothing received,
 // a queue that did not shrink), never "not finished": a dead or silent peer ends the
 // run with an error, never a hang, and a slow but live one does not. While it runs
-// each node prints a line every --progress seconds; --json adds a one-line summary.
+// each node prints a line every --progress seconds; --json adds a one-line summary;
+// --record DIR writes, per node, the summary (DIR/<node>.json), the event rate and
+// queue depth over time (DIR/<node>.dat) and their plot (DIR/<node>.png, gnuplot).
 // Exit status: 0 success, 1 loss/corruption/timeout, 2 setup error.
 #include <msgpass/msgpass.hpp>
 
@@ -24,8 +26,11 @@
 #include <chrono>
 #include <cstdint>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <exception>
+#include <filesystem>
+#include <fstream>
 #include <map>
 #include <optional>
 #include <span>
@@ -45,6 +50,8 @@ struct Settings {
     std::uint32_t window = 512;               // events in flight at the builder (its credit)
     std::chrono::milliseconds progress{1000}; // 0: no live lines
     bool json = false;
+    std::string record;                          // --record DIR, empty: none
+    std::chrono::milliseconds record_every{100}; // the recorded samples' interval
 };
 
 Settings parse_settings(const std::vector<std::string>& args) {
@@ -53,13 +60,17 @@ Settings parse_settings(const std::vector<std::string>& args) {
     std::string size_text = "1KiB";
     double timeout_s = 5.0;
     double progress_s = 1.0;
+    double record_s = 0.1;
     po::options_description desc("msgpass-daq options");
     desc.add_options()("events", po::value(&s.events), "events per source (default 20000)")(
         "fragment-size", po::value(&size_text), "payload bytes per fragment, e.g. 1KiB (default 1KiB)")(
         "timeout", po::value(&timeout_s), "seconds without progress before a peer is declared dead (default 5)")(
         "window", po::value(&s.window), "events in flight at the builder: the sources' credit (default 512)")(
         "progress", po::value(&progress_s), "seconds between live lines, 0 for none (default 1)")(
-        "json", po::bool_switch(&s.json), "print a one-line JSON summary at the end");
+        "json", po::bool_switch(&s.json), "print a one-line JSON summary at the end")(
+        "record", po::value(&s.record),
+        "directory for DIR/<node>.json (the summary), .dat (rate and queue depth over time) and .png (their plot)")(
+        "record-interval", po::value(&record_s), "seconds between recorded samples (default 0.1)");
     po::variables_map vm;
     po::store(po::command_line_parser(args).options(desc).run(), vm);
     po::notify(vm);
@@ -70,6 +81,15 @@ Settings parse_settings(const std::vector<std::string>& args) {
     if (s.window < 4 || s.window > 1u << 20) throw msgpass::UsageError("--window: expected 4 to 1048576 events");
     if (!(progress_s >= 0 && progress_s < 3600)) throw msgpass::UsageError("--progress: expected 0 <= seconds < 3600");
     s.progress = std::chrono::milliseconds(static_cast<long long>(progress_s * 1000));
+    if (!(record_s >= 0.001 && record_s < 3600))
+        throw msgpass::UsageError("--record-interval: expected 0.001 <= seconds < 3600");
+    s.record_every = std::chrono::milliseconds(static_cast<long long>(record_s * 1000));
+    if (!s.record.empty()) {
+        std::error_code error;
+        std::filesystem::create_directories(s.record, error);
+        if (error || !std::filesystem::is_directory(s.record))
+            throw msgpass::UsageError("--record: cannot make the directory '" + s.record + "': " + error.message());
+    }
     s.fragment_size = *size;
     s.timeout = std::chrono::milliseconds(static_cast<long long>(timeout_s * 1000));
     return s;
@@ -205,9 +225,11 @@ bool drain(msgpass::Node& node, std::chrono::milliseconds patience) {
 // The live line: every interval, the rate over the last interval and a depth.
 class Progress {
 public:
-    Progress(std::string name, std::chrono::milliseconds interval) : name_(std::move(name)), interval_(interval) {}
+    Progress(std::string name, const Settings& s)
+        : name_(std::move(name)), interval_(s.progress), recording_(!s.record.empty()), record_every_(s.record_every) {}
     // Called after each unit of work; `count` and `bytes` are totals so far.
     void tick(std::uint64_t count, std::uint64_t bytes, std::uint64_t depth, const char* what) {
+        if (recording_) record(count, depth);
         if (interval_.count() == 0) return;
         const auto now = Clock::now();
         if (now < next_) return;
@@ -227,22 +249,99 @@ public:
         next_ = now + interval_;
     }
 
+    // --record: writes DIR/<name>.json (json_line), DIR/<name>.dat (the samples) and
+    // DIR/<name>.png (their plot, by gnuplot); false with a message when one could not
+    // be written.
+    bool write_record(const std::string& dir, const std::string& json_line, const char* unit) const {
+        const std::string base = (std::filesystem::path(dir) / name_).string();
+        std::ofstream json(base + ".json");
+        json << json_line;
+        std::ofstream dat(base + ".dat");
+        dat << "# seconds  rate_khz  " << unit << "\n";
+        for (const auto& x : samples_)
+            dat << x.seconds << ' ' << x.khz << ' ' << x.depth << '\n';
+        json.close();
+        dat.close();
+        if (!json || !dat) {
+            std::fprintf(stderr, "%s: --record: cannot write %s.json and %s.dat\n", name_.c_str(), base.c_str(),
+                         base.c_str());
+            return false;
+        }
+        if (samples_.empty()) {
+            std::fprintf(stderr, "%s: --record: the run was shorter than --record-interval: no sample, no plot\n",
+                         name_.c_str());
+            return true;
+        }
+        std::ofstream gp(base + ".gp");
+        gp << "set terminal png size 900,500\nset output '" << base << ".png'\n"
+           << "set title '" << name_ << ": event rate and " << unit << " over time'\n"
+           << "set xlabel 'seconds'\nset ylabel 'kHz'\nset y2label '" << unit << "'\n"
+           << "set ytics nomirror\nset y2tics\nset key top left\nset grid\n"
+           << "plot '" << base << ".dat' using 1:2 with lines lw 2 title 'rate (kHz)', '' using 1:3 axes x1y2"
+           << " with steps title '" << unit << "'\n";
+        gp.close();
+        const std::string command = "gnuplot '" + base + ".gp' 2>/dev/null";
+        if (!gp || std::system(command.c_str()) != 0) {
+            std::fprintf(stderr, "%s: --record: gnuplot could not plot %s.png (is gnuplot installed?)\n", name_.c_str(),
+                         base.c_str());
+            return false;
+        }
+        return true;
+    }
+
 private:
+    struct Sample {
+        double seconds;
+        double khz;
+        std::uint64_t depth;
+    };
+    void record(std::uint64_t count, std::uint64_t depth) {
+        const auto now = Clock::now();
+        if (now < record_next_) return;
+        if (record_start_ == Clock::time_point{}) {
+            record_start_ = now;
+        } else {
+            const double dt = std::chrono::duration<double>(now - record_last_).count();
+            samples_.push_back(
+                {std::chrono::duration<double>(now - record_start_).count(), khz(count - record_count_, dt), depth});
+        }
+        record_last_ = now;
+        record_count_ = count;
+        record_next_ = now + record_every_;
+    }
+
     std::string name_;
     std::chrono::milliseconds interval_;
     Clock::time_point start_{}, last_time_{}, next_{};
     std::uint64_t last_count_ = 0, last_bytes_ = 0;
+    bool recording_;
+    std::chrono::milliseconds record_every_;
+    Clock::time_point record_start_{}, record_last_{}, record_next_{};
+    std::uint64_t record_count_ = 0;
+    std::vector<Sample> samples_;
 };
 
-// The --json summary line.
-void print_json(const std::string& name, const char* role, std::uint64_t count, double seconds, std::uint64_t bytes,
-                std::uint64_t lost, std::uint64_t corrupt, std::uint64_t in_flight, bool ok) {
-    std::printf("{\"node\": \"%s\", \"role\": \"%s\", \"count\": %llu, \"seconds\": %.6f, \"rate_khz\": %.3f, "
-                "\"mb_per_s\": %.3f, \"lost\": %llu, \"corrupt\": %llu, \"max_in_flight\": %llu, \"ok\": %s}\n",
-                name.c_str(), role, static_cast<unsigned long long>(count), seconds, khz(count, seconds),
-                seconds > 0 ? static_cast<double>(bytes) / seconds / 1e6 : 0.0, static_cast<unsigned long long>(lost),
-                static_cast<unsigned long long>(corrupt), static_cast<unsigned long long>(in_flight),
-                ok ? "true" : "false");
+// The summary line of --json (printed) and --record (written to DIR/<node>.json).
+std::string json_line(const std::string& name, const char* role, std::uint64_t count, double seconds,
+                      std::uint64_t bytes, std::uint64_t lost, std::uint64_t corrupt, std::uint64_t in_flight,
+                      bool ok) {
+    char line[512];
+    std::snprintf(line, sizeof line,
+                  "{\"node\": \"%s\", \"role\": \"%s\", \"count\": %llu, \"seconds\": %.6f, \"rate_khz\": %.3f, "
+                  "\"mb_per_s\": %.3f, \"lost\": %llu, \"corrupt\": %llu, \"max_in_flight\": %llu, \"ok\": %s}\n",
+                  name.c_str(), role, static_cast<unsigned long long>(count), seconds, khz(count, seconds),
+                  seconds > 0 ? static_cast<double>(bytes) / seconds / 1e6 : 0.0, static_cast<unsigned long long>(lost),
+                  static_cast<unsigned long long>(corrupt), static_cast<unsigned long long>(in_flight),
+                  ok ? "true" : "false");
+    return line;
+}
+
+// The end of a role: the --json line, the --record files; the exit status (a record
+// that could not be written fails the run: it was asked for).
+int finish(const Settings& s, const Progress& progress, const std::string& line, const char* unit, bool ok) {
+    if (s.json) std::fputs(line.c_str(), stdout);
+    if (!s.record.empty() && !progress.write_record(s.record, line, unit)) ok = false;
+    return ok ? 0 : 1;
 }
 
 // ---------------------------------------------------------------- readout source
@@ -290,7 +389,7 @@ int run_source(msgpass::NodeFactory& factory, const std::string& name, NodeId bu
         }
     };
 
-    Progress progress(name, s.progress);
+    Progress progress(name, s);
     const auto start = Clock::now();
     std::uint64_t bytes = 0;
     for (std::uint32_t event = 1; event <= s.events; ++event) {
@@ -341,9 +440,10 @@ int run_source(msgpass::NodeFactory& factory, const std::string& name, NodeId bu
     std::printf("%s: end of run acknowledged: builder received %u of %u fragments\n", name.c_str(), *acknowledged,
                 s.events);
     const bool ok = *acknowledged == s.events;
-    if (s.json)
-        print_json(name, "source", s.events, elapsed, bytes, s.events - std::min(*acknowledged, s.events), 0, 0, ok);
-    return ok ? 0 : 1;
+    return finish(
+        s, progress,
+        json_line(name, "source", s.events, elapsed, bytes, s.events - std::min(*acknowledged, s.events), 0, 0, ok),
+        "fragments queued", ok);
 }
 
 // ---------------------------------------------------------------- event builder
@@ -405,7 +505,7 @@ int run_builder(msgpass::NodeFactory& factory, const std::string& name, const Se
     std::uint64_t built = 0, corrupt = 0, fragments = 0, out_of_order = 0;
     std::uint32_t first_built = 0, last_built = 0;
     std::uint64_t max_in_flight = 0, beyond_credit = 0, fragment_bytes = 0;
-    Progress progress(name, s.progress);
+    Progress progress(name, s);
     std::optional<Clock::time_point> start;
     Clock::time_point end = Clock::now();
     std::vector<std::byte> scratch;
@@ -564,8 +664,9 @@ int run_builder(msgpass::NodeFactory& factory, const std::string& name, const Se
                     static_cast<unsigned long long>(out_of_order));
     }
     const bool ok = lost == 0 && corrupt == 0 && out_of_order == 0 && !failed;
-    if (s.json) print_json(name, "builder", built, elapsed, fragment_bytes, lost, corrupt, max_in_flight, ok);
-    return ok ? 0 : 1;
+    return finish(s, progress,
+                  json_line(name, "builder", built, elapsed, fragment_bytes, lost, corrupt, max_in_flight, ok),
+                  "events in flight", ok);
 }
 
 // ---------------------------------------------------------------- farm worker
@@ -576,7 +677,7 @@ int run_worker(msgpass::NodeFactory& factory, const std::string& name, NodeId bu
     std::uint32_t first = 0, last = 0;
     std::optional<std::uint64_t> announced;
     std::optional<Clock::time_point> start;
-    Progress progress(name, s.progress);
+    Progress progress(name, s);
 
     while (!announced) {
         // Twice the builder's patience, so that when a source fails the builder
@@ -612,14 +713,13 @@ int run_worker(msgpass::NodeFactory& factory, const std::string& name, NodeId bu
     builder->send(make_message(factory, SummaryHeader{0, 0, count}));
     const bool delivered = drain(*builder, s.timeout);
     const bool ok = delivered && bad == 0 && order_errors == 0 && count == *announced;
-    if (s.json) {
-        print_json(name, "worker", count, elapsed, bytes, *announced > count ? *announced - count : 0,
-                   bad + order_errors, 0, ok);
-    }
     std::printf("%s: end of run: builder built %llu, malformed %llu, out of order %llu%s\n", name.c_str(),
                 static_cast<unsigned long long>(*announced), static_cast<unsigned long long>(bad),
                 static_cast<unsigned long long>(order_errors), delivered ? "" : ", acknowledgement not delivered");
-    return ok ? 0 : 1;
+    return finish(s, progress,
+                  json_line(name, "worker", count, elapsed, bytes, *announced > count ? *announced - count : 0,
+                            bad + order_errors, 0, ok),
+                  "summaries queued", ok);
 }
 
 } // namespace
