@@ -1,6 +1,8 @@
 // The loss latch of the implementer kit (msgpass/kit/loss.hpp).
 #include <msgpass/kit/loss.hpp>
 
+#include <algorithm>
+
 namespace msgpass::kit {
 
 namespace {
@@ -45,6 +47,15 @@ void LossLatch::raise(std::uint64_t incarnation, std::string reason, std::uint64
         health->lost(reason);
     loss_ = Loss{std::move(reason), unacknowledged};
     pending_.store(true, std::memory_order_release);
+}
+
+void LossLatch::observe_current_scopes() {
+    std::lock_guard lock(mutex_);
+    for (auto& health : HealthScope::current()) {
+        if (std::find(observers_.begin(), observers_.end(), health) != observers_.end()) continue;
+        if (incarnation_ != 0 || pending_.load(std::memory_order_relaxed)) health->lost(loss_.reason);
+        observers_.push_back(std::move(health));
+    }
 }
 
 void LossLatch::revive(std::uint64_t incarnation) {

@@ -1,5 +1,6 @@
-// top_node PARTITION ID COUNT: node ID of a sci partition of COUNT nodes made in code
-// (tests/support's configuration), for the tests of msgpass-top. It sends one message
+// top_node PARTITION ID COUNT [TECHNOLOGY PORT...]: node ID of a partition of COUNT
+// nodes made in code (tests/support's configuration; sci unless TECHNOLOGY, whose
+// nodes then listen on the COUNT ports given), for the tests of msgpass-top. It sends one message
 // of 100 bytes to every other node (waiting at most 5 s for those that are up to take it), writes its
 // statistics page, prints "ready <page>" and waits to be killed.
 #include "../support/partition.hpp"
@@ -13,14 +14,19 @@
 #include <unistd.h>
 
 int main(int argc, char** argv) {
-    if (argc != 4) {
-        std::fprintf(stderr, "usage: top_node PARTITION ID COUNT\n");
+    const int count = argc >= 4 ? std::atoi(argv[3]) : 0;
+    if (argc != 4 && argc != 5 + count) {
+        std::fprintf(stderr, "usage: top_node PARTITION ID COUNT [TECHNOLOGY PORT...]\n");
         return 2;
     }
     const auto id = static_cast<msgpass::NodeId>(std::atoi(argv[2]));
-    const int count = std::atoi(argv[3]);
+    const std::string technology = argc > 4 ? argv[4] : "sci";
     msgpass::register_builtin_technologies();
-    const auto configuration = msgpass::test::make_configuration("sci", argv[1], count);
+    const auto configuration =
+        msgpass::test::make_configuration(technology, argv[1], count, [&](msgpass::config::Configuration& c) {
+            for (int i = 0; argc > 4 && i < count; ++i)
+                c.nodes.at(static_cast<std::size_t>(i)).port = static_cast<std::uint16_t>(std::atoi(argv[5 + i]));
+        });
     auto factory = msgpass::NodeFactory::create(configuration, id);
     std::vector<msgpass::NodePtr> peers;
     for (int peer = 1; peer <= count; ++peer) {

@@ -156,12 +156,22 @@ TEST_F(Top, ThreeNodesOfThisProcessShowTheirCountersAndStates) {
     EXPECT_EQ(top_json(partition_).size(), 2u);
 }
 
-TEST_F(Top, AKilledNodeIsDeadAndItsPartnerShowsThePeerLost) {
-    auto configuration = make_configuration("sci", partition_, 2);
+class TopTechnologies : public Top, public ::testing::WithParamInterface<std::string> {};
+
+// On every technology (udp makes its nodes with its factory, before create_node: its
+// losses reach the page all the same).
+TEST_P(TopTechnologies, AKilledNodeIsDeadAndItsPartnerShowsThePeerLost) {
+    auto configuration = make_configuration(GetParam(), partition_, 2);
     configuration.peer_timeout = 200ms;
+    std::vector<std::string> child{TOP_NODE_PATH, partition_, "2", "2"};
+    if (GetParam() != "sci") {
+        child.push_back(GetParam());
+        for (const auto& node : configuration.nodes)
+            child.push_back(std::to_string(node.port));
+    }
     auto f1 = NodeFactory::create(configuration, 1);
     auto peer = f1->create_node(2);
-    ChildProcess node_2({TOP_NODE_PATH, partition_, "2", "2"});
+    ChildProcess node_2(child);
     ASSERT_NE(peer->receive(30s), nullptr); // its one message, which its flush waits for
     const auto ready = node_2.wait_for_line("ready ", 60s);
     ASSERT_EQ(ready, "ready " + kit::stats_page_name(kit::stats_user(), partition_, 2));
@@ -194,6 +204,9 @@ TEST_F(Top, AKilledNodeIsDeadAndItsPartnerShowsThePeerLost) {
     EXPECT_EQ(field(nodes.at(1), "losses"), "1") << nodes.at(1);
     EXPECT_NE(field(nodes.at(1), "last_error"), "") << nodes.at(1);
 }
+
+INSTANTIATE_TEST_SUITE_P(Technologies, TopTechnologies, ::testing::Values("sci", "tcp", "udp"),
+                         [](const auto& info) { return info.param; });
 
 // The node calls write the pages (every 10 ms here) while a reader of this process
 // reads them and traffic flows: under ThreadSanitizer this shows the publishing,

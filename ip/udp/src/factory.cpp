@@ -29,7 +29,11 @@ UdpNodeFactory::~UdpNodeFactory() {
 }
 
 NodePtr UdpNodeFactory::make_node(NodeId id) {
-    return engine_->node(id);
+    auto node = engine_->node(id);
+    // Made with the engine, before create_node's HealthScope: its losses reach the
+    // statistics page from now on.
+    if (node) node->observe_health_scopes();
+    return node;
 }
 
 std::unique_ptr<BasicGroup> UdpNodeFactory::make_group(std::string name) {

@@ -323,6 +323,9 @@ public:
     [[nodiscard]] BufferPtr receive(std::chrono::nanoseconds timeout) override;
     bool flush(std::chrono::nanoseconds timeout) override;
     [[nodiscard]] NodeStats stats() const noexcept override;
+    // The factory hands the node out (create_node, under its HealthScope): its loss
+    // latch, made with the engine before that, now tells the statistics page too.
+    void observe_health_scopes() { loss_.observe_current_scopes(); }
 
     // --- background thread ---
     // A datagram from this peer that passed decode_datagram.

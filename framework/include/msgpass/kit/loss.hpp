@@ -47,6 +47,11 @@ public:
     // The incarnation given up for silence showed up alive: a later loss of it is
     // raised again (a loss not taken yet stays).
     void revive(std::uint64_t incarnation);
+    // For a latch made before its node was handed out (udp makes its nodes with its
+    // factory, outside FactoryBase::create_node): the healths of the HealthScopes
+    // alive on this thread now are told of every later loss, and of the last one
+    // raised already. Healths told already are not added twice.
+    void observe_current_scopes();
     // A loss was raised and not taken yet.
     [[nodiscard]] bool pending() const noexcept { return pending_.load(std::memory_order_acquire); }
     // The loss raised and not taken yet, and the latch is empty again; each raise is
