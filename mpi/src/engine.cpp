@@ -109,13 +109,6 @@ Engine::Engine(const char* program) {
 
 Engine::~Engine() = default;
 
-CommInfo Engine::info(MPI_Comm comm) const {
-    if (comm == MPI_COMM_WORLD) return CommInfo{world_size(), rank_, world_p2p, world_coll, nullptr};
-    if (comm == MPI_COMM_SELF) return CommInfo{1, 0, self_p2p, self_coll, self_world_};
-    throw MpiError(MPI_ERR_COMM,
-                   "invalid communicator " + std::to_string(comm) + " (MPI_COMM_WORLD and MPI_COMM_SELF are provided)");
-}
-
 // ----------------------------------------------------------------------- requests
 
 MPI_Request Engine::new_request() {

@@ -142,6 +142,22 @@ public:
     [[nodiscard]] int world_size() const noexcept { return static_cast<int>(nodes_.size()); }
     [[nodiscard]] CommInfo info(MPI_Comm comm) const; // throws MPI_ERR_COMM
 
+    // Communicators made at run time (docs/mpi.md, *Communicators*). Each is
+    // collective over comm: every member calls it, in the same order. Their contexts
+    // are agreed by the members themselves: the largest next free context among them
+    // (an allreduce, or the allgather of the split), so no two communicators that
+    // share a member ever share a context.
+    MPI_Comm dup(MPI_Comm comm);
+    // MPI_COMM_NULL where color is MPI_UNDEFINED; ranks ordered by key, then by rank in comm.
+    MPI_Comm split(MPI_Comm comm, int color, int key);
+    // world: the world ranks of the new communicator's ranks (a subset of comm's, in
+    // the group's order); MPI_COMM_NULL on the ranks not in it.
+    MPI_Comm create(MPI_Comm comm, const std::vector<int>& world);
+    void free_comm(MPI_Comm comm); // throws MPI_ERR_COMM for the predefined ones
+    // The world ranks of comm's ranks, in rank order.
+    [[nodiscard]] std::vector<int> members(MPI_Comm comm) const;
+    std::string& name(MPI_Comm comm);
+
     // Point to point; counts in bytes, ranks of the communicator.
     MPI_Request isend(const CommInfo& c, int dest, int tag, const void* buf, std::size_t bytes, bool sync);
     MPI_Request irecv(const CommInfo& c, int source, int tag, void* buf, std::size_t capacity);
@@ -224,6 +240,14 @@ private:
     std::condition_variable_any turn_;
     bool leader_ = false;                   // a thread waits in the communicator without lock_
     std::map<int, std::uint32_t> coll_seq_; // per collective context: the next collective's number
+    // The communicators: the predefined ones and those made at run time.
+    std::map<MPI_Comm, CommInfo> comms_;
+    std::map<MPI_Comm, std::string> names_;
+    MPI_Comm next_comm_ = MPI_COMM_SELF + 1;
+    int next_context_ = first_free_context; // the first context no communicator of this rank took
+    MPI_Comm add_comm(CommInfo info);
+    // The context pair of a new communicator: base (agreed), and what this rank takes next.
+    int take_contexts(int base);
 };
 
 // Collectives (collectives.cpp), over Engine::send_bytes/recv_bytes.
