@@ -86,7 +86,21 @@ Posted Communicator::post_send(NodeId dest, Tag tag, std::span<const std::byte> 
     impl_->check_factory("post_send");
     impl_->check_peer(dest, false, "post_send");
     Impl::check_tag(tag, false, "post_send");
-    return impl_->send_any(dest, tag, bytes, bytes.size(), user);
+    return impl_->send_any(Context{}, dest, tag, bytes, bytes.size(), user);
+}
+
+Posted Communicator::post_send(Context context, NodeId dest, Tag tag, std::span<const std::byte> bytes, void* user) {
+    impl_->check_factory("post_send");
+    impl_->check_peer(dest, false, "post_send", true);
+    Impl::check_tag(tag, false, "post_send");
+    return impl_->send_any(context, dest, tag, bytes, bytes.size(), user);
+}
+
+Posted Communicator::post_ssend(Context context, NodeId dest, Tag tag, std::span<const std::byte> bytes, void* user) {
+    impl_->check_factory("post_ssend");
+    impl_->check_peer(dest, false, "post_ssend", true);
+    Impl::check_tag(tag, false, "post_ssend");
+    return impl_->send_any(context, dest, tag, bytes, bytes.size(), user, true);
 }
 
 Posted Communicator::post_send_unexpected(NodeId dest, Tag tag, std::span<const std::byte> bytes, void* user) {
@@ -97,8 +111,8 @@ Posted Communicator::post_send_unexpected(NodeId dest, Tag tag, std::span<const 
         throw MessageTooLarge("comm: post_send_unexpected to " + impl_->describe(dest) + ": " +
                               std::to_string(bytes.size()) + " bytes, more than Limits::max_unexpected_size (" +
                               std::to_string(impl_->limits.max_unexpected_size) + ")");
-    auto whole = impl_->make_message(tag, bytes, kind_unexpected);
-    return impl_->post_send(dest, tag, std::move(whole), bytes.size(), user);
+    auto whole = impl_->make_message(Context{}, tag, bytes, kind_unexpected);
+    return impl_->post_send(Context{}, dest, tag, std::move(whole), bytes.size(), user);
 }
 
 std::vector<Message> Communicator::test_unexpected(std::size_t max) {
@@ -123,7 +137,16 @@ Posted Communicator::post_send(NodeId dest, Tag tag, BufferPtr&& payload, void* 
     Impl::check_tag(tag, false, "post_send");
     if (!payload) throw UsageError("comm: post_send: the payload is null");
     const std::size_t size = payload->size();
-    return impl_->send_any(dest, tag, std::move(payload), size, user);
+    return impl_->send_any(Context{}, dest, tag, std::move(payload), size, user);
+}
+
+Posted Communicator::post_send(Context context, NodeId dest, Tag tag, BufferPtr&& payload, void* user) {
+    impl_->check_factory("post_send");
+    impl_->check_peer(dest, false, "post_send", true);
+    Impl::check_tag(tag, false, "post_send");
+    if (!payload) throw UsageError("comm: post_send: the payload is null");
+    const std::size_t size = payload->size();
+    return impl_->send_any(context, dest, tag, std::move(payload), size, user);
 }
 
 namespace {
@@ -170,19 +193,24 @@ bool Communicator::flush(std::chrono::nanoseconds timeout) {
 // The fast path of an eager send: the message goes straight to the node when nothing
 // waits before it (no request); else it is posted and waited for.
 void Communicator::send(NodeId dest, Tag tag, std::span<const std::byte> bytes) {
+    impl_->check_peer(dest, false, "send"); // not itself: only in a context
+    send(Context{}, dest, tag, bytes);
+}
+
+void Communicator::send(Context context, NodeId dest, Tag tag, std::span<const std::byte> bytes) {
     auto& im = *impl_;
     im.check_factory("send");
     const auto describe = [&im](NodeId id) { return im.describe(id); };
-    if (bytes.size() > im.limits.eager_limit) {
-        finish_send(*this, post_send(dest, tag, bytes), dest, im.limits.send_timeout, describe);
+    if (bytes.size() > im.limits.eager_limit || dest == im.self) {
+        finish_send(*this, post_send(context, dest, tag, bytes), dest, im.limits.send_timeout, describe);
         return;
     }
     im.check_peer(dest, false, "send");
     Impl::check_tag(tag, false, "send");
-    auto whole = im.make_message(tag, bytes);
+    auto whole = im.make_message(context, tag, bytes);
     if (im.send_now(dest, whole)) return;
-    finish_send(*this, im.post_send(dest, tag, std::move(whole), bytes.size(), nullptr), dest, im.limits.send_timeout,
-                describe);
+    finish_send(*this, im.post_send(context, dest, tag, std::move(whole), bytes.size(), nullptr), dest,
+                im.limits.send_timeout, describe);
 }
 
 void Communicator::send(NodeId dest, Tag tag, BufferPtr&& payload) {
@@ -196,7 +224,7 @@ void Communicator::send(NodeId dest, Tag tag, BufferPtr&& payload) {
     im.check_peer(dest, false, "send");
     Impl::check_tag(tag, false, "send");
     const std::size_t size = payload->size();
-    auto whole = im.make_message(tag, std::move(payload), kind_eager, 0, true);
+    auto whole = im.make_message(Context{}, tag, std::move(payload), kind_eager, 0, true);
     bool sent = false;
     try {
         sent = im.send_now(dest, whole);
@@ -206,8 +234,8 @@ void Communicator::send(NodeId dest, Tag tag, BufferPtr&& payload) {
     }
     payload.reset(); // the emptied PayloadBuffer, if it was one: after the send, off its path
     if (sent) return;
-    finish_send(*this, im.post_send(dest, tag, std::move(whole), size, nullptr), dest, im.limits.send_timeout,
-                describe);
+    finish_send(*this, im.post_send(Context{}, dest, tag, std::move(whole), size, nullptr), dest,
+                im.limits.send_timeout, describe);
 }
 
 BufferPtr Communicator::create_buffer(std::size_t size) {
@@ -224,12 +252,19 @@ std::optional<Message> Communicator::recv(NodeId source, Tag tag, std::chrono::n
     impl_->check_factory("recv");
     impl_->check_peer(source, true, "recv");
     Impl::check_tag(tag, true, "recv");
-    return impl_->recv(source, tag, timeout);
+    return impl_->recv(Context{}, source, tag, timeout);
+}
+
+std::optional<Message> Communicator::recv(Context context, NodeId source, Tag tag, std::chrono::nanoseconds timeout) {
+    impl_->check_factory("recv");
+    impl_->check_peer(source, true, "recv", true);
+    Impl::check_tag(tag, true, "recv");
+    return impl_->recv(context, source, tag, timeout);
 }
 
 // A receive that clears an announcement (rendezvous) waits as a posted request.
-std::optional<Message> Communicator::Impl::recv_posted(NodeId source, Tag tag, SteadyTime deadline) {
-    auto posted = post_recv(source, tag, false, {}, nullptr);
+std::optional<Message> Communicator::Impl::recv_posted(Context context, NodeId source, Tag tag, SteadyTime deadline) {
+    auto posted = post_recv(context, source, tag, false, {}, nullptr);
     auto done = std::move(posted.done);
     auto& comm = *owner;
     if (!done) {
@@ -245,42 +280,63 @@ std::optional<Message> Communicator::Impl::recv_posted(NodeId source, Tag tag, S
     if (!done) return std::nullopt;
     if (done->status == Status::peer_lost)
         throw PeerLost(source, "comm: recv from " + describe(source) + ": " + done->error);
-    return Message{done->source, done->tag, std::move(done->buffer)};
+    return Message{done->source, done->tag, std::move(done->buffer), done->context};
 }
 
 Posted Communicator::post_recv(NodeId source, Tag tag, std::span<std::byte> into, void* user) {
     impl_->check_factory("post_recv");
-    return impl_->post_recv(source, tag, true, into, user);
+    impl_->check_peer(source, true, "post_recv");
+    return impl_->post_recv(Context{}, source, tag, true, into, user);
 }
 
 Posted Communicator::post_recv(NodeId source, Tag tag, void* user) {
     impl_->check_factory("post_recv");
-    return impl_->post_recv(source, tag, false, {}, user);
+    impl_->check_peer(source, true, "post_recv");
+    return impl_->post_recv(Context{}, source, tag, false, {}, user);
+}
+
+Posted Communicator::post_recv(Context context, NodeId source, Tag tag, std::span<std::byte> into, void* user) {
+    impl_->check_factory("post_recv");
+    return impl_->post_recv(context, source, tag, true, into, user);
+}
+
+Posted Communicator::post_recv(Context context, NodeId source, Tag tag, void* user) {
+    impl_->check_factory("post_recv");
+    return impl_->post_recv(context, source, tag, false, {}, user);
 }
 
 std::optional<Envelope> Communicator::iprobe(NodeId source, Tag tag) {
-    impl_->check_factory("iprobe");
     impl_->check_peer(source, true, "iprobe");
+    return iprobe(Context{}, source, tag);
+}
+
+std::optional<Envelope> Communicator::iprobe(Context context, NodeId source, Tag tag) {
+    impl_->check_factory("iprobe");
+    impl_->check_peer(source, true, "iprobe", true);
     Impl::check_tag(tag, true, "iprobe");
     impl_->progress();
     std::lock_guard lock(impl_->mutex);
-    for (const auto& m : impl_->unexpected)
-        if (matches(source, tag, m.source, m.tag)) return Envelope{m.source, m.tag, m.size};
+    if (auto it = impl_->find_unexpected_locked(context, source, tag); it != impl_->unexpected.end())
+        return Envelope{it->source, it->tag, it->size, it->context};
     return std::nullopt;
 }
 
 std::optional<Envelope> Communicator::probe(NodeId source, Tag tag, std::chrono::nanoseconds timeout) {
-    impl_->check_factory("probe");
     impl_->check_peer(source, true, "probe");
+    return probe(Context{}, source, tag, timeout);
+}
+
+std::optional<Envelope> Communicator::probe(Context context, NodeId source, Tag tag, std::chrono::nanoseconds timeout) {
+    impl_->check_factory("probe");
+    impl_->check_peer(source, true, "probe", true);
     Impl::check_tag(tag, true, "probe");
     auto& im = *impl_;
     std::optional<Envelope> found;
     auto seen = [&] {
-        for (const auto& m : im.unexpected)
-            if (matches(source, tag, m.source, m.tag)) {
-                found = Envelope{m.source, m.tag, m.size};
-                return true;
-            }
+        if (auto it = im.find_unexpected_locked(context, source, tag); it != im.unexpected.end()) {
+            found = Envelope{it->source, it->tag, it->size, it->context};
+            return true;
+        }
         return false;
     };
     if (!im.wait_until(seen, deadline_after(timeout))) return std::nullopt;

@@ -38,14 +38,14 @@ struct WireEnvelope {
     std::uint32_t magic;
     std::uint8_t version;
     std::uint8_t kind;
-    std::uint16_t flags;
+    std::uint16_t context; // the message's Context, matched exactly
     std::int32_t tag;
     std::uint32_t id; // rendezvous kinds: the sender's id of the exchange; else 0
     std::uint64_t size;
 };
 static_assert(sizeof(WireEnvelope) == 24);
 constexpr std::uint32_t wire_magic = 0x4d43504d; // "MPCM"
-constexpr std::uint8_t wire_version = 1;
+constexpr std::uint8_t wire_version = 1;         // the context took the 16 flag bits, always 0 before: context 0
 constexpr std::uint8_t kind_eager = 1;
 constexpr std::uint8_t kind_unexpected = 2; // BMI's unexpected class: test_unexpected only
 constexpr std::uint8_t kind_rts = 3;        // request-to-send: the envelope of a large message, no payload
@@ -59,7 +59,8 @@ constexpr std::chrono::nanoseconds slice = 10ms;
 constexpr int drain_limit = 256;
 
 // Writes an envelope at `at` (header_size bytes).
-void write_envelope(std::byte* at, Tag tag, std::size_t size, std::uint8_t kind = kind_eager, std::uint32_t id = 0);
+void write_envelope(std::byte* at, Context context, Tag tag, std::size_t size, std::uint8_t kind = kind_eager,
+                    std::uint32_t id = 0);
 
 // Up to this many payload bytes, a Buffer payload without room for the envelope is
 // copied behind a fresh envelope (one buffer); a larger one is sent as a gather list
@@ -99,8 +100,11 @@ private:
     BufferPtr whole_;
 };
 
-inline bool matches(NodeId want_source, Tag want_tag, NodeId source, Tag tag) noexcept {
-    return (want_source == any_source || want_source == source) && (want_tag == any_tag || want_tag == tag);
+// MPI matching: the context exactly, the source and tag or their wildcards.
+inline bool matches(Context want_context, NodeId want_source, Tag want_tag, Context context, NodeId source,
+                    Tag tag) noexcept {
+    return want_context == context && (want_source == any_source || want_source == source) &&
+           (want_tag == any_tag || want_tag == tag);
 }
 
 } // namespace detail
@@ -116,11 +120,14 @@ struct Communicator::Impl {
         std::uint8_t kind = kind_eager;
         std::uint32_t rdv_id = 0; // an announcement (kind_rts): the sender's id
         bool dead = false;        // an announcement whose sender was lost: its data never comes
+        Context context{};
+        RequestId sync_sender = 0; // a synchronous send to this node itself: completes when taken
     };
     struct Request {
         bool is_send = false;
         NodeId peer = 0;
         Tag tag = 0;
+        Context context{};
         bool into_span = false;
         std::span<std::byte> into;
         void* user = nullptr;
@@ -232,8 +239,9 @@ struct Communicator::Impl {
         return it != index.end() && it->first == id ? it->second : nullptr;
     }
 
-    void check_peer(NodeId id, bool wildcard_ok, const char* what) const {
-        if ((wildcard_ok && id == any_source) || node_of(id) != nullptr) return;
+    // A peer, or this node itself (self_ok: sends and receives in a context).
+    void check_peer(NodeId id, bool wildcard_ok, const char* what, bool self_ok = false) const {
+        if ((wildcard_ok && id == any_source) || (self_ok && id == self) || node_of(id) != nullptr) return;
         not_a_peer(id, what);
     }
     [[noreturn]] void not_a_peer(NodeId id, const char* what) const;
@@ -259,6 +267,7 @@ struct Communicator::Impl {
     // matches, else (an eager message matching `want`, for recv's fast path) put into
     // *want->out, else queued as unexpected. Returns the reason when it was malformed.
     struct Want {
+        Context context;
         NodeId source;
         Tag tag;
         std::optional<Message>* out;
@@ -293,21 +302,30 @@ struct Communicator::Impl {
     void abandon_locked(RdvKey key);
     bool take_abandoned_locked(RdvKey key);
 
-    Posted post_recv(NodeId source, Tag tag, bool into_span, std::span<std::byte> into, void* user);
+    Posted post_recv(Context context, NodeId source, Tag tag, bool into_span, std::span<std::byte> into, void* user);
 
-    // The oldest unexpected message matching (source, tag), or end().
-    std::deque<Arrived>::iterator find_unexpected_locked(NodeId source, Tag tag) {
+    // The oldest unexpected message matching (context, source, tag), or end().
+    std::deque<Arrived>::iterator find_unexpected_locked(Context context, NodeId source, Tag tag) {
         auto it = unexpected.begin();
-        while (it != unexpected.end() && !matches(source, tag, it->source, it->tag))
+        while (it != unexpected.end() && !matches(context, source, tag, it->context, it->source, it->tag))
             ++it;
         return it;
     }
+    // A message taken by a receive: the synchronous send to itself it came from
+    // completes.
+    void taken_locked(const Arrived& m) {
+        if (m.sync_sender != 0) complete_self_send_locked(m.sync_sender);
+    }
+    void complete_self_send_locked(RequestId id);
+    // A send to this node itself: the message (eager, made by make_message) goes into
+    // its own matching; a synchronous one completes when a receive takes it.
+    Posted self_send(Context context, Tag tag, BufferPtr whole, std::size_t size, void* user, bool sync);
     // Takes an unexpected eager message out of the queue as a Message.
     Message take_locked(std::deque<Arrived>::iterator it);
     // recv's fast path (no request): the message, nullopt on timeout; an announcement
     // (rendezvous) is left to a posted receive (recv_posted).
-    std::optional<Message> recv(NodeId source, Tag tag, std::chrono::nanoseconds timeout);
-    std::optional<Message> recv_posted(NodeId source, Tag tag, SteadyTime deadline);
+    std::optional<Message> recv(Context context, NodeId source, Tag tag, std::chrono::nanoseconds timeout);
+    std::optional<Message> recv_posted(Context context, NodeId source, Tag tag, SteadyTime deadline);
 
     std::vector<Message> take_unexpected_locked(std::size_t max);
 
@@ -419,22 +437,28 @@ struct Communicator::Impl {
 
     // whole is the message (eager), or the announcement when rdv_data is the data
     // message of a rendezvous with id rdv_id.
-    Posted post_send(NodeId dest, Tag tag, BufferPtr whole, std::size_t size, void* user, BufferPtr rdv_data = {},
-                     std::uint32_t rdv_id = 0);
+    Posted post_send(Context context, NodeId dest, Tag tag, BufferPtr whole, std::size_t size, void* user,
+                     BufferPtr rdv_data = {}, std::uint32_t rdv_id = 0);
 
-    BufferPtr make_message(Tag tag, std::span<const std::byte> bytes, std::uint8_t kind = kind_eager,
+    BufferPtr make_message(Context context, Tag tag, std::span<const std::byte> bytes, std::uint8_t kind = kind_eager,
                            std::uint32_t id = 0);
 
     // keep_shell: a PayloadBuffer payload is left empty in `payload` (the caller drops
     // it after the send, off the message's path); else payload is null afterwards.
-    BufferPtr make_message(Tag tag, BufferPtr&& payload, std::uint8_t kind = kind_eager, std::uint32_t id = 0,
-                           bool keep_shell = false);
+    BufferPtr make_message(Context context, Tag tag, BufferPtr&& payload, std::uint8_t kind = kind_eager,
+                           std::uint32_t id = 0, bool keep_shell = false);
 
-    // A send of any kind of payload: eager up to limits.eager_limit, else by rendezvous.
+    // A send of any kind of payload: eager up to limits.eager_limit, else (or when
+    // sync) by rendezvous; to this node itself, into its own matching.
     template <class Payload>
-    Posted send_any(NodeId dest, Tag tag, Payload&& payload, std::size_t size, void* user) {
-        if (size <= limits.eager_limit)
-            return post_send(dest, tag, make_message(tag, std::forward<Payload>(payload)), size, user);
+    Posted send_any(Context context, NodeId dest, Tag tag, Payload&& payload, std::size_t size, void* user,
+                    bool sync = false) {
+        if (dest == self)
+            return self_send(context, tag, make_message(context, tag, std::forward<Payload>(payload)), size, user,
+                             sync);
+        if (size <= limits.eager_limit && !sync)
+            return post_send(context, dest, tag, make_message(context, tag, std::forward<Payload>(payload)), size,
+                             user);
         if (max_message_size != 0 && size > max_message_size - header_size)
             throw MessageTooLarge("comm: send to " + describe(dest) + ": " + std::to_string(size) +
                                   " bytes and the 24-byte envelope, more than max_message_size (" +
@@ -444,10 +468,10 @@ struct Communicator::Impl {
             std::lock_guard lock(mutex);
             id = next_rdv_id++;
         }
-        auto data = make_message(tag, std::forward<Payload>(payload), kind_data, id);
+        auto data = make_message(context, tag, std::forward<Payload>(payload), kind_data, id);
         auto rts = std::make_unique<HeapBuffer>(header_size);
-        write_envelope(rts->data(), tag, size, kind_rts, id);
-        return post_send(dest, tag, std::move(rts), size, user, std::move(data), id);
+        write_envelope(rts->data(), context, tag, size, kind_rts, id);
+        return post_send(context, dest, tag, std::move(rts), size, user, std::move(data), id);
     }
 
     // ------------------------------------------------------------------- requests

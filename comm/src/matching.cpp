@@ -9,6 +9,7 @@ namespace msgpass::comm {
 
 void Communicator::Impl::fill_receive(Completion& c, Request& r, Arrived&& m) {
     c.is_send = false;
+    c.context = m.context;
     c.source = m.source;
     c.tag = m.tag;
     c.size = m.size;
@@ -41,11 +42,15 @@ std::string Communicator::Impl::dispatch_locked(BufferPtr whole, const Want* wan
         if (w.magic == wire_magic && w.version == wire_version && w.kind == kind_eager && w.tag >= 0 &&
             w.size == s->size() - header_size) {
             if (!lost.empty()) lost.erase(source);
-            if (expected.empty() && want != nullptr && matches(want->source, want->tag, source, w.tag)) {
-                *want->out = Message{source, w.tag, std::make_unique<PayloadBuffer>(std::move(whole), w.size)};
+            const Context context{w.context};
+            if (expected.empty() && want != nullptr &&
+                matches(want->context, want->source, want->tag, context, source, w.tag)) {
+                *want->out = Message{source, w.tag, std::make_unique<PayloadBuffer>(std::move(whole), w.size), context};
                 return {};
             }
-            queue_locked(Arrived{source, w.tag, static_cast<std::size_t>(w.size), std::move(whole)}, want);
+            Arrived m{source, w.tag, static_cast<std::size_t>(w.size), std::move(whole)};
+            m.context = context;
+            queue_locked(std::move(m), want);
             return {};
         }
     }
@@ -102,6 +107,7 @@ std::string Communicator::Impl::dispatch_locked(BufferPtr whole, const Want* wan
         whole = std::move(copy);
     }
     Arrived m{source, w.tag, static_cast<std::size_t>(w.size), std::move(whole), w.kind, w.id};
+    m.context = Context{w.context};
     if (w.kind == kind_unexpected) {
         unexpected_bytes += m.whole->size();
         bmi_unexpected.push_back(std::move(m));
@@ -117,19 +123,22 @@ std::string Communicator::Impl::dispatch_locked(BufferPtr whole, const Want* wan
 void Communicator::Impl::queue_locked(Arrived&& m, const Want* want) {
     for (auto it = expected.begin(); it != expected.end(); ++it) {
         auto& r = requests.at(*it);
-        if (!matches(r.peer, r.tag, m.source, m.tag)) continue;
+        if (!matches(r.context, r.peer, r.tag, m.context, m.source, m.tag)) continue;
         expected.erase(it);
         if (m.kind == kind_rts) {
             clear_to_send_locked(r, m);
             return;
         }
+        taken_locked(m);
         fill_receive(r.completion, r, std::move(m));
         r.done = true;
         changed.notify_all();
         return;
     }
-    if (want != nullptr && m.kind == kind_eager && matches(want->source, want->tag, m.source, m.tag)) {
-        *want->out = Message{m.source, m.tag, std::make_unique<PayloadBuffer>(std::move(m.whole), m.size)};
+    if (want != nullptr && m.kind == kind_eager &&
+        matches(want->context, want->source, want->tag, m.context, m.source, m.tag)) {
+        taken_locked(m);
+        *want->out = Message{m.source, m.tag, std::make_unique<PayloadBuffer>(std::move(m.whole), m.size), m.context};
         return;
     }
     unexpected_bytes += m.whole->size();
@@ -147,6 +156,7 @@ void Communicator::Impl::handle_loss_locked(NodeId peer, const std::string& reas
             continue;
         }
         r.completion.status = Status::peer_lost;
+        r.completion.context = r.context;
         r.completion.source = peer;
         r.completion.tag = r.tag;
         r.completion.user = r.user;
@@ -169,8 +179,9 @@ void Communicator::Impl::handle_loss_locked(NodeId peer, const std::string& reas
     changed.notify_all();
 }
 
-Posted Communicator::Impl::post_recv(NodeId source, Tag tag, bool into_span, std::span<std::byte> into, void* user) {
-    check_peer(source, true, "post_recv");
+Posted Communicator::Impl::post_recv(Context context, NodeId source, Tag tag, bool into_span, std::span<std::byte> into,
+                                     void* user) {
+    check_peer(source, true, "post_recv", true);
     check_tag(tag, true, "post_recv");
     progress();
     std::lock_guard lock(mutex);
@@ -179,11 +190,12 @@ Posted Communicator::Impl::post_recv(NodeId source, Tag tag, bool into_span, std
     r.id = id;
     r.peer = source;
     r.tag = tag;
+    r.context = context;
     r.into_span = into_span;
     r.into = into;
     r.user = user;
     for (auto it = unexpected.begin(); it != unexpected.end(); ++it) {
-        if (!matches(source, tag, it->source, it->tag)) continue;
+        if (!matches(context, source, tag, it->context, it->source, it->tag)) continue;
         unexpected_bytes -= it->whole->size();
         Arrived m = std::move(*it);
         unexpected.erase(it);
@@ -198,6 +210,7 @@ Posted Communicator::Impl::post_recv(NodeId source, Tag tag, bool into_span, std
             p.done->id = id;
             p.done->immediate = true;
             p.done->status = Status::peer_lost;
+            p.done->context = m.context;
             p.done->source = m.source;
             p.done->tag = m.tag;
             p.done->size = m.size;
@@ -206,6 +219,7 @@ Posted Communicator::Impl::post_recv(NodeId source, Tag tag, bool into_span, std
                             "-byte message and was lost before sending its data";
             return p;
         }
+        taken_locked(m);
         fill_receive(*p.done, r, std::move(m));
         p.done->id = id;
         p.done->immediate = true;
@@ -216,6 +230,7 @@ Posted Communicator::Impl::post_recv(NodeId source, Tag tag, bool into_span, std
         p.done->id = id;
         p.done->immediate = true;
         p.done->status = Status::peer_lost;
+        p.done->context = context;
         p.done->source = source;
         p.done->tag = tag;
         p.done->user = user;
@@ -229,7 +244,8 @@ Posted Communicator::Impl::post_recv(NodeId source, Tag tag, bool into_span, std
 
 Message Communicator::Impl::take_locked(std::deque<Arrived>::iterator it) {
     unexpected_bytes -= it->whole->size();
-    Message m{it->source, it->tag, std::make_unique<PayloadBuffer>(std::move(it->whole), it->size)};
+    taken_locked(*it);
+    Message m{it->source, it->tag, std::make_unique<PayloadBuffer>(std::move(it->whole), it->size), it->context};
     unexpected.erase(it);
     return m;
 }
@@ -238,9 +254,10 @@ Message Communicator::Impl::take_locked(std::deque<Arrived>::iterator it) {
 // unexpected queue or straight from the node. The same order as a posted receive:
 // the oldest unexpected message matching first, then what arrives, of which posted
 // receives (older than this one) get what they match first.
-std::optional<Message> Communicator::Impl::recv(NodeId source, Tag tag, std::chrono::nanoseconds timeout) {
+std::optional<Message> Communicator::Impl::recv(Context context, NodeId source, Tag tag,
+                                                std::chrono::nanoseconds timeout) {
     std::optional<Message> out;
-    const Want want{source, tag, &out};
+    const Want want{context, source, tag, &out};
     std::optional<SteadyTime> deadline; // set when the receive first waits
     std::unique_lock lock(mutex);
     // Whether the next look at the nodes may wait; one after a message came does not.
@@ -254,7 +271,7 @@ std::optional<Message> Communicator::Impl::recv(NodeId source, Tag tag, std::chr
     for (;;) {
         if (backlogged.load(std::memory_order_relaxed) || !control_backlog.empty()) retry_backlog_locked();
         if (!unexpected.empty()) {
-            if (auto it = find_unexpected_locked(source, tag); it != unexpected.end()) {
+            if (auto it = find_unexpected_locked(context, source, tag); it != unexpected.end()) {
                 if (it->kind == kind_rts) break; // a rendezvous: a posted receive clears it
                 return take_locked(it);
             }
@@ -299,7 +316,7 @@ std::optional<Message> Communicator::Impl::recv(NodeId source, Tag tag, std::chr
         sleep_locked(lock, std::min(left, slice), !room);
     }
     lock.unlock();
-    return recv_posted(source, tag, deadline ? *deadline : deadline_after(timeout));
+    return recv_posted(context, source, tag, deadline ? *deadline : deadline_after(timeout));
 }
 
 namespace {
@@ -332,6 +349,58 @@ void PayloadBuffer::operator delete(void* p, std::size_t n) noexcept {
         return;
     }
     ::operator delete(p);
+}
+
+// A send to this node itself: straight into its own matching, as a message that
+// arrived from itself (no node, no rendezvous: the bytes were copied once already).
+Posted Communicator::Impl::self_send(Context context, Tag tag, BufferPtr whole, std::size_t size, void* user,
+                                     bool sync) {
+    if (whole->single() == nullptr) whole = HeapBuffer::copy_of(*whole);
+    whole->set_source(self);
+    std::lock_guard lock(mutex);
+    const RequestId id = new_id_locked();
+    Completion c;
+    c.id = id;
+    c.is_send = true;
+    c.context = context;
+    c.source = self;
+    c.tag = tag;
+    c.size = size;
+    c.bytes = size;
+    c.user = user;
+    Arrived m{self, tag, size, std::move(whole)};
+    m.context = context;
+    if (sync) { // completes when a receive takes it (taken_locked)
+        Request r;
+        r.id = id;
+        r.is_send = true;
+        r.peer = self;
+        r.tag = tag;
+        r.context = context;
+        r.user = user;
+        r.completion = std::move(c);
+        requests.emplace(id, std::move(r));
+        m.sync_sender = id;
+        queue_locked(std::move(m), nullptr);
+        auto it = requests.find(id);
+        if (it != requests.end() && it->second.done) {
+            Posted p{id, std::move(it->second.completion)};
+            p.done->immediate = true;
+            requests.erase(it);
+            return p;
+        }
+        return Posted{id, std::nullopt};
+    }
+    queue_locked(std::move(m), nullptr);
+    c.immediate = true;
+    return Posted{id, std::move(c)};
+}
+
+void Communicator::Impl::complete_self_send_locked(RequestId id) {
+    auto it = requests.find(id);
+    if (it == requests.end() || it->second.done) return; // cancelled meanwhile
+    it->second.done = true;
+    changed.notify_all();
 }
 
 std::vector<Message> Communicator::Impl::take_unexpected_locked(std::size_t max) {

@@ -11,6 +11,7 @@ namespace msgpass::comm {
 
 void Communicator::Impl::clear_to_send_locked(Request& r, const Arrived& m) {
     r.awaiting_data = true;
+    r.completion.context = m.context;
     r.completion.source = m.source;
     r.completion.tag = m.tag;
     r.completion.size = m.size;
@@ -52,7 +53,9 @@ std::string Communicator::Impl::on_data_locked(NodeId source, const WireEnvelope
                std::to_string(r.completion.tag);
     awaiting.erase(it);
     r.awaiting_data = false;
-    fill_receive(r.completion, r, Arrived{source, w.tag, static_cast<std::size_t>(w.size), std::move(whole)});
+    Arrived m{source, w.tag, static_cast<std::size_t>(w.size), std::move(whole)};
+    m.context = r.completion.context;
+    fill_receive(r.completion, r, std::move(m));
     r.done = true;
     ++counters.rendezvous_received;
     changed.notify_all();
@@ -92,7 +95,7 @@ bool Communicator::Impl::take_abandoned_locked(RdvKey key) {
 
 void Communicator::Impl::send_control_locked(NodeId peer, std::uint8_t kind, std::uint32_t id) {
     auto message = std::make_unique<HeapBuffer>(header_size);
-    write_envelope(message->data(), 0, 0, kind, id);
+    write_envelope(message->data(), Context{}, 0, 0, kind, id);
     BufferPtr whole = std::move(message);
     auto& queue = control_backlog[peer];
     if (queue.empty()) {

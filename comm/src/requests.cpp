@@ -113,9 +113,19 @@ bool Communicator::cancel(RequestId id) {
             }
         r.awaiting_data = false;
     }
-    if (r.is_send) {
-        auto& q = im.backlog[r.peer];
-        q.erase(std::remove(q.begin(), q.end(), id), q.end());
+    if (r.is_send && r.peer == im.self) { // a synchronous send to itself: its message is taken back
+        for (auto it = im.unexpected.begin(); it != im.unexpected.end(); ++it)
+            if (it->sync_sender == id) {
+                im.unexpected_bytes -= it->whole->size();
+                im.unexpected.erase(it);
+                break;
+            }
+    } else if (r.is_send) {
+        if (auto b = im.backlog.find(r.peer); b != im.backlog.end()) {
+            auto& q = b->second;
+            q.erase(std::remove(q.begin(), q.end(), id), q.end());
+            if (q.empty()) im.backlog.erase(b);
+        }
         im.sync_backlogged_locked();
         r.pending.reset();
     } else {

@@ -9,15 +9,16 @@ namespace msgpass::comm {
 
 namespace detail {
 
-void write_envelope(std::byte* at, Tag tag, std::size_t size, std::uint8_t kind, std::uint32_t id) {
-    const WireEnvelope w{wire_magic, wire_version, kind, 0, tag, id, static_cast<std::uint64_t>(size)};
+void write_envelope(std::byte* at, Context context, Tag tag, std::size_t size, std::uint8_t kind, std::uint32_t id) {
+    const WireEnvelope w{
+        wire_magic, wire_version, kind, static_cast<std::uint16_t>(context), tag, id, static_cast<std::uint64_t>(size)};
     std::memcpy(at, &w, sizeof w);
 }
 
 } // namespace detail
 
-BufferPtr Communicator::Impl::make_message(Tag tag, std::span<const std::byte> bytes, std::uint8_t kind,
-                                           std::uint32_t id) {
+BufferPtr Communicator::Impl::make_message(Context context, Tag tag, std::span<const std::byte> bytes,
+                                           std::uint8_t kind, std::uint32_t id) {
     const std::size_t n = header_size + bytes.size();
     BufferPtr whole;
     if (n >= pooled_from) {
@@ -41,18 +42,18 @@ BufferPtr Communicator::Impl::make_message(Tag tag, std::span<const std::byte> b
         whole = std::make_unique<HeapBuffer>(header_size + bytes.size());
         s = whole->single();
     }
-    write_envelope(s->data(), tag, bytes.size(), kind, id);
+    write_envelope(s->data(), context, tag, bytes.size(), kind, id);
     if (!bytes.empty()) std::memcpy(s->data() + header_size, bytes.data(), bytes.size());
     return whole;
 }
 
-BufferPtr Communicator::Impl::make_message(Tag tag, BufferPtr&& payload, std::uint8_t kind, std::uint32_t id,
-                                           bool keep_shell) {
+BufferPtr Communicator::Impl::make_message(Context context, Tag tag, BufferPtr&& payload, std::uint8_t kind,
+                                           std::uint32_t id, bool keep_shell) {
     const std::size_t size = payload->size();
     if (typeid(*payload) == typeid(PayloadBuffer)) { // room for the envelope in front: in place
         auto whole = static_cast<PayloadBuffer&>(*payload).release();
         if (!keep_shell) payload.reset();
-        write_envelope(whole->single()->data(), tag, size, kind, id);
+        write_envelope(whole->single()->data(), context, tag, size, kind, id);
         return whole;
     }
     if (size <= gather_above) { // a copy costs less than a gather list's allocations
@@ -62,13 +63,13 @@ BufferPtr Communicator::Impl::make_message(Tag tag, BufferPtr&& payload, std::ui
             whole = std::make_unique<HeapBuffer>(header_size + size);
             s = whole->single();
         }
-        write_envelope(s->data(), tag, size, kind, id);
+        write_envelope(s->data(), context, tag, size, kind, id);
         payload->copy_to(s->bytes().subspan(header_size));
         payload.reset();
         return whole;
     }
     auto header = std::make_unique<HeapBuffer>(header_size);
-    write_envelope(header->data(), tag, size, kind, id);
+    write_envelope(header->data(), context, tag, size, kind, id);
     auto list = std::make_unique<FragmentList>();
     list->append(std::move(header));
     list->append(std::move(payload));
@@ -168,14 +169,15 @@ void Communicator::Impl::retry_backlog_locked() {
     sync_backlogged_locked();
 }
 
-Posted Communicator::Impl::post_send(NodeId dest, Tag tag, BufferPtr whole, std::size_t size, void* user,
-                                     BufferPtr rdv_data, std::uint32_t rdv_id) {
+Posted Communicator::Impl::post_send(Context context, NodeId dest, Tag tag, BufferPtr whole, std::size_t size,
+                                     void* user, BufferPtr rdv_data, std::uint32_t rdv_id) {
     std::lock_guard lock(mutex);
     const RequestId id = new_id_locked();
     Request r;
     r.is_send = true;
     r.peer = dest;
     r.tag = tag;
+    r.context = context;
     r.user = user;
     r.size = size;
     r.pending = std::move(whole);
@@ -183,6 +185,7 @@ Posted Communicator::Impl::post_send(NodeId dest, Tag tag, BufferPtr whole, std:
     r.rdv_data = std::move(rdv_data);
     r.rdv_id = rdv_id;
     r.completion.is_send = true;
+    r.completion.context = context;
     r.completion.source = dest;
     r.completion.tag = tag;
     r.completion.size = size;

@@ -67,7 +67,7 @@ int world_rank() {
 int fail(const char* call, MPI_Comm comm, int code, const std::string& what) {
     last_code = code;
     last_message = std::string(call) + ": " + what;
-    const MPI_Errhandler handler = comm == MPI_COMM_SELF ? self_handler : world_handler;
+    const MPI_Errhandler handler = handler_of(comm);
     if (handler == MPI_ERRORS_ARE_FATAL) {
         std::fflush(stdout);
         std::fprintf(stderr, "msgpass-mpi: rank %d: %s: %s (%s)\n", world_rank(), call, what.c_str(), class_text(code));

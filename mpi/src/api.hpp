@@ -9,6 +9,7 @@
 
 #include <chrono>
 #include <cstddef>
+#include <map>
 #include <memory>
 #include <mutex>
 #include <new>
@@ -22,6 +23,14 @@ inline Phase phase = Phase::before;
 inline std::unique_ptr<Engine> engine;
 inline MPI_Errhandler world_handler = MPI_ERRORS_ARE_FATAL;
 inline MPI_Errhandler self_handler = MPI_ERRORS_ARE_FATAL;
+// The error handlers of the communicators made at run time.
+inline std::map<MPI_Comm, MPI_Errhandler> comm_handlers;
+// comm's error handler (MPI_COMM_WORLD's for a handle that is no communicator).
+inline MPI_Errhandler handler_of(MPI_Comm comm) {
+    if (comm == MPI_COMM_SELF) return self_handler;
+    const auto it = comm_handlers.find(comm);
+    return it != comm_handlers.end() ? it->second : world_handler;
+}
 inline int last_code = MPI_SUCCESS;
 // The level MPI_Init_thread gave; with MPI_THREAD_MULTIPLE every entry point holds
 // big_lock (Engine::set_lock).

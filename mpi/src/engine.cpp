@@ -1,5 +1,5 @@
-// The engine of msgpass's MPI: ranks, requests, matching and progress over
-// comm::Communicator (engine.hpp, docs/mpi.md).
+// The engine of msgpass's MPI: ranks, requests and progress over
+// comm::Communicator, which does the matching (engine.hpp, docs/mpi.md).
 #include "engine.hpp"
 
 #include <algorithm>
@@ -7,6 +7,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <iostream>
+#include <thread>
 
 namespace msgpass::mpi {
 
@@ -16,9 +17,6 @@ using namespace std::chrono_literals;
 
 // How long one blocking wait in comm lasts before the engine looks again.
 constexpr auto slice = 10ms;
-// Messages kept as views of comm's receive buffers; beyond, they are copied, so that
-// messages nobody receives yet do not hold a technology's receive buffers.
-constexpr std::size_t max_views = 64;
 // How long MPI_Finalize waits for the last messages to be handed to their peers.
 constexpr auto finalize_flush = 30s;
 
@@ -30,29 +28,60 @@ bool any_launcher_variable() {
     return false;
 }
 
-comm::Tag wire_tag(int ctx, int tag) {
-    return static_cast<comm::Tag>((ctx << tag_bits) | (tag & tag_mask));
+comm::Context context(int id) {
+    return comm::Context{static_cast<std::uint16_t>(id)};
 }
 
-bool matches(const Request& r, int ctx, int source, int tag) {
-    return r.ctx == ctx && (r.peer == MPI_ANY_SOURCE || r.peer == source) && (r.tag == MPI_ANY_TAG || r.tag == tag);
-}
+// A world of one process started without a launcher (a singleton): no technology,
+// no peer; its communicator carries the messages a rank sends to itself alone.
+class NoPeers final : public DynamicGroup {
+public:
+    [[nodiscard]] const std::string& name() const noexcept override { return name_; }
+    [[nodiscard]] std::vector<NodeId> members() const override { return {}; }
+    [[nodiscard]] std::size_t size() const override { return 0; }
+    void send(BufferPtr&& buffer) override { buffer.reset(); }
+    [[nodiscard]] BufferPtr receive() override { return nullptr; }
+    // Nothing ever comes: a short nap, so that a waiting loop does not spin (another
+    // thread's message to itself completes the wait when it looks again).
+    [[nodiscard]] BufferPtr receive(std::chrono::nanoseconds timeout) override {
+        std::this_thread::sleep_for(std::min<std::chrono::nanoseconds>(timeout, 1ms));
+        return nullptr;
+    }
+    void add(NodePtr) override { throw UsageError("mpi: a singleton has no peers"); }
+    bool remove(NodeId) override { return false; }
+
+private:
+    std::string name_;
+};
+
+class SingletonFactory final : public NodeFactory {
+public:
+    [[nodiscard]] std::string_view technology() const noexcept override { return "singleton"; }
+    [[nodiscard]] NodeId self_id() const noexcept override { return 1; }
+    NodePtr create_node(NodeId id) override { throw UsageError("mpi: a singleton has no node " + std::to_string(id)); }
+    BufferPtr create_buffer(std::size_t size) override { return std::make_unique<HeapBuffer>(size); }
+    std::unique_ptr<DynamicGroup> create_group() override { return std::make_unique<NoPeers>(); }
+    std::shared_ptr<Group> create_group(const std::string& name) override {
+        throw UsageError("mpi: a singleton has no group " + name);
+    }
+    bool flush(std::chrono::nanoseconds) override { return true; }
+};
 
 } // namespace
 
-std::size_t Incoming::size() const {
-    return buffer ? buffer->size() - offset : copy.size();
-}
-
-const std::byte* Incoming::data() const {
-    if (!buffer) return copy.data();
-    const auto* s = buffer->single();
-    return s != nullptr ? s->data() + offset : nullptr;
+int CommInfo::rank_of_world(int w) const {
+    if (!world) return w;
+    const auto it = std::find(world->begin(), world->end(), w);
+    return it == world->end() ? -1 : static_cast<int>(it - world->begin());
 }
 
 Engine::Engine(const char* program) {
     if (!any_launcher_variable()) { // a singleton: MPI_COMM_WORLD is this process alone
-        nodes_.push_back(0);
+        factory_ = std::make_unique<SingletonFactory>();
+        nodes_.push_back(factory_->self_id());
+        rank_of_[factory_->self_id()] = 0;
+        comm_ = std::make_unique<comm::Communicator>(*factory_, std::vector<NodeId>{});
+        self_world_ = std::make_shared<const std::vector<int>>(1, 0);
         return;
     }
     const char* argv[] = {program != nullptr ? program : "mpi", nullptr};
@@ -64,28 +93,21 @@ Engine::Engine(const char* program) {
         nodes_.push_back(node.id);
     }
     rank_ = rank_of_.at(options.self);
+    self_world_ = std::make_shared<const std::vector<int>>(1, rank_);
     factory_ = NodeFactory::create(options);
     comm::Limits limits;
     comm_ = std::make_unique<comm::Communicator>(*factory_, options.configuration, limits);
     for (NodeId peer : comm_->peers()) {
-        auto posted = comm_->post_recv(peer, wire_tag(sentinel, 0));
+        auto posted = comm_->post_recv(context(sentinel_context), peer, 0);
         if (posted.done) {
             lose(rank_of_.at(peer), posted.done->error);
             continue;
         }
         sentinels_[posted.id] = rank_of_.at(peer);
     }
-    post_pump();
 }
 
 Engine::~Engine() = default;
-
-CommInfo Engine::info(MPI_Comm comm) const {
-    if (comm == MPI_COMM_WORLD) return CommInfo{world_size(), rank_, world_p2p, world_coll};
-    if (comm == MPI_COMM_SELF) return CommInfo{1, 0, self_p2p, self_coll};
-    throw MpiError(MPI_ERR_COMM,
-                   "invalid communicator " + std::to_string(comm) + " (MPI_COMM_WORLD and MPI_COMM_SELF are provided)");
-}
 
 // ----------------------------------------------------------------------- requests
 
@@ -115,192 +137,103 @@ Request& Engine::request(MPI_Request handle) {
     return *table_[static_cast<std::size_t>(handle) - 1];
 }
 
-MPI_Request Engine::handle_of(const Request& r) const {
-    for (std::size_t i = 0; i < table_.size(); ++i)
-        if (table_[i].get() == &r) return static_cast<MPI_Request>(i + 1);
-    throw MpiError(MPI_ERR_INTERN, "a request that is not in the table");
-}
-
 void Engine::release(MPI_Request handle) {
-    table_[static_cast<std::size_t>(handle) - 1]->live = false;
-    table_[static_cast<std::size_t>(handle) - 1]->schedule.reset();
+    auto& r = *table_[static_cast<std::size_t>(handle) - 1];
+    r.live = false;
+    r.schedule.reset();
+    r.world.reset();
     free_.push_back(handle);
 }
 
-// ----------------------------------------------------------------------- sends
+// ----------------------------------------------------------------------- sends and receives
 
 MPI_Request Engine::isend(const CommInfo& c, int dest, int tag, const void* buf, std::size_t bytes, bool sync) {
+    if (auto lost = lost_.find(c.world_rank(dest)); lost != lost_.end())
+        throw MpiError(MPI_ERR_PROC_FAILED, "rank " + std::to_string(dest) + " was lost: " + lost->second);
+    const std::span<const std::byte> data(static_cast<const std::byte*>(buf), bytes);
+    const NodeId node = node_of(c, dest);
+    const comm::Posted posted =
+        sync ? comm_->post_ssend(context(c.p2p), node, tag, data) : comm_->post_send(context(c.p2p), node, tag, data);
+    if (posted.done && posted.done->status == comm::Status::peer_lost)
+        throw MpiError(MPI_ERR_PROC_FAILED, "rank " + std::to_string(dest) + " was lost: " + posted.done->error);
     const MPI_Request h = new_request();
     Request& r = request(h);
     r.is_send = true;
-    r.ctx = c.p2p;
+    r.sync_to_self = sync && c.world_rank(dest) == rank_;
     r.peer = dest;
     r.tag = tag;
+    r.size = c.size;
+    r.rank = c.rank;
     r.status.MPI_SOURCE = dest;
     r.status.MPI_TAG = tag;
     r.status.msgpass_bytes = bytes;
-    const auto* data = static_cast<const std::byte*>(buf);
-    if (c.p2p == self_p2p || dest == rank_) { // to itself: straight to the matching
-        Incoming m;
-        m.ctx = c.p2p;
-        m.source = c.rank;
-        m.tag = tag;
-        m.copy.assign(data, data + bytes);
-        if (sync) {
-            const bool taken = std::any_of(posted_.begin(), posted_.end(),
-                                           [&](const Request* p) { return matches(*p, m.ctx, m.source, tag); });
-            if (!taken) {
-                release(h);
-                throw MpiError(MPI_ERR_OTHER, "a synchronous send to this rank itself with no matching receive "
-                                              "posted would never complete");
-            }
-        }
-        deliver(std::move(m));
-        r.complete = true;
-        return h;
-    }
-    if (auto lost = lost_.find(dest); lost != lost_.end()) {
-        release(h);
-        throw MpiError(MPI_ERR_PROC_FAILED, "rank " + std::to_string(dest) + " was lost: " + lost->second);
-    }
-    comm::Posted posted;
-    const NodeId node = nodes_[static_cast<std::size_t>(dest)];
-    if (sync) {
-        r.wants_ack = true;
-        r.ack_seq = next_seq_++ & static_cast<std::uint32_t>(tag_mask);
-        std::vector<std::byte> framed(sizeof r.ack_seq + bytes);
-        std::memcpy(framed.data(), &r.ack_seq, sizeof r.ack_seq);
-        if (bytes > 0) std::memcpy(framed.data() + sizeof r.ack_seq, data, bytes);
-        posted = comm_->post_send(node, wire_tag(world_sync, tag), framed);
-    } else {
-        posted = comm_->post_send(node, wire_tag(c.p2p, tag), std::span<const std::byte>(data, bytes));
-    }
     if (posted.done) {
-        if (posted.done->status == comm::Status::peer_lost) {
-            release(h);
-            throw MpiError(MPI_ERR_PROC_FAILED, "rank " + std::to_string(dest) + " was lost: " + posted.done->error);
-        }
-        r.complete = !r.wants_ack;
+        r.complete = true;
     } else {
         r.comm_id = posted.id;
-        r.comm_pending = true;
-        sending_.push_back(h);
+        inflight_.emplace(posted.id, h);
     }
     return h;
-}
-
-void Engine::send_ack(int source, std::uint32_t seq) {
-    // Nothing waits for the answer's own completion: a backlogged one is moved by
-    // comm's progress and by MPI_Finalize's flush.
-    (void)comm_->post_send(nodes_[static_cast<std::size_t>(source)], wire_tag(ssend_ack, static_cast<int>(seq)),
-                           std::span<const std::byte>{});
-}
-
-// ----------------------------------------------------------------------- receives
-
-Incoming* Engine::find_unexpected(int ctx, int source, int tag) {
-    for (auto& m : unexpected_) {
-        if (m.ctx == ctx && (source == MPI_ANY_SOURCE || source == m.source) && (tag == MPI_ANY_TAG || tag == m.tag))
-            return &m;
-    }
-    return nullptr;
-}
-
-void Engine::complete_recv(Request& r, Incoming& m) {
-    const std::size_t size = m.size();
-    const std::size_t n = std::min(size, r.capacity);
-    if (n > 0) std::memcpy(r.buf, m.data(), n);
-    r.status.MPI_SOURCE = m.source;
-    r.status.MPI_TAG = m.tag;
-    r.status.msgpass_bytes = n;
-    r.status.MPI_ERROR = size > r.capacity ? MPI_ERR_TRUNCATE : MPI_SUCCESS;
-    r.complete = true;
-    if (m.sync) send_ack(m.source, m.seq);
 }
 
 MPI_Request Engine::irecv(const CommInfo& c, int source, int tag, void* buf, std::size_t capacity) {
+    const NodeId node = source == MPI_ANY_SOURCE ? comm::any_source : node_of(c, source);
+    const comm::Posted posted =
+        comm_->post_recv(context(c.p2p), node, tag, std::span<std::byte>(static_cast<std::byte*>(buf), capacity));
     const MPI_Request h = new_request();
     Request& r = request(h);
-    r.ctx = c.p2p;
     r.peer = source;
     r.tag = tag;
-    r.buf = static_cast<std::byte*>(buf);
-    r.capacity = capacity;
-    if (comm_) progress();
-    for (auto it = unexpected_.begin(); it != unexpected_.end(); ++it) {
-        if (matches(r, it->ctx, it->source, it->tag)) {
-            complete_recv(r, *it);
-            unexpected_.erase(it);
-            return h;
-        }
+    r.size = c.size;
+    r.rank = c.rank;
+    r.world = c.world;
+    if (posted.done) {
+        complete(r, *posted.done);
+    } else {
+        r.comm_id = posted.id;
+        inflight_.emplace(posted.id, h);
     }
-    if (source != MPI_ANY_SOURCE && (c.p2p == world_p2p || c.p2p == world_coll)) {
-        if (auto lost = lost_.find(source); lost != lost_.end()) {
-            r.status.MPI_SOURCE = source;
-            r.status.MPI_TAG = tag;
-            r.status.MPI_ERROR = MPI_ERR_PROC_FAILED;
-            r.complete = true;
-            return h;
-        }
-    }
-    posted_.push_back(&r);
     return h;
 }
 
-void Engine::deliver(Incoming&& m) {
-    for (auto it = posted_.begin(); it != posted_.end(); ++it) {
-        if (matches(**it, m.ctx, m.source, m.tag)) {
-            Request& r = **it;
-            posted_.erase(it);
-            complete_recv(r, m);
-            if (r.freed) release(handle_of(r));
-            return;
-        }
+void Engine::complete(Request& r, const comm::Completion& c) {
+    r.complete = true;
+    r.comm_id = 0;
+    if (r.is_send) {
+        if (c.status == comm::Status::peer_lost) r.status.MPI_ERROR = MPI_ERR_PROC_FAILED;
+        return;
     }
-    if (m.buffer && unexpected_.size() >= max_views) { // copy, returning comm's buffer
-        m.copy.assign(m.data(), m.data() + m.size());
-        m.buffer.reset();
-        m.offset = 0;
+    switch (c.status) {
+    case comm::Status::success:
+    case comm::Status::truncated: {
+        const auto w = rank_of_.find(c.source);
+        const int world = w == rank_of_.end() ? -1 : w->second;
+        r.status.MPI_SOURCE = r.world ? CommInfo{0, 0, 0, 0, r.world}.rank_of_world(world) : world;
+        r.status.MPI_TAG = c.tag;
+        r.status.msgpass_bytes = c.bytes;
+        r.status.MPI_ERROR = c.status == comm::Status::truncated ? MPI_ERR_TRUNCATE : MPI_SUCCESS;
+        return;
     }
-    unexpected_.push_back(std::move(m));
+    case comm::Status::peer_lost:
+        r.status.MPI_SOURCE = r.peer;
+        r.status.MPI_TAG = r.tag;
+        r.status.MPI_ERROR = MPI_ERR_PROC_FAILED;
+        return;
+    case comm::Status::cancelled:
+        r.status.msgpass_cancelled = 1;
+        r.status.MPI_SOURCE = MPI_ANY_SOURCE;
+        r.status.MPI_TAG = MPI_ANY_TAG;
+        r.status.msgpass_bytes = 0;
+        return;
+    }
 }
 
 // ----------------------------------------------------------------------- progress
 
-void Engine::post_pump() {
-    while (true) {
-        auto posted = comm_->post_recv(comm::any_source, comm::any_tag);
-        if (!posted.done) {
-            pump_ = posted.id;
-            pump_posted_ = true;
-            return;
-        }
-        handle(std::move(*posted.done));
-    }
-}
-
 void Engine::lose(int rank, const std::string& reason) {
+    // comm fails the receives naming it and the sends waiting for it; the engine
+    // refuses new sends to it.
     lost_[rank] = reason;
-    for (auto it = posted_.begin(); it != posted_.end();) {
-        Request& r = **it;
-        if ((r.ctx == world_p2p || r.ctx == world_coll) && r.peer == rank) {
-            r.status.MPI_SOURCE = rank;
-            r.status.MPI_TAG = r.tag;
-            r.status.MPI_ERROR = MPI_ERR_PROC_FAILED;
-            r.complete = true;
-            it = posted_.erase(it);
-            if (r.freed) release(handle_of(r));
-        } else {
-            ++it;
-        }
-    }
-    for (auto& slot : table_) { // synchronous sends waiting for its answer
-        Request& r = *slot;
-        if (r.live && r.is_send && !r.complete && r.wants_ack && r.peer == rank && !r.comm_pending) {
-            r.status.MPI_ERROR = MPI_ERR_PROC_FAILED;
-            r.complete = true;
-        }
-    }
 }
 
 void Engine::handle(comm::Completion&& c) {
@@ -310,96 +243,31 @@ void Engine::handle(comm::Completion&& c) {
         if (c.status == comm::Status::peer_lost) lose(rank, c.error);
         return;
     }
-    if (c.status != comm::Status::success) return;
-    const auto rank = rank_of_.find(c.source);
-    if (rank == rank_of_.end()) return;
-    const int ctx = (c.tag >> tag_bits) & 7;
-    const int tag = c.tag & tag_mask;
-    if (ctx == ssend_ack) {
-        acks_.emplace(rank->second, static_cast<std::uint32_t>(tag));
-        for (auto& slot : table_) {
-            Request& r = *slot;
-            if (r.live && r.is_send && r.wants_ack && !r.complete && !r.comm_pending && r.peer == rank->second &&
-                r.ack_seq == static_cast<std::uint32_t>(tag)) {
-                r.complete = true;
-                acks_.erase({rank->second, r.ack_seq});
-                break;
-            }
-        }
-        return;
-    }
-    Incoming m;
-    m.ctx = ctx;
-    m.source = rank->second;
-    m.tag = tag;
-    m.buffer = std::move(c.buffer);
-    if (ctx == world_sync) {
-        if (!m.buffer || m.buffer->size() < sizeof m.seq || m.buffer->single() == nullptr) {
-            std::cerr << "msgpass-mpi: rank " << rank_ << ": dropped a synchronous message from rank " << m.source
-                      << " without its sequence\n";
-            return;
-        }
-        std::memcpy(&m.seq, m.buffer->single()->data(), sizeof m.seq);
-        m.offset = sizeof m.seq;
-        m.sync = true;
-        m.ctx = world_p2p;
-    } else if (ctx != world_p2p && ctx != world_coll) {
-        std::cerr << "msgpass-mpi: rank " << rank_ << ": dropped a message from rank " << m.source
-                  << " with unknown context " << ctx << "\n";
-        return;
-    }
-    if (m.buffer && m.buffer->single() == nullptr) { // not contiguous: copy it
-        m.copy.resize(m.buffer->size());
-        m.buffer->copy_to(m.copy);
-        m.copy.erase(m.copy.begin(), m.copy.begin() + static_cast<std::ptrdiff_t>(m.offset));
-        m.buffer.reset();
-        m.offset = 0;
-    }
-    deliver(std::move(m));
-}
-
-void Engine::send_completed(comm::Completion& done) {
-    for (auto it = sending_.begin(); it != sending_.end(); ++it) {
-        if (request(*it).comm_id != done.id) continue;
-        Request& r = request(*it);
-        r.comm_pending = false;
-        if (done.status == comm::Status::peer_lost) {
-            r.status.MPI_ERROR = MPI_ERR_PROC_FAILED;
-            r.complete = true;
-        } else if (!r.wants_ack || acks_.erase({r.peer, r.ack_seq}) != 0) { // (an answer may come before)
-            r.complete = true;
-        }
-        if (r.complete && r.freed) release(*it);
-        sending_.erase(it);
-        return;
-    }
+    const auto it = inflight_.find(c.id);
+    if (it == inflight_.end()) return;
+    const MPI_Request h = it->second;
+    inflight_.erase(it);
+    Request& r = *table_[static_cast<std::size_t>(h) - 1];
+    complete(r, c);
+    if (r.freed && !r.schedule) release(h);
 }
 
 void Engine::progress() {
     step_schedules();
     if (!comm_ || leader_) return; // the leader takes what comes (block_once)
     try {
-        if (!sending_.empty()) {
-            std::vector<comm::RequestId> ids;
-            for (MPI_Request h : sending_)
-                ids.push_back(request(h).comm_id);
-            for (auto& done : comm_->test_some(ids))
-                send_completed(done);
-        }
-        for (int i = 0; i < 256 && pump_posted_; ++i) {
-            auto done = comm_->test(pump_);
-            if (!done) break;
-            pump_posted_ = false;
-            handle(std::move(*done));
-            post_pump();
-        }
-        if (++progress_calls_ % 16 == 0 && !sentinels_.empty()) {
-            std::vector<comm::RequestId> ids;
+        std::vector<comm::RequestId> ids;
+        ids.reserve(inflight_.size() + sentinels_.size());
+        for (const auto& [id, _] : inflight_)
+            ids.push_back(id);
+        if (++progress_calls_ % 16 == 0)
             for (const auto& [id, _] : sentinels_)
                 ids.push_back(id);
+        if (ids.empty())
+            comm_->progress();
+        else
             for (auto& done : comm_->test_some(ids))
                 handle(std::move(done));
-        }
     } catch (const PeerLost&) {
         throw;
     } catch (const Error& e) { // a malformed message: comm dropped it, the rest goes on
@@ -408,53 +276,48 @@ void Engine::progress() {
     step_schedules();
 }
 
+template <class Wait>
+bool Engine::as_leader(Wait&& wait) {
+    if (lock_ == nullptr) {
+        wait();
+        return true;
+    }
+    if (leader_) { // another thread waits in comm: wait for its turn to end
+        turn_.wait_for(*lock_, slice);
+        return false;
+    }
+    // The others may post (comm is thread-safe) but take nothing from comm
+    // meanwhile (progress), so that no id waited for here is collected by them.
+    leader_ = true;
+    lock_->unlock();
+    try {
+        wait();
+    } catch (...) {
+        lock_->lock();
+        leader_ = false;
+        turn_.notify_all();
+        throw;
+    }
+    lock_->lock();
+    leader_ = false;
+    turn_.notify_all();
+    return true;
+}
+
 void Engine::block_once() {
     if (!comm_) return;
-    if (lock_ != nullptr && leader_) { // another thread waits in comm: wait for its turn to end
-        turn_.wait_for(*lock_, slice);
-        return;
-    }
     std::vector<comm::RequestId> ids;
-    if (pump_posted_) ids.push_back(pump_);
+    ids.reserve(inflight_.size() + sentinels_.size());
+    for (const auto& [id, _] : inflight_)
+        ids.push_back(id);
     for (const auto& [id, _] : sentinels_)
         ids.push_back(id);
-    // A collective's send that completes may let its next round start: it wakes the
-    // wait too (a send a program waits for is in sending_ as well).
-    for (MPI_Request h : sending_)
-        ids.push_back(request(h).comm_id);
     if (ids.empty()) return;
     try {
         std::vector<comm::Completion> completions;
-        if (lock_ != nullptr) {
-            // The others may post (comm is thread-safe) but take nothing from comm
-            // meanwhile (progress), so that no id waited for here is collected by them.
-            leader_ = true;
-            lock_->unlock();
-            try {
-                completions = comm_->wait_some(ids, slice);
-            } catch (...) {
-                lock_->lock();
-                leader_ = false;
-                turn_.notify_all();
-                throw;
-            }
-            lock_->lock();
-            leader_ = false;
-            turn_.notify_all();
-        } else {
-            completions = comm_->wait_some(ids, slice);
-        }
-        for (auto& done : completions) {
-            if (pump_posted_ && done.id == pump_) {
-                pump_posted_ = false;
-                handle(std::move(done));
-                post_pump();
-            } else if (sentinels_.count(done.id) != 0) {
-                handle(std::move(done));
-            } else {
-                send_completed(done);
-            }
-        }
+        if (!as_leader([&] { completions = comm_->wait_some(ids, slice); })) return;
+        for (auto& done : completions)
+            handle(std::move(done));
     } catch (const PeerLost&) {
         throw;
     } catch (const Error& e) {
@@ -462,12 +325,18 @@ void Engine::block_once() {
     }
 }
 
-// A receive that only this thread could satisfy (from itself, or on MPI_COMM_SELF, or
-// in a world of one) and did not find its message would wait forever: an error.
+// A request that only this thread could complete (a receive from itself, or on a
+// communicator of one; a synchronous send to itself) and did not complete would
+// wait forever: an error.
 void Engine::check_can_arrive(const Request& r) const {
-    if (r.complete || r.is_send || r.schedule || lock_ != nullptr) return; // (another thread may send it)
-    const bool only_self =
-        r.ctx == self_p2p || r.ctx == self_coll || world_size() == 1 || (r.peer == rank_ && r.peer != MPI_ANY_SOURCE);
+    if (r.complete || r.schedule || lock_ != nullptr) return; // (another thread may send it)
+    if (r.is_send) {
+        if (r.sync_to_self)
+            throw MpiError(MPI_ERR_OTHER, "a synchronous send to this rank itself with no matching receive "
+                                          "posted would never complete");
+        return;
+    }
+    const bool only_self = r.size == 1 || (r.peer == r.rank && r.peer != MPI_ANY_SOURCE);
     if (only_self)
         throw MpiError(MPI_ERR_OTHER, "a receive from this rank itself (source " + std::to_string(r.peer) + ", tag " +
                                           std::to_string(r.tag) + ") with no matching message would wait forever");
@@ -563,14 +432,11 @@ int Engine::wait_any(int count, MPI_Request* requests) {
 
 void Engine::free_request(MPI_Request* handle) {
     Request& r = request(*handle);
-    if (r.schedule && !r.complete) {
-        r.freed = true; // released when its schedule completes
-    } else if (r.complete) {
+    if (r.complete) {
         release(*handle);
     } else {
-        // A pending send is released by progress when comm accepted it; a posted
-        // receive stays posted and still takes the message it matches (MPI 3.1, 3.7.3),
-        // released then.
+        // Released when it completes: a freed send is still delivered, and a freed
+        // posted receive still takes the message it matches (MPI 3.1, 3.7.3).
         r.freed = true;
     }
     *handle = MPI_REQUEST_NULL;
@@ -584,40 +450,46 @@ bool Engine::cancel(MPI_Request handle) {
         throw MpiError(MPI_ERR_UNSUPPORTED_OPERATION,
                        "cancelling a send is not provided (its message may already be with the receiver)");
     }
-    if (r.complete) return false;
-    posted_.remove(&r);
-    r.status.msgpass_cancelled = 1;
-    r.status.MPI_SOURCE = MPI_ANY_SOURCE;
-    r.status.MPI_TAG = MPI_ANY_TAG;
-    r.status.msgpass_bytes = 0;
-    r.complete = true;
+    if (r.complete || !comm_->cancel(r.comm_id)) return false; // taken already: it completes with its message
+    const comm::RequestId id = r.comm_id;
+    if (auto done = comm_->test(id)) this->handle(std::move(*done));
     return true;
 }
 
 // ----------------------------------------------------------------------- probe
 
 bool Engine::iprobe(const CommInfo& c, int source, int tag, MPI_Status* status) {
-    progress();
-    const Incoming* m = find_unexpected(c.p2p, source, tag);
-    if (m == nullptr) return false;
-    if (status != MPI_STATUS_IGNORE) *status = MPI_Status{m->source, m->tag, MPI_SUCCESS, 0, m->size()};
+    step_schedules();
+    const NodeId node = source == MPI_ANY_SOURCE ? comm::any_source : node_of(c, source);
+    const auto found = comm_->iprobe(context(c.p2p), node, tag);
+    step_schedules();
+    if (!found) return false;
+    if (status != MPI_STATUS_IGNORE) {
+        const auto w = rank_of_.find(found->source);
+        const int rank = c.rank_of_world(w == rank_of_.end() ? -1 : w->second);
+        *status = MPI_Status{rank, found->tag, MPI_SUCCESS, 0, found->size};
+    }
     return true;
 }
 
 void Engine::probe(const CommInfo& c, int source, int tag, MPI_Status* status) {
     Request wanted; // not in the table: describes what is waited for
-    wanted.ctx = c.p2p;
     wanted.peer = source;
     wanted.tag = tag;
+    wanted.size = c.size;
+    wanted.rank = c.rank;
+    const NodeId node = source == MPI_ANY_SOURCE ? comm::any_source : node_of(c, source);
     progress();
-    while (find_unexpected(c.p2p, source, tag) == nullptr) {
-        if (source != MPI_ANY_SOURCE && c.p2p == world_p2p && lost_.count(source) != 0)
-            throw MpiError(MPI_ERR_PROC_FAILED, "rank " + std::to_string(source) + " was lost: " + lost_[source]);
+    while (!iprobe(c, source, tag, status)) {
+        if (source != MPI_ANY_SOURCE && lost_.count(c.world_rank(source)) != 0)
+            throw MpiError(MPI_ERR_PROC_FAILED,
+                           "rank " + std::to_string(source) + " was lost: " + lost_[c.world_rank(source)]);
         check_can_arrive(wanted);
-        block_once();
+        // Waits in comm for the message itself (a wait for requests would not wake
+        // when it comes); the schedules move when it returns.
+        (void)as_leader([&] { (void)comm_->probe(context(c.p2p), node, tag, slice); });
         progress();
     }
-    (void)iprobe(c, source, tag, status);
 }
 
 // ----------------------------------------------------------------------- collectives' transfers
@@ -689,7 +561,7 @@ MPI_Request Engine::start(std::unique_ptr<Schedule> schedule) {
     // Every rank numbers the collectives of a communicator alike (MPI: all call them
     // in the same order), so concurrent ones never take each other's messages. Tags
     // from 2^27 up: the blocking collectives of collectives.cpp use small ones.
-    std::uint32_t& seq = schedule->comm.coll == self_coll ? self_coll_seq_ : world_coll_seq_;
+    std::uint32_t& seq = coll_seq_[schedule->comm.coll];
     schedule->tag = (1 << 27) | static_cast<int>(seq++ & ((1U << 27) - 1));
     const MPI_Request h = new_request();
     Request& r = request(h);
@@ -794,11 +666,6 @@ void Engine::finalize() {
     for (const auto& [id, _] : sentinels_)
         if (comm_->cancel(id)) (void)comm_->test(id);
     sentinels_.clear();
-    if (pump_posted_) {
-        (void)comm_->cancel(pump_);
-        (void)comm_->test(pump_); // cancelled, or a message nobody will receive
-    }
-    pump_posted_ = false;
     const bool flushed = comm_->flush(finalize_flush);
     if (!flushed)
         std::cerr << "msgpass-mpi: rank " << rank_ << ": MPI_Finalize: messages were still not handed to their "

@@ -1,9 +1,11 @@
 // The engine of msgpass's MPI (docs/mpi.md): one per process, made by MPI_Init. It
-// keeps MPI's matching (communicator context, source, tag, wildcards) itself over one
-// zero-copy receive of comm that is always posted for any source and any tag, so
-// that MPI_ANY_TAG never takes a collective's message, a rank can send to itself and
-// MPI_COMM_SELF needs no node. Sends go through comm::Communicator::post_send.
-// Progress is made by the calling thread (with MPI_THREAD_MULTIPLE, under one lock).
+// is translation: MPI's matching (communicator context, source, tag, wildcards) is
+// comm::Communicator's own, each MPI communicator having two contexts of comm (point
+// to point, collectives) carried in the envelope, so that MPI_ANY_TAG never takes a
+// collective's message. Receives, probes and sends go straight to comm (a rank's
+// messages to itself too); the engine keeps the requests' handles, no queue of
+// messages. Progress is made by the calling thread (with MPI_THREAD_MULTIPLE, under
+// one lock).
 #pragma once
 
 #include <msgpass/comm.hpp>
@@ -13,14 +15,12 @@
 #include <condition_variable>
 #include <cstddef>
 #include <cstdint>
-#include <deque>
-#include <list>
 #include <map>
 #include <memory>
 #include <mutex>
-#include <set>
 #include <stdexcept>
 #include <string>
+#include <unordered_map>
 #include <vector>
 
 namespace msgpass::mpi {
@@ -36,18 +36,18 @@ private:
     int code_;
 };
 
-// The comm tag of a message: context in bits 28..30, the MPI tag below.
-enum Context : int {
+// The comm contexts of the predefined communicators; a communicator made at run
+// time takes the next free pair (point to point, then collectives), agreed by its
+// members. The sentinel context is never sent: a receive per peer is posted in it
+// only to learn of the peer's loss.
+enum ContextId : int {
     world_p2p = 0,
     world_coll = 1,
     self_p2p = 2,
     self_coll = 3,
-    ssend_ack = 4,  // the receiver's answer to an MPI_Ssend: tag = the sender's sequence
-    world_sync = 5, // world_p2p sent by MPI_Ssend: the payload starts with 8 bytes of sequence
-    sentinel = 7,   // never sent: a receive per peer posted only to learn of its loss
+    first_free_context = 4,
+    sentinel_context = 0xffff,
 };
-inline constexpr int tag_bits = 28;
-inline constexpr int tag_mask = (1 << tag_bits) - 1;
 
 // What a communicator handle stands for.
 struct CommInfo {
@@ -55,6 +55,11 @@ struct CommInfo {
     int rank = 0;
     int p2p = world_p2p;
     int coll = world_coll;
+    // The world rank of each rank; null: the identity (MPI_COMM_WORLD).
+    std::shared_ptr<const std::vector<int>> world;
+    [[nodiscard]] int world_rank(int r) const { return world ? (*world)[static_cast<std::size_t>(r)] : r; }
+    // The rank of world rank w here, or -1 when it is not a member.
+    [[nodiscard]] int rank_of_world(int w) const;
 };
 
 // A collective as a schedule of rounds (docs/mpi.md, *How it works*): a
@@ -111,33 +116,17 @@ private:
 struct Request {
     bool live = false; // a handle the application holds (or a freed send comm still has)
     bool is_send = false;
+    bool sync_to_self = false; // MPI_Ssend to this rank itself: completes when a receive takes it
     bool complete = false;
     bool freed = false; // MPI_Request_free while pending: released when it completes
-    int ctx = 0;
-    int peer = 0; // receive: the wanted source (or MPI_ANY_SOURCE); send: the destination
-    int tag = 0;  // receive: the wanted tag (or MPI_ANY_TAG)
-    std::byte* buf = nullptr;
-    std::size_t capacity = 0;
-    comm::RequestId comm_id = 0; // a send comm has not accepted yet
-    bool comm_pending = false;
-    bool wants_ack = false; // MPI_Ssend: complete when the receiver matched it
-    std::uint32_t ack_seq = 0;
+    int peer = 0;       // receive: the wanted source (or MPI_ANY_SOURCE); send: the destination
+    int tag = 0;        // receive: the wanted tag (or MPI_ANY_TAG)
+    int size = 1;       // of the communicator (a receive that only this rank could satisfy)
+    int rank = 0;
+    std::shared_ptr<const std::vector<int>> world; // the communicator's (CommInfo::world)
+    comm::RequestId comm_id = 0;                   // comm's request while pending
     MPI_Status status{};
     std::unique_ptr<Schedule> schedule; // a collective's request
-};
-
-// A message that arrived (or was sent to this rank by itself) and no receive took yet.
-struct Incoming {
-    int ctx = 0;
-    int source = 0;
-    int tag = 0;
-    bool sync = false;
-    std::uint32_t seq = 0;
-    BufferPtr buffer;            // a view of comm's receive buffer, or
-    std::vector<std::byte> copy; // a copy (messages to self, and once many wait)
-    std::size_t offset = 0;      // bytes of buffer before the payload (the Ssend sequence)
-    [[nodiscard]] std::size_t size() const;
-    [[nodiscard]] const std::byte* data() const;
 };
 
 class Engine {
@@ -152,6 +141,22 @@ public:
     [[nodiscard]] int world_rank() const noexcept { return rank_; }
     [[nodiscard]] int world_size() const noexcept { return static_cast<int>(nodes_.size()); }
     [[nodiscard]] CommInfo info(MPI_Comm comm) const; // throws MPI_ERR_COMM
+
+    // Communicators made at run time (docs/mpi.md, *Communicators*). Each is
+    // collective over comm: every member calls it, in the same order. Their contexts
+    // are agreed by the members themselves: the largest next free context among them
+    // (an allreduce, or the allgather of the split), so no two communicators that
+    // share a member ever share a context.
+    MPI_Comm dup(MPI_Comm comm);
+    // MPI_COMM_NULL where color is MPI_UNDEFINED; ranks ordered by key, then by rank in comm.
+    MPI_Comm split(MPI_Comm comm, int color, int key);
+    // world: the world ranks of the new communicator's ranks (a subset of comm's, in
+    // the group's order); MPI_COMM_NULL on the ranks not in it.
+    MPI_Comm create(MPI_Comm comm, const std::vector<int>& world);
+    void free_comm(MPI_Comm comm); // throws MPI_ERR_COMM for the predefined ones
+    // The world ranks of comm's ranks, in rank order.
+    [[nodiscard]] std::vector<int> members(MPI_Comm comm) const;
+    std::string& name(MPI_Comm comm);
 
     // Point to point; counts in bytes, ranks of the communicator.
     MPI_Request isend(const CommInfo& c, int dest, int tag, const void* buf, std::size_t bytes, bool sync);
@@ -195,19 +200,22 @@ public:
 private:
     Request& request(MPI_Request handle);
     MPI_Request new_request();
-    MPI_Request handle_of(const Request& r) const; // a freed request's handle (a search: rare)
     void release(MPI_Request handle);
-    void deliver(Incoming&& message);
-    void complete_recv(Request& r, Incoming& message);
-    void send_ack(int source, std::uint32_t seq);
-    Incoming* find_unexpected(int ctx, int source, int tag);
+    [[nodiscard]] NodeId node_of(const CommInfo& c, int rank) const {
+        return nodes_[static_cast<std::size_t>(c.world_rank(rank))];
+    }
+    // Fills r from comm's completion of its request.
+    void complete(Request& r, const comm::Completion& c);
     void progress();
     void step_schedules();
     void step(Request& r);
     void post_transfer(Schedule& s, const Transfer& t);
-    void send_completed(comm::Completion& done);
     void handle(comm::Completion&& c);
-    void post_pump();
+    // Runs wait (which must not touch the engine) as the thread that waits in comm:
+    // with MPI_THREAD_MULTIPLE, without lock_, one thread at a time; false when
+    // another thread is that one (then this one waited for its turn to end).
+    template <class Wait>
+    bool as_leader(Wait&& wait);
     void block_once();
     void lose(int rank, const std::string& reason);
     void check_can_arrive(const Request& r) const;
@@ -219,25 +227,27 @@ private:
     std::vector<NodeId> nodes_; // rank -> node id
     std::map<NodeId, int> rank_of_;
     int rank_ = 0;
+    std::shared_ptr<const std::vector<int>> self_world_; // MPI_COMM_SELF's ranks: this one
     std::vector<std::unique_ptr<Request>> table_;
     std::vector<MPI_Request> free_;
-    std::list<Request*> posted_; // receives, in post order
-    std::deque<Incoming> unexpected_;
-    std::vector<MPI_Request> sending_; // sends comm has not accepted yet
-    std::set<std::pair<int, std::uint32_t>> acks_;
-    std::map<int, std::string> lost_; // rank -> reason
+    std::unordered_map<comm::RequestId, MPI_Request> inflight_; // comm's pending requests
+    std::map<int, std::string> lost_;                           // rank -> reason
     std::map<comm::RequestId, int> sentinels_;
-    comm::RequestId pump_ = 0;
-    bool pump_posted_ = false;
-    std::uint32_t next_seq_ = 0;
     unsigned progress_calls_ = 0;
     std::vector<MPI_Request> active_; // collectives' requests not complete yet
     bool stepping_ = false;
     std::recursive_mutex* lock_ = nullptr;
     std::condition_variable_any turn_;
-    bool leader_ = false; // a thread waits in the communicator without lock_
-    std::uint32_t world_coll_seq_ = 0;
-    std::uint32_t self_coll_seq_ = 0;
+    bool leader_ = false;                   // a thread waits in the communicator without lock_
+    std::map<int, std::uint32_t> coll_seq_; // per collective context: the next collective's number
+    // The communicators: the predefined ones and those made at run time.
+    std::map<MPI_Comm, CommInfo> comms_;
+    std::map<MPI_Comm, std::string> names_;
+    MPI_Comm next_comm_ = MPI_COMM_SELF + 1;
+    int next_context_ = first_free_context; // the first context no communicator of this rank took
+    MPI_Comm add_comm(CommInfo info);
+    // The context pair of a new communicator: base (agreed), and what this rank takes next.
+    int take_contexts(int base);
 };
 
 // Collectives (collectives.cpp), over Engine::send_bytes/recv_bytes.

@@ -114,7 +114,12 @@ int MPI_Comm_set_errhandler(MPI_Comm comm, MPI_Errhandler handler) {
         if (handler != MPI_ERRORS_ARE_FATAL && handler != MPI_ERRORS_RETURN)
             throw MpiError(MPI_ERR_ARG, "invalid error handler " + std::to_string(handler) +
                                             " (MPI_ERRORS_ARE_FATAL and MPI_ERRORS_RETURN are provided)");
-        (comm == MPI_COMM_SELF ? self_handler : world_handler) = handler;
+        if (comm == MPI_COMM_SELF)
+            self_handler = handler;
+        else if (comm == MPI_COMM_WORLD)
+            world_handler = handler;
+        else
+            comm_handlers[comm] = handler;
         return MPI_SUCCESS;
     });
 }
@@ -122,7 +127,7 @@ int MPI_Comm_set_errhandler(MPI_Comm comm, MPI_Errhandler handler) {
 int MPI_Comm_get_errhandler(MPI_Comm comm, MPI_Errhandler* handler) {
     return guarded("MPI_Comm_get_errhandler", comm, [&] {
         (void)engine->info(comm);
-        *handler = comm == MPI_COMM_SELF ? self_handler : world_handler;
+        *handler = handler_of(comm);
         return MPI_SUCCESS;
     });
 }

@@ -194,6 +194,119 @@ TEST_P(CommConformance, AMessageGoesToTheEarliestPostedMatchingReceiveThoughABlo
     EXPECT_FALSE(b.iprobe(any_source, any_tag).has_value());
 }
 
+// MPI: a message of one communicator (context) never matches a receive of another,
+// whatever its wildcards; the context travels in the envelope (not in tag bits), so
+// every tag is free in every context.
+TEST_P(CommConformance, AContextIsMatchedExactlySoAWildcardReceiveOfAnotherContextNeverTakesTheMessage) {
+    auto c = make(2);
+    auto fa = NodeFactory::create(c, 1);
+    auto fb = NodeFactory::create(c, 2);
+    Communicator a(*fa, c), b(*fb, c);
+    Pump pump(a);
+    const comm::Context one{1}, two{2};
+    a.send(one, 2, 7, bytes_of("in-one"));
+    a.send(two, 2, 7, bytes_of("in-two"));
+    a.send(2, 7, bytes_of("in-default"));
+    // A wildcard receive of context two takes the message of two, though the one of
+    // context one came first.
+    auto m = b.recv(two, any_source, any_tag, patience);
+    ASSERT_TRUE(m.has_value());
+    EXPECT_EQ(text_of(*m->buffer), "in-two");
+    EXPECT_EQ(m->context, two);
+    EXPECT_EQ(m->tag, 7);
+    // Probe sees context one's message in one only; the calls without a context use
+    // Context{0}.
+    auto e = b.probe(one, any_source, any_tag, patience);
+    ASSERT_TRUE(e.has_value());
+    EXPECT_EQ(e->context, one);
+    EXPECT_EQ(e->size, 6u);
+    EXPECT_EQ(recv_text(b, any_source, any_tag), "in-default");
+    std::array<std::byte, 16> into{};
+    auto posted = b.post_recv(one, 1, 7, into);
+    auto done = posted.done ? std::move(posted.done) : b.wait(posted.id, patience);
+    ASSERT_TRUE(done.has_value());
+    EXPECT_EQ(done->context, one);
+    EXPECT_EQ(text_of(std::span<const std::byte>(into.data(), done->bytes)), "in-one");
+    EXPECT_FALSE(b.iprobe(one, any_source, any_tag).has_value());
+    EXPECT_FALSE(b.iprobe(two, any_source, any_tag).has_value());
+    // A large message (rendezvous) keeps its context too.
+    std::vector<std::byte> big(comm::Limits{}.eager_limit + 1, std::byte{0x5a});
+    const auto big_send = a.post_send(two, 2, 3, big);
+    EXPECT_FALSE(b.iprobe(one, any_source, any_tag).has_value());
+    auto got = b.recv(two, 1, 3, patience);
+    ASSERT_TRUE(got.has_value());
+    EXPECT_EQ(got->context, two);
+    EXPECT_EQ(got->buffer->size(), big.size());
+    if (!big_send.done) {
+        EXPECT_TRUE(a.wait(big_send.id, patience).has_value());
+    }
+}
+
+// MPI: a rank may send to itself; in a context, this node is a destination and a
+// source like a peer, matched in the same order as the messages from the nodes.
+TEST_P(CommConformance, AMessageToItselfInAContextIsMatchedLikeAPeersMessage) {
+    auto c = make(2);
+    auto fa = NodeFactory::create(c, 1);
+    Communicator a(*fa, c);
+    const comm::Context ctx{3};
+    const auto posted = a.post_recv(ctx, 1, 4);
+    ASSERT_FALSE(posted.done.has_value());
+    const auto sent = a.post_send(ctx, 1, 4, bytes_of("to-me"));
+    ASSERT_TRUE(sent.done.has_value()) << "a send to itself completes at once";
+    auto done = a.wait(posted.id, patience);
+    ASSERT_TRUE(done.has_value());
+    EXPECT_EQ(done->source, 1u);
+    EXPECT_EQ(text_of(*done->buffer), "to-me");
+    // Large ones go by a copy, not by rendezvous.
+    std::vector<std::byte> big(comm::Limits{}.eager_limit * 2, std::byte{7});
+    a.send(ctx, 1, 5, big);
+    auto m = a.recv(ctx, any_source, 5, patience);
+    ASSERT_TRUE(m.has_value());
+    EXPECT_EQ(m->buffer->size(), big.size());
+    // Not in the calls without a context: there oneself is not a peer.
+    EXPECT_THROW(a.send(1, 4, bytes_of("x")), UsageError);
+}
+
+// MPI_Ssend: a synchronous send completes only once a receive matched it, however
+// small the message, to a peer or to itself.
+TEST_P(CommConformance, ASynchronousSendCompletesOnlyOnceAReceiveMatchedIt) {
+    auto c = make(2);
+    auto fa = NodeFactory::create(c, 1);
+    auto fb = NodeFactory::create(c, 2);
+    Communicator a(*fa, c), b(*fb, c);
+    const comm::Context ctx{1};
+    const auto sent = a.post_ssend(ctx, 2, 9, bytes_of("sync"));
+    ASSERT_FALSE(sent.done.has_value());
+    // The receiver pulls the announcement but does not receive: the send waits.
+    const auto deadline = std::chrono::steady_clock::now() + patience;
+    while (!b.iprobe(ctx, 1, 9)) {
+        ASSERT_LT(std::chrono::steady_clock::now(), deadline);
+        a.progress();
+    }
+    EXPECT_FALSE(a.wait(sent.id, 50ms).has_value()) << "completed before the receiver matched it";
+    std::optional<comm::Message> m;
+    std::thread receiver([&] { m = b.recv(ctx, 1, 9, patience); });
+    auto done = a.wait(sent.id, patience);
+    receiver.join();
+    ASSERT_TRUE(done.has_value());
+    EXPECT_EQ(done->status, Status::success);
+    ASSERT_TRUE(m.has_value());
+    EXPECT_EQ(text_of(*m->buffer), "sync");
+    // To itself: completes when its own receive takes it; a cancelled one is taken back.
+    const auto self_sent = a.post_ssend(ctx, 1, 2, bytes_of("me"));
+    ASSERT_FALSE(self_sent.done.has_value());
+    EXPECT_FALSE(a.test(self_sent.id).has_value());
+    auto mine = a.recv(ctx, 1, 2, patience);
+    ASSERT_TRUE(mine.has_value());
+    auto self_done = a.test(self_sent.id);
+    ASSERT_TRUE(self_done.has_value());
+    EXPECT_EQ(self_done->status, Status::success);
+    const auto withdrawn = a.post_ssend(ctx, 1, 2, bytes_of("never"));
+    EXPECT_TRUE(a.cancel(withdrawn.id));
+    EXPECT_EQ(a.test(withdrawn.id)->status, Status::cancelled);
+    EXPECT_FALSE(a.iprobe(ctx, 1, 2).has_value());
+}
+
 // MPI: "a receive names a source or any, a tag or any".
 TEST_P(CommConformance, AnySourceAndAnyTagReceiveFromEverySourceAndTagAndNamedOnesOnlyTheirs) {
     auto c = make(3);

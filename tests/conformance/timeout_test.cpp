@@ -2,7 +2,7 @@
 // means "until it happens". A deadline computed as now + timeout overflows into the
 // past, so that the call returned at once (receive) or gave up at once (flush); these
 // tests make each call wait for an event that comes later, on every technology.
-#include "../support/bounded.hpp"
+#include "../support/threads.hpp"
 #include "../support/partition.hpp"
 
 #include <gtest/gtest.h>
@@ -22,7 +22,7 @@ constexpr auto forever = std::chrono::nanoseconds::max();
 constexpr auto patience = 10s; // the event comes within milliseconds
 
 // The event of each test comes once the thread that made the call sleeps in it (its
-// scheduler state, tests/support/bounded.hpp): a call that returned at once (the
+// scheduler state, tests/support/threads.hpp): a call that returned at once (the
 // overflow) never sleeps there, and then the event is caused while it has already
 // returned, which the test sees.
 struct Waiter {
@@ -31,7 +31,7 @@ struct Waiter {
     std::atomic<bool> caused_while_waiting{false};
 
     // On the calling thread, just before the call.
-    void entering() { tid = ::gettid(); }
+    void entering() { tid = this_thread_id(); }
     // On the thread that causes the event: true when the call was asleep in it then.
     void await_sleep() { caused_while_waiting = wait_until_asleep(tid, patience) && !returned; }
 };

@@ -42,7 +42,7 @@ using namespace std::chrono_literals;
 
 namespace {
 
-constexpr std::size_t envelope_size = 24;   // magic, version, kind, flags, tag, id, size
+constexpr std::size_t envelope_size = 24;   // magic, version, kind, context, tag, id, size
 constexpr std::uint32_t magic = 0x4d43504d; // "MPCM"
 constexpr std::uint8_t version = 1;
 constexpr std::uint8_t kind_rts = 3;
@@ -54,7 +54,7 @@ struct Envelope {
     std::uint32_t magic;
     std::uint8_t version;
     std::uint8_t kind;
-    std::uint16_t flags;
+    std::uint16_t context; // comm::Context
     std::int32_t tag;
     std::uint32_t id;
     std::uint64_t size;

@@ -6,15 +6,10 @@
 
 #include <msgpass/node.hpp>
 
-#include <atomic>
 #include <chrono>
-#include <fstream>
 #include <stdexcept>
 #include <string>
 #include <thread>
-
-#include <sys/types.h>
-#include <unistd.h>
 
 namespace msgpass::test {
 
@@ -35,29 +30,6 @@ bool eventually(Predicate&& holds, std::chrono::nanoseconds bound) {
         std::this_thread::sleep_for(std::chrono::milliseconds(1));
     }
     return true;
-}
-
-// The scheduler state of a thread of this process ('R' running, 'S' asleep in the
-// kernel, ...; '?' when it is gone), from /proc/self/task/TID/stat.
-inline char thread_state(pid_t tid) {
-    std::ifstream stat("/proc/self/task/" + std::to_string(tid) + "/stat");
-    std::string line;
-    if (!std::getline(stat, line)) return '?';
-    const auto paren = line.rfind(')'); // the name may hold spaces and parentheses
-    return paren == std::string::npos || paren + 2 >= line.size() ? '?' : line[paren + 2];
-}
-
-// Waits until the thread whose id `tid` holds (0 until that thread stored its
-// gettid()) is asleep in the kernel: a call it made is blocked waiting for an event,
-// which a test may now cause. "Later" as an event instead of a delay: a call that
-// returned at once never sleeps there. False when the bound passed first.
-inline bool wait_until_asleep(const std::atomic<pid_t>& tid, std::chrono::nanoseconds bound) {
-    return eventually(
-        [&] {
-            const pid_t t = tid.load();
-            return t != 0 && thread_state(t) == 'S';
-        },
-        bound);
 }
 
 // A retry loop gave up: its message names what it waited for.

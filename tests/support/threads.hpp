@@ -36,6 +36,19 @@ inline char thread_state(pid_t tid) {
     return stat[close + 2];
 }
 
+// Waits until the thread whose id `tid` holds (0 until that thread stored its
+// gettid()) is asleep in the kernel: a call it made is blocked waiting for an event,
+// which a test may now cause. "Later" as an event instead of a delay: a call that
+// returned at once never sleeps there. False when the bound passed first.
+inline bool wait_until_asleep(const std::atomic<pid_t>& tid, std::chrono::nanoseconds bound) {
+    return eventually(
+        [&] {
+            const pid_t t = tid.load();
+            return t != 0 && thread_state(t) == 'S';
+        },
+        bound);
+}
+
 // One round of wake_ups(): whether the message came, how long after the send began
 // the receive returned, and what went wrong ("" when nothing).
 struct WakeUp {

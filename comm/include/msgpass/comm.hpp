@@ -26,15 +26,23 @@ namespace msgpass::comm {
 using Tag = std::int32_t;
 using RequestId = std::uint64_t;
 
+// The context of a message (MPI's communicator context): carried in its envelope
+// and matched exactly, never by a wildcard, so that messages of one context are
+// never taken by a receive of another. The calls without one use Context{0}. A
+// distinct type, so that it is never mistaken for a node id or a tag.
+enum class Context : std::uint16_t {};
+
 // Wildcards of a receive or probe. A message's tag is never negative.
 inline constexpr NodeId any_source = std::numeric_limits<NodeId>::max();
 inline constexpr Tag any_tag = -1;
 
-// The envelope of a message: who sent it, with which tag, how many payload bytes.
+// The envelope of a message: its context, who sent it, with which tag, how many
+// payload bytes.
 struct Envelope {
     NodeId source = 0;
     Tag tag = 0;
     std::size_t size = 0;
+    Context context{};
 };
 
 // A received message: its envelope and its payload (a view into the layer's
@@ -43,6 +51,7 @@ struct Message {
     NodeId source = 0;
     Tag tag = 0;
     BufferPtr buffer;
+    Context context{};
 };
 
 // The bounds of a communicator. eager_limit and unexpected_limit are the keys of the
@@ -99,6 +108,7 @@ struct Completion {
     void* user = nullptr;  // the pointer given to the post
     BufferPtr buffer;      // receive without a span: the payload (zero-copy view)
     std::string error;     // peer_lost: the node's reason
+    Context context{};     // the message's context
 };
 
 // A post: the request's id, and its completion when the post completed at once (then
@@ -157,6 +167,10 @@ public:
     // negative tag or a dest that is not a peer, MessageTooLarge.
     void send(NodeId dest, Tag tag, std::span<const std::byte> bytes);
     void send(NodeId dest, Tag tag, BufferPtr&& payload);
+    // The same in a context (the calls above use Context{0}). Every call below that
+    // takes a Context matches in it alone. dest may be this node itself (self_id()):
+    // the message goes straight into its own matching, by a copy, whatever its size.
+    void send(Context context, NodeId dest, Tag tag, std::span<const std::byte> bytes);
 
     // A buffer for size payload bytes with room for the envelope in front (BMI's
     // memalloc): a send of it (send/post_send of the BufferPtr) writes its envelope in
@@ -170,10 +184,19 @@ public:
     // and nothing of it is left to receive.
     [[nodiscard]] std::optional<Message> recv(NodeId source, Tag tag,
                                               std::chrono::nanoseconds timeout = std::chrono::nanoseconds::max());
+    [[nodiscard]] std::optional<Message> recv(Context context, NodeId source, Tag tag,
+                                              std::chrono::nanoseconds timeout = std::chrono::nanoseconds::max());
 
     // Non-blocking posts. post_send copies bytes (or owns payload) at once.
     Posted post_send(NodeId dest, Tag tag, std::span<const std::byte> bytes, void* user = nullptr);
     Posted post_send(NodeId dest, Tag tag, BufferPtr&& payload, void* user = nullptr);
+    Posted post_send(Context context, NodeId dest, Tag tag, std::span<const std::byte> bytes, void* user = nullptr);
+    Posted post_send(Context context, NodeId dest, Tag tag, BufferPtr&& payload, void* user = nullptr);
+    // A synchronous send (MPI_Issend): it completes only once a receive at dest
+    // matched the message, whatever its size: it always goes by rendezvous (the data
+    // goes when the receiver cleared it), or, to this node itself, completes when a
+    // receive took it from the matching.
+    Posted post_ssend(Context context, NodeId dest, Tag tag, std::span<const std::byte> bytes, void* user = nullptr);
     // BMI's unexpected message: for a receiver that does not know who will talk to
     // it. It is never matched by post_recv/recv/probe; the receiver takes it with
     // test_unexpected/wait_unexpected. Completes like post_send. Throws
@@ -189,6 +212,8 @@ public:
     // was cancelled and collected), or into the layer's buffer (Completion::buffer).
     Posted post_recv(NodeId source, Tag tag, std::span<std::byte> into, void* user = nullptr);
     Posted post_recv(NodeId source, Tag tag, void* user = nullptr);
+    Posted post_recv(Context context, NodeId source, Tag tag, std::span<std::byte> into, void* user = nullptr);
+    Posted post_recv(Context context, NodeId source, Tag tag, void* user = nullptr);
 
     // The completion of a finished request, which retires it; nullopt while pending.
     // test makes progress once without blocking; wait blocks up to timeout. Throws
@@ -216,6 +241,8 @@ public:
     // iprobe makes progress once, probe waits up to timeout.
     std::optional<Envelope> iprobe(NodeId source, Tag tag);
     std::optional<Envelope> probe(NodeId source, Tag tag, std::chrono::nanoseconds timeout);
+    std::optional<Envelope> iprobe(Context context, NodeId source, Tag tag);
+    std::optional<Envelope> probe(Context context, NodeId source, Tag tag, std::chrono::nanoseconds timeout);
 
     // Makes progress once without blocking (tests and waits do it too).
     void progress();

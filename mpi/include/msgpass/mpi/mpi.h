@@ -25,6 +25,7 @@ typedef int MPI_Datatype;
 typedef int MPI_Op;
 typedef int MPI_Request;
 typedef int MPI_Errhandler;
+typedef int MPI_Group;
 typedef ptrdiff_t MPI_Aint;
 
 typedef struct MPI_Status {
@@ -40,6 +41,22 @@ typedef struct MPI_Status {
 #define MPI_COMM_NULL ((MPI_Comm)0)
 #define MPI_COMM_WORLD ((MPI_Comm)0x44000001)
 #define MPI_COMM_SELF ((MPI_Comm)0x44000002)
+/* MPI_Comm_compare and MPI_Group_compare */
+#define MPI_IDENT 0
+#define MPI_CONGRUENT 1
+#define MPI_SIMILAR 2
+#define MPI_UNEQUAL 3
+#define MPI_MAX_OBJECT_NAME 64
+
+/* Groups */
+#define MPI_GROUP_NULL ((MPI_Group)0)
+#define MPI_GROUP_EMPTY ((MPI_Group)0x48000001)
+
+/* Predefined attributes (MPI_Comm_get_attr) */
+#define MPI_TAG_UB 0x64400001
+#define MPI_HOST 0x64400002
+#define MPI_IO 0x64400003
+#define MPI_WTIME_IS_GLOBAL 0x64400004
 
 /* Datatypes: the low byte is the size of one element. */
 #define MPI_DATATYPE_NULL ((MPI_Datatype)0)
@@ -78,7 +95,7 @@ typedef struct MPI_Status {
 #define MPI_ANY_TAG (-1)
 #define MPI_PROC_NULL (-2)
 #define MPI_UNDEFINED (-32766)
-#define MPI_TAG_UB_VALUE 0x0fffffff /* the largest tag (attributes are not provided) */
+#define MPI_TAG_UB_VALUE 0x0fffffff /* the largest tag, also the value of the MPI_TAG_UB attribute */
 #define MPI_STATUS_IGNORE ((MPI_Status*)0)
 #define MPI_STATUSES_IGNORE ((MPI_Status*)0)
 #define MPI_IN_PLACE ((void*)1)
@@ -136,6 +153,25 @@ int MPI_Get_version(int* version, int* subversion);
 int MPI_Query_thread(int* provided);
 int MPI_Comm_rank(MPI_Comm comm, int* rank);
 int MPI_Comm_size(MPI_Comm comm, int* size);
+int MPI_Comm_dup(MPI_Comm comm, MPI_Comm* newcomm);
+int MPI_Comm_split(MPI_Comm comm, int color, int key, MPI_Comm* newcomm);
+int MPI_Comm_create(MPI_Comm comm, MPI_Group group, MPI_Comm* newcomm);
+int MPI_Comm_free(MPI_Comm* comm);
+int MPI_Comm_compare(MPI_Comm comm1, MPI_Comm comm2, int* result);
+int MPI_Comm_group(MPI_Comm comm, MPI_Group* group);
+int MPI_Comm_set_name(MPI_Comm comm, const char* comm_name);
+int MPI_Comm_get_name(MPI_Comm comm, char* comm_name, int* resultlen);
+int MPI_Comm_get_attr(MPI_Comm comm, int comm_keyval, void* attribute_val, int* flag);
+int MPI_Group_size(MPI_Group group, int* size);
+int MPI_Group_rank(MPI_Group group, int* rank);
+int MPI_Group_incl(MPI_Group group, int n, const int ranks[], MPI_Group* newgroup);
+int MPI_Group_excl(MPI_Group group, int n, const int ranks[], MPI_Group* newgroup);
+int MPI_Group_union(MPI_Group group1, MPI_Group group2, MPI_Group* newgroup);
+int MPI_Group_intersection(MPI_Group group1, MPI_Group group2, MPI_Group* newgroup);
+int MPI_Group_difference(MPI_Group group1, MPI_Group group2, MPI_Group* newgroup);
+int MPI_Group_translate_ranks(MPI_Group group1, int n, const int ranks1[], MPI_Group group2, int ranks2[]);
+int MPI_Group_compare(MPI_Group group1, MPI_Group group2, int* result);
+int MPI_Group_free(MPI_Group* group);
 int MPI_Comm_set_errhandler(MPI_Comm comm, MPI_Errhandler errhandler);
 int MPI_Comm_get_errhandler(MPI_Comm comm, MPI_Errhandler* errhandler);
 int MPI_Error_string(int errorcode, char* string, int* resultlen);

@@ -1,0 +1,139 @@
+// Communicators made at run time (MPI_Comm_dup, _split, _create, _free): each is a
+// pair of the communicator's contexts and the world ranks of its members; the
+// contexts are agreed by the members themselves, with no central server
+// (engine.hpp, docs/mpi.md, *Communicators*).
+#include "engine.hpp"
+
+#include <algorithm>
+#include <array>
+#include <numeric>
+
+namespace msgpass::mpi {
+
+namespace {
+
+// comm::Context is 16 bits; the last one is the sentinels'.
+constexpr int last_context = sentinel_context - 1;
+
+} // namespace
+
+CommInfo Engine::info(MPI_Comm comm) const {
+    if (comm == MPI_COMM_WORLD) return CommInfo{world_size(), rank_, world_p2p, world_coll, nullptr};
+    if (comm == MPI_COMM_SELF) return CommInfo{1, 0, self_p2p, self_coll, self_world_};
+    const auto it = comms_.find(comm);
+    if (it == comms_.end())
+        throw MpiError(MPI_ERR_COMM, comm == MPI_COMM_NULL
+                                         ? std::string("the communicator is MPI_COMM_NULL")
+                                         : "invalid communicator " + std::to_string(comm) + " (never made, or freed)");
+    return it->second;
+}
+
+std::vector<int> Engine::members(MPI_Comm comm) const {
+    const CommInfo c = info(comm);
+    if (c.world) return *c.world;
+    std::vector<int> all(static_cast<std::size_t>(c.size));
+    std::iota(all.begin(), all.end(), 0);
+    return all;
+}
+
+std::string& Engine::name(MPI_Comm comm) {
+    (void)info(comm);
+    auto [it, fresh] = names_.try_emplace(comm);
+    if (fresh && comm == MPI_COMM_WORLD) it->second = "MPI_COMM_WORLD";
+    if (fresh && comm == MPI_COMM_SELF) it->second = "MPI_COMM_SELF";
+    return it->second;
+}
+
+int Engine::take_contexts(int base) {
+    if (base + 1 > last_context)
+        throw MpiError(MPI_ERR_INTERN, "no context left for a new communicator (" + std::to_string(last_context) +
+                                           " contexts, two per communicator, are not reused)");
+    next_context_ = base + 2;
+    return base;
+}
+
+MPI_Comm Engine::add_comm(CommInfo c) {
+    const MPI_Comm handle = next_comm_++;
+    comms_.emplace(handle, std::move(c));
+    return handle;
+}
+
+MPI_Comm Engine::dup(MPI_Comm comm) {
+    CommInfo c = info(comm);
+    int mine = next_context_;
+    int agreed = 0;
+    run(allreduce_schedule(c, &mine, &agreed, 1, MPI_INT, MPI_MAX));
+    const int base = take_contexts(agreed);
+    c.p2p = base;
+    c.coll = base + 1;
+    if (!c.world) c.world = std::make_shared<const std::vector<int>>(members(comm));
+    return add_comm(std::move(c));
+}
+
+MPI_Comm Engine::split(MPI_Comm comm, int color, int key) {
+    const CommInfo c = info(comm);
+    // Every rank learns every rank's color and key, and the largest next free
+    // context among them: one allgather.
+    const std::array<int, 3> own{color, key, next_context_};
+    std::vector<std::array<int, 3>> all(static_cast<std::size_t>(c.size));
+    const std::vector<std::size_t> sizes(all.size(), sizeof own);
+    std::vector<std::size_t> displs(all.size());
+    for (std::size_t i = 0; i < displs.size(); ++i)
+        displs[i] = i * sizeof own;
+    run(allgatherv_schedule(c, own.data(), all.data(), sizes, displs));
+    int agreed = 0;
+    for (const auto& a : all)
+        agreed = std::max(agreed, a[2]);
+    const int base = take_contexts(agreed); // one pair for every color: their members never meet in it
+    if (color == MPI_UNDEFINED) return MPI_COMM_NULL;
+    std::vector<int> ranks; // of comm, with this color, ordered by key then rank
+    for (int r = 0; r < c.size; ++r)
+        if (all[static_cast<std::size_t>(r)][0] == color) ranks.push_back(r);
+    std::stable_sort(ranks.begin(), ranks.end(), [&](int a, int b) {
+        return all[static_cast<std::size_t>(a)][1] < all[static_cast<std::size_t>(b)][1];
+    });
+    auto world = std::make_shared<std::vector<int>>();
+    CommInfo n;
+    n.size = static_cast<int>(ranks.size());
+    for (std::size_t i = 0; i < ranks.size(); ++i) {
+        world->push_back(c.world_rank(ranks[i]));
+        if (ranks[i] == c.rank) n.rank = static_cast<int>(i);
+    }
+    n.p2p = base;
+    n.coll = base + 1;
+    n.world = std::move(world);
+    return add_comm(std::move(n));
+}
+
+MPI_Comm Engine::create(MPI_Comm comm, const std::vector<int>& world) {
+    const CommInfo c = info(comm);
+    for (int w : world)
+        if (c.rank_of_world(w) < 0)
+            throw MpiError(MPI_ERR_GROUP, "the group holds world rank " + std::to_string(w) +
+                                              ", which is not a member of the communicator");
+    int mine = next_context_;
+    int agreed = 0;
+    run(allreduce_schedule(c, &mine, &agreed, 1, MPI_INT, MPI_MAX));
+    const int base = take_contexts(agreed);
+    const auto self = std::find(world.begin(), world.end(), c.world_rank(c.rank));
+    if (self == world.end()) return MPI_COMM_NULL;
+    CommInfo n;
+    n.size = static_cast<int>(world.size());
+    n.rank = static_cast<int>(self - world.begin());
+    n.p2p = base;
+    n.coll = base + 1;
+    n.world = std::make_shared<const std::vector<int>>(world);
+    return add_comm(std::move(n));
+}
+
+void Engine::free_comm(MPI_Comm comm) {
+    if (comm == MPI_COMM_WORLD || comm == MPI_COMM_SELF)
+        throw MpiError(MPI_ERR_COMM, "MPI_COMM_WORLD and MPI_COMM_SELF cannot be freed");
+    (void)info(comm);
+    // Its contexts are not reused: a message of it still on its way can never match
+    // a receive of a later communicator.
+    comms_.erase(comm);
+    names_.erase(comm);
+}
+
+} // namespace msgpass::mpi
