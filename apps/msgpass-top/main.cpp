@@ -210,6 +210,8 @@ int run(int argc, char** argv) {
          "--partition or files, those of every partition of this user")                             //
         ("bind", po::value<std::string>()->default_value("127.0.0.1", "")->value_name("ADDRESS"),   //
          "with --serve: the address to listen on (default 127.0.0.1; 0.0.0.0 for every interface)") //
+        ("remote", po::value<std::vector<std::string>>()->composing()->value_name("HOST:PORT"),     //
+         "also the nodes of another host, from its msgpass-top --serve (repeatable)")               //
         ("help,h", "show this help");
     po::variables_map vm;
     po::store(po::command_line_parser(argc, argv).options(visible).run(), vm);
@@ -229,6 +231,7 @@ int run(int argc, char** argv) {
         const int port = vm["serve"].as<int>();
         if (port < 0 || port > 65535) throw UsageError("--serve: expected a port from 0 to 65535");
         if (vm["once"].as<bool>()) throw UsageError("--serve takes no --once");
+        if (vm.count("remote") != 0) throw UsageError("--serve takes no --remote: each host serves its own nodes");
         if (vm.count("partition") != 0) source.partition = vm["partition"].as<std::string>();
         if (files) {
             msgpass::register_builtin_technologies();
@@ -261,12 +264,13 @@ int run(int argc, char** argv) {
         }
     }
 
+    if (vm.count("remote") != 0) source.remotes = vm["remote"].as<std::vector<std::string>>();
     const auto first = msgpass::top::take_sample(source);
     for (const auto& problem : first.problems)
         std::cerr << "msgpass-top: " << problem << "\n";
     if (first.pages.empty()) {
-        std::cerr << "msgpass-top: no node of partition '" << source.partition
-                  << "' publishes statistics on this host (no /dev/shm/"
+        std::cerr << "msgpass-top: no node of partition '" << source.partition << "' publishes statistics on this host"
+                  << (source.remotes.empty() ? "" : " nor on the remotes") << " (no /dev/shm/"
                   << msgpass::kit::stats_page_prefix(source.user, source.partition)
                   << "<N>): the partition does not exist here, or its nodes run with MSGPASS_STATS=0\n";
         return exit_usage;

@@ -3,6 +3,8 @@
 // for 5 s is dropped, so it cannot hold the others off for long).
 #include "serve.hpp"
 
+#include "remote.hpp"
+
 #include <boost/asio/ip/tcp.hpp>
 #include <boost/beast/core.hpp>
 #include <boost/beast/http.hpp>
@@ -133,6 +135,23 @@ int serve(const Source& source, const std::string& address, unsigned short port)
         if (request.method() != http::verb::get) {
             response.result(http::status::method_not_allowed);
             response.body() = "only GET\n";
+        } else if (request.target().starts_with("/pages")) {
+            // Another host's msgpass-top --remote (remote.hpp): the pages themselves,
+            // of ?partition=NAME when given (and within what --partition serves).
+            const std::string target(request.target());
+            const auto query = target.find("?partition=");
+            std::vector<kit::PageView> pages;
+            if (query == std::string::npos) {
+                pages = read_pages(source);
+            } else if (const std::string wanted = target.substr(query + 11);
+                       source.partition.empty() || wanted == source.partition) {
+                Source asked = source;
+                asked.partition = wanted;
+                pages = read_pages(asked);
+            }
+            response.result(http::status::ok);
+            response.set(http::field::content_type, "text/plain; charset=utf-8");
+            response.body() = encode_pages(pages);
         } else if (request.target() != "/metrics" && request.target() != "/") {
             response.result(http::status::not_found);
             response.body() = "the metrics are at /metrics\n";

@@ -2,6 +2,8 @@
 // per group, and their JSON and text forms.
 #include "view.hpp"
 
+#include "remote.hpp"
+
 #include <algorithm>
 #include <cstdio>
 #include <set>
@@ -22,6 +24,20 @@ Sample take_sample(const Source& source) {
         }
     }
     if (error) sample.problems.push_back("/dev/shm: " + error.message());
+    // Other hosts' nodes, as their msgpass-top --serve reads them; a node id this host
+    // has a page of keeps this host's.
+    for (const auto& remote : source.remotes) {
+        std::string problem;
+        auto pages = fetch_pages(remote, source.partition, std::chrono::seconds(2), problem);
+        if (!pages) {
+            sample.problems.push_back(problem);
+            continue;
+        }
+        for (auto& page : *pages) {
+            const auto id = page.node;
+            sample.pages.emplace(id, std::move(page));
+        }
+    }
     return sample;
 }
 

@@ -25,8 +25,9 @@ struct Source {
         std::string host;
         std::vector<std::string> groups;
     };
-    std::vector<Expected> expected; // from --config/--nodes; empty with --partition
-    std::string technology;         // of the files ("" with --partition)
+    std::vector<Expected> expected;   // from --config/--nodes; empty with --partition
+    std::string technology;           // of the files ("" with --partition)
+    std::vector<std::string> remotes; // --remote HOST:PORT: other hosts' msgpass-top --serve
 };
 
 // One read of every page of the partition.

@@ -7,6 +7,7 @@
 // refuses a port in use at start.
 #include "../support/partition.hpp"
 #include "../support/process.hpp"
+#include "remote.hpp"
 
 #include <msgpass/kit/factory_base.hpp>
 #include <msgpass/kit/stats_page.hpp>
@@ -404,6 +405,81 @@ TEST_F(Top, ServeOnAPortInUseIsAnErrorAtStart) {
 TEST(StatsPage, NamedForTheUserAsSciNamesItsSegments) {
     EXPECT_EQ(kit::stats_user(), sci::segment_user());
     EXPECT_EQ(kit::stats_page_name("u", "p", 7), "/msgpass-stats.u.p.node7");
+}
+
+} // namespace
+} // namespace msgpass::test
+
+namespace msgpass::test {
+namespace {
+
+// The text form of pages that msgpass-top --remote fetches from another host: a round
+// trip keeps every field (strings with spaces, '%' and newlines included), and what a
+// remote may send wrong is refused with the line it is on, never read past.
+TEST(RemotePages, RoundTripKeepsEveryFieldAndMalformedTextIsRefusedWithItsLine) {
+    kit::PageView p;
+    p.node = 7;
+    p.pid = 4242;
+    p.owner = kit::PageView::Owner::idle;
+    p.interval_ms = 200;
+    p.publishes = 99;
+    p.heartbeat_age_ns = -5;
+    p.taken_ns = 123456789;
+    p.partition = "daq 1";
+    p.name = "evb%1\nx";
+    p.technology = "auto";
+    p.host = "";
+    p.groups = {"builders", "with space"};
+    kit::PeerView peer;
+    peer.id = 3;
+    peer.stats = NodeStats{1, 2, 3, 4, 5, 6, 7, 8};
+    peer.losses = 9;
+    peer.lost = true;
+    peer.last_error = "peer 3 lost: no answer for 2 s";
+    p.peers = {peer};
+    const std::string text = top::encode_pages({p, p});
+    std::string error;
+    const auto back = top::decode_pages(text, error);
+    ASSERT_TRUE(back) << error;
+    ASSERT_EQ(back->size(), 2u);
+    const auto& q = back->at(1);
+    EXPECT_EQ(q.node, 7u);
+    EXPECT_EQ(q.pid, 4242);
+    EXPECT_EQ(q.owner, kit::PageView::Owner::idle);
+    EXPECT_EQ(q.interval_ms, 200u);
+    EXPECT_EQ(q.publishes, 99u);
+    EXPECT_EQ(q.heartbeat_age_ns, -5);
+    EXPECT_EQ(q.taken_ns, 123456789);
+    EXPECT_EQ(q.partition, p.partition);
+    EXPECT_EQ(q.name, p.name);
+    EXPECT_EQ(q.host, "");
+    EXPECT_EQ(q.groups, p.groups);
+    ASSERT_EQ(q.peers.size(), 1u);
+    EXPECT_EQ(q.peers[0].stats.queue_depth, 6u);
+    EXPECT_EQ(q.peers[0].stats.errors, 8u);
+    EXPECT_EQ(q.peers[0].losses, 9u);
+    EXPECT_TRUE(q.peers[0].lost);
+    EXPECT_EQ(q.peers[0].last_error, peer.last_error);
+
+    const std::pair<std::string, std::string> bad[] = {
+        {"", "not a msgpass-top page list"},
+        {"HTTP/1.1 200 OK\n", "not a msgpass-top page list"},
+        {"msgpass-pages 1\npage 1 2 running 200 1 0 0 p n t\n", "line 2: a page line of 11 fields"},
+        {"msgpass-pages 1\npage x 2 running 200 1 0 0 p n t h\n", "line 2: a page line with a field"},
+        {"msgpass-pages 1\npage 1 2 asleep 200 1 0 0 p n t h\n", "line 2: an unknown owner state 'asleep'"},
+        {"msgpass-pages 1\npage 1 2 running 200 1 0 0 p%4 n t h\n", "line 2: a badly encoded string"},
+        {"msgpass-pages 1\npeer 1 1 1 1 1 1 1 1 1 1 0 %\n", "line 2: a peer outside a page"},
+        {"msgpass-pages 1\npage 1 2 running 200 1 0 0 p n t h\npeer 1 1 1 1 1 1 1 1 1 1 2 %\n",
+         "line 3: a peer line with a field"},
+        {"msgpass-pages 1\npage 1 2 running 200 1 0 0 p n t h\n", "line 2: the last page has no end"},
+        {"msgpass-pages 1\nend\n", "line 2: an end outside a page"},
+        {"msgpass-pages 1\nwhatever\n", "line 2: an unknown line 'whatever'"},
+    };
+    for (const auto& [input, expected] : bad) {
+        std::string why;
+        EXPECT_FALSE(top::decode_pages(input, why)) << input;
+        EXPECT_NE(why.find(expected), std::string::npos) << "for:\n" << input << "got: " << why;
+    }
 }
 
 } // namespace
