@@ -38,51 +38,15 @@ if [[ $mode == slurm && $(id -u) -ne 0 ]]; then
     exit 77
 fi
 
-work=$(mktemp -d)
-daemons=()
+name=batch_test
+# shellcheck source=tests/support/script.sh
+source "$repo/tests/support/script.sh"
 partitions=()
-cleanup() {
-    for pid in "${daemons[@]}"; do
-        kill -TERM "$pid" 2>/dev/null || true
-    done
-    for pid in "${daemons[@]}"; do
-        wait "$pid" 2>/dev/null || true
-    done
+cleanup_more() {
+    local p
     for p in "${partitions[@]}"; do
         rm -f /dev/shm/msgpass."$(id -un)"."$p".* 2>/dev/null || true
     done
-    rm -rf "$work"
-}
-trap cleanup EXIT
-fail() {
-    echo "batch_test: $*" >&2
-    for log in "$work"/*.log; do
-        [[ -f $log ]] || continue
-        echo "--- $(basename "$log"):" >&2
-        tail -n 15 "$log" >&2
-    done
-    exit 1
-}
-within() { # within SECONDS COMMAND...: polls the command every 0.2 s until it succeeds
-    local deadline=$((SECONDS + $1))
-    shift
-    until "$@"; do
-        ((SECONDS < deadline)) || return 1
-        sleep 0.2
-    done
-}
-free_port() { # a TCP port nothing listens on, not among those already given out
-    local p
-    for _ in $(seq 200); do
-        p=$((20000 + RANDOM % 40000))
-        [[ " ${given_ports:-} " == *" $p "* ]] && continue
-        if [[ -z $(ss -Hltn "sport = :$p" 2>/dev/null) ]]; then
-            given_ports="${given_ports:-} $p"
-            echo "$p"
-            return 0
-        fi
-    done
-    return 1
 }
 
 # The DAQ example's nodes with a free port each, for tcp (the files of
@@ -92,7 +56,8 @@ sed -n '/^nodes:/,$p' "$examples/daq/nodes.yaml" | grep -v '^#' >"$work/daq-node
     echo "nodes:"
     while IFS= read -r line; do
         [[ $line == *"id:"* ]] || continue
-        echo "${line%\}}, port: $(free_port)}"
+        free_port port
+        echo "${line%\}}, port: $port}"
     done <"$work/daq-nodes.src"
 } >"$work/daq-nodes-tcp.yaml"
 
@@ -109,6 +74,8 @@ launch() {
 
 if [[ $mode == slurm ]]; then
     host=$(hostname -s)
+    free_port ctld_port
+    free_port slurmd_port
     mkdir -p "$work/state" "$work/spool"
     cat >"$work/slurm.conf" <<EOF
 ClusterName=msgpasstest
@@ -117,8 +84,8 @@ AuthType=auth/none
 CredType=cred/none
 SlurmUser=root
 SlurmdUser=root
-SlurmctldPort=$(free_port)
-SlurmdPort=$(free_port)
+SlurmctldPort=$ctld_port
+SlurmdPort=$slurmd_port
 StateSaveLocation=$work/state
 SlurmdSpoolDir=$work/spool
 SlurmctldPidFile=$work/slurmctld.pid
@@ -139,9 +106,9 @@ NodeName=$host CPUs=8 State=UNKNOWN
 PartitionName=msgpass Nodes=ALL Default=YES MaxTime=INFINITE State=UP OverSubscribe=FORCE
 EOF
     slurmctld -D -f "$work/slurm.conf" >"$work/slurmctld.out.log" 2>&1 &
-    daemons+=($!)
+    stop_plain_pids+=($!)
     slurmd -D -f "$work/slurm.conf" >"$work/slurmd.out.log" 2>&1 &
-    daemons+=($!)
+    stop_plain_pids+=($!)
     idle() { SLURM_CONF=$work/slurm.conf sinfo -h -o %t 2>/dev/null | grep -qx idle; }
     within 60 idle || fail "the Slurm node did not become idle"
 fi

@@ -25,62 +25,28 @@ if ! msgpass_install_deps prometheus curl >/dev/null 2>&1; then
 fi
 prometheus=$(command -v prometheus || echo /usr/bin/prometheus)
 
-work=$(mktemp -d)
+name=prometheus_test
+# shellcheck source=tests/support/script.sh
+source "$repo/tests/support/script.sh"
 partition=prom-$$
-pids=()
-cleanup() {
-    for pid in "${pids[@]}"; do
-        kill -TERM "$pid" 2>/dev/null || true
-    done
-    for pid in "${pids[@]}"; do
-        wait "$pid" 2>/dev/null || true
-    done
+cleanup_more() {
     "$run" --config "$files/network.yaml" --nodes "$files/nodes.yaml" --set "partition=$partition" --cleanup \
         >/dev/null 2>&1 || true
-    rm -rf "$work"
-}
-trap cleanup EXIT
-fail() {
-    echo "prometheus_test: $*" >&2
-    for log in "$work"/*.log; do
-        echo "--- $(basename "$log"):" >&2
-        tail -n 20 "$log" >&2
-    done
-    exit 1
-}
-
-# waits up to $1 seconds for the command after it to succeed (polling every 0.2 s)
-within() {
-    local bound=$1
-    shift
-    local deadline=$((SECONDS + bound))
-    until "$@"; do
-        ((SECONDS < deadline)) || return 1
-        sleep 0.2
-    done
 }
 
 # A partition that runs until it is stopped: far more events than the test waits for.
 "$run" --config "$files/network.yaml" --nodes "$files/nodes.yaml" --set "partition=$partition" \
     -- "$daq" --events 100000000 --timeout 600 --progress 0 >"$work/partition.log" 2>&1 &
-pids+=($!)
+stop_plain_pids+=($!)
 
 "$top" --serve 0 --partition "$partition" >"$work/top.log" 2>&1 &
-pids+=($!)
+stop_plain_pids+=($!)
 served() { grep -q '^serving http://127.0.0.1:[0-9]*/metrics$' "$work/top.log"; }
 within 30 served || fail "msgpass-top did not say where it serves"
 top_port=$(sed -n 's|^serving http://127.0.0.1:\([0-9]*\)/metrics$|\1|p' "$work/top.log")
 
 # A free port for Prometheus's own web server (its API).
-prom_port=""
-for _ in $(seq 100); do
-    candidate=$((20000 + RANDOM % 40000))
-    if [[ -z $(ss -Hltn "sport = :$candidate" 2>/dev/null) ]]; then
-        prom_port=$candidate
-        break
-    fi
-done
-[[ -n $prom_port ]] || fail "no free port for prometheus"
+free_port prom_port || fail "no free port for prometheus"
 
 cat >"$work/prometheus.yml" <<EOF
 global:
@@ -92,7 +58,7 @@ scrape_configs:
 EOF
 "$prometheus" --config.file="$work/prometheus.yml" --storage.tsdb.path="$work/data" \
     --web.listen-address="127.0.0.1:$prom_port" >"$work/prometheus.log" 2>&1 &
-pids+=($!)
+stop_plain_pids+=($!)
 
 query="sum(msgpass_messages_received_total{partition=\"$partition\",name=\"evb\"})"
 # The value of the query's single sample, or nothing.

@@ -16,87 +16,50 @@ if [[ $(id -u) -ne 0 ]] || ! command -v unshare >/dev/null; then
     echo "remote_test: needs root and unshare to give each 'host' its own /dev/shm" >&2
     exit 77
 fi
-work=$(mktemp -d)
+repo=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
+name=remote_test
+# shellcheck source=tests/support/script.sh
+source "$repo/tests/support/script.sh"
 partition=remote-$$
-pids=()
-cleanup() {
-    for pid in "${pids[@]}"; do
-        kill -TERM -- "-$pid" 2>/dev/null || true
-    done
-    for pid in "${pids[@]}"; do
-        wait "$pid" 2>/dev/null || true
-    done
-    rm -rf "$work"
-}
-trap cleanup EXIT
-fail() {
-    echo "remote_test: $*" >&2
-    for f in "$work"/*.out; do
-        echo "--- $(basename "$f"):" >&2
-        cat "$f" >&2
-    done
-    exit 1
-}
-within() { # within SECONDS COMMAND...: polls every 0.1 s until the command succeeds
-    local deadline=$((SECONDS + $1))
-    shift
-    until "$@"; do
-        ((SECONDS < deadline)) || return 1
-        sleep 0.1
-    done
-}
-free_port() {
-    local p
-    for _ in $(seq 200); do
-        p=$((20000 + RANDOM % 40000))
-        [[ " ${given:-} " == *" $p "* ]] && continue
-        if [[ -z $(ss -Hltn "sport = :$p" 2>/dev/null) ]]; then
-            given="${given:-} $p"
-            echo "$p"
-            return 0
-        fi
-    done
-    return 1
-}
-port1=$(free_port)
-port2=$(free_port)
+free_port port1
+free_port port2
 
 # host ID: node ID of the partition and a msgpass-top --serve, in a mount namespace
 # with a /dev/shm of its own; the process group's leader is remembered for cleanup.
 host() {
     local id=$1
     setsid unshare --mount --propagation private sh -c \
-        "mount -t tmpfs tmpfs /dev/shm && { '$node' '$partition' $id 2 tcp $port1 $port2 >'$work/node$id.out' 2>&1 & } &&
-         exec '$top' --serve 0 --partition '$partition'" >"$work/serve$id.out" 2>&1 &
-    pids+=($!)
+        "mount -t tmpfs tmpfs /dev/shm && { '$node' '$partition' $id 2 tcp $port1 $port2 >'$work/node$id.log' 2>&1 & } &&
+         exec '$top' --serve 0 --partition '$partition'" >"$work/serve$id.log" 2>&1 &
+    stop_pids+=($!)
 }
 host 1
 host 2
-serving() { grep -q '^serving http://127.0.0.1:[0-9]*/metrics$' "$work/serve$1.out"; }
-ready() { grep -q '^ready ' "$work/node$1.out"; }
+serving() { grep -q '^serving http://127.0.0.1:[0-9]*/metrics$' "$work/serve$1.log"; }
+ready() { grep -q '^ready ' "$work/node$1.log"; }
 for id in 1 2; do
     within 30 serving "$id" || fail "msgpass-top --serve of host $id did not start"
     within 60 ready "$id" || fail "node $id did not publish its page"
 done
-remote1=127.0.0.1:$(sed -n 's|^serving http://127.0.0.1:\([0-9]*\)/metrics$|\1|p' "$work/serve1.out")
-remote2=127.0.0.1:$(sed -n 's|^serving http://127.0.0.1:\([0-9]*\)/metrics$|\1|p' "$work/serve2.out")
+remote1=127.0.0.1:$(sed -n 's|^serving http://127.0.0.1:\([0-9]*\)/metrics$|\1|p' "$work/serve1.log")
+remote2=127.0.0.1:$(sed -n 's|^serving http://127.0.0.1:\([0-9]*\)/metrics$|\1|p' "$work/serve2.log")
 
 status=0
-"$top" --once --json --partition "$partition" --interval 100 >"$work/local.out" 2>&1 || status=$?
+"$top" --once --json --partition "$partition" --interval 100 >"$work/local.log" 2>&1 || status=$?
 ((status == 2)) || fail "without --remote msgpass-top exited $status, not 2: this host has no page of $partition"
 
 "$top" --once --json --partition "$partition" --interval 100 --remote "$remote1" --remote "$remote2" \
-    >"$work/both.out" 2>"$work/both.err.out" || fail "msgpass-top with two remotes failed"
+    >"$work/both.log" 2>"$work/both.err.log" || fail "msgpass-top with two remotes failed"
 for id in 1 2; do
-    line=$(grep "\"id\":$id," "$work/both.out") || fail "node $id is not in the view of both remotes"
+    line=$(grep "\"id\":$id," "$work/both.log") || fail "node $id is not in the view of both remotes"
     for field in '"state":"running"' '"technology":"tcp"' '"messages_out":1,' '"bytes_out":100,'; do
         [[ $line == *"$field"* ]] || fail "node $id: no $field in $line"
     done
 done
-[[ $(wc -l <"$work/both.out") -eq 2 ]] || fail "not exactly two nodes in the view"
+[[ $(wc -l <"$work/both.log") -eq 2 ]] || fail "not exactly two nodes in the view"
 
 "$top" --once --json --partition "$partition" --interval 100 --remote "$remote1" --remote 127.0.0.1:1 \
-    >"$work/one.out" 2>"$work/one.err.out" || fail "msgpass-top with a dead remote failed"
-grep -q '127.0.0.1:1: cannot connect' "$work/one.err.out" || fail "the remote that does not answer is not named"
-grep -q '"id":1,' "$work/one.out" || fail "node 1 is missing when the other remote does not answer"
+    >"$work/one.log" 2>"$work/one.err.log" || fail "msgpass-top with a dead remote failed"
+grep -q '127.0.0.1:1: cannot connect' "$work/one.err.log" || fail "the remote that does not answer is not named"
+grep -q '"id":1,' "$work/one.log" || fail "node 1 is missing when the other remote does not answer"
 echo "remote_test: ok"
