@@ -133,7 +133,7 @@ fi
 # The contract tests are built first; the rest only when a mutant survives them.
 contract_targets=(conformance_test auto_test timeout_test comm_test config_test launcher_test msgpass-run
     mpi_semantics mpi_collectives mpi_collectives_v mpi_pingpong mpi_wildcards mpi_ring mpi_errors mpi_threads
-    mpi_peer_lost)
+    mpi_peer_lost mpi_comms)
 # shellcheck disable=SC2154 # msgpass_jobs: set by deps.sh
 build_copy() {
     local log=$1
