@@ -1169,18 +1169,12 @@ TEST_P(Conformance, TheSameErrorReadsTheSameOnEveryTechnology) {
 class AuthConformance : public Conformance {
 protected:
     config::Configuration make_hosts(int n) {
-        auto c = make(n, [](config::Configuration& c) { c.auth_key = key(1); });
+        auto c = make(n, [](config::Configuration& c) { c.auth_key = test_auth_key(1); });
         if (GetParam() == "auto") {
             for (auto& node : c.nodes)
                 node.machine = "m" + std::to_string(node.id);
         }
         return c;
-    }
-    static config::AuthKey key(std::uint8_t seed) {
-        config::AuthKey k{};
-        for (std::size_t i = 0; i < k.size(); ++i)
-            k[i] = static_cast<std::uint8_t>(seed * 31 + i);
-        return k;
     }
 };
 
@@ -1189,7 +1183,7 @@ protected:
 // handed to a holder (its node counts nothing sent).
 TEST_P(AuthConformance, APeerWithoutTheKeyOrWithAnotherIsRefusedAndTheKeyHoldersTalkOn) {
     for (const auto& [what, intruder_key] : std::vector<std::pair<std::string, std::optional<config::AuthKey>>>{
-             {"no key", std::nullopt}, {"another key", key(2)}}) {
+             {"no key", std::nullopt}, {"another key", test_auth_key(2)}}) {
         SCOPED_TRACE(what);
         auto c = make_hosts(3);
         auto bad = c;

@@ -92,6 +92,14 @@ private:
 // A configuration of nodes 1..n on localhost; tweak changes the top level, which
 // every node follows (give a node a section of its own on the result to differ). Every node gets a
 // free port on 127.0.0.1 for the technologies that use sockets.
+// A key for the authenticated tests (docs/security.md): the same seed, the same key.
+inline config::AuthKey test_auth_key(std::uint8_t seed) {
+    config::AuthKey k{};
+    for (std::size_t i = 0; i < k.size(); ++i)
+        k[i] = static_cast<std::uint8_t>(seed * 31 + i);
+    return k;
+}
+
 inline config::Configuration make_configuration(const std::string& technology, const std::string& partition, int n,
                                                 const std::function<void(config::Configuration&)>& tweak = {}) {
     config::Configuration c;

@@ -584,18 +584,11 @@ TEST(TcpListener, AConnectionStillInItsHandshakeIsClosedWhenTheFactoryEnds) {
 
 // ------------------------------------------------------------ authenticated partition
 
-config::AuthKey test_key(std::uint8_t seed) {
-    config::AuthKey k{};
-    for (std::size_t i = 0; i < k.size(); ++i)
-        k[i] = static_cast<std::uint8_t>(seed * 31 + i);
-    return k;
-}
-
 // The hostile-input fixture with auth_key_file set (docs/security.md): nodes 1 and 2
 // hold the key and their traffic flows while the hostile side knocks as node 3.
 class TcpAuthenticated : public TcpHostileInput {
 protected:
-    TcpAuthenticated() { key_ = test_key(1); }
+    TcpAuthenticated() { key_ = test_auth_key(1); }
 
     ip::AuthHello auth_hello_from(NodeId from) const {
         return ip::make_auth_hello(tcp::protocol, from, 2, 0x1234'5678'9abc'def0ULL + from, text_.partition);
@@ -639,8 +632,9 @@ TEST_F(TcpAuthenticated, AProofMadeWithAnotherKeyIsRefusedAsBadProof) {
     ASSERT_TRUE(s.send_struct(hello));
     ip::Challenge c{};
     ASSERT_EQ(s.read_exact(&c, sizeof c), sizeof c);
-    EXPECT_FALSE(ip::challenge_proves_key(test_key(2), hello, c)) << "another key checked the acceptor's challenge";
-    ASSERT_TRUE(s.send_struct(ip::make_proof(test_key(2), hello, c)));
+    EXPECT_FALSE(ip::challenge_proves_key(test_auth_key(2), hello, c))
+        << "another key checked the acceptor's challenge";
+    ASSERT_TRUE(s.send_struct(ip::make_proof(test_auth_key(2), hello, c)));
     expect_refusal_or_close(s, Refusal::bad_proof);
     expect_refused({Refusal::bad_proof});
 }
@@ -687,9 +681,9 @@ TEST(TcpAuthentication, FactoriesWithAnotherKeyOrNoneAreRefusedWhileTheKeyHolder
     auto text = local_partition(partition_for_test(), 4, 1000ms);
     ASSERT_EQ(text.nodes.size(), 4u) << "no free ports";
     auto with_key = text.load();
-    with_key.auth_key = test_key(1);
+    with_key.auth_key = test_auth_key(1);
     auto other_key = with_key;
-    other_key.auth_key = test_key(2);
+    other_key.auth_key = test_auth_key(2);
     auto no_key = with_key;
     no_key.auth_key.reset();
     auto f1 = NodeFactory::create(with_key, 1);

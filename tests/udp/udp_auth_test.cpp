@@ -34,13 +34,6 @@ using udp::DatagramType;
 using udp::Drop;
 constexpr auto patience = 10s;
 
-config::AuthKey test_key(std::uint8_t seed) {
-    config::AuthKey k{};
-    for (std::size_t i = 0; i < k.size(); ++i)
-        k[i] = static_cast<std::uint8_t>(seed * 31 + i);
-    return k;
-}
-
 const udp::UdpNodeFactory& as_udp(const NodeFactory& f) {
     return dynamic_cast<const udp::UdpNodeFactory&>(f);
 }
@@ -58,7 +51,7 @@ bool exchange(NodeFactory& from_factory, Node& to, Node& from, std::uint64_t fir
 
 TEST(UdpAuthenticated, NodesHoldingTheKeyExchangeMessagesBothWaysUnderInjectedLoss) {
     auto c = make_configuration("udp", unique_partition("auth-good"), 2, [](config::Configuration& c) {
-        c.auth_key = test_key(1);
+        c.auth_key = test_auth_key(1);
         auto& o = c.edit_section<udp::Options>();
         o.inject_loss = 0.05; // hellos and welcomes are lost too
         o.inject_seed = 7;
@@ -89,11 +82,11 @@ TEST(UdpAuthenticated, ANodeWithoutTheKeyOrWithAnotherIsRefusedAndCountedWhileTh
         Drop counted_at_holders;
     };
     const Intruder intruders[] = {{"no key", std::nullopt, Drop::unauthenticated},
-                                  {"another key", test_key(2), Drop::bad_proof}};
+                                  {"another key", test_auth_key(2), Drop::bad_proof}};
     for (const auto& intruder : intruders) {
         SCOPED_TRACE(intruder.what);
         auto c = make_configuration("udp", unique_partition("auth-knock"), 3,
-                                    [](config::Configuration& c) { c.auth_key = test_key(1); });
+                                    [](config::Configuration& c) { c.auth_key = test_auth_key(1); });
         auto bad = c;
         bad.auth_key = intruder.key;
         auto a = NodeFactory::create(c, 1);
@@ -227,7 +220,7 @@ DatagramHeader header_of(const std::vector<std::byte>& b) {
 // same welcome replayed is a bad proof and its data is not delivered.
 TEST(UdpAuthenticated, ARawPeerWithTheKeyIsTrustedAndItsWelcomeReplayedAfterItsLossIsRefused) {
     auto c = make_configuration("udp", unique_partition("auth-raw"), 3, [](config::Configuration& c) {
-        c.auth_key = test_key(1);
+        c.auth_key = test_auth_key(1);
         c.peer_timeout = 300ms;
     });
     auto b = NodeFactory::create(c, 2);
@@ -307,7 +300,7 @@ TEST(UdpAuthenticated, ARawPeerWithTheKeyIsTrustedAndItsWelcomeReplayedAfterItsL
 // answers it with a hello whose nonce asks the sender to prove the key.
 TEST(UdpAuthenticated, AStaleDatagramFromAnUnprovenIncarnationIsAnsweredWithAHelloAskingForProof) {
     auto c = make_configuration("udp", unique_partition("auth-stale"), 3, [](config::Configuration& c) {
-        c.auth_key = test_key(1);
+        c.auth_key = test_auth_key(1);
         c.peer_timeout = 10s;
     });
     auto b = NodeFactory::create(c, 2);
