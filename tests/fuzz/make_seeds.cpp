@@ -7,6 +7,8 @@
 #include <msgpass/tcp/protocol.hpp>
 #include <msgpass/udp/protocol.hpp>
 
+#include "../support/udp_packed.hpp"
+
 #include <algorithm>
 #include <cstdint>
 #include <cstring>
@@ -49,25 +51,11 @@ udp::DatagramHeader udp_header(udp::DatagramType type) {
     return h;
 }
 
-// The frames of messages of these sizes (bytes 0x5a), padded, after a packed data header.
+// A packed data datagram (tests/support/udp_packed.hpp) of messages of these sizes.
 std::vector<std::byte> packed_datagram(std::uint64_t seq, std::initializer_list<std::uint32_t> sizes) {
-    std::vector<std::byte> frames;
-    for (const std::uint32_t size : sizes) {
-        const std::size_t at = frames.size();
-        frames.resize(at + udp::frame_bytes(size), std::byte{0});
-        const udp::FrameHeader f{static_cast<std::uint32_t>(udp::frame_header_size + size), 0};
-        std::memcpy(frames.data() + at, &f, sizeof f);
-        std::fill_n(frames.begin() + static_cast<std::ptrdiff_t>(at + udp::frame_header_size), size, std::byte{0x5a});
-    }
     auto h = udp_header(udp::DatagramType::data);
     h.seq = seq;
-    h.length = frames.size();
-    h.offset = static_cast<std::uint32_t>(sizes.size());
-    h.flags = udp::flag_packed;
-    std::vector<std::byte> out;
-    append(out, h);
-    out.insert(out.end(), frames.begin(), frames.end());
-    return out;
+    return msgpass::test::packed_datagram(h, std::vector<std::uint32_t>(sizes));
 }
 
 void udp_seeds() {

@@ -10,6 +10,7 @@
 #include "../support/bounded.hpp"
 #include "../support/environment.hpp"
 #include "../support/partition.hpp"
+#include "../support/udp_packed.hpp"
 
 #include <gtest/gtest.h>
 
@@ -207,26 +208,6 @@ TEST(UdpDecoder, AGroupDataDatagramIsTakenAsTheMembersOwnDataAndFaultsAreDropped
     EXPECT_EQ(drop_of(group_datagram(table, 100, [](auto& h) { h.partition = 1; })), describe(Drop::wrong_partition));
 }
 
-// A packed data datagram: header h (its length, offset and flags made those of a
-// pack of these frames unless keep_header) and a frame per size, bytes 0x5a, padded.
-std::vector<std::byte> packed(udp::DatagramHeader h, const std::vector<std::uint32_t>& sizes) {
-    std::vector<std::byte> frames;
-    for (const std::uint32_t size : sizes) {
-        const std::size_t at = frames.size();
-        frames.resize(at + udp::frame_bytes(size), std::byte{0});
-        const udp::FrameHeader f{static_cast<std::uint32_t>(udp::frame_header_size + size), 0};
-        std::memcpy(frames.data() + at, &f, sizeof f);
-        std::fill_n(frames.begin() + static_cast<std::ptrdiff_t>(at + udp::frame_header_size), size, std::byte{0x5a});
-    }
-    h.flags = udp::flag_packed;
-    h.length = frames.size();
-    h.offset = static_cast<std::uint32_t>(sizes.size());
-    std::vector<std::byte> bytes(udp::header_size + frames.size());
-    std::memcpy(bytes.data(), &h, udp::header_size);
-    if (!frames.empty()) std::memcpy(bytes.data() + udp::header_size, frames.data(), frames.size());
-    return bytes;
-}
-
 // The frame at byte `at` of a packed datagram's payload gets this length field.
 void set_frame_length(std::vector<std::byte>& bytes, std::size_t at, std::uint32_t length) {
     std::memcpy(bytes.data() + udp::header_size + at, &length, sizeof length);
@@ -238,7 +219,7 @@ void set_frame_length(std::vector<std::byte>& bytes, std::size_t at, std::uint32
 // not state, trailing bytes - is dropped as a bad frame, and never read past (the
 // sanitizers' builds run this on exact-size copies).
 TEST(UdpDecoder, APackedDatagramIsTakenAndOneThatLiesAboutAFrameIsABadFrame) {
-    const auto good = packed(good_data(), {64, 0, 13, 1});
+    const auto good = packed_datagram(good_data(), {64, 0, 13, 1});
     const auto d = udp::decode_datagram(good, expectation());
     ASSERT_TRUE(d.ok) << udp::describe(d.drop);
     EXPECT_EQ(d.header.offset, 4u);
@@ -301,13 +282,14 @@ TEST(UdpDecoder, APackedDatagramIsTakenAndOneThatLiesAboutAFrameIsABadFrame) {
     }
     // A frame whose message is beyond max_message_size (1 MiB here), in a datagram as
     // large as udp.datagram_size allows.
-    EXPECT_EQ(drop_of(packed(good_data(), {1000})), "taken");
+    EXPECT_EQ(drop_of(packed_datagram(good_data(), {1000})), "taken");
     {
-        auto bytes = packed(good_data(), {1000});
+        auto bytes = packed_datagram(good_data(), {1000});
         set_frame_length(bytes, 0, (1u << 20) + 9);
         EXPECT_EQ(drop_of(bytes), bad_frame) << "beyond max_message_size";
     }
-    EXPECT_EQ(drop_of(packed(good_data(), {1500})), describe(Drop::bad_fragment)) << "larger than udp.datagram_size";
+    EXPECT_EQ(drop_of(packed_datagram(good_data(), {1500})), describe(Drop::bad_fragment))
+        << "larger than udp.datagram_size";
     // Random frame lengths and counts over a good pack: taken or dropped, never read past.
     std::uint64_t x = 777;
     for (int i = 0; i < 20000; ++i) {
@@ -1223,12 +1205,12 @@ TEST(Udp, HostileDatagramsAreDroppedAndCountedByReasonWhileGoodTrafficFlows) {
     // zero, near 2^32 (an overflow when added), or a frame count the header does not
     // state. Each would be datagram seq, due now: taken, it would deliver messages.
     for (const std::uint32_t lie : {1000u, 0u, 0xfffffff9u}) {
-        auto lying = packed(data, {64, 64});
+        auto lying = packed_datagram(data, {64, 64});
         set_frame_length(lying, 72, lie);
         attacks.push_back({Drop::bad_frame, lying});
     }
     {
-        auto lying = packed(data, {64, 64});
+        auto lying = packed_datagram(data, {64, 64});
         lying[offsetof(udp::DatagramHeader, offset)] = std::byte{3};
         attacks.push_back({Drop::bad_frame, lying});
     }
