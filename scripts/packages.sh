@@ -8,7 +8,8 @@
 #
 # --check (root only; the ctest PackagesInstallBuildAnOutsideProgramAndRunTheDaqExample
 # runs it): then installs the packages with dpkg -i, builds tests/install/outside
-# against /usr with find_package(msgpass) and with pkg-config alone, builds
+# against /usr with find_package(msgpass) (and runs it with the installed msgpass-run
+# -n 2) and with pkg-config alone, builds
 # tests/mpi/pingpong.c with the installed msgpass-mpicc, runs the DAQ example and the
 # MPI ping-pong with the installed msgpass-run, and removes (purges) the packages again
 # (also when a step failed). Packages of msgpass already installed are refused: the
@@ -120,6 +121,10 @@ cmake -S "$repo/tests/install/outside" -B "$work/outside" -DCMAKE_BUILD_TYPE=Rel
 [[ $("$work/outside/outside") == "$expected" ]] || die "the find_package build printed something else"
 ldd "$work/outside/outside" | grep -Eq "libmsgpass.so.* => (/usr)?/lib/" ||
     die "the find_package build does not use /usr's libmsgpass: $(ldd "$work/outside/outside")"
+
+step "the outside program under the installed msgpass-run -n 2"
+out=$(cd "$work" && msgpass-run -n 2 -- "$work/outside/outside" 2>&1) || die "msgpass-run -n 2 of the outside program failed: $out"
+[[ $(grep -c "^\[rank-[01]\] $expected$" <<<"$out") -eq 2 ]] || die "msgpass-run -n 2 of the outside program printed: $out"
 
 step "the same with pkg-config alone"
 # shellcheck disable=SC2046 # the flags are words
