@@ -9,8 +9,12 @@
 #   host 1: sources 1-10   host 2: sources 11-20   host 3: builder 50   host 4: farm 60-62
 #
 # Every fragment and every built event crosses a host boundary, as in a DAQ farm.
+# By default each host runs a launcher of its own (msgpass-run --only its nodes, as on
+# a farm started host by host); with --one-launcher a single msgpass-run outside the
+# hosts starts all 24 nodes with --launch-agent, entering each node's host (its
+# network namespace, found from its address) as ssh would log into it.
 # Usage: scripts/daq-hosts.sh [--build DIR] [--events N] [--inter-host tcp|udp]
-#                             [--runs K] [--no-sci]
+#                             [--runs K] [--no-sci] [--one-launcher]
 # Needs root and the ip tool (iproute2); without them it exits 77 (ctest: skipped),
 # or 1 when CI is set. The namespaces, the partitions' segments and the generated
 # files are removed whatever the outcome.
@@ -22,6 +26,7 @@ events=5000
 inter_host=tcp
 runs=1
 with_sci=1
+one_launcher=0
 while (($#)); do
     case $1 in
     --build) build=$2; shift 2 ;;
@@ -29,7 +34,8 @@ while (($#)); do
     --inter-host) inter_host=$2; shift 2 ;;
     --runs) runs=$2; shift 2 ;;
     --no-sci) with_sci=0; shift ;;
-    -h | --help) sed -n '2,17p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//'; exit 0 ;;
+    --one-launcher) one_launcher=1; shift ;;
+    -h | --help) sed -n '2,21p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//'; exit 0 ;;
     *) echo "daq-hosts: unknown argument '$1' (see --help)" >&2; exit 2 ;;
     esac
 done
@@ -126,9 +132,26 @@ builder_figures() {
         sed -E 's/.*"rate_khz": ([0-9.]+).*"lost": ([0-9]+), "corrupt": ([0-9]+).*"ok": (true|false).*/\1 \2 \3 \4/'
 }
 
-# One run across the four hosts: a launcher per host, each starting its own nodes.
+# The launch agent of --one-launcher: enters the namespace of the host whose address
+# is given (10.78.0.H -> $prefix-H) and runs the node's command line there.
+printf '#!/bin/sh\nexec ip netns exec "%s-${1##*.}" sh -c "$2"\n' "$prefix" >"$work/agent.sh"
+chmod +x "$work/agent.sh"
+
+# One run across the four hosts: a launcher per host, each starting its own nodes;
+# or (--one-launcher) one launcher starting them all through the agent.
 run_hosts() {
     local n=$1 partition="$prefix-hosts-$1" h pids=() status=0 only
+    if ((one_launcher)); then
+        if ! "$launcher" --config "$work/network.yaml" --nodes "$work/nodes.yaml" --set "partition=$partition" \
+            --launch-agent "$work/agent.sh {host} {command}" \
+            -- "$daq" --events "$events" --timeout 30 --progress 0 --json >"$work/hosts-$n-3.out" 2>&1; then
+            echo "daq-hosts: the run across hosts from one launcher failed; its output:" >&2
+            cat "$work/hosts-$n-3.out" >&2
+            return 1
+        fi
+        builder_figures "$work/hosts-$n-3.out"
+        return
+    fi
     for h in 1 2 3 4; do
         only=$(for id in "${ids[@]}"; do [[ $(host_of "$id") == "$h" ]] && echo "$id"; done | paste -sd,)
         ip netns exec "$(host_ns "$h")" "$launcher" --config "$work/network.yaml" --nodes "$work/nodes.yaml" \
@@ -168,7 +191,7 @@ check() {
     fi
 }
 
-echo "daq-large (24 processes, $events events of 20 x 1 KiB) on four hosts (network namespaces, veth MTU 1500, auto: sci within, $inter_host between)"
+echo "daq-large (24 processes, $events events of 20 x 1 KiB) on four hosts (network namespaces, veth MTU 1500, auto: sci within, $inter_host between), $( ((one_launcher)) && echo "one launcher with --launch-agent" || echo "a launcher per host")"
 failed=0
 for ((r = 1; r <= runs; r++)); do
     # (the runs go through a process substitution: their partitions are noted here)

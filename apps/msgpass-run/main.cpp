@@ -25,6 +25,7 @@
 #include <filesystem>
 #include <iostream>
 #include <optional>
+#include <sstream>
 #include <string>
 #include <vector>
 
@@ -145,6 +146,9 @@ int run(int argc, char** argv) {
         ("only", po::value<std::vector<std::string>>()->composing()->value_name("IDS"),                //
          "start only these node ids: 1,2,5")                                                           //
         ("all-hosts", po::bool_switch(), "start the nodes of every host here (tests)")                 //
+        ("launch-agent", po::value<std::string>()->value_name("COMMAND"),                              //
+         "start the nodes of other hosts through COMMAND, e.g. 'ssh -tt {host}' ({host}: the node's "  //
+         "host; {command}: its command line as one word, else appended)")                              //
         ("dry-run", po::bool_switch(), "print what would start (or be removed) and do nothing")        //
         ("grace", po::value<double>()->default_value(5.0, "")->value_name("SECONDS"),                  //
          "time between SIGTERM and SIGKILL when stopping the others (default 5)")                      //
@@ -225,6 +229,12 @@ int run(int argc, char** argv) {
     request.all_hosts = vm["all-hosts"].as<bool>() || vm.count("np") != 0;
     request.this_host = msgpass::run::this_host_name();
     request.program = program;
+    if (vm.count("launch-agent") != 0) {
+        std::istringstream words(vm["launch-agent"].as<std::string>());
+        for (std::string word; words >> word;)
+            request.launch_agent.push_back(word);
+        if (request.launch_agent.empty()) throw msgpass::run::UsageError("--launch-agent: the command is empty");
+    }
     const auto plan = msgpass::run::make_plan(configuration, request);
 
     if (vm["dry-run"].as<bool>()) {

@@ -100,7 +100,8 @@ std::vector<Launch> make_plan(const config::Configuration& configuration, const 
     std::vector<Launch> plan;
     for (const auto& node : configuration.nodes) {
         if (request.only && request.only->count(node.id) == 0) continue;
-        if (!request.all_hosts && !is_local_host(node.host, request.this_host)) continue;
+        const bool here = request.all_hosts || is_local_host(node.host, request.this_host);
+        if (!here && request.launch_agent.empty()) continue;
         Launch launch;
         launch.id = node.id;
         launch.name = node.name.empty() ? "node-" + std::to_string(node.id) : node.name;
@@ -116,6 +117,9 @@ std::vector<Launch> make_plan(const config::Configuration& configuration, const 
         // Unset rather than empty when there is nothing to pass, so that an inherited
         // value cannot leak in.
         if (!request.sets.empty()) launch.msgpass_env.emplace_back("MSGPASS_SET", join_sets(request.sets));
+        // Another host's node: the agent runs there what would run here (the files'
+        // paths must be the same there: a shared file system, as for a batch system).
+        if (!here) launch.argv = agent_argv(request.launch_agent, node.host, dry_run_line(launch));
         plan.push_back(std::move(launch));
     }
     if (plan.empty()) {
@@ -124,6 +128,32 @@ std::vector<Launch> make_plan(const config::Configuration& configuration, const 
                          (request.all_hosts ? "" : "; --all-hosts starts them regardless of host"));
     }
     return plan;
+}
+
+std::vector<std::string> agent_argv(const std::vector<std::string>& agent, const std::string& host,
+                                    const std::string& command_line) {
+    if (agent.empty()) throw UsageError("--launch-agent: the command is empty");
+    std::vector<std::string> argv;
+    bool placed = false;
+    for (const auto& word : agent) {
+        if (word == "{command}") {
+            argv.push_back(command_line);
+            placed = true;
+            continue;
+        }
+        std::string out;
+        for (std::size_t i = 0; i < word.size();) {
+            if (word.compare(i, 6, "{host}") == 0) {
+                out += host;
+                i += 6;
+            } else {
+                out += word[i++];
+            }
+        }
+        argv.push_back(std::move(out));
+    }
+    if (!placed) argv.push_back(command_line);
+    return argv;
 }
 
 std::vector<std::string> child_environment(const Launch& launch, char* const* inherited) {

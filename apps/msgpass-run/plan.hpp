@@ -49,8 +49,19 @@ struct PlanRequest {
     std::optional<std::set<NodeId>> only;
     bool all_hosts = false;
     std::string this_host;
+    // --launch-agent: the words of a command that starts a process on another host
+    // ("ssh {host}", "ip netns exec ... sh -c"); empty: only this host's nodes start.
+    std::vector<std::string> launch_agent;
     std::vector<std::string> program; // PROGRAM ARGS after --, may be empty
 };
+
+// A node of another host started through the launch agent: its words with {host}
+// replaced by the node's host and {command} by the node's whole command line as one
+// shell word (MSGPASS_* assignments, then the program and its arguments: what
+// --dry-run prints); without {command} that line is the last word. Throws UsageError
+// for an empty agent.
+std::vector<std::string> agent_argv(const std::vector<std::string>& agent, const std::string& host,
+                                    const std::string& command_line);
 
 // The processes to start, in nodes-file order. Throws UsageError when an id of
 // --only is not in the nodes file, when a node has neither its own command nor a

@@ -448,6 +448,45 @@ TEST(Launcher, NodesOfOtherHostsStartOnlyWithAllHosts) {
     }
 }
 
+// --launch-agent (BIP's bipload over hosts): a node of another host starts through
+// the agent, {host} its host and {command} its whole command line as one word, and
+// its output and exit are the launcher's like a local node's; this host's nodes
+// start as before.
+TEST(Launcher, NodesOfOtherHostsStartThroughTheLaunchAgent) {
+    Workspace ws;
+    ws.write_files("  - {id: 1, name: here, host: localhost}\n"
+                   "  - {id: 2, name: there, host: elsewhere.invalid}\n");
+    {
+        Launcher run(run_probe(ws, {"--launch-agent", "ssh -tt {host} {command} --", "--dry-run"}, {}));
+        ASSERT_EQ(run.finish(), 0) << run.err();
+        const auto lines = lines_of(run.out());
+        ASSERT_EQ(lines.size(), 2u) << run.out();
+        EXPECT_EQ(lines[0].find("MSGPASS_NODE_ID=1 "), 0u) << lines[0];
+        EXPECT_EQ(lines[0].find("ssh"), std::string::npos) << "this host's node went through the agent: " << lines[0];
+        EXPECT_NE(lines[1].find(" ssh -tt elsewhere.invalid 'MSGPASS_NODE_ID=2 MSGPASS_NODE_NAME=there "),
+                  std::string::npos)
+            << lines[1];
+        EXPECT_EQ(lines[1].substr(lines[1].size() - 3), " --")
+            << "the words after {command} stay after it: " << lines[1];
+    }
+    {
+        Launcher run(run_probe(ws, {"--launch-agent", "sh -c"}, {}));
+        ASSERT_EQ(run.finish(), 0) << run.err();
+        EXPECT_EQ(Launcher::occurrences(run.out(), "[here] node 1 here\n"), 1) << run.out();
+        EXPECT_EQ(Launcher::occurrences(run.out(), "[there] node 2 there\n"), 1) << run.out();
+    }
+    {
+        Launcher run(run_probe(ws, {"--launch-agent", "sh -c", "--only", "2"}, {"--exit", "3"}));
+        EXPECT_EQ(run.finish(), 1);
+        EXPECT_NE(run.err().find("node 2 (there) failed: exit code 3"), std::string::npos) << run.err();
+    }
+    {
+        Launcher run(run_probe(ws, {"--launch-agent", " "}, {}));
+        EXPECT_EQ(run.finish(), 2);
+        EXPECT_NE(run.err().find("--launch-agent: the command is empty"), std::string::npos) << run.err();
+    }
+}
+
 TEST(Launcher, ANodesOwnCommandReplacesTheProgram) {
     Workspace ws;
     ws.write_files("  - {id: 1, name: own, host: localhost, command: [" + probe +
