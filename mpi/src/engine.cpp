@@ -7,6 +7,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <iostream>
+#include <optional>
 #include <thread>
 
 namespace msgpass::mpi {
@@ -194,6 +195,49 @@ MPI_Request Engine::irecv(const CommInfo& c, int source, int tag, void* buf, std
         inflight_.emplace(posted.id, h);
     }
     return h;
+}
+
+int Engine::recv_now(const CommInfo& c, int source, int tag, void* buf, std::size_t capacity, MPI_Status& status) {
+    const NodeId node = source == MPI_ANY_SOURCE ? comm::any_source : node_of(c, source);
+    std::optional<comm::Message> m;
+    try {
+        // Only this rank could send it: a look without waiting, then "would wait
+        // forever" (a message to itself is never a rendezvous, which a look without
+        // waiting could not complete).
+        if (c.size == 1 || source == c.rank) {
+            m = comm_->recv(context(c.p2p), node, tag, std::chrono::nanoseconds::zero());
+            if (!m) {
+                Request wanted;
+                wanted.peer = source;
+                wanted.tag = tag;
+                wanted.size = c.size;
+                wanted.rank = c.rank;
+                check_can_arrive(wanted);
+            }
+        }
+        if (!m) m = comm_->recv(context(c.p2p), node, tag);
+    } catch (const PeerLost&) {
+        status = MPI_Status{source, tag, MPI_ERR_PROC_FAILED, 0, 0};
+        return MPI_ERR_PROC_FAILED;
+    }
+    const std::size_t size = m->buffer->size();
+    const std::size_t n = std::min(size, capacity);
+    if (n > 0) {
+        if (const auto* s = m->buffer->single(); s != nullptr) { // always, from comm's receive
+            std::memcpy(buf, s->data(), n);
+        } else {
+            std::vector<std::byte> whole(size);
+            (void)m->buffer->copy_to(whole);
+            std::memcpy(buf, whole.data(), n);
+        }
+    }
+    const auto w = rank_of_.find(m->source);
+    status.MPI_SOURCE = c.rank_of_world(w == rank_of_.end() ? -1 : w->second);
+    status.MPI_TAG = m->tag;
+    status.MPI_ERROR = size > capacity ? MPI_ERR_TRUNCATE : MPI_SUCCESS;
+    status.msgpass_cancelled = 0;
+    status.msgpass_bytes = n;
+    return status.MPI_ERROR;
 }
 
 void Engine::complete(Request& r, const comm::Completion& c) {

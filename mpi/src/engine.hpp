@@ -161,6 +161,11 @@ public:
     // Point to point; counts in bytes, ranks of the communicator.
     MPI_Request isend(const CommInfo& c, int dest, int tag, const void* buf, std::size_t bytes, bool sync);
     MPI_Request irecv(const CommInfo& c, int source, int tag, void* buf, std::size_t capacity);
+    // MPI_Recv without a request: comm's blocking receive, when this thread's
+    // progress is needed for nothing else while it waits (no collective in flight,
+    // not MPI_THREAD_MULTIPLE). Fills status; returns the receive's error.
+    [[nodiscard]] bool can_recv_now() const noexcept { return lock_ == nullptr && active_.empty(); }
+    int recv_now(const CommInfo& c, int source, int tag, void* buf, std::size_t capacity, MPI_Status& status);
     // Completes *request (wait) or tells whether it completed (test), fills status,
     // releases the request and sets *request to MPI_REQUEST_NULL. Returns the
     // request's error (MPI_SUCCESS, MPI_ERR_TRUNCATE, MPI_ERR_PROC_FAILED).

@@ -79,9 +79,14 @@ int MPI_Recv(void* buf, int count, MPI_Datatype type, int source, int tag, MPI_C
             proc_null_status(status);
             return MPI_SUCCESS;
         }
-        MPI_Request h = engine->irecv(c, source, tag, buf, bytes);
         MPI_Status own{};
-        const int code = engine->wait(&h, &own);
+        int code = MPI_SUCCESS;
+        if (engine->can_recv_now()) {
+            code = engine->recv_now(c, source, tag, buf, bytes, own);
+        } else {
+            MPI_Request h = engine->irecv(c, source, tag, buf, bytes);
+            code = engine->wait(&h, &own);
+        }
         if (status != MPI_STATUS_IGNORE) *status = own;
         return request_error(code, own);
     });

@@ -3,7 +3,8 @@
  * MPI_ERRORS_RETURN) instead of waiting forever: `peer_lost` with MPI_Iallreduce and
  * MPI_Wait, `peer_lost blocking` with MPI_Allreduce. A survivor whose partner in the
  * schedule was another survivor learns of the loss when that one exits after its own
- * error, so every survivor returns. They leave with _exit(0) (MPI_Finalize's barrier
+ * error, so every survivor returns. Then a receive naming the dead rank returns
+ * MPI_ERR_PROC_FAILED too. They leave with _exit(0) (MPI_Finalize's barrier
  * cannot complete without the dead rank). */
 #include "check.h"
 
@@ -41,6 +42,20 @@ int main(int argc, char** argv) {
     int length = 0;
     MPI_Error_string(code, text, &length);
     CHECK(code == MPI_ERR_PROC_FAILED, "the collective returned %d (%s), not MPI_ERR_PROC_FAILED", code, text);
+    /* A receive naming the dead rank: MPI_ERR_PROC_FAILED, not a wait forever
+     * (blocking: MPI_Recv, comm's blocking receive; else MPI_Irecv and MPI_Wait). */
+    WHERE("peer_lost: a receive from the dead rank");
+    int v = 0;
+    MPI_Status st;
+    if (blocking) {
+        code = MPI_Recv(&v, 1, MPI_INT, size - 1, 2, MPI_COMM_WORLD, &st);
+    } else {
+        MPI_Request request;
+        CHECK(MPI_Irecv(&v, 1, MPI_INT, size - 1, 2, MPI_COMM_WORLD, &request) == MPI_SUCCESS, "MPI_Irecv");
+        code = MPI_Wait(&request, &st);
+    }
+    CHECK(code == MPI_ERR_PROC_FAILED && st.MPI_ERROR == MPI_ERR_PROC_FAILED && st.MPI_SOURCE == size - 1,
+          "the receive from the dead rank returned %d (status error %d, source %d)", code, st.MPI_ERROR, st.MPI_SOURCE);
     printf("peer_lost: rank %d: %s\n", rank, text);
     fflush(stdout);
     _exit(0);
