@@ -155,8 +155,13 @@ void TcpNode::attempt_failed(bool refused, const std::string& why, Clock::time_p
 
 Clock::time_point TcpNode::tick(Clock::time_point now) {
     const auto far = now + std::chrono::seconds(1);
-    std::unique_lock in_lock(in_mutex_);
-    std::unique_lock lock(out_mutex_);
+    // Called for every node at each wake-up of the background thread: a node whose
+    // application holds a lock (a receive, a stream's sends) is looked at again
+    // ack_delay later instead of making that thread wait.
+    std::unique_lock in_lock(in_mutex_, std::try_to_lock);
+    if (!in_lock.owns_lock()) return now + ack_delay;
+    std::unique_lock lock(out_mutex_, std::try_to_lock);
+    if (!lock.owns_lock()) return now + ack_delay;
     if (closed_) return far;
     if (write_failed_) {
         const std::string why = write_failure_;
@@ -301,8 +306,18 @@ bool TcpNode::check_answers(Clock::time_point now) {
 
 void TcpNode::on_event(std::uint32_t generation, std::uint32_t events) {
     std::unique_lock in_lock(in_mutex_);
-    std::unique_lock lock(out_mutex_);
     if (fd_ < 0 || (generation_ & 0xffffffu) != generation) return; // an event of a closed connection
+    if (framed_ && (events & (EPOLLOUT | EPOLLHUP | EPOLLERR)) == 0) {
+        // Input on an established connection (acknowledgements the application does
+        // not read): read without the sending side's lock, which a sender in a
+        // stream holds most of the time; it applies the acknowledgement at its next
+        // send when this thread cannot (after_read).
+        const Control c = read_in_side();
+        after_read(in_lock, c);
+        if (c.delivered || c.closed || c.bad_ack) shared_->wake_receivers();
+        return;
+    }
+    std::unique_lock lock(out_mutex_);
     if (state_ == State::connecting) {
         int error = 0;
         socklen_t len = sizeof error;
