@@ -91,15 +91,33 @@ protected:
     }
 
     // The next data frame on s and its payload's header; fails the test when none
-    // comes whole within bound.
+    // comes whole within bound. On the pair's one two-way connection node 1 first
+    // says where it stands in node 2's messages (a resume frame: none received) and
+    // may acknowledge alone; its data frames carry its acknowledgement (0: node 2
+    // sends nothing).
     std::optional<std::pair<tcp::FrameHeader, PayloadHeader>> read_data(RawSocket& s) {
         std::array<std::byte, ip::frame_header_size> bytes{};
-        if (s.read_exact(bytes.data(), bytes.size()) != bytes.size()) {
-            ADD_FAILURE() << "no frame header from node 1";
-            return std::nullopt;
+        tcp::FrameHeader h{};
+        for (;;) {
+            if (s.read_exact(bytes.data(), bytes.size()) != bytes.size()) {
+                ADD_FAILURE() << "no frame header from node 1";
+                return std::nullopt;
+            }
+            h = ip::decode(bytes.data());
+            if (h.type == static_cast<std::uint32_t>(tcp::FrameType::resume) ||
+                h.type == static_cast<std::uint32_t>(tcp::FrameType::ack)) {
+                EXPECT_EQ(h.length, 0u);
+                EXPECT_EQ(h.seq, 0u) << "node 1 claims messages node 2 never sent";
+                continue;
+            }
+            break;
         }
-        const auto h = ip::decode(bytes.data());
-        EXPECT_EQ(h.type, static_cast<std::uint32_t>(tcp::FrameType::data));
+        EXPECT_TRUE(h.type == static_cast<std::uint32_t>(tcp::FrameType::data) ||
+                    h.type == static_cast<std::uint32_t>(tcp::FrameType::data_acked))
+            << "frame type " << h.type;
+        if (h.type == static_cast<std::uint32_t>(tcp::FrameType::data_acked)) {
+            EXPECT_EQ(h.flags, 0u);
+        }
         if (h.length > 1 * config::MiB) {
             ADD_FAILURE() << "a data frame of " << h.length << " bytes";
             return std::nullopt;
@@ -271,6 +289,7 @@ TEST_F(TcpConnector, AGoodbyeThatAcknowledgesEverythingIsForgottenQuietlyAndTheN
 struct BadAckFrame {
     const char* name;
     tcp::FrameHeader frame;
+    bool reported = false; // a frame the reading side reports once as an Error (as the acceptor does)
 };
 
 class TcpConnectorBadFrame : public TcpConnector, public ::testing::WithParamInterface<BadAckFrame> {};
@@ -284,6 +303,10 @@ TEST_P(TcpConnectorBadFrame, BreaksTheConnectionAndTheMessageIsSentAgainOnTheNex
         ASSERT_TRUE(frame.has_value());
         ASSERT_TRUE(send_frame(s, GetParam().frame));
         EXPECT_TRUE(s.wait_closed()) << "node 1 kept the connection after " << GetParam().name;
+    }
+    if (GetParam().reported) {
+        const std::string error = no_loss();
+        EXPECT_NE(error.find("node 2 sent"), std::string::npos) << GetParam().name << ": " << error;
     }
     auto s = accept_hello();
     ASSERT_TRUE(s.send_struct(welcome(first_incarnation, 0)));
@@ -304,18 +327,19 @@ TEST_P(TcpConnectorBadFrame, BreaksTheConnectionAndTheMessageIsSentAgainOnTheNex
     ASSERT_TRUE(send_frame(s, ip::ack_frame(2)));
 }
 
-INSTANTIATE_TEST_SUITE_P(Frames, TcpConnectorBadFrame,
-                         ::testing::Values(BadAckFrame{"an acknowledgement of messages never sent", ip::ack_frame(5)},
-                                           BadAckFrame{"a frame of an unknown type", tcp::FrameHeader{0, 1, 77, 0}},
-                                           BadAckFrame{"a data frame", ip::data_frame(0, 0)},
-                                           BadAckFrame{"an acknowledgement with a length",
-                                                       tcp::FrameHeader{8, 1, 2, 0}}),
-                         [](const auto& info) {
-                             std::string name;
-                             for (const char* p = info.param.name; *p != '\0'; ++p)
-                                 if (std::isalnum(static_cast<unsigned char>(*p))) name += *p;
-                             return name;
-                         });
+INSTANTIATE_TEST_SUITE_P(
+    Frames, TcpConnectorBadFrame,
+    ::testing::Values(BadAckFrame{"an acknowledgement of messages never sent", ip::ack_frame(5)},
+                      BadAckFrame{"a frame of an unknown type", tcp::FrameHeader{0, 1, 77, 0}, true},
+                      // node 2's first message is number 0: data is welcome both ways
+                      BadAckFrame{"a data frame out of sequence", ip::data_frame(3, 0), true},
+                      BadAckFrame{"an acknowledgement with a length", tcp::FrameHeader{8, 1, 2, 0}, true}),
+    [](const auto& info) {
+        std::string name;
+        for (const char* p = info.param.name; *p != '\0'; ++p)
+            if (std::isalnum(static_cast<unsigned char>(*p))) name += *p;
+        return name;
+    });
 
 // An answer to the Hello that is no Welcome: node 1 closes the connection and tries
 // again, keeping its messages; nothing is lost while the peer was never reached. A
@@ -490,6 +514,101 @@ TEST_F(TcpConnector, WithoutDescriptorsForASocketAKnownPeerIsLostAfterPeerTimeou
     EXPECT_EQ(frame->first.seq, 1u) << "the numbering did not go on through the loss";
     EXPECT_EQ(frame->second.seq, 1u);
     ASSERT_TRUE(send_frame(again, ip::ack_frame(2)));
+}
+
+// ------------------------------------------------ the tie-break of crossing connections
+
+// The bytes of a message of node 2's stream as a data frame on the wire.
+bool send_message(RawSocket& s, NodeFactory& f, std::uint64_t seq) {
+    auto m = make_message(f, 100, 2, seq);
+    std::vector<std::byte> bytes(m->size());
+    std::memcpy(bytes.data(), m->single()->data(), bytes.size());
+    return send_frame(s, ip::data_frame(seq, bytes.size())) && s.send_all(bytes.data(), bytes.size());
+}
+
+// Node 1 (the lower id) connects to node 2 and, before node 2 answers, node 2's own
+// Hello arrives: node 1 refuses it as crossed (counted as such, not as a fault) and
+// keeps its own connection, which then carries both ways: node 1's message to node 2
+// after its resume frame, node 2's message to node 1.
+TEST_F(TcpConnector, TheLowerNodeRefusesACrossingHelloAndItsOwnConnectionCarriesBothWays) {
+    send(0);
+    auto s = accept_hello(); // node 1's attempt, not answered yet
+    ASSERT_TRUE(s.valid());
+    auto crossing = RawSocket::connect_to(text_.nodes[0].port);
+    ASSERT_TRUE(crossing.valid()) << "cannot connect to node 1";
+    ASSERT_TRUE(crossing.send_struct(tcp::make_hello(2, 1, first_incarnation, text_.partition)));
+    tcp::Welcome answer{};
+    ASSERT_EQ(crossing.read_exact(&answer, sizeof answer), sizeof answer) << "node 1 did not answer the crossing Hello";
+    EXPECT_EQ(answer.kind, static_cast<std::uint16_t>(tcp::Kind::refusal));
+    EXPECT_EQ(answer.reason, static_cast<std::uint32_t>(Refusal::crossed));
+    EXPECT_TRUE(crossing.wait_closed()) << "node 1 kept the crossing connection";
+    const auto stats = tcp_of(*f1_).listener_stats();
+    EXPECT_EQ(stats.crossed, 1u);
+    EXPECT_EQ(stats.refused_total(), 0u) << "a crossing Hello was counted as a fault: " << describe(stats);
+    EXPECT_EQ(stats.accepted, 0u);
+
+    ASSERT_TRUE(s.send_struct(welcome(first_incarnation, 0)));
+    const auto frame = read_data(s);
+    ASSERT_TRUE(frame.has_value());
+    EXPECT_EQ(frame->first.seq, 0u);
+    ASSERT_TRUE(send_message(s, *f1_, 0)); // node 2's message 0 on node 1's connection
+    auto m = to2_->receive(patience);
+    ASSERT_TRUE(m) << "node 2's message did not come on node 1's connection";
+    EXPECT_EQ(check_payload(*m).seq, 0u);
+    EXPECT_EQ(m->source(), 2u);
+    ASSERT_TRUE(send_frame(s, ip::ack_frame(1)));
+    EXPECT_TRUE(to2_->flush(patience));
+    EXPECT_EQ(no_loss(), "");
+}
+
+// Node 2 (the higher id) connects to node 1 and, before node 1 answers, node 1's
+// Hello arrives: node 2 welcomes it and takes it as the pair's connection; its own
+// attempt stays open until node 1 refuses it (so node 1 never sees a Hello cut
+// short), and its message goes on node 1's connection after node 1's resume frame,
+// once.
+TEST(TcpCrossing, TheHigherNodeTakesTheLowerNodesConnectionAndGivesItsOwnAttemptUp) {
+    constexpr std::uint64_t node_1_incarnation = 0x1111'0000'0000'0001ULL;
+    const auto text = local_partition(partition_for_test(), 2, 2000ms);
+    ASSERT_EQ(text.nodes.size(), 2u) << "no free ports";
+    RawListener listener(text.nodes[0].port); // node 1's port, played by the test
+    ASSERT_TRUE(listener.valid());
+    auto f2 = NodeFactory::create(text.load(), 2);
+    auto to1 = f2->create_node(1);
+    to1->send(make_message(*f2, 100, 2, 0));
+    auto attempt = listener.accept(); // node 2's attempt, not answered yet
+    ASSERT_TRUE(attempt.valid()) << "node 2 did not connect to node 1";
+    tcp::Hello theirs{};
+    ASSERT_EQ(attempt.read_exact(&theirs, sizeof theirs), sizeof theirs);
+    EXPECT_EQ(theirs.from, 2u);
+
+    auto ours = RawSocket::connect_to(text.nodes[1].port);
+    ASSERT_TRUE(ours.valid()) << "cannot connect to node 2";
+    ASSERT_TRUE(ours.send_struct(tcp::make_hello(1, 2, node_1_incarnation, text.partition)));
+    tcp::Welcome answer{};
+    ASSERT_EQ(ours.read_exact(&answer, sizeof answer), sizeof answer) << "node 2 did not answer node 1's Hello";
+    EXPECT_EQ(answer.kind, static_cast<std::uint16_t>(tcp::Kind::welcome));
+    EXPECT_EQ(answer.next_expected, 0u);
+    // Node 2 gave its attempt up but keeps it open for node 1's refusal.
+    EXPECT_FALSE(attempt.wait_closed(200ms)) << "node 2 cut its attempt short";
+    const tcp::Welcome refusal = ip::make_refusal(tcp::protocol, 1, 2, node_1_incarnation, Refusal::crossed);
+    ASSERT_TRUE(attempt.send_struct(refusal));
+
+    ASSERT_TRUE(send_frame(ours, ip::resume_frame(0))); // node 1 has none of node 2's messages
+    std::array<std::byte, ip::frame_header_size> bytes{};
+    ASSERT_EQ(ours.read_exact(bytes.data(), bytes.size()), bytes.size()) << "node 2 sent nothing on the connection";
+    const auto h = ip::decode(bytes.data());
+    EXPECT_TRUE(h.type == static_cast<std::uint32_t>(tcp::FrameType::data) ||
+                h.type == static_cast<std::uint32_t>(tcp::FrameType::data_acked))
+        << "frame type " << h.type;
+    EXPECT_EQ(h.seq, 0u);
+    EXPECT_EQ(h.length, 100u);
+    std::vector<std::byte> payload(h.length);
+    ASSERT_EQ(ours.read_exact(payload.data(), payload.size()), payload.size());
+    ASSERT_TRUE(send_frame(ours, ip::ack_frame(1)));
+    EXPECT_TRUE(to1->flush(patience));
+    EXPECT_TRUE(eventually([&] { return to1->stats().queue_depth == 0; }, patience));
+    EXPECT_EQ(tcp_of(*f2).listener_stats().accepted, 1u);
+    EXPECT_EQ(tcp_of(*f2).listener_stats().refused_total(), 0u) << describe(tcp_of(*f2).listener_stats());
 }
 
 } // namespace

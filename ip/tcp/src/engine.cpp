@@ -1,6 +1,6 @@
-// Engine: the listening socket, the handshakes of incoming connections, and the
-// background thread that opens, repairs and drains the outgoing connections of
-// every TcpNode of one factory (see engine.hpp).
+// Engine: the listening socket, the acceptor's side of the handshakes, and the
+// background thread that opens, repairs and drains the connections of every TcpNode
+// of one factory (see engine.hpp).
 #include "engine.hpp"
 
 #include <fcntl.h>
@@ -142,14 +142,14 @@ void Engine::run() {
             case Tag::pending:
                 on_pending(static_cast<int>(data & 0xffffffffu));
                 break;
-            case Tag::out: {
+            case Tag::conn: {
                 const auto id = static_cast<NodeId>((data >> 24) & 0xffffffffu);
                 std::shared_ptr<TcpNode> node;
                 {
                     std::lock_guard lock(nodes_mutex_);
                     if (auto it = nodes_.find(id); it != nodes_.end()) node = it->second;
                 }
-                if (node) node->on_out_event(static_cast<std::uint32_t>(data & 0xffffffu), events[i].events);
+                if (node) node->on_event(static_cast<std::uint32_t>(data & 0xffffffu), events[i].events);
                 break;
             }
             }
@@ -266,6 +266,19 @@ void Engine::finish_hello(Pending& p) {
         finish_handshake(p);
         return;
     }
+    // The tie-break needs no proof: a crossing Hello is refused before the
+    // challenge (a connector that gave its attempt up does not answer one).
+    std::shared_ptr<TcpNode> peer;
+    try {
+        peer = node(p.hello.hello.from);
+    } catch (const Error& e) {
+        refuse(p, Refusal::unknown_node, e.what(), true);
+        return;
+    }
+    if (peer->crosses()) {
+        refuse_crossed(p);
+        return;
+    }
     p.challenge = ip::make_challenge(*shared_->parameters.auth_key, p.hello, protocol, shared_->parameters.self,
                                      shared_->incarnation);
     const ssize_t wrote = ::send(p.fd, &p.challenge, sizeof p.challenge, MSG_DONTWAIT | MSG_NOSIGNAL);
@@ -293,9 +306,23 @@ void Engine::finish_handshake(Pending& p) {
     const int fd = p.fd;
     const std::uint64_t incarnation = h.incarnation;
     shared_->epoll.remove(fd);
+    if (!peer->accept_connection(fd, incarnation)) {
+        refuse_crossed(p);
+        return;
+    }
     pending_.erase(fd); // p is gone from here on
-    peer->attach_incoming(fd, incarnation);
     shared_->accepted.fetch_add(1);
+}
+
+// This node's own connection to the peer crossed this one and stays (the lower node
+// id's): not a fault, neither counted nor logged.
+void Engine::refuse_crossed(Pending& p) {
+    shared_->crossed.fetch_add(1);
+    const Welcome w = ip::make_refusal(protocol, shared_->parameters.self, p.hello.hello.from, shared_->incarnation,
+                                       Refusal::crossed);
+    (void)::send(p.fd, &w, sizeof w, MSG_DONTWAIT | MSG_NOSIGNAL);
+    shared_->epoll.remove(p.fd);
+    drop_pending(p.fd);
 }
 
 void Engine::refuse(Pending& p, Refusal reason, const std::string& detail, bool answer) {

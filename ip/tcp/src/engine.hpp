@@ -1,15 +1,18 @@
-// Internals of the tcp technology: TcpNode (one peer: the connection this process
-// opened to send to it, outgoing.cpp, and the connection it opened to send to us,
-// incoming.cpp; the application's calls in node.cpp) and Engine (the listening
-// socket, the background thread and the nodes of one factory, engine.cpp). What
-// does not depend on TCP (window, incarnations, handshake, frames, reconnection
-// policy, reactor) comes from ip/common.
+// Internals of the tcp technology: TcpNode (one peer and the one two-way connection
+// of the pair: opening it, its handshake and writes in outgoing.cpp, reading and
+// installing it in incoming.cpp, the application's calls in node.cpp) and Engine
+// (the listening socket, the background thread and the nodes of one factory,
+// engine.cpp). What does not depend on TCP (window, incarnations, handshake, frames,
+// reconnection policy, reactor) comes from ip/common.
 //
-// Threads. Senders write to a node's outgoing socket under out_mutex_ when nothing
-// is queued before them; the receiver reads the incoming socket under in_mutex_.
-// Only the background thread opens and closes outgoing sockets and installs
-// incoming ones, so that an event it received always refers to the socket it
-// thinks it does (each outgoing connection carries a generation number).
+// Threads and locks. Senders write to the socket under out_mutex_ when nothing is
+// queued before them; the receiver reads it under in_mutex_. A thread that holds
+// both takes in_mutex_ first. The receiver only tries out_mutex_ (to apply an
+// acknowledgement or write one alone); when it cannot, the background thread does
+// it. Only the background thread opens, installs and closes sockets, holding both
+// locks (a reader or a writer that finds the connection broken hands it over), so
+// that an event always refers to the socket it thinks it does (each connection
+// carries a generation number).
 #pragma once
 
 #include <msgpass/config.hpp>
@@ -125,6 +128,7 @@ struct Shared {
     // (the sci one), so that a group mixing sci and tcp nodes sleeps on one futex.
     std::atomic<Doorbell*> bell{nullptr};
     std::atomic<std::uint64_t> accepted{0};
+    std::atomic<std::uint64_t> crossed{0};
     std::array<std::atomic<std::uint64_t>, static_cast<std::size_t>(Refusal::kinds)> refused{};
 
     explicit Shared(Parameters p);
@@ -139,17 +143,27 @@ struct Shared {
 };
 
 // Tags of epoll events (top byte of epoll_event.data.u64).
-enum class Tag : std::uint8_t { listen = 1, io_wake = 2, pending = 3, out = 4, in = 5 };
+enum class Tag : std::uint8_t { listen = 1, io_wake = 2, pending = 3, conn = 4, in = 5 };
 
 // The data of an epoll event of a node's connection: tag, node id, and the low 24
-// bits of the outgoing connection's generation (an event of an older one is ignored).
+// bits of the connection's generation (an event of an older one is ignored).
 inline std::uint64_t event_data(Tag tag, NodeId id, std::uint32_t generation) {
     return (static_cast<std::uint64_t>(tag) << 56) | (static_cast<std::uint64_t>(id) << 24) | (generation & 0xffffffu);
 }
 
-// Keepalive sized to the peer timeout, and TCP_USER_TIMEOUT = peer_timeout when
-// user_timeout is set (an incoming connection; node.cpp says why not an outgoing one).
-void tune_socket(int fd, std::chrono::nanoseconds peer_timeout, bool user_timeout);
+// TCP_NODELAY and keepalive sized to the peer timeout (node.cpp says why no
+// TCP_USER_TIMEOUT).
+void tune_socket(int fd, std::chrono::nanoseconds peer_timeout);
+
+// A reader that is not the application (the background thread) stops taking a
+// peer's messages into the inbox beyond this many; they wait in the kernel then.
+inline constexpr std::size_t background_inbox_limit = 65536;
+
+// The tie-break of two nodes that connect to each other at once: the lower node id
+// refuses (crossed) the higher one's Hello while its own attempt is under way or
+// its own connection is younger than this (the two Hellos crossed); later, a Hello
+// of the higher node means that node lost the connection, and it replaces it.
+inline constexpr std::chrono::milliseconds crossing_window{250};
 
 class TcpNode final : public Node, public kit::FactoryBound {
 public:
@@ -170,57 +184,91 @@ public:
     [[nodiscard]] std::size_t queued() const noexcept { return queue_depth_.load(std::memory_order_relaxed); }
 
     // For the receive wait: sends the acknowledgement owed when acknowledge is set
-    // (the receiver has been idle for ack_delay), and returns the incoming socket to
-    // poll (-1 when there is none).
+    // (the receiver has been idle for ack_delay), and returns the socket to poll (-1
+    // when there is none).
     int prepare_to_sleep(bool acknowledge);
 
+    // Acknowledgement frames this node wrote alone (not carried by a data frame).
+    [[nodiscard]] std::uint64_t standalone_acks() const noexcept {
+        return standalone_acks_.load(std::memory_order_relaxed);
+    }
+
     // --- background thread only ---
-    // Runs timers (reconnect, connect timeout, loss deadline); returns when it wants
-    // to be called again.
+    // Runs timers (reconnect, connect timeout, loss deadline, reading for
+    // acknowledgements); returns when it wants to be called again.
     Clock::time_point tick(Clock::time_point now);
-    void on_out_event(std::uint32_t generation, std::uint32_t events);
-    // Installs an accepted, identified connection from the peer; returns the
-    // Welcome's next_expected.
-    std::uint64_t attach_incoming(int fd, std::uint64_t incarnation);
-    // Aborts both connections with RST (fault injection).
+    void on_event(std::uint32_t generation, std::uint32_t events);
+    // A connection from the peer passed the acceptor's checks: installs it (the
+    // Welcome goes out) and returns true, or returns false when this node's own
+    // connection to the peer crossed it and wins the tie-break (the lower node id's
+    // connection stays): the caller refuses it as crossed.
+    bool accept_connection(int fd, std::uint64_t incarnation);
+    // Whether the tie-break refuses a connection from the peer now.
+    [[nodiscard]] bool crosses() const;
+    // Aborts the connection with RST (fault injection).
     void reset_connections();
     // Waits until the peer acknowledged every message written (or deadline).
     bool wait_acknowledged(Clock::time_point deadline);
-    // Factory shutdown: a last acknowledgement and a goodbye on both connections,
-    // then close. The node refuses sends afterwards.
+    // Factory shutdown: a last acknowledgement in a goodbye, then close. The node
+    // refuses sends afterwards.
     void close();
 
 private:
-    enum class OutState { idle, waiting, connecting, handshaking, established };
+    // connecting, handshaking: this node's own attempt (the connector's side);
+    // resuming: a connection the peer opened, its data waits for the peer's resume frame.
+    enum class State { idle, waiting, connecting, handshaking, resuming, established };
+
+    // What one parse found beside messages, applied under out_mutex_ after it.
+    struct Control {
+        bool ack = false;
+        std::uint64_t ack_to = 0;
+        bool goodbye = false;
+        bool resume = false;
+        std::uint64_t resume_to = 0;
+        bool bad_ack = false; // a frame broke the protocol (violation_ says how)
+        bool closed = false;  // the connection ended (after the frames parsed)
+        bool delivered = false;
+    };
 
     template <class B>
     void send_impl(B& buffer);
     void throw_if_lost();
-    // out side, under out_mutex_
+    // under out_mutex_
     void write_pending();
-    void arm_out(bool want_write);
-    void out_broken(const std::string& why);
+    bool write_control();
+    void update_epoll();
+    bool crosses_locked(Clock::time_point now) const;
+    bool send_hello(int fd);
+    void fail_write(const std::string& why);
     void start_connect(Clock::time_point now);
     void attempt_failed(bool refused, const std::string& why, Clock::time_point now);
-    void handle_welcome(const Welcome& w);
     void handle_challenge(const ip::Challenge& c);
-    void read_out_side();
-    void handle_out_event(std::uint32_t generation, std::uint32_t events);
+    void read_handshake();
     bool acknowledged(std::uint64_t next_expected);
+    void apply_pending_ack();
     void trimmed();
-    // may_live: given up for silence (no connection for peer_timeout), the peer may
-    // show up again with the same incarnation.
+    bool resume_window(std::uint64_t incarnation, std::uint64_t next_expected);
     void declare_lost_locked(std::uint64_t incarnation, const std::string& reason, bool may_live = false);
-    void welcome_mismatch(const Welcome& w);
-    void close_out_fd();
+    void window_mismatch(std::uint64_t incarnation, std::uint64_t next_expected);
     bool check_answers(Clock::time_point now);
     [[nodiscard]] std::chrono::nanoseconds answer_check_period() const;
-    // in side, under in_mutex_
-    void read_in_side();
-    void parse_in_buffer();
-    void in_broken(); // the incoming connection closed or failed
+    void queue_control(const FrameHeader& h);
+    // under both locks (in_mutex_ first)
+    void handle_welcome(const Welcome& w);
+    void broken(const std::string& why);
+    void close_fd();
+    void install(int fd);
+    void attach_in(std::uint64_t incarnation);
+    void apply(const Control& c);
+    void read_background();
+    // under in_mutex_
+    Control read_in_side();
+    void parse_in_buffer(Control& c);
+    void reset_in();
     void send_ack();
+    void send_ack_locked();
     void deliver(BufferPtr message);
+    void after_read(std::unique_lock<std::mutex>& in_lock, const Control& c);
     BufferPtr take_locked(std::unique_lock<std::mutex>& lock);
 
     std::shared_ptr<Shared> shared_;
@@ -230,53 +278,83 @@ private:
     StatsCounters stats_;
     std::atomic<std::size_t> queue_depth_{0};
 
-    // --- outgoing connection (data to the peer, acknowledgements back) ---
+    // --- the connection (both directions). fd_ changes under both locks; readers
+    // use it under in_mutex_, writers under out_mutex_.
+    int fd_ = -1;
+    int bell_fd_ = -1;                 // technology: auto: a duplicate, edge-triggered, that rings the doorbell
+    bool framed_ = false;              // past the handshake: frames come (changes under both locks)
+    bool opened_here_ = false;         // this node opened the connection (the tie-break)
+    Clock::time_point connected_at_{}; // when its handshake ended
+    // This node's own attempt, dropped for the peer's crossing connection: kept open
+    // (outside the epoll set) until the peer refused it, so that the peer reads a
+    // whole Hello and not a connection cut short; closed handshake_timeout later.
+    int abandoned_fd_ = -1;
+    bool abandoned_hello_ = false; // given up before it connected: its Hello goes when it does
+    Clock::time_point abandoned_at_{};
+
+    // --- sending side, under out_mutex_ ---
     mutable std::mutex out_mutex_;
     std::condition_variable out_changed_;
-    OutState state_ = OutState::idle;
-    int out_fd_ = -1;
+    State state_ = State::idle;
     std::uint32_t generation_ = 0;
-    bool armed_write_ = false;
-    Clock::time_point last_write_{};                 // of the last write by a sender or a batch
-    Clock::time_point batch_start_{};                // when the batch now waiting began
-    bool batch_timed_ = false;                       // the background thread holds a batch's deadline (tick)
-    std::atomic<std::uint64_t> takes_{0};            // messages the application took from this node
-    std::uint64_t takes_at_write_ = 0;               // takes_ at the last immediate write
-    ip::SendWindow window_;                          // messages not yet acknowledged
-    ip::GatherList gather_;                          // the iovecs of one write
-    std::vector<ip::Outgoing> acknowledged_scratch_; // background thread only: freed outside out_mutex_
-    std::uint64_t peer_incarnation_ = 0;             // of the last Welcome; 0 = none
+    std::uint32_t epoll_mask_ = 0;        // the events the background thread watches
+    bool armed_write_ = false;            // the socket was full
+    bool write_failed_ = false;           // a write failed: the background thread ends the connection
+    std::string write_failure_;           // why
+    bool background_read_ = false;        // the background thread reads (for acknowledgements or a handshake)
+    Clock::time_point last_write_{};      // of the last write by a sender or a batch
+    Clock::time_point batch_start_{};     // when the batch now waiting began
+    bool batch_timed_ = false;            // the background thread holds a batch's deadline (tick)
+    std::atomic<std::uint64_t> takes_{0}; // messages the application took from this node
+    std::uint64_t takes_at_write_ = 0;    // takes_ at the last immediate write
+    ip::SendWindow window_;               // messages not yet acknowledged
+    ip::GatherList gather_;               // the iovecs of one write
+    std::vector<ip::Outgoing> acknowledged_scratch_;          // freed outside out_mutex_
+    std::array<std::byte, 4 * sizeof(FrameHeader)> ctl_tx_{}; // control frames (resume, skip, ack) not yet written
+    std::size_t ctl_len_ = 0, ctl_off_ = 0;
+    std::uint64_t peer_incarnation_ = 0; // of the connection's handshake; 0 = none
     // The peer incarnation whose count of our messages window_'s numbers follow (0:
-    // none yet); a welcome from another one renumbers them from 0. Kept through a
+    // none yet); a handshake with another one renumbers them from 0. Kept through a
     // loss: a peer given up for silence may still count them.
     std::uint64_t numbered_for_ = 0;
     bool peer_said_goodbye_ = false;
     bool closed_ = false;
     bool refusal_logged_ = false;
-    ip::Reconnect reconnect_;               // when to try again, when to give the peer up
-    Clock::time_point next_answer_check_{}; // of the established connection (check_answers)
-    Clock::time_point unanswered_since_{};  // the kernel has waited for the peer since; {} when not
-    ip::AuthHello auth_hello_{};            // the Hello of this attempt, with a key (its MACs cover it)
-    std::array<std::byte, 128> out_rx_{};   // Challenge, Welcome, acks and goodbyes from the peer
-    std::size_t out_rx_len_ = 0;
+    ip::Reconnect reconnect_;                              // when to try again, when to give the peer up
+    Clock::time_point next_answer_check_{};                // of the established connection (check_answers)
+    Clock::time_point unanswered_since_{};                 // the kernel has waited for the peer since; {} when not
+    ip::AuthHello auth_hello_{};                           // the Hello of this attempt, with a key (its MACs cover it)
+    std::array<std::byte, sizeof(ip::Challenge)> hs_rx_{}; // the answer to our Hello
+    std::size_t hs_len_ = 0;
+    // Acknowledgements between the two sides: the reader publishes how many
+    // messages arrived (ack_avail_), every data frame written carries it, and
+    // ack_sent_ is the last value written. peer_ack_ is the newest acknowledgement
+    // the reader saw that is not applied to window_ yet (it only tries out_mutex_);
+    // acked_base_ mirrors window_.acknowledged_to() for the reader, which widens the
+    // 32 bits a data frame carries from it.
+    std::atomic<std::uint64_t> ack_avail_{0};
+    std::atomic<std::uint64_t> ack_sent_{0};
+    std::atomic<std::uint64_t> peer_ack_{0};
+    std::atomic<bool> peer_ack_pending_{false};
+    std::atomic<bool> ack_wanted_{false}; // a standalone acknowledgement the receiver could not write
+    std::atomic<std::uint64_t> acked_base_{0};
+    std::atomic<std::uint64_t> standalone_acks_{0};
+    std::atomic<std::int64_t> last_app_read_{0}; // steady-clock ns of the receiving thread's last read
 
-    // --- incoming connection (data from the peer, acknowledgements back) ---
+    // --- receiving side, under in_mutex_ ---
     std::mutex in_mutex_;
-    int in_fd_ = -1;
     ip::ReceiveWindow in_window_; // the peer incarnation's next expected message, acknowledgements owed
     std::vector<std::byte> rx_;   // read buffer
     std::size_t rx_begin_ = 0, rx_end_ = 0;
     BufferPtr assembling_; // a message larger than what rx_ holds (a SingleBuffer)
     std::byte* assembling_data_ = nullptr;
     std::size_t assembled_ = 0;
-    std::uint64_t assembling_seq_ = 0;
     ip::Inbox inbox_; // with a marker where a restarted peer's old incarnation was lost
+    std::size_t inbox_count_ = 0;
+    std::vector<ip::Outgoing> rx_acknowledged_; // acknowledged by what the receiver read: freed outside out_mutex_
     bool in_goodbye_ = false;
-    std::array<std::byte, sizeof(FrameHeader)> ack_tx_{}; // an acknowledgement cut short by a full socket
-    std::size_t ack_tx_len_ = 0, ack_tx_off_ = 0;
     std::string violation_;                           // reported once by receive()
-    std::atomic<bool> probe_wanted_{false};           // the incoming connection broke: ask the peer who it is
-    std::atomic<std::uint64_t> known_incarnation_{0}; // the peer's incarnation seen on either connection
+    std::atomic<std::uint64_t> known_incarnation_{0}; // the peer's incarnation seen on the connection
     std::atomic<std::uint32_t> spin_skip_{0};         // blocking receives left that do not spin (receive)
     std::atomic<std::uint32_t> spin_backoff_{0};      // how many to skip after the next spin that finds nothing
 
@@ -322,6 +400,7 @@ private:
     void finish_hello(Pending& p);
     void finish_handshake(Pending& p);
     void refuse(Pending& p, Refusal reason, const std::string& detail, bool answer);
+    void refuse_crossed(Pending& p);
     void drop_pending(int fd);
     void log_refusal(const std::string& from, Refusal reason, const std::string& detail);
 

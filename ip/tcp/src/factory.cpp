@@ -49,6 +49,7 @@ ListenerStats TcpNodeFactory::listener_stats() const noexcept {
     ListenerStats s;
     const auto& shared = engine_->shared();
     s.accepted = shared.accepted.load();
+    s.crossed = shared.crossed.load();
     for (std::size_t i = 0; i < s.refused.size(); ++i)
         s.refused[i] = shared.refused[i].load();
     return s;

@@ -1,7 +1,9 @@
-// The incoming connection of a TcpNode: the data the peer sends to this process, and
-// the acknowledgements this side owes. The background thread installs it after the
-// acceptor's side of the handshake (engine.cpp); the receiving thread reads it,
-// parses frames into the inbox, and acknowledges what it holds.
+// The receiving side of a TcpNode's connection: installing a connection the peer
+// opened (after the acceptor's side of the handshake, engine.cpp, and the tie-break
+// of two crossing connections), reading and parsing frames into the inbox, and the
+// acknowledgements this side owes (carried by its data frames, alone when none go).
+// The application's receive reads; the background thread reads when the
+// application does not and an acknowledgement is awaited.
 #include "engine.hpp"
 
 #include <cerrno>
@@ -18,92 +20,139 @@ constexpr std::size_t rx_capacity = 256 * 1024;
 
 } // namespace
 
-std::uint64_t TcpNode::attach_incoming(int fd, std::uint64_t incarnation) {
-    std::uint64_t old_incarnation = 0;
-    bool restarted = false;
-    {
-        std::lock_guard lock(in_mutex_);
-        old_incarnation = in_window_.incarnation();
-        // A peer that said goodbye and comes back started cleanly: nothing was lost.
-        restarted = ip::restarted(old_incarnation, incarnation) && !in_goodbye_;
-    }
-    // The loss of the old incarnation is declared before a message of the new one
-    // can be taken, and a marker in the inbox raises it between the two streams.
-    if (restarted) {
-        std::lock_guard lock(out_mutex_);
-        declare_lost_locked(old_incarnation, "it restarted");
-    }
-    std::uint64_t next_expected = 0;
-    {
-        std::lock_guard lock(in_mutex_);
-        if (in_fd_ >= 0) ::close(in_fd_);
-        tune_socket(fd, shared_->parameters.peer_timeout, true); // only acknowledgements go out on it
-        in_fd_ = fd;
-        // A partial frame of the old connection is dropped: the peer resends it whole.
-        assembling_.reset();
-        rx_begin_ = rx_end_ = 0;
-        ack_tx_len_ = ack_tx_off_ = 0;
-        if (restarted && in_window_.incarnation() != incarnation) inbox_.mark_loss();
-        in_window_.attach(incarnation); // a new incarnation counts from 0; the same one goes on
-        in_goodbye_ = false;
-        known_incarnation_.store(incarnation);
-        next_expected = in_window_.expected();
-        // The Welcome goes out before any acknowledgement can (same lock); a fresh
-        // socket takes its 40 bytes at once.
-        const Welcome w =
-            ip::make_welcome(protocol, shared_->parameters.self, id_, shared_->incarnation, next_expected);
-        (void)::send(fd, &w, sizeof w, MSG_DONTWAIT | MSG_NOSIGNAL);
-        if (shared_->bell.load() != nullptr) { // technology: auto: every arrival rings the doorbell
-            shared_->epoll.add(fd, EPOLLIN | EPOLLET | EPOLLRDHUP, event_data(Tag::in, id_, 0));
-        }
-    }
-    loss_.revive(incarnation); // if it was given up for silence, it lives: its later loss is reported again
-    shared_->wake_receivers();
-    return next_expected;
+// out_mutex_. Both nodes connected at once: the connection of the lower node id
+// stays. The higher one drops its own attempt (it never carried a frame) and
+// takes the lower one's.
+bool TcpNode::crosses_locked(Clock::time_point now) const {
+    const bool ours_in_flight = state_ == State::connecting || state_ == State::handshaking;
+    return shared_->parameters.self < id_ &&
+           (ours_in_flight || (opened_here_ && fd_ >= 0 && now - connected_at_ < crossing_window));
 }
 
-void TcpNode::in_broken() {
-    if (in_fd_ >= 0) ::close(in_fd_);
-    in_fd_ = -1;
+bool TcpNode::crosses() const {
+    std::lock_guard lock(out_mutex_);
+    return crosses_locked(Clock::now());
+}
+
+bool TcpNode::accept_connection(int fd, std::uint64_t incarnation) {
+    std::lock_guard in_lock(in_mutex_);
+    std::lock_guard lock(out_mutex_);
+    const auto now = Clock::now();
+    if (crosses_locked(now)) return false;
+    const bool ours_in_flight = state_ == State::connecting || state_ == State::handshaking;
+    if (ours_in_flight && fd_ >= 0) { // the higher id gives its attempt up; the peer refuses it
+        shared_->epoll.remove(fd_);
+        if (abandoned_fd_ >= 0) ::close(abandoned_fd_);
+        abandoned_fd_ = fd_;
+        abandoned_hello_ = state_ == State::connecting;
+        abandoned_at_ = now;
+        if (bell_fd_ >= 0) ::close(bell_fd_);
+        fd_ = bell_fd_ = -1;
+    }
+    install(fd);
+    opened_here_ = false;
+    connected_at_ = now;
+    framed_ = true;
+    state_ = State::resuming; // our messages wait for the peer's resume frame
+    attach_in(incarnation);
+    const Welcome w =
+        ip::make_welcome(protocol, shared_->parameters.self, id_, shared_->incarnation, in_window_.expected());
+    (void)::send(fd, &w, sizeof w, MSG_DONTWAIT | MSG_NOSIGNAL); // a fresh socket takes 40 bytes at once
+    reconnect_.connected();
+    next_answer_check_ = Clock::now() + answer_check_period();
+    shared_->wake_receivers();
+    return true;
+}
+
+// in_mutex_. Forgets what was read of the connection: a partial frame is sent again.
+void TcpNode::reset_in() {
     assembling_.reset();
     rx_begin_ = rx_end_ = 0;
-    if (in_goodbye_) return;
-    // Either the connection broke (the peer reconnects) or the peer died: ask it.
-    probe_wanted_.store(true);
-    shared_->wake_io();
 }
 
+// in_mutex_. Writes the acknowledgement owed alone, when out_mutex_ is free (else
+// the background thread does). A sender that writes data carries it anyway.
 void TcpNode::send_ack() {
-    if (in_fd_ < 0) return;
-    if (ack_tx_off_ == ack_tx_len_) {
-        if (!in_window_.ack_owed()) return;
-        ip::encode(ip::ack_frame(in_window_.acknowledge()), ack_tx_.data());
-        ack_tx_len_ = ip::frame_header_size;
-        ack_tx_off_ = 0;
+    if (ack_avail_.load() == ack_sent_.load()) {
+        (void)in_window_.acknowledge();
+        return;
     }
-    const ssize_t wrote =
-        ::send(in_fd_, ack_tx_.data() + ack_tx_off_, ack_tx_len_ - ack_tx_off_, MSG_DONTWAIT | MSG_NOSIGNAL);
-    if (wrote > 0) ack_tx_off_ += static_cast<std::size_t>(wrote);
+    std::unique_lock lock(out_mutex_, std::try_to_lock);
+    if (!lock.owns_lock()) {
+        ack_wanted_.store(true);
+        shared_->wake_io();
+        return;
+    }
+    send_ack_locked();
+}
+
+// Both locks.
+void TcpNode::send_ack_locked() {
+    const std::uint64_t avail = ack_avail_.load();
+    if (avail == ack_sent_.load()) {
+        (void)in_window_.acknowledge();
+        return;
+    }
+    if (fd_ < 0 || write_failed_ || (state_ != State::established && state_ != State::resuming)) return;
+    (void)in_window_.acknowledge();
+    if (!window_.all_written() && state_ == State::established) {
+        write_pending(); // the data carries it
+        if (ack_sent_.load() == avail) return;
+    }
+    if (window_.offset() != 0) return; // within a frame: the next data frame carries it
+    queue_control(ip::ack_frame(avail));
+    ack_sent_.store(avail);
+    standalone_acks_.fetch_add(1, std::memory_order_relaxed);
 }
 
 void TcpNode::deliver(BufferPtr message) {
     message->set_source(id_);
     in_window_.delivered(message->size());
+    ++inbox_count_;
     inbox_.push(std::move(message));
 }
 
-// Parses every whole frame in rx_ into the inbox; a data frame too large for what is
-// left of rx_ becomes the message being assembled, read straight into its buffer.
-void TcpNode::parse_in_buffer() {
+// Parses every whole frame in rx_: messages into the inbox, acknowledgements,
+// goodbye and resume into c; a data frame too large for what is left of rx_ becomes
+// the message being assembled, read straight into its buffer.
+void TcpNode::parse_in_buffer(Control& c) {
     const auto& p = shared_->parameters;
     while (!assembling_ && rx_end_ - rx_begin_ >= sizeof(FrameHeader)) {
-        const FrameHeader h = ip::decode(rx_.data() + rx_begin_);
-        const ip::Frame frame = ip::check_data_side(h, p.max_message_size);
-        if (frame == ip::Frame::goodbye) {
+        FrameHeader h = ip::decode(rx_.data() + rx_begin_);
+        if (h.length == 0 && (h.type == static_cast<std::uint32_t>(FrameType::ack) ||
+                              h.type == static_cast<std::uint32_t>(FrameType::goodbye) ||
+                              h.type == static_cast<std::uint32_t>(FrameType::resume))) {
             rx_begin_ += sizeof h;
-            in_goodbye_ = true;
-            known_incarnation_.store(0); // a clean end: a later refusal is not a loss
+            if (h.type == static_cast<std::uint32_t>(FrameType::resume)) {
+                c.resume = true;
+                c.resume_to = h.seq;
+                continue;
+            }
+            if (!c.ack || h.seq > c.ack_to) c.ack_to = h.seq;
+            c.ack = true;
+            if (h.type == static_cast<std::uint32_t>(FrameType::goodbye)) {
+                c.goodbye = true;
+                in_goodbye_ = true;
+                known_incarnation_.store(0); // a clean end: a later refusal is not a loss
+            }
             continue;
+        }
+        if (h.type == static_cast<std::uint32_t>(FrameType::data_acked)) {
+            // The peer's acknowledgement in 32 bits, widened from the last one applied:
+            // acknowledgements only grow, and fewer than 2^32 messages are ever unacknowledged.
+            const std::uint64_t base = acked_base_.load(std::memory_order_relaxed);
+            const std::uint64_t to = base + static_cast<std::uint32_t>(h.flags - static_cast<std::uint32_t>(base));
+            if (!c.ack || to > c.ack_to) c.ack_to = to;
+            c.ack = true;
+            h.type = static_cast<std::uint32_t>(FrameType::data);
+            h.flags = 0;
+        }
+        const ip::Frame frame = ip::check_data_side(h, p.max_message_size);
+        if (frame == ip::Frame::goodbye) { // a goodbye with a payload
+            violation_ = "node " + std::to_string(id_) + " sent a goodbye of " + std::to_string(h.length) + " bytes";
+            shared_->count_refusal(Refusal::protocol_error);
+            c.bad_ack = true;
+            return;
         }
         if (frame == ip::Frame::skip) {
             rx_begin_ += sizeof h;
@@ -111,7 +160,7 @@ void TcpNode::parse_in_buffer() {
                 violation_ = "node " + std::to_string(id_) + " skipped to message " + std::to_string(h.seq) +
                              " where " + std::to_string(in_window_.expected()) + " was expected";
                 shared_->count_refusal(Refusal::protocol_error);
-                in_broken();
+                c.bad_ack = true;
                 return;
             }
             const std::uint64_t first = in_window_.expected();
@@ -129,20 +178,21 @@ void TcpNode::parse_in_buffer() {
                 std::fprintf(stderr, "msgpass tcp node %u: peer %u dropped %llu messages to this node (%llu..%llu)\n",
                              shared_->parameters.self, id_, static_cast<unsigned long long>(skipped),
                              static_cast<unsigned long long>(first), static_cast<unsigned long long>(h.seq - 1));
+                ack_avail_.store(in_window_.expected());
             }
             continue;
         }
         if (frame != ip::Frame::data) {
             violation_ = "node " + std::to_string(id_) + " sent " + ip::describe_fault(h, frame, p.max_message_size);
             shared_->count_refusal(ip::refusal_of(frame));
-            in_broken();
+            c.bad_ack = true;
             return;
         }
         if (in_window_.classify(h.seq) != ip::ReceiveWindow::Arrival::in_order) { // a stream neither repeats nor skips
             violation_ = "node " + std::to_string(id_) + " sent message " + std::to_string(h.seq) + " where " +
                          std::to_string(in_window_.expected()) + " was expected";
             shared_->count_refusal(Refusal::protocol_error);
-            in_broken();
+            c.bad_ack = true;
             return;
         }
         const std::size_t have = rx_end_ - rx_begin_ - sizeof h;
@@ -151,58 +201,139 @@ void TcpNode::parse_in_buffer() {
             std::memcpy(m->single()->data(), rx_.data() + rx_begin_ + sizeof h, static_cast<std::size_t>(h.length));
             rx_begin_ += sizeof h + h.length;
             deliver(std::move(m));
+            c.delivered = true;
             continue;
         }
+        // The header stays in rx_ until the whole frame is there (its acknowledgement
+        // is taken again then, which changes nothing).
         if (rx_begin_ + sizeof h + h.length <= rx_.size()) break; // fits: wait for the rest in rx_
         assembling_ = shared_->pool->make(static_cast<std::size_t>(h.length));
         assembling_data_ = assembling_->single()->data();
         std::memcpy(assembling_data_, rx_.data() + rx_begin_ + sizeof h, have);
         assembled_ = have;
-        assembling_seq_ = h.seq;
         rx_begin_ = rx_end_ = 0;
     }
     if (rx_begin_ == rx_end_) rx_begin_ = rx_end_ = 0;
 }
 
-void TcpNode::read_in_side() {
+// in_mutex_. Reads what the socket holds (a few rounds of the read buffer) and
+// parses it.
+TcpNode::Control TcpNode::read_in_side() {
+    Control c;
     if (rx_.empty()) rx_.resize(rx_capacity);
-    for (int round = 0; round < 4 && in_fd_ >= 0; ++round) {
+    for (int round = 0; round < 4 && fd_ >= 0 && framed_; ++round) {
         ssize_t got = 0;
         if (assembling_) {
-            got = ::recv(in_fd_, assembling_data_ + assembled_, assembling_->size() - assembled_, MSG_DONTWAIT);
+            got = ::recv(fd_, assembling_data_ + assembled_, assembling_->size() - assembled_, MSG_DONTWAIT);
         } else {
             if (rx_begin_ > 0 && rx_.size() - rx_end_ < sizeof(FrameHeader) + 4096) {
                 std::memmove(rx_.data(), rx_.data() + rx_begin_, rx_end_ - rx_begin_);
                 rx_end_ -= rx_begin_;
                 rx_begin_ = 0;
             }
-            got = ::recv(in_fd_, rx_.data() + rx_end_, rx_.size() - rx_end_, MSG_DONTWAIT);
+            got = ::recv(fd_, rx_.data() + rx_end_, rx_.size() - rx_end_, MSG_DONTWAIT);
         }
         if (got == 0) {
-            in_broken();
-            return;
+            c.closed = true;
+            break;
         }
         if (got < 0) {
             if (errno == EINTR) continue;
-            if (errno != EAGAIN && errno != EWOULDBLOCK) in_broken();
-            return;
+            if (errno != EAGAIN && errno != EWOULDBLOCK) c.closed = true;
+            break;
         }
         if (assembling_) {
             assembled_ += static_cast<std::size_t>(got);
             if (assembled_ == assembling_->size()) {
                 deliver(std::move(assembling_));
+                c.delivered = true;
                 assembled_ = 0;
             }
             continue;
         }
         rx_end_ += static_cast<std::size_t>(got);
-        parse_in_buffer();
+        parse_in_buffer(c);
+        if (c.bad_ack) break;
         if (!inbox_.empty() && rx_end_ < rx_.size()) break; // the socket is drained for now
     }
-    if (in_window_.ack_due(shared_->parameters.ack_every, shared_->parameters.ack_bytes) ||
-        ack_tx_off_ != ack_tx_len_) {
+    if (c.delivered) ack_avail_.store(in_window_.expected(), std::memory_order_release);
+    return c;
+}
+
+// Both locks. What a read found besides messages.
+void TcpNode::apply(const Control& c) {
+    if (c.ack && !c.bad_ack) {
+        if (!acknowledged(c.ack_to)) { // the connection is made again; the messages are kept and resent
+            broken("protocol error from the peer (an acknowledgement of messages never sent)");
+            return;
+        }
+        if (c.goodbye) peer_said_goodbye_ = true;
+    }
+    if (c.resume && !c.bad_ack) {
+        if (state_ != State::resuming) {
+            violation_ = "node " + std::to_string(id_) + " sent a resume frame on a connection it did not open";
+            shared_->count_refusal(Refusal::protocol_error);
+            broken("protocol error from the peer (resume)");
+            return;
+        }
+        if (!resume_window(in_window_.incarnation(), c.resume_to)) return;
+    }
+    if (c.bad_ack || c.closed) {
+        broken(c.bad_ack ? "protocol error from the peer" : "connection closed by the peer");
+        return;
+    }
+    if (c.delivered && in_window_.ack_due(shared_->parameters.ack_every, shared_->parameters.ack_bytes)) {
+        send_ack_locked();
+    }
+    if (state_ == State::established && !window_.all_written() && !armed_write_) write_pending();
+}
+
+// in_mutex_, after the application's read: the acknowledgement and the rest are
+// applied when out_mutex_ is free; else the background thread applies them. The
+// end of a connection or a resume always waits for the lock.
+void TcpNode::after_read(std::unique_lock<std::mutex>& in_lock, const Control& c) {
+    (void)in_lock;
+    if (c.bad_ack || c.closed || c.resume || c.goodbye) {
+        {
+            std::lock_guard lock(out_mutex_);
+            apply(c);
+            window_.take_acknowledged(rx_acknowledged_);
+        }
+        rx_acknowledged_.clear(); // freed outside out_mutex_: senders do not wait for free()
+        return;
+    }
+    if (c.ack) {
+        std::uint64_t seen = peer_ack_.load();
+        while (c.ack_to > seen && !peer_ack_.compare_exchange_weak(seen, c.ack_to)) {
+        }
+        peer_ack_pending_.store(true);
+        std::unique_lock lock(out_mutex_, std::try_to_lock);
+        if (lock.owns_lock()) {
+            apply_pending_ack();
+            window_.take_acknowledged(rx_acknowledged_);
+            lock.unlock();
+            rx_acknowledged_.clear();
+        } else {
+            shared_->wake_io();
+        }
+    }
+    if (c.delivered && in_window_.ack_due(shared_->parameters.ack_every, shared_->parameters.ack_bytes)) {
         send_ack();
     }
+}
+
+// Background thread: reads the connection for the acknowledgements the application
+// does not read (or the peer's resume frame, or the end of the connection). Both
+// locks are taken here (in_mutex_ first).
+void TcpNode::read_background() {
+    // The caller holds in_mutex_ (on_event); out_mutex_ is taken for apply.
+    if (fd_ < 0 || !framed_) return;
+    const Control c = read_in_side();
+    {
+        std::lock_guard lock(out_mutex_);
+        apply(c);
+    }
+    if (c.delivered || c.bad_ack || c.closed) shared_->wake_receivers();
 }
 
 } // namespace msgpass::tcp

@@ -20,13 +20,13 @@
 
 namespace msgpass::tcp {
 
-// Keepalive sized to the peer timeout, and on an incoming connection the user
-// timeout: a connection to a host that vanished (no FIN, no RST) fails within about
-// one peer timeout. Not on an outgoing one: Linux also ends a connection whose
-// receiver kept its window closed for the user timeout, though its kernel answers
-// every window probe (a live receiver that does not read); the background thread
-// watches those through TCP_INFO instead (TcpNode::check_answers).
-void tune_socket(int fd, std::chrono::nanoseconds peer_timeout, bool user_timeout) {
+// TCP_NODELAY (a frame must not wait for the previous one's acknowledgement) and
+// keepalive sized to the peer timeout. No TCP_USER_TIMEOUT: Linux also ends a
+// connection whose receiver kept its window closed for the user timeout, though its
+// kernel answers every window probe (a live receiver that does not read); the
+// background thread watches the connection through TCP_INFO instead
+// (TcpNode::check_answers).
+void tune_socket(int fd, std::chrono::nanoseconds peer_timeout) {
     int one = 1;
     ::setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
     ::setsockopt(fd, SOL_SOCKET, SO_KEEPALIVE, &one, sizeof one);
@@ -37,9 +37,6 @@ void tune_socket(int fd, std::chrono::nanoseconds peer_timeout, bool user_timeou
     ::setsockopt(fd, IPPROTO_TCP, TCP_KEEPIDLE, &idle, sizeof idle);
     ::setsockopt(fd, IPPROTO_TCP, TCP_KEEPINTVL, &interval, sizeof interval);
     ::setsockopt(fd, IPPROTO_TCP, TCP_KEEPCNT, &count, sizeof count);
-    if (!user_timeout) return;
-    unsigned timeout = static_cast<unsigned>(std::max<long long>(ms, 100));
-    ::setsockopt(fd, IPPROTO_TCP, TCP_USER_TIMEOUT, &timeout, sizeof timeout);
 }
 
 TcpNode::TcpNode(std::shared_ptr<Shared> shared, const config::NodeConfig& peer)
@@ -52,8 +49,9 @@ TcpNode::TcpNode(std::shared_ptr<Shared> shared, const config::NodeConfig& peer)
 }
 
 TcpNode::~TcpNode() {
-    if (out_fd_ >= 0) ::close(out_fd_);
-    if (in_fd_ >= 0) ::close(in_fd_);
+    if (fd_ >= 0) ::close(fd_);
+    if (bell_fd_ >= 0) ::close(bell_fd_);
+    if (abandoned_fd_ >= 0) ::close(abandoned_fd_);
 }
 
 NodeStats TcpNode::stats() const noexcept {
@@ -77,6 +75,7 @@ void TcpNode::throw_if_lost() {
 void TcpNode::declare_lost_locked(std::uint64_t incarnation, const std::string& reason, bool may_live) {
     if (loss_.raised_for(incarnation)) return; // already reported
     const std::uint64_t unacknowledged = window_.lose();
+    peer_ack_pending_.store(false);
     // Numbers nobody counted yet belong to the incarnation given up: if it answers
     // after all, it learns what it missed.
     if (numbered_for_ == 0) numbered_for_ = incarnation;
@@ -123,7 +122,12 @@ void TcpNode::send_impl(B& buffer) {
     }
     const std::size_t waiting = window_.waiting();
     window_.push(std::move(buffer), size);
-    if (state_ == OutState::established && !armed_write_) {
+    std::vector<ip::Outgoing> acknowledged; // freed after the lock
+    if (peer_ack_pending_.load(std::memory_order_relaxed)) {
+        apply_pending_ack();
+        window_.take_acknowledged(acknowledged);
+    }
+    if (state_ == State::established && !armed_write_) {
         // A message after a pause goes out now. One that follows a write by less
         // than batch_window is part of a stream: it joins a batch that this thread
         // writes once it holds batch_messages (or a large message), or that the
@@ -150,35 +154,92 @@ void TcpNode::send_impl(B& buffer) {
             last_write_ = Clock::now();
             write_pending();
         }
-    } else if (state_ == OutState::idle) {
+    } else if (state_ == State::idle) {
         reconnect_.attempt_now(Clock::now());
-        state_ = OutState::waiting;
+        state_ = State::waiting;
         shared_->wake_io();
     }
     const std::size_t left = window_.queued();
     queue_depth_.store(left, std::memory_order_relaxed);
     if (left > 0) stats_.queued();
+    lock.unlock(); // before the acknowledged messages are freed
+}
+
+// out_mutex_. Queues a control frame (resume, skip, an acknowledgement alone) and
+// writes it when no data frame is cut in the middle.
+void TcpNode::queue_control(const FrameHeader& h) {
+    if (ctl_off_ == ctl_len_) ctl_len_ = ctl_off_ = 0;
+    if (ctl_len_ + sizeof h > ctl_tx_.size()) { // full of acknowledgements: the newest replaces the last
+        if (h.type != static_cast<std::uint32_t>(FrameType::ack) || ctl_off_ > ctl_len_ - sizeof h) return;
+        ctl_len_ -= sizeof h;
+    }
+    ip::encode(h, ctl_tx_.data() + ctl_len_);
+    ctl_len_ += sizeof h;
+    write_control();
+}
+
+// out_mutex_. Writes what is left of the control frames; false while some is left.
+bool TcpNode::write_control() {
+    while (ctl_off_ < ctl_len_) {
+        if (fd_ < 0 || write_failed_ || window_.offset() != 0) return false;
+        const ssize_t wrote = ::send(fd_, ctl_tx_.data() + ctl_off_, ctl_len_ - ctl_off_, MSG_DONTWAIT | MSG_NOSIGNAL);
+        if (wrote < 0) {
+            if (errno == EINTR) continue;
+            if (errno == EAGAIN || errno == EWOULDBLOCK) {
+                armed_write_ = true;
+                update_epoll();
+                return false;
+            }
+            fail_write("write failed: " + ip::errno_text(errno));
+            return false;
+        }
+        ctl_off_ += static_cast<std::size_t>(wrote);
+    }
+    ctl_len_ = ctl_off_ = 0;
+    return true;
 }
 
 // Writes as much of the queue as the socket takes, many messages per system call
 // (a gather write over headers and fragments, ip/gather.hpp: pieces up to
-// small_piece bytes are staged, larger ones written from where they are).
+// small_piece bytes are staged, larger ones written from where they are). Each data
+// frame carries this side's acknowledgement of the peer's messages (data_acked).
+// At most max(send_queue_limit, background_inbox_limit) messages are written and not
+// acknowledged: the peer's acknowledgements come behind its own data, which a node
+// that never receives from it reads only so far (background_inbox_limit), so memory
+// stays bounded; a receiver that does not read stops the writes sooner (TCP's window).
 void TcpNode::write_pending() {
-    while (state_ == OutState::established && !window_.all_written()) {
+    if (fd_ < 0 || write_failed_) return;
+    if (window_.offset() == 0 && !write_control()) return;
+    const std::size_t unacknowledged_limit =
+        std::max<std::size_t>(shared_->parameters.send_queue_limit, background_inbox_limit);
+    while (state_ == State::established && !window_.all_written() && !write_failed_ &&
+           window_.written() < unacknowledged_limit) {
+        const std::uint64_t ack = ack_avail_.load(std::memory_order_acquire);
+        bool carried = false;
         gather_.start(window_.offset());
-        for (std::size_t i = window_.written(); i < window_.size(); ++i)
+        const std::size_t end = std::min(window_.size(), unacknowledged_limit);
+        for (std::size_t i = window_.written(); i < end; ++i) {
+            if (i != window_.written() || window_.offset() == 0) { // not begun: it carries the acknowledgement
+                FrameHeader& h = window_.header(i);
+                h.type = static_cast<std::uint32_t>(FrameType::data_acked);
+                h.flags = static_cast<std::uint32_t>(ack);
+                carried = true;
+            }
             if (!gather_.add_frame(window_[i].header, window_[i].buffer())) break;
+        }
         msghdr msg = gather_.message();
-        const ssize_t wrote = ::sendmsg(out_fd_, &msg, MSG_DONTWAIT | MSG_NOSIGNAL);
+        const ssize_t wrote = ::sendmsg(fd_, &msg, MSG_DONTWAIT | MSG_NOSIGNAL);
         if (wrote < 0) {
             if (errno == EINTR) continue;
             if (errno == EAGAIN || errno == EWOULDBLOCK) {
-                arm_out(true);
+                armed_write_ = true;
+                update_epoll();
                 return;
             }
-            out_broken("write failed: " + ip::errno_text(errno));
+            fail_write("write failed: " + ip::errno_text(errno));
             return;
         }
+        if (carried && wrote > 0) ack_sent_.store(ack, std::memory_order_relaxed);
         window_.wrote(static_cast<std::size_t>(wrote), [this](const ip::Outgoing& e, bool resent) {
             if (resent) {
                 stats_.retried(); // resent after a broken connection
@@ -186,19 +247,16 @@ void TcpNode::write_pending() {
                 stats_.sent(e.header.length);
             }
         });
+        if (window_.offset() == 0 && ctl_len_ > 0 && !write_control()) return;
     }
     if (window_.all_written()) {
-        arm_out(false);
+        if (armed_write_) {
+            armed_write_ = false;
+            update_epoll();
+        }
         out_changed_.notify_all();
     }
     queue_depth_.store(window_.queued(), std::memory_order_relaxed);
-}
-
-void TcpNode::arm_out(bool want_write) {
-    if (out_fd_ < 0 || armed_write_ == want_write) return;
-    shared_->epoll.modify(out_fd_, EPOLLIN | EPOLLRDHUP | (want_write ? EPOLLOUT : 0u),
-                          event_data(Tag::out, id_, generation_));
-    armed_write_ = want_write;
 }
 
 bool TcpNode::flush(std::chrono::nanoseconds timeout) {
@@ -206,11 +264,12 @@ bool TcpNode::flush(std::chrono::nanoseconds timeout) {
     const auto deadline = deadline_after(timeout);
     std::unique_lock lock(out_mutex_);
     for (;;) {
-        if (state_ == OutState::established) write_pending();
+        apply_pending_ack();
+        if (state_ == State::established) write_pending();
         if (window_.all_written()) return true;
         if (closed_ || Clock::now() >= deadline) return window_.all_written();
-        if (state_ == OutState::idle) {
-            state_ = OutState::waiting;
+        if (state_ == State::idle && !address_.empty()) {
+            state_ = State::waiting;
             reconnect_.attempt_now(Clock::now());
             shared_->wake_io();
         }
@@ -224,54 +283,41 @@ bool TcpNode::flush(std::chrono::nanoseconds timeout) {
 // the peer acknowledged everything.
 bool TcpNode::wait_acknowledged(Clock::time_point deadline) {
     std::unique_lock lock(out_mutex_);
-    while (!window_.empty() && state_ == OutState::established && Clock::now() < deadline)
+    while (!window_.empty() && state_ == State::established && Clock::now() < deadline)
         out_changed_.wait_until(lock, std::min(deadline, Clock::now() + std::chrono::milliseconds(100)));
     return window_.empty();
 }
 
 void TcpNode::reset_connections() {
-    {
-        std::lock_guard lock(out_mutex_);
-        if (out_fd_ >= 0) {
-            linger l{1, 0}; // close() now sends RST
-            ::setsockopt(out_fd_, SOL_SOCKET, SO_LINGER, &l, sizeof l);
-            out_broken("connection reset (fault injection)");
-        }
-    }
-    std::lock_guard lock(in_mutex_);
-    if (in_fd_ >= 0) {
-        linger l{1, 0};
-        ::setsockopt(in_fd_, SOL_SOCKET, SO_LINGER, &l, sizeof l);
-        ::close(in_fd_);
-        in_fd_ = -1;
-        assembling_.reset();
-        rx_begin_ = rx_end_ = 0;
-    }
+    std::lock_guard in_lock(in_mutex_);
+    std::lock_guard lock(out_mutex_);
+    if (fd_ < 0) return;
+    linger l{1, 0}; // close() now sends RST
+    ::setsockopt(fd_, SOL_SOCKET, SO_LINGER, &l, sizeof l);
+    broken("connection reset (fault injection)");
 }
 
 void TcpNode::close() {
-    {
-        std::lock_guard lock(in_mutex_);
-        if (in_fd_ >= 0) {
-            // The last acknowledgement, then goodbye: the peer forgets us quietly.
-            const FrameHeader bye = ip::goodbye_frame(in_window_.expected());
-            ::send(in_fd_, &bye, sizeof bye, MSG_DONTWAIT | MSG_NOSIGNAL);
-            ::shutdown(in_fd_, SHUT_WR);
-        }
-    }
+    std::lock_guard in_lock(in_mutex_);
     std::lock_guard lock(out_mutex_);
     closed_ = true;
-    if (out_fd_ >= 0 && state_ == OutState::established && window_.all_written()) {
-        const FrameHeader bye = ip::goodbye_frame(0);
-        ::send(out_fd_, &bye, sizeof bye, MSG_DONTWAIT | MSG_NOSIGNAL);
-        ::shutdown(out_fd_, SHUT_WR);
-        // Drain acknowledgements so that close() sends FIN, not RST.
+    if (fd_ >= 0 && (state_ == State::established || state_ == State::resuming) && !write_failed_) {
+        // The last acknowledgement, then goodbye: the peer forgets us quietly (a
+        // frame cut in the middle by a full socket leaves no room for it).
+        if (window_.offset() == 0 && write_control()) {
+            const FrameHeader bye = ip::goodbye_frame(in_window_.expected());
+            ::send(fd_, &bye, sizeof bye, MSG_DONTWAIT | MSG_NOSIGNAL);
+        }
+        ::shutdown(fd_, SHUT_WR);
+        // Drain what the peer sent so that close() sends FIN, not RST.
         std::array<std::byte, 4096> sink;
-        while (::recv(out_fd_, sink.data(), sink.size(), MSG_DONTWAIT) > 0) {
+        while (::recv(fd_, sink.data(), sink.size(), MSG_DONTWAIT) > 0) {
         }
     }
-    close_out_fd();
-    state_ = OutState::idle;
+    close_fd();
+    if (abandoned_fd_ >= 0) ::close(abandoned_fd_);
+    abandoned_fd_ = -1;
+    state_ = State::idle;
     out_changed_.notify_all();
 }
 
@@ -283,6 +329,7 @@ BufferPtr TcpNode::take_locked(std::unique_lock<std::mutex>& lock) {
     while (!inbox_.empty()) {
         auto next = inbox_.pop();
         if (!next.loss) {
+            --inbox_count_;
             stats_.received(next.message->size());
             takes_.fetch_add(1, std::memory_order_relaxed);
             return std::move(next.message);
@@ -303,7 +350,11 @@ BufferPtr TcpNode::receive() {
     check_factory("receive");
     {
         std::unique_lock lock(in_mutex_);
-        if (inbox_.empty() && in_fd_ >= 0) read_in_side();
+        if (inbox_.empty() && fd_ >= 0 && framed_) {
+            last_app_read_.store(Clock::now().time_since_epoch().count(), std::memory_order_relaxed);
+            const Control c = read_in_side();
+            after_read(lock, c);
+        }
         if (auto m = take_locked(lock)) return m;
         if (!violation_.empty()) {
             std::string v = std::move(violation_);
@@ -318,8 +369,8 @@ BufferPtr TcpNode::receive() {
 
 int TcpNode::prepare_to_sleep(bool acknowledge) {
     std::lock_guard lock(in_mutex_);
-    if (acknowledge) send_ack();
-    return in_fd_;
+    if (acknowledge && ack_avail_.load() != ack_sent_.load()) send_ack();
+    return framed_ ? fd_ : -1;
 }
 
 BufferPtr TcpNode::take_ready() {

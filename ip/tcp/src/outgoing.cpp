@@ -1,8 +1,9 @@
-// The outgoing connection of a TcpNode: the data this process sends to the peer,
-// and the acknowledgements that come back. The background thread opens it, runs the
-// connector's side of the handshake, reads acknowledgements and goodbyes, and
-// repairs the connection when it breaks (ip/reconnect.hpp); after a new Welcome the
-// window (ip/window.hpp) resends from the peer's next expected message.
+// The connection of a TcpNode, one per pair and two-way: opening it (the first of
+// the two nodes to send opens it; the background thread connects and runs the
+// connector's side of the handshake, ip/reconnect.hpp says when), the writes of
+// data and control frames, the end of a connection and what follows (a new one, or
+// the loss of the peer), and the background thread's timers. After a handshake
+// the window (ip/window.hpp) resends from the peer's next expected message.
 #include "engine.hpp"
 
 #include <msgpass/ip/socket.hpp>
@@ -12,31 +13,87 @@
 #include <cstdio>
 #include <cstring>
 #include <netinet/tcp.h>
+#include <poll.h>
 #include <sys/epoll.h>
 #include <unistd.h>
 
 namespace msgpass::tcp {
 
-void TcpNode::close_out_fd() {
-    if (out_fd_ >= 0) {
-        ::close(out_fd_); // also leaves the epoll set
-        out_fd_ = -1;
-    }
+// Both locks. Closes the socket (it leaves the epoll set) and forgets what was
+// read or written of it: a partial frame is sent again whole on the next one.
+void TcpNode::close_fd() {
+    if (fd_ >= 0) ::close(fd_);
+    if (bell_fd_ >= 0) ::close(bell_fd_);
+    fd_ = bell_fd_ = -1;
+    framed_ = false;
+    epoll_mask_ = 0;
     armed_write_ = false;
+    write_failed_ = false;
+    background_read_ = false;
     batch_timed_ = false;
-    out_rx_len_ = 0;
+    hs_len_ = 0;
+    ctl_len_ = ctl_off_ = 0;
     unanswered_since_ = {};
+    peer_ack_pending_.store(false);
+    peer_ack_.store(0);
     ++generation_;
+    reset_in();
+    window_.rewind();
 }
 
-void TcpNode::out_broken(const std::string& why) {
-    close_out_fd();
-    window_.rewind(); // resend from what the peer says it has
+// Both locks. A socket, connected or accepted, becomes the node's connection.
+void TcpNode::install(int fd) {
+    close_fd();
+    tune_socket(fd, shared_->parameters.peer_timeout);
+    fd_ = fd;
+    epoll_mask_ = EPOLLIN | EPOLLRDHUP;
+    background_read_ = true;
+    if (!shared_->epoll.add(fd, epoll_mask_, event_data(Tag::conn, id_, generation_))) epoll_mask_ = 0;
+    if (shared_->bell.load() != nullptr) { // technology: auto: every arrival rings the doorbell
+        bell_fd_ = ::dup(fd);
+        if (bell_fd_ >= 0) shared_->epoll.add(bell_fd_, EPOLLIN | EPOLLET | EPOLLRDHUP, event_data(Tag::in, id_, 0));
+    }
+}
+
+// out_mutex_. The events the background thread watches: input while it reads (a
+// handshake, or acknowledgements the application does not read), room to write
+// while the socket is full; a close always.
+void TcpNode::update_epoll() {
+    if (fd_ < 0) return;
+    std::uint32_t mask = EPOLLRDHUP;
+    if (background_read_) mask |= EPOLLIN;
+    if (armed_write_ || state_ == State::connecting) mask |= EPOLLOUT;
+    if (mask == epoll_mask_) return;
+    if (shared_->epoll.modify(fd_, mask, event_data(Tag::conn, id_, generation_))) epoll_mask_ = mask;
+}
+
+// out_mutex_. A write failed: the socket is shut down (a reader sees its end) and
+// the background thread ends the connection, holding both locks.
+void TcpNode::fail_write(const std::string& why) {
+    if (write_failed_) return;
+    write_failed_ = true;
+    write_failure_ = why;
+    ::shutdown(fd_, SHUT_RDWR);
+    shared_->wake_io();
+}
+
+// Both locks. The connection ended (closed by the peer, reset, a protocol error, no
+// answer): after the peer's goodbye it is forgotten, or lost when it left messages
+// outstanding; otherwise either side opens a new one (the tie-break settles a
+// crossing), this one at once when it has messages to resend, else to ask whether
+// the peer lives (a refused connection says it does not).
+void TcpNode::broken(const std::string& why) {
+    const bool had = fd_ >= 0;
+    close_fd();
+    if (closed_) {
+        state_ = State::idle;
+        return;
+    }
     const auto now = Clock::now();
-    if (peer_said_goodbye_) {
+    if (peer_said_goodbye_ || in_goodbye_) {
         peer_said_goodbye_ = false;
         if (window_.empty()) { // the peer ended cleanly with everything taken
-            state_ = OutState::idle;
+            state_ = State::idle;
             peer_incarnation_ = 0;
             known_incarnation_.store(0);
             reconnect_.forget();
@@ -44,11 +101,16 @@ void TcpNode::out_broken(const std::string& why) {
             return;
         }
         declare_lost_locked(peer_incarnation_, "it closed with messages outstanding (" + why + ")");
-        state_ = OutState::idle;
+        state_ = State::idle;
         return;
     }
-    reconnect_.broke(now);
-    state_ = OutState::waiting;
+    if (!had && state_ != State::established && state_ != State::resuming) return;
+    if (window_.empty()) {
+        reconnect_.probe(now);
+    } else {
+        reconnect_.broke(now);
+    }
+    state_ = State::waiting;
     out_changed_.notify_all();
     shared_->wake_io();
 }
@@ -59,20 +121,15 @@ void TcpNode::start_connect(Clock::time_point now) {
         attempt_failed(false, "socket: " + ip::errno_text(errno), now);
         return;
     }
-    tune_socket(fd, shared_->parameters.peer_timeout, false);
-    ++generation_;
-    out_fd_ = fd;
-    armed_write_ = true;
-    if (!shared_->epoll.add(fd, EPOLLOUT | EPOLLIN | EPOLLRDHUP, event_data(Tag::out, id_, generation_))) {
-        close_out_fd();
-        attempt_failed(false, "epoll: " + ip::errno_text(errno), now);
-        return;
-    }
-    state_ = OutState::connecting;
+    state_ = State::connecting;
+    install(fd);
+    opened_here_ = true;
+    background_read_ = false;
+    update_epoll();
     reconnect_.started(now);
     if (::connect(fd, address_.get(), address_.length) != 0 && errno != EINPROGRESS) {
         const int e = errno;
-        close_out_fd();
+        close_fd();
         attempt_failed(e == ECONNREFUSED, "connect to " + address_.text + ": " + ip::errno_text(e), now);
     }
 }
@@ -84,7 +141,7 @@ void TcpNode::attempt_failed(bool refused, const std::string& why, Clock::time_p
     const std::uint64_t known = peer_incarnation_ != 0 ? peer_incarnation_ : known_incarnation_.load();
     switch (reconnect_.failed(refused, known != 0, now)) {
     case ip::Reconnect::Outcome::retry:
-        state_ = OutState::waiting;
+        state_ = State::waiting;
         return;
     case ip::Reconnect::Outcome::lost_refused:
         declare_lost_locked(known, "its port refuses connections (" + why + ")");
@@ -93,48 +150,113 @@ void TcpNode::attempt_failed(bool refused, const std::string& why, Clock::time_p
         declare_lost_locked(known, "no connection for peer_timeout (" + why + ")", true);
         break;
     }
-    state_ = window_.empty() ? OutState::idle : OutState::waiting;
+    state_ = window_.empty() ? State::idle : State::waiting;
 }
 
 Clock::time_point TcpNode::tick(Clock::time_point now) {
     const auto far = now + std::chrono::seconds(1);
-    std::lock_guard lock(out_mutex_);
-    if (closed_ || address_.empty()) return far;
-    if (probe_wanted_.exchange(false) && state_ == OutState::idle) {
-        reconnect_.probe(now);
-        state_ = OutState::waiting;
+    // Called for every node at each wake-up of the background thread: a node whose
+    // application holds a lock (a receive, a stream's sends) is looked at again
+    // ack_delay later instead of making that thread wait.
+    std::unique_lock in_lock(in_mutex_, std::try_to_lock);
+    if (!in_lock.owns_lock()) return now + ack_delay;
+    std::unique_lock lock(out_mutex_, std::try_to_lock);
+    if (!lock.owns_lock()) return now + ack_delay;
+    if (closed_) return far;
+    if (write_failed_) {
+        const std::string why = write_failure_;
+        broken(why);
+    }
+    apply_pending_ack();
+    if (ack_wanted_.exchange(false)) send_ack_locked();
+    auto next = far;
+    if (abandoned_fd_ >= 0 && abandoned_hello_) {
+        // Given up while it connected: its Hello still goes, so that the peer refuses
+        // it as crossed instead of counting a connection that never spoke.
+        pollfd p{abandoned_fd_, POLLOUT, 0};
+        int error = 0;
+        socklen_t len = sizeof error;
+        if (::poll(&p, 1, 0) == 1 && ::getsockopt(abandoned_fd_, SOL_SOCKET, SO_ERROR, &error, &len) == 0 &&
+            error == 0 && (p.revents & POLLOUT) != 0) {
+            (void)send_hello(abandoned_fd_);
+            abandoned_hello_ = false;
+        } else if ((p.revents & (POLLERR | POLLHUP)) != 0) {
+            abandoned_hello_ = false;
+        } else {
+            next = std::min(next, now + std::chrono::milliseconds(1));
+        }
+    }
+    if (abandoned_fd_ >= 0) {
+        if (now - abandoned_at_ >= shared_->parameters.handshake_timeout) {
+            ::close(abandoned_fd_);
+            abandoned_fd_ = -1;
+        } else {
+            next = std::min(next, abandoned_at_ + shared_->parameters.handshake_timeout);
+        }
     }
     switch (state_) {
-    case OutState::established:
+    case State::established:
+    case State::resuming: {
         if (now >= next_answer_check_) {
             next_answer_check_ = now + answer_check_period();
             if (!check_answers(now)) return now; // broken: the next tick starts again
         }
-        if (!window_.all_written() && !armed_write_) { // the tail of a stream's batch
-            if (now - batch_start_ < batch_window) return std::min(batch_start_ + batch_window, next_answer_check_);
-            last_write_ = now;
-            write_pending();
+        next = std::min(next, next_answer_check_);
+        if (state_ == State::established && !window_.all_written() && !armed_write_) { // the tail of a batch
+            if (now - batch_start_ < batch_window) {
+                next = std::min(next, batch_start_ + batch_window);
+            } else {
+                last_write_ = now;
+                write_pending();
+            }
         }
         batch_timed_ = false; // the next batch wakes this thread again
-        return std::min(far, next_answer_check_);
-    case OutState::idle: // nothing to do before a send
+        // Acknowledgements come on the connection, behind the peer's data: while
+        // messages wait for one and the application has not read for ack_delay,
+        // this thread reads (up to background_inbox_limit messages in the inbox).
+        bool read = state_ == State::resuming;
+        if (!read && !window_.empty() && inbox_count_ < background_inbox_limit) {
+            const auto last = Clock::time_point(std::chrono::nanoseconds(last_app_read_.load()));
+            if (now - last >= ack_delay) {
+                read = true;
+            } else {
+                next = std::min(next, last + ack_delay);
+            }
+        }
+        background_read_ = read;
+        update_epoll();
         break;
-    case OutState::waiting:
+    }
+    case State::idle:
+        break;
+    case State::waiting:
+        if (address_.empty()) {
+            state_ = State::idle;
+            break;
+        }
         if (reconnect_.due(now)) {
             start_connect(now);
-            return state_ == OutState::waiting ? reconnect_.next_attempt() : reconnect_.attempt_deadline();
+            next = state_ == State::waiting ? reconnect_.next_attempt() : reconnect_.attempt_deadline();
+        } else {
+            next = reconnect_.next_attempt();
         }
-        return reconnect_.next_attempt();
-    case OutState::connecting:
-    case OutState::handshaking:
+        break;
+    case State::connecting:
+    case State::handshaking:
         if (now >= reconnect_.attempt_deadline()) {
-            close_out_fd();
+            close_fd();
             attempt_failed(false, "no answer from " + address_.text + " in time", now);
-            return reconnect_.next_attempt();
+            next = reconnect_.next_attempt();
+        } else {
+            next = reconnect_.attempt_deadline();
         }
-        return reconnect_.attempt_deadline();
+        break;
     }
-    return far;
+    window_.take_acknowledged(acknowledged_scratch_);
+    lock.unlock();
+    in_lock.unlock();
+    acknowledged_scratch_.clear();
+    return next;
 }
 
 std::chrono::nanoseconds TcpNode::answer_check_period() const {
@@ -161,7 +283,7 @@ std::chrono::nanoseconds TcpNode::answer_check_period() const {
 bool TcpNode::check_answers(Clock::time_point now) {
     tcp_info info{};
     socklen_t len = sizeof info;
-    if (::getsockopt(out_fd_, IPPROTO_TCP, TCP_INFO, &info, &len) != 0) return true;
+    if (::getsockopt(fd_, IPPROTO_TCP, TCP_INFO, &info, &len) != 0) return true;
     constexpr std::chrono::milliseconds rate_limited_silence{2000};
     const auto silence = std::chrono::milliseconds(info.tcpi_last_ack_recv);
     const bool asked =
@@ -177,113 +299,121 @@ bool TcpNode::check_answers(Clock::time_point now) {
         return true;
     }
     if (now - unanswered_since_ < shared_->parameters.peer_timeout) return true;
-    out_broken("no answer from " + address_.text + " for peer_timeout (" + std::to_string(info.tcpi_unacked) +
-               " segments in flight, " + std::to_string(info.tcpi_probes) + " probes unanswered)");
+    broken("no answer from " + address_.text + " for peer_timeout (" + std::to_string(info.tcpi_unacked) +
+           " segments in flight, " + std::to_string(info.tcpi_probes) + " probes unanswered)");
     return false;
 }
 
-void TcpNode::on_out_event(std::uint32_t generation, std::uint32_t events) {
+void TcpNode::on_event(std::uint32_t generation, std::uint32_t events) {
+    std::unique_lock in_lock(in_mutex_);
+    if (fd_ < 0 || (generation_ & 0xffffffu) != generation) return; // an event of a closed connection
+    if (framed_ && (events & (EPOLLOUT | EPOLLHUP | EPOLLERR)) == 0) {
+        // Input on an established connection (acknowledgements the application does
+        // not read): read without the sending side's lock, which a sender in a
+        // stream holds most of the time; it applies the acknowledgement at its next
+        // send when this thread cannot (after_read).
+        const Control c = read_in_side();
+        after_read(in_lock, c);
+        if (c.delivered || c.closed || c.bad_ack) shared_->wake_receivers();
+        return;
+    }
     std::unique_lock lock(out_mutex_);
-    handle_out_event(generation, events);
-    window_.take_acknowledged(acknowledged_scratch_);
-    lock.unlock();
-    acknowledged_scratch_.clear(); // freed after the lock: senders do not wait for free()
-}
-
-void TcpNode::handle_out_event(std::uint32_t generation, std::uint32_t events) {
-    if (out_fd_ < 0 || (generation_ & 0xffffffu) != generation) return; // an event of a closed connection
-    if (state_ == OutState::connecting) {
+    if (state_ == State::connecting) {
         int error = 0;
         socklen_t len = sizeof error;
-        ::getsockopt(out_fd_, SOL_SOCKET, SO_ERROR, &error, &len);
+        ::getsockopt(fd_, SOL_SOCKET, SO_ERROR, &error, &len);
         if (error != 0) {
-            close_out_fd();
+            close_fd();
             attempt_failed(error == ECONNREFUSED, "connect to " + address_.text + ": " + ip::errno_text(error),
                            Clock::now());
             return;
         }
         if ((events & EPOLLOUT) == 0) return;
-        // With a key, the Hello carries a fresh nonce (kind hello_auth) and is kept: the
-        // Challenge's MAC and this side's Proof cover it.
-        ssize_t wrote = 0;
-        std::size_t size = 0;
-        if (shared_->parameters.auth_key) {
-            auth_hello_ = ip::make_auth_hello(protocol, shared_->parameters.self, id_, shared_->incarnation,
-                                              shared_->parameters.partition);
-            size = sizeof auth_hello_;
-            wrote = ::send(out_fd_, &auth_hello_, size, MSG_DONTWAIT | MSG_NOSIGNAL);
-        } else {
-            const Hello hello =
-                make_hello(shared_->parameters.self, id_, shared_->incarnation, shared_->parameters.partition);
-            size = sizeof hello;
-            wrote = ::send(out_fd_, &hello, size, MSG_DONTWAIT | MSG_NOSIGNAL);
-        }
-        if (wrote != static_cast<ssize_t>(size)) { // a fresh socket takes 160 bytes at once
-            close_out_fd();
+        if (!send_hello(fd_)) {
+            close_fd();
             attempt_failed(false, "handshake write failed", Clock::now());
             return;
         }
-        state_ = OutState::handshaking;
-        arm_out(false);
+        state_ = State::handshaking;
+        background_read_ = true;
+        update_epoll();
         return;
     }
-    if ((events & (EPOLLIN | EPOLLRDHUP | EPOLLHUP | EPOLLERR)) != 0) {
-        read_out_side();
-        if (out_fd_ < 0) return;
+    if (state_ == State::handshaking) {
+        if ((events & (EPOLLIN | EPOLLRDHUP | EPOLLHUP | EPOLLERR)) != 0) read_handshake();
+    } else if ((events & (EPOLLIN | EPOLLRDHUP | EPOLLHUP | EPOLLERR)) != 0) {
+        lock.unlock();
+        read_background();
+        lock.lock();
+        if (fd_ < 0 || (generation_ & 0xffffffu) != generation) return;
     }
-    if ((events & EPOLLOUT) != 0 && state_ == OutState::established) write_pending();
+    if ((events & EPOLLOUT) != 0 && fd_ >= 0 && !write_failed_) {
+        armed_write_ = false;
+        write_pending();
+    }
+    update_epoll();
+    window_.take_acknowledged(acknowledged_scratch_);
+    lock.unlock();
+    in_lock.unlock();
+    acknowledged_scratch_.clear(); // freed after the locks: senders do not wait for free()
 }
 
-// Reads the Welcome, then acknowledgements and goodbyes, from the peer.
-void TcpNode::read_out_side() {
+// out_mutex_. Writes this node's Hello on a connected socket. With a key, the Hello
+// carries a fresh nonce (kind hello_auth) and is kept: the Challenge's MAC and this
+// side's Proof cover it. A fresh socket takes its 160 bytes at once.
+bool TcpNode::send_hello(int fd) {
+    ssize_t wrote = 0;
+    std::size_t size = 0;
+    if (shared_->parameters.auth_key) {
+        auth_hello_ = ip::make_auth_hello(protocol, shared_->parameters.self, id_, shared_->incarnation,
+                                          shared_->parameters.partition);
+        size = sizeof auth_hello_;
+        wrote = ::send(fd, &auth_hello_, size, MSG_DONTWAIT | MSG_NOSIGNAL);
+    } else {
+        const Hello hello =
+            make_hello(shared_->parameters.self, id_, shared_->incarnation, shared_->parameters.partition);
+        size = sizeof hello;
+        wrote = ::send(fd, &hello, size, MSG_DONTWAIT | MSG_NOSIGNAL);
+    }
+    return wrote == static_cast<ssize_t>(size);
+}
+
+// Both locks. Reads the answer to this node's Hello: a Challenge (with a key), then
+// the Welcome or a refusal. Exactly their sizes are read: what follows the Welcome
+// is the peer's frames, read by the receiving side.
+void TcpNode::read_handshake() {
     for (;;) {
-        const ssize_t got = ::recv(out_fd_, out_rx_.data() + out_rx_len_, out_rx_.size() - out_rx_len_, MSG_DONTWAIT);
-        if (got == 0 || (got < 0 && errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR)) {
-            const std::string why =
-                got == 0 ? "connection closed by the peer" : "read failed: " + ip::errno_text(errno);
-            if (state_ == OutState::handshaking) {
-                close_out_fd();
-                attempt_failed(false, why, Clock::now());
-            } else {
-                out_broken(why);
-            }
-            return;
+        std::size_t want = sizeof(Welcome);
+        if (hs_len_ >= sizeof(Welcome)) {
+            Welcome w;
+            std::memcpy(&w, hs_rx_.data(), sizeof w);
+            if (w.kind == ip::kind_challenge && shared_->parameters.auth_key) want = sizeof(ip::Challenge);
         }
-        if (got < 0) return;
-        out_rx_len_ += static_cast<std::size_t>(got);
-        std::size_t at = 0;
-        for (;;) {
-            if (state_ == OutState::handshaking) {
-                if (out_rx_len_ - at < sizeof(Welcome)) break;
-                Welcome w;
-                std::memcpy(&w, out_rx_.data() + at, sizeof w);
-                if (w.kind == ip::kind_challenge && shared_->parameters.auth_key) {
-                    ip::Challenge c;
-                    if (out_rx_len_ - at < sizeof c) break;
-                    std::memcpy(&c, out_rx_.data() + at, sizeof c);
-                    at += sizeof c;
-                    handle_challenge(c);
-                    if (out_fd_ < 0) return;
-                    continue;
-                }
-                at += sizeof w;
-                handle_welcome(w);
-                if (out_fd_ < 0) return;
-                continue;
-            }
-            if (out_rx_len_ - at < sizeof(FrameHeader)) break;
-            const FrameHeader h = ip::decode(out_rx_.data() + at);
-            at += sizeof h;
-            const ip::Frame frame = ip::check_ack_side(h);
-            const bool taken = (frame == ip::Frame::ack || frame == ip::Frame::goodbye) && acknowledged(h.seq);
-            if (!taken) { // not an acknowledgement, or one of messages never sent
-                out_broken("protocol error from the peer (frame type " + std::to_string(h.type) + ")");
+        if (hs_len_ < want) {
+            const ssize_t got = ::recv(fd_, hs_rx_.data() + hs_len_, want - hs_len_, MSG_DONTWAIT);
+            if (got == 0 || (got < 0 && errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR)) {
+                const std::string why =
+                    got == 0 ? "connection closed by the peer" : "read failed: " + ip::errno_text(errno);
+                close_fd();
+                attempt_failed(false, why, Clock::now());
                 return;
             }
-            if (frame == ip::Frame::goodbye) peer_said_goodbye_ = true; // with its last acknowledgement
+            if (got < 0) return;
+            hs_len_ += static_cast<std::size_t>(got);
+            continue;
         }
-        std::memmove(out_rx_.data(), out_rx_.data() + at, out_rx_len_ - at);
-        out_rx_len_ -= at;
+        hs_len_ = 0;
+        if (want == sizeof(ip::Challenge)) {
+            ip::Challenge c;
+            std::memcpy(&c, hs_rx_.data(), sizeof c);
+            handle_challenge(c);
+            if (fd_ < 0) return;
+            continue;
+        }
+        Welcome w;
+        std::memcpy(&w, hs_rx_.data(), sizeof w);
+        handle_welcome(w);
+        return;
     }
 }
 
@@ -301,76 +431,108 @@ void TcpNode::handle_challenge(const ip::Challenge& c) {
                          shared_->parameters.self, id_, address_.text.c_str());
             refusal_logged_ = true;
         }
-        close_out_fd();
+        close_fd();
         reconnect_.refused_by_peer();
         attempt_failed(false, "no proof of the key", Clock::now());
         return;
     }
     const ip::Proof proof = ip::make_proof(*shared_->parameters.auth_key, auth_hello_, c);
-    const ssize_t wrote = ::send(out_fd_, &proof, sizeof proof, MSG_DONTWAIT | MSG_NOSIGNAL);
+    const ssize_t wrote = ::send(fd_, &proof, sizeof proof, MSG_DONTWAIT | MSG_NOSIGNAL);
     if (wrote != static_cast<ssize_t>(sizeof proof)) { // nothing else was written on this socket
-        close_out_fd();
+        close_fd();
         attempt_failed(false, "handshake write failed", Clock::now());
     }
 }
 
+// Both locks. The answer to this node's Hello. A welcome makes the connection the
+// pair's: this side says first where it stands in the peer's messages (a resume
+// frame), then resends its own from the peer's next_expected.
 void TcpNode::handle_welcome(const Welcome& w) {
     switch (ip::check_answer(w, protocol, shared_->parameters.self, id_)) {
     case ip::Answer::welcome:
         break;
     case ip::Answer::foreign:
-        close_out_fd();
+        close_fd();
         attempt_failed(false, "the answer from " + address_.text + " is not a msgpass welcome for this pair",
                        Clock::now());
         return;
     case ip::Answer::refusal:
+        close_fd();
+        if (ip::refusal_reason(w) == Refusal::crossed) { // the peer's own connection is the pair's
+            attempt_failed(false, "crossed with the peer's connection", Clock::now());
+            return;
+        }
         if (!refusal_logged_) {
             std::fprintf(stderr, "msgpass tcp node %u: node %u (%s) refused the connection: %s\n",
                          shared_->parameters.self, id_, address_.text.c_str(),
                          std::string(describe(ip::refusal_reason(w))).c_str());
             refusal_logged_ = true;
         }
-        close_out_fd();
         reconnect_.refused_by_peer();
         attempt_failed(false, "refused", Clock::now());
         return;
     case ip::Answer::unexpected:
-        close_out_fd();
+        close_fd();
         attempt_failed(false, "unexpected handshake answer", Clock::now());
         return;
     }
-    if (ip::restarted(peer_incarnation_, w.incarnation)) {
-        declare_lost_locked(peer_incarnation_, "it restarted");
+    framed_ = true;
+    connected_at_ = Clock::now();
+    attach_in(w.incarnation);
+    queue_control(ip::resume_frame(in_window_.expected()));
+    if (!resume_window(w.incarnation, w.next_expected)) return;
+    refusal_logged_ = false;
+}
+
+// Both locks. The receiving side of a connection from the peer's incarnation: a
+// restarted peer's old messages stay in the inbox before a marker of its loss; a
+// new incarnation counts from 0, the same one goes on.
+void TcpNode::attach_in(std::uint64_t incarnation) {
+    const std::uint64_t old = in_window_.incarnation();
+    // A peer that said goodbye and comes back started cleanly: nothing was lost.
+    if (ip::restarted(old, incarnation) && !in_goodbye_) {
+        declare_lost_locked(old, "it restarted");
+        inbox_.mark_loss();
     }
+    in_window_.attach(incarnation);
+    in_goodbye_ = false;
+    known_incarnation_.store(incarnation);
+    ack_avail_.store(in_window_.expected());
+    ack_sent_.store(in_window_.expected());
+    loss_.revive(incarnation); // if it was given up for silence, it lives: its later loss is reported again
+}
+
+// out_mutex_. The peer's incarnation counts next_expected of our messages (its
+// welcome, or its resume frame on a connection it opened): the window resends from
+// there, after a skip frame when we dropped messages it never got. False when the
+// connection ended.
+bool TcpNode::resume_window(std::uint64_t incarnation, std::uint64_t next_expected) {
+    if (ip::restarted(peer_incarnation_, incarnation)) declare_lost_locked(peer_incarnation_, "it restarted");
     // A new incarnation counts our messages from 0; the one our numbers were for (alive
     // after we gave it up, or after a clean goodbye and a loss) goes on counting them.
-    if (numbered_for_ != 0 && w.incarnation != numbered_for_) window_.renumber();
-    const auto skipped = window_.resume(w.next_expected);
+    if (numbered_for_ != 0 && incarnation != numbered_for_) window_.renumber();
+    const auto skipped = window_.resume(next_expected);
     if (!skipped) {
-        welcome_mismatch(w);
-        return;
+        window_mismatch(incarnation, next_expected);
+        return false;
     }
-    if (*skipped > 0) {
-        // We gave this peer up while it lived and dropped messages it never got: the
-        // skip frame, before any data, makes it report them lost where they belong in
-        // its stream and count on from our first kept message.
-        const FrameHeader skip = ip::skip_frame(window_.first_unacknowledged());
-        if (::send(out_fd_, &skip, sizeof skip, MSG_DONTWAIT | MSG_NOSIGNAL) != static_cast<ssize_t>(sizeof skip)) {
-            close_out_fd(); // a fresh socket takes 24 bytes at once
-            attempt_failed(false, "handshake write failed", Clock::now());
-            return;
-        }
-    }
-    numbered_for_ = w.incarnation;
-    loss_.revive(w.incarnation); // given up for silence, it lives: its later loss is reported again
+    acked_base_.store(window_.acknowledged_to());
+    // We gave this peer up while it lived and dropped messages it never got: the
+    // skip frame, before any data, makes it report them lost where they belong in
+    // its stream and count on from our first kept message.
+    if (*skipped > 0) queue_control(ip::skip_frame(window_.first_unacknowledged()));
+    numbered_for_ = incarnation;
+    loss_.revive(incarnation);
     trimmed();
-    peer_incarnation_ = w.incarnation;
-    known_incarnation_.store(w.incarnation);
-    state_ = OutState::established;
+    peer_incarnation_ = incarnation;
+    known_incarnation_.store(incarnation);
+    state_ = State::established;
     reconnect_.connected();
-    refusal_logged_ = false;
+    next_answer_check_ = Clock::now() + answer_check_period();
     write_pending();
+    shared_->wake_io(); // the background thread decides who reads
     out_changed_.notify_all();
+    return true;
 }
 
 // The peer claims messages we never sent, or lacks some it had acknowledged: the
@@ -379,35 +541,51 @@ void TcpNode::handle_welcome(const Welcome& w) {
 // messages it did not acknowledge reported lost (even when its loss was reported
 // before), the numbering started again, and the peer asked again only after the
 // longest backoff.
-void TcpNode::welcome_mismatch(const Welcome& w) {
+void TcpNode::window_mismatch(std::uint64_t incarnation, std::uint64_t next_expected) {
     const std::string text = "peer " + std::to_string(id_) + " (" + name_ + ", " + address_.text +
-                             ") lost: its welcome expects message " + std::to_string(w.next_expected) +
+                             ") lost: its welcome expects message " + std::to_string(next_expected) +
                              " but this node acknowledged up to " + std::to_string(window_.acknowledged_to()) +
                              " and sent up to " + std::to_string(window_.next_seq()) +
                              " (the numbering of the pair disagrees)";
     shared_->count_refusal(Refusal::protocol_error);
     const std::uint64_t unacknowledged = window_.lose();
     window_.renumber();
+    acked_base_.store(0);
     numbered_for_ = 0;
     peer_incarnation_ = 0;
     queue_depth_.store(0, std::memory_order_relaxed);
     reconnect_.forget();
-    loss_.raise(w.incarnation, text + "; " + std::to_string(unacknowledged) + " messages sent to it were dropped",
+    loss_.raise(incarnation, text + "; " + std::to_string(unacknowledged) + " messages sent to it were dropped",
                 unacknowledged);
     std::fprintf(stderr, "msgpass tcp node %u: %s\n", shared_->parameters.self, text.c_str());
-    close_out_fd();
+    ::shutdown(fd_, SHUT_RDWR);
+    write_failed_ = true; // the background thread closes it
+    write_failure_ = "the numbering of the pair disagrees";
     reconnect_.refused_by_peer();
-    state_ = OutState::idle;
+    state_ = State::idle;
     out_changed_.notify_all();
     shared_->wake_receivers();
+    shared_->wake_io();
 }
 
 // An acknowledgement of every message before next_expected; false when it
 // acknowledges messages never sent.
 bool TcpNode::acknowledged(std::uint64_t next_expected) {
     if (!window_.acknowledge(next_expected)) return false;
+    acked_base_.store(window_.acknowledged_to(), std::memory_order_relaxed);
     trimmed();
     return true;
+}
+
+// out_mutex_. An acknowledgement the reader saw but could not apply.
+void TcpNode::apply_pending_ack() {
+    if (!peer_ack_pending_.exchange(false)) return;
+    const std::uint64_t to = peer_ack_.load();
+    if (!acknowledged(to)) {
+        fail_write("an acknowledgement of message " + std::to_string(to) + " never sent");
+        return;
+    }
+    if (!window_.all_written() && state_ == State::established) write_pending();
 }
 
 void TcpNode::trimmed() {

@@ -23,6 +23,10 @@ enum class FrameType : std::uint32_t {
     goodbye = 3, // either way: the sender closes cleanly (its factory is destroyed)
     skip = 4,    // connector -> acceptor: the messages before `seq` that did not arrive were dropped
                  // (the connector gave the acceptor up while it lived); numbering goes on from `seq`
+    // tcp (version 2, one two-way connection per pair):
+    data_acked = 5, // data, and `flags` holds the low 32 bits of the writer's acknowledgement of the other direction
+    resume = 6,     // connector -> acceptor, first after the welcome: it has every message of the acceptor's
+                    // incarnation before `seq`; the acceptor resends from there
 };
 
 // Every frame after the handshake, 24 bytes, followed by `length` bytes (data only).
@@ -46,6 +50,9 @@ inline constexpr std::size_t frame_header_size = sizeof(FrameHeader);
 // The messages before first_kept that the receiver lacks were dropped by the sender.
 [[nodiscard]] constexpr FrameHeader skip_frame(std::uint64_t first_kept) noexcept {
     return {0, first_kept, static_cast<std::uint32_t>(FrameType::skip), 0};
+}
+[[nodiscard]] constexpr FrameHeader resume_frame(std::uint64_t next_expected) noexcept {
+    return {0, next_expected, static_cast<std::uint32_t>(FrameType::resume), 0};
 }
 // Toward the connector, next_expected is a last acknowledgement; toward the acceptor, 0.
 [[nodiscard]] constexpr FrameHeader goodbye_frame(std::uint64_t next_expected) noexcept {

@@ -22,7 +22,8 @@ enum class Refusal : std::uint32_t {
     unauthenticated = 10,  // one side has an auth_key_file and the other none (docs/security.md)
     bad_proof = 11,        // a proof made with another key, or for another challenge (a replay)
     no_descriptors = 12,   // this process is out of file descriptors: accepted and closed at once
-    kinds = 13,
+    crossed = 13,          // tcp: both nodes of a pair connected at once; the lower id's connection stays (not counted)
+    kinds = 14,
 };
 
 [[nodiscard]] constexpr std::string_view describe(Refusal r) noexcept {
@@ -53,6 +54,8 @@ enum class Refusal : std::uint32_t {
         return "wrong key or replayed handshake";
     case Refusal::no_descriptors:
         return "out of file descriptors";
+    case Refusal::crossed:
+        return "crossed with this node's own connection";
     case Refusal::kinds:
         break;
     }

@@ -92,6 +92,10 @@ public:
     [[nodiscard]] std::size_t size() const noexcept { return entries_.size(); }
     [[nodiscard]] bool empty() const noexcept { return entries_.empty(); }
     [[nodiscard]] const Outgoing& operator[](std::size_t i) const noexcept { return entries_[i]; }
+    // A message's header, for a transport that stamps what it carries besides the
+    // message (tcp's acknowledgement) before writing it: not the one written() while
+    // offset() is not 0 (its first bytes went out).
+    [[nodiscard]] FrameHeader& header(std::size_t i) noexcept { return entries_[i].header; }
     [[nodiscard]] std::size_t written() const noexcept { return written_; }
     // Bytes of frame written() already written (a stream can take part of a frame).
     [[nodiscard]] std::size_t offset() const noexcept { return offset_; }

@@ -38,6 +38,7 @@ class TcpNode; // one peer (src/engine.hpp)
 // Counters of the listening side: connections refused or closed, per reason.
 struct ListenerStats {
     std::uint64_t accepted = 0; // handshakes that succeeded
+    std::uint64_t crossed = 0;  // Hellos refused by the tie-break of two crossing connections (not faults)
     std::array<std::uint64_t, static_cast<std::size_t>(Refusal::kinds)> refused{};
     [[nodiscard]] std::uint64_t refused_total() const noexcept {
         std::uint64_t n = 0;

@@ -1,9 +1,8 @@
 // The tcp wire protocol (docs/tcp.md): what one msgpass process writes on a TCP
-// connection to another. A node opens one connection to each peer it sends to and
-// accepts the connections of the peers that send to it, so that each connection
-// carries data in one direction (connector -> acceptor) and acknowledgements in the
-// other. Every integer is little-endian (the hosts of a DAQ partition are x86 or
-// ARM64; a big-endian host would have to swap, and is refused by the magic).
+// connection to another. A pair of nodes shares one two-way connection, opened by
+// the first to send (the lower node id's stays when both connect at once); each
+// data frame carries its writer's acknowledgement of the other direction. Every integer is little-endian (the hosts of
+// a DAQ partition are x86 or ARM64; a big-endian host would have to swap, and is refused by the magic).
 //
 // A connection starts with the handshake of ip/common (msgpass/ip/handshake.hpp): a
 // Hello from the connector and a Welcome (or a refusal) from the acceptor, under
@@ -21,8 +20,8 @@
 
 namespace msgpass::tcp {
 
-inline constexpr std::uint32_t magic = 0x4354504d; // "MPTC" in memory order
-inline constexpr std::uint16_t protocol_version = 1;
+inline constexpr std::uint32_t magic = 0x4354504d;   // "MPTC" in memory order
+inline constexpr std::uint16_t protocol_version = 2; // 2: one two-way connection per pair (docs/tcp.md)
 inline constexpr ip::Protocol protocol{magic, protocol_version};
 
 using ip::describe;
