@@ -119,6 +119,10 @@ static void freed_requests(int rank) {
         MPI_Request request;
         CHECK(MPI_Isend(&sent, 1, MPI_INT, 1, 40, MPI_COMM_WORLD, &request) == MPI_SUCCESS, "MPI_Isend");
         CHECK(MPI_Request_free(&request) == MPI_SUCCESS && request == MPI_REQUEST_NULL, "MPI_Request_free of a send");
+        /* tag 41 leaves only once rank 1's receive of it is posted and freed: it must
+         * arrive into that receive, not before it */
+        int ready = 0;
+        CHECK(MPI_Recv(&ready, 1, MPI_INT, 1, 43, MPI_COMM_WORLD, MPI_STATUS_IGNORE) == MPI_SUCCESS, "recv tag 43");
         int value = 66;
         CHECK(MPI_Send(&value, 1, MPI_INT, 1, 41, MPI_COMM_WORLD) == MPI_SUCCESS, "send tag 41");
         CHECK(MPI_Send(&value, 1, MPI_INT, 1, 42, MPI_COMM_WORLD) == MPI_SUCCESS, "send tag 42");
@@ -128,6 +132,8 @@ static void freed_requests(int rank) {
         CHECK(MPI_Irecv(&freed_into, 1, MPI_INT, 0, 41, MPI_COMM_WORLD, &request) == MPI_SUCCESS, "MPI_Irecv");
         CHECK(MPI_Request_free(&request) == MPI_SUCCESS && request == MPI_REQUEST_NULL,
               "MPI_Request_free of a receive");
+        int ready = 1;
+        CHECK(MPI_Send(&ready, 1, MPI_INT, 0, 43, MPI_COMM_WORLD) == MPI_SUCCESS, "send tag 43");
         int value = 0;
         /* the freed send's message arrives (a send that was dropped leaves this waiting
          * until the deadline) */
