@@ -36,6 +36,8 @@ struct Settings {
     std::string floor_peer_address = "127.0.0.1";
     std::string floor_netns;
     Wait wait = Wait::block;
+    // --contention N: each point runs quiet, then again beside N busy loops (BusyLoops).
+    std::uint32_t contention = 0;
     // hidden: the self-spawned peer
     std::string role;
     std::string partition;
