@@ -38,6 +38,8 @@ struct Settings {
     Wait wait = Wait::block;
     // --contention N: each point runs quiet, then again beside N busy loops (BusyLoops).
     std::uint32_t contention = 0;
+    // --api bytes: pingpong and stream through Node::send_bytes and Node::receive_view.
+    bool bytes_api = false;
     // hidden: the self-spawned peer
     std::string role;
     std::string partition;
