@@ -80,6 +80,7 @@ int run(int argc, char** argv) {
         pin(s.cpus, 0);
         std::vector<NodeId> peers(ids.begin() + 1, ids.end());
         Driver driver(*factory, peers, {}, s.wait);
+        driver.use_bytes(s.bytes_api);
         driver.static_groups(configuration.groups);
         auto results = drive(driver, s, patterns, progress);
         driver.quit();
@@ -126,6 +127,7 @@ int run(int argc, char** argv) {
         peer_ids.push_back(id);
     Driver driver(
         *factory, peer_ids, [&] { peers.check(); }, s.wait);
+    driver.use_bytes(s.bytes_api);
     driver.static_groups(configuration.groups);
     auto results = drive(driver, s, patterns, progress, floors);
     driver.quit();
@@ -150,7 +152,7 @@ int run(int argc, char** argv) {
     std::map<std::uint64_t, Result> ping;
     std::map<std::uint64_t, Result> stream;
     for (const auto& r : results)
-        (r.pattern == "pingpong" ? ping : stream)[r.size] = r;
+        (r.pattern.rfind("pingpong", 0) == 0 ? ping : stream)[r.size] = r;
     print_default_table(s.sizes, ping, stream, floor, ring, std::string(factory->technology()));
     return 0;
 }

@@ -17,6 +17,7 @@ Settings parse(int argc, char** argv, bool& help) {
     std::string cpus;
     std::string ports;
     std::string wait = "block";
+    std::string api = "buffer";
     std::string floors;
     std::string floor_addresses;
     po::options_description visible(
@@ -50,9 +51,15 @@ Settings parse(int argc, char** argv, bool& help) {
          "own node id (one-side mode; else MSGPASS_NODE_ID or the launcher's rank)")                                  //
         ("wait", po::value(&wait)->value_name("MODE"),                                                                //
          "block: receive(timeout), the layer's wait (default); spin: poll receive()")                                 //
-        ("set", po::value(&s.sets)->composing()->value_name("KEY=VALUE"),                                             //
-         "override of the network file (repeatable)")                                                                 //
-        ("layer", po::value(&s.layer)->value_name("LAYER"),                                                           //
+        ("api", po::value(&api)->value_name("API"),                                                                   //
+         "buffer: send(BufferPtr) and receive() (default); bytes: the Buffer-free send_bytes and receive_view "
+         "(pingpong and stream; rows pingpong-bytes, stream-bytes)") //
+        ("contention", po::value(&s.contention)->value_name("N"),    //
+         "each point runs quiet, then again beside N busy-loop processes (pinned like the peers with --cpu), "
+         "its rows marked +Nbusy")                                        //
+        ("set", po::value(&s.sets)->composing()->value_name("KEY=VALUE"), //
+         "override of the network file (repeatable)")                     //
+        ("layer", po::value(&s.layer)->value_name("LAYER"),               //
          "node (default) | comm: pingpong and stream through the communicator beside the Node path, same run");
     po::options_description hidden;
     hidden.add_options()("role", po::value(&s.role))("partition", po::value(&s.partition))("node-count",
@@ -101,6 +108,18 @@ Settings parse(int argc, char** argv, bool& help) {
         s.floor_driver_address = floor_addresses.substr(0, comma);
         s.floor_peer_address = floor_addresses.substr(comma + 1);
     }
+    if (api == "bytes")
+        s.bytes_api = true;
+    else if (api != "buffer")
+        throw po::error("--api is buffer or bytes");
+    if (s.bytes_api &&
+        (s.reference || s.layer == "comm" || (s.pattern && *s.pattern != "pingpong" && *s.pattern != "stream")))
+        throw po::error("--api bytes goes with the pingpong and stream patterns (not --reference or --layer comm)");
+    if (s.contention > 64) throw po::error("--contention must be in 0..64");
+    if (s.contention != 0 &&
+        (!s.pattern || s.reference || s.layer == "comm" || s.pattern == std::optional<std::string>("idle")))
+        throw po::error(
+            "--contention goes with --pattern pingpong, stream, broadcast or gather (not --reference or --layer comm)");
     if (s.members == 0 || s.members > 64) throw po::error("--members must be in 1..64");
     if (wait == "spin")
         s.wait = Wait::spin;

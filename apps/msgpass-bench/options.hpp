@@ -36,6 +36,10 @@ struct Settings {
     std::string floor_peer_address = "127.0.0.1";
     std::string floor_netns;
     Wait wait = Wait::block;
+    // --contention N: each point runs quiet, then again beside N busy loops (BusyLoops).
+    std::uint32_t contention = 0;
+    // --api bytes: pingpong and stream through Node::send_bytes and Node::receive_view.
+    bool bytes_api = false;
     // hidden: the self-spawned peer
     std::string role;
     std::string partition;

@@ -28,6 +28,9 @@ constexpr auto stall_limit = 30s;
 
 // How this process waits for messages in the current point (see Wait).
 Wait wait_mode = Wait::block;
+// Whether the current point uses the Buffer-free path (Node::send_bytes and
+// Node::receive_view) instead of buffers (--api bytes).
+bool bytes_api = false;
 
 std::chrono::nanoseconds flush_step() {
     return wait_mode == Wait::spin ? std::chrono::nanoseconds(0) : std::chrono::nanoseconds(1ms);
@@ -38,7 +41,9 @@ enum class Op : std::uint32_t { pong = 1, stream = 2, listen = 3, quit = 4 };
 struct Command {
     std::uint64_t tag;
     Op op;
-    std::uint32_t spin; // 1: wait by polling receive() (Wait::spin)
+    std::uint32_t spin;  // 1: wait by polling receive() (Wait::spin)
+    std::uint32_t bytes; // 1: send_bytes and receive_view (--api bytes)
+    std::uint32_t reserved;
     std::uint64_t size;
     std::uint64_t count;      // timed messages; 0: by duration
     std::int64_t duration_ns; // timed part when count is 0
@@ -52,6 +57,19 @@ struct Report {
     std::uint64_t bytes;
     std::int64_t elapsed_ns;
 };
+
+std::uint64_t tag_of(std::span<const std::byte> bytes) {
+    std::uint64_t tag = 0;
+    if (bytes.size() >= sizeof tag) std::memcpy(&tag, bytes.data(), sizeof tag);
+    return tag;
+}
+
+std::uint64_t touch(std::span<const std::byte> bytes) {
+    std::uint64_t sum = 0;
+    for (std::size_t i = 0; i < bytes.size(); i += 64)
+        sum += static_cast<std::uint64_t>(bytes[i]);
+    return sum;
+}
 
 std::uint64_t tag_of(const Buffer& b) {
     std::uint64_t tag = 0;
@@ -152,12 +170,49 @@ BufferPtr wait_from(Source& source, NodeId id, const HealthCheck& check) {
     }
 }
 
+// wait_from for the Buffer-free path: the next message lent as a view.
+MessageView wait_view(Node& node, NodeId id, const HealthCheck& check) {
+    const auto give_up = Clock::now() + stall_limit;
+    for (;;) {
+        if (wait_mode == Wait::spin) {
+            const auto until = Clock::now() + 200ms;
+            for (std::uint32_t i = 1;; ++i) {
+                if (auto v = node.receive_view()) return v;
+                if ((i & 255) == 0 && Clock::now() > until) break;
+            }
+        } else if (auto v = node.receive_view(std::chrono::nanoseconds(200ms))) {
+            return v;
+        }
+        if (check) check();
+        if (Clock::now() > give_up) {
+            throw PeerLost(id, "peer " + std::to_string(id) + " lost: nothing received for " +
+                                   std::to_string(stall_limit.count()) + " s");
+        }
+    }
+}
+
+// Pacer::send for the Buffer-free path: the bytes are copied by the call.
+void send_bytes_paced(Node& node, std::span<const std::byte> bytes, std::uint64_t size, std::uint64_t& sent) {
+    for (;;) {
+        try {
+            node.send_bytes(bytes);
+            break;
+        } catch (const SendQueueFull&) {
+            node.flush(flush_step());
+        }
+    }
+    if (size <= 8 * config::KiB && (++sent & 31) != 0) return;
+    while (node.stats().queue_depth > queue_bound(size))
+        node.flush(flush_step());
+}
+
 Command make_command(Op op, std::uint64_t size, const Budget& budget) {
     Command c{};
     c.tag = command_tag;
     c.op = op;
     c.size = size;
     c.spin = wait_mode == Wait::spin ? 1 : 0;
+    c.bytes = bytes_api ? 1 : 0;
     if (budget.iterations != 0) {
         c.count = budget.iterations;
         c.warm_count = std::max<std::uint64_t>(10, budget.iterations / 10);
@@ -196,6 +251,34 @@ void produce(NodeFactory& factory, const Command& c, Send&& send, Limit&& limit)
     emit(end_flag);
 }
 
+// produce() for the Buffer-free path: every message is sent from one array of this
+// process, its tag written in before each send_bytes.
+void produce_bytes(Node& node, const Command& c) {
+    std::vector<std::byte> message(c.size);
+    std::uint64_t seq = 0;
+    std::uint64_t sent = 0;
+    auto emit = [&](std::uint64_t flags) {
+        const std::uint64_t tag = seq++ | flags;
+        std::memcpy(message.data(), &tag, sizeof tag);
+        send_bytes_paced(node, message, c.size, sent);
+    };
+    auto phase = [&](std::uint64_t count, std::int64_t ns, std::uint64_t flags) {
+        if (count != 0) {
+            for (std::uint64_t i = 0; i < count; ++i)
+                emit(flags);
+            return;
+        }
+        const auto end = Clock::now() + std::chrono::nanoseconds(ns);
+        for (std::uint64_t i = 0;; ++i) {
+            if ((i & 15) == 0 && Clock::now() >= end) break;
+            emit(flags);
+        }
+    };
+    phase(c.warm_count, c.warm_ns, warm_flag);
+    phase(c.count, c.duration_ns, 0);
+    emit(end_flag);
+}
+
 // Counts what arrives after the warm-up until the end marker.
 struct Tally {
     std::uint64_t count = 0;
@@ -208,6 +291,14 @@ struct Tally {
     bool take(const Buffer& b) {
         const auto tag = tag_of(b);
         sink = sink + touch(b);
+        return count_tag(tag, b.size());
+    }
+    bool take(std::span<const std::byte> bytes) {
+        const auto tag = tag_of(bytes);
+        sink = sink + touch(bytes);
+        return count_tag(tag, bytes.size());
+    }
+    bool count_tag(std::uint64_t tag, std::size_t size) {
         if ((tag & warm_flag) != 0 && (tag & end_flag) == 0) return false;
         const auto now = Clock::now();
         if (!started) {
@@ -215,7 +306,7 @@ struct Tally {
             first = now;
         } else {
             ++count;
-            bytes += b.size();
+            bytes += size;
         }
         last = now;
         return (tag & end_flag) != 0;
@@ -227,6 +318,47 @@ void fill_rates(Result& r, std::uint64_t count, std::uint64_t bytes, double seco
     r.iterations = count;
     r.msgs_per_s = seconds > 0 ? static_cast<double>(count) / seconds : 0;
     r.MBps = seconds > 0 ? static_cast<double>(bytes) / seconds / 1e6 : 0;
+}
+
+// The ping-pong of the Buffer-free path: each ping is sent from this process's own
+// bytes (the tag written into them), each echo is lent as a view and released.
+Result pingpong_bytes(Node& node, const Command& c, const HealthCheck& check) {
+    std::vector<std::byte> ping(c.size);
+    std::uint64_t seq = 0;
+    auto round = [&](std::uint64_t flags) {
+        const std::uint64_t tag = seq++ | flags;
+        std::memcpy(ping.data(), &tag, sizeof tag);
+        node.send_bytes(ping);
+        auto echo = wait_view(node, node.id(), check);
+        sink = sink + touch(echo.bytes());
+    };
+    if (c.warm_count != 0) {
+        for (std::uint64_t i = 0; i < c.warm_count; ++i)
+            round(warm_flag);
+    } else {
+        for (const auto end = Clock::now() + std::chrono::nanoseconds(c.warm_ns); Clock::now() < end;)
+            round(warm_flag);
+    }
+    std::vector<double> samples;
+    samples.reserve(c.count != 0 ? c.count : 1 << 20);
+    const auto start = Clock::now();
+    const auto end = start + std::chrono::nanoseconds(c.duration_ns);
+    for (;;) {
+        const auto t0 = Clock::now();
+        if (c.count != 0 ? samples.size() >= c.count : t0 >= end) break;
+        round(0);
+        samples.push_back(ns_between(t0, Clock::now()) / 2e3);
+    }
+    const double seconds = ns_between(start, Clock::now()) / 1e9;
+    std::memcpy(ping.data(), &end_flag, sizeof end_flag);
+    node.send_bytes(ping);
+    node.flush(10s);
+    Result r;
+    r.iterations = samples.size();
+    r.msgs_per_s = seconds > 0 ? 2.0 * static_cast<double>(samples.size()) / seconds : 0;
+    r.MBps = r.msgs_per_s * static_cast<double>(c.size) / 1e6;
+    r.one_way_us = summarize(samples);
+    return r;
 }
 
 } // namespace
@@ -245,6 +377,9 @@ NodePtr Driver::peer(std::size_t index) {
 Result Driver::run(const std::string& pattern, std::uint64_t size, const Budget& budget, std::uint32_t members) {
     if (size < sizeof(std::uint64_t)) throw UsageError("msgpass patterns need sizes of at least 8 bytes");
     wait_mode = wait_;
+    bytes_api = bytes_;
+    if (bytes_ && pattern != "pingpong" && pattern != "stream")
+        throw UsageError("--api bytes goes with pingpong and stream, not " + pattern);
     Result r;
     if (pattern == "pingpong")
         r = pingpong(size, budget);
@@ -257,7 +392,7 @@ Result Driver::run(const std::string& pattern, std::uint64_t size, const Budget&
     else
         throw UsageError("unknown pattern '" + pattern + "' (pingpong, stream, broadcast, gather, idle)");
     r.technology = std::string(factory_.technology());
-    r.pattern = pattern;
+    r.pattern = bytes_ ? pattern + "-bytes" : pattern;
     r.size = size;
     return r;
 }
@@ -266,6 +401,7 @@ Result Driver::pingpong(std::uint64_t size, const Budget& budget) {
     auto node = peer(0);
     const auto c = make_command(Op::pong, size, budget);
     send_control(factory_, *node, &c, sizeof c, check_);
+    if (bytes_) return pingpong_bytes(*node, c, check_);
     // The echo comes back in a receive buffer, which is sent again as the next ping:
     // one copy per direction, no allocation in the loop.
     auto b = factory_.create_buffer(size);
@@ -308,6 +444,14 @@ Result Driver::stream(std::uint64_t size, const Budget& budget) {
     auto node = peer(0);
     const auto c = make_command(Op::stream, size, budget);
     send_control(factory_, *node, &c, sizeof c, check_);
+    if (bytes_) {
+        Tally t;
+        while (!t.take(wait_view(*node, node->id(), check_).bytes())) {
+        }
+        Result r;
+        fill_rates(r, t.count, t.bytes, t.seconds());
+        return r;
+    }
     Tally t;
     while (!t.take(*wait_from(*node, node->id(), check_))) {
     }
@@ -447,6 +591,21 @@ int serve(NodeFactory& factory, NodeId driver) {
         m->copy_to(std::as_writable_bytes(std::span(&c, 1)));
         m.reset();
         wait_mode = c.spin != 0 ? Wait::spin : Wait::block;
+        bytes_api = c.bytes != 0;
+        if (bytes_api && c.op == Op::pong) {
+            for (;;) {
+                auto v = wait_view(*node, driver, {});
+                if ((tag_of(v.bytes()) & end_flag) != 0) break;
+                node->send_bytes(v.bytes());
+            }
+            continue;
+        }
+        if (bytes_api && c.op == Op::stream) {
+            produce_bytes(*node, c);
+            if (!node->flush(10s))
+                throw PeerLost(driver, "peer " + std::to_string(driver) + " lost: it stopped taking messages");
+            continue;
+        }
         switch (c.op) {
         case Op::pong:
             for (;;) {

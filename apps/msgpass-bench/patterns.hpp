@@ -38,6 +38,10 @@ class Driver {
 public:
     // peers: the other nodes, in id order; pingpong and stream use the first.
     Driver(NodeFactory& factory, std::vector<NodeId> peers, HealthCheck check, Wait wait = Wait::block);
+    // pingpong and stream through the Buffer-free path (Node::send_bytes and
+    // Node::receive_view) instead of buffers; their rows read pingpong-bytes and
+    // stream-bytes.
+    void use_bytes(bool bytes) { bytes_ = bytes; }
 
     // pattern: pingpong, stream, broadcast, gather. members: group size (group patterns).
     Result run(const std::string& pattern, std::uint64_t size, const Budget& budget, std::uint32_t members);
@@ -61,6 +65,7 @@ private:
     std::vector<NodeId> peers_;
     HealthCheck check_;
     Wait wait_;
+    bool bytes_ = false;
     std::map<std::string, std::vector<NodeId>> static_groups_;
 };
 

@@ -213,4 +213,39 @@ void Peers::stop(std::chrono::milliseconds grace) {
     }
 }
 
+void BusyLoops::start(std::uint32_t count, const std::vector<int>& cpus) {
+    for (std::uint32_t i = 0; i < count; ++i) {
+        const pid_t parent = ::getpid();
+        const pid_t pid = ::fork();
+        if (pid < 0) {
+            stop();
+            throw ResourceError(std::string("--contention: cannot start a busy loop: ") + std::strerror(errno));
+        }
+        if (pid == 0) {
+            ::prctl(PR_SET_PDEATHSIG, SIGKILL);
+            if (::getppid() != parent) ::_exit(1);
+            if (!cpus.empty()) {
+                cpu_set_t set;
+                CPU_ZERO(&set);
+                CPU_SET(cpus[i % cpus.size()], &set);
+                ::sched_setaffinity(0, sizeof set, &set); // unpinned when it fails: still a busy task
+            }
+            volatile std::uint64_t spins = 0;
+            for (;;)
+                spins = spins + 1;
+        }
+        pids_.push_back(pid);
+    }
+}
+
+void BusyLoops::stop() noexcept {
+    for (const pid_t pid : pids_) {
+        ::kill(pid, SIGKILL);
+        int status = 0;
+        while (::waitpid(pid, &status, 0) < 0 && errno == EINTR) {
+        }
+    }
+    pids_.clear();
+}
+
 } // namespace msgpass::bench

@@ -76,4 +76,22 @@ private:
     std::vector<ChildId> children_;
 };
 
+// Busy loops beside a run (--contention N): N child processes that only spin, the
+// i-th pinned to cpus[i % size] when cpus is given, so that more tasks are runnable
+// than there are CPUs, as on a machine where a build runs beside the partition.
+// Killed and reaped on stop() and on destruction; they die with this process too.
+class BusyLoops {
+public:
+    BusyLoops() = default;
+    BusyLoops(const BusyLoops&) = delete;
+    BusyLoops& operator=(const BusyLoops&) = delete;
+    ~BusyLoops() { stop(); }
+
+    void start(std::uint32_t count, const std::vector<int>& cpus);
+    void stop() noexcept;
+
+private:
+    std::vector<pid_t> pids_;
+};
+
 } // namespace msgpass::bench

@@ -2,6 +2,7 @@
 #include "table.hpp"
 
 #include "reference.hpp"
+#include "spawn.hpp"
 
 #include <algorithm>
 #include <iostream>
@@ -191,6 +192,15 @@ std::vector<Result> drive(Driver& driver, const Settings& s, const std::vector<s
             progress.show(line);
             results.push_back(driver.run(pattern, size, s.budget, s.members));
             if (s.json) emit_json(results.back());
+            if (s.contention != 0) {
+                progress.show(line + " beside " + std::to_string(s.contention) + " busy loops");
+                BusyLoops busy;
+                busy.start(s.contention, s.cpus);
+                results.push_back(driver.run(pattern, size, s.budget, s.members));
+                busy.stop();
+                results.back().pattern += " +" + std::to_string(s.contention) + "busy";
+                if (s.json) emit_json(results.back());
+            }
         }
     }
     progress.clear();

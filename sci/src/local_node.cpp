@@ -6,7 +6,9 @@
 
 #include <algorithm>
 #include <chrono>
+#include <ctime>
 #include <random>
+#include <sys/resource.h>
 #include <unistd.h>
 #include <unordered_map>
 
@@ -240,9 +242,37 @@ std::uint32_t LocalNode::free_slots() const {
     return static_cast<std::uint32_t>(free_slots_.size());
 }
 
-// A yield that returns at once takes about 0.5 us here; one that ran another task
-// 3 us or more. The CPU counts as shared after one slow yield, and as free again
-// after 32 fast ones in a row.
+// Racy updates from several waiting threads only blur the average.
+void LocalNode::learn_shared_spin(std::chrono::nanoseconds took) noexcept {
+    const std::int64_t ns = took.count();
+    if (ns > 2 * max_shared_spin.count()) return; // the partner was not running: no spin would have caught it
+    std::int64_t average = shared_took_ns_.load(std::memory_order_relaxed);
+    average += (ns - average) / 8;
+    shared_took_ns_.store(average, std::memory_order_relaxed);
+    shared_spin_ns_.store(std::clamp(2 * average, min_shared_spin.count(), max_shared_spin.count()),
+                          std::memory_order_relaxed);
+}
+
+// Any involuntary context switch of the process since the last change means that
+// another task took one of its CPUs; none for free_after means they are free.
+void LocalNode::probe_shared() noexcept {
+    std::unique_lock lock(probe_mutex_, std::try_to_lock);
+    if (!lock.owns_lock()) return;
+    rusage usage{};
+    if (::getrusage(RUSAGE_SELF, &usage) != 0) return;
+    timespec ts{};
+    ::clock_gettime(CLOCK_MONOTONIC_COARSE, &ts);
+    const std::int64_t now = static_cast<std::int64_t>(ts.tv_sec) * 1000000000 + ts.tv_nsec;
+    const std::int64_t switches = usage.ru_nivcsw;
+    if (switches != probe_switches_) {
+        probe_switches_ = switches;
+        probe_since_ns_ = now;
+    } else if (now - probe_since_ns_ >= std::chrono::nanoseconds(free_after).count()) {
+        yields_.clear();
+        probe_switches_ = -1;
+    }
+}
+
 void LocalNode::register_partner(Partner* node) {
     std::lock_guard lock(partners_mutex_);
     partners_.push_back(node);

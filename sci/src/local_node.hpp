@@ -124,12 +124,12 @@ public:
     [[nodiscard]] bool closing() const noexcept { return closing_.load(std::memory_order_acquire); }
     void set_closing();
 
-    // Waits as msgpass::wait_for does (spin, yield, sleep on this node's doorbell),
-    // except that it does not spin while this process's CPU is shared: several
-    // receivers of one core (a group's members pinned together) that each spun
-    // for 50 us before yielding kept the one with a message waiting for its turn.
-    // Whether the CPU is shared is learnt from yields: one that gives the CPU to
-    // another task takes several times longer than one that returns at once.
+    // Waits as msgpass::wait_for does (spin 50 us, yield until 1 ms, sleep on this
+    // node's doorbell), except while this process's CPU is shared, learnt from the
+    // yields (one that gives the CPU to another task takes several times longer
+    // than one that returns at once): then it spins only as long as a partner's
+    // recent answers took and sleeps without yielding (shared_spin_ns_ below;
+    // docs/sci-protocol.md, "How a node waits").
     template <class Poll>
     auto wait(Poll&& poll, std::chrono::nanoseconds timeout) -> decltype(poll());
 
@@ -172,6 +172,28 @@ private:
     void progress_slow(const Partner* except);
     std::atomic<std::ptrdiff_t> queued_total_{0}; // nodes whose send queue is not empty
     YieldGauge yields_;                           // whether the CPU is shared, from the waits' yields
+    // While the CPU is shared a wait spins about twice as long as the recent waits
+    // that a partner answered within max_shared_spin took (at least min_shared_spin),
+    // then sleeps without yielding: a yield hands the CPU to any runnable task, and a
+    // busy one keeps it for the rest of its time slice (the 2 ms ping-pong of issue
+    // 26 beside a build), while a partner that runs answers within the spin and one
+    // that was descheduled is not brought back sooner by spinning longer.
+    static constexpr std::chrono::nanoseconds min_shared_spin{5000};
+    static constexpr std::chrono::nanoseconds max_shared_spin{100000};
+    void learn_shared_spin(std::chrono::nanoseconds took) noexcept;
+    std::atomic<std::int64_t> shared_spin_ns_{min_shared_spin.count()};
+    std::atomic<std::int64_t> shared_took_ns_{0}; // the moving average of the answered waits
+    // Whether the CPU is free again is not learnt from yields, which a shared wait no
+    // longer makes (and which the kernel's EEVDF scheduler may return at once even
+    // beside busy tasks): one shared wait in probe_every reads the process's
+    // involuntary context switches, and free_after without one marks the CPU free.
+    static constexpr std::uint32_t probe_every = 64; // a power of two
+    static constexpr std::chrono::milliseconds free_after{20};
+    void probe_shared() noexcept;
+    std::atomic<std::uint32_t> shared_waits_{0};
+    std::mutex probe_mutex_;
+    std::int64_t probe_switches_ = -1; // at probe_since_ns_
+    std::int64_t probe_since_ns_ = 0;
     std::mutex partners_mutex_;
     std::vector<Partner*> partners_;
     // Sleep announcements: the first thread to sleep tells every partner, the last
@@ -204,7 +226,7 @@ private:
 
 // How an sci wait sleeps: on the local segment's doorbell, after telling every
 // partner so (a partner rings only a process that said it sleeps); its yields teach
-// the local node whether the CPU is shared (then the wait does not spin).
+// the local node whether the CPU is shared (then the wait does not yield).
 class LocalNode::Sleeper : public DoorbellSleeper {
 public:
     explicit Sleeper(LocalNode& local) : DoorbellSleeper{&local.bell()}, local_(local) {}
@@ -218,9 +240,16 @@ private:
 template <class Poll>
 auto LocalNode::wait(Poll&& poll, std::chrono::nanoseconds timeout) -> decltype(poll()) {
     WaitPolicy policy;
-    if (yields_.shared()) policy.spin = std::chrono::microseconds(0);
     if (barrier_failed_.load(std::memory_order_relaxed)) policy.max_sleep = std::chrono::microseconds(1000);
-    return wait_with(std::forward<Poll>(poll), timeout, Sleeper(*this), policy);
+    if (!yields_.shared()) return wait_with(std::forward<Poll>(poll), timeout, Sleeper(*this), policy);
+    if ((shared_waits_.fetch_add(1, std::memory_order_relaxed) & (probe_every - 1)) == 0) probe_shared();
+    policy.spin = std::chrono::ceil<std::chrono::microseconds>(
+        std::chrono::nanoseconds(shared_spin_ns_.load(std::memory_order_relaxed)));
+    policy.yield = policy.spin; // no yield phase
+    const auto start = std::chrono::steady_clock::now();
+    auto r = wait_with(std::forward<Poll>(poll), timeout, Sleeper(*this), policy);
+    if (r) learn_shared_spin(std::chrono::steady_clock::now() - start);
+    return r;
 }
 
 } // namespace msgpass::sci

@@ -24,6 +24,7 @@
 #include <memory>
 #include <mutex>
 #include <optional>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -55,6 +56,13 @@ public:
     void send_shared(const SharedBuffer& buffer) override;
     [[nodiscard]] BufferPtr receive() override;
     [[nodiscard]] BufferPtr receive(std::chrono::nanoseconds timeout) override;
+    // The Buffer-free path: send_bytes copies the caller's bytes straight into the
+    // peer's slot (or into the staged batch of a queue), without a buffer; a view
+    // of a message that shares its slot with others (a batch) is lent without any
+    // object, the slot going back with the last of them.
+    void send_bytes(std::span<const std::byte> bytes) override;
+    [[nodiscard]] MessageView receive_view() override;
+    [[nodiscard]] MessageView receive_view(std::chrono::nanoseconds timeout) override;
     [[nodiscard]] NodeStats stats() const noexcept override;
 
     bool flush(std::chrono::nanoseconds timeout) override;
@@ -72,7 +80,9 @@ private:
     struct LargeRelease; // shared with large receive buffers
     class RecvBuffer;
     class LargeRecvBuffer;
-    class Staged; // small messages copied into a batch while they wait (node_send.cpp)
+    class Staged;      // small messages copied into a batch while they wait (node_send.cpp)
+    class CallerBytes; // the bytes of a send_bytes, as send_impl takes them (node_send.cpp)
+    class SlotLender;  // takes back the views lent from a batch (node_parts.hpp)
 
     template <class B>
     void send_impl(B& buffer);
@@ -125,6 +135,8 @@ private:
     BufferPtr take_message(Link& link);
     bool open_batch(Link& link, std::uint32_t i, std::uint32_t slot, std::uint32_t size, std::uint64_t number);
     BufferPtr next_in_batch();
+    MessageView view_in_batch();
+    BufferPtr receive_polled(); // receive() after the factory check and the progress of the queues
     void abandon_batch();
     bool grant_from_pool(Link& link, std::uint32_t index);
     void release_grants(std::uint32_t generation, std::uint32_t k);

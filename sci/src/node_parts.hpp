@@ -233,6 +233,19 @@ private:
     bool shared_;
 };
 
+// Takes back a view lent from a batch (SciNode::receive_view): as the drop of a
+// RecvBuffer of that batch, without the object. context is the link (kept by the
+// slot's hold), token the slot.
+class SciNode::SlotLender final : public MessageView::Lender {
+public:
+    void give_back(void* context, std::uint64_t token) noexcept override {
+        auto& link = *static_cast<Link*>(context);
+        const auto slot = static_cast<std::uint32_t>(token);
+        if (link.grants->local->slot_hold(slot).refs.fetch_sub(1, std::memory_order_acq_rel) != 1) return;
+        link.grants->give_back(link, slot);
+    }
+};
+
 // A received large message in the local large region of one sender.
 class SciNode::LargeRecvBuffer final : public SingleBuffer {
 public:

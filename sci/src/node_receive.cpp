@@ -184,6 +184,20 @@ BufferPtr SciNode::next_in_batch() {
     return b;
 }
 
+// The next message of the open batch, lent: no object, the slot's hold counts it
+// as it counts a RecvBuffer. Receiver.
+MessageView SciNode::view_in_batch() {
+    static SlotLender lender;
+    const std::uint32_t length = batch_lengths_[batch_.next];
+    const std::byte* data = local_->slot_address(batch_.slot) + batch_.offset;
+    Link* link = batch_.link;
+    const std::uint32_t slot = batch_.slot;
+    batch_.offset = static_cast<std::uint32_t>(batch_align_up(batch_.offset + length));
+    if (++batch_.next == batch_.count) batch_.link = nullptr;
+    stats_.received_serialized(length);
+    return MessageView({data, length}, parameters_.peer, &lender, link, slot);
+}
+
 // The messages of the open batch that were never handed out let go of its slot (the
 // node ends). Receiver lock held.
 void SciNode::abandon_batch() {
@@ -229,6 +243,10 @@ void SciNode::publish_pending() {
 BufferPtr SciNode::receive() {
     check_factory("receive");
     local_->progress();
+    return receive_polled();
+}
+
+BufferPtr SciNode::receive_polled() {
     Link* link = current_link(); // compared, not read: declare_lost reads only the current link
     std::string violation;
     {
@@ -267,6 +285,24 @@ BufferPtr SciNode::receive(std::chrono::nanoseconds timeout) {
     check_factory("receive");
     if (auto b = receive()) return b; // a stream's usual case, without setting up a wait (~40 instructions)
     return local_->wait([this] { return receive(); }, timeout);
+}
+
+// A message of an open batch is lent as a view; any other (the first of a batch, a
+// message alone in its slot, a large one) is received as a buffer that the view holds.
+MessageView SciNode::receive_view() {
+    check_factory("receive");
+    local_->progress();
+    {
+        std::lock_guard lock(recv_mutex_);
+        if (batch_.link != nullptr) return view_in_batch();
+    }
+    return MessageView(receive_polled());
+}
+
+MessageView SciNode::receive_view(std::chrono::nanoseconds timeout) {
+    check_factory("receive");
+    if (auto v = receive_view()) return v;
+    return local_->wait([this] { return receive_view(); }, timeout);
 }
 
 } // namespace msgpass::sci

@@ -523,8 +523,28 @@ void SciNode::flush_deferring(Link* link) {
     }
 }
 
+// The bytes of a send_bytes, as send_impl takes them: a buffer that views the
+// caller's memory, copied into a send buffer of its own only when it has to wait in
+// the queue outside a staged batch.
+class SciNode::CallerBytes {
+public:
+    explicit CallerBytes(std::span<const std::byte> bytes) noexcept : view_(bytes) {}
+    const Buffer* operator->() const noexcept { return &view_; }
+    const Buffer& operator*() const noexcept { return view_; }
+    explicit operator bool() const noexcept { return true; }
+
+private:
+    class View final : public SingleBuffer {
+    public:
+        explicit View(std::span<const std::byte> b) noexcept
+            : SingleBuffer(const_cast<std::byte*>(b.data()), b.size(), b.size()) {}
+    };
+    View view_;
+};
+
 template <class B>
 void SciNode::send_impl(B& buffer) {
+    constexpr bool bytes = std::is_same_v<B, CallerBytes>;
     check_factory("send");
     if (!buffer) kit::throw_null_buffer(*this);
     const std::size_t size = buffer->size();
@@ -548,14 +568,23 @@ void SciNode::send_impl(B& buffer) {
             stats_.error();
             kit::throw_send_queue_full(*this, parameters_.send_queue_limit);
         }
+        auto hold = [&] {
+            if constexpr (bytes) {
+                BufferPtr copy = local_->allocate_send_buffer(size);
+                if (size != 0) std::memcpy(copy->single()->data(), buffer->single()->data(), size);
+                queue_.emplace_back(std::move(copy));
+            } else {
+                queue_.emplace_back(std::move(buffer));
+            }
+        };
         if (queue_.empty()) {
             local_->queued_changed(1);
-            queue_.emplace_back(std::move(buffer)); // alone: it goes as it is, without a copy
-        } else if (link != nullptr && (std::is_same_v<B, BufferPtr> || size < broadcast_min_size) &&
+            hold(); // alone: it goes as it is, without a copy (send_bytes: one copy)
+        } else if (link != nullptr && (!std::is_same_v<B, SharedBuffer> || size < broadcast_min_size) &&
                    stage(*link, *buffer)) {
-            buffer = nullptr; // copied: the caller's buffer is free now
+            if constexpr (!bytes) buffer = nullptr; // copied: the caller's buffer is free now
         } else {
-            queue_.emplace_back(std::move(buffer));
+            hold();
             staged_back_ = nullptr; // later messages come after this one
         }
         ++queued_messages_;
@@ -579,11 +608,11 @@ void SciNode::send_impl(B& buffer) {
     const SharedBuffer* shared = nullptr;
     if constexpr (std::is_same_v<B, BufferPtr>) {
         owned = &buffer;
-    } else {
+    } else if constexpr (std::is_same_v<B, SharedBuffer>) {
         shared = &buffer;
     }
     if (link != nullptr && try_transfer(*link, *buffer, owned, shared)) {
-        buffer = nullptr;
+        if constexpr (!bytes) buffer = nullptr;
         return;
     }
     enqueue();
@@ -593,6 +622,11 @@ void SciNode::send_impl(B& buffer) {
 
 void SciNode::send(BufferPtr&& buffer) {
     send_impl(buffer);
+}
+
+void SciNode::send_bytes(std::span<const std::byte> bytes) {
+    CallerBytes caller(bytes);
+    send_impl(caller);
 }
 
 void SciNode::send_shared(const SharedBuffer& buffer) {

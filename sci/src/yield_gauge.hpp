@@ -45,6 +45,12 @@ public:
     }
 
     [[nodiscard]] bool shared() const noexcept { return shared_.load(std::memory_order_relaxed); }
+    // The CPU is known to be free again: a shared wait does not yield, so the gauge
+    // learns no fast yields then (LocalNode::probe_shared tells it instead).
+    void clear() noexcept {
+        fast_.store(0, std::memory_order_relaxed);
+        shared_.store(false, std::memory_order_relaxed);
+    }
 
 private:
     std::atomic<bool> shared_{false};

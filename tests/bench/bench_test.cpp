@@ -252,6 +252,46 @@ TEST(BenchJson, StreamPrintsOneLinePerSize) {
     expect_result_line(run.lines[1], "sci", "stream", 16384, false);
 }
 
+// --contention: each point quiet, then beside busy loops (its own row), and no busy
+// loop is left running after the run.
+TEST(BenchJson, ContentionRunsEachPointQuietThenBesideBusyLoops) {
+    const auto run = run_bench({"--json", "--technology", "sci", "--pattern", "pingpong", "--sizes", "64",
+                                "--iterations", "300", "--contention", "2"});
+    EXPECT_TRUE(exited_with(run.status, 0)) << "status " << run.status;
+    ASSERT_EQ(run.lines.size(), 2U);
+    expect_result_line(run.lines[0], "sci", "pingpong", 64, true);
+    expect_result_line(run.lines[1], "sci", "pingpong +2busy", 64, true);
+    for (const auto& args :
+         std::vector<std::vector<std::string>>{{"--json", "--contention", "2"},
+                                               {"--json", "--pattern", "idle", "--contention", "1"},
+                                               {"--json", "--pattern", "stream", "--contention", "65"}}) {
+        const auto bad = run_bench(args);
+        EXPECT_TRUE(exited_with(bad.status, 2)) << "status " << bad.status;
+    }
+}
+
+// --api bytes: pingpong and stream through send_bytes and receive_view.
+TEST(BenchJson, BytesApiRunsPingpongAndStreamThroughTheBufferFreePath) {
+    const auto ping = run_bench({"--json", "--technology", "sci", "--pattern", "pingpong", "--sizes", "64",
+                                 "--iterations", "500", "--api", "bytes"});
+    EXPECT_TRUE(exited_with(ping.status, 0)) << "status " << ping.status;
+    ASSERT_EQ(ping.lines.size(), 1U);
+    expect_result_line(ping.lines[0], "sci", "pingpong-bytes", 64, true);
+    const auto stream = run_bench({"--json", "--technology", "sci", "--pattern", "stream", "--sizes", "8,16KiB",
+                                   "--iterations", "2000", "--api", "bytes"});
+    EXPECT_TRUE(exited_with(stream.status, 0)) << "status " << stream.status;
+    ASSERT_EQ(stream.lines.size(), 2U);
+    expect_result_line(stream.lines[0], "sci", "stream-bytes", 8, false);
+    expect_result_line(stream.lines[1], "sci", "stream-bytes", 16384, false);
+    EXPECT_EQ(parse(stream.lines[0]).members.at("iterations").number, 2000);
+    for (const auto& args :
+         std::vector<std::vector<std::string>>{{"--json", "--pattern", "broadcast", "--api", "bytes"},
+                                               {"--json", "--pattern", "stream", "--api", "views"}}) {
+        const auto bad = run_bench(args);
+        EXPECT_TRUE(exited_with(bad.status, 2)) << "status " << bad.status;
+    }
+}
+
 TEST(BenchJson, BroadcastToTwoMembersPrintsOneLineNamingTheMembers) {
     const auto run =
         run_bench({"--json", "--pattern", "broadcast", "--members", "2", "--sizes", "256", "--iterations", "200"});

@@ -18,6 +18,7 @@
 #include <chrono>
 #include <cstdio>
 #include <cstring>
+#include <deque>
 #include <fstream>
 #include <functional>
 #include <future>
@@ -1166,6 +1167,180 @@ TEST_P(Conformance, TheSameErrorReadsTheSameOnEveryTechnology) {
 // The technologies that cross hosts authenticate their peers with the partition's
 // key (docs/security.md). On auto, each node is a machine of its own, so every pair
 // talks tcp.
+// ------------------------------------------- the Buffer-free path (send_bytes, receive_view)
+
+// check_payload for the bytes of a view.
+PayloadHeader check_view(const MessageView& v) {
+    if (v.size() < sizeof(PayloadHeader)) throw std::string("payload too short");
+    PayloadHeader h{};
+    std::memcpy(&h, v.data(), sizeof h);
+    if (crc_of(v.data() + sizeof h, v.size() - sizeof h) != h.crc) {
+        throw std::string("checksum mismatch in stream ") + std::to_string(h.stream) + " message " +
+            std::to_string(h.seq);
+    }
+    return h;
+}
+
+// Every size from 0 to the maximum, sent as bytes and lent back as a view: the bytes
+// arrive intact, and the caller's memory is free again when send_bytes returns.
+TEST_P(Conformance, BytesSentAndViewsLentArriveIntactAtEverySizeFromZeroToTheMaximum) {
+    auto c = make(2, [](config::Configuration& c) { c.max_message_size = 9 * config::MiB; });
+    const std::size_t slot = c.section<sci::Options>().recv_buffer_size;
+    auto a = NodeFactory::create(c, 1);
+    auto b = NodeFactory::create(c, 2);
+    auto to_b = a->create_node(2);
+    auto from_a = b->create_node(1);
+    EXPECT_FALSE(from_a->receive_view()) << "a view of nothing";
+    std::uint64_t seq = 0;
+    for (const std::size_t size : {std::size_t{0}, std::size_t{1}, slot - 1, slot, slot + 1, 37 * slot + 5,
+                                   std::size_t{c.max_message_size}, std::size_t{20}}) {
+        SCOPED_TRACE("size " + std::to_string(size));
+        std::vector<std::byte> bytes(size);
+        fill_payload(bytes, 1, seq++);
+        const std::vector<std::byte> expected = bytes;
+        to_b->send_bytes(bytes);
+        std::fill(bytes.begin(), bytes.end(), std::byte{0x5a}); // the copy was made by the call
+        auto v = from_a->receive_view(patience);
+        if (!v) {
+            ASSERT_TRUE(to_b->flush(patience));
+            v = from_a->receive_view(patience);
+        }
+        ASSERT_TRUE(v) << "nothing arrived";
+        EXPECT_EQ(v.source(), 1u);
+        ASSERT_EQ(v.size(), size);
+        EXPECT_TRUE(std::equal(expected.begin(), expected.end(), v.bytes().begin())) << "content differs";
+        v.release();
+        EXPECT_FALSE(v);
+        EXPECT_EQ(v.size(), 0u);
+    }
+    std::vector<std::byte> too_large(c.max_message_size + 1);
+    EXPECT_THROW(to_b->send_bytes(too_large), MessageTooLarge);
+}
+
+// One stream of messages made of both paths (send_bytes and send, receive_view and
+// receive, alternating with different periods), small ones (which sci packs several
+// to a slot) and larger ones: every message comes once, in order, intact; views held
+// several at a time stay intact until released, while later messages arrive.
+TEST_P(Conformance, BytesAndBuffersMixInOneStreamInOrderExactlyOnceAndHeldViewsStayIntact) {
+    auto c = make(2);
+    const std::size_t slot = c.section<sci::Options>().recv_buffer_size;
+    auto a = NodeFactory::create(c, 1);
+    auto b = NodeFactory::create(c, 2);
+    auto to_b = a->create_node(2);
+    auto from_a = b->create_node(1);
+    constexpr std::uint64_t n = 1500;
+    const std::vector<std::size_t> larger{slot - 1, slot, slot + 1, 3 * slot + 5, 100 * 1024};
+    auto size_of = [&](std::uint64_t i) { return i % 13 == 0 ? larger[(i / 13) % larger.size()] : 16 + i % 67; };
+    std::thread sender([&] {
+        std::vector<std::byte> bytes;
+        for (std::uint64_t i = 0; i < n; ++i) {
+            for (;;) {
+                try {
+                    if (i % 3 == 0) {
+                        to_b->send(make_message(*a, size_of(i), 0, i));
+                    } else {
+                        bytes.resize(size_of(i));
+                        fill_payload(bytes, 0, i);
+                        to_b->send_bytes(bytes);
+                    }
+                    break;
+                } catch (const SendQueueFull&) {
+                    to_b->flush(1ms);
+                }
+            }
+        }
+        to_b->send(make_end_marker(*a, n));
+        to_b->flush(patience);
+    });
+    std::deque<std::pair<MessageView, std::uint64_t>> held; // views kept a while, with their seq
+    auto release_oldest = [&] {
+        auto& [v, seq] = held.front();
+        const auto h = check_view(v); // still intact after later messages came
+        EXPECT_EQ(h.seq, seq);
+        v.release();
+        held.pop_front();
+    };
+    for (std::uint64_t i = 0; i < n; ++i) {
+        SCOPED_TRACE("message " + std::to_string(i));
+        if (i % 2 == 0) {
+            auto v = from_a->receive_view(patience);
+            ASSERT_TRUE(v) << "never arrived";
+            ASSERT_EQ(v.size(), size_of(i));
+            PayloadHeader h{};
+            ASSERT_NO_THROW(h = check_view(v));
+            ASSERT_EQ(h.seq, i);
+            held.emplace_back(std::move(v), i);
+            if (held.size() > 1 + i % 7) release_oldest();
+        } else {
+            auto m = from_a->receive(patience);
+            ASSERT_NE(m, nullptr) << "never arrived";
+            ASSERT_EQ(m->size(), size_of(i));
+            PayloadHeader h{};
+            ASSERT_NO_THROW(h = check_payload(*m));
+            ASSERT_EQ(h.seq, i);
+        }
+    }
+    while (!held.empty())
+        release_oldest();
+    auto end = from_a->receive_view(patience);
+    ASSERT_TRUE(end);
+    EXPECT_EQ(check_view(end).stream, end_stream);
+    end.release();
+    sender.join();
+    EXPECT_EQ(nothing_more(*from_a), "");
+    EXPECT_EQ(from_a->stats().messages_received, n + 1);
+}
+
+// A view may be released from another thread, and after its node was dropped.
+TEST_P(Conformance, ViewsMayBeReleasedFromAnotherThreadAndAfterTheirNodeIsDropped) {
+    auto c = make(2);
+    auto a = NodeFactory::create(c, 1);
+    auto b = NodeFactory::create(c, 2);
+    auto to_b = a->create_node(2);
+    auto from_a = b->create_node(1);
+    constexpr std::uint64_t n = 40;
+    std::vector<std::byte> bytes(48);
+    for (std::uint64_t i = 0; i < n; ++i) {
+        fill_payload(bytes, 0, i);
+        to_b->send_bytes(bytes);
+    }
+    std::vector<MessageView> views;
+    for (std::uint64_t i = 0; i < n; ++i) {
+        MessageView v;
+        // The queue moves when the sender calls in again; flush from here (same thread).
+        for (auto deadline = std::chrono::steady_clock::now() + patience;
+             !v && std::chrono::steady_clock::now() < deadline;) {
+            to_b->flush(0ns);
+            v = from_a->receive_view(1ms);
+        }
+        ASSERT_TRUE(v) << "message " << i << " never arrived";
+        EXPECT_EQ(check_view(v).seq, i);
+        views.push_back(std::move(v));
+    }
+    std::thread other([&] {
+        for (std::size_t i = 0; i < views.size() / 2; ++i)
+            views[i].release();
+    });
+    other.join();
+    from_a.reset();
+    for (std::size_t i = views.size() / 2; i < views.size(); ++i) {
+        EXPECT_EQ(check_view(views[i]).seq, i) << "a view changed before it was released";
+        views[i].release();
+    }
+    // The slots went back: the node made again receives on.
+    from_a = b->create_node(1);
+    fill_payload(bytes, 0, n);
+    to_b->send_bytes(bytes);
+    MessageView v;
+    for (auto deadline = std::chrono::steady_clock::now() + patience;
+         !v && std::chrono::steady_clock::now() < deadline;) {
+        to_b->flush(0ns);
+        v = from_a->receive_view(1ms);
+    }
+    ASSERT_TRUE(v);
+    EXPECT_EQ(check_view(v).seq, n);
+}
+
 class AuthConformance : public Conformance {
 protected:
     config::Configuration make_hosts(int n) {

@@ -1,6 +1,7 @@
 // Unit tests of msgpass/buffer.hpp: HeapBuffer sizes and capacity, typed access,
 // copies, and FragmentList scatter/gather (appending buffers, views and lists).
 #include <msgpass/buffer.hpp>
+#include <msgpass/message_view.hpp>
 
 #include <gtest/gtest.h>
 
@@ -235,6 +236,57 @@ TEST(FragmentList, AppendingNullThrowsUsageErrorAndLeavesTheListUnchanged) {
     EXPECT_EQ(list.size(), 2u);
     EXPECT_EQ(list.fragments().size(), 1u);
     EXPECT_EQ(list.parts(), 1u);
+}
+
+// ---------------------------------------------------------------- MessageView
+
+TEST(MessageView, HoldsAReceivedBufferUntilReleasedAndJoinsFragmentsIntoOnePiece) {
+    EXPECT_FALSE(MessageView());
+    EXPECT_FALSE(MessageView(BufferPtr()));
+    auto single = heap_with("abc");
+    single->set_source(7);
+    const std::byte* where = single->single()->data();
+    MessageView v(std::move(single));
+    ASSERT_TRUE(v);
+    EXPECT_EQ(v.data(), where) << "a contiguous buffer is lent as it is";
+    EXPECT_EQ(v.size(), 3u);
+    EXPECT_EQ(v.source(), 7u);
+    MessageView moved = std::move(v);
+    EXPECT_FALSE(v);
+    EXPECT_EQ(moved.data(), where);
+    moved.release();
+    EXPECT_FALSE(moved);
+    EXPECT_TRUE(moved.bytes().empty());
+
+    auto list = std::make_unique<FragmentList>();
+    list->append(heap_with("ab"));
+    list->append(heap_with("cd"));
+    MessageView joined(std::move(list));
+    ASSERT_EQ(joined.size(), 4u);
+    EXPECT_EQ(std::memcmp(joined.data(), "abcd", 4), 0);
+
+    MessageView empty(std::make_unique<HeapBuffer>(0));
+    EXPECT_TRUE(empty) << "a message of 0 bytes is a message";
+    EXPECT_EQ(empty.size(), 0u);
+}
+
+TEST(MessageView, GivesLentMemoryBackOnceWhenReleasedOrDestroyedOrReplaced) {
+    struct Counting final : MessageView::Lender {
+        std::vector<std::uint64_t> given;
+        void give_back(void* /*context*/, std::uint64_t token) noexcept override { given.push_back(token); }
+    } lender;
+    const std::array<std::byte, 4> bytes{};
+    {
+        MessageView a(bytes, 1, &lender, nullptr, 11);
+        MessageView b(bytes, 1, &lender, nullptr, 12);
+        a.release();
+        a.release(); // once
+        EXPECT_EQ(lender.given, (std::vector<std::uint64_t>{11}));
+        MessageView c(bytes, 1, &lender, nullptr, 13);
+        c = std::move(b); // c's own view goes back
+        EXPECT_EQ(lender.given, (std::vector<std::uint64_t>{11, 13}));
+    }
+    EXPECT_EQ(lender.given, (std::vector<std::uint64_t>{11, 13, 12})) << "the moved-to view released 12 at its end";
 }
 
 } // namespace

@@ -157,6 +157,10 @@ TEST(SciYieldGauge, LoneYieldsOfASlowSystemCallDoNotCallTheCpuSharedAndYieldsToA
     metal.observe(YieldGauge::floor + nanoseconds(1));
     EXPECT_TRUE(metal.shared());
 
+    // clear() marks the CPU free at once (a shared wait learns it from its probe).
+    metal.clear();
+    EXPECT_FALSE(metal.shared());
+
     // A clock that reads no time passing does not make every later yield look shared.
     YieldGauge coarse;
     coarse.observe(nanoseconds(0));

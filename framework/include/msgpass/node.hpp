@@ -5,10 +5,12 @@
 
 #include <msgpass/buffer.hpp>
 #include <msgpass/error.hpp>
+#include <msgpass/message_view.hpp>
 #include <msgpass/stats.hpp>
 
 #include <chrono>
 #include <memory>
+#include <span>
 #include <string>
 
 namespace msgpass {
@@ -52,6 +54,24 @@ public:
     // Blocking receive: waits at most timeout (spin briefly, then sleep until a
     // sender rings); returns null on timeout. Same thread rule and errors as above.
     [[nodiscard]] virtual BufferPtr receive(std::chrono::nanoseconds timeout) = 0;
+
+    // The Buffer-free path, beside the Buffer API above (the two may be mixed: one
+    // stream of messages, in the order of the calls). A technology may implement
+    // it without any per-message object (sci copies the bytes straight into the
+    // peer's receive slot and lends views into its own); the default implementation
+    // here goes through the Buffer API.
+    //
+    // Sends a copy of bytes (made before the call returns: the caller's memory is
+    // free again at once). Same thread rule, queueing and errors as send(BufferPtr&&).
+    virtual void send_bytes(std::span<const std::byte> bytes);
+    // Non-blocking: the next message from this peer, lent (see MessageView), or an
+    // empty view if none arrived. Same thread rule and errors as receive(). Views may
+    // be held several at a time and released in any order, from any thread; each
+    // holds layer memory (sci: its receive slot) until released, so a receiver that
+    // keeps many may make the sender queue. Release them before the factory goes.
+    [[nodiscard]] virtual MessageView receive_view();
+    // Blocking: as receive(timeout); an empty view on timeout.
+    [[nodiscard]] virtual MessageView receive_view(std::chrono::nanoseconds timeout);
 
     // Waits at most timeout until every queued message was handed over to the peer
     // (transferred, not necessarily received yet). Returns true when the queue is
