@@ -12,6 +12,7 @@
 
 using namespace msgpass::mpi::api; // NOLINT(google-build-using-namespace): the entry points' shared state and checks
 using msgpass::mpi::CommInfo;
+using msgpass::mpi::data_bytes;
 using msgpass::mpi::MpiError;
 
 extern "C" {
@@ -150,7 +151,7 @@ int MPI_Error_class(int errorcode, int* errorclass) {
 
 int MPI_Type_size(MPI_Datatype datatype, int* size) {
     return guarded("MPI_Type_size", MPI_COMM_WORLD, [&] {
-        *size = static_cast<int>(type_size(datatype));
+        *size = static_cast<int>(data_bytes(datatype));
         return MPI_SUCCESS;
     });
 }

@@ -75,6 +75,17 @@ typedef struct MPI_Status {
 #define MPI_UNSIGNED_LONG_LONG ((MPI_Datatype)0x4c000c08)
 #define MPI_FLOAT ((MPI_Datatype)0x4c000d04)
 #define MPI_DOUBLE ((MPI_Datatype)0x4c000e08)
+/* The pair types of MPI_MAXLOC and MPI_MINLOC: each element is the C struct
+ * {value; int index;} with the compiler's padding, e.g. MPI_DOUBLE_INT is
+ * struct { double value; int index; } (16 bytes on x86-64: the size MPI_Type_size
+ * reports is 12, the extent 16). The low byte is the extent on LP64 targets (the
+ * library checks it when it is built). */
+#define MPI_2INT ((MPI_Datatype)0x4c001008)
+#define MPI_FLOAT_INT ((MPI_Datatype)0x4c001108)
+#define MPI_DOUBLE_INT ((MPI_Datatype)0x4c001210)
+#define MPI_LONG_INT ((MPI_Datatype)0x4c001310)
+#define MPI_SHORT_INT ((MPI_Datatype)0x4c001408)
+#define MPI_LONG_DOUBLE_INT ((MPI_Datatype)0x4c001520)
 
 /* Reduction operations */
 #define MPI_OP_NULL ((MPI_Op)0)
@@ -88,6 +99,8 @@ typedef struct MPI_Status {
 #define MPI_BAND ((MPI_Op)0x58000008) /* bitwise: integer types and MPI_BYTE only */
 #define MPI_BOR ((MPI_Op)0x58000009)
 #define MPI_BXOR ((MPI_Op)0x5800000a)
+#define MPI_MAXLOC ((MPI_Op)0x5800000b) /* pair types only; ties: the lower index */
+#define MPI_MINLOC ((MPI_Op)0x5800000c)
 
 /* Special values */
 #define MPI_REQUEST_NULL ((MPI_Request)0)
