@@ -120,7 +120,7 @@ void check_op(MPI_Op op, MPI_Datatype type) {
         throw MpiError(MPI_ERR_OP, "invalid operation " + std::to_string(op) +
                                        " (MPI_SUM, MPI_PROD, MPI_MAX, MPI_MIN, MPI_LAND, MPI_LOR, MPI_LXOR, MPI_BAND, "
                                        "MPI_BOR, MPI_BXOR, MPI_MAXLOC and MPI_MINLOC are provided)");
-    (void)element_bytes(type); // an unknown type is MPI_ERR_TYPE
+    type = predefined_of(type).first; // a derived type's operations are its elements' (MPI_ERR_TYPE if unknown)
     if (loc != is_pair_type(type))
         throw MpiError(MPI_ERR_OP,
                        loc ? "MPI_MAXLOC and MPI_MINLOC are defined on the pair types only (MPI_2INT, "

@@ -6,6 +6,7 @@
 // application can take them (docs/mpi.md).
 #include "engine.hpp"
 
+#include <climits>
 #include <cstddef>
 #include <cstring>
 #include <type_traits>
@@ -102,6 +103,12 @@ void combine_loc(MPI_Op op, std::byte* inout, const std::byte* in, int count) {
 
 // inout[i] = inout[i] op in[i] for count elements of type.
 void combine(MPI_Datatype type, MPI_Op op, std::byte* inout, const std::byte* in, int count) {
+    if (const auto [base, n] = predefined_of(type); n != 1 || base != type) {
+        const std::size_t elements = static_cast<std::size_t>(count) * n;
+        if (elements > static_cast<std::size_t>(INT_MAX))
+            throw MpiError(MPI_ERR_COUNT, "reduction beyond INT_MAX elements");
+        return combine(base, op, inout, in, static_cast<int>(elements));
+    }
     switch (type) {
     case MPI_CHAR:
     case MPI_SIGNED_CHAR:

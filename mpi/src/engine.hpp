@@ -274,6 +274,15 @@ std::size_t data_bytes(MPI_Datatype type);
 bool is_pair_type(MPI_Datatype type);
 // mpi.h's name of a predefined type, else its number.
 std::string type_name(MPI_Datatype type);
+// The predefined type a type is made of and how many of it one element holds
+// ({type, 1} for a predefined one); a derived type must be committed.
+std::pair<MPI_Datatype, std::size_t> predefined_of(MPI_Datatype type);
+// The derived datatypes' calls (types.cpp).
+MPI_Datatype type_contiguous(int count, MPI_Datatype old);
+void type_commit(MPI_Datatype type);
+void type_free(MPI_Datatype type);
+// The extent of an element (as element_bytes) of a type that need not be committed.
+std::size_t extent_bytes(MPI_Datatype type);
 
 // Schedules of the collectives (schedules.cpp). Counts and displacements in bytes;
 // sizes[i], displs[i] per rank of the communicator. recv nullptr where the rank

@@ -1,7 +1,8 @@
 /* Datatypes beyond the basic ones: the pair types (MPI_2INT, MPI_DOUBLE_INT, ...) with
  * MPI_MAXLOC and MPI_MINLOC in every reduction (ties go to the lower index, whatever
  * the rank order), their sizes and point-to-point counts, and the errors of an
- * operation a type does not have. Each result is checked against the fold computed
+ * operation a type does not have; contiguous derived types (size, extent, commit,
+ * free) in point to point and collectives. Each result is checked against the fold computed
  * here over every rank's contribution. */
 #include "check.h"
 
@@ -161,6 +162,124 @@ static void test_pair_errors(void) {
     MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_ARE_FATAL);
 }
 
+/* Contiguous derived types: n elements of contiguous(k, T) are n * k T everywhere. */
+static void test_contiguous(void) {
+    WHERE("types: contiguous");
+    MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_RETURN);
+    MPI_Datatype three = MPI_DATATYPE_NULL;
+    CHECK(MPI_Type_contiguous(3, MPI_INT, &three) == MPI_SUCCESS, "contiguous");
+    int size = 0;
+    MPI_Aint lb = -1;
+    MPI_Aint extent = -1;
+    MPI_Count size_x = 0;
+    MPI_Count lb_x = -1;
+    MPI_Count extent_x = -1;
+    /* Size and extent are known before the commit; communication is not. */
+    CHECK(MPI_Type_size(three, &size) == MPI_SUCCESS && size == 3 * (int)sizeof(int), "size %d", size);
+    CHECK(MPI_Type_get_extent(three, &lb, &extent) == MPI_SUCCESS && lb == 0 && extent == 3 * (MPI_Aint)sizeof(int),
+          "extent %ld", (long)extent);
+    int ints[64];
+    int got[64];
+    expect_error(MPI_Send(ints, 1, three, 0, 0, MPI_COMM_WORLD), MPI_ERR_TYPE, "is not committed");
+    expect_error(MPI_Allreduce(ints, got, 1, three, MPI_SUM, MPI_COMM_WORLD), MPI_ERR_TYPE, "is not committed");
+    CHECK(MPI_Type_commit(&three) == MPI_SUCCESS, "commit");
+    MPI_Datatype six = MPI_DATATYPE_NULL; /* made of a derived type */
+    CHECK(MPI_Type_contiguous(2, three, &six) == MPI_SUCCESS && MPI_Type_commit(&six) == MPI_SUCCESS, "six");
+    CHECK(MPI_Type_size_x(six, &size_x) == MPI_SUCCESS && size_x == 6 * (MPI_Count)sizeof(int), "size_x");
+    CHECK(MPI_Type_get_extent_x(six, &lb_x, &extent_x) == MPI_SUCCESS && lb_x == 0 &&
+              extent_x == 6 * (MPI_Count)sizeof(int),
+          "extent_x");
+    MPI_Datatype pairs = MPI_DATATYPE_NULL; /* of a pair type: its padding is in the extent, not the size */
+    CHECK(MPI_Type_contiguous(2, MPI_DOUBLE_INT, &pairs) == MPI_SUCCESS && MPI_Type_commit(&pairs) == MPI_SUCCESS,
+          "pairs");
+    CHECK(MPI_Type_size(pairs, &size) == MPI_SUCCESS && size == 2 * (int)(sizeof(double) + sizeof(int)), "size %d",
+          size);
+    CHECK(MPI_Type_get_extent(pairs, &lb, &extent) == MPI_SUCCESS && extent == 2 * (MPI_Aint)sizeof(double_int_pair),
+          "extent %ld", (long)extent);
+
+    /* Point to point: 2 of three arrive as 6 MPI_INT; Get_count in either type. */
+    if (size_ > 1 && rank_ < 2) {
+        const int peer = 1 - rank_;
+        for (int i = 0; i < 6; ++i)
+            ints[i] = rank_ * 100 + i;
+        MPI_Status status;
+        CHECK(MPI_Sendrecv(ints, 2, three, peer, 5, got, 64, MPI_INT, peer, 5, MPI_COMM_WORLD, &status) == MPI_SUCCESS,
+              "Sendrecv");
+        int count = -1;
+        MPI_Get_count(&status, MPI_INT, &count);
+        CHECK(count == 6, "Get_count MPI_INT %d", count);
+        MPI_Get_count(&status, three, &count);
+        CHECK(count == 2, "Get_count three %d", count);
+        MPI_Get_count(&status, six, &count);
+        CHECK(count == 1, "Get_count six %d", count);
+        for (int i = 0; i < 6; ++i)
+            CHECK(got[i] == peer * 100 + i, "element %d: %d", i, got[i]);
+        CHECK(MPI_Sendrecv(ints, 4, MPI_INT, peer, 6, got, 2, three, peer, 6, MPI_COMM_WORLD, &status) == MPI_SUCCESS,
+              "Sendrecv");
+        MPI_Get_count(&status, three, &count);
+        CHECK(count == MPI_UNDEFINED, "4 ints as three: %d", count);
+    }
+
+    /* Collectives: Bcast, Allreduce with a predefined op, Gather with different types
+     * of one signature, MAXLOC on a contiguous pair type. */
+    for (int i = 0; i < 12; ++i)
+        ints[i] = rank_ == 0 ? 7 * i : -1;
+    CHECK(MPI_Bcast(ints, 2, six, 0, MPI_COMM_WORLD) == MPI_SUCCESS, "Bcast");
+    for (int i = 0; i < 12; ++i)
+        CHECK(ints[i] == 7 * i, "Bcast element %d: %d", i, ints[i]);
+    for (int i = 0; i < 6; ++i)
+        ints[i] = rank_ + i;
+    CHECK(MPI_Allreduce(ints, got, 2, three, MPI_SUM, MPI_COMM_WORLD) == MPI_SUCCESS, "Allreduce");
+    for (int i = 0; i < 6; ++i)
+        CHECK(got[i] == size_ * (size_ - 1) / 2 + size_ * i, "Allreduce element %d: %d", i, got[i]);
+    CHECK(MPI_Allreduce(ints, got, 1, six, MPI_BXOR, MPI_COMM_WORLD) == MPI_SUCCESS, "Allreduce BXOR");
+    for (int i = 0; i < 6; ++i) {
+        int want = 0;
+        for (int r = 0; r < size_; ++r)
+            want ^= r + i;
+        CHECK(got[i] == want, "Allreduce BXOR element %d: %d, expected %d", i, got[i], want);
+    }
+    CHECK(MPI_Gather(ints, 1, three, got, 3, MPI_INT, size_ - 1, MPI_COMM_WORLD) == MPI_SUCCESS, "Gather");
+    if (rank_ == size_ - 1)
+        for (int r = 0; r < size_; ++r)
+            for (int i = 0; i < 3; ++i)
+                CHECK(got[3 * r + i] == r + i, "Gather rank %d element %d: %d", r, i, got[3 * r + i]);
+    double_int_pair mine[4];
+    double_int_pair best[4];
+    fill_double_int(mine, 4);
+    CHECK(MPI_Allreduce(mine, best, 2, pairs, MPI_MAXLOC, MPI_COMM_WORLD) == MPI_SUCCESS, "Allreduce MAXLOC");
+    check_double_int("Allreduce of contiguous", 1, 0, size_ - 1, best, 0, 4);
+    expect_error(MPI_Allreduce(mine, best, 2, pairs, MPI_SUM, MPI_COMM_WORLD), MPI_ERR_OP, "MPI_DOUBLE_INT");
+    expect_error(MPI_Allreduce(ints, got, 2, three, MPI_MAXLOC, MPI_COMM_WORLD), MPI_ERR_OP, "not on MPI_INT");
+
+    /* A non-blocking reduction keeps working when its type is freed before it completes. */
+    MPI_Datatype two = MPI_DATATYPE_NULL;
+    CHECK(MPI_Type_contiguous(2, MPI_INT, &two) == MPI_SUCCESS && MPI_Type_commit(&two) == MPI_SUCCESS, "two");
+    MPI_Request request = MPI_REQUEST_NULL;
+    CHECK(MPI_Iallreduce(ints, got, 3, two, MPI_MAX, MPI_COMM_WORLD, &request) == MPI_SUCCESS, "Iallreduce");
+    CHECK(MPI_Type_free(&two) == MPI_SUCCESS && two == MPI_DATATYPE_NULL, "free two");
+    CHECK(MPI_Wait(&request, MPI_STATUS_IGNORE) == MPI_SUCCESS, "Wait");
+    for (int i = 0; i < 6; ++i)
+        CHECK(got[i] == size_ - 1 + i, "Iallreduce MAX element %d: %d", i, got[i]);
+
+    /* Freed: a use is MPI_ERR_TYPE; a type made of it stays valid; a predefined type
+     * cannot be freed. */
+    MPI_Datatype old_three = three;
+    CHECK(MPI_Type_free(&three) == MPI_SUCCESS && three == MPI_DATATYPE_NULL, "free");
+    expect_error(MPI_Send(ints, 1, old_three, 0, 0, MPI_COMM_WORLD), MPI_ERR_TYPE, "was freed");
+    expect_error(MPI_Type_size(old_three, &size), MPI_ERR_TYPE, "was freed");
+    expect_error(MPI_Type_free(&old_three), MPI_ERR_TYPE, "was freed");
+    CHECK(MPI_Allreduce(ints, got, 1, six, MPI_MIN, MPI_COMM_WORLD) == MPI_SUCCESS, "six after three was freed");
+    for (int i = 0; i < 6; ++i)
+        CHECK(got[i] == i, "Allreduce MIN element %d: %d", i, got[i]);
+    MPI_Datatype predefined = MPI_INT;
+    expect_error(MPI_Type_free(&predefined), MPI_ERR_TYPE, "the predefined MPI_INT cannot be freed");
+    expect_error(MPI_Type_contiguous(-1, MPI_INT, &two), MPI_ERR_COUNT, "negative count");
+    expect_error(MPI_Type_contiguous(2, 12345, &two), MPI_ERR_TYPE, "invalid datatype 12345");
+    CHECK(MPI_Type_free(&six) == MPI_SUCCESS && MPI_Type_free(&pairs) == MPI_SUCCESS, "free the others");
+    MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_ARE_FATAL);
+}
+
 int main(int argc, char** argv) {
     MPI_Init(&argc, &argv);
     MPI_Comm_rank(MPI_COMM_WORLD, &rank_);
@@ -173,6 +292,7 @@ int main(int argc, char** argv) {
     test_short_int();
     test_long_double_int();
     test_pair_errors();
+    test_contiguous();
     WHERE("types: finalize");
     MPI_Finalize();
     if (rank_ == 0) printf("types: all checks passed\n");
