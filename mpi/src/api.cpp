@@ -53,6 +53,14 @@ const char* class_text(int code) {
         return "operation not supported by msgpass's MPI";
     case MPI_ERR_PROC_FAILED:
         return "a peer process failed";
+    case MPI_ERR_INFO:
+        return "invalid info object";
+    case MPI_ERR_INFO_KEY:
+        return "invalid info key";
+    case MPI_ERR_INFO_VALUE:
+        return "invalid info value";
+    case MPI_ERR_INFO_NOKEY:
+        return "no such key in the info object";
     default:
         return nullptr;
     }

@@ -258,7 +258,11 @@ static void test_contiguous(void) {
     MPI_Request request = MPI_REQUEST_NULL;
     CHECK(MPI_Iallreduce(ints, got, 3, two, MPI_MAX, MPI_COMM_WORLD, &request) == MPI_SUCCESS, "Iallreduce");
     CHECK(MPI_Type_free(&two) == MPI_SUCCESS && two == MPI_DATATYPE_NULL, "free two");
-    CHECK(MPI_Wait(&request, MPI_STATUS_IGNORE) == MPI_SUCCESS, "Wait");
+    char text[MPI_MAX_ERROR_STRING] = "";
+    int length = 0;
+    const int waited = MPI_Wait(&request, MPI_STATUS_IGNORE);
+    MPI_Error_string(waited, text, &length);
+    CHECK(waited == MPI_SUCCESS, "Wait: %s", text);
     for (int i = 0; i < 6; ++i)
         CHECK(got[i] == size_ - 1 + i, "Iallreduce MAX element %d: %d", i, got[i]);
 

@@ -26,6 +26,7 @@ typedef int MPI_Op;
 typedef int MPI_Request;
 typedef int MPI_Errhandler;
 typedef int MPI_Group;
+typedef int MPI_Info;
 typedef ptrdiff_t MPI_Aint;
 typedef long long MPI_Count;
 
@@ -52,6 +53,12 @@ typedef struct MPI_Status {
 /* Groups */
 #define MPI_GROUP_NULL ((MPI_Group)0)
 #define MPI_GROUP_EMPTY ((MPI_Group)0x48000001)
+
+/* Info objects: keys of at most MPI_MAX_INFO_KEY - 1 characters, values of at most
+ * MPI_MAX_INFO_VAL - 1 (so that a buffer of MPI_MAX_INFO_KEY chars holds any key). */
+#define MPI_INFO_NULL ((MPI_Info)0)
+#define MPI_MAX_INFO_KEY 255
+#define MPI_MAX_INFO_VAL 1024
 
 /* Predefined attributes (MPI_Comm_get_attr) */
 #define MPI_TAG_UB 0x64400001
@@ -151,7 +158,11 @@ typedef struct MPI_Status {
 #define MPI_ERR_PENDING 19
 #define MPI_ERR_UNSUPPORTED_OPERATION 20
 #define MPI_ERR_PROC_FAILED 21
-#define MPI_ERR_LASTCODE 21
+#define MPI_ERR_INFO 22
+#define MPI_ERR_INFO_KEY 23
+#define MPI_ERR_INFO_VALUE 24
+#define MPI_ERR_INFO_NOKEY 25
+#define MPI_ERR_LASTCODE 25
 
 /* Environment */
 int MPI_Init(int* argc, char*** argv);
@@ -201,6 +212,17 @@ int MPI_Type_size(MPI_Datatype datatype, int* size);
 int MPI_Type_size_x(MPI_Datatype datatype, MPI_Count* size);
 int MPI_Type_get_extent(MPI_Datatype datatype, MPI_Aint* lb, MPI_Aint* extent);
 int MPI_Type_get_extent_x(MPI_Datatype datatype, MPI_Count* lb, MPI_Count* extent);
+
+/* Info */
+int MPI_Info_create(MPI_Info* info);
+int MPI_Info_set(MPI_Info info, const char* key, const char* value);
+int MPI_Info_get(MPI_Info info, const char* key, int valuelen, char* value, int* flag);
+int MPI_Info_get_valuelen(MPI_Info info, const char* key, int* valuelen, int* flag);
+int MPI_Info_get_nkeys(MPI_Info info, int* nkeys);
+int MPI_Info_get_nthkey(MPI_Info info, int n, char* key);
+int MPI_Info_delete(MPI_Info info, const char* key);
+int MPI_Info_dup(MPI_Info info, MPI_Info* newinfo);
+int MPI_Info_free(MPI_Info* info);
 
 /* Point to point */
 int MPI_Send(const void* buf, int count, MPI_Datatype datatype, int dest, int tag, MPI_Comm comm);
