@@ -53,6 +53,14 @@ const char* class_text(int code) {
         return "operation not supported by msgpass's MPI";
     case MPI_ERR_PROC_FAILED:
         return "a peer process failed";
+    case MPI_ERR_INFO:
+        return "invalid info object";
+    case MPI_ERR_INFO_KEY:
+        return "invalid info key";
+    case MPI_ERR_INFO_VALUE:
+        return "invalid info value";
+    case MPI_ERR_INFO_NOKEY:
+        return "no such key in the info object";
     default:
         return nullptr;
     }
@@ -78,26 +86,7 @@ int fail(const char* call, MPI_Comm comm, int code, const std::string& what) {
 }
 
 std::size_t type_size(MPI_Datatype type) {
-    switch (type) {
-    case MPI_CHAR:
-    case MPI_SIGNED_CHAR:
-    case MPI_UNSIGNED_CHAR:
-    case MPI_BYTE:
-    case MPI_SHORT:
-    case MPI_UNSIGNED_SHORT:
-    case MPI_INT:
-    case MPI_UNSIGNED:
-    case MPI_LONG:
-    case MPI_UNSIGNED_LONG:
-    case MPI_LONG_LONG:
-    case MPI_UNSIGNED_LONG_LONG:
-    case MPI_FLOAT:
-    case MPI_DOUBLE:
-        return static_cast<std::size_t>(type & 0xff);
-    default:
-        throw MpiError(MPI_ERR_TYPE, "invalid datatype " + std::to_string(type) +
-                                         " (only the basic datatypes of mpi.h are provided)");
-    }
+    return element_bytes(type);
 }
 
 std::size_t bytes_of(const void* buf, int count, MPI_Datatype type, const char* what) {
@@ -133,13 +122,23 @@ void check_root(const CommInfo& c, int root) {
 }
 
 void check_op(MPI_Op op, MPI_Datatype type) {
-    if (op == MPI_SUM || op == MPI_PROD || op == MPI_MAX || op == MPI_MIN) return;
-    if (op != MPI_LAND && op != MPI_LOR && op != MPI_LXOR && op != MPI_BAND && op != MPI_BOR && op != MPI_BXOR)
+    const bool loc = op == MPI_MAXLOC || op == MPI_MINLOC;
+    if (!loc && op != MPI_SUM && op != MPI_PROD && op != MPI_MAX && op != MPI_MIN && op != MPI_LAND && op != MPI_LOR &&
+        op != MPI_LXOR && op != MPI_BAND && op != MPI_BOR && op != MPI_BXOR)
         throw MpiError(MPI_ERR_OP, "invalid operation " + std::to_string(op) +
                                        " (MPI_SUM, MPI_PROD, MPI_MAX, MPI_MIN, MPI_LAND, MPI_LOR, MPI_LXOR, MPI_BAND, "
-                                       "MPI_BOR and MPI_BXOR are provided)");
+                                       "MPI_BOR, MPI_BXOR, MPI_MAXLOC and MPI_MINLOC are provided)");
+    type = predefined_of(type).first; // a derived type's operations are its elements' (MPI_ERR_TYPE if unknown)
+    if (loc != is_pair_type(type))
+        throw MpiError(MPI_ERR_OP,
+                       loc ? "MPI_MAXLOC and MPI_MINLOC are defined on the pair types only (MPI_2INT, "
+                             "MPI_DOUBLE_INT, ...), not on " +
+                                 type_name(type)
+                           : "only MPI_MAXLOC and MPI_MINLOC are defined on the pair type " + type_name(type));
     if (type == MPI_FLOAT || type == MPI_DOUBLE) // (as the standard: logical and bitwise ones on integers)
-        throw MpiError(MPI_ERR_OP, "the logical and bitwise operations are not defined on MPI_FLOAT and MPI_DOUBLE");
+        if (op != MPI_SUM && op != MPI_PROD && op != MPI_MAX && op != MPI_MIN)
+            throw MpiError(MPI_ERR_OP,
+                           "the logical and bitwise operations are not defined on MPI_FLOAT and MPI_DOUBLE");
 }
 
 void proc_null_status(MPI_Status* status) {

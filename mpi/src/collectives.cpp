@@ -6,6 +6,8 @@
 // application can take them (docs/mpi.md).
 #include "engine.hpp"
 
+#include <climits>
+#include <cstddef>
 #include <cstring>
 #include <type_traits>
 
@@ -60,10 +62,53 @@ void combine_as(MPI_Op op, std::byte* inout, const std::byte* in, int count) {
     }
 }
 
+// The element of a pair type: mpi.h's layout, the C struct {value; int index;}.
+template <class T>
+struct Pair {
+    T value;
+    int index;
+};
+static_assert(sizeof(Pair<int>) == (MPI_2INT & 0xff) && sizeof(Pair<float>) == (MPI_FLOAT_INT & 0xff) &&
+                  sizeof(Pair<double>) == (MPI_DOUBLE_INT & 0xff) && sizeof(Pair<long>) == (MPI_LONG_INT & 0xff) &&
+                  sizeof(Pair<short>) == (MPI_SHORT_INT & 0xff) &&
+                  sizeof(Pair<long double>) == (MPI_LONG_DOUBLE_INT & 0xff),
+              "mpi.h's pair types do not have this target's layout");
+
+// MPI_MAXLOC / MPI_MINLOC: the larger (smaller) value with its index; on equal values
+// the lower index (as the standard says, so the result does not depend on the order).
+template <class T>
+void combine_loc(MPI_Op op, std::byte* inout, const std::byte* in, int count) {
+    if (op != MPI_MAXLOC && op != MPI_MINLOC)
+        throw MpiError(MPI_ERR_OP, "only MPI_MAXLOC and MPI_MINLOC are defined on the pair types");
+    for (int i = 0; i < count; ++i) {
+        std::byte* at = inout + static_cast<std::size_t>(i) * sizeof(Pair<T>);
+        const std::byte* from = in + static_cast<std::size_t>(i) * sizeof(Pair<T>);
+        T a;
+        T b;
+        int ia = 0;
+        int ib = 0;
+        std::memcpy(&a, at + offsetof(Pair<T>, value), sizeof(T));
+        std::memcpy(&b, from + offsetof(Pair<T>, value), sizeof(T));
+        std::memcpy(&ia, at + offsetof(Pair<T>, index), sizeof(int));
+        std::memcpy(&ib, from + offsetof(Pair<T>, index), sizeof(int));
+        const bool better = op == MPI_MAXLOC ? b > a : b < a;
+        if (better || (b == a && ib < ia)) {
+            std::memcpy(at + offsetof(Pair<T>, value), &b, sizeof(T));
+            std::memcpy(at + offsetof(Pair<T>, index), &ib, sizeof(int));
+        }
+    }
+}
+
 } // namespace
 
 // inout[i] = inout[i] op in[i] for count elements of type.
 void combine(MPI_Datatype type, MPI_Op op, std::byte* inout, const std::byte* in, int count) {
+    if (const auto [base, n] = predefined_of(type); n != 1 || base != type) {
+        const std::size_t elements = static_cast<std::size_t>(count) * n;
+        if (elements > static_cast<std::size_t>(INT_MAX))
+            throw MpiError(MPI_ERR_COUNT, "reduction beyond INT_MAX elements");
+        return combine(base, op, inout, in, static_cast<int>(elements));
+    }
     switch (type) {
     case MPI_CHAR:
     case MPI_SIGNED_CHAR:
@@ -91,6 +136,18 @@ void combine(MPI_Datatype type, MPI_Op op, std::byte* inout, const std::byte* in
         return combine_as<float>(op, inout, in, count);
     case MPI_DOUBLE:
         return combine_as<double>(op, inout, in, count);
+    case MPI_2INT:
+        return combine_loc<int>(op, inout, in, count);
+    case MPI_FLOAT_INT:
+        return combine_loc<float>(op, inout, in, count);
+    case MPI_DOUBLE_INT:
+        return combine_loc<double>(op, inout, in, count);
+    case MPI_LONG_INT:
+        return combine_loc<long>(op, inout, in, count);
+    case MPI_SHORT_INT:
+        return combine_loc<short>(op, inout, in, count);
+    case MPI_LONG_DOUBLE_INT:
+        return combine_loc<long double>(op, inout, in, count);
     default:
         throw MpiError(MPI_ERR_TYPE, "invalid datatype " + std::to_string(type));
     }
@@ -150,9 +207,7 @@ void barrier(Engine& e, const CommInfo& c) {
 
 void reduce(Engine& e, const CommInfo& c, const void* send, void* recv, int count, MPI_Datatype type, MPI_Op op,
             int root) {
-    int type_bytes = 0;
-    MPI_Type_size(type, &type_bytes);
-    const std::size_t bytes = static_cast<std::size_t>(count) * static_cast<std::size_t>(type_bytes);
+    const std::size_t bytes = static_cast<std::size_t>(count) * element_bytes(type);
     std::vector<std::byte> acc(bytes);
     if (bytes > 0) std::memcpy(acc.data(), send, bytes);
     std::vector<std::byte> in(bytes);

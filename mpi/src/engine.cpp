@@ -595,8 +595,13 @@ void Schedule::reduce(void* inout, const void* in, int count, MPI_Datatype type,
     l.reduce = true;
     l.dst = static_cast<std::byte*>(inout);
     l.src = static_cast<const std::byte*>(in);
-    l.count = count;
-    l.type = type;
+    // A derived type as its predefined one, fixed now: the application may free it
+    // before the operation completes (the standard allows it).
+    const auto [base, n] = predefined_of(type);
+    if (static_cast<std::size_t>(count) * n > static_cast<std::size_t>(INT_MAX))
+        throw MpiError(MPI_ERR_COUNT, "reduction beyond INT_MAX elements");
+    l.count = static_cast<int>(static_cast<std::size_t>(count) * n);
+    l.type = base;
     l.op = op;
     last().locals.push_back(l);
 }

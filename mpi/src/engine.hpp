@@ -262,8 +262,27 @@ void reduce(Engine& e, const CommInfo& c, const void* send, void* recv, int coun
             int root);
 void gather(Engine& e, const CommInfo& c, const void* send, std::size_t block, void* recv, int root);
 void scatter(Engine& e, const CommInfo& c, const void* send, std::size_t block, void* recv, int root);
-// inout[i] = inout[i] op in[i] for count elements of a basic type.
+// inout[i] = inout[i] op in[i] for count elements of a predefined type (basic or pair).
 void combine(MPI_Datatype type, MPI_Op op, std::byte* inout, const std::byte* in, int count);
+
+// Datatypes (types.cpp). The bytes one element occupies in a buffer and in a message
+// (its extent: the ranks share one architecture, so the bytes travel as they are).
+std::size_t element_bytes(MPI_Datatype type);
+// The bytes of data in one element, as MPI_Type_size reports it (no padding).
+std::size_t data_bytes(MPI_Datatype type);
+// The pair types of MPI_MAXLOC and MPI_MINLOC.
+bool is_pair_type(MPI_Datatype type);
+// mpi.h's name of a predefined type, else its number.
+std::string type_name(MPI_Datatype type);
+// The predefined type a type is made of and how many of it one element holds
+// ({type, 1} for a predefined one); a derived type must be committed.
+std::pair<MPI_Datatype, std::size_t> predefined_of(MPI_Datatype type);
+// The derived datatypes' calls (types.cpp).
+MPI_Datatype type_contiguous(int count, MPI_Datatype old);
+void type_commit(MPI_Datatype type);
+void type_free(MPI_Datatype type);
+// The extent of an element (as element_bytes) of a type that need not be committed.
+std::size_t extent_bytes(MPI_Datatype type);
 
 // Schedules of the collectives (schedules.cpp). Counts and displacements in bytes;
 // sizes[i], displs[i] per rank of the communicator. recv nullptr where the rank

@@ -12,6 +12,11 @@
 
 using namespace msgpass::mpi::api; // NOLINT(google-build-using-namespace): the entry points' shared state and checks
 using msgpass::mpi::CommInfo;
+using msgpass::mpi::data_bytes;
+using msgpass::mpi::extent_bytes;
+using msgpass::mpi::type_commit;
+using msgpass::mpi::type_contiguous;
+using msgpass::mpi::type_free;
 using msgpass::mpi::MpiError;
 
 extern "C" {
@@ -150,7 +155,59 @@ int MPI_Error_class(int errorcode, int* errorclass) {
 
 int MPI_Type_size(MPI_Datatype datatype, int* size) {
     return guarded("MPI_Type_size", MPI_COMM_WORLD, [&] {
-        *size = static_cast<int>(type_size(datatype));
+        if (size == nullptr) throw MpiError(MPI_ERR_ARG, "size is NULL");
+        *size = static_cast<int>(data_bytes(datatype));
+        return MPI_SUCCESS;
+    });
+}
+
+int MPI_Type_size_x(MPI_Datatype datatype, MPI_Count* size) {
+    return guarded("MPI_Type_size_x", MPI_COMM_WORLD, [&] {
+        if (size == nullptr) throw MpiError(MPI_ERR_ARG, "size is NULL");
+        *size = static_cast<MPI_Count>(data_bytes(datatype));
+        return MPI_SUCCESS;
+    });
+}
+
+int MPI_Type_get_extent(MPI_Datatype datatype, MPI_Aint* lb, MPI_Aint* extent) {
+    return guarded("MPI_Type_get_extent", MPI_COMM_WORLD, [&] {
+        if (lb == nullptr || extent == nullptr) throw MpiError(MPI_ERR_ARG, "lb or extent is NULL");
+        *extent = static_cast<MPI_Aint>(extent_bytes(datatype));
+        *lb = 0; // every type provided starts at its first byte
+        return MPI_SUCCESS;
+    });
+}
+
+int MPI_Type_get_extent_x(MPI_Datatype datatype, MPI_Count* lb, MPI_Count* extent) {
+    return guarded("MPI_Type_get_extent_x", MPI_COMM_WORLD, [&] {
+        if (lb == nullptr || extent == nullptr) throw MpiError(MPI_ERR_ARG, "lb or extent is NULL");
+        *extent = static_cast<MPI_Count>(extent_bytes(datatype));
+        *lb = 0;
+        return MPI_SUCCESS;
+    });
+}
+
+int MPI_Type_contiguous(int count, MPI_Datatype oldtype, MPI_Datatype* newtype) {
+    return guarded("MPI_Type_contiguous", MPI_COMM_WORLD, [&] {
+        if (newtype == nullptr) throw MpiError(MPI_ERR_ARG, "newtype is NULL");
+        *newtype = type_contiguous(count, oldtype);
+        return MPI_SUCCESS;
+    });
+}
+
+int MPI_Type_commit(MPI_Datatype* datatype) {
+    return guarded("MPI_Type_commit", MPI_COMM_WORLD, [&] {
+        if (datatype == nullptr) throw MpiError(MPI_ERR_ARG, "datatype is NULL");
+        type_commit(*datatype);
+        return MPI_SUCCESS;
+    });
+}
+
+int MPI_Type_free(MPI_Datatype* datatype) {
+    return guarded("MPI_Type_free", MPI_COMM_WORLD, [&] {
+        if (datatype == nullptr) throw MpiError(MPI_ERR_ARG, "datatype is NULL");
+        type_free(*datatype);
+        *datatype = MPI_DATATYPE_NULL;
         return MPI_SUCCESS;
     });
 }

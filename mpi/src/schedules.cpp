@@ -34,9 +34,7 @@ std::unique_ptr<Schedule> make(const CommInfo& c, const char* name) {
 }
 
 std::size_t type_bytes(MPI_Datatype type) {
-    int n = 0;
-    MPI_Type_size(type, &n);
-    return static_cast<std::size_t>(n);
+    return element_bytes(type);
 }
 
 // Binomial tree from root: the parent is vr without its lowest set bit, the

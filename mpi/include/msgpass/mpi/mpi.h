@@ -26,7 +26,9 @@ typedef int MPI_Op;
 typedef int MPI_Request;
 typedef int MPI_Errhandler;
 typedef int MPI_Group;
+typedef int MPI_Info;
 typedef ptrdiff_t MPI_Aint;
+typedef long long MPI_Count;
 
 typedef struct MPI_Status {
     int MPI_SOURCE;
@@ -52,6 +54,12 @@ typedef struct MPI_Status {
 #define MPI_GROUP_NULL ((MPI_Group)0)
 #define MPI_GROUP_EMPTY ((MPI_Group)0x48000001)
 
+/* Info objects: keys of at most MPI_MAX_INFO_KEY - 1 characters, values of at most
+ * MPI_MAX_INFO_VAL - 1 (so that a buffer of MPI_MAX_INFO_KEY chars holds any key). */
+#define MPI_INFO_NULL ((MPI_Info)0)
+#define MPI_MAX_INFO_KEY 255
+#define MPI_MAX_INFO_VAL 1024
+
 /* Predefined attributes (MPI_Comm_get_attr) */
 #define MPI_TAG_UB 0x64400001
 #define MPI_HOST 0x64400002
@@ -75,6 +83,17 @@ typedef struct MPI_Status {
 #define MPI_UNSIGNED_LONG_LONG ((MPI_Datatype)0x4c000c08)
 #define MPI_FLOAT ((MPI_Datatype)0x4c000d04)
 #define MPI_DOUBLE ((MPI_Datatype)0x4c000e08)
+/* The pair types of MPI_MAXLOC and MPI_MINLOC: each element is the C struct
+ * {value; int index;} with the compiler's padding, e.g. MPI_DOUBLE_INT is
+ * struct { double value; int index; } (16 bytes on x86-64: the size MPI_Type_size
+ * reports is 12, the extent 16). The low byte is the extent on LP64 targets (the
+ * library checks it when it is built). */
+#define MPI_2INT ((MPI_Datatype)0x4c001008)
+#define MPI_FLOAT_INT ((MPI_Datatype)0x4c001108)
+#define MPI_DOUBLE_INT ((MPI_Datatype)0x4c001210)
+#define MPI_LONG_INT ((MPI_Datatype)0x4c001310)
+#define MPI_SHORT_INT ((MPI_Datatype)0x4c001408)
+#define MPI_LONG_DOUBLE_INT ((MPI_Datatype)0x4c001520)
 
 /* Reduction operations */
 #define MPI_OP_NULL ((MPI_Op)0)
@@ -88,6 +107,8 @@ typedef struct MPI_Status {
 #define MPI_BAND ((MPI_Op)0x58000008) /* bitwise: integer types and MPI_BYTE only */
 #define MPI_BOR ((MPI_Op)0x58000009)
 #define MPI_BXOR ((MPI_Op)0x5800000a)
+#define MPI_MAXLOC ((MPI_Op)0x5800000b) /* pair types only; ties: the lower index */
+#define MPI_MINLOC ((MPI_Op)0x5800000c)
 
 /* Special values */
 #define MPI_REQUEST_NULL ((MPI_Request)0)
@@ -137,7 +158,11 @@ typedef struct MPI_Status {
 #define MPI_ERR_PENDING 19
 #define MPI_ERR_UNSUPPORTED_OPERATION 20
 #define MPI_ERR_PROC_FAILED 21
-#define MPI_ERR_LASTCODE 21
+#define MPI_ERR_INFO 22
+#define MPI_ERR_INFO_KEY 23
+#define MPI_ERR_INFO_VALUE 24
+#define MPI_ERR_INFO_NOKEY 25
+#define MPI_ERR_LASTCODE 25
 
 /* Environment */
 int MPI_Init(int* argc, char*** argv);
@@ -176,7 +201,28 @@ int MPI_Comm_set_errhandler(MPI_Comm comm, MPI_Errhandler errhandler);
 int MPI_Comm_get_errhandler(MPI_Comm comm, MPI_Errhandler* errhandler);
 int MPI_Error_string(int errorcode, char* string, int* resultlen);
 int MPI_Error_class(int errorcode, int* errorclass);
+
+/* Derived datatypes: contiguous ones (of any type of mpi.h or another contiguous
+ * one). A type of count n of T is n T in every call, once committed; using one that
+ * is not committed, or was freed, is MPI_ERR_TYPE. */
+int MPI_Type_contiguous(int count, MPI_Datatype oldtype, MPI_Datatype* newtype);
+int MPI_Type_commit(MPI_Datatype* datatype);
+int MPI_Type_free(MPI_Datatype* datatype);
 int MPI_Type_size(MPI_Datatype datatype, int* size);
+int MPI_Type_size_x(MPI_Datatype datatype, MPI_Count* size);
+int MPI_Type_get_extent(MPI_Datatype datatype, MPI_Aint* lb, MPI_Aint* extent);
+int MPI_Type_get_extent_x(MPI_Datatype datatype, MPI_Count* lb, MPI_Count* extent);
+
+/* Info */
+int MPI_Info_create(MPI_Info* info);
+int MPI_Info_set(MPI_Info info, const char* key, const char* value);
+int MPI_Info_get(MPI_Info info, const char* key, int valuelen, char* value, int* flag);
+int MPI_Info_get_valuelen(MPI_Info info, const char* key, int* valuelen, int* flag);
+int MPI_Info_get_nkeys(MPI_Info info, int* nkeys);
+int MPI_Info_get_nthkey(MPI_Info info, int n, char* key);
+int MPI_Info_delete(MPI_Info info, const char* key);
+int MPI_Info_dup(MPI_Info info, MPI_Info* newinfo);
+int MPI_Info_free(MPI_Info* info);
 
 /* Point to point */
 int MPI_Send(const void* buf, int count, MPI_Datatype datatype, int dest, int tag, MPI_Comm comm);
