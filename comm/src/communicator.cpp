@@ -270,16 +270,11 @@ std::optional<Message> Communicator::Impl::recv_posted(Context context, NodeId s
     if (!done) {
         done = comm.wait(posted.id, time_left(deadline));
         if (!done) {
-            if (cancel_unless_matched(posted.id)) {
+            if (comm.cancel(posted.id)) {
                 (void)comm.test(posted.id);
                 return std::nullopt;
             }
             done = comm.test(posted.id);
-            // The receive cleared a large message's announcement: its sender was told
-            // to send and counts it delivered, so the message is this receive's. It
-            // completes with its data, later than the timeout, or with the sender's
-            // loss (peer_timeout); cancelling would drop the data when it comes.
-            if (!done) done = comm.wait(posted.id, std::chrono::nanoseconds::max());
         }
     }
     if (!done) return std::nullopt;

@@ -326,12 +326,6 @@ struct Communicator::Impl {
     // (rendezvous) is left to a posted receive (recv_posted).
     std::optional<Message> recv(Context context, NodeId source, Tag tag, std::chrono::nanoseconds timeout);
     std::optional<Message> recv_posted(Context context, NodeId source, Tag tag, SteadyTime deadline);
-    // Communicator::cancel's work, with the lock held; keep_matched: a receive that
-    // cleared a rendezvous announcement is not cancelled (false).
-    bool cancel_locked(RequestId id, bool keep_matched);
-    // For recv_posted: cancels the receive unless it completed or cleared an
-    // announcement whose data is on its way (then false: wait for it).
-    bool cancel_unless_matched(RequestId id);
 
     std::vector<Message> take_unexpected_locked(std::size_t max);
 

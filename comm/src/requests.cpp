@@ -99,25 +99,12 @@ std::vector<Completion> Communicator::wait_all(std::span<const RequestId> ids, s
 
 bool Communicator::cancel(RequestId id) {
     impl_->check_factory("cancel");
-    std::lock_guard lock(impl_->mutex);
-    return impl_->cancel_locked(id, false);
-}
-
-bool Communicator::Impl::cancel_unless_matched(RequestId id) {
-    std::lock_guard lock(mutex);
-    return cancel_locked(id, true);
-}
-
-bool Communicator::Impl::cancel_locked(RequestId id, bool keep_matched) {
-    auto& im = *this;
+    auto& im = *impl_;
+    std::lock_guard lock(im.mutex);
     im.check_live_locked(id);
     auto& r = im.requests.at(id);
     if (r.done || r.announced) return false; // a send whose announcement went is not taken back
-    // A receive that cleared an announcement: its data is on its way. Kept for a
-    // blocking receive whose time ran out (it completes with its data, or with the
-    // sender's loss); cancelled on request (its data is dropped when it comes).
-    if (keep_matched && r.awaiting_data) return false;
-    if (r.awaiting_data) { // its data, when it comes, is dropped
+    if (r.awaiting_data) {                   // its data, when it comes, is dropped
         for (auto it = im.awaiting.begin(); it != im.awaiting.end(); ++it)
             if (it->second == id) {
                 im.abandon_locked(it->first);
