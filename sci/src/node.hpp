@@ -140,7 +140,7 @@ private:
     void abandon_batch();
     bool grant_from_pool(Link& link, std::uint32_t index);
     void release_grants(std::uint32_t generation, std::uint32_t k);
-    void publish_grants(Link& link);
+    void publish_grants(Link& link, bool rang = false);
     void store_status(Link& link);
     void write_status() override;
     void offer_hot(Link& link);

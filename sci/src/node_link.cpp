@@ -148,9 +148,9 @@ bool SciNode::grant_from_pool(Link& link, std::uint32_t i) {
 
 // Renews the grants of indices whose slot stayed (a message came through the hot
 // slot), grants pending indices from the pool (what no dropped buffer gave back),
-// and publishes the large buffers released by the application. Receiver.
-void SciNode::publish_grants(Link& link) {
-    bool rang = false;
+// and publishes the large buffers released by the application. rang: the caller
+// wrote a grant too, for which the peer is rung here if it sleeps. Receiver.
+void SciNode::publish_grants(Link& link, bool rang) {
     for (std::uint32_t i = 0; i < link.k; ++i) {
         const std::uint64_t w = grants_->index[i].load(std::memory_order_acquire);
         if (resign_[i]) { // the index's slot stays, for the next round

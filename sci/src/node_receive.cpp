@@ -31,10 +31,15 @@ BufferPtr SciNode::take_message(Link& link) {
     recv_round_[i] = static_cast<std::uint8_t>(next_round255(recv_round_[i]));
     if (++recv_index_ == link.k) recv_index_ = 0;
     const std::uint32_t next = Grants::next_round(Grants::round_of(w));
-    // The index keeps its slot for the next round: granted again at once.
+    // The index keeps its slot for the next round: granted again at once. A grant
+    // written here must ring a sender that sleeps as every other grant does (below):
+    // one waiting for it (its flush, behind a large message) would otherwise wait for
+    // its 100 ms re-poll.
+    bool kept = false;
     auto keep = [&] {
         grants_->index[i].store(Grants::pack(link.generation, next, granted), std::memory_order_release);
         grants_->write_ack(link, i, next, granted);
+        kept = true;
     };
     if (hot && hot_slot_ == no_slot) {
         keep();
@@ -143,8 +148,14 @@ BufferPtr SciNode::take_message(Link& link) {
     }
     // With several outstanding messages the peer needs this index again only after
     // the others, so its grant waits for the next receive call (off the latency
-    // path); with one, it is written before the message is handed out.
-    if (link.k == 1) publish_grants(link);
+    // path); with one, it is written before the message is handed out. A slot kept
+    // for the next round (a large message's descriptor) was granted above: its
+    // sender is rung now, once, with whatever publish_grants writes.
+    if (link.k == 1) {
+        publish_grants(link, kept);
+    } else if (kept) {
+        grants_->wake(link);
+    }
     buffer->set_source(parameters_.peer);
     stats_.received_serialized(buffer->size());
     return buffer;

@@ -690,6 +690,45 @@ TEST(SciWakeUp, ASleepingReceiverIsWokenByTheSendersRing) {
     EXPECT_LT(fastest(rounds), 50ms) << "the fastest wake-up took " << fastest(rounds) / 1us << " us";
 }
 
+// A sender asleep in flush, waiting for the grant of its next message, is rung when
+// the receiver takes a large message: the slot of its descriptor is granted again at
+// once, and that grant rings a sender that said it sleeps, as every other grant does.
+// It once did not: the sender then waited for its 100 ms re-poll, and a stream mixing
+// large and small messages to a receiver that holds some of them moved in 100 ms
+// rounds (the conformance test BytesAndBuffersMix... took 2-9 s on sci). Checked by
+// the event, the bell's sequence, while the receiver still holds the large message.
+TEST(SciWakeUp, ASenderWaitingForAGrantIsRungWhenTheReceiverTakesALargeMessage) {
+    auto c = sci_configuration(partition_for_test(), 2);
+    c.edit_section<sci::Options>().max_outst_buffers = 1; // the next message waits for this slot
+    const std::size_t large = 3 * c.section<sci::Options>().recv_buffer_size + 5;
+    auto a = NodeFactory::create(c, 1);
+    auto b = NodeFactory::create(c, 2);
+    auto to_b = a->create_node(2);
+    auto from_a = b->create_node(1);
+    to_b->send(make_message(*a, 64, 0, 0)); // the links both ways exist before the round
+    ASSERT_NE(from_a->receive(10s), nullptr);
+    to_b->send(make_message(*a, large, 0, 1)); // granted: it goes at once
+    to_b->send(make_message(*a, 64, 0, 2));    // queued until the large one's slot comes back
+    auto& bell = dynamic_cast<sci::SciNodeFactory&>(*a).bell();
+    std::atomic<bool> flushed{false};
+    std::thread sender([&] { flushed = to_b->flush(10s); });
+    const bool asleep = eventually([&] { return bell.sleepers.load() > 0; }, 10s);
+    const std::uint32_t before = bell.sequence.load();
+    auto first = from_a->receive(10s);
+    const std::uint32_t after = bell.sequence.load();
+    sender.join(); // within 100 ms even without the ring: the wait re-polls
+    ASSERT_TRUE(asleep) << "the sender's flush never slept";
+    ASSERT_NE(first, nullptr);
+    EXPECT_EQ(first->size(), large);
+    EXPECT_EQ(check_payload(*first).seq, 1u);
+    EXPECT_NE(after, before) << "taking the large message granted its slot again without ringing the sleeping sender";
+    EXPECT_TRUE(flushed.load());
+    first.reset();
+    auto second = from_a->receive(10s);
+    ASSERT_NE(second, nullptr);
+    EXPECT_EQ(check_payload(*second).seq, 2u);
+}
+
 // ------------------------------------------------------------- hostile peer
 
 // Node 2 gone mad writes a correctly signed notification (the signature of the next
