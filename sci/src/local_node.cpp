@@ -9,6 +9,7 @@
 #include <ctime>
 #include <random>
 #include <sys/resource.h>
+#include <thread>
 #include <unistd.h>
 #include <unordered_map>
 
@@ -88,7 +89,8 @@ struct LocalNode::Broadcast {
 };
 
 LocalNode::LocalNode(LocalNodeParameters parameters)
-    : parameters_(std::move(parameters)), device_(parameters_.partition, parameters_.sci_node_ids) {
+    : parameters_(std::move(parameters)), device_(parameters_.partition, parameters_.sci_node_ids),
+      partition_fills_cpus_(parameters_.node_count > std::max(1u, std::thread::hardware_concurrency())) {
     const auto& sci = parameters_.sci;
     const std::string where = "node " + std::to_string(parameters_.self) + ": sci.";
     if (sci.max_outst_buffers < 1 || sci.max_outst_buffers > max_outstanding) {

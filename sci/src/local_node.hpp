@@ -178,6 +178,9 @@ private:
     // busy one keeps it for the rest of its time slice (the 2 ms ping-pong of issue
     // 26 beside a build), while a partner that runs answers within the spin and one
     // that was descheduled is not brought back sooner by spinning longer.
+    // More nodes in the partition than CPUs here: the CPU is shared by the
+    // partition itself, not (only) by other programs' busy tasks (see wait()).
+    const bool partition_fills_cpus_;
     static constexpr std::chrono::nanoseconds min_shared_spin{5000};
     static constexpr std::chrono::nanoseconds max_shared_spin{100000};
     void learn_shared_spin(std::chrono::nanoseconds took) noexcept;
@@ -242,6 +245,14 @@ auto LocalNode::wait(Poll&& poll, std::chrono::nanoseconds timeout) -> decltype(
     WaitPolicy policy;
     if (barrier_failed_.load(std::memory_order_relaxed)) policy.max_sleep = std::chrono::microseconds(1000);
     if (!yields_.shared()) return wait_with(std::forward<Poll>(poll), timeout, Sleeper(*this), policy);
+    if (partition_fills_cpus_) {
+        // The partition's own nodes share the CPUs (more nodes than CPUs): a yield
+        // hands the CPU to a partner, whose answer is what this wait waits for, so
+        // the wait yields (no spin) before it sleeps. A sleep per message halved the
+        // DAQ example's rate (7 nodes on 2 CPUs: docs/benchmarks.md).
+        policy.spin = std::chrono::microseconds(0);
+        return wait_with(std::forward<Poll>(poll), timeout, Sleeper(*this), policy);
+    }
     if ((shared_waits_.fetch_add(1, std::memory_order_relaxed) & (probe_every - 1)) == 0) probe_shared();
     policy.spin = std::chrono::ceil<std::chrono::microseconds>(
         std::chrono::nanoseconds(shared_spin_ns_.load(std::memory_order_relaxed)));
