@@ -322,16 +322,10 @@ void fill_rates(Result& r, std::uint64_t count, std::uint64_t bytes, double seco
 
 // The ping-pong of the Buffer-free path: each ping is sent from this process's own
 // bytes (the tag written into them), each echo is lent as a view and released.
-Result pingpong_bytes(Node& node, const Command& c, const HealthCheck& check) {
-    std::vector<std::byte> ping(c.size);
-    std::uint64_t seq = 0;
-    auto round = [&](std::uint64_t flags) {
-        const std::uint64_t tag = seq++ | flags;
-        std::memcpy(ping.data(), &tag, sizeof tag);
-        node.send_bytes(ping);
-        auto echo = wait_view(node, node.id(), check);
-        sink = sink + touch(echo.bytes());
-    };
+// The rounds of a ping-pong: warm-up rounds (flagged), then timed ones until the
+// command's count or duration; each sample is half a round trip in microseconds.
+template <class Round>
+std::pair<std::vector<double>, double> timed_rounds(const Command& c, Round&& round) {
     if (c.warm_count != 0) {
         for (std::uint64_t i = 0; i < c.warm_count; ++i)
             round(warm_flag);
@@ -350,15 +344,33 @@ Result pingpong_bytes(Node& node, const Command& c, const HealthCheck& check) {
         samples.push_back(ns_between(t0, Clock::now()) / 2e3);
     }
     const double seconds = ns_between(start, Clock::now()) / 1e9;
-    std::memcpy(ping.data(), &end_flag, sizeof end_flag);
-    node.send_bytes(ping);
-    node.flush(10s);
+    return {std::move(samples), seconds};
+}
+
+Result pingpong_result(std::vector<double> samples, double seconds, std::uint64_t size) {
     Result r;
     r.iterations = samples.size();
     r.msgs_per_s = seconds > 0 ? 2.0 * static_cast<double>(samples.size()) / seconds : 0;
-    r.MBps = r.msgs_per_s * static_cast<double>(c.size) / 1e6;
+    r.MBps = r.msgs_per_s * static_cast<double>(size) / 1e6;
     r.one_way_us = summarize(samples);
     return r;
+}
+
+Result pingpong_bytes(Node& node, const Command& c, const HealthCheck& check) {
+    std::vector<std::byte> ping(c.size);
+    std::uint64_t seq = 0;
+    auto round = [&](std::uint64_t flags) {
+        const std::uint64_t tag = seq++ | flags;
+        std::memcpy(ping.data(), &tag, sizeof tag);
+        node.send_bytes(ping);
+        auto echo = wait_view(node, node.id(), check);
+        sink = sink + touch(echo.bytes());
+    };
+    auto [samples, seconds] = timed_rounds(c, round);
+    std::memcpy(ping.data(), &end_flag, sizeof end_flag);
+    node.send_bytes(ping);
+    node.flush(10s);
+    return pingpong_result(std::move(samples), seconds, c.size);
 }
 
 } // namespace
@@ -411,33 +423,11 @@ Result Driver::pingpong(std::uint64_t size, const Budget& budget) {
         node->send(std::move(b));
         b = wait_from(*node, node->id(), check_);
     };
-    if (c.warm_count != 0) {
-        for (std::uint64_t i = 0; i < c.warm_count; ++i)
-            round(warm_flag);
-    } else {
-        for (const auto end = Clock::now() + std::chrono::nanoseconds(c.warm_ns); Clock::now() < end;)
-            round(warm_flag);
-    }
-    std::vector<double> samples;
-    samples.reserve(c.count != 0 ? c.count : 1 << 20);
-    const auto start = Clock::now();
-    const auto end = start + std::chrono::nanoseconds(c.duration_ns);
-    for (;;) {
-        const auto t0 = Clock::now();
-        if (c.count != 0 ? samples.size() >= c.count : t0 >= end) break;
-        round(0);
-        samples.push_back(ns_between(t0, Clock::now()) / 2e3);
-    }
-    const double seconds = ns_between(start, Clock::now()) / 1e9;
+    auto [samples, seconds] = timed_rounds(c, round);
     set_tag(*b, end_flag);
     node->send(std::move(b));
     node->flush(10s);
-    Result r;
-    r.iterations = samples.size();
-    r.msgs_per_s = seconds > 0 ? 2.0 * static_cast<double>(samples.size()) / seconds : 0;
-    r.MBps = r.msgs_per_s * static_cast<double>(size) / 1e6;
-    r.one_way_us = summarize(samples);
-    return r;
+    return pingpong_result(std::move(samples), seconds, size);
 }
 
 Result Driver::stream(std::uint64_t size, const Budget& budget) {
