@@ -223,17 +223,10 @@ Command make_command(Op op, std::uint64_t size, const Budget& budget) {
     return c;
 }
 
-// Sends a warm-up then the timed messages then an end marker, all of size bytes.
-// send(BufferPtr&&) is the node or group send; limit() keeps queues bounded.
-template <class Send, class Limit>
-void produce(NodeFactory& factory, const Command& c, Send&& send, Limit&& limit) {
-    std::uint64_t seq = 0;
-    auto emit = [&](std::uint64_t flags) {
-        auto b = factory.create_buffer(c.size);
-        set_tag(*b, seq++ | flags);
-        send(std::move(b));
-        limit();
-    };
+// The sends of a stream: the warm-up (flagged) and the measured ones, each by count or
+// for a duration (the clock read every 16th send), then the end marker.
+template <class Emit>
+void emit_phases(const Command& c, Emit&& emit) {
     auto phase = [&](std::uint64_t count, std::int64_t ns, std::uint64_t flags) {
         if (count != 0) {
             for (std::uint64_t i = 0; i < count; ++i)
@@ -251,6 +244,20 @@ void produce(NodeFactory& factory, const Command& c, Send&& send, Limit&& limit)
     emit(end_flag);
 }
 
+// Sends a warm-up then the timed messages then an end marker, all of size bytes;
+// send(BufferPtr&&) is the node or group send; limit() keeps queues bounded.
+template <class Send, class Limit>
+void produce(NodeFactory& factory, const Command& c, Send&& send, Limit&& limit) {
+    std::uint64_t seq = 0;
+    auto emit = [&](std::uint64_t flags) {
+        auto b = factory.create_buffer(c.size);
+        set_tag(*b, seq++ | flags);
+        send(std::move(b));
+        limit();
+    };
+    emit_phases(c, emit);
+}
+
 // produce() for the Buffer-free path: every message is sent from one array of this
 // process, its tag written in before each send_bytes.
 void produce_bytes(Node& node, const Command& c) {
@@ -262,21 +269,7 @@ void produce_bytes(Node& node, const Command& c) {
         std::memcpy(message.data(), &tag, sizeof tag);
         send_bytes_paced(node, message, c.size, sent);
     };
-    auto phase = [&](std::uint64_t count, std::int64_t ns, std::uint64_t flags) {
-        if (count != 0) {
-            for (std::uint64_t i = 0; i < count; ++i)
-                emit(flags);
-            return;
-        }
-        const auto end = Clock::now() + std::chrono::nanoseconds(ns);
-        for (std::uint64_t i = 0;; ++i) {
-            if ((i & 15) == 0 && Clock::now() >= end) break;
-            emit(flags);
-        }
-    };
-    phase(c.warm_count, c.warm_ns, warm_flag);
-    phase(c.count, c.duration_ns, 0);
-    emit(end_flag);
+    emit_phases(c, emit);
 }
 
 // Counts what arrives after the warm-up until the end marker.

@@ -56,6 +56,19 @@ static inline int check_rank(void) {
         }                                                                                                              \
     } while (0)
 
+/* An MPI call returned code: its class must be expected_class and its text (whose
+ * length MPI_Error_string gives) must say words. */
+static inline void expect_error(int code, int expected_class, const char* words) {
+    char text[MPI_MAX_ERROR_STRING];
+    int length = 0;
+    int cls = -1;
+    MPI_Error_class(code, &cls);
+    MPI_Error_string(code, text, &length);
+    CHECK(cls == expected_class, "error class %d, expected %d (%s)", cls, expected_class, text);
+    CHECK(strstr(text, words) != NULL, "'%s' does not say '%s'", text, words);
+    CHECK(length == (int)strlen(text), "length %d", length);
+}
+
 /* The byte i of a message of (from, tag, size) in the tests: any mistake of source,
  * tag, size or offset shows. */
 static inline unsigned char pattern(int from, int tag, int size, int i) {

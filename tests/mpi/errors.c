@@ -8,17 +8,6 @@
 
 #include <string.h>
 
-static void expect_error(int code, int expected_class, const char* words) {
-    char text[MPI_MAX_ERROR_STRING];
-    int length = 0;
-    int cls = -1;
-    MPI_Error_class(code, &cls);
-    MPI_Error_string(code, text, &length);
-    CHECK(cls == expected_class, "error class %d, expected %d (%s)", cls, expected_class, text);
-    CHECK(strstr(text, words) != NULL, "'%s' does not say '%s'", text, words);
-    CHECK(length == (int)strlen(text), "length %d", length);
-}
-
 int main(int argc, char** argv) {
     int provided = -1;
     CHECK(MPI_Init_thread(&argc, &argv, MPI_THREAD_FUNNELED, &provided) == MPI_SUCCESS, "init");

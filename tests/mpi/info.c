@@ -3,16 +3,6 @@
  * MPI_MAX_INFO_KEY and MPI_MAX_INFO_VAL and the error class of each bad use. */
 #include "check.h"
 
-static void expect_error(int code, int expected_class, const char* words) {
-    char text[MPI_MAX_ERROR_STRING];
-    int length = 0;
-    int cls = -1;
-    MPI_Error_class(code, &cls);
-    MPI_Error_string(code, text, &length);
-    CHECK(cls == expected_class, "error class %d, expected %d (%s)", cls, expected_class, text);
-    CHECK(strstr(text, words) != NULL, "'%s' does not say '%s'", text, words);
-}
-
 int main(int argc, char** argv) {
     MPI_Init(&argc, &argv);
     int rank = 0;

@@ -136,16 +136,6 @@ PAIR_TEST(long_int, long, MPI_LONG_INT, sizeof(long) + sizeof(int))
 PAIR_TEST(short_int, short, MPI_SHORT_INT, sizeof(short) + sizeof(int))
 PAIR_TEST(long_double_int, long double, MPI_LONG_DOUBLE_INT, sizeof(long double) + sizeof(int))
 
-static void expect_error(int code, int expected_class, const char* words) {
-    char text[MPI_MAX_ERROR_STRING];
-    int length = 0;
-    int cls = -1;
-    MPI_Error_class(code, &cls);
-    MPI_Error_string(code, text, &length);
-    CHECK(cls == expected_class, "error class %d, expected %d (%s)", cls, expected_class, text);
-    CHECK(strstr(text, words) != NULL, "'%s' does not say '%s'", text, words);
-}
-
 static void test_pair_errors(void) {
     WHERE("types: pair errors");
     MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_RETURN);
