@@ -357,8 +357,8 @@ CommStats Communicator::stats() const {
     s.posted_receives = impl_->expected.size();
     s.rendezvous_announced = impl_->announced.size();
     s.rendezvous_awaiting = impl_->awaiting.size();
-    for (const auto& [peer, ids] : impl_->abandoned)
-        s.rendezvous_abandoned += ids.size();
+    for (const auto& [peer, ids] : impl_->returned)
+        s.rendezvous_returned += ids.size();
     s.large_buffers_reused = impl_->pool->reused();
     s.large_buffers_kept_bytes = impl_->pool->kept_bytes();
     return s;

@@ -120,8 +120,10 @@ struct Communicator::Impl {
         std::uint8_t kind = kind_eager;
         std::uint32_t rdv_id = 0; // an announcement (kind_rts): the sender's id
         bool dead = false;        // an announcement whose sender was lost: its data never comes
+        bool cleared = false;     // an announcement cleared by a receive that gave up: its data is on its way
         Context context{};
         RequestId sync_sender = 0; // a synchronous send to this node itself: completes when taken
+        std::uint64_t seq = 0;     // arrival order (queue_locked): a cleared announcement goes back in its place
     };
     struct Request {
         bool is_send = false;
@@ -143,6 +145,7 @@ struct Communicator::Impl {
         std::uint32_t rdv_id = 0;
         bool announced = false;
         bool awaiting_data = false;
+        Arrived announcement{}; // a receive awaiting data: what it cleared, to put back if it gives up
     };
     using RdvKey = std::pair<NodeId, std::uint32_t>; // (peer, the sender's rendezvous id)
 
@@ -204,10 +207,11 @@ struct Communicator::Impl {
     std::map<RdvKey, RequestId> announced;
     std::map<NodeId, std::size_t> announced_count;
     std::map<RdvKey, RequestId> awaiting;
-    std::set<RdvKey> queued_rts; // announcements in the unexpected queue (not dead)
-    // Cleared, then the receive was cancelled: the data is dropped when it comes. At
-    // most rendezvous_window per peer (abandon_locked), oldest first.
-    std::map<NodeId, std::deque<std::uint32_t>> abandoned;
+    std::set<RdvKey> queued_rts; // announcements in the unexpected queue (not dead; cleared ones too)
+    // Cleared announcements back in the unexpected queue (their receive gave up), per
+    // peer, oldest first: at most rendezvous_window each (return_locked).
+    std::map<NodeId, std::deque<std::uint32_t>> returned;
+    std::uint64_t next_seq = 1; // arrival order of the messages queue_locked sees
     std::map<NodeId, std::deque<BufferPtr>> control_backlog;
     // Memory of messages of bytes, reused (msgpass/kit/pool.hpp), and the largest
     // size the factory's create_buffer accepted (make_message).
@@ -280,8 +284,9 @@ struct Communicator::Impl {
     // ------------------------------------------------------------ rendezvous (rendezvous.cpp)
 
     // Receive r (live in requests) matched announcement m: registers it as waiting for
-    // the data and sends the clear-to-send.
-    void clear_to_send_locked(Request& r, const Arrived& m);
+    // the data and sends the clear-to-send (unless m was cleared already: then the
+    // data is on its way).
+    void clear_to_send_locked(Request& r, Arrived&& m);
     // A clear-to-send from source: the announced send's data goes. Returns the reason
     // when it names no announcement.
     std::string on_clear_to_send_locked(NodeId source, std::uint32_t id);
@@ -292,15 +297,19 @@ struct Communicator::Impl {
     void send_control_locked(NodeId peer, std::uint8_t kind, std::uint32_t id);
     void retry_control_locked();
     void rendezvous_loss_locked(NodeId peer, const std::string& reason);
-    // A receive that cleared announcement key was cancelled: its data is dropped when
-    // it comes. A sender that keeps rendezvous_window (the same at both ends) never
-    // has more announcements cleared and not yet answered with data (they were all
-    // uncleared at its end when the oldest one's data went); beyond that many, the
-    // peer breaks the protocol and the oldest is forgotten (its clear-to-send dropped
-    // if still unsent; its data, if it comes, is reported as malformed), so that a
+    // Receive r, waiting for the data of the announcement it cleared, was cancelled
+    // (or its recv timed out): the announcement goes back into the unexpected queue in
+    // its place, cleared, for the next receive that matches it; its data completes that
+    // one (nothing is lost, and the sender's order holds). A sender that keeps
+    // rendezvous_window (the same at both ends) never has more announcements cleared
+    // and not yet answered with data (they were all uncleared at its end when the
+    // oldest one's data went); beyond that many the peer breaks the protocol and its
+    // oldest returned announcement is dropped and counted malformed (its clear-to-send
+    // dropped if still unsent; its data, if it comes, reported as malformed), so that a
     // peer announcing without end costs bounded memory.
-    void abandon_locked(RdvKey key);
-    bool take_abandoned_locked(RdvKey key);
+    void return_locked(Request& r);
+    // The returned announcement (source, id) in the unexpected queue, or end().
+    std::deque<Arrived>::iterator find_returned_locked(NodeId source, std::uint32_t id);
 
     Posted post_recv(Context context, NodeId source, Tag tag, bool into_span, std::span<std::byte> into, void* user);
 

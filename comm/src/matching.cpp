@@ -81,9 +81,7 @@ std::string Communicator::Impl::dispatch_locked(BufferPtr whole, const Want* wan
     }
     if (bad.empty() && w.kind == kind_rts) {
         const RdvKey key{source, w.id};
-        auto a = abandoned.find(source);
-        if (queued_rts.count(key) != 0 || awaiting.count(key) != 0 ||
-            (a != abandoned.end() && std::find(a->second.begin(), a->second.end(), w.id) != a->second.end()))
+        if (queued_rts.count(key) != 0 || awaiting.count(key) != 0)
             bad = "a request-to-send repeating rendezvous id " + std::to_string(w.id) + ", still under way";
     }
     if (bad.empty() && w.kind == kind_cts) bad = on_clear_to_send_locked(source, w.id);
@@ -121,12 +119,13 @@ std::string Communicator::Impl::dispatch_locked(BufferPtr whole, const Want* wan
 // A sound message (eager, or an announcement): to the oldest posted receive that
 // matches, else to recv's want, else into the unexpected queue.
 void Communicator::Impl::queue_locked(Arrived&& m, const Want* want) {
+    m.seq = next_seq++;
     for (auto it = expected.begin(); it != expected.end(); ++it) {
         auto& r = requests.at(*it);
         if (!matches(r.context, r.peer, r.tag, m.context, m.source, m.tag)) continue;
         expected.erase(it);
         if (m.kind == kind_rts) {
-            clear_to_send_locked(r, m);
+            clear_to_send_locked(r, std::move(m));
             return;
         }
         taken_locked(m);
@@ -202,7 +201,7 @@ Posted Communicator::Impl::post_recv(Context context, NodeId source, Tag tag, bo
         if (m.kind == kind_rts) queued_rts.erase(RdvKey{m.source, m.rdv_id});
         if (m.kind == kind_rts && !m.dead) { // completes when the data came
             auto& live = requests.emplace(id, std::move(r)).first->second;
-            clear_to_send_locked(live, m);
+            clear_to_send_locked(live, std::move(m));
             return Posted{id, std::nullopt};
         }
         Posted p{id, Completion{}};

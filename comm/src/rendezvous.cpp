@@ -9,15 +9,24 @@
 
 namespace msgpass::comm {
 
-void Communicator::Impl::clear_to_send_locked(Request& r, const Arrived& m) {
+void Communicator::Impl::clear_to_send_locked(Request& r, Arrived&& m) {
     r.awaiting_data = true;
     r.completion.context = m.context;
     r.completion.source = m.source;
     r.completion.tag = m.tag;
     r.completion.size = m.size;
     r.completion.user = r.user;
-    awaiting.emplace(RdvKey{m.source, m.rdv_id}, r.id);
-    send_control_locked(m.source, kind_cts, m.rdv_id);
+    const RdvKey key{m.source, m.rdv_id};
+    awaiting.emplace(key, r.id);
+    const bool cleared = m.cleared;
+    r.announcement = std::move(m);
+    if (!cleared) {
+        send_control_locked(key.first, kind_cts, key.second);
+        return;
+    }
+    auto& ids = returned[key.first]; // its data is on its way: no second clear-to-send
+    ids.erase(std::remove(ids.begin(), ids.end(), key.second), ids.end());
+    if (ids.empty()) returned.erase(key.first);
 }
 
 std::string Communicator::Impl::on_clear_to_send_locked(NodeId source, std::uint32_t id) {
@@ -44,7 +53,28 @@ std::string Communicator::Impl::on_clear_to_send_locked(NodeId source, std::uint
 
 std::string Communicator::Impl::on_data_locked(NodeId source, const WireEnvelope& w, BufferPtr whole) {
     auto it = awaiting.find(RdvKey{source, w.id});
-    if (it == awaiting.end() && take_abandoned_locked(RdvKey{source, w.id})) return {}; // cancelled receive
+    if (it == awaiting.end()) {
+        // Its receive gave up: the returned announcement becomes the message, in its
+        // place in the unexpected queue, for the next receive that matches it.
+        auto u = find_returned_locked(source, w.id);
+        if (u == unexpected.end())
+            return "data for rendezvous " + std::to_string(w.id) + ", which this node did not clear";
+        if (w.size != u->size || w.tag != u->tag)
+            return "data of " + std::to_string(w.size) + " bytes with tag " + std::to_string(w.tag) +
+                   " for rendezvous " + std::to_string(w.id) + ", announced as " + std::to_string(u->size) +
+                   " bytes with tag " + std::to_string(u->tag);
+        unexpected_bytes += whole->size() - u->whole->size();
+        u->whole = std::move(whole);
+        u->kind = kind_data;
+        u->cleared = false;
+        queued_rts.erase(RdvKey{source, w.id});
+        auto& ids = returned[source];
+        ids.erase(std::remove(ids.begin(), ids.end(), w.id), ids.end());
+        if (ids.empty()) returned.erase(source);
+        ++counters.rendezvous_received;
+        changed.notify_all();
+        return {};
+    }
     if (it == awaiting.end()) return "data for rendezvous " + std::to_string(w.id) + ", which this node did not clear";
     auto& r = requests.at(it->second);
     if (w.size != r.completion.size || w.tag != r.completion.tag) // the receive keeps waiting (cancel, loss)
@@ -62,17 +92,25 @@ std::string Communicator::Impl::on_data_locked(NodeId source, const WireEnvelope
     return {};
 }
 
-void Communicator::Impl::abandon_locked(RdvKey key) {
-    auto& ids = abandoned[key.first];
-    if (ids.size() >= limits.rendezvous_window) {
+void Communicator::Impl::return_locked(Request& r) {
+    Arrived m = std::move(r.announcement);
+    const RdvKey key{m.source, m.rdv_id};
+    auto& ids = returned[key.first];
+    if (ids.size() >= limits.rendezvous_window) { // the peer broke the protocol: its oldest goes
         const std::uint32_t oldest = ids.front();
         ids.pop_front();
+        if (auto u = find_returned_locked(key.first, oldest); u != unexpected.end()) {
+            unexpected_bytes -= u->whole->size();
+            unexpected.erase(u);
+        }
+        queued_rts.erase(RdvKey{key.first, oldest});
+        ++counters.malformed;
         if (auto c = control_backlog.find(key.first); c != control_backlog.end()) {
             auto& queue = c->second;
             queue.erase(std::remove_if(queue.begin(), queue.end(),
-                                       [oldest](const BufferPtr& m) {
+                                       [oldest](const BufferPtr& b) {
                                            WireEnvelope w{};
-                                           std::memcpy(&w, m->single()->data(), sizeof w);
+                                           std::memcpy(&w, b->single()->data(), sizeof w);
                                            return w.id == oldest;
                                        }),
                         queue.end());
@@ -80,17 +118,19 @@ void Communicator::Impl::abandon_locked(RdvKey key) {
         }
     }
     ids.push_back(key.second);
+    m.cleared = true;
+    queued_rts.insert(key);
+    unexpected_bytes += m.whole->size();
+    auto at = std::find_if(unexpected.begin(), unexpected.end(), [&](const Arrived& u) { return u.seq > m.seq; });
+    unexpected.insert(at, std::move(m));
+    changed.notify_all();
 }
 
-bool Communicator::Impl::take_abandoned_locked(RdvKey key) {
-    auto a = abandoned.find(key.first);
-    if (a == abandoned.end()) return false;
-    auto& ids = a->second;
-    auto it = std::find(ids.begin(), ids.end(), key.second);
-    if (it == ids.end()) return false;
-    ids.erase(it);
-    if (ids.empty()) abandoned.erase(a);
-    return true;
+std::deque<Communicator::Impl::Arrived>::iterator Communicator::Impl::find_returned_locked(NodeId source,
+                                                                                           std::uint32_t id) {
+    return std::find_if(unexpected.begin(), unexpected.end(), [&](const Arrived& u) {
+        return u.cleared && u.kind == kind_rts && u.source == source && u.rdv_id == id;
+    });
 }
 
 void Communicator::Impl::send_control_locked(NodeId peer, std::uint8_t kind, std::uint32_t id) {
@@ -149,7 +189,7 @@ void Communicator::Impl::rendezvous_loss_locked(NodeId peer, const std::string& 
         it = announced.erase(it);
     }
     announced_count.erase(peer);
-    abandoned.erase(peer);
+    returned.erase(peer);
     // Receives that cleared its announcements: their data never comes.
     for (auto it = awaiting.begin(); it != awaiting.end();) {
         if (it->first.first != peer) {
@@ -169,6 +209,7 @@ void Communicator::Impl::rendezvous_loss_locked(NodeId peer, const std::string& 
     for (auto& m : unexpected)
         if (m.source == peer && m.kind == kind_rts) {
             m.dead = true;
+            m.cleared = false;
             queued_rts.erase(RdvKey{peer, m.rdv_id}); // a restarted peer numbers its rendezvous anew
         }
     control_backlog.erase(peer);

@@ -128,7 +128,9 @@ struct CommStats {
     std::uint64_t rendezvous_received = 0;  // large messages received by rendezvous
     std::uint64_t rendezvous_announced = 0; // now: own announcements not yet cleared by their receiver
     std::uint64_t rendezvous_awaiting = 0;  // now: receives that cleared an announcement, waiting for its data
-    std::uint64_t rendezvous_abandoned = 0; // now: cleared announcements whose receive was cancelled (data to drop)
+    // now: cleared announcements back in the unexpected queue, their data not come yet
+    // (the receive that cleared one was cancelled or its recv timed out)
+    std::uint64_t rendezvous_returned = 0;
     // Sends of bytes whose message (envelope and payload) is of 4 KiB or more are
     // copied into memory the communicator reuses: how many found a kept block, and
     // the bytes of freed blocks kept now (at most 32 MiB).
