@@ -359,6 +359,8 @@ CommStats Communicator::stats() const {
     s.rendezvous_awaiting = impl_->awaiting.size();
     for (const auto& [peer, ids] : impl_->returned)
         s.rendezvous_returned += ids.size();
+    for (const auto& [peer, held] : impl_->requested)
+        s.requests_held += held.size();
     s.large_buffers_reused = impl_->pool->reused();
     s.large_buffers_kept_bytes = impl_->pool->kept_bytes();
     return s;

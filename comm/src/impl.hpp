@@ -51,6 +51,11 @@ constexpr std::uint8_t kind_unexpected = 2; // BMI's unexpected class: test_unex
 constexpr std::uint8_t kind_rts = 3;        // request-to-send: the envelope of a large message, no payload
 constexpr std::uint8_t kind_cts = 4;        // clear-to-send: the receiver posted a matching receive
 constexpr std::uint8_t kind_data = 5;       // the payload of a cleared large message
+// The requested queue (EPOS): a receive of more than eager_limit bytes posted for one
+// source before anything matched it tells that source (context, tag or any_tag, its
+// capacity in size, no payload); the source's next large send it matches goes at once
+// with its data, as an eager message, without the request-to-send round trip.
+constexpr std::uint8_t kind_request = 6;
 constexpr std::size_t header_size = sizeof(WireEnvelope);
 
 // How long one blocking pull lasts before a waiter looks at its requests again.
@@ -145,7 +150,8 @@ struct Communicator::Impl {
         std::uint32_t rdv_id = 0;
         bool announced = false;
         bool awaiting_data = false;
-        Arrived announcement{}; // a receive awaiting data: what it cleared, to put back if it gives up
+        Arrived announcement{};       // a receive awaiting data: what it cleared, to put back if it gives up
+        std::uint32_t request_id = 0; // a receive that told its source (kind_request): the id it gave
     };
     using RdvKey = std::pair<NodeId, std::uint32_t>; // (peer, the sender's rendezvous id)
 
@@ -213,6 +219,18 @@ struct Communicator::Impl {
     std::map<NodeId, std::deque<std::uint32_t>> returned;
     std::uint64_t next_seq = 1; // arrival order of the messages queue_locked sees
     std::map<NodeId, std::deque<BufferPtr>> control_backlog;
+    // The requested queue, sender's side: the receives each peer posted for this node
+    // and told it of (kind_request), oldest first, at most rendezvous_window per peer
+    // (a request whose receive took another message meanwhile is stale: the oldest go
+    // first). A large send that one matches goes at once and uses it.
+    struct Requested {
+        Context context{};
+        Tag tag = 0; // or any_tag
+        std::uint64_t capacity = 0;
+        std::uint32_t id = 0; // the receiver's: a clear-to-send naming it withdraws it
+    };
+    std::map<NodeId, std::deque<Requested>> requested;
+    std::atomic<bool> any_requested{false}; // !requested.empty(), for send_any without the mutex
     // Memory of messages of bytes, reused (msgpass/kit/pool.hpp), and the largest
     // size the factory's create_buffer accepted (make_message).
     const std::shared_ptr<kit::BufferPool> pool = std::make_shared<kit::BufferPool>(pooled_from, pool_keep_bytes);
@@ -289,12 +307,21 @@ struct Communicator::Impl {
     void clear_to_send_locked(Request& r, Arrived&& m);
     // A clear-to-send from source: the announced send's data goes. Returns the reason
     // when it names no announcement.
-    std::string on_clear_to_send_locked(NodeId source, std::uint32_t id);
+    // withdrawn: the id of a request of source's that the receive which cleared it had
+    // sent (the receive took this announcement, not requested data), or 0.
+    std::string on_clear_to_send_locked(NodeId source, std::uint32_t id, std::uint64_t withdrawn);
     // The data of a cleared announcement: completes its receive. Returns the reason
     // when it belongs to none.
     std::string on_data_locked(NodeId source, const WireEnvelope& w, BufferPtr whole);
     // Sends a header-only control message, or queues it while the node's queue is full.
-    void send_control_locked(NodeId peer, std::uint8_t kind, std::uint32_t id);
+    void send_control_locked(NodeId peer, std::uint8_t kind, std::uint32_t id, Context context = Context{}, Tag tag = 0,
+                             std::uint64_t size = 0);
+    // A receive posted into the expected queue: tells its source (the requested queue)
+    // when it is one peer's and holds more than eager_limit bytes.
+    void request_locked(Request& r);
+    // A large send to dest of (context, tag, size) that a request of dest allows to go
+    // at once; takes that request.
+    bool take_request_locked(NodeId dest, Context context, Tag tag, std::size_t size);
     void retry_control_locked();
     void rendezvous_loss_locked(NodeId peer, const std::string& reason);
     // Receive r, waiting for the data of the announcement it cleared, was cancelled
@@ -468,6 +495,16 @@ struct Communicator::Impl {
         if (size <= limits.eager_limit && !sync)
             return post_send(context, dest, tag, make_message(context, tag, std::forward<Payload>(payload)), size,
                              user);
+        if (!sync && any_requested.load(std::memory_order_acquire)) {
+            bool go = false;
+            {
+                std::lock_guard lock(mutex);
+                go = take_request_locked(dest, context, tag, size);
+            }
+            if (go) // its receive is posted: the data goes at once (the requested queue)
+                return post_send(context, dest, tag, make_message(context, tag, std::forward<Payload>(payload)), size,
+                                 user);
+        }
         if (max_message_size != 0 && size > max_message_size - header_size)
             throw MessageTooLarge("comm: send to " + describe(dest) + ": " + std::to_string(size) +
                                   " bytes and the 24-byte envelope, more than max_message_size (" +

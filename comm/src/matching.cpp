@@ -64,18 +64,21 @@ std::string Communicator::Impl::dispatch_locked(BufferPtr whole, const Want* wan
             bad = "bad magic word";
         else if (w.version != wire_version)
             bad = "envelope version " + std::to_string(w.version) + ", expected " + std::to_string(wire_version);
-        else if (w.kind < kind_eager || w.kind > kind_data)
+        else if (w.kind < kind_eager || w.kind > kind_request)
             bad = "unknown message kind " + std::to_string(w.kind);
-        else if (w.tag < 0)
+        else if (w.tag < 0 && !(w.kind == kind_request && w.tag == any_tag))
             bad = "negative tag " + std::to_string(w.tag);
-        else if ((w.kind == kind_rts || w.kind == kind_cts) && whole->size() != header_size)
-            bad = (w.kind == kind_rts ? "a request-to-send of " : "a clear-to-send of ") +
+        else if ((w.kind == kind_rts || w.kind == kind_cts || w.kind == kind_request) && whole->size() != header_size)
+            bad = (w.kind == kind_rts   ? "a request-to-send of "
+                   : w.kind == kind_cts ? "a clear-to-send of "
+                                        : "a posted receive's request of ") +
                   std::to_string(whole->size()) + " bytes, not an envelope alone";
-        else if (w.kind == kind_cts && w.size != 0)
-            bad = "a clear-to-send announcing " + std::to_string(w.size) + " bytes";
+        else if (w.kind == kind_cts && w.size > std::numeric_limits<std::uint32_t>::max())
+            bad = "a clear-to-send withdrawing request " + std::to_string(w.size) + ", not a 32-bit id";
         else if (w.kind == kind_rts && w.size > std::numeric_limits<std::size_t>::max() - header_size)
             bad = "a request-to-send of " + std::to_string(w.size) + " bytes";
-        else if (w.kind != kind_rts && w.kind != kind_cts && w.size != whole->size() - header_size)
+        else if (w.kind != kind_rts && w.kind != kind_cts && w.kind != kind_request &&
+                 w.size != whole->size() - header_size)
             bad = "envelope says " + std::to_string(w.size) + " payload bytes, the message holds " +
                   std::to_string(whole->size() - header_size);
     }
@@ -84,7 +87,7 @@ std::string Communicator::Impl::dispatch_locked(BufferPtr whole, const Want* wan
         if (queued_rts.count(key) != 0 || awaiting.count(key) != 0)
             bad = "a request-to-send repeating rendezvous id " + std::to_string(w.id) + ", still under way";
     }
-    if (bad.empty() && w.kind == kind_cts) bad = on_clear_to_send_locked(source, w.id);
+    if (bad.empty() && w.kind == kind_cts) bad = on_clear_to_send_locked(source, w.id, w.size);
     if (bad.empty() && w.kind == kind_data) {
         bad = on_data_locked(source, w, std::move(whole));
         if (bad.empty()) {
@@ -98,6 +101,13 @@ std::string Communicator::Impl::dispatch_locked(BufferPtr whole, const Want* wan
     }
     lost.erase(source); // a message after a loss: the peer restarted
     if (w.kind == kind_cts) return {};
+    if (w.kind == kind_request) { // a receive of source's posted for this node: a large send may go at once
+        auto& held = requested[source];
+        if (held.size() >= limits.rendezvous_window) held.pop_front(); // the oldest are the likeliest stale
+        held.push_back(Requested{Context{w.context}, w.tag, w.size, w.id});
+        any_requested.store(true, std::memory_order_release);
+        return {};
+    }
     if (w.kind == kind_rts) { // keep the envelope alone, not the node's receive buffer
         auto copy = std::make_unique<HeapBuffer>(header_size);
         std::memcpy(copy->data(), whole->single()->data(), header_size);
@@ -238,6 +248,7 @@ Posted Communicator::Impl::post_recv(Context context, NodeId source, Tag tag, bo
     }
     requests.emplace(id, std::move(r));
     expected.push_back(id);
+    request_locked(requests.at(id));
     return Posted{id, std::nullopt};
 }
 

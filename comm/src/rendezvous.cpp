@@ -20,8 +20,9 @@ void Communicator::Impl::clear_to_send_locked(Request& r, Arrived&& m) {
     awaiting.emplace(key, r.id);
     const bool cleared = m.cleared;
     r.announcement = std::move(m);
-    if (!cleared) {
-        send_control_locked(key.first, kind_cts, key.second);
+    if (!cleared) { // withdrawing the request the receive had sent, which it no longer needs
+        send_control_locked(key.first, kind_cts, key.second, Context{}, 0, r.request_id);
+        r.request_id = 0;
         return;
     }
     auto& ids = returned[key.first]; // its data is on its way: no second clear-to-send
@@ -29,7 +30,15 @@ void Communicator::Impl::clear_to_send_locked(Request& r, Arrived&& m) {
     if (ids.empty()) returned.erase(key.first);
 }
 
-std::string Communicator::Impl::on_clear_to_send_locked(NodeId source, std::uint32_t id) {
+std::string Communicator::Impl::on_clear_to_send_locked(NodeId source, std::uint32_t id, std::uint64_t withdrawn) {
+    if (withdrawn != 0)
+        if (auto h = requested.find(source); h != requested.end()) {
+            auto& held = h->second;
+            held.erase(std::remove_if(held.begin(), held.end(), [&](const Requested& q) { return q.id == withdrawn; }),
+                       held.end());
+            if (held.empty()) requested.erase(h);
+            any_requested.store(!requested.empty(), std::memory_order_release);
+        }
     auto it = announced.find(RdvKey{source, id});
     if (it == announced.end())
         return "a clear-to-send for rendezvous " + std::to_string(id) + ", which this node did not announce to it";
@@ -111,7 +120,7 @@ void Communicator::Impl::return_locked(Request& r) {
                                        [oldest](const BufferPtr& b) {
                                            WireEnvelope w{};
                                            std::memcpy(&w, b->single()->data(), sizeof w);
-                                           return w.id == oldest;
+                                           return w.kind == kind_cts && w.id == oldest;
                                        }),
                         queue.end());
             if (queue.empty()) control_backlog.erase(c);
@@ -133,9 +142,33 @@ std::deque<Communicator::Impl::Arrived>::iterator Communicator::Impl::find_retur
     });
 }
 
-void Communicator::Impl::send_control_locked(NodeId peer, std::uint8_t kind, std::uint32_t id) {
+void Communicator::Impl::request_locked(Request& r) {
+    if (!r.into_span || r.into.size() <= limits.eager_limit || r.peer == any_source || r.peer == self) return;
+    if (node_of(r.peer) == nullptr) return;
+    r.request_id = static_cast<std::uint32_t>(r.id) == 0 ? 1 : static_cast<std::uint32_t>(r.id);
+    send_control_locked(r.peer, kind_request, r.request_id, r.context, r.tag, r.into.size());
+    ++counters.requests_sent;
+}
+
+bool Communicator::Impl::take_request_locked(NodeId dest, Context context, Tag tag, std::size_t size) {
+    auto it = requested.find(dest);
+    if (it == requested.end()) return false;
+    auto& held = it->second;
+    for (auto r = held.begin(); r != held.end(); ++r) {
+        if (r->context != context || (r->tag != any_tag && r->tag != tag) || r->capacity < size) continue;
+        held.erase(r);
+        if (held.empty()) requested.erase(it);
+        any_requested.store(!requested.empty(), std::memory_order_release);
+        ++counters.requested_sends;
+        return true;
+    }
+    return false;
+}
+
+void Communicator::Impl::send_control_locked(NodeId peer, std::uint8_t kind, std::uint32_t id, Context context, Tag tag,
+                                             std::uint64_t size) {
     auto message = std::make_unique<HeapBuffer>(header_size);
-    write_envelope(message->data(), Context{}, 0, 0, kind, id);
+    write_envelope(message->data(), context, tag, static_cast<std::size_t>(size), kind, id);
     BufferPtr whole = std::move(message);
     auto& queue = control_backlog[peer];
     if (queue.empty()) {
@@ -190,6 +223,8 @@ void Communicator::Impl::rendezvous_loss_locked(NodeId peer, const std::string& 
     }
     announced_count.erase(peer);
     returned.erase(peer);
+    requested.erase(peer); // a restarted peer tells its receives anew
+    any_requested.store(!requested.empty(), std::memory_order_release);
     // Receives that cleared its announcements: their data never comes.
     for (auto it = awaiting.begin(); it != awaiting.end();) {
         if (it->first.first != peer) {

@@ -136,6 +136,13 @@ struct CommStats {
     // the bytes of freed blocks kept now (at most 32 MiB).
     std::uint64_t large_buffers_reused = 0;
     std::uint64_t large_buffers_kept_bytes = 0;
+    // The requested queue: receives of more than eager_limit bytes from one peer posted
+    // before their message came, told to that peer; large sends that went at once on
+    // such a request of their receiver (no request-to-send round trip); and the
+    // requests of peers held now.
+    std::uint64_t requests_sent = 0;
+    std::uint64_t requested_sends = 0;
+    std::uint64_t requests_held = 0;
 };
 
 class Communicator {
