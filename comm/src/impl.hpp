@@ -56,6 +56,11 @@ constexpr std::uint8_t kind_data = 5;       // the payload of a cleared large me
 // capacity in size, no payload); the source's next large send it matches goes at once
 // with its data, as an eager message, without the request-to-send round trip.
 constexpr std::uint8_t kind_request = 6;
+// A sender's cancel of a send whose announcement went (id: the announcement's), and
+// the receiver's answer when it took the announcement out of its queue before any
+// receive cleared it (id: the same). Envelopes alone.
+constexpr std::uint8_t kind_withdraw = 7;
+constexpr std::uint8_t kind_withdrawn = 8;
 constexpr std::size_t header_size = sizeof(WireEnvelope);
 
 // How long one blocking pull lasts before a waiter looks at its requests again.
@@ -137,6 +142,14 @@ struct Communicator::Impl {
         Context context{};
         bool into_span = false;
         std::span<std::byte> into;
+        std::vector<std::span<std::byte>> into_list; // a list receive (into_span, into empty): filled in order
+        std::size_t capacity() const noexcept {
+            if (into_list.empty()) return into.size();
+            std::size_t n = 0;
+            for (const auto& piece : into_list)
+                n += piece.size();
+            return n;
+        }
         void* user = nullptr;
         bool done = false;
         Completion completion;
@@ -150,6 +163,7 @@ struct Communicator::Impl {
         std::uint32_t rdv_id = 0;
         bool announced = false;
         bool awaiting_data = false;
+        bool withdrawing = false;     // a send whose announcement went: cancel() asked the receiver to withdraw it
         Arrived announcement{};       // a receive awaiting data: what it cleared, to put back if it gives up
         std::uint32_t request_id = 0; // a receive that told its source (kind_request): the id it gave
     };
@@ -231,6 +245,9 @@ struct Communicator::Impl {
     };
     std::map<NodeId, std::deque<Requested>> requested;
     std::atomic<bool> any_requested{false}; // !requested.empty(), for send_any without the mutex
+    // BMI's completion contexts: the requests added to each (add_to), not yet collected.
+    std::map<std::uint32_t, std::vector<RequestId>> completion_contexts;
+    std::uint32_t next_completion_context = 1;
     // Memory of messages of bytes, reused (msgpass/kit/pool.hpp), and the largest
     // size the factory's create_buffer accepted (make_message).
     const std::shared_ptr<kit::BufferPool> pool = std::make_shared<kit::BufferPool>(pooled_from, pool_keep_bytes);
@@ -324,6 +341,15 @@ struct Communicator::Impl {
     bool take_request_locked(NodeId dest, Context context, Tag tag, std::size_t size);
     void retry_control_locked();
     void rendezvous_loss_locked(NodeId peer, const std::string& reason);
+    // cancel() of a send whose announcement went: asks the receiver to withdraw it.
+    void withdraw_locked(Request& r);
+    // A withdrawal of source's announcement id: taken out of the unexpected queue
+    // (answered kind_withdrawn) unless a receive cleared it already (then its data
+    // comes as the sender's answer to that clear-to-send). Returns the reason when
+    // malformed.
+    std::string on_withdraw_locked(NodeId source, std::uint32_t id);
+    // The receiver withdrew announcement id: its send completes cancelled.
+    void on_withdrawn_locked(NodeId source, std::uint32_t id);
     // Receive r, waiting for the data of the announcement it cleared, was cancelled
     // (or its recv timed out): the announcement goes back into the unexpected queue in
     // its place, cleared, for the next receive that matches it; its data completes that
@@ -338,7 +364,8 @@ struct Communicator::Impl {
     // The returned announcement (source, id) in the unexpected queue, or end().
     std::deque<Arrived>::iterator find_returned_locked(NodeId source, std::uint32_t id);
 
-    Posted post_recv(Context context, NodeId source, Tag tag, bool into_span, std::span<std::byte> into, void* user);
+    Posted post_recv(Context context, NodeId source, Tag tag, bool into_span, std::span<std::byte> into, void* user,
+                     std::vector<std::span<std::byte>> into_list = {});
 
     // The oldest unexpected message matching (context, source, tag), or end().
     std::deque<Arrived>::iterator find_unexpected_locked(Context context, NodeId source, Tag tag) {
@@ -478,6 +505,16 @@ struct Communicator::Impl {
 
     BufferPtr make_message(Context context, Tag tag, std::span<const std::byte> bytes, std::uint8_t kind = kind_eager,
                            std::uint32_t id = 0);
+    // A list send's pieces (BMI's list I/O), gathered into the message in order.
+    struct Pieces {
+        std::span<const std::span<const std::byte>> list;
+        std::size_t total = 0;
+    };
+    BufferPtr make_message(Context context, Tag tag, const Pieces& pieces, std::uint8_t kind = kind_eager,
+                           std::uint32_t id = 0);
+    // A message of size payload bytes with its envelope written, the payload left to
+    // the caller (reused memory from 4 KiB on, else the factory's buffer).
+    BufferPtr allocate_message(Context context, Tag tag, std::size_t size, std::uint8_t kind, std::uint32_t id);
 
     // keep_shell: a PayloadBuffer payload is left empty in `payload` (the caller drops
     // it after the send, off the message's path); else payload is null afterwards.
@@ -529,6 +566,23 @@ struct Communicator::Impl {
         c.id = id;
         requests.erase(it);
         return c;
+    }
+
+    // The completed requests of a completion context, up to max, retired; ids
+    // collected by test/wait meanwhile leave the context.
+    std::vector<Completion> collect_context_locked(std::vector<RequestId>& ids, std::size_t max) {
+        std::vector<Completion> out;
+        for (auto it = ids.begin(); it != ids.end() && out.size() < max;) {
+            if (requests.count(*it) == 0) {
+                it = ids.erase(it);
+            } else if (auto done = collect_locked(*it)) {
+                out.push_back(std::move(*done));
+                it = ids.erase(it);
+            } else {
+                ++it;
+            }
+        }
+        return out;
     }
 
     void check_live_locked(RequestId id) const {

@@ -15,8 +15,18 @@ void Communicator::Impl::fill_receive(Completion& c, Request& r, Arrived&& m) {
     c.size = m.size;
     c.user = r.user;
     if (r.into_span) {
-        const std::size_t n = std::min(m.size, r.into.size());
-        if (n > 0) std::memcpy(r.into.data(), m.whole->single()->data() + header_size, n);
+        const std::byte* from = m.whole->single()->data() + header_size;
+        std::size_t n = 0;
+        if (r.into_list.empty()) {
+            n = std::min(m.size, r.into.size());
+            if (n > 0) std::memcpy(r.into.data(), from, n);
+        } else { // scattered in order, as far as the message goes
+            for (const auto& piece : r.into_list) {
+                const std::size_t k = std::min(m.size - n, piece.size());
+                if (k > 0) std::memcpy(piece.data(), from + n, k);
+                n += k;
+            }
+        }
         c.bytes = n;
         c.status = n < m.size ? Status::truncated : Status::success;
     } else {
@@ -64,21 +74,23 @@ std::string Communicator::Impl::dispatch_locked(BufferPtr whole, const Want* wan
             bad = "bad magic word";
         else if (w.version != wire_version)
             bad = "envelope version " + std::to_string(w.version) + ", expected " + std::to_string(wire_version);
-        else if (w.kind < kind_eager || w.kind > kind_request)
+        else if (w.kind < kind_eager || w.kind > kind_withdrawn)
             bad = "unknown message kind " + std::to_string(w.kind);
         else if (w.tag < 0 && !(w.kind == kind_request && w.tag == any_tag))
             bad = "negative tag " + std::to_string(w.tag);
-        else if ((w.kind == kind_rts || w.kind == kind_cts || w.kind == kind_request) && whole->size() != header_size)
-            bad = (w.kind == kind_rts   ? "a request-to-send of "
-                   : w.kind == kind_cts ? "a clear-to-send of "
-                                        : "a posted receive's request of ") +
+        else if (w.kind >= kind_rts && w.kind != kind_data && whole->size() != header_size)
+            bad = (w.kind == kind_rts       ? "a request-to-send of "
+                   : w.kind == kind_cts     ? "a clear-to-send of "
+                   : w.kind == kind_request ? "a posted receive's request of "
+                                            : "a withdrawal of ") +
                   std::to_string(whole->size()) + " bytes, not an envelope alone";
+        else if ((w.kind == kind_withdraw || w.kind == kind_withdrawn) && w.size != 0)
+            bad = "a withdrawal announcing " + std::to_string(w.size) + " bytes";
         else if (w.kind == kind_cts && w.size > std::numeric_limits<std::uint32_t>::max())
             bad = "a clear-to-send withdrawing request " + std::to_string(w.size) + ", not a 32-bit id";
         else if (w.kind == kind_rts && w.size > std::numeric_limits<std::size_t>::max() - header_size)
             bad = "a request-to-send of " + std::to_string(w.size) + " bytes";
-        else if (w.kind != kind_rts && w.kind != kind_cts && w.kind != kind_request &&
-                 w.size != whole->size() - header_size)
+        else if ((w.kind < kind_rts || w.kind == kind_data) && w.size != whole->size() - header_size)
             bad = "envelope says " + std::to_string(w.size) + " payload bytes, the message holds " +
                   std::to_string(whole->size() - header_size);
     }
@@ -88,6 +100,7 @@ std::string Communicator::Impl::dispatch_locked(BufferPtr whole, const Want* wan
             bad = "a request-to-send repeating rendezvous id " + std::to_string(w.id) + ", still under way";
     }
     if (bad.empty() && w.kind == kind_cts) bad = on_clear_to_send_locked(source, w.id, w.size);
+    if (bad.empty() && w.kind == kind_withdraw) bad = on_withdraw_locked(source, w.id);
     if (bad.empty() && w.kind == kind_data) {
         bad = on_data_locked(source, w, std::move(whole));
         if (bad.empty()) {
@@ -100,7 +113,11 @@ std::string Communicator::Impl::dispatch_locked(BufferPtr whole, const Want* wan
         return "comm: malformed envelope from " + describe(source) + ": " + bad + "; the message was dropped";
     }
     lost.erase(source); // a message after a loss: the peer restarted
-    if (w.kind == kind_cts) return {};
+    if (w.kind == kind_cts || w.kind == kind_withdraw) return {};
+    if (w.kind == kind_withdrawn) {
+        on_withdrawn_locked(source, w.id);
+        return {};
+    }
     if (w.kind == kind_request) { // a receive of source's posted for this node: a large send may go at once
         auto& held = requested[source];
         if (held.size() >= limits.rendezvous_window) held.pop_front(); // the oldest are the likeliest stale
@@ -189,7 +206,7 @@ void Communicator::Impl::handle_loss_locked(NodeId peer, const std::string& reas
 }
 
 Posted Communicator::Impl::post_recv(Context context, NodeId source, Tag tag, bool into_span, std::span<std::byte> into,
-                                     void* user) {
+                                     void* user, std::vector<std::span<std::byte>> into_list) {
     check_peer(source, true, "post_recv", true);
     check_tag(tag, true, "post_recv");
     progress();
@@ -202,6 +219,7 @@ Posted Communicator::Impl::post_recv(Context context, NodeId source, Tag tag, bo
     r.context = context;
     r.into_span = into_span;
     r.into = into;
+    r.into_list = std::move(into_list);
     r.user = user;
     for (auto it = unexpected.begin(); it != unexpected.end(); ++it) {
         if (!matches(context, source, tag, it->context, it->source, it->tag)) continue;

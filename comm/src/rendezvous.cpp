@@ -143,10 +143,12 @@ std::deque<Communicator::Impl::Arrived>::iterator Communicator::Impl::find_retur
 }
 
 void Communicator::Impl::request_locked(Request& r) {
-    if (!r.into_span || r.into.size() <= limits.eager_limit || r.peer == any_source || r.peer == self) return;
+    if (!r.into_span || r.peer == any_source || r.peer == self) return;
+    const std::size_t capacity = r.capacity();
+    if (capacity <= limits.eager_limit) return;
     if (node_of(r.peer) == nullptr) return;
     r.request_id = static_cast<std::uint32_t>(r.id) == 0 ? 1 : static_cast<std::uint32_t>(r.id);
-    send_control_locked(r.peer, kind_request, r.request_id, r.context, r.tag, r.into.size());
+    send_control_locked(r.peer, kind_request, r.request_id, r.context, r.tag, capacity);
     ++counters.requests_sent;
 }
 
@@ -163,6 +165,39 @@ bool Communicator::Impl::take_request_locked(NodeId dest, Context context, Tag t
         return true;
     }
     return false;
+}
+
+void Communicator::Impl::withdraw_locked(Request& r) {
+    if (r.withdrawing) return;
+    r.withdrawing = true;
+    send_control_locked(r.peer, kind_withdraw, r.rdv_id);
+}
+
+std::string Communicator::Impl::on_withdraw_locked(NodeId source, std::uint32_t id) {
+    const RdvKey key{source, id};
+    auto it = std::find_if(unexpected.begin(), unexpected.end(), [&](const Arrived& u) {
+        return u.kind == kind_rts && u.source == source && u.rdv_id == id;
+    });
+    // Cleared by a receive (its data is the answer), or already received: nothing to do.
+    if (it == unexpected.end() || it->cleared) return {};
+    unexpected_bytes -= it->whole->size();
+    unexpected.erase(it);
+    queued_rts.erase(key);
+    send_control_locked(source, kind_withdrawn, id);
+    return {};
+}
+
+void Communicator::Impl::on_withdrawn_locked(NodeId source, std::uint32_t id) {
+    auto it = announced.find(RdvKey{source, id});
+    if (it == announced.end()) return; // not this node's (a confused peer): nothing to complete
+    auto& r = requests.at(it->second);
+    announced.erase(it);
+    if (auto c = announced_count.find(source); c != announced_count.end() && c->second > 0) --c->second;
+    r.rdv_data.reset();
+    r.completion.status = Status::cancelled;
+    r.done = true;
+    ++counters.rendezvous_withdrawn;
+    changed.notify_all();
 }
 
 void Communicator::Impl::send_control_locked(NodeId peer, std::uint8_t kind, std::uint32_t id, Context context, Tag tag,

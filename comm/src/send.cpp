@@ -19,7 +19,26 @@ void write_envelope(std::byte* at, Context context, Tag tag, std::size_t size, s
 
 BufferPtr Communicator::Impl::make_message(Context context, Tag tag, std::span<const std::byte> bytes,
                                            std::uint8_t kind, std::uint32_t id) {
-    const std::size_t n = header_size + bytes.size();
+    auto whole = allocate_message(context, tag, bytes.size(), kind, id);
+    if (!bytes.empty()) std::memcpy(whole->single()->data() + header_size, bytes.data(), bytes.size());
+    return whole;
+}
+
+BufferPtr Communicator::Impl::make_message(Context context, Tag tag, const Pieces& pieces, std::uint8_t kind,
+                                           std::uint32_t id) {
+    auto whole = allocate_message(context, tag, pieces.total, kind, id);
+    std::byte* at = whole->single()->data() + header_size;
+    for (const auto& piece : pieces.list) {
+        if (piece.empty()) continue;
+        std::memcpy(at, piece.data(), piece.size());
+        at += piece.size();
+    }
+    return whole;
+}
+
+BufferPtr Communicator::Impl::allocate_message(Context context, Tag tag, std::size_t size, std::uint8_t kind,
+                                               std::uint32_t id) {
+    const std::size_t n = header_size + size;
     BufferPtr whole;
     if (n >= pooled_from) {
         // Reused memory (msgpass/kit/pool.hpp): fresh memory would cost a page fault per
@@ -39,11 +58,10 @@ BufferPtr Communicator::Impl::make_message(Context context, Tag tag, std::span<c
     }
     auto* s = whole->single();
     if (s == nullptr) {
-        whole = std::make_unique<HeapBuffer>(header_size + bytes.size());
+        whole = std::make_unique<HeapBuffer>(n);
         s = whole->single();
     }
-    write_envelope(s->data(), context, tag, bytes.size(), kind, id);
-    if (!bytes.empty()) std::memcpy(s->data() + header_size, bytes.data(), bytes.size());
+    write_envelope(s->data(), context, tag, size, kind, id);
     return whole;
 }
 

@@ -853,6 +853,198 @@ TEST_P(CommConformance, AReceivePostedFirstLetsTheLargeSendItMatchGoAtOnce) {
     EXPECT_TRUE(until_held(0)) << "the clear-to-send of the synchronous send did not withdraw the request";
 }
 
+// BMI's list I/O: a send gathered from several buffers and a receive scattered into
+// several, each end a list or one span, eager and by rendezvous; a message longer than
+// the list truncates; an unexpected list send arrives as one message.
+TEST_P(CommConformance, ListSendsAndReceivesCarryTheSameBytesAsOneSpan) {
+    auto c = make(2, small_eager_limit);
+    auto fa = NodeFactory::create(c, 1);
+    auto fb = NodeFactory::create(c, 2);
+    Communicator a(*fa, c), b(*fb, c);
+    EXPECT_TRUE(a.usable());
+    Pump pump(a);
+    using Piece = std::span<const std::byte>;
+    using Room = std::span<std::byte>;
+    for (const std::size_t size : {std::size_t{40}, std::size_t{300 * 1000}}) { // eager, rendezvous
+        SCOPED_TRACE(size);
+        const auto whole = pattern(size, static_cast<unsigned>(size));
+        const std::size_t cut1 = size / 3, cut2 = size / 2;
+        const std::array<Piece, 4> pieces{Piece(whole).first(cut1), Piece{}, Piece(whole).subspan(cut1, cut2 - cut1),
+                                          Piece(whole).subspan(cut2)};
+        // A list sent, one span received.
+        std::vector<std::byte> one(size);
+        auto r = b.post_recv(comm::Context{}, 1, 3, one);
+        auto s = a.post_send_list(comm::Context{}, 2, 3, pieces);
+        auto got = r.done ? std::move(r.done) : b.wait(r.id, patience);
+        ASSERT_TRUE(got.has_value());
+        EXPECT_EQ(got->status, Status::success);
+        EXPECT_EQ(got->bytes, size);
+        EXPECT_EQ(one, whole);
+        if (!s.done) ASSERT_TRUE(a.wait(s.id, patience).has_value());
+        // One span sent, a list received (uneven pieces, one empty).
+        std::vector<std::byte> x(7), y, z(size);
+        const std::array<Room, 3> rooms{Room(x), Room(y), Room(z)};
+        r = b.post_recv_list(comm::Context{}, 1, 4, rooms);
+        (void)a.post_send(2, 4, whole);
+        got = r.done ? std::move(r.done) : b.wait(r.id, patience);
+        ASSERT_TRUE(got.has_value());
+        EXPECT_EQ(got->status, Status::success);
+        EXPECT_EQ(got->bytes, size);
+        std::vector<std::byte> joined(x);
+        joined.insert(joined.end(), z.begin(), z.begin() + static_cast<std::ptrdiff_t>(size - x.size()));
+        EXPECT_EQ(joined, whole);
+        // A list into a list shorter than the message: truncated, the pieces full.
+        std::vector<std::byte> p1(5), p2(6);
+        const std::array<Room, 2> short_rooms{Room(p1), Room(p2)};
+        r = b.post_recv_list(comm::Context{}, 1, 5, short_rooms);
+        (void)a.post_send_list(comm::Context{}, 2, 5, pieces);
+        got = r.done ? std::move(r.done) : b.wait(r.id, patience);
+        ASSERT_TRUE(got.has_value());
+        EXPECT_EQ(got->status, Status::truncated);
+        EXPECT_EQ(got->size, size);
+        EXPECT_EQ(got->bytes, 11u);
+        EXPECT_TRUE(std::equal(p1.begin(), p1.end(), whole.begin()));
+        EXPECT_TRUE(std::equal(p2.begin(), p2.end(), whole.begin() + 5));
+    }
+    // BMI's unexpected class, from a list.
+    const auto text = bytes_of("unexpected, from two pieces");
+    const std::array<Piece, 2> halves{Piece(text).first(10), Piece(text).subspan(10)};
+    (void)a.post_send_unexpected_list(2, 9, halves);
+    auto u = b.wait_unexpected(1, patience);
+    ASSERT_EQ(u.size(), 1u);
+    EXPECT_EQ(u.front().tag, 9);
+    std::vector<std::byte> back(u.front().buffer->size());
+    u.front().buffer->copy_to(back);
+    EXPECT_TRUE(std::equal(back.begin(), back.end(), text.begin(), text.end()));
+}
+
+// BMI's testcontext: the requests of a completion context complete there, with
+// their user pointers, up to a count; another context's stay out of it.
+TEST_P(CommConformance, ACompletionContextReturnsWhatCompletedThereAndNothingElse) {
+    auto c = make(2);
+    auto fa = NodeFactory::create(c, 1);
+    auto fb = NodeFactory::create(c, 2);
+    Communicator a(*fa, c), b(*fb, c);
+    Pump pump(a);
+    const auto mine = b.open_completion_context();
+    const auto other = b.open_completion_context();
+    EXPECT_NE(mine, other);
+    std::array<int, 4> users{};
+    std::vector<comm::RequestId> in_mine;
+    for (int i = 0; i < 3; ++i) {
+        auto r = b.post_recv(1, 20 + i, &users[static_cast<std::size_t>(i)]);
+        ASSERT_FALSE(r.done.has_value());
+        b.add_to(mine, r.id);
+        in_mine.push_back(r.id);
+    }
+    auto r_other = b.post_recv(1, 30, &users[3]);
+    b.add_to(other, r_other.id);
+    EXPECT_THROW(b.add_to(mine, r_other.id), UsageError) << "a request in two contexts";
+    EXPECT_THROW(b.add_to(mine, 987654), UsageError) << "a request that is not live";
+    EXPECT_TRUE(b.wait_context(mine, 4, 20ms).empty()) << "nothing was sent yet";
+    send_text(a, 2, 30, "other");
+    send_text(a, 2, 21, "one");
+    send_text(a, 2, 20, "zero");
+    std::vector<comm::Completion> got;
+    const auto deadline = std::chrono::steady_clock::now() + patience;
+    while (got.size() < 2 && std::chrono::steady_clock::now() < deadline)
+        for (auto& done : b.wait_context(mine, 1, patience)) // at most one at a time
+            got.push_back(std::move(done));
+    ASSERT_EQ(got.size(), 2u);
+    for (const auto& done : got) {
+        EXPECT_EQ(done.status, Status::success);
+        const auto i = static_cast<std::size_t>(done.tag - 20);
+        EXPECT_EQ(done.user, &users[i]);
+        EXPECT_EQ(done.id, in_mine[i]);
+    }
+    EXPECT_TRUE(b.test_context(mine, 4).empty()) << "the third receive has no message";
+    auto theirs = b.wait_context(other, 4, patience);
+    ASSERT_EQ(theirs.size(), 1u);
+    EXPECT_EQ(theirs.front().user, &users[3]);
+    b.close_completion_context(mine);
+    EXPECT_THROW((void)b.test_context(mine, 1), UsageError);
+    EXPECT_TRUE(b.cancel(in_mine[2])) << "a closed context leaves its requests live";
+    EXPECT_EQ(b.test(in_mine[2])->status, Status::cancelled);
+}
+
+// BMI_unpost of a send whose announcement left: withdrawn when no receive took it
+// (nothing of it is ever received), and delivered whole when a receive had cleared it
+// before the withdrawal came.
+TEST_P(CommConformance, ACancelledAnnouncedSendIsWithdrawnUnlessAReceiveClearedItFirst) {
+    auto c = make(2, small_eager_limit);
+    auto fa = NodeFactory::create(c, 1);
+    auto fb = NodeFactory::create(c, 2);
+    Communicator a(*fa, c), b(*fb, c);
+    const auto data = pattern(100 * 1000, 3);
+    // Not received: withdrawn.
+    auto s = a.post_send(2, 6, data);
+    ASSERT_FALSE(s.done.has_value());
+    ASSERT_TRUE(b.probe(1, 6, patience).has_value()) << "the announcement never came";
+    EXPECT_TRUE(a.cancel(s.id));
+    std::optional<comm::Completion> done;
+    const auto deadline = std::chrono::steady_clock::now() + patience;
+    while (!done && std::chrono::steady_clock::now() < deadline) {
+        (void)b.iprobe(1, 6); // the receiver's progress takes the withdrawal
+        done = a.test(s.id);
+    }
+    ASSERT_TRUE(done.has_value()) << "the withdrawal was never confirmed";
+    EXPECT_EQ(done->status, Status::cancelled);
+    EXPECT_FALSE(b.iprobe(1, 6).has_value()) << "the withdrawn announcement is still queued";
+    EXPECT_EQ(b.stats().unexpected_bytes, 0u);
+    EXPECT_EQ(a.stats().rendezvous_withdrawn, 1u);
+    EXPECT_EQ(a.stats().rendezvous_announced, 0u);
+    // Cleared first: the cancel comes too late, the message is received whole.
+    s = a.post_send(2, 7, data);
+    ASSERT_TRUE(b.probe(1, 7, patience).has_value());
+    auto r = b.post_recv(1, 7); // clears it: the clear-to-send is on its way
+    ASSERT_FALSE(r.done.has_value());
+    EXPECT_TRUE(a.cancel(s.id));
+    Pump pump_b(b), pump_a(a); // (a node may hold the data until its process makes progress)
+    done = a.wait(s.id, patience);
+    ASSERT_TRUE(done.has_value());
+    EXPECT_EQ(done->status, Status::success) << "a cleared send must complete with its data";
+    auto got = b.wait(r.id, patience);
+    ASSERT_TRUE(got.has_value());
+    ASSERT_EQ(got->status, Status::success);
+    std::vector<std::byte> bytes(got->buffer->size());
+    got->buffer->copy_to(bytes);
+    EXPECT_EQ(bytes, data);
+    EXPECT_EQ(a.stats().rendezvous_withdrawn, 1u);
+}
+
+// BMI_set_info(BMI_DROP_ADDR): a dropped peer's queued messages are discarded and
+// what waits on it completes peer_lost; a message it sends afterwards makes it a peer
+// again.
+TEST_P(CommConformance, DroppingAPeerDiscardsItsMessagesAndFailsWhatWaitsOnIt) {
+    auto c = make(2);
+    auto fa = NodeFactory::create(c, 1);
+    auto fb = NodeFactory::create(c, 2);
+    Communicator a(*fa, c), b(*fb, c);
+    Pump pump(a);
+    for (int i = 0; i < 3; ++i)
+        send_text(a, 2, 40, "queued " + std::to_string(i));
+    const auto deadline = std::chrono::steady_clock::now() + patience;
+    while (b.stats().unexpected_messages < 3 && std::chrono::steady_clock::now() < deadline)
+        b.progress();
+    ASSERT_EQ(b.stats().unexpected_messages, 3u);
+    auto waiting = b.post_recv(1, 41);
+    ASSERT_FALSE(waiting.done.has_value());
+    b.drop(1);
+    auto failed = b.test(waiting.id);
+    ASSERT_TRUE(failed.has_value());
+    EXPECT_EQ(failed->status, Status::peer_lost);
+    EXPECT_NE(failed->error.find("dropped"), std::string::npos) << failed->error;
+    EXPECT_EQ(b.stats().dropped_messages, 3u);
+    EXPECT_EQ(b.stats().unexpected_messages, 0u);
+    EXPECT_EQ(b.stats().unexpected_bytes, 0u);
+    send_text(a, 2, 42, "after the drop");
+    auto m = b.recv(any_source, 42, patience);
+    ASSERT_TRUE(m.has_value());
+    EXPECT_EQ(m->source, 1u);
+    send_text(a, 2, 43, "by name");
+    EXPECT_EQ(recv_text(b, 1, 43), "by name") << "a peer again once it spoke";
+}
+
 // Nothing lost to a timeout: a blocking recv that cleared an announcement and ran
 // out of time before the data came leaves the message for the next receive (it was
 // dropped once: recv with a zero timeout lost every large message it met). Large
@@ -1111,6 +1303,14 @@ TEST_P(CommConformance, ACommunicatorHeldPastItsFactoryRefusesItsCallsWithAUsage
         {"flush", [&] { (void)ca->flush(forever); }},
         {"test_unexpected", [&] { (void)ca->test_unexpected(4); }},
         {"wait_unexpected", [&] { (void)ca->wait_unexpected(4, forever); }},
+        {"post_send_list", [&] { (void)ca->post_send_list(comm::Context{}, 2, 1, {}); }},
+        {"post_recv_list", [&] { (void)ca->post_recv_list(comm::Context{}, 2, 1, {}); }},
+        {"post_send_unexpected_list", [&] { (void)ca->post_send_unexpected_list(2, 1, {}); }},
+        {"open_completion_context", [&] { (void)ca->open_completion_context(); }},
+        {"add_to", [&] { ca->add_to(1, pending.id); }},
+        {"test_context", [&] { (void)ca->test_context(1, 4); }},
+        {"wait_context", [&] { (void)ca->wait_context(1, 4, forever); }},
+        {"drop", [&] { ca->drop(2); }},
     };
     for (const auto& [name, call] : calls) {
         auto done = std::async(std::launch::async, [&call]() -> std::string {
@@ -1133,6 +1333,7 @@ TEST_P(CommConformance, ACommunicatorHeldPastItsFactoryRefusesItsCallsWithAUsage
                   std::string::npos)
             << name << ": " << error;
     }
+    EXPECT_FALSE(ca->usable()) << "BMI_get_info(BMI_CHECK_INIT) after the factory was destroyed";
     EXPECT_EQ(ca->self_id(), 1u);
     EXPECT_EQ(ca->peers(), (std::vector<NodeId>{2}));
     EXPECT_EQ(ca->stats().posted_receives, 1u);

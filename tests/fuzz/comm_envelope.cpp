@@ -10,6 +10,8 @@
 // which the receiver must refuse as not what was announced). Bit 3 makes node 1
 // drain by probe and posted receives first (then an announcement's receive waits for
 // its data), else by recv (whose zero timeout gives back the announcements it meets).
+// Node 1 answers only clear-to-send (kind 4) and, for a withdrawal (kind 7) of an
+// uncleared announcement, kind 8, each naming an announcement of the input.
 // The contract: a malformed envelope is one msgpass::Error naming it and counted in
 // stats().malformed, the message dropped; every message received has source 2, a
 // tag that is not negative and the payload its envelope announced. A request-to-send
@@ -52,6 +54,7 @@ constexpr std::uint8_t version = 1;
 constexpr std::uint8_t kind_rts = 3;
 constexpr std::uint8_t kind_cts = 4;
 constexpr std::uint8_t kind_data = 5;
+constexpr std::uint8_t kind_withdrawn = 8; // the answer to a withdrawal (kind 7) of an uncleared announcement
 constexpr std::size_t largest_answer = 4096;
 
 struct Envelope {
@@ -109,12 +112,14 @@ bool take_clears(Partition& p, Tally& t) {
         Envelope w{};
         MSGPASS_FUZZ_CHECK(b->size() == envelope_size);
         b->copy_to(std::as_writable_bytes(std::span(&w, 1)));
-        MSGPASS_FUZZ_CHECK(w.magic == magic && w.version == version && w.kind == kind_cts && w.tag == 0 && w.size == 0);
+        MSGPASS_FUZZ_CHECK(w.magic == magic && w.version == version && w.tag == 0 && w.size == 0);
+        MSGPASS_FUZZ_CHECK(w.kind == kind_cts || w.kind == kind_withdrawn);
         auto it = std::find_if(t.announcements.begin(), t.announcements.end(),
                                [&](const Envelope& a) { return a.id == w.id; });
         MSGPASS_FUZZ_CHECK(it != t.announcements.end()); // no clear-to-send for what was not announced
         const Envelope announced = *it;
         t.announcements.erase(it);
+        if (w.kind == kind_withdrawn) continue; // taken out of node 1's queue: nothing to answer
         ++t.clears;
         if (!t.answer) continue;
         const std::size_t n = static_cast<std::size_t>(std::min<std::uint64_t>(announced.size, largest_answer));

@@ -143,6 +143,10 @@ struct CommStats {
     std::uint64_t requests_sent = 0;
     std::uint64_t requested_sends = 0;
     std::uint64_t requests_held = 0;
+    // Messages discarded by drop(): the dropped peer's, queued at the time.
+    std::uint64_t dropped_messages = 0;
+    // Announced sends withdrawn by cancel() and confirmed by their receiver.
+    std::uint64_t rendezvous_withdrawn = 0;
 };
 
 class Communicator {
@@ -211,6 +215,16 @@ public:
     // test_unexpected/wait_unexpected. Completes like post_send. Throws
     // MessageTooLarge beyond Limits::max_unexpected_size.
     Posted post_send_unexpected(NodeId dest, Tag tag, std::span<const std::byte> bytes, void* user = nullptr);
+    // BMI's list I/O: a send gathered from several spans (copied at once, in order, as
+    // post_send copies one) and a receive scattered into several (filled in order; a
+    // message longer than their total is truncated, Completion::bytes says how much was
+    // written). Either end may be a list or one span: the message is the same bytes.
+    Posted post_send_list(Context context, NodeId dest, Tag tag, std::span<const std::span<const std::byte>> pieces,
+                          void* user = nullptr);
+    Posted post_recv_list(Context context, NodeId source, Tag tag, std::span<const std::span<std::byte>> into,
+                          void* user = nullptr);
+    Posted post_send_unexpected_list(NodeId dest, Tag tag, std::span<const std::span<const std::byte>> pieces,
+                                     void* user = nullptr);
     // Up to max unexpected messages (BMI's), oldest first, with their source and tag;
     // test_unexpected makes progress once, wait_unexpected waits up to timeout for
     // at least one.
@@ -240,11 +254,36 @@ public:
     std::vector<Completion> wait_all(std::span<const RequestId> ids, std::chrono::nanoseconds timeout);
 
     // Takes back a pending request: it completes with Status::cancelled, to be
-    // collected by test/wait. False when it had completed already, or for a send
-    // whose announcement (rendezvous) went: it completes when the data moved or the
-    // peer was lost. A receive that cleared an announcement is cancelled; its data
-    // is dropped when it comes.
+    // collected by test/wait. False when it had completed already. A receive that
+    // cleared an announcement is cancelled and the announcement goes back into the
+    // unexpected queue in its place (its data completes the next receive that matches
+    // it). A send whose announcement (rendezvous) went is withdrawn: true, and it
+    // completes cancelled once the receiver confirmed it took the announcement out of
+    // its queue (nothing of it is delivered), or successfully when a receive had
+    // cleared it first (the data goes; MPI_Test_cancelled's rule), or peer_lost.
     bool cancel(RequestId id);
+
+    // BMI's completion contexts: a set of requests whose completions one loop collects
+    // (BMI_testcontext). add_to puts a live request into a context (UsageError
+    // otherwise; a request is in one context at most); test_context returns up to max
+    // of its completed requests, retiring them, after one progress; wait_context waits
+    // up to timeout until at least one completed. Closing a context leaves its requests
+    // live, to be collected by test/wait.
+    using CompletionContext = std::uint32_t;
+    [[nodiscard]] CompletionContext open_completion_context();
+    void close_completion_context(CompletionContext context);
+    void add_to(CompletionContext context, RequestId id);
+    std::vector<Completion> test_context(CompletionContext context, std::size_t max);
+    std::vector<Completion> wait_context(CompletionContext context, std::size_t max, std::chrono::nanoseconds timeout);
+
+    // BMI_set_info(BMI_DROP_ADDR): forgets what is pending with peer: its receives and
+    // sends complete peer_lost ("dropped by the application"), its queued messages are
+    // discarded (stats().dropped_messages), and a receive from it completes peer_lost
+    // until it sends again (then it is a peer like a restarted one).
+    void drop(NodeId peer);
+    // BMI_get_info(BMI_CHECK_INIT): whether the communicator may be used (its factory
+    // still lives).
+    [[nodiscard]] bool usable() const noexcept;
 
     // The envelope of the next message matching (source, tag) without taking it:
     // iprobe makes progress once, probe waits up to timeout.
