@@ -5,6 +5,7 @@
 #include "schemas.hpp"
 
 #include <msgpass/config/comm_options.hpp>
+#include <msgpass/config/log_options.hpp>
 
 #include <algorithm>
 #include <limits>
@@ -15,14 +16,30 @@ namespace msgpass::config::detail {
 
 namespace {
 
-const std::vector<std::string> generic_keys = {"partition",        "technology", "max_message_size", "peer_timeout",
-                                               "send_queue_limit", "groups",     "auth_key_file",    "comm"};
+const std::vector<std::string> generic_keys = {
+    "partition", "technology", "max_message_size", "peer_timeout", "send_queue_limit", "groups", "auth_key_file",
+    "comm",      "log"};
 
 // The `comm:` section, read by the generic section reader like a technology's.
 const SectionType& comm_type() {
     static const SectionType type =
         SectionType::of<CommOptions>("a mapping of communicator limits (eager_limit, unexpected_limit)");
     return type;
+}
+
+// The `log:` section, likewise.
+const SectionType& log_type() {
+    static const SectionType type = SectionType::of<LogOptions>(
+        "a mapping of log settings (level, file, and a level per subsystem: framework, sci, tcp, udp, auto, comm, "
+        "mpi, launcher)");
+    return type;
+}
+
+// The sections config reads itself (not a technology's), or nullptr.
+const SectionType* builtin_section(const std::string& key) {
+    if (key == "comm") return &comm_type();
+    if (key == "log") return &log_type();
+    return nullptr;
 }
 
 void collect_groups(Problems& problems, const Item& v, NetworkLayers& layers) {
@@ -41,8 +58,8 @@ void collect_network_key(Problems& problems, const Schemas& schemas, const std::
                          NetworkLayers& layers) {
     if (const auto* schema = schemas.section(key)) {
         collect_section(problems, v, *schema->section, layers.sections[key]);
-    } else if (key == "comm") {
-        collect_section(problems, v, comm_type(), layers.sections[key]);
+    } else if (const auto* builtin = builtin_section(key)) {
+        collect_section(problems, v, *builtin, layers.sections[key]);
     } else if (key == "groups") {
         collect_groups(problems, v, layers);
     } else {
@@ -167,7 +184,7 @@ void collect_override(Problems& problems, const Schemas& schemas, const std::str
         return;
     }
     const auto* schema = schemas.section(parts[0]);
-    const SectionType* section = schema != nullptr ? &*schema->section : (parts[0] == "comm" ? &comm_type() : nullptr);
+    const SectionType* section = schema != nullptr ? &*schema->section : builtin_section(parts[0]);
     if (parts.size() == 1) {
         collect_network_key(problems, schemas, parts[0], v, layers);
     } else if (parts.size() == 2 && section != nullptr) {
@@ -201,6 +218,11 @@ void resolve_network(Problems& problems, const Schemas& schemas, const NetworkLa
     if (auto it = layers.sections.find("comm"); it != layers.sections.end()) {
         std::any options = CommOptions{};
         resolve_section(problems, comm_type(), it->second, "comm", options);
+        c.sections.put(std::move(options));
+    }
+    if (auto it = layers.sections.find("log"); it != layers.sections.end()) {
+        std::any options = LogOptions{};
+        resolve_section(problems, log_type(), it->second, "log", options);
         c.sections.put(std::move(options));
     }
 }
@@ -259,6 +281,36 @@ namespace msgpass::config {
 const std::vector<std::string>& CommOptions::keys() {
     static const std::vector<std::string> list = {"eager_limit", "unexpected_limit"};
     return list;
+}
+
+const std::vector<std::string>& LogOptions::keys() {
+    static const std::vector<std::string> list = {"level", "file", "framework", "sci", "tcp",
+                                                  "udp",   "auto", "comm",      "mpi", "launcher"};
+    return list;
+}
+
+const std::vector<std::string>& LogOptions::level_names() {
+    static const std::vector<std::string> list = {"trace", "debug", "info", "warn", "error", "off"};
+    return list;
+}
+
+void LogOptions::set(const std::string& key, const Value& value) {
+    if (key == "file") {
+        if (auto t = value.text("a file path (empty: stderr)")) file = *t;
+        return;
+    }
+    const std::string expected = "a log level: trace, debug, info, warn, error or off";
+    auto t = value.text(expected);
+    if (!t) return;
+    const auto& names = level_names();
+    if (std::find(names.begin(), names.end(), *t) == names.end()) {
+        value.report(expected);
+        return;
+    }
+    if (key == "level")
+        level = *t;
+    else
+        subsystems[key] = *t;
 }
 
 void CommOptions::set(const std::string& key, const Value& value) {

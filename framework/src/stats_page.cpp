@@ -2,6 +2,7 @@
 // in shared memory, the seqlock that lets a reader take a consistent snapshot while
 // the publisher writes, the publisher's thread, and the reader msgpass-top uses.
 #include <msgpass/kit/stats_page.hpp>
+#include <msgpass/log.hpp>
 
 #include <algorithm>
 #include <array>
@@ -153,10 +154,10 @@ Setting setting() {
         if (auto [p, ec] = std::from_chars(v, end, ms); ec == std::errc() && p == end && ms >= 10 && ms <= 60000) {
             s.interval = std::chrono::milliseconds(ms);
         } else {
-            std::fprintf(stderr,
-                         "msgpass: MSGPASS_STATS_INTERVAL='%s' is not a number of milliseconds from 10 to "
-                         "60000: the statistics page is written every 200 ms\n",
-                         v);
+            MSGPASS_LOG(framework, warn,
+                        "msgpass: MSGPASS_STATS_INTERVAL='" + std::string(v) +
+                            "' is not a number of milliseconds from 10 to 60000: the statistics page is written every "
+                            "200 ms");
         }
     }
     return s;
@@ -385,8 +386,7 @@ std::unique_ptr<StatsPublisher> StatsPublisher::start(const Identity& identity, 
     if (!s.on) return nullptr;
     const std::string name = stats_page_name(stats_user(), identity.partition, identity.node);
     const auto report = [&](const std::string& why) {
-        if (s.asked)
-            std::fprintf(stderr, "msgpass: the statistics page %s is not published: %s\n", name.c_str(), why.c_str());
+        if (s.asked) MSGPASS_LOG(framework, warn, "msgpass: the statistics page " + name + " is not published: " + why);
     };
     const std::size_t capacity = std::max<std::size_t>(identity.peers, 1);
     const std::size_t size = page_bytes(capacity);
