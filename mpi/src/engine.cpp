@@ -143,12 +143,15 @@ void Engine::release(MPI_Request handle) {
     r.live = false;
     r.schedule.reset();
     r.world.reset();
+    r.staging = {};
+    r.unpack = nullptr;
     free_.push_back(handle);
 }
 
 // ----------------------------------------------------------------------- sends and receives
 
-MPI_Request Engine::isend(const CommInfo& c, int dest, int tag, const void* buf, std::size_t bytes, bool sync) {
+MPI_Request Engine::isend(const CommInfo& c, int dest, int tag, const void* buf, std::size_t bytes, bool sync,
+                          std::vector<std::byte> staging) {
     if (auto lost = lost_.find(c.world_rank(dest)); lost != lost_.end())
         throw MpiError(MPI_ERR_PROC_FAILED, "rank " + std::to_string(dest) + " was lost: " + lost->second);
     const std::span<const std::byte> data(static_cast<const std::byte*>(buf), bytes);
@@ -160,6 +163,7 @@ MPI_Request Engine::isend(const CommInfo& c, int dest, int tag, const void* buf,
     const MPI_Request h = new_request();
     Request& r = request(h);
     r.is_send = true;
+    r.staging = std::move(staging);
     r.sync_to_self = sync && c.world_rank(dest) == rank_;
     r.peer = dest;
     r.tag = tag;
@@ -177,7 +181,8 @@ MPI_Request Engine::isend(const CommInfo& c, int dest, int tag, const void* buf,
     return h;
 }
 
-MPI_Request Engine::irecv(const CommInfo& c, int source, int tag, void* buf, std::size_t capacity) {
+MPI_Request Engine::irecv(const CommInfo& c, int source, int tag, void* buf, std::size_t capacity,
+                          std::vector<std::byte> staging, std::function<void(std::size_t)> unpack) {
     const NodeId node = source == MPI_ANY_SOURCE ? comm::any_source : node_of(c, source);
     const comm::Posted posted =
         comm_->post_recv(context(c.p2p), node, tag, std::span<std::byte>(static_cast<std::byte*>(buf), capacity));
@@ -188,6 +193,8 @@ MPI_Request Engine::irecv(const CommInfo& c, int source, int tag, void* buf, std
     r.size = c.size;
     r.rank = c.rank;
     r.world = c.world;
+    r.staging = std::move(staging);
+    r.unpack = std::move(unpack);
     if (posted.done) {
         complete(r, *posted.done);
     } else {
@@ -256,6 +263,7 @@ void Engine::complete(Request& r, const comm::Completion& c) {
         r.status.MPI_TAG = c.tag;
         r.status.msgpass_bytes = c.bytes;
         r.status.MPI_ERROR = c.status == comm::Status::truncated ? MPI_ERR_TRUNCATE : MPI_SUCCESS;
+        if (r.unpack) r.unpack(std::min<std::size_t>(c.bytes, r.staging.size()));
         return;
     }
     case comm::Status::peer_lost:
@@ -671,6 +679,9 @@ void Engine::step(Request& r) {
         }
         s.pending.clear();
         if (s.error != MPI_SUCCESS || s.next == s.rounds.size()) {
+            if (s.error == MPI_SUCCESS)
+                for (const auto& f : s.finish)
+                    f();
             r.status.MPI_ERROR = s.error;
             r.complete = true;
             return;

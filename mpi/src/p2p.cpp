@@ -26,7 +26,8 @@ int isend_common(const char* name, const void* buf, int count, MPI_Datatype type
         check_rank(c, dest, false);
         check_send_tag(tag);
         if (request == nullptr) throw MpiError(MPI_ERR_REQUEST, "request is NULL");
-        *request = dest == MPI_PROC_NULL ? MPI_REQUEST_NULL : engine->isend(c, dest, tag, buf, bytes, synchronous);
+        *request =
+            dest == MPI_PROC_NULL ? MPI_REQUEST_NULL : isend_typed(c, dest, tag, buf, count, type, bytes, synchronous);
         return MPI_SUCCESS;
     });
 }
@@ -64,7 +65,7 @@ int MPI_Irecv(void* buf, int count, MPI_Datatype type, int source, int tag, MPI_
         check_rank(c, source, true);
         check_recv_tag(tag);
         if (request == nullptr) throw MpiError(MPI_ERR_REQUEST, "request is NULL");
-        *request = source == MPI_PROC_NULL ? MPI_REQUEST_NULL : engine->irecv(c, source, tag, buf, bytes);
+        *request = source == MPI_PROC_NULL ? MPI_REQUEST_NULL : irecv_typed(c, source, tag, buf, count, type, bytes);
         return MPI_SUCCESS;
     });
 }
@@ -81,10 +82,10 @@ int MPI_Recv(void* buf, int count, MPI_Datatype type, int source, int tag, MPI_C
         }
         MPI_Status own{};
         int code = MPI_SUCCESS;
-        if (engine->can_recv_now()) {
+        if (engine->can_recv_now() && is_dense(type)) {
             code = engine->recv_now(c, source, tag, buf, bytes, own);
         } else {
-            MPI_Request h = engine->irecv(c, source, tag, buf, bytes);
+            MPI_Request h = irecv_typed(c, source, tag, buf, count, type, bytes);
             code = engine->wait(&h, &own);
         }
         if (status != MPI_STATUS_IGNORE) *status = own;
@@ -97,10 +98,19 @@ namespace {
 // The exchange of MPI_Sendrecv and MPI_Sendrecv_replace, once their arguments are
 // checked: the receive is posted before the send, both are waited for, and a send
 // error is reported before a receive error.
-int exchange(const CommInfo& c, int dest, int sendtag, const void* out, std::size_t out_bytes, int source, int recvtag,
-             void* in, std::size_t in_bytes, MPI_Status* status) {
-    MPI_Request r = source == MPI_PROC_NULL ? MPI_REQUEST_NULL : engine->irecv(c, source, recvtag, in, in_bytes);
-    MPI_Request s = dest == MPI_PROC_NULL ? MPI_REQUEST_NULL : engine->isend(c, dest, sendtag, out, out_bytes, false);
+struct Typed {
+    int count;
+    MPI_Datatype type;
+};
+
+int exchange(const CommInfo& c, int dest, int sendtag, const void* out, std::size_t out_bytes, Typed out_type,
+             int source, int recvtag, void* in, std::size_t in_bytes, Typed in_type, MPI_Status* status) {
+    MPI_Request r = source == MPI_PROC_NULL
+                        ? MPI_REQUEST_NULL
+                        : irecv_typed(c, source, recvtag, in, in_type.count, in_type.type, in_bytes);
+    MPI_Request s = dest == MPI_PROC_NULL
+                        ? MPI_REQUEST_NULL
+                        : isend_typed(c, dest, sendtag, out, out_type.count, out_type.type, out_bytes, false);
     MPI_Status sent{};
     const int send_code = engine->wait(&s, &sent);
     MPI_Status own{};
@@ -123,7 +133,8 @@ int MPI_Sendrecv(const void* sendbuf, int sendcount, MPI_Datatype sendtype, int 
         check_rank(c, source, true);
         check_send_tag(sendtag);
         check_recv_tag(recvtag);
-        return exchange(c, dest, sendtag, sendbuf, send_bytes, source, recvtag, recvbuf, recv_bytes, status);
+        return exchange(c, dest, sendtag, sendbuf, send_bytes, {sendcount, sendtype}, source, recvtag, recvbuf,
+                        recv_bytes, {recvcount, recvtype}, status);
     });
 }
 
@@ -268,9 +279,11 @@ int MPI_Sendrecv_replace(void* buf, int count, MPI_Datatype type, int dest, int 
         check_rank(c, source, true);
         check_send_tag(sendtag);
         check_recv_tag(recvtag);
-        const auto* data = static_cast<const std::byte*>(buf);
-        const std::vector<std::byte> out(data, data + bytes); // the buffer is received into
-        return exchange(c, dest, sendtag, out.data(), bytes, source, recvtag, buf, bytes, status);
+        // The buffer is received into: what it sends goes out of a packed copy.
+        std::vector<std::byte> out(bytes);
+        msgpass::mpi::pack(*msgpass::mpi::typemap_of(type), buf, static_cast<std::size_t>(count), out.data());
+        return exchange(c, dest, sendtag, out.data(), bytes, {static_cast<int>(bytes), MPI_BYTE}, source, recvtag, buf,
+                        bytes, {count, type}, status);
     });
 }
 
