@@ -206,7 +206,16 @@ bool is_dense(MPI_Datatype type) {
 
 MPI_Request isend_typed(const CommInfo& c, int dest, int tag, const void* buf, int count, MPI_Datatype type,
                         std::size_t bytes, bool sync) {
-    const TypeMapPtr m = typemap_of(type);
+    return isend_typed(c, dest, tag, buf, count, typemap_of(type), bytes, sync);
+}
+
+MPI_Request irecv_typed(const CommInfo& c, int source, int tag, void* buf, int count, MPI_Datatype type,
+                        std::size_t bytes) {
+    return irecv_typed(c, source, tag, buf, count, typemap_of(type), bytes);
+}
+
+MPI_Request isend_typed(const CommInfo& c, int dest, int tag, const void* buf, int count, const TypeMapPtr& m,
+                        std::size_t bytes, bool sync) {
     if (m->dense) return engine->isend(c, dest, tag, buf, bytes, sync);
     std::vector<std::byte> packed(bytes);
     pack(*m, buf, static_cast<std::size_t>(count), packed.data());
@@ -214,10 +223,9 @@ MPI_Request isend_typed(const CommInfo& c, int dest, int tag, const void* buf, i
     return engine->isend(c, dest, tag, data, bytes, sync, std::move(packed));
 }
 
-MPI_Request irecv_typed(const CommInfo& c, int source, int tag, void* buf, int count, MPI_Datatype type,
+MPI_Request irecv_typed(const CommInfo& c, int source, int tag, void* buf, int count, const TypeMapPtr& m,
                         std::size_t bytes) {
     (void)count;
-    const TypeMapPtr m = typemap_of(type);
     if (m->dense) return engine->irecv(c, source, tag, buf, bytes);
     std::vector<std::byte> staging(bytes);
     std::byte* at = staging.data();

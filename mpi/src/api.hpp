@@ -71,6 +71,11 @@ MPI_Request isend_typed(const CommInfo& c, int dest, int tag, const void* buf, i
                         std::size_t bytes, bool sync);
 MPI_Request irecv_typed(const CommInfo& c, int source, int tag, void* buf, int count, MPI_Datatype type,
                         std::size_t bytes);
+// The same with the type's map (a persistent request keeps it: the type may be freed).
+MPI_Request isend_typed(const CommInfo& c, int dest, int tag, const void* buf, int count, const TypeMapPtr& m,
+                        std::size_t bytes, bool sync);
+MPI_Request irecv_typed(const CommInfo& c, int source, int tag, void* buf, int count, const TypeMapPtr& m,
+                        std::size_t bytes);
 bool is_dense(MPI_Datatype type);
 
 // The buffers of a collective as its schedule or tree sees them: dense bytes. A

@@ -145,6 +145,8 @@ void Engine::release(MPI_Request handle) {
     r.world.reset();
     r.staging = {};
     r.unpack = nullptr;
+    r.restart = nullptr;
+    r.inner = MPI_REQUEST_NULL;
     free_.push_back(handle);
 }
 
@@ -416,9 +418,14 @@ void fill(MPI_Status* status, const Request& r) {
 } // namespace
 
 int Engine::wait(MPI_Request* handle, MPI_Status* status) {
-    if (*handle == MPI_REQUEST_NULL) {
+    if (is_inactive(*handle)) {
         if (status != MPI_STATUS_IGNORE) *status = MPI_Status{MPI_ANY_SOURCE, MPI_ANY_TAG, MPI_SUCCESS, 0, 0};
         return MPI_SUCCESS;
+    }
+    if (Request& p = request(*handle); p.restart) {
+        const int error = wait(&p.inner, status);
+        request(*handle).inner = MPI_REQUEST_NULL;
+        return error;
     }
     Request& r = request(*handle);
     wait_until([&] { return r.complete; }, {&r});
@@ -431,8 +438,14 @@ int Engine::wait(MPI_Request* handle, MPI_Status* status) {
 
 bool Engine::test(MPI_Request* handle, MPI_Status* status, int* error) {
     *error = MPI_SUCCESS;
-    if (*handle == MPI_REQUEST_NULL) {
+    if (is_inactive(*handle)) {
         if (status != MPI_STATUS_IGNORE) *status = MPI_Status{MPI_ANY_SOURCE, MPI_ANY_TAG, MPI_SUCCESS, 0, 0};
+        return true;
+    }
+    if (Request& p = request(*handle); p.restart) {
+        MPI_Request inner = p.inner;
+        if (!test(&inner, status, error)) return false;
+        request(*handle).inner = MPI_REQUEST_NULL;
         return true;
     }
     Request& r = request(*handle);
@@ -446,18 +459,61 @@ bool Engine::test(MPI_Request* handle, MPI_Status* status, int* error) {
 }
 
 bool Engine::is_complete(MPI_Request handle) {
-    return handle == MPI_REQUEST_NULL || request(handle).complete;
+    if (is_inactive(handle)) return true;
+    const Request& r = request(handle);
+    return r.restart ? request(r.inner).complete : r.complete;
+}
+
+bool Engine::is_inactive(MPI_Request handle) {
+    if (handle == MPI_REQUEST_NULL) return true;
+    const Request& r = request(handle);
+    return r.restart && r.inner == MPI_REQUEST_NULL;
+}
+
+MPI_Request Engine::persistent(std::function<MPI_Request()> restart) {
+    const MPI_Request h = new_request();
+    Request& r = request(h);
+    r.restart = std::move(restart);
+    r.complete = true;
+    return h;
+}
+
+void Engine::start_persistent(MPI_Request handle) {
+    Request& r = request(handle);
+    if (!r.restart) throw MpiError(MPI_ERR_REQUEST, "request " + std::to_string(handle) + " is not persistent");
+    if (r.inner != MPI_REQUEST_NULL)
+        throw MpiError(MPI_ERR_REQUEST, "request " + std::to_string(handle) + " is active already");
+    const MPI_Request inner = r.restart(); // (may grow the table: r is kept by pointer)
+    request(handle).inner = inner;
+}
+
+MPI_Request Engine::completed_send(int dest, int tag, std::size_t bytes) {
+    const MPI_Request h = new_request();
+    Request& r = request(h);
+    r.is_send = true;
+    r.complete = true;
+    r.peer = dest;
+    r.tag = tag;
+    r.status.MPI_SOURCE = dest;
+    r.status.MPI_TAG = tag;
+    r.status.msgpass_bytes = bytes;
+    return h;
 }
 
 int Engine::wait_any(int count, MPI_Request* requests) {
     std::vector<const Request*> waiting;
+    // A persistent request waits as the operation it started.
+    auto target = [&](MPI_Request h) -> const Request& {
+        const Request& r = request(h);
+        return r.restart ? request(r.inner) : r;
+    };
     for (int i = 0; i < count; ++i)
-        if (requests[i] != MPI_REQUEST_NULL) waiting.push_back(&request(requests[i]));
+        if (!is_inactive(requests[i])) waiting.push_back(&target(requests[i]));
     if (waiting.empty()) return MPI_UNDEFINED;
     int index = MPI_UNDEFINED;
     auto any = [&] {
         for (int i = 0; i < count; ++i) {
-            if (requests[i] != MPI_REQUEST_NULL && request(requests[i]).complete) {
+            if (!is_inactive(requests[i]) && target(requests[i]).complete) {
                 index = i;
                 return true;
             }
@@ -483,6 +539,12 @@ int Engine::wait_any(int count, MPI_Request* requests) {
 }
 
 void Engine::free_request(MPI_Request* handle) {
+    if (Request& p = request(*handle); p.restart) { // an active one's operation goes on alone
+        if (p.inner != MPI_REQUEST_NULL) free_request(&p.inner);
+        release(*handle);
+        *handle = MPI_REQUEST_NULL;
+        return;
+    }
     Request& r = request(*handle);
     if (r.complete) {
         release(*handle);
@@ -495,6 +557,7 @@ void Engine::free_request(MPI_Request* handle) {
 }
 
 bool Engine::cancel(MPI_Request handle) {
+    if (const Request& p = request(handle); p.restart) return p.inner != MPI_REQUEST_NULL && cancel(p.inner);
     Request& r = request(handle);
     if (r.schedule) throw MpiError(MPI_ERR_REQUEST, "a non-blocking collective cannot be cancelled (MPI 3.1, 5.12)");
     if (r.is_send) {

@@ -135,6 +135,10 @@ struct Request {
     // how they are unpacked into the application's buffer when they did (receive).
     std::vector<std::byte> staging;
     std::function<void(std::size_t)> unpack;
+    // A persistent request: restart posts its operation anew (MPI_Start); while it is
+    // active, inner is that operation's request, else MPI_REQUEST_NULL.
+    std::function<MPI_Request()> restart;
+    MPI_Request inner = MPI_REQUEST_NULL;
 };
 
 class Engine {
@@ -187,6 +191,16 @@ public:
     // when none is active.
     int wait_any(int count, MPI_Request* requests);
     void free_request(MPI_Request* request);
+    // Persistent requests (MPI_Send_init, MPI_Recv_init...): made inactive; start
+    // (MPI_Start) posts the operation; wait and test complete it and leave the handle,
+    // inactive again; on an inactive one they return at once with an empty status.
+    MPI_Request persistent(std::function<MPI_Request()> restart);
+    void start_persistent(MPI_Request request);
+    // MPI_REQUEST_NULL, or a persistent request that is not active: what the
+    // completion calls of many requests skip.
+    [[nodiscard]] bool is_inactive(MPI_Request request);
+    // A send request that completed already (a buffered send's, whose message was copied).
+    MPI_Request completed_send(int dest, int tag, std::size_t bytes);
     bool cancel(MPI_Request request);
     [[nodiscard]] bool is_complete(MPI_Request request);
     void check_request(MPI_Request request) const; // throws MPI_ERR_REQUEST

@@ -193,7 +193,7 @@ int collect_completed(int count, MPI_Request requests[], int* outcount, int indi
     bool failed = false;
     *outcount = 0;
     for (int i = 0; i < count; ++i) {
-        if (requests[i] == MPI_REQUEST_NULL || !engine->is_complete(requests[i])) continue;
+        if (engine->is_inactive(requests[i]) || !engine->is_complete(requests[i])) continue;
         MPI_Status own{};
         int code = MPI_SUCCESS;
         (void)engine->test(&requests[i], &own, &code);
@@ -216,7 +216,7 @@ void check_requests(int count, MPI_Request requests[]) {
 
 bool any_active(int count, const MPI_Request requests[]) {
     for (int i = 0; i < count; ++i)
-        if (requests[i] != MPI_REQUEST_NULL) return true;
+        if (!engine->is_inactive(requests[i])) return true;
     return false;
 }
 
@@ -234,7 +234,7 @@ int MPI_Testany(int count, MPI_Request requests[], int* index, int* flag, MPI_St
         engine->poke();
         *flag = 0;
         for (int i = 0; i < count; ++i) {
-            if (requests[i] == MPI_REQUEST_NULL || !engine->is_complete(requests[i])) continue;
+            if (engine->is_inactive(requests[i]) || !engine->is_complete(requests[i])) continue;
             MPI_Status own{};
             int code = MPI_SUCCESS;
             (void)engine->test(&requests[i], &own, &code);
