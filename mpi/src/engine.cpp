@@ -147,6 +147,9 @@ void Engine::release(MPI_Request handle) {
     r.unpack = nullptr;
     r.restart = nullptr;
     r.inner = MPI_REQUEST_NULL;
+    r.matched = false;
+    r.received = false;
+    r.limit = SIZE_MAX;
     free_.push_back(handle);
 }
 
@@ -265,7 +268,12 @@ void Engine::complete(Request& r, const comm::Completion& c) {
         r.status.MPI_TAG = c.tag;
         r.status.msgpass_bytes = c.bytes;
         r.status.MPI_ERROR = c.status == comm::Status::truncated ? MPI_ERR_TRUNCATE : MPI_SUCCESS;
-        if (r.unpack) r.unpack(std::min<std::size_t>(c.bytes, r.staging.size()));
+        r.received = true;
+        if (c.bytes > r.limit) {
+            r.status.MPI_ERROR = MPI_ERR_TRUNCATE;
+            r.status.msgpass_bytes = r.limit;
+        }
+        if (r.unpack) r.unpack(std::min<std::size_t>(r.status.msgpass_bytes, r.staging.size()));
         return;
     }
     case comm::Status::peer_lost:
@@ -585,6 +593,49 @@ bool Engine::iprobe(const CommInfo& c, int source, int tag, MPI_Status* status) 
         *status = MPI_Status{rank, found->tag, MPI_SUCCESS, 0, found->size};
     }
     return true;
+}
+
+bool Engine::improbe(const CommInfo& c, int source, int tag, MPI_Request* message, MPI_Status* status) {
+    MPI_Status found{};
+    if (!iprobe(c, source, tag, &found)) return false;
+    // The earliest message of (its source, its tag) is the one probed: a receive of
+    // exactly them takes it (comm matches in order), and nothing else can any more.
+    std::vector<std::byte> into(found.msgpass_bytes);
+    std::byte* at = into.data();
+    const MPI_Request h = irecv(c, found.MPI_SOURCE, found.MPI_TAG, at, found.msgpass_bytes, std::move(into));
+    request(h).matched = true;
+    *message = h;
+    if (status != MPI_STATUS_IGNORE) *status = found;
+    return true;
+}
+
+void Engine::mprobe(const CommInfo& c, int source, int tag, MPI_Request* message, MPI_Status* status) {
+    // Probe until it is there; in this thread (under the big lock with
+    // MPI_THREAD_MULTIPLE) nothing takes it between the probe and the receive.
+    while (true) {
+        probe(c, source, tag, MPI_STATUS_IGNORE);
+        if (improbe(c, source, tag, message, status)) return;
+    }
+}
+
+MPI_Request Engine::receive_matched(MPI_Request message, std::size_t capacity,
+                                    std::function<void(const std::byte*, std::size_t)> unpack) {
+    Request& r = request(message);
+    if (!r.matched) throw MpiError(MPI_ERR_REQUEST, "message " + std::to_string(message) + " is not a matched message");
+    r.matched = false;
+    r.limit = capacity;
+    if (!r.received) {
+        const std::byte* at = r.staging.data();
+        r.unpack = [at, unpack = std::move(unpack)](std::size_t n) { unpack(at, n); };
+        return message;
+    }
+    // It arrived already: as if it arrived now.
+    if (r.status.msgpass_bytes > capacity) {
+        r.status.MPI_ERROR = MPI_ERR_TRUNCATE;
+        r.status.msgpass_bytes = capacity;
+    }
+    unpack(r.staging.data(), std::min<std::size_t>(r.status.msgpass_bytes, r.staging.size()));
+    return message;
 }
 
 void Engine::probe(const CommInfo& c, int source, int tag, MPI_Status* status) {

@@ -139,6 +139,11 @@ struct Request {
     // active, inner is that operation's request, else MPI_REQUEST_NULL.
     std::function<MPI_Request()> restart;
     MPI_Request inner = MPI_REQUEST_NULL;
+    // A matched message (MPI_Mprobe): the receive that took it, into staging, until
+    // MPI_Mrecv or MPI_Imrecv says where it goes (received says it did).
+    bool matched = false;
+    bool received = false;
+    std::size_t limit = SIZE_MAX; // a receive's capacity beyond which it is truncated
 };
 
 class Engine {
@@ -214,6 +219,14 @@ public:
     // The envelope of the next matching message without taking it.
     bool iprobe(const CommInfo& c, int source, int tag, MPI_Status* status);
     void probe(const CommInfo& c, int source, int tag, MPI_Status* status);
+    // Matched probes: the message probed is taken out of matching at once by a
+    // receive into memory of the library, whose handle is the MPI_Message; receive
+    // then gives it its destination (capacity bytes, unpacked by unpack) and returns it
+    // as the request of MPI_Imrecv (complete already if the message arrived).
+    bool improbe(const CommInfo& c, int source, int tag, MPI_Request* message, MPI_Status* status);
+    void mprobe(const CommInfo& c, int source, int tag, MPI_Request* message, MPI_Status* status);
+    MPI_Request receive_matched(MPI_Request message, std::size_t capacity,
+                                std::function<void(const std::byte*, std::size_t)> unpack);
 
     // Blocking transfers of the collectives (context coll, the communicator's ranks).
     void send_bytes(const CommInfo& c, int dest, int tag, const void* buf, std::size_t bytes);

@@ -378,6 +378,83 @@ int MPI_Probe(int source, int tag, MPI_Comm comm, MPI_Status* status) {
     });
 }
 
+namespace {
+
+int mprobe_common(const char* name, int source, int tag, MPI_Comm comm, int* flag, MPI_Message* message,
+                  MPI_Status* status) {
+    return guarded(name, comm, [&] {
+        const auto c = engine->info(comm);
+        check_rank(c, source, true);
+        check_recv_tag(tag);
+        if (message == nullptr) throw MpiError(MPI_ERR_ARG, "message is NULL");
+        if (source == MPI_PROC_NULL) {
+            if (flag != nullptr) *flag = 1;
+            *message = MPI_MESSAGE_NO_PROC;
+            proc_null_status(status);
+            return MPI_SUCCESS;
+        }
+        if (flag == nullptr) {
+            engine->mprobe(c, source, tag, message, status);
+        } else {
+            *flag = engine->improbe(c, source, tag, message, status) ? 1 : 0;
+            if (*flag == 0) *message = MPI_MESSAGE_NULL;
+        }
+        return MPI_SUCCESS;
+    });
+}
+
+// The receive of MPI_Mrecv and MPI_Imrecv: the request of the matched message,
+// told where the message goes; MPI_REQUEST_NULL for MPI_MESSAGE_NO_PROC.
+MPI_Request matched_receive(void* buf, int count, MPI_Datatype type, MPI_Message* message) {
+    if (message == nullptr) throw MpiError(MPI_ERR_ARG, "message is NULL");
+    if (*message == MPI_MESSAGE_NULL) throw MpiError(MPI_ERR_REQUEST, "MPI_MESSAGE_NULL has no message to receive");
+    const auto bytes = bytes_of(buf, count, type);
+    if (*message == MPI_MESSAGE_NO_PROC) {
+        *message = MPI_MESSAGE_NULL;
+        return MPI_REQUEST_NULL;
+    }
+    const auto m = msgpass::mpi::typemap_of(type);
+    const MPI_Request h = engine->receive_matched(
+        *message, bytes, [m, buf](const std::byte* at, std::size_t n) { msgpass::mpi::unpack(*m, at, n, buf); });
+    *message = MPI_MESSAGE_NULL;
+    return h;
+}
+
+} // namespace
+
+int MPI_Mprobe(int source, int tag, MPI_Comm comm, MPI_Message* message, MPI_Status* status) {
+    return mprobe_common("MPI_Mprobe", source, tag, comm, nullptr, message, status);
+}
+
+int MPI_Improbe(int source, int tag, MPI_Comm comm, int* flag, MPI_Message* message, MPI_Status* status) {
+    if (flag == nullptr)
+        return guarded("MPI_Improbe", comm, []() -> int { throw MpiError(MPI_ERR_ARG, "flag is NULL"); });
+    return mprobe_common("MPI_Improbe", source, tag, comm, flag, message, status);
+}
+
+int MPI_Mrecv(void* buf, int count, MPI_Datatype type, MPI_Message* message, MPI_Status* status) {
+    return guarded("MPI_Mrecv", MPI_COMM_WORLD, [&] {
+        const bool no_proc = message != nullptr && *message == MPI_MESSAGE_NO_PROC;
+        MPI_Request h = matched_receive(buf, count, type, message);
+        if (no_proc) {
+            proc_null_status(status);
+            return MPI_SUCCESS;
+        }
+        MPI_Status own{};
+        const int code = engine->wait(&h, &own);
+        if (status != MPI_STATUS_IGNORE) *status = own;
+        return request_error(code, own);
+    });
+}
+
+int MPI_Imrecv(void* buf, int count, MPI_Datatype type, MPI_Message* message, MPI_Request* request) {
+    return guarded("MPI_Imrecv", MPI_COMM_WORLD, [&] {
+        if (request == nullptr) throw MpiError(MPI_ERR_REQUEST, "request is NULL");
+        *request = matched_receive(buf, count, type, message);
+        return MPI_SUCCESS;
+    });
+}
+
 int MPI_Get_count(const MPI_Status* status, MPI_Datatype type, int* count) {
     return guarded("MPI_Get_count", MPI_COMM_WORLD, [&] {
         if (status == nullptr) throw MpiError(MPI_ERR_ARG, "status is NULL (MPI_STATUS_IGNORE has no count)");

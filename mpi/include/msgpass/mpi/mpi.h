@@ -27,6 +27,7 @@ typedef int MPI_Request;
 typedef int MPI_Errhandler;
 typedef int MPI_Group;
 typedef int MPI_Info;
+typedef int MPI_Message;
 typedef ptrdiff_t MPI_Aint;
 typedef long long MPI_Count;
 
@@ -113,6 +114,8 @@ typedef struct MPI_Status {
 
 /* Special values */
 #define MPI_REQUEST_NULL ((MPI_Request)0)
+#define MPI_MESSAGE_NULL ((MPI_Message)0)
+#define MPI_MESSAGE_NO_PROC ((MPI_Message)0x6c000001) /* the message of a probe of MPI_PROC_NULL */
 #define MPI_ANY_SOURCE (-1)
 #define MPI_ANY_TAG (-1)
 #define MPI_PROC_NULL (-2)
@@ -280,6 +283,13 @@ int MPI_Test_cancelled(const MPI_Status* status, int* flag);
 int MPI_Probe(int source, int tag, MPI_Comm comm, MPI_Status* status);
 int MPI_Iprobe(int source, int tag, MPI_Comm comm, int* flag, MPI_Status* status);
 int MPI_Get_count(const MPI_Status* status, MPI_Datatype datatype, int* count);
+/* Matched probes: the message found is taken out of matching at once (no other
+ * receive or probe sees it); MPI_Mrecv or MPI_Imrecv receives it, and sets the
+ * message to MPI_MESSAGE_NULL. */
+int MPI_Mprobe(int source, int tag, MPI_Comm comm, MPI_Message* message, MPI_Status* status);
+int MPI_Improbe(int source, int tag, MPI_Comm comm, int* flag, MPI_Message* message, MPI_Status* status);
+int MPI_Mrecv(void* buf, int count, MPI_Datatype datatype, MPI_Message* message, MPI_Status* status);
+int MPI_Imrecv(void* buf, int count, MPI_Datatype datatype, MPI_Message* message, MPI_Request* request);
 
 /* Persistent requests: made inactive; MPI_Start posts the operation, a completion
  * call completes it and leaves the request inactive (not MPI_REQUEST_NULL) until
