@@ -4,6 +4,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <string>
+#include <tuple>
 
 namespace msgpass::mpi::api {
 
@@ -181,7 +182,7 @@ int send_common(const char* call, const void* buf, int count, MPI_Datatype type,
         check_rank(c, dest, false);
         check_send_tag(tag);
         if (dest == MPI_PROC_NULL) return MPI_SUCCESS;
-        MPI_Request h = engine->isend(c, dest, tag, buf, bytes, sync);
+        MPI_Request h = isend_typed(c, dest, tag, buf, count, type, bytes, sync);
         MPI_Status status{};
         return request_error(engine->wait(&h, &status), status);
     });
@@ -197,6 +198,163 @@ std::size_t block_of(const char* side, int count, MPI_Datatype type, std::size_t
                                              " bytes) and the receive block (" + std::to_string(bytes) +
                                              " bytes) differ");
     return bytes;
+}
+
+bool is_dense(MPI_Datatype type) {
+    return typemap_of(type)->dense;
+}
+
+MPI_Request isend_typed(const CommInfo& c, int dest, int tag, const void* buf, int count, MPI_Datatype type,
+                        std::size_t bytes, bool sync) {
+    return isend_typed(c, dest, tag, buf, count, typemap_of(type), bytes, sync);
+}
+
+MPI_Request irecv_typed(const CommInfo& c, int source, int tag, void* buf, int count, MPI_Datatype type,
+                        std::size_t bytes) {
+    return irecv_typed(c, source, tag, buf, count, typemap_of(type), bytes);
+}
+
+MPI_Request isend_typed(const CommInfo& c, int dest, int tag, const void* buf, int count, const TypeMapPtr& m,
+                        std::size_t bytes, bool sync) {
+    if (m->dense) return engine->isend(c, dest, tag, buf, bytes, sync);
+    std::vector<std::byte> packed(bytes);
+    pack(*m, buf, static_cast<std::size_t>(count), packed.data());
+    const std::byte* data = packed.data();
+    return engine->isend(c, dest, tag, data, bytes, sync, std::move(packed));
+}
+
+MPI_Request irecv_typed(const CommInfo& c, int source, int tag, void* buf, int count, const TypeMapPtr& m,
+                        std::size_t bytes) {
+    (void)count;
+    if (m->dense) return engine->irecv(c, source, tag, buf, bytes);
+    std::vector<std::byte> staging(bytes);
+    std::byte* at = staging.data();
+    // The request's own staging is what arrived: unpack reads it there.
+    return engine->irecv(c, source, tag, at, bytes, std::move(staging),
+                         [m, at, buf](std::size_t n) { unpack(*m, at, n, buf); });
+}
+
+std::byte* Staging::alloc(std::size_t bytes) {
+    memory_.push_back(std::make_unique<std::byte[]>(std::max<std::size_t>(bytes, 1)));
+    return memory_.back().get();
+}
+
+const void* Staging::in(const void* buf, int count, MPI_Datatype type) {
+    if (buf == MPI_IN_PLACE || buf == nullptr || count <= 0) return buf;
+    const TypeMapPtr m = typemap_of(type);
+    if (m->dense) return buf;
+    std::byte* out = alloc(static_cast<std::size_t>(count) * m->packed);
+    pack(*m, buf, static_cast<std::size_t>(count), out);
+    return out;
+}
+
+void* Staging::inout(void* buf, int count, MPI_Datatype type) {
+    if (buf == MPI_IN_PLACE || buf == nullptr || count <= 0) return buf;
+    const TypeMapPtr m = typemap_of(type);
+    if (m->dense) return buf;
+    const std::size_t bytes = static_cast<std::size_t>(count) * m->packed;
+    std::byte* out = alloc(bytes);
+    pack(*m, buf, static_cast<std::size_t>(count), out);
+    unpacks_.emplace_back([m, out, bytes, buf] { unpack(*m, out, bytes, buf); });
+    return out;
+}
+
+void* Staging::stage_v(const void* buf, const int* counts, const int* displs, int n, MPI_Datatype type,
+                       bool unpack_back) {
+    if (buf == MPI_IN_PLACE || buf == nullptr || counts == nullptr || displs == nullptr)
+        return const_cast<void*>(buf); // NOLINT(cppcoreguidelines-pro-type-const-cast): passed on as it came
+    const TypeMapPtr m = typemap_of(type);
+    if (m->dense) return const_cast<void*>(buf); // NOLINT(cppcoreguidelines-pro-type-const-cast)
+    std::size_t end = 0;
+    for (int i = 0; i < n; ++i)
+        if (counts[i] > 0 && displs[i] >= 0)
+            end =
+                std::max(end, (static_cast<std::size_t>(displs[i]) + static_cast<std::size_t>(counts[i])) * m->packed);
+    std::byte* out = alloc(end);
+    const auto* user = static_cast<const std::byte*>(buf);
+    std::vector<std::pair<std::size_t, std::size_t>> regions; // (element index, count)
+    for (int i = 0; i < n; ++i) {
+        if (counts[i] <= 0 || displs[i] < 0) continue;
+        const auto at = static_cast<std::size_t>(displs[i]);
+        pack(*m, user + static_cast<std::ptrdiff_t>(at) * m->extent(), static_cast<std::size_t>(counts[i]),
+             out + at * m->packed);
+        regions.emplace_back(at, static_cast<std::size_t>(counts[i]));
+    }
+    if (unpack_back)
+        unpacks_.emplace_back([m, out, regions, buf] {
+            auto* dst =
+                static_cast<std::byte*>(const_cast<void*>(buf)); // NOLINT(cppcoreguidelines-pro-type-const-cast)
+            for (const auto& [at, count] : regions)
+                unpack(*m, out + at * m->packed, count * m->packed,
+                       dst + static_cast<std::ptrdiff_t>(at) * m->extent());
+        });
+    return out;
+}
+
+const void* Staging::in_v(const void* buf, const int* counts, const int* displs, int n, MPI_Datatype type) {
+    return stage_v(buf, counts, displs, n, type, false);
+}
+
+void* Staging::inout_v(void* buf, const int* counts, const int* displs, int n, MPI_Datatype type) {
+    return stage_v(buf, counts, displs, n, type, true);
+}
+
+void* Staging::inout_w(const void* buf, const int* counts, const int* displs, const MPI_Datatype* types, int n,
+                       std::vector<std::size_t>& displs_out, bool unpack_back) {
+    void* same = const_cast<void*>(buf); // NOLINT(cppcoreguidelines-pro-type-const-cast): passed on as it came
+    if (buf == MPI_IN_PLACE || buf == nullptr || counts == nullptr || displs == nullptr || types == nullptr)
+        return same;
+    bool all_dense = true;
+    std::size_t total = 0;
+    std::vector<TypeMapPtr> maps;
+    for (int i = 0; i < n; ++i) {
+        if (counts[i] <= 0) {
+            maps.emplace_back();
+            continue;
+        }
+        maps.push_back(typemap_of(types[i]));
+        all_dense = all_dense && maps.back()->dense;
+        total += static_cast<std::size_t>(counts[i]) * maps.back()->packed;
+    }
+    if (all_dense) return same;
+    std::byte* out = alloc(total);
+    const auto* user = static_cast<const std::byte*>(buf);
+    std::size_t at = 0;
+    for (int i = 0; i < n; ++i) {
+        displs_out[static_cast<std::size_t>(i)] = at;
+        if (!maps[static_cast<std::size_t>(i)]) continue;
+        pack(*maps[static_cast<std::size_t>(i)], user + displs[i], static_cast<std::size_t>(counts[i]), out + at);
+        at += static_cast<std::size_t>(counts[i]) * maps[static_cast<std::size_t>(i)]->packed;
+    }
+    if (unpack_back) {
+        std::vector<std::tuple<TypeMapPtr, std::size_t, std::size_t, std::ptrdiff_t>> regions;
+        for (int i = 0; i < n; ++i)
+            if (maps[static_cast<std::size_t>(i)])
+                regions.emplace_back(maps[static_cast<std::size_t>(i)], displs_out[static_cast<std::size_t>(i)],
+                                     static_cast<std::size_t>(counts[i]) * maps[static_cast<std::size_t>(i)]->packed,
+                                     displs[i]);
+        unpacks_.emplace_back([regions, out, same] {
+            for (const auto& [m, from, bytes, to] : regions)
+                unpack(*m, out + from, bytes, static_cast<std::byte*>(same) + to);
+        });
+    }
+    return out;
+}
+
+void Staging::finish() {
+    for (const auto& f : unpacks_)
+        f();
+    unpacks_.clear();
+}
+
+std::unique_ptr<Schedule> Staging::into(std::unique_ptr<Schedule> s) {
+    for (auto& m : memory_)
+        s->scratch.push_back(std::move(m));
+    memory_.clear();
+    for (auto& f : unpacks_)
+        s->finish.push_back(std::move(f));
+    unpacks_.clear();
+    return s;
 }
 
 } // namespace msgpass::mpi::api

@@ -64,6 +64,46 @@ int send_common(const char* call, const void* buf, int count, MPI_Datatype type,
 // receive side's must have the same size.
 std::size_t block_of(const char* side, int count, MPI_Datatype type, std::size_t other, bool check_other);
 
+// Point to point of any committed type (bytes: count * its packed size, from
+// bytes_of): a dense type's buffer is the message; another is packed into memory the
+// request keeps (send) or received there and unpacked when it arrives (receive).
+MPI_Request isend_typed(const CommInfo& c, int dest, int tag, const void* buf, int count, MPI_Datatype type,
+                        std::size_t bytes, bool sync);
+MPI_Request irecv_typed(const CommInfo& c, int source, int tag, void* buf, int count, MPI_Datatype type,
+                        std::size_t bytes);
+// The same with the type's map (a persistent request keeps it: the type may be freed).
+MPI_Request isend_typed(const CommInfo& c, int dest, int tag, const void* buf, int count, const TypeMapPtr& m,
+                        std::size_t bytes, bool sync);
+MPI_Request irecv_typed(const CommInfo& c, int source, int tag, void* buf, int count, const TypeMapPtr& m,
+                        std::size_t bytes);
+bool is_dense(MPI_Datatype type);
+
+// The buffers of a collective as its schedule or tree sees them: dense bytes. A
+// buffer of a dense type is itself; another is packed into memory of its own now,
+// and (inout) unpacked back when the collective completed (finish, or the schedule's
+// finish after into). MPI_IN_PLACE, NULL and empty buffers pass as they are. The v
+// forms stage rank i's counts[i] elements at displs[i] extents to displs[i] packed
+// elements, so the byte sizes and displacements of sizes_of/displs_of hold.
+class Staging {
+public:
+    const void* in(const void* buf, int count, MPI_Datatype type);
+    void* inout(void* buf, int count, MPI_Datatype type);
+    const void* in_v(const void* buf, const int* counts, const int* displs, int n, MPI_Datatype type);
+    void* inout_v(void* buf, const int* counts, const int* displs, int n, MPI_Datatype type);
+    // Alltoallw: region i is counts[i] of types[i] at displs[i] bytes; when one type is
+    // not dense, the regions are staged one after another and displs_out (bytes) says where.
+    void* inout_w(const void* buf, const int* counts, const int* displs, const MPI_Datatype* types, int n,
+                  std::vector<std::size_t>& displs_out, bool unpack);
+    void finish();
+    std::unique_ptr<Schedule> into(std::unique_ptr<Schedule> s);
+
+private:
+    std::byte* alloc(std::size_t bytes);
+    void* stage_v(const void* buf, const int* counts, const int* displs, int n, MPI_Datatype type, bool unpack);
+    std::vector<std::unique_ptr<std::byte[]>> memory_;
+    std::vector<std::function<void()>> unpacks_;
+};
+
 template <class F>
 int guarded(const char* call, MPI_Comm comm, F&& body) {
     std::unique_lock<std::recursive_mutex> hold(big_lock, std::defer_lock);

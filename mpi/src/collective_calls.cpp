@@ -19,7 +19,11 @@ int MPI_Bcast(void* buffer, int count, MPI_Datatype type, int root, MPI_Comm com
         const auto c = engine->info(comm);
         const auto bytes = bytes_of(buffer, count, type);
         check_root(c, root);
-        msgpass::mpi::bcast(*engine, c, buffer, bytes, root);
+        Staging st;
+        void* buf = c.rank == root ? const_cast<void*>(st.in(buffer, count, type)) // NOLINT: only read at the root
+                                   : st.inout(buffer, count, type);
+        msgpass::mpi::bcast(*engine, c, buf, bytes, root);
+        st.finish();
         return MPI_SUCCESS;
     });
 }
@@ -33,7 +37,11 @@ int MPI_Reduce(const void* sendbuf, void* recvbuf, int count, MPI_Datatype type,
         if (in_place && c.rank != root) throw MpiError(MPI_ERR_BUFFER, "MPI_IN_PLACE is for the root only");
         (void)bytes_of(in_place ? recvbuf : sendbuf, count, type, "sendbuf");
         if (c.rank == root) (void)bytes_of(recvbuf, count, type, "recvbuf");
-        msgpass::mpi::reduce(*engine, c, in_place ? recvbuf : sendbuf, recvbuf, count, type, op, root);
+        Staging st;
+        void* recv = c.rank == root ? st.inout(recvbuf, count, type) : recvbuf;
+        const void* send = in_place ? recv : st.in(sendbuf, count, type);
+        msgpass::mpi::reduce(*engine, c, send, recv, count, type, op, root);
+        st.finish();
         return MPI_SUCCESS;
     });
 }
@@ -53,9 +61,12 @@ int MPI_Gather(const void* sendbuf, int sendcount, MPI_Datatype sendtype, void* 
             block = block_of("sendcount", sendcount, sendtype, 0, false);
         }
         if (!in_place && block > 0 && sendbuf == nullptr) throw MpiError(MPI_ERR_BUFFER, "sendbuf is NULL");
-        const void* own =
-            in_place ? static_cast<const std::byte*>(recvbuf) + block * static_cast<std::size_t>(root) : sendbuf;
-        msgpass::mpi::gather(*engine, c, own, block, recvbuf, root);
+        Staging st;
+        void* recv = c.rank == root ? st.inout(recvbuf, recvcount * c.size, recvtype) : recvbuf;
+        const void* own = in_place ? static_cast<const std::byte*>(recv) + block * static_cast<std::size_t>(root)
+                                   : st.in(sendbuf, sendcount, sendtype);
+        msgpass::mpi::gather(*engine, c, own, block, recv, root);
+        st.finish();
         return MPI_SUCCESS;
     });
 }
@@ -75,7 +86,11 @@ int MPI_Scatter(const void* sendbuf, int sendcount, MPI_Datatype sendtype, void*
             block = block_of("recvcount", recvcount, recvtype, 0, false);
         }
         if (!in_place && block > 0 && recvbuf == nullptr) throw MpiError(MPI_ERR_BUFFER, "recvbuf is NULL");
-        msgpass::mpi::scatter(*engine, c, sendbuf, block, in_place ? nullptr : recvbuf, root);
+        Staging st;
+        const void* send = c.rank == root ? st.in(sendbuf, sendcount * c.size, sendtype) : sendbuf;
+        void* recv = in_place ? nullptr : st.inout(recvbuf, recvcount, recvtype);
+        msgpass::mpi::scatter(*engine, c, send, block, recv, root);
+        st.finish();
         return MPI_SUCCESS;
     });
 }

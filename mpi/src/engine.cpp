@@ -143,12 +143,20 @@ void Engine::release(MPI_Request handle) {
     r.live = false;
     r.schedule.reset();
     r.world.reset();
+    r.staging = {};
+    r.unpack = nullptr;
+    r.restart = nullptr;
+    r.inner = MPI_REQUEST_NULL;
+    r.matched = false;
+    r.received = false;
+    r.limit = SIZE_MAX;
     free_.push_back(handle);
 }
 
 // ----------------------------------------------------------------------- sends and receives
 
-MPI_Request Engine::isend(const CommInfo& c, int dest, int tag, const void* buf, std::size_t bytes, bool sync) {
+MPI_Request Engine::isend(const CommInfo& c, int dest, int tag, const void* buf, std::size_t bytes, bool sync,
+                          std::vector<std::byte> staging) {
     if (auto lost = lost_.find(c.world_rank(dest)); lost != lost_.end())
         throw MpiError(MPI_ERR_PROC_FAILED, "rank " + std::to_string(dest) + " was lost: " + lost->second);
     const std::span<const std::byte> data(static_cast<const std::byte*>(buf), bytes);
@@ -160,6 +168,7 @@ MPI_Request Engine::isend(const CommInfo& c, int dest, int tag, const void* buf,
     const MPI_Request h = new_request();
     Request& r = request(h);
     r.is_send = true;
+    r.staging = std::move(staging);
     r.sync_to_self = sync && c.world_rank(dest) == rank_;
     r.peer = dest;
     r.tag = tag;
@@ -177,7 +186,8 @@ MPI_Request Engine::isend(const CommInfo& c, int dest, int tag, const void* buf,
     return h;
 }
 
-MPI_Request Engine::irecv(const CommInfo& c, int source, int tag, void* buf, std::size_t capacity) {
+MPI_Request Engine::irecv(const CommInfo& c, int source, int tag, void* buf, std::size_t capacity,
+                          std::vector<std::byte> staging, std::function<void(std::size_t)> unpack) {
     const NodeId node = source == MPI_ANY_SOURCE ? comm::any_source : node_of(c, source);
     const comm::Posted posted =
         comm_->post_recv(context(c.p2p), node, tag, std::span<std::byte>(static_cast<std::byte*>(buf), capacity));
@@ -188,6 +198,8 @@ MPI_Request Engine::irecv(const CommInfo& c, int source, int tag, void* buf, std
     r.size = c.size;
     r.rank = c.rank;
     r.world = c.world;
+    r.staging = std::move(staging);
+    r.unpack = std::move(unpack);
     if (posted.done) {
         complete(r, *posted.done);
     } else {
@@ -256,6 +268,12 @@ void Engine::complete(Request& r, const comm::Completion& c) {
         r.status.MPI_TAG = c.tag;
         r.status.msgpass_bytes = c.bytes;
         r.status.MPI_ERROR = c.status == comm::Status::truncated ? MPI_ERR_TRUNCATE : MPI_SUCCESS;
+        r.received = true;
+        if (c.bytes > r.limit) {
+            r.status.MPI_ERROR = MPI_ERR_TRUNCATE;
+            r.status.msgpass_bytes = r.limit;
+        }
+        if (r.unpack) r.unpack(std::min<std::size_t>(r.status.msgpass_bytes, r.staging.size()));
         return;
     }
     case comm::Status::peer_lost:
@@ -408,9 +426,14 @@ void fill(MPI_Status* status, const Request& r) {
 } // namespace
 
 int Engine::wait(MPI_Request* handle, MPI_Status* status) {
-    if (*handle == MPI_REQUEST_NULL) {
+    if (is_inactive(*handle)) {
         if (status != MPI_STATUS_IGNORE) *status = MPI_Status{MPI_ANY_SOURCE, MPI_ANY_TAG, MPI_SUCCESS, 0, 0};
         return MPI_SUCCESS;
+    }
+    if (Request& p = request(*handle); p.restart) {
+        const int error = wait(&p.inner, status);
+        request(*handle).inner = MPI_REQUEST_NULL;
+        return error;
     }
     Request& r = request(*handle);
     wait_until([&] { return r.complete; }, {&r});
@@ -423,8 +446,14 @@ int Engine::wait(MPI_Request* handle, MPI_Status* status) {
 
 bool Engine::test(MPI_Request* handle, MPI_Status* status, int* error) {
     *error = MPI_SUCCESS;
-    if (*handle == MPI_REQUEST_NULL) {
+    if (is_inactive(*handle)) {
         if (status != MPI_STATUS_IGNORE) *status = MPI_Status{MPI_ANY_SOURCE, MPI_ANY_TAG, MPI_SUCCESS, 0, 0};
+        return true;
+    }
+    if (Request& p = request(*handle); p.restart) {
+        MPI_Request inner = p.inner;
+        if (!test(&inner, status, error)) return false;
+        request(*handle).inner = MPI_REQUEST_NULL;
         return true;
     }
     Request& r = request(*handle);
@@ -438,18 +467,61 @@ bool Engine::test(MPI_Request* handle, MPI_Status* status, int* error) {
 }
 
 bool Engine::is_complete(MPI_Request handle) {
-    return handle == MPI_REQUEST_NULL || request(handle).complete;
+    if (is_inactive(handle)) return true;
+    const Request& r = request(handle);
+    return r.restart ? request(r.inner).complete : r.complete;
+}
+
+bool Engine::is_inactive(MPI_Request handle) {
+    if (handle == MPI_REQUEST_NULL) return true;
+    const Request& r = request(handle);
+    return r.restart && r.inner == MPI_REQUEST_NULL;
+}
+
+MPI_Request Engine::persistent(std::function<MPI_Request()> restart) {
+    const MPI_Request h = new_request();
+    Request& r = request(h);
+    r.restart = std::move(restart);
+    r.complete = true;
+    return h;
+}
+
+void Engine::start_persistent(MPI_Request handle) {
+    Request& r = request(handle);
+    if (!r.restart) throw MpiError(MPI_ERR_REQUEST, "request " + std::to_string(handle) + " is not persistent");
+    if (r.inner != MPI_REQUEST_NULL)
+        throw MpiError(MPI_ERR_REQUEST, "request " + std::to_string(handle) + " is active already");
+    const MPI_Request inner = r.restart(); // (may grow the table: r is kept by pointer)
+    request(handle).inner = inner;
+}
+
+MPI_Request Engine::completed_send(int dest, int tag, std::size_t bytes) {
+    const MPI_Request h = new_request();
+    Request& r = request(h);
+    r.is_send = true;
+    r.complete = true;
+    r.peer = dest;
+    r.tag = tag;
+    r.status.MPI_SOURCE = dest;
+    r.status.MPI_TAG = tag;
+    r.status.msgpass_bytes = bytes;
+    return h;
 }
 
 int Engine::wait_any(int count, MPI_Request* requests) {
     std::vector<const Request*> waiting;
+    // A persistent request waits as the operation it started.
+    auto target = [&](MPI_Request h) -> const Request& {
+        const Request& r = request(h);
+        return r.restart ? request(r.inner) : r;
+    };
     for (int i = 0; i < count; ++i)
-        if (requests[i] != MPI_REQUEST_NULL) waiting.push_back(&request(requests[i]));
+        if (!is_inactive(requests[i])) waiting.push_back(&target(requests[i]));
     if (waiting.empty()) return MPI_UNDEFINED;
     int index = MPI_UNDEFINED;
     auto any = [&] {
         for (int i = 0; i < count; ++i) {
-            if (requests[i] != MPI_REQUEST_NULL && request(requests[i]).complete) {
+            if (!is_inactive(requests[i]) && target(requests[i]).complete) {
                 index = i;
                 return true;
             }
@@ -475,6 +547,12 @@ int Engine::wait_any(int count, MPI_Request* requests) {
 }
 
 void Engine::free_request(MPI_Request* handle) {
+    if (Request& p = request(*handle); p.restart) { // an active one's operation goes on alone
+        if (p.inner != MPI_REQUEST_NULL) free_request(&p.inner);
+        release(*handle);
+        *handle = MPI_REQUEST_NULL;
+        return;
+    }
     Request& r = request(*handle);
     if (r.complete) {
         release(*handle);
@@ -487,6 +565,7 @@ void Engine::free_request(MPI_Request* handle) {
 }
 
 bool Engine::cancel(MPI_Request handle) {
+    if (const Request& p = request(handle); p.restart) return p.inner != MPI_REQUEST_NULL && cancel(p.inner);
     Request& r = request(handle);
     if (r.schedule) throw MpiError(MPI_ERR_REQUEST, "a non-blocking collective cannot be cancelled (MPI 3.1, 5.12)");
     if (r.is_send) {
@@ -514,6 +593,49 @@ bool Engine::iprobe(const CommInfo& c, int source, int tag, MPI_Status* status) 
         *status = MPI_Status{rank, found->tag, MPI_SUCCESS, 0, found->size};
     }
     return true;
+}
+
+bool Engine::improbe(const CommInfo& c, int source, int tag, MPI_Request* message, MPI_Status* status) {
+    MPI_Status found{};
+    if (!iprobe(c, source, tag, &found)) return false;
+    // The earliest message of (its source, its tag) is the one probed: a receive of
+    // exactly them takes it (comm matches in order), and nothing else can any more.
+    std::vector<std::byte> into(found.msgpass_bytes);
+    std::byte* at = into.data();
+    const MPI_Request h = irecv(c, found.MPI_SOURCE, found.MPI_TAG, at, found.msgpass_bytes, std::move(into));
+    request(h).matched = true;
+    *message = h;
+    if (status != MPI_STATUS_IGNORE) *status = found;
+    return true;
+}
+
+void Engine::mprobe(const CommInfo& c, int source, int tag, MPI_Request* message, MPI_Status* status) {
+    // Probe until it is there; in this thread (under the big lock with
+    // MPI_THREAD_MULTIPLE) nothing takes it between the probe and the receive.
+    while (true) {
+        probe(c, source, tag, MPI_STATUS_IGNORE);
+        if (improbe(c, source, tag, message, status)) return;
+    }
+}
+
+MPI_Request Engine::receive_matched(MPI_Request message, std::size_t capacity,
+                                    std::function<void(const std::byte*, std::size_t)> unpack) {
+    Request& r = request(message);
+    if (!r.matched) throw MpiError(MPI_ERR_REQUEST, "message " + std::to_string(message) + " is not a matched message");
+    r.matched = false;
+    r.limit = capacity;
+    if (!r.received) {
+        const std::byte* at = r.staging.data();
+        r.unpack = [at, unpack = std::move(unpack)](std::size_t n) { unpack(at, n); };
+        return message;
+    }
+    // It arrived already: as if it arrived now.
+    if (r.status.msgpass_bytes > capacity) {
+        r.status.MPI_ERROR = MPI_ERR_TRUNCATE;
+        r.status.msgpass_bytes = capacity;
+    }
+    unpack(r.staging.data(), std::min<std::size_t>(r.status.msgpass_bytes, r.staging.size()));
+    return message;
 }
 
 void Engine::probe(const CommInfo& c, int source, int tag, MPI_Status* status) {
@@ -671,6 +793,9 @@ void Engine::step(Request& r) {
         }
         s.pending.clear();
         if (s.error != MPI_SUCCESS || s.next == s.rounds.size()) {
+            if (s.error == MPI_SUCCESS)
+                for (const auto& f : s.finish)
+                    f();
             r.status.MPI_ERROR = s.error;
             r.complete = true;
             return;

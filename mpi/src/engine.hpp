@@ -15,6 +15,7 @@
 #include <condition_variable>
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -94,6 +95,9 @@ struct Schedule {
     int tag = 0; // set by the engine: one per collective call of the communicator
     std::vector<Round> rounds;
     std::vector<std::unique_ptr<std::byte[]>> scratch;
+    // Run in order when every round completed without error: the unpacking of the
+    // results into the application's buffers of non-dense types.
+    std::vector<std::function<void()>> finish;
     // progress
     std::size_t next = 0;
     std::vector<std::pair<MPI_Request, Transfer>> pending;
@@ -127,6 +131,19 @@ struct Request {
     comm::RequestId comm_id = 0;                   // comm's request while pending
     MPI_Status status{};
     std::unique_ptr<Schedule> schedule; // a collective's request
+    // A non-dense type's message: the packed bytes (send), or where they arrive and
+    // how they are unpacked into the application's buffer when they did (receive).
+    std::vector<std::byte> staging;
+    std::function<void(std::size_t)> unpack;
+    // A persistent request: restart posts its operation anew (MPI_Start); while it is
+    // active, inner is that operation's request, else MPI_REQUEST_NULL.
+    std::function<MPI_Request()> restart;
+    MPI_Request inner = MPI_REQUEST_NULL;
+    // A matched message (MPI_Mprobe): the receive that took it, into staging, until
+    // MPI_Mrecv or MPI_Imrecv says where it goes (received says it did).
+    bool matched = false;
+    bool received = false;
+    std::size_t limit = SIZE_MAX; // a receive's capacity beyond which it is truncated
 };
 
 class Engine {
@@ -159,8 +176,12 @@ public:
     std::string& name(MPI_Comm comm);
 
     // Point to point; counts in bytes, ranks of the communicator.
-    MPI_Request isend(const CommInfo& c, int dest, int tag, const void* buf, std::size_t bytes, bool sync);
-    MPI_Request irecv(const CommInfo& c, int source, int tag, void* buf, std::size_t capacity);
+    MPI_Request isend(const CommInfo& c, int dest, int tag, const void* buf, std::size_t bytes, bool sync,
+                      std::vector<std::byte> staging = {});
+    // staging (optional): packed bytes the request keeps until it completes (buf
+    // points into them); unpack: run with the bytes received when a receive completes.
+    MPI_Request irecv(const CommInfo& c, int source, int tag, void* buf, std::size_t capacity,
+                      std::vector<std::byte> staging = {}, std::function<void(std::size_t)> unpack = {});
     // MPI_Recv without a request: comm's blocking receive, when this thread's
     // progress is needed for nothing else while it waits (no collective in flight,
     // not MPI_THREAD_MULTIPLE). Fills status; returns the receive's error.
@@ -175,6 +196,16 @@ public:
     // when none is active.
     int wait_any(int count, MPI_Request* requests);
     void free_request(MPI_Request* request);
+    // Persistent requests (MPI_Send_init, MPI_Recv_init...): made inactive; start
+    // (MPI_Start) posts the operation; wait and test complete it and leave the handle,
+    // inactive again; on an inactive one they return at once with an empty status.
+    MPI_Request persistent(std::function<MPI_Request()> restart);
+    void start_persistent(MPI_Request request);
+    // MPI_REQUEST_NULL, or a persistent request that is not active: what the
+    // completion calls of many requests skip.
+    [[nodiscard]] bool is_inactive(MPI_Request request);
+    // A send request that completed already (a buffered send's, whose message was copied).
+    MPI_Request completed_send(int dest, int tag, std::size_t bytes);
     bool cancel(MPI_Request request);
     [[nodiscard]] bool is_complete(MPI_Request request);
     void check_request(MPI_Request request) const; // throws MPI_ERR_REQUEST
@@ -188,6 +219,14 @@ public:
     // The envelope of the next matching message without taking it.
     bool iprobe(const CommInfo& c, int source, int tag, MPI_Status* status);
     void probe(const CommInfo& c, int source, int tag, MPI_Status* status);
+    // Matched probes: the message probed is taken out of matching at once by a
+    // receive into memory of the library, whose handle is the MPI_Message; receive
+    // then gives it its destination (capacity bytes, unpacked by unpack) and returns it
+    // as the request of MPI_Imrecv (complete already if the message arrived).
+    bool improbe(const CommInfo& c, int source, int tag, MPI_Request* message, MPI_Status* status);
+    void mprobe(const CommInfo& c, int source, int tag, MPI_Request* message, MPI_Status* status);
+    MPI_Request receive_matched(MPI_Request message, std::size_t capacity,
+                                std::function<void(const std::byte*, std::size_t)> unpack);
 
     // Blocking transfers of the collectives (context coll, the communicator's ranks).
     void send_bytes(const CommInfo& c, int dest, int tag, const void* buf, std::size_t bytes);
@@ -265,8 +304,27 @@ void scatter(Engine& e, const CommInfo& c, const void* send, std::size_t block, 
 // inout[i] = inout[i] op in[i] for count elements of a predefined type (basic or pair).
 void combine(MPI_Datatype type, MPI_Op op, std::byte* inout, const std::byte* in, int count);
 
-// Datatypes (types.cpp). The bytes one element occupies in a buffer and in a message
-// (its extent: the ranks share one architecture, so the bytes travel as they are).
+// Datatypes (types.cpp). A type's typemap: its blocks of predefined elements (in
+// the order a message carries them), its bounds, and its sizes.
+struct TypeBlock {
+    std::ptrdiff_t disp = 0; // bytes from the start of the element
+    MPI_Datatype base = 0;   // a predefined type
+    std::size_t count = 0;   // of base, one after another
+};
+struct TypeMap {
+    std::vector<TypeBlock> blocks;
+    std::ptrdiff_t lb = 0, ub = 0;           // the extent is ub - lb
+    std::ptrdiff_t true_lb = 0, true_ub = 0; // the bytes the blocks touch
+    std::size_t packed = 0;                  // bytes of one element in a message
+    std::size_t data = 0;                    // MPI_Type_size (no pair padding)
+    std::size_t align = 1;                   // the strictest alignment of its predefined types
+    bool explicit_bounds = false;            // MPI_Type_create_resized set them (no struct padding)
+    bool dense = true;                       // one block at 0 filling the extent: the buffer is the message
+    [[nodiscard]] std::ptrdiff_t extent() const noexcept { return ub - lb; }
+};
+using TypeMapPtr = std::shared_ptr<const TypeMap>;
+// The bytes one element occupies in a message (its packed size; for a dense type
+// also its extent in a buffer).
 std::size_t element_bytes(MPI_Datatype type);
 // The bytes of data in one element, as MPI_Type_size reports it (no padding).
 std::size_t data_bytes(MPI_Datatype type);
@@ -275,14 +333,31 @@ bool is_pair_type(MPI_Datatype type);
 // mpi.h's name of a predefined type, else its number.
 std::string type_name(MPI_Datatype type);
 // The predefined type a type is made of and how many of it one element holds
-// ({type, 1} for a predefined one); a derived type must be committed.
+// ({type, 1} for a predefined one); a derived type must be committed, and made of
+// one predefined type (MPI_ERR_TYPE otherwise: what reductions need).
 std::pair<MPI_Datatype, std::size_t> predefined_of(MPI_Datatype type);
-// The derived datatypes' calls (types.cpp).
+// The typemap of a committed type (kept alive by the pointer after MPI_Type_free).
+TypeMapPtr typemap_of(MPI_Datatype type);
+// The typemap of any type, committed or not (the queries of mpi.h).
+const TypeMap& type_info(MPI_Datatype type);
+// The derived datatypes' calls (types.cpp). type_create: copy i is counts[i]
+// elements of types[i] at disps[i] bytes; a struct's extent is padded to its alignment.
+MPI_Datatype type_create(const std::vector<std::ptrdiff_t>& disps, const std::vector<int>& counts,
+                         const std::vector<MPI_Datatype>& types, bool is_struct);
 MPI_Datatype type_contiguous(int count, MPI_Datatype old);
+MPI_Datatype type_resized(MPI_Datatype old, std::ptrdiff_t lb, std::ptrdiff_t extent);
+MPI_Datatype type_dup(MPI_Datatype old);
 void type_commit(MPI_Datatype type);
 void type_free(MPI_Datatype type);
-// The extent of an element (as element_bytes) of a type that need not be committed.
+// The extent of an element of a type that need not be committed.
 std::size_t extent_bytes(MPI_Datatype type);
+// count elements of the buffer into count * m.packed bytes at out, and back (bytes
+// may end inside an element: what a short message brought).
+void pack(const TypeMap& m, const void* buf, std::size_t count, std::byte* out);
+void unpack(const TypeMap& m, const std::byte* in, std::size_t bytes, void* buf);
+// The basic elements in bytes of a message of the type (MPI_Get_elements), or
+// SIZE_MAX when bytes end inside one.
+std::size_t basic_elements(const TypeMap& m, std::size_t bytes);
 
 // Schedules of the collectives (schedules.cpp). Counts and displacements in bytes;
 // sizes[i], displs[i] per rank of the communicator. recv nullptr where the rank

@@ -13,11 +13,10 @@
 using namespace msgpass::mpi::api; // NOLINT(google-build-using-namespace): the entry points' shared state and checks
 using msgpass::mpi::CommInfo;
 using msgpass::mpi::data_bytes;
-using msgpass::mpi::extent_bytes;
+using msgpass::mpi::MpiError;
 using msgpass::mpi::type_commit;
 using msgpass::mpi::type_contiguous;
 using msgpass::mpi::type_free;
-using msgpass::mpi::MpiError;
 
 extern "C" {
 
@@ -172,8 +171,9 @@ int MPI_Type_size_x(MPI_Datatype datatype, MPI_Count* size) {
 int MPI_Type_get_extent(MPI_Datatype datatype, MPI_Aint* lb, MPI_Aint* extent) {
     return guarded("MPI_Type_get_extent", MPI_COMM_WORLD, [&] {
         if (lb == nullptr || extent == nullptr) throw MpiError(MPI_ERR_ARG, "lb or extent is NULL");
-        *extent = static_cast<MPI_Aint>(extent_bytes(datatype));
-        *lb = 0; // every type provided starts at its first byte
+        const auto& m = msgpass::mpi::type_info(datatype);
+        *extent = static_cast<MPI_Aint>(m.extent());
+        *lb = static_cast<MPI_Aint>(m.lb);
         return MPI_SUCCESS;
     });
 }
@@ -181,8 +181,9 @@ int MPI_Type_get_extent(MPI_Datatype datatype, MPI_Aint* lb, MPI_Aint* extent) {
 int MPI_Type_get_extent_x(MPI_Datatype datatype, MPI_Count* lb, MPI_Count* extent) {
     return guarded("MPI_Type_get_extent_x", MPI_COMM_WORLD, [&] {
         if (lb == nullptr || extent == nullptr) throw MpiError(MPI_ERR_ARG, "lb or extent is NULL");
-        *extent = static_cast<MPI_Count>(extent_bytes(datatype));
-        *lb = 0;
+        const auto& m = msgpass::mpi::type_info(datatype);
+        *extent = static_cast<MPI_Count>(m.extent());
+        *lb = static_cast<MPI_Count>(m.lb);
         return MPI_SUCCESS;
     });
 }

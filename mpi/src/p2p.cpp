@@ -26,7 +26,8 @@ int isend_common(const char* name, const void* buf, int count, MPI_Datatype type
         check_rank(c, dest, false);
         check_send_tag(tag);
         if (request == nullptr) throw MpiError(MPI_ERR_REQUEST, "request is NULL");
-        *request = dest == MPI_PROC_NULL ? MPI_REQUEST_NULL : engine->isend(c, dest, tag, buf, bytes, synchronous);
+        *request =
+            dest == MPI_PROC_NULL ? MPI_REQUEST_NULL : isend_typed(c, dest, tag, buf, count, type, bytes, synchronous);
         return MPI_SUCCESS;
     });
 }
@@ -64,7 +65,7 @@ int MPI_Irecv(void* buf, int count, MPI_Datatype type, int source, int tag, MPI_
         check_rank(c, source, true);
         check_recv_tag(tag);
         if (request == nullptr) throw MpiError(MPI_ERR_REQUEST, "request is NULL");
-        *request = source == MPI_PROC_NULL ? MPI_REQUEST_NULL : engine->irecv(c, source, tag, buf, bytes);
+        *request = source == MPI_PROC_NULL ? MPI_REQUEST_NULL : irecv_typed(c, source, tag, buf, count, type, bytes);
         return MPI_SUCCESS;
     });
 }
@@ -81,10 +82,10 @@ int MPI_Recv(void* buf, int count, MPI_Datatype type, int source, int tag, MPI_C
         }
         MPI_Status own{};
         int code = MPI_SUCCESS;
-        if (engine->can_recv_now()) {
+        if (engine->can_recv_now() && is_dense(type)) {
             code = engine->recv_now(c, source, tag, buf, bytes, own);
         } else {
-            MPI_Request h = engine->irecv(c, source, tag, buf, bytes);
+            MPI_Request h = irecv_typed(c, source, tag, buf, count, type, bytes);
             code = engine->wait(&h, &own);
         }
         if (status != MPI_STATUS_IGNORE) *status = own;
@@ -97,10 +98,19 @@ namespace {
 // The exchange of MPI_Sendrecv and MPI_Sendrecv_replace, once their arguments are
 // checked: the receive is posted before the send, both are waited for, and a send
 // error is reported before a receive error.
-int exchange(const CommInfo& c, int dest, int sendtag, const void* out, std::size_t out_bytes, int source, int recvtag,
-             void* in, std::size_t in_bytes, MPI_Status* status) {
-    MPI_Request r = source == MPI_PROC_NULL ? MPI_REQUEST_NULL : engine->irecv(c, source, recvtag, in, in_bytes);
-    MPI_Request s = dest == MPI_PROC_NULL ? MPI_REQUEST_NULL : engine->isend(c, dest, sendtag, out, out_bytes, false);
+struct Typed {
+    int count;
+    MPI_Datatype type;
+};
+
+int exchange(const CommInfo& c, int dest, int sendtag, const void* out, std::size_t out_bytes, Typed out_type,
+             int source, int recvtag, void* in, std::size_t in_bytes, Typed in_type, MPI_Status* status) {
+    MPI_Request r = source == MPI_PROC_NULL
+                        ? MPI_REQUEST_NULL
+                        : irecv_typed(c, source, recvtag, in, in_type.count, in_type.type, in_bytes);
+    MPI_Request s = dest == MPI_PROC_NULL
+                        ? MPI_REQUEST_NULL
+                        : isend_typed(c, dest, sendtag, out, out_type.count, out_type.type, out_bytes, false);
     MPI_Status sent{};
     const int send_code = engine->wait(&s, &sent);
     MPI_Status own{};
@@ -123,7 +133,8 @@ int MPI_Sendrecv(const void* sendbuf, int sendcount, MPI_Datatype sendtype, int 
         check_rank(c, source, true);
         check_send_tag(sendtag);
         check_recv_tag(recvtag);
-        return exchange(c, dest, sendtag, sendbuf, send_bytes, source, recvtag, recvbuf, recv_bytes, status);
+        return exchange(c, dest, sendtag, sendbuf, send_bytes, {sendcount, sendtype}, source, recvtag, recvbuf,
+                        recv_bytes, {recvcount, recvtype}, status);
     });
 }
 
@@ -182,7 +193,7 @@ int collect_completed(int count, MPI_Request requests[], int* outcount, int indi
     bool failed = false;
     *outcount = 0;
     for (int i = 0; i < count; ++i) {
-        if (requests[i] == MPI_REQUEST_NULL || !engine->is_complete(requests[i])) continue;
+        if (engine->is_inactive(requests[i]) || !engine->is_complete(requests[i])) continue;
         MPI_Status own{};
         int code = MPI_SUCCESS;
         (void)engine->test(&requests[i], &own, &code);
@@ -205,7 +216,7 @@ void check_requests(int count, MPI_Request requests[]) {
 
 bool any_active(int count, const MPI_Request requests[]) {
     for (int i = 0; i < count; ++i)
-        if (requests[i] != MPI_REQUEST_NULL) return true;
+        if (!engine->is_inactive(requests[i])) return true;
     return false;
 }
 
@@ -223,7 +234,7 @@ int MPI_Testany(int count, MPI_Request requests[], int* index, int* flag, MPI_St
         engine->poke();
         *flag = 0;
         for (int i = 0; i < count; ++i) {
-            if (requests[i] == MPI_REQUEST_NULL || !engine->is_complete(requests[i])) continue;
+            if (engine->is_inactive(requests[i]) || !engine->is_complete(requests[i])) continue;
             MPI_Status own{};
             int code = MPI_SUCCESS;
             (void)engine->test(&requests[i], &own, &code);
@@ -268,9 +279,11 @@ int MPI_Sendrecv_replace(void* buf, int count, MPI_Datatype type, int dest, int 
         check_rank(c, source, true);
         check_send_tag(sendtag);
         check_recv_tag(recvtag);
-        const auto* data = static_cast<const std::byte*>(buf);
-        const std::vector<std::byte> out(data, data + bytes); // the buffer is received into
-        return exchange(c, dest, sendtag, out.data(), bytes, source, recvtag, buf, bytes, status);
+        // The buffer is received into: what it sends goes out of a packed copy.
+        std::vector<std::byte> out(bytes);
+        msgpass::mpi::pack(*msgpass::mpi::typemap_of(type), buf, static_cast<std::size_t>(count), out.data());
+        return exchange(c, dest, sendtag, out.data(), bytes, {static_cast<int>(bytes), MPI_BYTE}, source, recvtag, buf,
+                        bytes, {count, type}, status);
     });
 }
 
@@ -361,6 +374,83 @@ int MPI_Probe(int source, int tag, MPI_Comm comm, MPI_Status* status) {
             return MPI_SUCCESS;
         }
         engine->probe(c, source, tag, status);
+        return MPI_SUCCESS;
+    });
+}
+
+namespace {
+
+int mprobe_common(const char* name, int source, int tag, MPI_Comm comm, int* flag, MPI_Message* message,
+                  MPI_Status* status) {
+    return guarded(name, comm, [&] {
+        const auto c = engine->info(comm);
+        check_rank(c, source, true);
+        check_recv_tag(tag);
+        if (message == nullptr) throw MpiError(MPI_ERR_ARG, "message is NULL");
+        if (source == MPI_PROC_NULL) {
+            if (flag != nullptr) *flag = 1;
+            *message = MPI_MESSAGE_NO_PROC;
+            proc_null_status(status);
+            return MPI_SUCCESS;
+        }
+        if (flag == nullptr) {
+            engine->mprobe(c, source, tag, message, status);
+        } else {
+            *flag = engine->improbe(c, source, tag, message, status) ? 1 : 0;
+            if (*flag == 0) *message = MPI_MESSAGE_NULL;
+        }
+        return MPI_SUCCESS;
+    });
+}
+
+// The receive of MPI_Mrecv and MPI_Imrecv: the request of the matched message,
+// told where the message goes; MPI_REQUEST_NULL for MPI_MESSAGE_NO_PROC.
+MPI_Request matched_receive(void* buf, int count, MPI_Datatype type, MPI_Message* message) {
+    if (message == nullptr) throw MpiError(MPI_ERR_ARG, "message is NULL");
+    if (*message == MPI_MESSAGE_NULL) throw MpiError(MPI_ERR_REQUEST, "MPI_MESSAGE_NULL has no message to receive");
+    const auto bytes = bytes_of(buf, count, type);
+    if (*message == MPI_MESSAGE_NO_PROC) {
+        *message = MPI_MESSAGE_NULL;
+        return MPI_REQUEST_NULL;
+    }
+    const auto m = msgpass::mpi::typemap_of(type);
+    const MPI_Request h = engine->receive_matched(
+        *message, bytes, [m, buf](const std::byte* at, std::size_t n) { msgpass::mpi::unpack(*m, at, n, buf); });
+    *message = MPI_MESSAGE_NULL;
+    return h;
+}
+
+} // namespace
+
+int MPI_Mprobe(int source, int tag, MPI_Comm comm, MPI_Message* message, MPI_Status* status) {
+    return mprobe_common("MPI_Mprobe", source, tag, comm, nullptr, message, status);
+}
+
+int MPI_Improbe(int source, int tag, MPI_Comm comm, int* flag, MPI_Message* message, MPI_Status* status) {
+    if (flag == nullptr)
+        return guarded("MPI_Improbe", comm, []() -> int { throw MpiError(MPI_ERR_ARG, "flag is NULL"); });
+    return mprobe_common("MPI_Improbe", source, tag, comm, flag, message, status);
+}
+
+int MPI_Mrecv(void* buf, int count, MPI_Datatype type, MPI_Message* message, MPI_Status* status) {
+    return guarded("MPI_Mrecv", MPI_COMM_WORLD, [&] {
+        const bool no_proc = message != nullptr && *message == MPI_MESSAGE_NO_PROC;
+        MPI_Request h = matched_receive(buf, count, type, message);
+        if (no_proc) {
+            proc_null_status(status);
+            return MPI_SUCCESS;
+        }
+        MPI_Status own{};
+        const int code = engine->wait(&h, &own);
+        if (status != MPI_STATUS_IGNORE) *status = own;
+        return request_error(code, own);
+    });
+}
+
+int MPI_Imrecv(void* buf, int count, MPI_Datatype type, MPI_Message* message, MPI_Request* request) {
+    return guarded("MPI_Imrecv", MPI_COMM_WORLD, [&] {
+        if (request == nullptr) throw MpiError(MPI_ERR_REQUEST, "request is NULL");
+        *request = matched_receive(buf, count, type, message);
         return MPI_SUCCESS;
     });
 }

@@ -71,7 +71,10 @@ Sched make_bcast(void* buffer, int count, MPI_Datatype type, int root, MPI_Comm 
     const auto c = engine->info(comm);
     const auto bytes = bytes_of(buffer, count, type);
     check_root(c, root);
-    return msgpass::mpi::bcast_schedule(c, buffer, bytes, root);
+    Staging st;
+    void* buf = c.rank == root ? const_cast<void*>(st.in(buffer, count, type)) // NOLINT: only read at the root
+                               : st.inout(buffer, count, type);
+    return st.into(msgpass::mpi::bcast_schedule(c, buf, bytes, root));
 }
 
 Sched make_reduce(const void* sendbuf, void* recvbuf, int count, MPI_Datatype type, MPI_Op op, int root,
@@ -83,7 +86,10 @@ Sched make_reduce(const void* sendbuf, void* recvbuf, int count, MPI_Datatype ty
     if (in_place && c.rank != root) throw MpiError(MPI_ERR_BUFFER, "MPI_IN_PLACE is for the root only");
     (void)bytes_of(in_place ? recvbuf : sendbuf, count, type, "sendbuf");
     if (c.rank == root) (void)bytes_of(recvbuf, count, type, "recvbuf");
-    return msgpass::mpi::reduce_schedule(c, in_place ? recvbuf : sendbuf, recvbuf, count, type, op, root);
+    Staging st;
+    void* recv = c.rank == root ? st.inout(recvbuf, count, type) : recvbuf;
+    const void* send = in_place ? recv : st.in(sendbuf, count, type);
+    return st.into(msgpass::mpi::reduce_schedule(c, send, recv, count, type, op, root));
 }
 
 Sched make_allreduce(const void* sendbuf, void* recvbuf, int count, MPI_Datatype type, MPI_Op op, MPI_Comm comm) {
@@ -92,11 +98,16 @@ Sched make_allreduce(const void* sendbuf, void* recvbuf, int count, MPI_Datatype
     const bool in_place = sendbuf == MPI_IN_PLACE;
     (void)bytes_of(in_place ? recvbuf : sendbuf, count, type, "sendbuf");
     (void)bytes_of(recvbuf, count, type, "recvbuf");
-    return msgpass::mpi::allreduce_schedule(c, in_place ? recvbuf : sendbuf, recvbuf, count, type, op);
+    Staging st;
+    void* recv = st.inout(recvbuf, count, type);
+    const void* send = in_place ? recv : st.in(sendbuf, count, type);
+    return st.into(msgpass::mpi::allreduce_schedule(c, send, recv, count, type, op));
 }
 
+// Stage: the receive buffer at the root as the schedule sees it (Staging).
+template <class Stage>
 Sched make_gatherv(const void* sendbuf, int sendcount, MPI_Datatype sendtype, void* recvbuf, const Sizes& sizes,
-                   const Sizes& displs, int root, const CommInfo& c) {
+                   const Sizes& displs, int root, const CommInfo& c, Stage&& stage_recv) {
     const bool in_place = sendbuf == MPI_IN_PLACE && c.rank == root;
     std::size_t own = 0;
     if (!in_place) {
@@ -104,7 +115,10 @@ Sched make_gatherv(const void* sendbuf, int sendcount, MPI_Datatype sendtype, vo
         if (c.rank == root) check_own(own, sizes[static_cast<std::size_t>(root)]);
     }
     if (c.rank == root) check_buffer(recvbuf, sizes, "recvbuf");
-    return msgpass::mpi::gatherv_schedule(c, in_place ? nullptr : sendbuf, own, recvbuf, sizes, displs, root);
+    Staging st;
+    void* recv = c.rank == root ? stage_recv(st) : recvbuf;
+    const void* send = in_place ? nullptr : st.in(sendbuf, sendcount, sendtype);
+    return st.into(msgpass::mpi::gatherv_schedule(c, send, own, recv, sizes, displs, root));
 }
 
 Sched make_gatherv(const void* sendbuf, int sendcount, MPI_Datatype sendtype, void* recvbuf, const int recvcounts[],
@@ -117,7 +131,8 @@ Sched make_gatherv(const void* sendbuf, int sendcount, MPI_Datatype sendtype, vo
         sizes = sizes_of("recvcounts", recvcounts, c.size, type_size(recvtype));
         at = displs_of("displs", displs, c.size, type_size(recvtype));
     }
-    return make_gatherv(sendbuf, sendcount, sendtype, recvbuf, sizes, at, root, c);
+    return make_gatherv(sendbuf, sendcount, sendtype, recvbuf, sizes, at, root, c,
+                        [&](Staging& st) { return st.inout_v(recvbuf, recvcounts, displs, c.size, recvtype); });
 }
 
 Sched make_gather(const void* sendbuf, int sendcount, MPI_Datatype sendtype, void* recvbuf, int recvcount,
@@ -127,11 +142,13 @@ Sched make_gather(const void* sendbuf, int sendcount, MPI_Datatype sendtype, voi
     std::size_t block = 0;
     if (c.rank == root) block = block_of("recvcount", recvcount, recvtype, 0, false);
     return make_gatherv(sendbuf, sendcount, sendtype, recvbuf, uniform(c.size, block, false),
-                        uniform(c.size, block, true), root, c);
+                        uniform(c.size, block, true), root, c,
+                        [&](Staging& st) { return st.inout(recvbuf, recvcount * c.size, recvtype); });
 }
 
+template <class Stage>
 Sched make_scatterv(const void* sendbuf, const Sizes& sizes, const Sizes& displs, void* recvbuf, int recvcount,
-                    MPI_Datatype recvtype, int root, const CommInfo& c) {
+                    MPI_Datatype recvtype, int root, const CommInfo& c, Stage&& stage_send) {
     const bool in_place = recvbuf == MPI_IN_PLACE && c.rank == root;
     std::size_t own = 0;
     if (!in_place) {
@@ -139,7 +156,10 @@ Sched make_scatterv(const void* sendbuf, const Sizes& sizes, const Sizes& displs
         if (c.rank == root) check_own(sizes[static_cast<std::size_t>(root)], own);
     }
     if (c.rank == root) check_buffer(sendbuf, sizes, "sendbuf");
-    return msgpass::mpi::scatterv_schedule(c, sendbuf, sizes, displs, in_place ? nullptr : recvbuf, own, root);
+    Staging st;
+    const void* send = c.rank == root ? stage_send(st) : sendbuf;
+    void* recv = in_place ? nullptr : st.inout(recvbuf, recvcount, recvtype);
+    return st.into(msgpass::mpi::scatterv_schedule(c, send, sizes, displs, recv, own, root));
 }
 
 Sched make_scatterv(const void* sendbuf, const int sendcounts[], const int displs[], MPI_Datatype sendtype,
@@ -152,7 +172,8 @@ Sched make_scatterv(const void* sendbuf, const int sendcounts[], const int displ
         sizes = sizes_of("sendcounts", sendcounts, c.size, type_size(sendtype));
         at = displs_of("displs", displs, c.size, type_size(sendtype));
     }
-    return make_scatterv(sendbuf, sizes, at, recvbuf, recvcount, recvtype, root, c);
+    return make_scatterv(sendbuf, sizes, at, recvbuf, recvcount, recvtype, root, c,
+                         [&](Staging& st) { return st.in_v(sendbuf, sendcounts, displs, c.size, sendtype); });
 }
 
 Sched make_scatter(const void* sendbuf, int sendcount, MPI_Datatype sendtype, void* recvbuf, int recvcount,
@@ -162,16 +183,20 @@ Sched make_scatter(const void* sendbuf, int sendcount, MPI_Datatype sendtype, vo
     std::size_t block = 0;
     if (c.rank == root) block = block_of("sendcount", sendcount, sendtype, 0, false);
     return make_scatterv(sendbuf, uniform(c.size, block, false), uniform(c.size, block, true), recvbuf, recvcount,
-                         recvtype, root, c);
+                         recvtype, root, c, [&](Staging& st) { return st.in(sendbuf, sendcount * c.size, sendtype); });
 }
 
+template <class Stage>
 Sched make_allgatherv(const void* sendbuf, int sendcount, MPI_Datatype sendtype, void* recvbuf, const Sizes& sizes,
-                      const Sizes& displs, const CommInfo& c) {
+                      const Sizes& displs, const CommInfo& c, Stage&& stage_recv) {
     const bool in_place = sendbuf == MPI_IN_PLACE;
     if (!in_place)
         check_own(bytes_of(sendbuf, sendcount, sendtype, "sendbuf"), sizes[static_cast<std::size_t>(c.rank)]);
     check_buffer(recvbuf, sizes, "recvbuf");
-    return msgpass::mpi::allgatherv_schedule(c, in_place ? nullptr : sendbuf, recvbuf, sizes, displs);
+    Staging st;
+    void* recv = stage_recv(st);
+    const void* send = in_place ? nullptr : st.in(sendbuf, sendcount, sendtype);
+    return st.into(msgpass::mpi::allgatherv_schedule(c, send, recv, sizes, displs));
 }
 
 Sched make_allgatherv(const void* sendbuf, int sendcount, MPI_Datatype sendtype, void* recvbuf, const int recvcounts[],
@@ -179,7 +204,8 @@ Sched make_allgatherv(const void* sendbuf, int sendcount, MPI_Datatype sendtype,
     const auto c = engine->info(comm);
     return make_allgatherv(sendbuf, sendcount, sendtype, recvbuf,
                            sizes_of("recvcounts", recvcounts, c.size, type_size(recvtype)),
-                           displs_of("displs", displs, c.size, type_size(recvtype)), c);
+                           displs_of("displs", displs, c.size, type_size(recvtype)), c,
+                           [&](Staging& st) { return st.inout_v(recvbuf, recvcounts, displs, c.size, recvtype); });
 }
 
 Sched make_allgather(const void* sendbuf, int sendcount, MPI_Datatype sendtype, void* recvbuf, int recvcount,
@@ -187,16 +213,23 @@ Sched make_allgather(const void* sendbuf, int sendcount, MPI_Datatype sendtype, 
     const auto c = engine->info(comm);
     const std::size_t block = block_of("recvcount", recvcount, recvtype, 0, false);
     return make_allgatherv(sendbuf, sendcount, sendtype, recvbuf, uniform(c.size, block, false),
-                           uniform(c.size, block, true), c);
+                           uniform(c.size, block, true), c,
+                           [&](Staging& st) { return st.inout(recvbuf, recvcount * c.size, recvtype); });
 }
 
-Sched make_alltoallw(const void* sendbuf, const Sizes& send_sizes, const Sizes& send_displs, void* recvbuf,
-                     const Sizes& recv_sizes, const Sizes& recv_displs, const CommInfo& c) {
+// Stage(st, send_displs, recv_displs): the send and receive buffers as the schedule
+// sees them (Staging), displacements changed where the staging moved the blocks.
+template <class Stage>
+Sched make_alltoallw(const void* sendbuf, const Sizes& send_sizes, Sizes send_displs, void* recvbuf,
+                     const Sizes& recv_sizes, Sizes recv_displs, const CommInfo& c, Stage&& stage) {
     const bool in_place = sendbuf == MPI_IN_PLACE;
     if (!in_place) check_buffer(sendbuf, send_sizes, "sendbuf");
     check_buffer(recvbuf, recv_sizes, "recvbuf");
-    return msgpass::mpi::alltoallw_schedule(c, in_place ? nullptr : sendbuf, send_sizes, send_displs, recvbuf,
-                                            recv_sizes, recv_displs);
+    Staging st;
+    const auto [send, recv] = stage(st, send_displs, recv_displs);
+    if (in_place) send_displs = recv_displs;
+    return st.into(msgpass::mpi::alltoallw_schedule(c, in_place ? nullptr : send, send_sizes, send_displs, recv,
+                                                    recv_sizes, recv_displs));
 }
 
 Sched make_alltoall(const void* sendbuf, int sendcount, MPI_Datatype sendtype, void* recvbuf, int recvcount,
@@ -206,7 +239,11 @@ Sched make_alltoall(const void* sendbuf, int sendcount, MPI_Datatype sendtype, v
     std::size_t sblock = rblock;
     if (sendbuf != MPI_IN_PLACE) sblock = block_of("sendcount", sendcount, sendtype, rblock, true);
     return make_alltoallw(sendbuf, uniform(c.size, sblock, false), uniform(c.size, sblock, true), recvbuf,
-                          uniform(c.size, rblock, false), uniform(c.size, rblock, true), c);
+                          uniform(c.size, rblock, false), uniform(c.size, rblock, true), c,
+                          [&](Staging& st, Sizes&, Sizes&) {
+                              return std::pair{st.in(sendbuf, sendcount * c.size, sendtype),
+                                               st.inout(recvbuf, recvcount * c.size, recvtype)};
+                          });
 }
 
 Sched make_alltoallv(const void* sendbuf, const int sendcounts[], const int sdispls[], MPI_Datatype sendtype,
@@ -214,11 +251,15 @@ Sched make_alltoallv(const void* sendbuf, const int sendcounts[], const int sdis
     const auto c = engine->info(comm);
     const Sizes recv_sizes = sizes_of("recvcounts", recvcounts, c.size, type_size(recvtype));
     const Sizes recv_displs = displs_of("rdispls", rdispls, c.size, type_size(recvtype));
+    auto stage = [&](Staging& st, Sizes&, Sizes&) {
+        return std::pair{st.in_v(sendbuf, sendcounts, sdispls, c.size, sendtype),
+                         st.inout_v(recvbuf, recvcounts, rdispls, c.size, recvtype)};
+    };
     if (sendbuf == MPI_IN_PLACE)
-        return make_alltoallw(sendbuf, recv_sizes, recv_displs, recvbuf, recv_sizes, recv_displs, c);
+        return make_alltoallw(sendbuf, recv_sizes, recv_displs, recvbuf, recv_sizes, recv_displs, c, stage);
     return make_alltoallw(sendbuf, sizes_of("sendcounts", sendcounts, c.size, type_size(sendtype)),
                           displs_of("sdispls", sdispls, c.size, type_size(sendtype)), recvbuf, recv_sizes, recv_displs,
-                          c);
+                          c, stage);
 }
 
 Sizes sizes_of_types(const char* what, const int* counts, const MPI_Datatype* types, int n) {
@@ -235,10 +276,16 @@ Sched make_alltoallw(const void* sendbuf, const int sendcounts[], const int sdis
     const auto c = engine->info(comm);
     const Sizes recv_sizes = sizes_of_types("recvcounts", recvcounts, recvtypes, c.size);
     const Sizes recv_displs = displs_of("rdispls", rdispls, c.size, 1);
+    auto stage = [&](Staging& st, Sizes& send_displs, Sizes& rdispls_out) {
+        const void* send = sendbuf == MPI_IN_PLACE
+                               ? sendbuf
+                               : st.inout_w(sendbuf, sendcounts, sdispls, sendtypes, c.size, send_displs, false);
+        return std::pair{send, st.inout_w(recvbuf, recvcounts, rdispls, recvtypes, c.size, rdispls_out, true)};
+    };
     if (sendbuf == MPI_IN_PLACE)
-        return make_alltoallw(sendbuf, recv_sizes, recv_displs, recvbuf, recv_sizes, recv_displs, c);
+        return make_alltoallw(sendbuf, recv_sizes, recv_displs, recvbuf, recv_sizes, recv_displs, c, stage);
     return make_alltoallw(sendbuf, sizes_of_types("sendcounts", sendcounts, sendtypes, c.size),
-                          displs_of("sdispls", sdispls, c.size, 1), recvbuf, recv_sizes, recv_displs, c);
+                          displs_of("sdispls", sdispls, c.size, 1), recvbuf, recv_sizes, recv_displs, c, stage);
 }
 
 Sched make_reduce_scatter(const void* sendbuf, void* recvbuf, const std::vector<int>& counts, MPI_Datatype type,
@@ -258,7 +305,10 @@ Sched make_reduce_scatter(const void* sendbuf, void* recvbuf, const std::vector<
     if (counts[static_cast<std::size_t>(c.rank)] > 0 && recvbuf == nullptr)
         throw MpiError(MPI_ERR_BUFFER, "recvbuf is NULL");
     (void)size;
-    return msgpass::mpi::reduce_scatter_schedule(c, in_place ? nullptr : sendbuf, recvbuf, counts, type, op);
+    Staging st;
+    void* recv = st.inout(recvbuf, in_place ? static_cast<int>(total) : counts[static_cast<std::size_t>(c.rank)], type);
+    const void* send = in_place ? nullptr : st.in(sendbuf, static_cast<int>(total), type);
+    return st.into(msgpass::mpi::reduce_scatter_schedule(c, send, recv, counts, type, op));
 }
 
 Sched make_reduce_scatter(const void* sendbuf, void* recvbuf, const int recvcounts[], MPI_Datatype type, MPI_Op op,
@@ -282,7 +332,10 @@ Sched make_scan(const void* sendbuf, void* recvbuf, int count, MPI_Datatype type
     const bool in_place = sendbuf == MPI_IN_PLACE;
     (void)bytes_of(in_place ? recvbuf : sendbuf, count, type, "sendbuf");
     (void)bytes_of(recvbuf, count, type, "recvbuf");
-    return msgpass::mpi::scan_schedule(c, in_place ? recvbuf : sendbuf, recvbuf, count, type, op, exclusive);
+    Staging st;
+    void* recv = st.inout(recvbuf, count, type);
+    const void* send = in_place ? recv : st.in(sendbuf, count, type);
+    return st.into(msgpass::mpi::scan_schedule(c, send, recv, count, type, op, exclusive));
 }
 
 template <class Make>

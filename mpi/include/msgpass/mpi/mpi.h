@@ -27,6 +27,7 @@ typedef int MPI_Request;
 typedef int MPI_Errhandler;
 typedef int MPI_Group;
 typedef int MPI_Info;
+typedef int MPI_Message;
 typedef ptrdiff_t MPI_Aint;
 typedef long long MPI_Count;
 
@@ -72,6 +73,7 @@ typedef struct MPI_Status {
 #define MPI_SIGNED_CHAR ((MPI_Datatype)0x4c000201)
 #define MPI_UNSIGNED_CHAR ((MPI_Datatype)0x4c000301)
 #define MPI_BYTE ((MPI_Datatype)0x4c000401)
+#define MPI_PACKED ((MPI_Datatype)0x4c001601) /* the bytes of MPI_Pack */
 #define MPI_SHORT ((MPI_Datatype)0x4c000502)
 #define MPI_UNSIGNED_SHORT ((MPI_Datatype)0x4c000602)
 #define MPI_INT ((MPI_Datatype)0x4c000704)
@@ -112,6 +114,8 @@ typedef struct MPI_Status {
 
 /* Special values */
 #define MPI_REQUEST_NULL ((MPI_Request)0)
+#define MPI_MESSAGE_NULL ((MPI_Message)0)
+#define MPI_MESSAGE_NO_PROC ((MPI_Message)0x6c000001) /* the message of a probe of MPI_PROC_NULL */
 #define MPI_ANY_SOURCE (-1)
 #define MPI_ANY_TAG (-1)
 #define MPI_PROC_NULL (-2)
@@ -202,10 +206,35 @@ int MPI_Comm_get_errhandler(MPI_Comm comm, MPI_Errhandler* errhandler);
 int MPI_Error_string(int errorcode, char* string, int* resultlen);
 int MPI_Error_class(int errorcode, int* errorclass);
 
-/* Derived datatypes: contiguous ones (of any type of mpi.h or another contiguous
- * one). A type of count n of T is n T in every call, once committed; using one that
- * is not committed, or was freed, is MPI_ERR_TYPE. */
+/* Derived datatypes, of the types of mpi.h and of each other, usable in every call
+ * once committed (using one that is not committed, or was freed, is MPI_ERR_TYPE).
+ * A message carries a type's data packed (a contiguous type's buffer as it is); a
+ * reduction needs a type made of one predefined type. A struct's extent is rounded up
+ * to its strictest member alignment, as C lays out an array of the struct. */
 int MPI_Type_contiguous(int count, MPI_Datatype oldtype, MPI_Datatype* newtype);
+int MPI_Type_vector(int count, int blocklength, int stride, MPI_Datatype oldtype, MPI_Datatype* newtype);
+int MPI_Type_create_hvector(int count, int blocklength, MPI_Aint stride, MPI_Datatype oldtype, MPI_Datatype* newtype);
+int MPI_Type_hvector(int count, int blocklength, MPI_Aint stride, MPI_Datatype oldtype, MPI_Datatype* newtype);
+int MPI_Type_indexed(int count, const int array_of_blocklengths[], const int array_of_displacements[],
+                     MPI_Datatype oldtype, MPI_Datatype* newtype);
+int MPI_Type_create_hindexed(int count, const int array_of_blocklengths[], const MPI_Aint array_of_displacements[],
+                             MPI_Datatype oldtype, MPI_Datatype* newtype);
+int MPI_Type_create_indexed_block(int count, int blocklength, const int array_of_displacements[], MPI_Datatype oldtype,
+                                  MPI_Datatype* newtype);
+int MPI_Type_create_hindexed_block(int count, int blocklength, const MPI_Aint array_of_displacements[],
+                                   MPI_Datatype oldtype, MPI_Datatype* newtype);
+int MPI_Type_create_struct(int count, const int array_of_blocklengths[], const MPI_Aint array_of_displacements[],
+                           const MPI_Datatype array_of_types[], MPI_Datatype* newtype);
+int MPI_Type_create_resized(MPI_Datatype oldtype, MPI_Aint lb, MPI_Aint extent, MPI_Datatype* newtype);
+int MPI_Type_dup(MPI_Datatype oldtype, MPI_Datatype* newtype);
+int MPI_Type_get_true_extent(MPI_Datatype datatype, MPI_Aint* true_lb, MPI_Aint* true_extent);
+int MPI_Get_elements(const MPI_Status* status, MPI_Datatype datatype, int* count);
+/* Packing: a type's data as a message carries it; MPI_PACKED sends and receives it. */
+int MPI_Pack(const void* inbuf, int incount, MPI_Datatype datatype, void* outbuf, int outsize, int* position,
+             MPI_Comm comm);
+int MPI_Unpack(const void* inbuf, int insize, int* position, void* outbuf, int outcount, MPI_Datatype datatype,
+               MPI_Comm comm);
+int MPI_Pack_size(int incount, MPI_Datatype datatype, MPI_Comm comm, int* size);
 int MPI_Type_commit(MPI_Datatype* datatype);
 int MPI_Type_free(MPI_Datatype* datatype);
 int MPI_Type_size(MPI_Datatype datatype, int* size);
@@ -254,6 +283,41 @@ int MPI_Test_cancelled(const MPI_Status* status, int* flag);
 int MPI_Probe(int source, int tag, MPI_Comm comm, MPI_Status* status);
 int MPI_Iprobe(int source, int tag, MPI_Comm comm, int* flag, MPI_Status* status);
 int MPI_Get_count(const MPI_Status* status, MPI_Datatype datatype, int* count);
+/* Matched probes: the message found is taken out of matching at once (no other
+ * receive or probe sees it); MPI_Mrecv or MPI_Imrecv receives it, and sets the
+ * message to MPI_MESSAGE_NULL. */
+int MPI_Mprobe(int source, int tag, MPI_Comm comm, MPI_Message* message, MPI_Status* status);
+int MPI_Improbe(int source, int tag, MPI_Comm comm, int* flag, MPI_Message* message, MPI_Status* status);
+int MPI_Mrecv(void* buf, int count, MPI_Datatype datatype, MPI_Message* message, MPI_Status* status);
+int MPI_Imrecv(void* buf, int count, MPI_Datatype datatype, MPI_Message* message, MPI_Request* request);
+
+/* Persistent requests: made inactive; MPI_Start posts the operation, a completion
+ * call completes it and leaves the request inactive (not MPI_REQUEST_NULL) until
+ * MPI_Request_free; MPI_Wait and MPI_Test on an inactive one return at once with an
+ * empty status. */
+int MPI_Send_init(const void* buf, int count, MPI_Datatype datatype, int dest, int tag, MPI_Comm comm,
+                  MPI_Request* request);
+int MPI_Ssend_init(const void* buf, int count, MPI_Datatype datatype, int dest, int tag, MPI_Comm comm,
+                   MPI_Request* request);
+int MPI_Rsend_init(const void* buf, int count, MPI_Datatype datatype, int dest, int tag, MPI_Comm comm,
+                   MPI_Request* request);
+int MPI_Bsend_init(const void* buf, int count, MPI_Datatype datatype, int dest, int tag, MPI_Comm comm,
+                   MPI_Request* request);
+int MPI_Recv_init(void* buf, int count, MPI_Datatype datatype, int source, int tag, MPI_Comm comm,
+                  MPI_Request* request);
+int MPI_Start(MPI_Request* request);
+int MPI_Startall(int count, MPI_Request requests[]);
+
+/* Buffered sends: the message is copied and the call completes at once; the attached
+ * buffer bounds the bytes of the buffered messages not yet delivered (each counts its
+ * size plus MPI_BSEND_OVERHEAD): beyond it, MPI_ERR_BUFFER. MPI_Buffer_detach waits
+ * until they were delivered. */
+#define MPI_BSEND_OVERHEAD 64
+int MPI_Buffer_attach(void* buffer, int size);
+int MPI_Buffer_detach(void* buffer_addr, int* size);
+int MPI_Bsend(const void* buf, int count, MPI_Datatype datatype, int dest, int tag, MPI_Comm comm);
+int MPI_Ibsend(const void* buf, int count, MPI_Datatype datatype, int dest, int tag, MPI_Comm comm,
+               MPI_Request* request);
 
 /* Collectives */
 int MPI_Barrier(MPI_Comm comm);

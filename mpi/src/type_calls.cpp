@@ -1,0 +1,239 @@
+// The C entry points of msgpass's MPI (mpi.h) that make and query derived datatypes
+// beyond contiguous ones (vector, indexed, struct, resized, dup, true extent,
+// Get_elements) and pack and unpack buffers (MPI_Pack, MPI_Unpack, MPI_Pack_size).
+// Each constructor turns its arguments into copies of old types at byte
+// displacements (types.cpp's type_create). Every entry point goes through api::guarded.
+#include <climits>
+#include <cstring>
+#include <limits>
+#include <vector>
+
+#include "api.hpp"
+
+using namespace msgpass::mpi::api; // NOLINT(google-build-using-namespace): the entry points' shared state and checks
+using msgpass::mpi::MpiError;
+
+namespace {
+
+using Disps = std::vector<std::ptrdiff_t>;
+using Counts = std::vector<int>;
+using Types = std::vector<MPI_Datatype>;
+
+void check_out(const MPI_Datatype* newtype) {
+    if (newtype == nullptr) throw MpiError(MPI_ERR_ARG, "newtype is NULL");
+}
+
+void check_count(int count) {
+    if (count < 0) throw MpiError(MPI_ERR_COUNT, "negative count " + std::to_string(count));
+}
+
+template <class T>
+void check_array(const T* array, int count, const char* what) {
+    if (count > 0 && array == nullptr) throw MpiError(MPI_ERR_ARG, std::string(what) + " is NULL");
+}
+
+// count blocks of blocklength old elements, block i at i * stride bytes.
+MPI_Datatype vector_of(int count, int blocklength, std::ptrdiff_t stride, MPI_Datatype old) {
+    check_count(count);
+    if (blocklength < 0) throw MpiError(MPI_ERR_COUNT, "negative block length " + std::to_string(blocklength));
+    Disps disps(static_cast<std::size_t>(count));
+    for (std::size_t i = 0; i < disps.size(); ++i)
+        disps[i] = static_cast<std::ptrdiff_t>(i) * stride;
+    return msgpass::mpi::type_create(disps, Counts(disps.size(), blocklength), Types(disps.size(), old), false);
+}
+
+// Block i of counts[i] old elements at disps[i] * unit bytes.
+template <class D>
+MPI_Datatype indexed_of(int count, const int* counts, int same_count, const D* disps, std::ptrdiff_t unit,
+                        MPI_Datatype old) {
+    check_count(count);
+    check_array(disps, count, "array_of_displacements");
+    if (counts != nullptr || same_count < 0) check_array(counts, count, "array_of_blocklengths");
+    Disps d(static_cast<std::size_t>(count));
+    Counts n(static_cast<std::size_t>(count));
+    for (std::size_t i = 0; i < d.size(); ++i) {
+        d[i] = static_cast<std::ptrdiff_t>(disps[i]) * unit;
+        n[i] = counts != nullptr ? counts[i] : same_count;
+    }
+    return msgpass::mpi::type_create(d, n, Types(d.size(), old), false);
+}
+
+} // namespace
+
+extern "C" {
+
+int MPI_Type_vector(int count, int blocklength, int stride, MPI_Datatype oldtype, MPI_Datatype* newtype) {
+    return guarded("MPI_Type_vector", MPI_COMM_WORLD, [&] {
+        check_out(newtype);
+        const auto extent = static_cast<std::ptrdiff_t>(msgpass::mpi::type_info(oldtype).extent());
+        *newtype = vector_of(count, blocklength, stride * extent, oldtype);
+        return MPI_SUCCESS;
+    });
+}
+
+int MPI_Type_create_hvector(int count, int blocklength, MPI_Aint stride, MPI_Datatype oldtype, MPI_Datatype* newtype) {
+    return guarded("MPI_Type_create_hvector", MPI_COMM_WORLD, [&] {
+        check_out(newtype);
+        *newtype = vector_of(count, blocklength, stride, oldtype);
+        return MPI_SUCCESS;
+    });
+}
+
+int MPI_Type_hvector(int count, int blocklength, MPI_Aint stride, MPI_Datatype oldtype, MPI_Datatype* newtype) {
+    return guarded("MPI_Type_hvector", MPI_COMM_WORLD, [&] {
+        check_out(newtype);
+        *newtype = vector_of(count, blocklength, stride, oldtype);
+        return MPI_SUCCESS;
+    });
+}
+
+int MPI_Type_indexed(int count, const int array_of_blocklengths[], const int array_of_displacements[],
+                     MPI_Datatype oldtype, MPI_Datatype* newtype) {
+    return guarded("MPI_Type_indexed", MPI_COMM_WORLD, [&] {
+        check_out(newtype);
+        const auto extent = static_cast<std::ptrdiff_t>(msgpass::mpi::type_info(oldtype).extent());
+        *newtype = indexed_of(count, array_of_blocklengths, -1, array_of_displacements, extent, oldtype);
+        return MPI_SUCCESS;
+    });
+}
+
+int MPI_Type_create_hindexed(int count, const int array_of_blocklengths[], const MPI_Aint array_of_displacements[],
+                             MPI_Datatype oldtype, MPI_Datatype* newtype) {
+    return guarded("MPI_Type_create_hindexed", MPI_COMM_WORLD, [&] {
+        check_out(newtype);
+        *newtype = indexed_of(count, array_of_blocklengths, -1, array_of_displacements, 1, oldtype);
+        return MPI_SUCCESS;
+    });
+}
+
+int MPI_Type_create_indexed_block(int count, int blocklength, const int array_of_displacements[], MPI_Datatype oldtype,
+                                  MPI_Datatype* newtype) {
+    return guarded("MPI_Type_create_indexed_block", MPI_COMM_WORLD, [&] {
+        check_out(newtype);
+        if (blocklength < 0) throw MpiError(MPI_ERR_COUNT, "negative block length " + std::to_string(blocklength));
+        const auto extent = static_cast<std::ptrdiff_t>(msgpass::mpi::type_info(oldtype).extent());
+        *newtype = indexed_of<int>(count, nullptr, blocklength, array_of_displacements, extent, oldtype);
+        return MPI_SUCCESS;
+    });
+}
+
+int MPI_Type_create_hindexed_block(int count, int blocklength, const MPI_Aint array_of_displacements[],
+                                   MPI_Datatype oldtype, MPI_Datatype* newtype) {
+    return guarded("MPI_Type_create_hindexed_block", MPI_COMM_WORLD, [&] {
+        check_out(newtype);
+        if (blocklength < 0) throw MpiError(MPI_ERR_COUNT, "negative block length " + std::to_string(blocklength));
+        *newtype = indexed_of<MPI_Aint>(count, nullptr, blocklength, array_of_displacements, 1, oldtype);
+        return MPI_SUCCESS;
+    });
+}
+
+int MPI_Type_create_struct(int count, const int array_of_blocklengths[], const MPI_Aint array_of_displacements[],
+                           const MPI_Datatype array_of_types[], MPI_Datatype* newtype) {
+    return guarded("MPI_Type_create_struct", MPI_COMM_WORLD, [&] {
+        check_out(newtype);
+        check_count(count);
+        check_array(array_of_blocklengths, count, "array_of_blocklengths");
+        check_array(array_of_displacements, count, "array_of_displacements");
+        check_array(array_of_types, count, "array_of_types");
+        const auto n = static_cast<std::size_t>(count);
+        *newtype = msgpass::mpi::type_create(Disps(array_of_displacements, array_of_displacements + n),
+                                             Counts(array_of_blocklengths, array_of_blocklengths + n),
+                                             Types(array_of_types, array_of_types + n), true);
+        return MPI_SUCCESS;
+    });
+}
+
+int MPI_Type_create_resized(MPI_Datatype oldtype, MPI_Aint lb, MPI_Aint extent, MPI_Datatype* newtype) {
+    return guarded("MPI_Type_create_resized", MPI_COMM_WORLD, [&] {
+        check_out(newtype);
+        *newtype = msgpass::mpi::type_resized(oldtype, lb, extent);
+        return MPI_SUCCESS;
+    });
+}
+
+int MPI_Type_dup(MPI_Datatype oldtype, MPI_Datatype* newtype) {
+    return guarded("MPI_Type_dup", MPI_COMM_WORLD, [&] {
+        check_out(newtype);
+        *newtype = msgpass::mpi::type_dup(oldtype);
+        return MPI_SUCCESS;
+    });
+}
+
+int MPI_Type_get_true_extent(MPI_Datatype datatype, MPI_Aint* true_lb, MPI_Aint* true_extent) {
+    return guarded("MPI_Type_get_true_extent", MPI_COMM_WORLD, [&] {
+        if (true_lb == nullptr || true_extent == nullptr) throw MpiError(MPI_ERR_ARG, "true_lb or true_extent is NULL");
+        const auto& m = msgpass::mpi::type_info(datatype);
+        *true_lb = m.true_lb;
+        *true_extent = m.true_ub - m.true_lb;
+        return MPI_SUCCESS;
+    });
+}
+
+int MPI_Get_elements(const MPI_Status* status, MPI_Datatype datatype, int* count) {
+    return guarded("MPI_Get_elements", MPI_COMM_WORLD, [&] {
+        if (status == nullptr) throw MpiError(MPI_ERR_ARG, "status is NULL (MPI_STATUS_IGNORE has no count)");
+        if (count == nullptr) throw MpiError(MPI_ERR_ARG, "count is NULL");
+        const std::size_t n = msgpass::mpi::basic_elements(*msgpass::mpi::typemap_of(datatype), status->msgpass_bytes);
+        *count = n > static_cast<std::size_t>(INT_MAX) ? MPI_UNDEFINED : static_cast<int>(n);
+        return MPI_SUCCESS;
+    });
+}
+
+int MPI_Pack_size(int incount, MPI_Datatype datatype, MPI_Comm comm, int* size) {
+    return guarded("MPI_Pack_size", comm, [&] {
+        (void)engine->info(comm);
+        check_count(incount);
+        if (size == nullptr) throw MpiError(MPI_ERR_ARG, "size is NULL");
+        const std::size_t bytes = static_cast<std::size_t>(incount) * type_size(datatype);
+        if (bytes > static_cast<std::size_t>(INT_MAX))
+            throw MpiError(MPI_ERR_COUNT, "the packed size is beyond INT_MAX bytes");
+        *size = static_cast<int>(bytes);
+        return MPI_SUCCESS;
+    });
+}
+
+int MPI_Pack(const void* inbuf, int incount, MPI_Datatype datatype, void* outbuf, int outsize, int* position,
+             MPI_Comm comm) {
+    return guarded("MPI_Pack", comm, [&] {
+        (void)engine->info(comm);
+        const std::size_t bytes = bytes_of(inbuf, incount, datatype, "inbuf");
+        if (position == nullptr) throw MpiError(MPI_ERR_ARG, "position is NULL");
+        if (*position < 0 || outsize < 0 || *position > outsize)
+            throw MpiError(MPI_ERR_ARG, "position " + std::to_string(*position) + " is not within outsize " +
+                                            std::to_string(outsize));
+        if (bytes > static_cast<std::size_t>(outsize - *position))
+            throw MpiError(MPI_ERR_TRUNCATE, "packing " + std::to_string(bytes) + " bytes at position " +
+                                                 std::to_string(*position) + " goes beyond outsize " +
+                                                 std::to_string(outsize));
+        if (bytes == 0) return MPI_SUCCESS;
+        if (outbuf == nullptr) throw MpiError(MPI_ERR_BUFFER, "outbuf is NULL");
+        msgpass::mpi::pack(*msgpass::mpi::typemap_of(datatype), inbuf, static_cast<std::size_t>(incount),
+                           static_cast<std::byte*>(outbuf) + *position);
+        *position += static_cast<int>(bytes);
+        return MPI_SUCCESS;
+    });
+}
+
+int MPI_Unpack(const void* inbuf, int insize, int* position, void* outbuf, int outcount, MPI_Datatype datatype,
+               MPI_Comm comm) {
+    return guarded("MPI_Unpack", comm, [&] {
+        (void)engine->info(comm);
+        const std::size_t bytes = bytes_of(outbuf, outcount, datatype, "outbuf");
+        if (position == nullptr) throw MpiError(MPI_ERR_ARG, "position is NULL");
+        if (*position < 0 || insize < 0 || *position > insize)
+            throw MpiError(MPI_ERR_ARG,
+                           "position " + std::to_string(*position) + " is not within insize " + std::to_string(insize));
+        if (bytes > static_cast<std::size_t>(insize - *position))
+            throw MpiError(MPI_ERR_TRUNCATE, "unpacking " + std::to_string(bytes) + " bytes at position " +
+                                                 std::to_string(*position) + " goes beyond insize " +
+                                                 std::to_string(insize));
+        if (bytes == 0) return MPI_SUCCESS;
+        if (inbuf == nullptr) throw MpiError(MPI_ERR_BUFFER, "inbuf is NULL");
+        msgpass::mpi::unpack(*msgpass::mpi::typemap_of(datatype), static_cast<const std::byte*>(inbuf) + *position,
+                             bytes, outbuf);
+        *position += static_cast<int>(bytes);
+        return MPI_SUCCESS;
+    });
+}
+
+} // extern "C"
