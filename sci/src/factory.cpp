@@ -1,5 +1,6 @@
 // The sci factory and group, and the registration of the technology.
 #include <msgpass/sci/factory.hpp>
+#include <msgpass/sci/naming.hpp>
 #include <msgpass/sci/options.hpp>
 
 #include "local_node.hpp"
@@ -14,6 +15,7 @@ void register_technology() {
     TechnologyRegistry::instance().add("sci", [](const config::Configuration& configuration, NodeId self) {
         return std::make_unique<SciNodeFactory>(configuration, self);
     });
+    TechnologyRegistry::instance().add_leftovers("sci", leftovers());
 }
 
 SciGroup::SciGroup(std::string name, std::shared_ptr<LocalNode> local)
