@@ -275,35 +275,13 @@ void LocalNode::probe_shared() noexcept {
     }
 }
 
-void LocalNode::register_partner(Partner* node) {
-    std::lock_guard lock(partners_mutex_);
-    partners_.push_back(node);
-}
-
-void LocalNode::unregister_partner(Partner* node) {
-    std::lock_guard lock(partners_mutex_);
-    std::erase(partners_, node);
-}
-
-void LocalNode::progress_slow(const Partner* except) {
-    std::unique_lock lock(partners_mutex_, std::try_to_lock);
-    if (!lock.owns_lock()) return; // another thread is driving the queues
-    for (Partner* node : partners_) {
-        if (node != except) node->try_flush_queue();
-    }
-}
-
 // The flag first, then each partner's header under its receiver lock: an
 // introduction made meanwhile (under the same lock) writes the flag it reads.
 void LocalNode::announce_sleep() {
     std::lock_guard lock(sleep_mutex_);
     if (sleepers_++ != 0) return;
     asleep_.store(true, std::memory_order_seq_cst);
-    {
-        std::lock_guard partners(partners_mutex_);
-        for (Partner* node : partners_)
-            node->write_status();
-    }
+    driver_.announce();
     // The announcement before the sleeper's next poll (a partner's note before its
     // look at the announcement: one of the two sees the other). A partner told that
     // we make barriers wrote its note without a fence: the barrier puts one between
@@ -316,18 +294,14 @@ void LocalNode::withdraw_sleep() {
     std::lock_guard lock(sleep_mutex_);
     if (--sleepers_ != 0) return;
     asleep_.store(false, std::memory_order_seq_cst);
-    std::lock_guard partners(partners_mutex_);
-    for (Partner* node : partners_)
-        node->write_status();
+    driver_.announce();
 }
 
 void LocalNode::set_closing() {
     std::lock_guard lock(sleep_mutex_);
     closing_.store(true, std::memory_order_release);
     std::atomic_ref<std::uint32_t>(control_->closed).store(1, std::memory_order_release);
-    std::lock_guard partners(partners_mutex_);
-    for (Partner* node : partners_)
-        node->write_status();
+    driver_.announce();
 }
 
 BufferPtr LocalNode::allocate_send_buffer(std::size_t size) {

@@ -50,13 +50,13 @@ SciNode::SciNode(std::shared_ptr<LocalNode> local, NodeParameters parameters)
                                                                 "large." + std::to_string(parameters_.peer)),
                                   large_ring_size + large_capacity_, Pages::on_use); // the sender reserves
     large_release_->region.map();
-    local_->register_partner(this);
+    local_->driver().add(this);
     current_link();
 }
 
 SciNode::~SciNode() {
-    local_->unregister_partner(this);
-    if (!queue_.empty()) local_->queued_changed(-1);
+    local_->driver().remove(this);
+    if (!queue_.empty()) local_->driver().queued_changed(-1);
     // Slots granted to the peer go back to the pool; received buffers keep the local
     // node alive on their own, and give their slots to the pool (a new generation).
     std::lock_guard lock(recv_mutex_);

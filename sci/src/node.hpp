@@ -45,7 +45,7 @@ struct NodeParameters {
     static NodeParameters from(const config::Configuration& configuration, const LocalNode& local, NodeId peer);
 };
 
-class SciNode final : public Node, public kit::FactoryBound, private Partner {
+class SciNode final : public Node, public kit::FactoryBound, private kit::Progressing {
 public:
     SciNode(std::shared_ptr<LocalNode> local, NodeParameters parameters);
     ~SciNode() override;
@@ -142,7 +142,7 @@ private:
     void release_grants(std::uint32_t generation, std::uint32_t k);
     void publish_grants(Link& link, bool rang = false);
     void store_status(Link& link);
-    void write_status() override;
+    void state_changed() override;
     void offer_hot(Link& link);
 
     std::shared_ptr<LocalNode> local_;

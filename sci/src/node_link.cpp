@@ -181,7 +181,7 @@ void SciNode::store_status(Link& link) {
                                            local_->asleep(), local_->closing()));
 }
 
-void SciNode::write_status() {
+void SciNode::state_changed() {
     std::lock_guard lock(recv_mutex_);
     if (recv_link_ != nullptr) store_status(*recv_link_);
 }

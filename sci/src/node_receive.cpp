@@ -253,7 +253,7 @@ void SciNode::publish_pending() {
 // the new one, which cannot send before that.
 BufferPtr SciNode::receive() {
     check_factory("receive");
-    local_->progress();
+    local_->driver().progress();
     return receive_polled();
 }
 
@@ -302,7 +302,7 @@ BufferPtr SciNode::receive(std::chrono::nanoseconds timeout) {
 // message alone in its slot, a large one) is received as a buffer that the view holds.
 MessageView SciNode::receive_view() {
     check_factory("receive");
-    local_->progress();
+    local_->driver().progress();
     {
         std::lock_guard lock(recv_mutex_);
         if (batch_.link != nullptr) return view_in_batch();

@@ -496,7 +496,7 @@ void SciNode::flush_locked(Link* link) {
         queue_.erase(queue_.begin(), queue_.begin() + static_cast<std::ptrdiff_t>(entries));
         queued_messages_ -= messages;
         queue_depth_.store(queued_messages_, std::memory_order_relaxed);
-        if (queue_.empty()) local_->queued_changed(-1);
+        if (queue_.empty()) local_->driver().queued_changed(-1);
     }
 }
 
@@ -553,7 +553,7 @@ void SciNode::send_impl(B& buffer) {
         kit::throw_message_too_large(*this, size, parameters_.max_message_size);
     }
     // Queues towards other peers move too (this one's below, under the lock).
-    local_->progress(this, queue_depth_.load(std::memory_order_relaxed) != 0);
+    local_->driver().progress(this, queue_depth_.load(std::memory_order_relaxed) != 0);
     std::lock_guard lock(send_mutex_);
     throw_if_lost();
     throw_if_deferred();
@@ -578,7 +578,7 @@ void SciNode::send_impl(B& buffer) {
             }
         };
         if (queue_.empty()) {
-            local_->queued_changed(1);
+            local_->driver().queued_changed(1);
             hold(); // alone: it goes as it is, without a copy (send_bytes: one copy)
         } else if (link != nullptr && (!std::is_same_v<B, SharedBuffer> || size < broadcast_min_size) &&
                    stage(*link, *buffer)) {
