@@ -1,8 +1,9 @@
-// SCILocalNode (seed section 4): the local resources of the sci technology, one
-// per factory. It owns the local segment (control block, header area, receive
+// The transport room of sci, the seed's SCILocalNode (section 4): the factory-wide
+// engine, one per factory. It owns the local segment (control block, header area, receive
 // slots), hands out the local header reserved for each remote node, the receive
 // slots (a pool shared by all peers) and the send buffers (a pre-allocated pool or
-// the heap, per use_send_pool), each with its release.
+// the heap, per use_send_pool), each with its release, the broadcast region, the
+// wait, and the kit's progress driver of the factory's nodes (it never calls a node).
 #pragma once
 
 #include <msgpass/buffer.hpp>
@@ -34,7 +35,7 @@ namespace msgpass::sci {
 
 // Parameters of the local node (the seed's SCILocalNodePar), checked for
 // consistency at construction.
-struct LocalNodeParameters {
+struct TransportParameters {
     NodeId self = 0;
     std::size_t self_index = 0; // position of self in the nodes file
     std::size_t node_count = 0; // nodes in the nodes file
@@ -47,18 +48,18 @@ struct LocalNodeParameters {
     // The SCI node id of every node's machine (none without one), for segment names.
     std::map<NodeId, std::optional<std::uint32_t>> sci_node_ids;
 
-    static LocalNodeParameters from(const config::Configuration& configuration, NodeId self);
+    static TransportParameters from(const config::Configuration& configuration, NodeId self);
 };
 
-class LocalNode : public std::enable_shared_from_this<LocalNode> {
+class Transport : public std::enable_shared_from_this<Transport> {
 public:
     // Creates and maps the local segment and publishes it (epoch last). Throws
     // ConfigError for inconsistent parameters, ResourceError when the segment
     // cannot be made (another live process has this node id, no memory).
-    explicit LocalNode(LocalNodeParameters parameters);
-    ~LocalNode();
+    explicit Transport(TransportParameters parameters);
+    ~Transport();
 
-    [[nodiscard]] const LocalNodeParameters& parameters() const noexcept { return parameters_; }
+    [[nodiscard]] const TransportParameters& parameters() const noexcept { return parameters_; }
     [[nodiscard]] const VirtualDevice& device() const noexcept { return device_; }
     [[nodiscard]] ControlBlock& control() const noexcept { return *control_; }
     [[nodiscard]] Doorbell& bell() const noexcept { return control_->bell; }
@@ -137,7 +138,7 @@ public:
     struct Broadcast;
 
 private:
-    LocalNodeParameters parameters_;
+    TransportParameters parameters_;
     VirtualDevice device_;
     LocalSegment segment_;
     std::byte* base_ = nullptr;
@@ -196,32 +197,32 @@ private:
 };
 
 // Holds a sleep announcement for the time a wait may sleep.
-class LocalNode::Asleep {
+class Transport::Asleep {
 public:
-    explicit Asleep(LocalNode& local) : local_(local) { local_.announce_sleep(); }
-    ~Asleep() { local_.withdraw_sleep(); }
+    explicit Asleep(Transport& local) : transport_(local) { transport_.announce_sleep(); }
+    ~Asleep() { transport_.withdraw_sleep(); }
     Asleep(const Asleep&) = delete;
     Asleep& operator=(const Asleep&) = delete;
 
 private:
-    LocalNode& local_;
+    Transport& transport_;
 };
 
 // How an sci wait sleeps: on the local segment's doorbell, after telling every
 // partner so (a partner rings only a process that said it sleeps); its yields teach
 // the local node whether the CPU is shared (then the wait does not yield).
-class LocalNode::Sleeper : public DoorbellSleeper {
+class Transport::Sleeper : public DoorbellSleeper {
 public:
-    explicit Sleeper(LocalNode& local) : DoorbellSleeper{&local.bell()}, local_(local) {}
-    void yielded(std::chrono::nanoseconds took) noexcept { local_.yields_.observe(took); }
-    [[nodiscard]] Asleep announce() { return Asleep(local_); }
+    explicit Sleeper(Transport& local) : DoorbellSleeper{&local.bell()}, transport_(local) {}
+    void yielded(std::chrono::nanoseconds took) noexcept { transport_.yields_.observe(took); }
+    [[nodiscard]] Asleep announce() { return Asleep(transport_); }
 
 private:
-    LocalNode& local_;
+    Transport& transport_;
 };
 
 template <class Poll>
-auto LocalNode::wait(Poll&& poll, std::chrono::nanoseconds timeout) -> decltype(poll()) {
+auto Transport::wait(Poll&& poll, std::chrono::nanoseconds timeout) -> decltype(poll()) {
     WaitPolicy policy;
     if (barrier_failed_.load(std::memory_order_relaxed)) policy.max_sleep = std::chrono::microseconds(1000);
     if (!yields_.shared()) return wait_with(std::forward<Poll>(poll), timeout, Sleeper(*this), policy);
