@@ -25,19 +25,19 @@ NodeParameters NodeParameters::from(const config::Configuration& configuration, 
     return p;
 }
 
-Links::Links(std::shared_ptr<Transport> transport, NodeParameters parameters)
-    : transport_(std::move(transport)), parameters_(std::move(parameters)),
-      local_header_(transport_->allocate_local_header(parameters_.peer_index)),
-      send_k_(transport_->control().max_outst_buffers),
-      grants_(std::make_shared<Grants>(transport_, local_header_, parameters_.inject_error_rate,
-                                       parameters_.inject_error_seed)),
-      sequence_(grants_->sequence) {
-    for (auto& w : grants_->index)
+Links::Links(std::shared_ptr<Transport> transport_of_factory, NodeParameters parameters_of_peer)
+    : transport(std::move(transport_of_factory)), parameters(std::move(parameters_of_peer)),
+      local_header(transport->allocate_local_header(parameters.peer_index)),
+      send_k(transport->control().max_outst_buffers),
+      grants(std::make_shared<Grants>(transport, local_header, parameters.inject_error_rate,
+                                      parameters.inject_error_seed)),
+      sequence(grants->sequence) {
+    for (auto& w : grants->index)
         w.store(Grants::pack(0, 0, Grants::unused_slot), std::memory_order_relaxed);
 }
 
 Links::~Links() {
-    transport_->release_local_header(parameters_.peer_index);
+    transport->release_local_header(parameters.peer_index);
 }
 
 Link* Links::establish() {
@@ -47,8 +47,8 @@ Link* Links::establish() {
     if (now < next_connect_) return nullptr;
     next_connect_ = now + std::chrono::milliseconds(2);
 
-    auto link = std::make_shared<Link>(grants_);
-    const std::string name = transport_->device().segment_name(parameters_.peer, parameters_.peer_segment_id);
+    auto link = std::make_shared<Link>(grants);
+    const std::string name = transport->device().segment_name(parameters.peer, parameters.peer_segment_id);
     if (!link->segment.connect(name)) return nullptr;
     link->segment.map();
     if (link->segment.size() < control_block_size) return nullptr;
@@ -58,9 +58,9 @@ Link* Links::establish() {
     if (epoch == 0) return nullptr; // the owner is still setting it up
     const ControlBlock& cb = *link->control;
     const std::uint64_t seg_size = link->segment.size();
-    if (cb.magic != segment_magic || cb.version != protocol_version || cb.node_id != parameters_.peer ||
+    if (cb.magic != segment_magic || cb.version != protocol_version || cb.node_id != parameters.peer ||
         cb.max_outst_buffers < 1 || cb.max_outst_buffers > max_outstanding || cb.slot_size == 0 ||
-        cb.header_offset + (transport_->parameters().self_index + 1) * header_size > seg_size ||
+        cb.header_offset + (transport->parameters().self_index + 1) * header_size > seg_size ||
         cb.slot_offset + std::uint64_t{cb.slot_count} * cb.slot_size > seg_size) {
         return nullptr; // not a segment of this protocol version (or corrupt): never use it
     }
@@ -74,7 +74,7 @@ Link* Links::establish() {
     link->max_message_size = cb.max_message_size;
     link->barrier = (cb.flags & control_barrier) != 0 && process_barrier_registered();
     link->header =
-        reinterpret_cast<Header*>(link->base + cb.header_offset + transport_->parameters().self_index * header_size);
+        reinterpret_cast<Header*>(link->base + cb.header_offset + transport->parameters().self_index * header_size);
     map_broadcast(*link, LargeDescriptor{}); // best effort; retried on the first broadcast descriptor
     receive_side_->adopt(*link);             // the first incarnation is introduced at once
     Link* raw = link.get();
@@ -90,7 +90,7 @@ Link* Links::establish() {
 bool Links::check_due() {
     const std::int64_t now = coarse_now_ns();
     if (now < next_check_ns_.load(std::memory_order_relaxed)) return false;
-    next_check_ns_.store(now + parameters_.peer_timeout.count() / 4, std::memory_order_relaxed);
+    next_check_ns_.store(now + parameters.peer_timeout.count() / 4, std::memory_order_relaxed);
     return true;
 }
 
@@ -124,16 +124,16 @@ void Links::reclaim(const Link* send_side) {
 
 void Links::check_link(Link& link_ref) {
     Link* link = &link_ref;
-    const std::uint32_t header_epoch = load(local_header_->epoch);
+    const std::uint32_t header_epoch = load(local_header->epoch);
     const bool restarted = header_epoch != 0 && header_epoch != link->epoch32 &&
                            header_epoch != dead_epoch_.load(std::memory_order_relaxed);
     if (restarted && !ended_cleanly(*link)) {
-        declare_lost(link, "node " + std::to_string(parameters_.peer) + " (" + parameters_.name +
+        declare_lost(link, "node " + std::to_string(parameters.peer) + " (" + parameters.name +
                                ") restarted; messages to its earlier incarnation are lost");
     } else if (restarted || !link->segment.owner_alive()) {
         // A new process's introduction clears the closing bit of the header; the old
         // segment's own word still tells how that process ended.
-        const bool closed = restarted || closing_of(load(local_header_->status)) || ended_cleanly(*link);
+        const bool closed = restarted || closing_of(load(local_header->status)) || ended_cleanly(*link);
         if (closed && unacknowledged(*link) == 0 && queue_depth_->load(std::memory_order_relaxed) == 0) {
             // The peer ended cleanly and took everything: forget the link without an error.
             std::lock_guard lock(link_mutex_);
@@ -144,7 +144,7 @@ void Links::check_link(Link& link_ref) {
             }
             return;
         }
-        declare_lost(link, "node " + std::to_string(parameters_.peer) + " (" + parameters_.name +
+        declare_lost(link, "node " + std::to_string(parameters.peer) + " (" + parameters.name +
                                ") lost: its process is gone");
     }
 }
@@ -160,9 +160,9 @@ std::uint64_t Links::unacknowledged(const Link& link) const {
     // index again. the sender's count is read without its lock: a count for the report.
     std::uint64_t count = 0;
     const std::uint64_t sent = sent_->load(std::memory_order_relaxed);
-    for (std::uint32_t i = 0; i < send_k_ && i < sent; ++i) {
-        const std::uint64_t rounds = (sent - i + send_k_ - 1) / send_k_;
-        if (sig_of(load(local_header_->index[i].ack)) != signature(rounds, salt_of(link.epoch32))) ++count;
+    for (std::uint32_t i = 0; i < send_k && i < sent; ++i) {
+        const std::uint64_t rounds = (sent - i + send_k - 1) / send_k;
+        if (sig_of(load(local_header->index[i].ack)) != signature(rounds, salt_of(link.epoch32))) ++count;
     }
     return count;
 }
@@ -170,20 +170,20 @@ std::uint64_t Links::unacknowledged(const Link& link) const {
 void Links::declare_lost(Link* link, const std::string& reason) {
     std::lock_guard lock(link_mutex_);
     if (link_.load(std::memory_order_acquire) != link) return; // already handled
-    stats_.error();
+    stats.error();
     // Pending before the link goes: whoever sees a later link sees the loss too (the
     // receive side moves to it only once the loss is reported). The link itself
     // guards against raising one loss twice (above), so no incarnation is named.
     const std::uint64_t count = unacknowledged(*link);
-    loss_.raise(0, reason + " (" + std::to_string(count) + " messages unacknowledged)", count);
+    loss.raise(0, reason + " (" + std::to_string(count) + " messages unacknowledged)", count);
     dead_epoch_.store(link->epoch32, std::memory_order_relaxed);
     link_.store(nullptr, std::memory_order_release);
     next_connect_ = {};
 }
 
 void Links::throw_if_lost() {
-    if (!loss_.pending()) return;
-    if (auto loss = loss_.take()) throw loss->error(parameters_.peer);
+    if (!loss.pending()) return;
+    if (auto taken = loss.take()) throw taken->error(parameters.peer);
 }
 
 // The peer's broadcast region, mapped when first needed (normally when the link is
@@ -194,7 +194,7 @@ std::byte* Links::map_broadcast(Link& link, const LargeDescriptor& d) {
         auto segment = std::make_shared<RemoteSegment>();
         try {
             if (!segment->connect(
-                    transport_->device().segment_name(parameters_.peer, parameters_.peer_segment_id, "bcast")))
+                    transport->device().segment_name(parameters.peer, parameters.peer_segment_id, "bcast")))
                 return nullptr;
             segment->map();
         } catch (const Error&) {

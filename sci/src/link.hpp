@@ -218,7 +218,7 @@ protected:
 // The incarnations of one peer and what its sender and receiver share.
 class Links {
 public:
-    Links(std::shared_ptr<Transport> transport, NodeParameters parameters);
+    Links(std::shared_ptr<Transport> transport_of_factory, NodeParameters parameters_of_peer);
     ~Links();
     Links(const Links&) = delete;
     Links& operator=(const Links&) = delete;
@@ -256,14 +256,16 @@ public:
     // made); null when it cannot be mapped or the descriptor points outside it.
     std::byte* map_broadcast(Link& link, const LargeDescriptor& d);
 
-    std::shared_ptr<Transport> transport_;
-    const NodeParameters parameters_;
-    Header* const local_header_; // the peer writes here
-    const std::uint32_t send_k_; // outstanding messages towards the peer: our max_outst_buffers
-    const std::shared_ptr<Grants> grants_;
-    Sequence& sequence_; // grants_->sequence: transfers to the peer, with their error injection
-    StatsCounters stats_;
-    kit::LossLatch loss_;
+    // The state both sides of the peer use (the sender and the receiver keep copies
+    // of the pointers and references, as their own members of the same names).
+    std::shared_ptr<Transport> transport;
+    const NodeParameters parameters;
+    Header* const local_header; // the peer writes here
+    const std::uint32_t send_k; // outstanding messages towards the peer: our max_outst_buffers
+    const std::shared_ptr<Grants> grants;
+    Sequence& sequence; // grants->sequence: transfers to the peer, with their error injection
+    StatsCounters stats;
+    kit::LossLatch loss;
 
 private:
     Link* establish();

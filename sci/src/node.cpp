@@ -10,12 +10,12 @@ SciNode::SciNode(std::shared_ptr<Transport> transport, NodeParameters parameters
     : links_(std::move(transport), std::move(parameters)), receiver_(links_, sender_),
       sender_(links_, receiver_, *this) {
     links_.attach(receiver_);
-    links_.transport_->driver().add(this);
+    links_.transport->driver().add(this);
     links_.current();
 }
 
 SciNode::~SciNode() {
-    links_.transport_->driver().remove(this);
+    links_.transport->driver().remove(this);
 }
 
 void SciNode::send(BufferPtr&& buffer) {
@@ -37,7 +37,7 @@ void SciNode::send_shared(const SharedBuffer& buffer) {
 
 bool SciNode::flush(std::chrono::nanoseconds timeout) {
     check_factory("flush");
-    return links_.transport_->wait(
+    return links_.transport->wait(
         [this]() -> bool {
             if (sender_.try_flush()) return true;
             links_.check_peer();
@@ -48,21 +48,21 @@ bool SciNode::flush(std::chrono::nanoseconds timeout) {
 
 BufferPtr SciNode::receive() {
     check_factory("receive");
-    links_.transport_->driver().progress();
+    links_.transport->driver().progress();
     return receiver_.poll();
 }
 
 BufferPtr SciNode::receive(std::chrono::nanoseconds timeout) {
     check_factory("receive");
     if (auto b = receive()) return b; // a stream's usual case, without setting up a wait (~40 instructions)
-    return links_.transport_->wait([this] { return receive(); }, timeout);
+    return links_.transport->wait([this] { return receive(); }, timeout);
 }
 
 // A message of an open batch is lent as a view; any other (the first of a batch, a
 // message alone in its slot, a large one) is received as a buffer that the view holds.
 MessageView SciNode::receive_view() {
     check_factory("receive");
-    links_.transport_->driver().progress();
+    links_.transport->driver().progress();
     if (auto v = receiver_.view()) return v;
     return MessageView(receiver_.poll());
 }
@@ -70,12 +70,12 @@ MessageView SciNode::receive_view() {
 MessageView SciNode::receive_view(std::chrono::nanoseconds timeout) {
     check_factory("receive");
     if (auto v = receive_view()) return v;
-    return links_.transport_->wait([this] { return receive_view(); }, timeout);
+    return links_.transport->wait([this] { return receive_view(); }, timeout);
 }
 
 NodeStats SciNode::stats() const noexcept {
-    auto s = links_.stats_.snapshot(sender_.queued());
-    s.retries = links_.sequence_.retries();
+    auto s = links_.stats.snapshot(sender_.queued());
+    s.retries = links_.sequence.retries();
     return s;
 }
 

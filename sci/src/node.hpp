@@ -26,8 +26,8 @@ public:
     SciNode(std::shared_ptr<Transport> transport, NodeParameters parameters);
     ~SciNode() override;
 
-    [[nodiscard]] NodeId id() const noexcept override { return links_.parameters_.peer; }
-    [[nodiscard]] const std::string& name() const noexcept override { return links_.parameters_.name; }
+    [[nodiscard]] NodeId id() const noexcept override { return links_.parameters.peer; }
+    [[nodiscard]] const std::string& name() const noexcept override { return links_.parameters.name; }
     void send(BufferPtr&& buffer) override;
     void send_shared(const SharedBuffer& buffer) override;
     [[nodiscard]] BufferPtr receive() override;

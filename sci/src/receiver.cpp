@@ -14,10 +14,10 @@
 namespace msgpass::sci {
 
 Receiver::Receiver(Links& links, Sender& sender)
-    : links_(links), sender_(sender), transport_(links.transport_.get()), parameters_(links.parameters_),
-      local_header_(links.local_header_), grants_(links.grants_.get()), stats_(links.stats_), loss_(links.loss_) {
+    : links_(links), sender_(sender), transport_(links.transport.get()), parameters_(links.parameters),
+      local_header_(links.local_header), grants_(links.grants.get()), stats_(links.stats), loss_(links.loss) {
     large_release_ = std::make_shared<LargeRelease>();
-    large_release_->transport = links.transport_;
+    large_release_->transport = links.transport;
     // The region where this peer writes large messages for us: the ring plus room
     // for one message of max_message_size that starts at its end; sparse until touched.
     large_capacity_ = round_up(std::max<std::uint64_t>(parameters_.max_message_size, 64), 4096);

@@ -17,9 +17,9 @@
 namespace msgpass::sci {
 
 Sender::Sender(Links& links, Receiver& receiver, const Node& node)
-    : node_(node), links_(links), receiver_(receiver), transport_(links.transport_.get()),
-      parameters_(links.parameters_), local_header_(links.local_header_), grants_(links.grants_.get()),
-      sequence_(links.sequence_), stats_(links.stats_), send_k_(links.send_k_) {
+    : node_(node), links_(links), receiver_(receiver), transport_(links.transport.get()), parameters_(links.parameters),
+      local_header_(links.local_header), grants_(links.grants.get()), sequence_(links.sequence), stats_(links.stats),
+      send_k_(links.send_k) {
     links.watch(sent_, queue_depth_);
 }
 
