@@ -531,4 +531,32 @@ StatsPublisher::~StatsPublisher() {
     stop();
 }
 
+LeftoverRemoval remove_unheld_shm(const std::string& name, std::error_code& error, bool dry_run) {
+    error.clear();
+    const int fd = ::shm_open(name.c_str(), O_RDONLY | O_CLOEXEC, 0);
+    if (fd < 0) {
+        if (errno == ENOENT) return LeftoverRemoval::absent;
+        error.assign(errno, std::system_category());
+        return LeftoverRemoval::failed;
+    }
+    LeftoverRemoval result = LeftoverRemoval::removed;
+    if (::flock(fd, LOCK_EX | LOCK_NB) != 0) {
+        if (errno == EWOULDBLOCK) {
+            result = LeftoverRemoval::in_use;
+        } else {
+            error.assign(errno, std::system_category());
+            result = LeftoverRemoval::failed;
+        }
+    } else if (!dry_run && ::shm_unlink(name.c_str()) != 0) {
+        if (errno == ENOENT) {
+            result = LeftoverRemoval::absent;
+        } else {
+            error.assign(errno, std::system_category());
+            result = LeftoverRemoval::failed;
+        }
+    }
+    ::close(fd); // drops the lock
+    return result;
+}
+
 } // namespace msgpass::kit

@@ -1,6 +1,6 @@
 // Micro-benchmarks of the sci hot paths (Google Benchmark; built with the tests,
 // not registered with ctest): receive-slot and send-buffer allocation and release
-// in sci::LocalNode, the pooled pieces behind them (the per-thread block cache of
+// in sci::Transport, the pooled pieces behind them (the per-thread block cache of
 // received-buffer objects, the lock-free send pool, small heap buffers), batch
 // encoding and checking (batch.hpp), the whole path of a small message in one
 // thread, header signing and checking (msgpass/sci/protocol.hpp), the gather
@@ -8,7 +8,7 @@
 // take every message from (small ones made by one thread and dropped by another),
 // and one snapshot of a factory's statistics page.
 // Run: build-dir/tests/bench/micro_bench.
-#include "local_node.hpp"
+#include "transport.hpp"
 
 #include "batch.hpp"
 #include "send_pool.hpp"
@@ -33,7 +33,7 @@ namespace {
 
 using namespace msgpass;
 
-std::shared_ptr<sci::LocalNode> make_local_node(bool send_pool) {
+std::shared_ptr<sci::Transport> make_local_node(bool send_pool) {
     static int counter = 0;
     std::string partition = "micro-";
     partition += std::to_string(::getpid());
@@ -42,7 +42,7 @@ std::shared_ptr<sci::LocalNode> make_local_node(bool send_pool) {
     auto c = test::make_configuration("sci", partition, 2, [&](config::Configuration& c) {
         c.edit_section<sci::Options>().use_send_pool = send_pool;
     });
-    return std::make_shared<sci::LocalNode>(sci::LocalNodeParameters::from(c, 1));
+    return std::make_shared<sci::Transport>(sci::TransportParameters::from(c, 1));
 }
 
 void RecvSlotAllocateRelease(benchmark::State& state) {

@@ -1,13 +1,15 @@
-// SCILocalNode (seed section 4): the local resources of the sci technology, one
-// per factory. It owns the local segment (control block, header area, receive
+// The transport room of sci, the seed's SCILocalNode (section 4): the factory-wide
+// engine, one per factory. It owns the local segment (control block, header area, receive
 // slots), hands out the local header reserved for each remote node, the receive
 // slots (a pool shared by all peers) and the send buffers (a pre-allocated pool or
-// the heap, per use_send_pool), each with its release.
+// the heap, per use_send_pool), each with its release, the broadcast region, the
+// wait, and the kit's progress driver of the factory's nodes (it never calls a node).
 #pragma once
 
 #include <msgpass/buffer.hpp>
 #include <msgpass/config.hpp>
 #include <msgpass/kit/pool.hpp>
+#include <msgpass/kit/progress.hpp>
 #include <msgpass/sci/options.hpp>
 #include <msgpass/sci/protocol.hpp>
 #include <msgpass/wait.hpp>
@@ -33,7 +35,7 @@ namespace msgpass::sci {
 
 // Parameters of the local node (the seed's SCILocalNodePar), checked for
 // consistency at construction.
-struct LocalNodeParameters {
+struct TransportParameters {
     NodeId self = 0;
     std::size_t self_index = 0; // position of self in the nodes file
     std::size_t node_count = 0; // nodes in the nodes file
@@ -46,30 +48,18 @@ struct LocalNodeParameters {
     // The SCI node id of every node's machine (none without one), for segment names.
     std::map<NodeId, std::optional<std::uint32_t>> sci_node_ids;
 
-    static LocalNodeParameters from(const config::Configuration& configuration, NodeId self);
+    static TransportParameters from(const config::Configuration& configuration, NodeId self);
 };
 
-// A peer that the local node drives (an SCINode): its send queue, and the status
-// this process shows it.
-class Partner {
-public:
-    virtual ~Partner() = default;
-    // Transfers queued messages while possible; never blocks on a lock.
-    virtual void try_flush_queue() = 0;
-    // Writes this process's status (LocalNode::asleep, closing) into our header at
-    // the peer, once the peer has been introduced to. May wait for the receiver lock.
-    virtual void write_status() = 0;
-};
-
-class LocalNode : public std::enable_shared_from_this<LocalNode> {
+class Transport : public std::enable_shared_from_this<Transport> {
 public:
     // Creates and maps the local segment and publishes it (epoch last). Throws
     // ConfigError for inconsistent parameters, ResourceError when the segment
     // cannot be made (another live process has this node id, no memory).
-    explicit LocalNode(LocalNodeParameters parameters);
-    ~LocalNode();
+    explicit Transport(TransportParameters parameters);
+    ~Transport();
 
-    [[nodiscard]] const LocalNodeParameters& parameters() const noexcept { return parameters_; }
+    [[nodiscard]] const TransportParameters& parameters() const noexcept { return parameters_; }
     [[nodiscard]] const VirtualDevice& device() const noexcept { return device_; }
     [[nodiscard]] ControlBlock& control() const noexcept { return *control_; }
     [[nodiscard]] Doorbell& bell() const noexcept { return control_->bell; }
@@ -103,17 +93,11 @@ public:
     // each may hold a hot slot without ever taking a slot an index waits for.
     [[nodiscard]] bool hot_slots() const noexcept { return hot_slots_; }
 
-    // Every send or receive of any node moves the queues of all nodes, so that a
-    // message queued towards one peer flows while the process waits on another.
-    // A node tells when its queue becomes non-empty (+1) and empty again (-1), not
-    // per message. A send skips its own node (it moves its queue itself), and with
-    // it the partners' lock when no other node has a queue.
-    void register_partner(Partner* node);
-    void unregister_partner(Partner* node);
-    void queued_changed(std::ptrdiff_t delta) noexcept { queued_total_.fetch_add(delta, std::memory_order_relaxed); }
-    void progress(const Partner* except = nullptr, bool except_queued = false) {
-        if (queued_total_.load(std::memory_order_relaxed) > (except_queued ? 1 : 0)) progress_slow(except);
-    }
+    // The kit's progress driver of this factory's nodes: every send or receive of
+    // any node moves the queues of the others (kit/progress.hpp), and a change of
+    // asleep() or closing() is handed to every node through it (announce), which
+    // writes it into our header at its peer.
+    [[nodiscard]] kit::ProgressDriver& driver() noexcept { return driver_; }
 
     // Whether a thread of this process sleeps on the doorbell, as every partner is
     // told: a partner rings the doorbell after writing a message or a grant here
@@ -154,7 +138,7 @@ public:
     struct Broadcast;
 
 private:
-    LocalNodeParameters parameters_;
+    TransportParameters parameters_;
     VirtualDevice device_;
     LocalSegment segment_;
     std::byte* base_ = nullptr;
@@ -169,9 +153,8 @@ private:
     // fresh one per message cost a page fault per 4 KiB page in the copy to the peer.
     std::shared_ptr<kit::BufferPool> large_pool_ = std::make_shared<kit::BufferPool>();
     std::unique_ptr<Broadcast> broadcast_;
-    void progress_slow(const Partner* except);
-    std::atomic<std::ptrdiff_t> queued_total_{0}; // nodes whose send queue is not empty
-    YieldGauge yields_;                           // whether the CPU is shared, from the waits' yields
+    kit::ProgressDriver driver_;
+    YieldGauge yields_; // whether the CPU is shared, from the waits' yields
     // While the CPU is shared a wait spins about twice as long as the recent waits
     // that a partner answered within max_shared_spin took (at least min_shared_spin),
     // then sleeps without yielding: a yield hands the CPU to any runnable task, and a
@@ -197,15 +180,13 @@ private:
     std::mutex probe_mutex_;
     std::int64_t probe_switches_ = -1; // at probe_since_ns_
     std::int64_t probe_since_ns_ = 0;
-    std::mutex partners_mutex_;
-    std::vector<Partner*> partners_;
     // Sleep announcements: the first thread to sleep tells every partner, the last
     // to wake tells them again; announcements are made one at a time.
     class Asleep;
     class Sleeper;
     void announce_sleep();
     void withdraw_sleep();
-    std::mutex sleep_mutex_; // order: sleep_mutex_ -> partners_mutex_ -> a node's receiver lock
+    std::mutex sleep_mutex_; // order: sleep_mutex_ -> the driver's lock -> a node's receiver lock
     std::uint32_t sleepers_ = 0;
     std::atomic<bool> asleep_{false};
     std::atomic<bool> closing_{false};
@@ -216,32 +197,32 @@ private:
 };
 
 // Holds a sleep announcement for the time a wait may sleep.
-class LocalNode::Asleep {
+class Transport::Asleep {
 public:
-    explicit Asleep(LocalNode& local) : local_(local) { local_.announce_sleep(); }
-    ~Asleep() { local_.withdraw_sleep(); }
+    explicit Asleep(Transport& local) : transport_(local) { transport_.announce_sleep(); }
+    ~Asleep() { transport_.withdraw_sleep(); }
     Asleep(const Asleep&) = delete;
     Asleep& operator=(const Asleep&) = delete;
 
 private:
-    LocalNode& local_;
+    Transport& transport_;
 };
 
 // How an sci wait sleeps: on the local segment's doorbell, after telling every
 // partner so (a partner rings only a process that said it sleeps); its yields teach
 // the local node whether the CPU is shared (then the wait does not yield).
-class LocalNode::Sleeper : public DoorbellSleeper {
+class Transport::Sleeper : public DoorbellSleeper {
 public:
-    explicit Sleeper(LocalNode& local) : DoorbellSleeper{&local.bell()}, local_(local) {}
-    void yielded(std::chrono::nanoseconds took) noexcept { local_.yields_.observe(took); }
-    [[nodiscard]] Asleep announce() { return Asleep(local_); }
+    explicit Sleeper(Transport& local) : DoorbellSleeper{&local.bell()}, transport_(local) {}
+    void yielded(std::chrono::nanoseconds took) noexcept { transport_.yields_.observe(took); }
+    [[nodiscard]] Asleep announce() { return Asleep(transport_); }
 
 private:
-    LocalNode& local_;
+    Transport& transport_;
 };
 
 template <class Poll>
-auto LocalNode::wait(Poll&& poll, std::chrono::nanoseconds timeout) -> decltype(poll()) {
+auto Transport::wait(Poll&& poll, std::chrono::nanoseconds timeout) -> decltype(poll()) {
     WaitPolicy policy;
     if (barrier_failed_.load(std::memory_order_relaxed)) policy.max_sleep = std::chrono::microseconds(1000);
     if (!yields_.shared()) return wait_with(std::forward<Poll>(poll), timeout, Sleeper(*this), policy);

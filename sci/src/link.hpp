@@ -1,16 +1,29 @@
-// Private to sci/src: the pieces of an sci node that its source files share: the
-// link to the peer's segment, the grants of our receive slots, the release count of
-// large messages, the received buffers, and the word helpers.
+// The link room of sci: what one peer's sender and receiver share. A Link maps one
+// incarnation of the peer's segment; Grants is the window of our receive slots that
+// the peer may write into (shared with the buffers received from it); Links holds
+// the incarnations of the peer (which one is current, its loss and restart, the
+// mappings it lets go of) and the state both sides of the peer use: the transport,
+// the peer's parameters, our header at which the peer writes, the transfers with
+// their error injection, the counters and the loss latch. docs/sci-protocol.md.
 #pragma once
 
-#include "node.hpp"
-#include <msgpass/kit/block_cache.hpp>
+#include <msgpass/config.hpp>
+#include <msgpass/kit/loss.hpp>
+#include <msgpass/sci/protocol.hpp>
+#include <msgpass/stats.hpp>
 
+#include "remote_memory.hpp"
+#include "transport.hpp"
+
+#include <array>
 #include <atomic>
 #include <chrono>
 #include <cstdint>
-#include <cstring>
 #include <ctime>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <vector>
 
 namespace msgpass::sci {
 
@@ -41,12 +54,29 @@ inline std::size_t round_up(std::size_t n, std::size_t to) {
 }
 } // namespace
 
+// Parameters of one SCINode (the seed's SCINodePar).
+struct NodeParameters {
+    NodeId peer = 0;
+    std::string name;
+    std::size_t peer_index = 0; // header of the peer in our segment
+    std::uint32_t peer_segment_id = 8;
+    std::uint64_t max_message_size = 64 * config::MiB;
+    std::chrono::nanoseconds peer_timeout{std::chrono::seconds(1)};
+    std::uint32_t send_queue_limit = 65536;
+    double inject_error_rate = 0.0;
+    std::uint64_t inject_error_seed = 1;
+
+    static NodeParameters from(const config::Configuration& configuration, const Transport& local, NodeId peer);
+};
+
+struct Grants;
+
 // A mapping of the peer's segment (and, lazily, of its large region for us), one per
-// incarnation of the peer. The node owns its links and lets go of one when neither
-// its send side, its receive side nor the current link is that one (reclaim_links);
+// incarnation of the peer. Links owns them and lets go of one when neither the send
+// side, the receive side nor the current link is that one (Links::reclaim);
 // a received buffer keeps its link mapped until it is dropped, since its drop may
 // write a grant through it.
-struct SciNode::Link : std::enable_shared_from_this<SciNode::Link> {
+struct Link : std::enable_shared_from_this<Link> {
     explicit Link(std::shared_ptr<Grants> g) : grants(std::move(g)) {}
     std::shared_ptr<Grants> grants;
     RemoteSegment segment;
@@ -75,39 +105,6 @@ struct SciNode::Link : std::enable_shared_from_this<SciNode::Link> {
     }
 };
 
-// Counts the large buffers the application released, in the order the peer sent
-// them, so that the receiver thread can tell the sender which part of the ring is
-// free again. Buffers may be dropped in any order and by any thread; one dropped
-// before an older one is remembered until the older one goes too.
-struct SciNode::LargeRelease {
-    std::shared_ptr<LocalNode> local;
-    LocalSegment region; // where the peer writes large messages to us; lives as long as its buffers
-    std::mutex mutex;
-    std::uint64_t generation = 0;                  // one per introduction: buffers of an earlier one count for nothing
-    std::uint64_t freed = 0;                       // messages released in order since the introduction
-    std::array<bool, large_in_flight> early{};     // released ahead of an older one, by sequence mod large_in_flight
-    std::atomic<std::uint64_t> freed_published{0}; // freed, for the receiver thread
-
-    void release(std::uint64_t of_generation, std::uint64_t sequence) {
-        std::lock_guard lock(mutex);
-        if (of_generation != generation || sequence < freed || sequence - freed >= large_in_flight) return;
-        early[sequence % large_in_flight] = true;
-        while (early[freed % large_in_flight]) {
-            early[freed % large_in_flight] = false;
-            ++freed;
-        }
-        freed_published.store(freed, std::memory_order_release);
-    }
-    // A new introduction: numbering starts again at 0. Returns the new generation.
-    std::uint64_t restart() {
-        std::lock_guard lock(mutex);
-        early.fill(false);
-        freed = 0;
-        freed_published.store(0, std::memory_order_release);
-        return ++generation;
-    }
-};
-
 // The grants of our receive slots to the peer (the ack words of our header at the
 // peer), shared with the buffers received from it: a buffer that is dropped gives
 // its slot back to the peer at once, from the dropping thread, when an index of its
@@ -122,16 +119,16 @@ struct SciNode::LargeRelease {
 // unused_slot beyond the peer's max_outst_buffers. The word goes from a slot to
 // no_slot only in the receiver thread (a message taken), and from no_slot to a
 // slot by a compare-exchange, so exactly one thread writes each grant.
-struct SciNode::Grants {
+struct Grants {
     static constexpr std::uint32_t no_slot = 0xffffffffu;
     static constexpr std::uint32_t unused_slot = 0xfffffffeu;
     static constexpr std::uint32_t generation_mask = (1u << 24) - 1;
 
-    Grants(std::shared_ptr<LocalNode> l, Header* h, double rate, std::uint64_t seed)
-        : local(std::move(l)), local_header(h), injector(rate, seed),
-          sequence(injector.enabled() ? &injector : nullptr), salt255(salt_of(local->epoch32()) % 255) {}
+    Grants(std::shared_ptr<Transport> l, Header* h, double rate, std::uint64_t seed)
+        : transport(std::move(l)), local_header(h), injector(rate, seed),
+          sequence(injector.enabled() ? &injector : nullptr), salt255(salt_of(transport->epoch32()) % 255) {}
 
-    std::shared_ptr<LocalNode> local;
+    std::shared_ptr<Transport> transport;
     Header* local_header; // where the peer writes to us (its status: whether it sleeps)
     ErrorInjector injector;
     Sequence sequence;
@@ -167,7 +164,7 @@ struct SciNode::Grants {
     // it sleeps. That word is in our own segment (the peer wrote it there), so no
     // remote memory is read. Either the peer's last poll sees what we wrote or we
     // see that it sleeps: our fence pairs with the one of the peer's announcement
-    // (LocalNode::announce_sleep), or, when the peer makes process barriers and we
+    // (Transport::announce_sleep), or, when the peer makes process barriers and we
     // registered for them, its barrier stands for our fence, and a message costs
     // none (the store of the note then need not leave this core before we go on).
     void wake(Link& link) const {
@@ -182,10 +179,10 @@ struct SciNode::Grants {
     // names, or to the pool. The slot may be granted and filled again as soon as it
     // is offered, so its hold is emptied first. Any thread.
     void give_back(Link& link, std::uint32_t slot) {
-        LocalNode::SlotHold& hold = local->slot_hold(slot);
+        Transport::SlotHold& hold = transport->slot_hold(slot);
         const std::shared_ptr<void> keep = std::move(hold.owner); // the link, and through it this and the local node
         const std::uint32_t i = hold.index;
-        if (!offer(link, i, slot)) local->release_recv_slot(slot);
+        if (!offer(link, i, slot)) transport->release_recv_slot(slot);
     }
     // Grants slot to the first index that waits for one, from index `first` on.
     // False when none does (the slot then goes back to the pool). Any thread.
@@ -203,66 +200,91 @@ struct SciNode::Grants {
     }
 };
 
-// SCIRecvBuffer: a received message in a receive slot of the local segment, alone
-// or one of a batch that shares the slot. When the last buffer of a slot is
-// dropped, the slot is granted to the sender again (or returns to the pool). The
-// objects come from a per-thread cache of blocks, not from the heap, and hold no
-// reference of their own: the slot's hold (LocalNode::SlotHold) keeps the link.
-class SciNode::RecvBuffer final : public SingleBuffer {
+// What the link asks of the receive side of the same peer (the receiver implements
+// it; the link never names it).
+class ReceiveSide {
 public:
-    using Cache = kit::BlockCache<64>;
-    // shared: other buffers point into the same slot (hold.refs counts them all).
-    RecvBuffer(Link& link, std::uint32_t slot, std::byte* data, std::size_t size, bool shared) noexcept
-        : SingleBuffer(data, size, size), link_(&link), slot_(slot), shared_(shared) {}
-    ~RecvBuffer() override {
-        if (shared_ && link_->grants->local->slot_hold(slot_).refs.fetch_sub(1, std::memory_order_acq_rel) != 1) return;
-        link_->grants->give_back(*link_, slot_);
-    }
-    static void* operator new(std::size_t n) { return n <= Cache::block_size ? Cache::get() : ::operator new(n); }
-    static void operator delete(void* p, std::size_t n) noexcept {
-        if (n <= Cache::block_size) {
-            Cache::put(p);
-        } else {
-            ::operator delete(p);
-        }
-    }
+    // Moves the receive side to link when it has none yet (the first incarnation is
+    // introduced at once; a later one only when the receive side has taken every
+    // message of the previous one). The link's lock held.
+    virtual void adopt(Link& link) = 0;
+    // Locks the receive side; in_use is then the link it uses (null when none).
+    [[nodiscard]] virtual std::unique_lock<std::mutex> hold(const Link*& in_use) = 0;
 
-private:
-    Link* link_; // kept by the slot's hold
-    std::uint32_t slot_;
-    bool shared_;
+protected:
+    ~ReceiveSide() = default;
 };
 
-// Takes back a view lent from a batch (SciNode::receive_view): as the drop of a
-// RecvBuffer of that batch, without the object. context is the link (kept by the
-// slot's hold), token the slot.
-class SciNode::SlotLender final : public MessageView::Lender {
+// The incarnations of one peer and what its sender and receiver share.
+class Links {
 public:
-    void give_back(void* context, std::uint64_t token) noexcept override {
-        auto& link = *static_cast<Link*>(context);
-        const auto slot = static_cast<std::uint32_t>(token);
-        if (link.grants->local->slot_hold(slot).refs.fetch_sub(1, std::memory_order_acq_rel) != 1) return;
-        link.grants->give_back(link, slot);
-    }
-};
+    Links(std::shared_ptr<Transport> transport_of_factory, NodeParameters parameters_of_peer);
+    ~Links();
+    Links(const Links&) = delete;
+    Links& operator=(const Links&) = delete;
 
-// A received large message in the local large region of one sender.
-class SciNode::LargeRecvBuffer final : public SingleBuffer {
-public:
-    LargeRecvBuffer(std::shared_ptr<LargeRelease> release, std::uint64_t generation, std::uint64_t sequence,
-                    std::byte* data, std::size_t size, std::shared_ptr<RemoteSegment> mapping)
-        : SingleBuffer(data, size, size), release_(std::move(release)), generation_(generation), sequence_(sequence),
-          mapping_(std::move(mapping)) {}
-    ~LargeRecvBuffer() override {
-        release_->release(generation_, sequence_);
-        release_->local->bell().ring(); // the receiver thread publishes the release
+    // The receive side to introduce and to ask which link it uses; before current().
+    void attach(ReceiveSide& receive_side) noexcept { receive_side_ = &receive_side; }
+    // What the send side publishes for the checks and the loss report: messages sent
+    // to this incarnation and messages queued (written under the send lock).
+    void watch(const std::atomic<std::uint64_t>& sent, const std::atomic<std::size_t>& queue_depth) noexcept {
+        sent_ = &sent;
+        queue_depth_ = &queue_depth;
     }
+
+    // The current link, connecting to the peer when there is none (at most every 2 ms);
+    // null while the peer's segment is not there. Any thread.
+    Link* current() {
+        if (Link* link = link_.load(std::memory_order_acquire)) return link;
+        return establish();
+    }
+    // The current link without connecting (null when there is none).
+    [[nodiscard]] Link* current_if_any() const noexcept { return link_.load(std::memory_order_acquire); }
+    // Declares the peer lost if its process is gone or restarted; at most every
+    // peer_timeout / 4. Any thread, no lock held.
+    void check_peer();
+    void check_peer(Link* link); // a link the caller's send lock keeps
+    void declare_lost(Link* link, const std::string& reason);
+    void throw_if_lost();
+    // Whether links of earlier incarnations wait to be let go of.
+    [[nodiscard]] bool retired() const noexcept { return retired_.load(std::memory_order_relaxed); }
+    // Lets go of the links of earlier incarnations that neither side uses any more
+    // (their mappings and descriptors; a buffer still received through one keeps it
+    // until dropped). send_side: the link of the send side, whose lock the caller holds.
+    void reclaim(const Link* send_side);
+    // The peer's broadcast region, mapped when first needed (normally when the link is
+    // made); null when it cannot be mapped or the descriptor points outside it.
+    std::byte* map_broadcast(Link& link, const LargeDescriptor& d);
+
+    // The state both sides of the peer use (the sender and the receiver keep copies
+    // of the pointers and references, as their own members of the same names).
+    std::shared_ptr<Transport> transport;
+    const NodeParameters parameters;
+    Header* const local_header; // the peer writes here
+    const std::uint32_t send_k; // outstanding messages towards the peer: our max_outst_buffers
+    const std::shared_ptr<Grants> grants;
+    Sequence& sequence; // grants->sequence: transfers to the peer, with their error injection
+    StatsCounters stats;
+    kit::LossLatch loss;
 
 private:
-    std::shared_ptr<LargeRelease> release_;
-    std::uint64_t generation_;
-    std::uint64_t sequence_;
-    std::shared_ptr<RemoteSegment> mapping_; // the sender's broadcast region, or null
+    Link* establish();
+    [[nodiscard]] bool check_due();
+    void check_link(Link& link);
+    // The peer's process of this link is gone and said it ended cleanly.
+    [[nodiscard]] bool ended_cleanly(const Link& link) const;
+    [[nodiscard]] std::uint64_t unacknowledged(const Link& link) const;
+
+    ReceiveSide* receive_side_ = nullptr;
+    const std::atomic<std::uint64_t>* sent_ = nullptr;
+    const std::atomic<std::size_t>* queue_depth_ = nullptr;
+    std::mutex link_mutex_; // order: the send lock -> link_mutex_ -> the receive lock
+    std::atomic<Link*> link_{nullptr};
+    std::vector<std::shared_ptr<Link>> links_; // every link not yet reclaimed; link_mutex_
+    std::atomic<bool> retired_{false};         // links_ holds more than the current one
+    std::atomic<std::uint32_t> dead_epoch_{0}; // the incarnation declared lost; read by checks without a lock
+    std::chrono::steady_clock::time_point next_connect_{};
+    std::atomic<std::int64_t> next_check_ns_{0};
 };
 
 } // namespace msgpass::sci

@@ -1,6 +1,6 @@
 // The local node: segment set-up and the pools of receive slots, headers and send
 // buffers.
-#include "local_node.hpp"
+#include "transport.hpp"
 
 #include <msgpass/kit/errors.hpp>
 
@@ -26,8 +26,8 @@ std::uint64_t new_epoch() {
 }
 } // namespace
 
-LocalNodeParameters LocalNodeParameters::from(const config::Configuration& configuration, NodeId self) {
-    LocalNodeParameters p;
+TransportParameters TransportParameters::from(const config::Configuration& configuration, NodeId self) {
+    TransportParameters p;
     p.self = self;
     p.node_count = configuration.nodes.size();
     p.self_index = configuration.node_index(self);
@@ -41,7 +41,7 @@ LocalNodeParameters LocalNodeParameters::from(const config::Configuration& confi
     return p;
 }
 
-struct LocalNode::Broadcast {
+struct Transport::Broadcast {
     struct Entry {
         std::uint64_t id;
         std::uint64_t begin;
@@ -88,7 +88,7 @@ struct LocalNode::Broadcast {
     }
 };
 
-LocalNode::LocalNode(LocalNodeParameters parameters)
+Transport::Transport(TransportParameters parameters)
     : parameters_(std::move(parameters)), device_(parameters_.partition, parameters_.sci_node_ids),
       partition_fills_cpus_(parameters_.node_count > std::max(1u, std::thread::hardware_concurrency())) {
     const auto& sci = parameters_.sci;
@@ -165,11 +165,11 @@ LocalNode::LocalNode(LocalNodeParameters parameters)
     if (sci.use_send_pool) send_pool_ = SendPool::create(sci.send_buffer_no, sci.send_buffer_size);
 }
 
-LocalNode::~LocalNode() {
+Transport::~Transport() {
     if (send_pool_ != nullptr) send_pool_->close(); // it ends when its last buffer comes back
 }
 
-std::optional<LocalNode::BroadcastPlace> LocalNode::broadcast_acquire(const SharedBuffer& buffer, Sequence& sequence) {
+std::optional<Transport::BroadcastPlace> Transport::broadcast_acquire(const SharedBuffer& buffer, Sequence& sequence) {
     auto& b = *broadcast_;
     std::lock_guard lock(b.mutex);
     if (b.base == nullptr) return std::nullopt;
@@ -199,7 +199,7 @@ std::optional<LocalNode::BroadcastPlace> LocalNode::broadcast_acquire(const Shar
     return BroadcastPlace{b.live.back().id, begin};
 }
 
-void LocalNode::broadcast_release(std::uint64_t entry) noexcept {
+void Transport::broadcast_release(std::uint64_t entry) noexcept {
     auto& b = *broadcast_;
     std::lock_guard lock(b.mutex);
     if (b.live.empty() || entry < b.live.front().id) return;
@@ -209,7 +209,7 @@ void LocalNode::broadcast_release(std::uint64_t entry) noexcept {
     b.reclaim(false);
 }
 
-Header* LocalNode::allocate_local_header(std::size_t index) {
+Header* Transport::allocate_local_header(std::size_t index) {
     std::lock_guard lock(slots_mutex_);
     if (index >= headers_taken_.size() || headers_taken_[index]) {
         throw UsageError("local header " + std::to_string(index) + " is out of range or already in use");
@@ -218,12 +218,12 @@ Header* LocalNode::allocate_local_header(std::size_t index) {
     return reinterpret_cast<Header*>(base_ + control_->header_offset + index * header_size);
 }
 
-void LocalNode::release_local_header(std::size_t index) noexcept {
+void Transport::release_local_header(std::size_t index) noexcept {
     std::lock_guard lock(slots_mutex_);
     if (index < headers_taken_.size()) headers_taken_[index] = false;
 }
 
-std::optional<std::uint32_t> LocalNode::allocate_recv_slot() {
+std::optional<std::uint32_t> Transport::allocate_recv_slot() {
     std::lock_guard lock(slots_mutex_);
     if (free_slots_.empty()) return std::nullopt;
     const std::uint32_t slot = free_slots_.back();
@@ -231,7 +231,7 @@ std::optional<std::uint32_t> LocalNode::allocate_recv_slot() {
     return slot;
 }
 
-void LocalNode::release_recv_slot(std::uint32_t slot) noexcept {
+void Transport::release_recv_slot(std::uint32_t slot) noexcept {
     {
         std::lock_guard lock(slots_mutex_);
         free_slots_.push_back(slot);
@@ -239,13 +239,13 @@ void LocalNode::release_recv_slot(std::uint32_t slot) noexcept {
     bell().ring(); // a receiver waiting to grant a slot may sleep
 }
 
-std::uint32_t LocalNode::free_slots() const {
+std::uint32_t Transport::free_slots() const {
     std::lock_guard lock(slots_mutex_);
     return static_cast<std::uint32_t>(free_slots_.size());
 }
 
 // Racy updates from several waiting threads only blur the average.
-void LocalNode::learn_shared_spin(std::chrono::nanoseconds took) noexcept {
+void Transport::learn_shared_spin(std::chrono::nanoseconds took) noexcept {
     const std::int64_t ns = took.count();
     if (ns > 2 * max_shared_spin.count()) return; // the partner was not running: no spin would have caught it
     std::int64_t average = shared_took_ns_.load(std::memory_order_relaxed);
@@ -257,7 +257,7 @@ void LocalNode::learn_shared_spin(std::chrono::nanoseconds took) noexcept {
 
 // Any involuntary context switch of the process since the last change means that
 // another task took one of its CPUs; none for free_after means they are free.
-void LocalNode::probe_shared() noexcept {
+void Transport::probe_shared() noexcept {
     std::unique_lock lock(probe_mutex_, std::try_to_lock);
     if (!lock.owns_lock()) return;
     rusage usage{};
@@ -275,35 +275,13 @@ void LocalNode::probe_shared() noexcept {
     }
 }
 
-void LocalNode::register_partner(Partner* node) {
-    std::lock_guard lock(partners_mutex_);
-    partners_.push_back(node);
-}
-
-void LocalNode::unregister_partner(Partner* node) {
-    std::lock_guard lock(partners_mutex_);
-    std::erase(partners_, node);
-}
-
-void LocalNode::progress_slow(const Partner* except) {
-    std::unique_lock lock(partners_mutex_, std::try_to_lock);
-    if (!lock.owns_lock()) return; // another thread is driving the queues
-    for (Partner* node : partners_) {
-        if (node != except) node->try_flush_queue();
-    }
-}
-
 // The flag first, then each partner's header under its receiver lock: an
 // introduction made meanwhile (under the same lock) writes the flag it reads.
-void LocalNode::announce_sleep() {
+void Transport::announce_sleep() {
     std::lock_guard lock(sleep_mutex_);
     if (sleepers_++ != 0) return;
     asleep_.store(true, std::memory_order_seq_cst);
-    {
-        std::lock_guard partners(partners_mutex_);
-        for (Partner* node : partners_)
-            node->write_status();
-    }
+    driver_.announce();
     // The announcement before the sleeper's next poll (a partner's note before its
     // look at the announcement: one of the two sees the other). A partner told that
     // we make barriers wrote its note without a fence: the barrier puts one between
@@ -312,25 +290,21 @@ void LocalNode::announce_sleep() {
     if (barrier_ && !process_barrier()) barrier_failed_.store(true, std::memory_order_relaxed);
 }
 
-void LocalNode::withdraw_sleep() {
+void Transport::withdraw_sleep() {
     std::lock_guard lock(sleep_mutex_);
     if (--sleepers_ != 0) return;
     asleep_.store(false, std::memory_order_seq_cst);
-    std::lock_guard partners(partners_mutex_);
-    for (Partner* node : partners_)
-        node->write_status();
+    driver_.announce();
 }
 
-void LocalNode::set_closing() {
+void Transport::set_closing() {
     std::lock_guard lock(sleep_mutex_);
     closing_.store(true, std::memory_order_release);
     std::atomic_ref<std::uint32_t>(control_->closed).store(1, std::memory_order_release);
-    std::lock_guard partners(partners_mutex_);
-    for (Partner* node : partners_)
-        node->write_status();
+    driver_.announce();
 }
 
-BufferPtr LocalNode::allocate_send_buffer(std::size_t size) {
+BufferPtr Transport::allocate_send_buffer(std::size_t size) {
     if (size > parameters_.max_message_size) {
         kit::throw_buffer_too_large(size, parameters_.max_message_size);
     }

@@ -1,22 +1,34 @@
-// The sci node's send side: transfers into the peer's slots, large messages through
-// the peer's ring, the send queue, send() and flush() (see node.cpp for the whole).
+// The sender room of sci (sender.hpp): transfers into the peer's slots, large
+// messages through the peer's ring, the send queue with its staged batches, send
+// and flush.
+#include "sender.hpp"
 #include "batch.hpp"
-#include "node_parts.hpp"
+#include "receiver.hpp"
 
 #include <msgpass/kit/errors.hpp>
-#include <msgpass/wait.hpp>
+#include <msgpass/kit/progress.hpp>
 
 #include <algorithm>
 #include <cstring>
 #include <exception>
-#include <new>
+#include <string>
 #include <utility>
 
 namespace msgpass::sci {
 
-// ------------------------------------------------------------------------ send
+Sender::Sender(Links& links, Receiver& receiver, const Node& node)
+    : node_(node), links_(links), receiver_(receiver), transport_(links.transport.get()), parameters_(links.parameters),
+      local_header_(links.local_header), grants_(links.grants.get()), sequence_(links.sequence), stats_(links.stats),
+      send_k_(links.send_k) {
+    links.watch(sent_, queue_depth_);
+}
 
-void SciNode::sync_send_side(Link* link) {
+Sender::~Sender() {
+    if (!queue_.empty()) transport_->driver().queued_changed(-1);
+    forget_large();
+}
+
+void Sender::sync_send_side(Link* link) {
     if (link != send_link_ && link != nullptr) {
         send_link_ = link; // a new incarnation: its counters start again
         sent_.store(0, std::memory_order_relaxed);
@@ -29,23 +41,28 @@ void SciNode::sync_send_side(Link* link) {
         send_index_ = 0;
         send_round_.fill(0);
         peer_salt255_ = salt_of(link->epoch32) % 255;
-        own_salt255_ = salt_of(local_->epoch32()) % 255;
+        own_salt255_ = salt_of(transport_->epoch32()) % 255;
         last_note_.fill(0);
     }
     // After send_link_ took the link this call uses, which is therefore kept.
-    if (retired_.load(std::memory_order_relaxed)) reclaim_links();
+    if (links_.retired()) links_.reclaim(send_link_);
+}
+
+void Sender::try_reclaim() {
+    std::unique_lock send(send_mutex_, std::try_to_lock);
+    if (send.owns_lock()) links_.reclaim(send_link_);
 }
 
 // The descriptors not released by the previous incarnation of the peer will never
 // be: their broadcast entries are given up. Send lock held (or the node is dying).
-void SciNode::forget_large() {
+void Sender::forget_large() {
     for (const auto& e : large_live_) {
-        if (e.broadcast != no_entry) local_->broadcast_release(e.broadcast);
+        if (e.broadcast != no_entry) transport_->broadcast_release(e.broadcast);
     }
     large_live_.clear();
 }
 
-bool SciNode::try_transfer(Link& link, const Buffer& buffer, BufferPtr* owned, const SharedBuffer* shared) {
+bool Sender::try_transfer(Link& link, const Buffer& buffer, BufferPtr* owned, const SharedBuffer* shared) {
     if (load(local_header_->epoch) != link.epoch32) return false; // the peer has not introduced itself
     const std::uint64_t n = sent_.load(std::memory_order_relaxed);
     const std::uint32_t i = send_index_;
@@ -62,8 +79,8 @@ bool SciNode::try_transfer(Link& link, const Buffer& buffer, BufferPtr* owned, c
         if (hot) slot = hot_slot_of(status);
     }
     if (slot >= link.slot_count) {
-        declare_lost(&link, "node " + std::to_string(parameters_.peer) + " (" + parameters_.name + ") granted slot " +
-                                std::to_string(slot) + " outside its segment");
+        links_.declare_lost(&link, "node " + std::to_string(parameters_.peer) + " (" + parameters_.name +
+                                       ") granted slot " + std::to_string(slot) + " outside its segment");
         return false;
     }
     const std::uint64_t capacity = std::min<std::uint64_t>(link.slot_size, note_size_mask);
@@ -79,10 +96,10 @@ bool SciNode::try_transfer(Link& link, const Buffer& buffer, BufferPtr* owned, c
         ++large_sent_;
         large_live_.push_back({offset, offset + size, entry});
     };
-    std::optional<LocalNode::BroadcastPlace> shared_place;
+    std::optional<Transport::BroadcastPlace> shared_place;
     if (shared != nullptr && size >= broadcast_min_size) {
         if (!reclaim_large(link)) return false;
-        if (large_live_.size() < large_in_flight) shared_place = local_->broadcast_acquire(*shared, sequence_);
+        if (large_live_.size() < large_in_flight) shared_place = transport_->broadcast_acquire(*shared, sequence_);
     }
     if (shared_place) {
         describe(shared_place->offset, region_broadcast, shared_place->entry);
@@ -91,21 +108,22 @@ bool SciNode::try_transfer(Link& link, const Buffer& buffer, BufferPtr* owned, c
         note = make_note(sig, false, static_cast<std::uint32_t>(size), hot);
     } else {
         if (link.large_base == nullptr) {
-            const std::string name = local_->device().segment_name(
-                parameters_.peer, parameters_.peer_segment_id, "large." + std::to_string(local_->parameters().self));
+            const std::string name =
+                transport_->device().segment_name(parameters_.peer, parameters_.peer_segment_id,
+                                                  "large." + std::to_string(transport_->parameters().self));
             if (!link.large.connect(name)) return false;
             link.large.map();
             if (link.large.size() <= large_ring_size) {
-                declare_lost(&link, "node " + std::to_string(parameters_.peer) + " (" + parameters_.name +
-                                        ") offers a large-message region of " + std::to_string(link.large.size()) +
-                                        " bytes, smaller than its ring");
+                links_.declare_lost(&link, "node " + std::to_string(parameters_.peer) + " (" + parameters_.name +
+                                               ") offers a large-message region of " +
+                                               std::to_string(link.large.size()) + " bytes, smaller than its ring");
                 return false;
             }
             link.large_capacity = link.large.size() - large_ring_size;
             link.large_base = link.large.address();
         }
         if (size > link.large_capacity) {
-            kit::throw_message_too_large(*this, size, link.large_capacity, "the receiver's max_message_size");
+            kit::throw_message_too_large(node_, size, link.large_capacity, "the receiver's max_message_size");
         }
         if (!reclaim_large(link)) return false;
         const auto offset = place_large(size);
@@ -134,7 +152,7 @@ bool SciNode::try_transfer(Link& link, const Buffer& buffer, BufferPtr* owned, c
     // Small messages do not wait for this (their replies gain nothing from it).
     if (size >= hot_min_size) {
         if (owned != nullptr) owned->reset();
-        offer_hot(link);
+        receiver_.offer_hot(link);
     }
     sequence_.write_word(&link.header->index[i].note, note, last_note_[i]);
     last_note_[i] = note;
@@ -157,7 +175,7 @@ bool SciNode::try_transfer(Link& link, const Buffer& buffer, BufferPtr* owned, c
 // always cached: there the sender's time misleads (streamed stores made its copy
 // faster but the reader slower, from memory instead of the L3: 64 KiB streams fell
 // from 1.05x to 0.8x of the hand-written ring). Send lock held.
-bool SciNode::choose_streaming() {
+bool Sender::choose_streaming() {
     ++large_copies_;
     if (copy_cost_[0] <= 0) return false;
     if (copy_cost_[1] <= 0) return true;
@@ -165,7 +183,7 @@ bool SciNode::choose_streaming() {
     return (large_copies_ % 256 == 0) ? !better : better;
 }
 
-void SciNode::record_copy(bool streaming, std::chrono::nanoseconds took, std::uint64_t size) {
+void Sender::record_copy(bool streaming, std::chrono::nanoseconds took, std::uint64_t size) {
     const double cost = static_cast<double>(took.count()) / static_cast<double>(std::max<std::uint64_t>(size, 1));
     double& c = copy_cost_[streaming ? 1 : 0];
     c = c <= 0 ? cost : 0.75 * c + 0.25 * cost;
@@ -174,16 +192,16 @@ void SciNode::record_copy(bool streaming, std::chrono::nanoseconds took, std::ui
 // Forgets the descriptors the peer released (in order) since the last call; their
 // broadcast entries lose a reference. False when the peer's count is impossible
 // (the peer is then declared lost). Send lock held.
-bool SciNode::reclaim_large(Link& link) {
+bool Sender::reclaim_large(Link& link) {
     const std::uint32_t newly =
         (freed_of(load(local_header_->status)) - static_cast<std::uint32_t>(large_freed_)) & 0x7f;
     if (newly > large_live_.size()) {
-        declare_lost(&link, "node " + std::to_string(parameters_.peer) + " (" + parameters_.name +
-                                ") released large messages it was never sent");
+        links_.declare_lost(&link, "node " + std::to_string(parameters_.peer) + " (" + parameters_.name +
+                                       ") released large messages it was never sent");
         return false;
     }
     for (std::uint32_t k = 0; k < newly; ++k) {
-        if (large_live_.front().broadcast != no_entry) local_->broadcast_release(large_live_.front().broadcast);
+        if (large_live_.front().broadcast != no_entry) transport_->broadcast_release(large_live_.front().broadcast);
         large_live_.pop_front();
     }
     large_freed_ += newly;
@@ -193,7 +211,7 @@ bool SciNode::reclaim_large(Link& link) {
 // Where the next large message of size bytes goes in the peer's region: at the
 // ring's head, once the messages the peer has not released yet leave room there.
 // nullopt while they do not (or large_in_flight are unreleased). Send lock held.
-std::optional<std::uint64_t> SciNode::place_large(std::uint64_t size) {
+std::optional<std::uint64_t> Sender::place_large(std::uint64_t size) {
     if (large_live_.size() >= large_in_flight) return std::nullopt;
     const std::uint64_t begin = large_head_;
     const std::uint64_t end = begin + size;
@@ -206,7 +224,7 @@ std::optional<std::uint64_t> SciNode::place_large(std::uint64_t size) {
 // Sends the queued shared messages at the front of the queue (two or more) with one
 // note: their descriptors fill one slot. A receiver sharing its CPU with others then
 // takes many messages per turn instead of max_outst_buffers. Returns how many went.
-std::size_t SciNode::try_transfer_batch(Link& link) {
+std::size_t Sender::try_transfer_batch(Link& link) {
     auto batchable = [](const Queued& q) { return q.shared() && q.shared()->size() >= broadcast_min_size; };
     if (queue_.size() < 2 || !batchable(queue_[0]) || !batchable(queue_[1])) return 0;
     if (load(local_header_->epoch) != link.epoch32) return 0;
@@ -223,7 +241,7 @@ std::size_t SciNode::try_transfer_batch(Link& link) {
     std::array<LargeDescriptor, large_in_flight> d{};
     while (count < room && count < queue_.size() && batchable(queue_[count])) {
         const auto& shared = queue_[count].shared();
-        const auto place = local_->broadcast_acquire(shared, sequence_);
+        const auto place = transport_->broadcast_acquire(shared, sequence_);
         if (!place) break;
         const auto number = static_cast<std::uint32_t>(large_sent_);
         const std::uint64_t size = shared->size();
@@ -256,7 +274,7 @@ std::size_t SciNode::try_transfer_batch(Link& link) {
 // batch later goes into a granted slot with two copies (its table, then all its
 // messages) instead of an object, a queue entry, virtual calls and a copy per
 // message: a stream whose receiver is behind moves most of its messages this way.
-class SciNode::Staged final : public SingleBuffer {
+class Sender::Staged final : public SingleBuffer {
 public:
     // Larger slots stage no more than this per entry (the slot takes several entries).
     static constexpr std::uint64_t max_capacity = 64 * 1024;
@@ -317,7 +335,7 @@ public:
 
 private:
     std::uint64_t capacity_;
-    StagedMemory& spare_; // the node's, which outlives its queue
+    StagedMemory& spare_; // the sender's, which outlives its queue
     std::unique_ptr<std::byte[]> bytes_;
     std::uint64_t used_ = 0;  // where the next message goes
     std::uint64_t start_ = 0; // where message `first` lies
@@ -325,7 +343,7 @@ private:
 
 // The staged batches are the entries staged_ names, in queue order, so the first of
 // them is the only one a look from the front of the queue can meet first.
-SciNode::Staged* SciNode::staged_of(const Queued& q) const {
+Sender::Staged* Sender::staged_of(const Queued& q) const {
     if (staged_.empty() || &q.buffer() != staged_.front()) return nullptr;
     return staged_.front();
 }
@@ -333,7 +351,7 @@ SciNode::Staged* SciNode::staged_of(const Queued& q) const {
 // Copies a message that has to queue behind others into the staged batch at the
 // back of the queue (a new one when there is none or it is full). False when the
 // message is no small one (it is queued as it is). Send lock held, queue not empty.
-bool SciNode::stage(const Link& link, const Buffer& buffer) {
+bool Sender::stage(const Link& link, const Buffer& buffer) {
     const std::uint64_t capacity = std::min<std::uint64_t>(link.slot_size, note_size_mask);
     const std::uint64_t size = buffer.size();
     if (batch_data_offset(2) + 2 * batch_align_up(size) > std::min(capacity, Staged::max_capacity)) return false;
@@ -361,7 +379,7 @@ bool SciNode::stage(const Link& link, const Buffer& buffer) {
 
 // Sends the messages of the staged batch at the front of the queue that fit a slot
 // (normally all) with one note. Returns how many went. Send lock held.
-std::size_t SciNode::try_transfer_staged(Link& link, Staged& staged) {
+std::size_t Sender::try_transfer_staged(Link& link, Staged& staged) {
     if (load(local_header_->epoch) != link.epoch32) return 0;
     const std::uint64_t n = sent_.load(std::memory_order_relaxed);
     const std::uint32_t i = send_index_;
@@ -403,7 +421,7 @@ std::size_t SciNode::try_transfer_staged(Link& link, Staged& staged) {
 
 // Whether a queued message may travel in a batch of small messages: not one for the
 // broadcast region, and small enough that at least two share a slot.
-bool SciNode::coalescible(const Queued& q, std::uint64_t capacity) const {
+bool Sender::coalescible(const Queued& q, std::uint64_t capacity) const {
     if (staged_of(q) != nullptr) return false;
     const std::size_t size = q.buffer().size();
     if (q.shared() && size >= broadcast_min_size) return false;
@@ -414,7 +432,7 @@ bool SciNode::coalescible(const Queued& q, std::uint64_t capacity) const {
 // they fill one slot behind a batch header that names each one's length (see
 // BatchHeader). A stream of small messages then costs one note, one grant and one
 // wake-up check per slot instead of per message. Returns how many went. Send lock held.
-std::size_t SciNode::try_transfer_coalesced(Link& link) {
+std::size_t Sender::try_transfer_coalesced(Link& link) {
     if (queue_.size() < 2 || load(local_header_->epoch) != link.epoch32) return 0;
     const std::uint64_t n = sent_.load(std::memory_order_relaxed);
     const std::uint32_t i = send_index_;
@@ -454,23 +472,23 @@ std::size_t SciNode::try_transfer_coalesced(Link& link) {
 
 // Whether the peer granted the slot of our next message: every transfer needs it,
 // so a flush that finds none stops at one look (a send that queues flushes twice).
-bool SciNode::slot_granted(const Link& link) const {
+bool Sender::slot_granted(const Link& link) const {
     return load(local_header_->epoch) == link.epoch32 && next_grant() != 0;
 }
 
-std::uint32_t SciNode::next_grant() const {
+std::uint32_t Sender::next_grant() const {
     const std::uint32_t ack = load(local_header_->index[send_index_].ack);
     return sig_of(ack) == signature_mod(send_round_[send_index_], peer_salt255_) ? ack : 0;
 }
 
 // Message n went: the next one takes the next index, and this index its next round.
-void SciNode::advance_send(std::uint64_t n) {
+void Sender::advance_send(std::uint64_t n) {
     sent_.store(n + 1, std::memory_order_relaxed);
     send_round_[send_index_] = static_cast<std::uint8_t>(next_round255(send_round_[send_index_]));
     if (++send_index_ == send_k_) send_index_ = 0;
 }
 
-void SciNode::flush_locked(Link* link) {
+void Sender::flush_locked(Link* link) {
     while (!queue_.empty() && link != nullptr && slot_granted(*link)) {
         std::size_t entries = 0;
         std::size_t messages = 0;
@@ -496,15 +514,15 @@ void SciNode::flush_locked(Link* link) {
         queue_.erase(queue_.begin(), queue_.begin() + static_cast<std::ptrdiff_t>(entries));
         queued_messages_ -= messages;
         queue_depth_.store(queued_messages_, std::memory_order_relaxed);
-        if (queue_.empty()) local_->queued_changed(-1);
+        if (queue_.empty()) transport_->driver().queued_changed(-1);
     }
 }
 
-bool SciNode::try_flush() {
+bool Sender::try_flush() {
     if (queue_depth_.load(std::memory_order_relaxed) == 0) return true;
     std::unique_lock lock(send_mutex_, std::try_to_lock);
     if (!lock.owns_lock()) return false;
-    Link* link = current_link();
+    Link* link = links_.current();
     sync_send_side(link);
     flush_deferring(link);
     return queue_.empty();
@@ -513,7 +531,7 @@ bool SciNode::try_flush() {
 // A flush whose failure is not the caller's to report (a call that sent nothing, or
 // a send whose buffer is queued already): the message stays queued, and the next
 // send to this node reports why it does not go. Send lock held.
-void SciNode::flush_deferring(Link* link) {
+void Sender::flush_deferring(Link* link) {
     try {
         flush_locked(link);
     } catch (const ResourceError&) {
@@ -523,54 +541,45 @@ void SciNode::flush_deferring(Link* link) {
     }
 }
 
-// The bytes of a send_bytes, as send_impl takes them: a buffer that views the
-// caller's memory, copied into a send buffer of its own only when it has to wait in
-// the queue outside a staged batch.
-class SciNode::CallerBytes {
-public:
-    explicit CallerBytes(std::span<const std::byte> bytes) noexcept : view_(bytes) {}
-    const Buffer* operator->() const noexcept { return &view_; }
-    const Buffer& operator*() const noexcept { return view_; }
-    explicit operator bool() const noexcept { return true; }
-
-private:
-    class View final : public SingleBuffer {
-    public:
-        explicit View(std::span<const std::byte> b) noexcept
-            : SingleBuffer(const_cast<std::byte*>(b.data()), b.size(), b.size()) {}
-    };
-    View view_;
-};
+void Sender::throw_if_deferred() {
+    if (!deferred_pending_.load(std::memory_order_acquire)) return;
+    std::exception_ptr error;
+    {
+        std::lock_guard deferred(deferred_mutex_);
+        error = std::exchange(deferred_error_, nullptr);
+        deferred_pending_.store(false, std::memory_order_relaxed);
+    }
+    if (error) std::rethrow_exception(error);
+}
 
 template <class B>
-void SciNode::send_impl(B& buffer) {
+void Sender::send(B& buffer, const kit::Progressing* self) {
     constexpr bool bytes = std::is_same_v<B, CallerBytes>;
-    check_factory("send");
-    if (!buffer) kit::throw_null_buffer(*this);
+    if (!buffer) kit::throw_null_buffer(node_);
     const std::size_t size = buffer->size();
     if (size > parameters_.max_message_size) {
         stats_.error();
-        kit::throw_message_too_large(*this, size, parameters_.max_message_size);
+        kit::throw_message_too_large(node_, size, parameters_.max_message_size);
     }
     // Queues towards other peers move too (this one's below, under the lock).
-    local_->progress(this, queue_depth_.load(std::memory_order_relaxed) != 0);
+    transport_->driver().progress(self, queue_depth_.load(std::memory_order_relaxed) != 0);
     std::lock_guard lock(send_mutex_);
-    throw_if_lost();
+    links_.throw_if_lost();
     throw_if_deferred();
-    Link* link = current_link();
+    Link* link = links_.current();
     if (link != nullptr && size > link->max_message_size) {
         stats_.error();
-        kit::throw_message_too_large(*this, size, link->max_message_size, "the receiver's max_message_size");
+        kit::throw_message_too_large(node_, size, link->max_message_size, "the receiver's max_message_size");
     }
     sync_send_side(link);
     auto enqueue = [&] {
         if (queued_messages_ >= parameters_.send_queue_limit) {
             stats_.error();
-            kit::throw_send_queue_full(*this, parameters_.send_queue_limit);
+            kit::throw_send_queue_full(node_, parameters_.send_queue_limit);
         }
         auto hold = [&] {
             if constexpr (bytes) {
-                BufferPtr copy = local_->allocate_send_buffer(size);
+                BufferPtr copy = transport_->allocate_send_buffer(size);
                 if (size != 0) std::memcpy(copy->single()->data(), buffer->single()->data(), size);
                 queue_.emplace_back(std::move(copy));
             } else {
@@ -578,7 +587,7 @@ void SciNode::send_impl(B& buffer) {
             }
         };
         if (queue_.empty()) {
-            local_->queued_changed(1);
+            transport_->driver().queued_changed(1);
             hold(); // alone: it goes as it is, without a copy (send_bytes: one copy)
         } else if (link != nullptr && (!std::is_same_v<B, SharedBuffer> || size < broadcast_min_size) &&
                    stage(*link, *buffer)) {
@@ -599,7 +608,8 @@ void SciNode::send_impl(B& buffer) {
             flush_deferring(link);
             if (!queue_.empty()) { // the last in line is still waiting, this one
                 stats_.queued_serialized();
-                if ((queued_messages_ & 63) == 0) check_peer(link); // a queue that grows looks at the peer now and then
+                if ((queued_messages_ & 63) == 0)
+                    links_.check_peer(link); // a queue that grows looks at the peer now and then
             }
             return;
         }
@@ -617,32 +627,11 @@ void SciNode::send_impl(B& buffer) {
     }
     enqueue();
     stats_.queued_serialized();
-    check_peer(link);
+    links_.check_peer(link);
 }
 
-void SciNode::send(BufferPtr&& buffer) {
-    send_impl(buffer);
-}
-
-void SciNode::send_bytes(std::span<const std::byte> bytes) {
-    CallerBytes caller(bytes);
-    send_impl(caller);
-}
-
-void SciNode::send_shared(const SharedBuffer& buffer) {
-    SharedBuffer copy = buffer;
-    send_impl(copy);
-}
-
-bool SciNode::flush(std::chrono::nanoseconds timeout) {
-    check_factory("flush");
-    return local_->wait(
-        [this]() -> bool {
-            if (try_flush()) return true;
-            check_peer();
-            return false;
-        },
-        timeout);
-}
+template void Sender::send(BufferPtr&, const kit::Progressing*);
+template void Sender::send(SharedBuffer&, const kit::Progressing*);
+template void Sender::send(CallerBytes&, const kit::Progressing*);
 
 } // namespace msgpass::sci
