@@ -629,7 +629,10 @@ TEST(TcpOneConnection, TwoNodesThatConnectToEachOtherAtOnceKeepOneConnectionAndL
 }
 
 // In a request-response exchange each side's acknowledgement rides in the header of
-// its reply: acknowledgement frames alone stay far below the messages.
+// its reply: no acknowledgement goes alone (one every ack_every messages went before
+// the reply that carried it a moment later, until the count of what is due took the
+// carried ones in). The exchange runs in one thread, so no receive ever waits for
+// ack_delay (the other reason for one alone).
 TEST(TcpOneConnection, AcknowledgementsRideOnTheRepliesOfAnExchange) {
     const auto text = local_partition(partition_for_test(), 2, 2000ms);
     ASSERT_EQ(text.nodes.size(), 2u) << "no free ports";
@@ -654,7 +657,7 @@ TEST(TcpOneConnection, AcknowledgementsRideOnTheRepliesOfAnExchange) {
     ASSERT_NE(node_1, nullptr);
     ASSERT_NE(node_2, nullptr);
     const std::uint64_t alone = node_1->standalone_acks() + node_2->standalone_acks();
-    EXPECT_LT(alone, 2 * n / 50) << alone << " acknowledgements written alone for " << 2 * n << " messages";
+    EXPECT_LT(alone, 2 * n / 1000) << alone << " acknowledgements written alone for " << 2 * n << " messages";
     EXPECT_EQ(tcp_of(*a).listener_stats().accepted + tcp_of(*b).listener_stats().accepted, 1u)
         << "the exchange used more than one connection";
 }

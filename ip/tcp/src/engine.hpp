@@ -61,6 +61,9 @@ using kit::InlineBuffer;
 // acknowledgement written before every wait would wake the peer's background thread
 // once per message. (It also acknowledges every ack_every messages.)
 inline constexpr std::chrono::microseconds ack_delay{1000};
+// The longest pause of the background thread before it looks again whether an
+// application that was reading still does (TcpNode::tick).
+inline constexpr std::chrono::milliseconds read_check_max{32};
 
 // How tcp's blocking receives wait (msgpass::wait_with): no spinning, no yielding,
 // ppoll() on the incoming sockets of the nodes waited on and on the factory's wake-up
@@ -197,6 +200,11 @@ public:
     // Runs timers (reconnect, connect timeout, loss deadline, reading for
     // acknowledgements); returns when it wants to be called again.
     Clock::time_point tick(Clock::time_point now);
+    // How many times the background thread read this node's connection for
+    // acknowledgements (tests: a reading application leaves it to them).
+    [[nodiscard]] std::uint64_t background_reads() const noexcept {
+        return background_reads_.load(std::memory_order_relaxed);
+    }
     void on_event(std::uint32_t generation, std::uint32_t events);
     // A connection from the peer passed the acceptor's checks: installs it (the
     // Welcome goes out) and returns true, or returns false when this node's own
@@ -237,6 +245,8 @@ private:
     void write_pending();
     bool write_control();
     void update_epoll();
+    std::optional<Clock::time_point> tick_sending(Clock::time_point now);
+    bool leave_reading(std::uint32_t generation);
     bool crosses_locked(Clock::time_point now) const;
     bool send_hello(int fd);
     void fail_write(const std::string& why);
@@ -267,6 +277,7 @@ private:
     void reset_in();
     void send_ack();
     void send_ack_locked();
+    [[nodiscard]] bool ack_due() const;
     void deliver(BufferPtr message);
     void after_read(std::unique_lock<std::mutex>& in_lock, const Control& c);
     BufferPtr take_locked(std::unique_lock<std::mutex>& lock);
@@ -297,19 +308,20 @@ private:
     std::condition_variable out_changed_;
     State state_ = State::idle;
     std::uint32_t generation_ = 0;
-    std::uint32_t epoll_mask_ = 0;        // the events the background thread watches
-    bool armed_write_ = false;            // the socket was full
-    bool write_failed_ = false;           // a write failed: the background thread ends the connection
-    std::string write_failure_;           // why
-    bool background_read_ = false;        // the background thread reads (for acknowledgements or a handshake)
-    Clock::time_point last_write_{};      // of the last write by a sender or a batch
-    Clock::time_point batch_start_{};     // when the batch now waiting began
-    bool batch_timed_ = false;            // the background thread holds a batch's deadline (tick)
-    std::atomic<std::uint64_t> takes_{0}; // messages the application took from this node
-    std::uint64_t takes_at_write_ = 0;    // takes_ at the last immediate write
-    ip::SendWindow window_;               // messages not yet acknowledged
-    ip::GatherList gather_;               // the iovecs of one write
-    std::vector<ip::Outgoing> acknowledged_scratch_;          // freed outside out_mutex_
+    std::uint32_t epoll_mask_ = 0;    // the events the background thread watches
+    bool armed_write_ = false;        // the socket was full
+    bool write_failed_ = false;       // a write failed: the background thread ends the connection
+    std::string write_failure_;       // why
+    bool background_read_ = false;    // the background thread reads (for acknowledgements or a handshake)
+    Clock::time_point last_write_{};  // of the last write by a sender or a batch
+    Clock::time_point batch_start_{}; // when the batch now waiting began
+    std::chrono::nanoseconds read_check_{ack_delay}; // background thread: when to look at a reading application again
+    bool batch_timed_ = false;                       // the background thread holds a batch's deadline (tick)
+    std::atomic<std::uint64_t> takes_{0};            // messages the application took from this node
+    std::uint64_t takes_at_write_ = 0;               // takes_ at the last immediate write
+    ip::SendWindow window_;                          // messages not yet acknowledged
+    ip::GatherList gather_;                          // the iovecs of one write
+    std::vector<ip::Outgoing> acknowledged_scratch_; // freed outside out_mutex_
     std::array<std::byte, 4 * sizeof(FrameHeader)> ctl_tx_{}; // control frames (resume, skip, ack) not yet written
     std::size_t ctl_len_ = 0, ctl_off_ = 0;
     std::uint64_t peer_incarnation_ = 0; // of the connection's handshake; 0 = none
@@ -339,6 +351,7 @@ private:
     std::atomic<bool> ack_wanted_{false}; // a standalone acknowledgement the receiver could not write
     std::atomic<std::uint64_t> acked_base_{0};
     std::atomic<std::uint64_t> standalone_acks_{0};
+    std::atomic<std::uint64_t> background_reads_{0};
     std::atomic<std::int64_t> last_app_read_{0}; // steady-clock ns of the receiving thread's last read
 
     // --- receiving side, under in_mutex_ ---

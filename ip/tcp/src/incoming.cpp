@@ -9,6 +9,7 @@
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
+#include <limits>
 #include <sys/epoll.h>
 #include <unistd.h>
 
@@ -103,6 +104,18 @@ void TcpNode::send_ack_locked() {
     queue_control(ip::ack_frame(avail));
     ack_sent_.store(avail);
     standalone_acks_.fetch_add(1, std::memory_order_relaxed);
+}
+
+// in_mutex_. Whether an acknowledgement must go alone now: ack_every messages
+// arrived since the peer last learnt of any (from one written alone or from the
+// acknowledgement every data frame carries), or ack_bytes since the last one written
+// alone. Counting only those written alone wrote one before every 64th reply of a
+// request-response exchange, which the reply itself acknowledged a moment later.
+bool TcpNode::ack_due() const {
+    const std::uint64_t avail = ack_avail_.load(std::memory_order_relaxed);
+    const std::uint64_t sent = ack_sent_.load(std::memory_order_relaxed);
+    return (avail > sent && avail - sent >= shared_->parameters.ack_every) ||
+           in_window_.ack_due(std::numeric_limits<std::uint64_t>::max(), shared_->parameters.ack_bytes);
 }
 
 void TcpNode::deliver(BufferPtr message) {
@@ -282,9 +295,7 @@ void TcpNode::apply(const Control& c) {
         broken(c.bad_ack ? "protocol error from the peer" : "connection closed by the peer");
         return;
     }
-    if (c.delivered && in_window_.ack_due(shared_->parameters.ack_every, shared_->parameters.ack_bytes)) {
-        send_ack_locked();
-    }
+    if (c.delivered && ack_due()) send_ack_locked();
     if (state_ == State::established && !window_.all_written() && !armed_write_) write_pending();
 }
 
@@ -317,9 +328,7 @@ void TcpNode::after_read(std::unique_lock<std::mutex>& in_lock, const Control& c
             shared_->wake_io();
         }
     }
-    if (c.delivered && in_window_.ack_due(shared_->parameters.ack_every, shared_->parameters.ack_bytes)) {
-        send_ack();
-    }
+    if (c.delivered && ack_due()) send_ack();
 }
 
 // Background thread: reads the connection for the acknowledgements the application

@@ -155,11 +155,15 @@ void TcpNode::attempt_failed(bool refused, const std::string& why, Clock::time_p
 
 Clock::time_point TcpNode::tick(Clock::time_point now) {
     const auto far = now + std::chrono::seconds(1);
-    // Called for every node at each wake-up of the background thread: a node whose
-    // application holds a lock (a receive, a stream's sends) is looked at again
-    // ack_delay later instead of making that thread wait.
+    // Called for every node at each wake-up of the background thread, which never
+    // waits for the application: a node whose application is receiving (it holds
+    // in_mutex_) gets its sending side's timers only; one whose sender holds
+    // out_mutex_ is looked at again ack_delay later.
     std::unique_lock in_lock(in_mutex_, std::try_to_lock);
-    if (!in_lock.owns_lock()) return now + ack_delay;
+    if (!in_lock.owns_lock()) {
+        if (const auto next = tick_sending(now)) return *next;
+        in_lock.lock(); // the check of the peer's answers is due: it may end the connection
+    }
     std::unique_lock lock(out_mutex_, std::try_to_lock);
     if (!lock.owns_lock()) return now + ack_delay;
     if (closed_) return far;
@@ -214,14 +218,22 @@ Clock::time_point TcpNode::tick(Clock::time_point now) {
         // Acknowledgements come on the connection, behind the peer's data: while
         // messages wait for one and the application has not read for ack_delay,
         // this thread reads (up to background_inbox_limit messages in the inbox).
+        // An application that keeps reading is looked at again after a pause that
+        // doubles up to read_check_max: a wake-up of this thread every ack_delay,
+        // on the CPU of a receiver that spins, hands that CPU to whatever else is
+        // runnable once in a while (a reply late by a scheduler slice, docs/tcp.md).
         bool read = state_ == State::resuming;
         if (!read && !window_.empty() && inbox_count_ < background_inbox_limit) {
             const auto last = Clock::time_point(std::chrono::nanoseconds(last_app_read_.load()));
             if (now - last >= ack_delay) {
                 read = true;
+                read_check_ = ack_delay;
             } else {
-                next = std::min(next, last + ack_delay);
+                next = std::min(next, std::max(last + ack_delay, now + read_check_));
+                read_check_ = std::min<std::chrono::nanoseconds>(2 * read_check_, read_check_max);
             }
+        } else {
+            read_check_ = ack_delay;
         }
         background_read_ = read;
         update_epoll();
@@ -255,6 +267,30 @@ Clock::time_point TcpNode::tick(Clock::time_point now) {
     window_.take_acknowledged(acknowledged_scratch_);
     lock.unlock();
     in_lock.unlock();
+    acknowledged_scratch_.clear();
+    return next;
+}
+
+// The timers of tick that need only out_mutex_ (tried), while the application holds
+// in_mutex_: it reads, so this thread need not; the tail of a batch goes when due.
+// Nothing when the check of the peer's answers is due (tick then waits for in_mutex_).
+std::optional<Clock::time_point> TcpNode::tick_sending(Clock::time_point now) {
+    std::unique_lock lock(out_mutex_, std::try_to_lock);
+    if (!lock.owns_lock() || closed_ || state_ != State::established) return now + ack_delay;
+    if (now >= next_answer_check_) return std::nullopt;
+    auto next = std::min(now + read_check_, next_answer_check_);
+    read_check_ = std::min<std::chrono::nanoseconds>(2 * read_check_, read_check_max);
+    if (!window_.all_written() && !armed_write_ && !write_failed_) { // the tail of a batch
+        if (now - batch_start_ < batch_window) {
+            next = std::min(next, batch_start_ + batch_window);
+        } else {
+            last_write_ = now;
+            write_pending();
+        }
+    }
+    batch_timed_ = false;
+    window_.take_acknowledged(acknowledged_scratch_);
+    lock.unlock();
     acknowledged_scratch_.clear();
     return next;
 }
@@ -304,14 +340,47 @@ bool TcpNode::check_answers(Clock::time_point now) {
     return false;
 }
 
+// Background thread: stops reading an established connection for acknowledgements,
+// because the application reads it (tick starts again when it stops).
+// False when the connection is not established (this thread reads a handshake or
+// the peer's resume frame).
+bool TcpNode::leave_reading(std::uint32_t generation) {
+    std::lock_guard lock(out_mutex_);
+    if (fd_ < 0 || (generation_ & 0xffffffu) != generation) return true; // an event of a closed connection
+    if (state_ != State::established) return false;
+    background_read_ = false;
+    read_check_ = ack_delay;
+    update_epoll();
+    return true;
+}
+
 void TcpNode::on_event(std::uint32_t generation, std::uint32_t events) {
-    std::unique_lock in_lock(in_mutex_);
+    const bool input_only = (events & (EPOLLOUT | EPOLLHUP | EPOLLERR)) == 0;
+    const bool data_only = events == EPOLLIN; // not the end of the connection (EPOLLRDHUP stays watched)
+    std::unique_lock in_lock(in_mutex_, std::defer_lock);
+    // Input while the application holds in_mutex_: it is receiving, and reads the
+    // frames itself. Waiting for its lock here made it wait for this thread in turn,
+    // once per message (a convoy; on a loaded CPU a reply late by a scheduler slice).
+    if (!data_only) {
+        in_lock.lock();
+    } else if (!in_lock.try_lock()) {
+        if (leave_reading(generation)) return;
+        in_lock.lock(); // a connection in its handshake or resuming is this thread's to read
+    }
     if (fd_ < 0 || (generation_ & 0xffffffu) != generation) return; // an event of a closed connection
-    if (framed_ && (events & (EPOLLOUT | EPOLLHUP | EPOLLERR)) == 0) {
+    if (framed_ && input_only) {
+        const auto read_at = Clock::time_point(std::chrono::nanoseconds(last_app_read_.load()));
+        if (data_only && Clock::now() - read_at < ack_delay) {
+            in_lock.unlock();
+            if (leave_reading(generation)) return;
+            in_lock.lock();
+            if (fd_ < 0 || (generation_ & 0xffffffu) != generation) return;
+        }
         // Input on an established connection (acknowledgements the application does
         // not read): read without the sending side's lock, which a sender in a
         // stream holds most of the time; it applies the acknowledgement at its next
         // send when this thread cannot (after_read).
+        background_reads_.fetch_add(1, std::memory_order_relaxed);
         const Control c = read_in_side();
         after_read(in_lock, c);
         if (c.delivered || c.closed || c.bad_ack) shared_->wake_receivers();
