@@ -97,7 +97,7 @@ struct SocketSleeper {
 // the background thread batch_window after the batch began (see TcpNode::send).
 // Messages of batch_bytes or more are written at once.
 inline constexpr std::chrono::microseconds batch_window{20};
-inline constexpr std::size_t batch_messages = 64;
+inline constexpr std::size_t batch_messages = 512;
 inline constexpr std::size_t batch_bytes = 16 * 1024;
 
 struct Parameters {
@@ -279,7 +279,8 @@ private:
     void send_ack_locked();
     [[nodiscard]] bool ack_due() const;
     void deliver(BufferPtr message);
-    void after_read(std::unique_lock<std::mutex>& in_lock, const Control& c);
+    void after_read(std::unique_lock<std::mutex>& in_lock, const Control& c, bool background = false);
+    bool sending(Clock::time_point now);
     BufferPtr take_locked(std::unique_lock<std::mutex>& lock);
 
     std::shared_ptr<Shared> shared_;
@@ -352,6 +353,9 @@ private:
     std::atomic<std::uint64_t> acked_base_{0};
     std::atomic<std::uint64_t> standalone_acks_{0};
     std::atomic<std::uint64_t> background_reads_{0};
+    std::atomic<std::uint64_t> sends_{0};        // messages handed to send (written under out_mutex_)
+    std::uint64_t sends_seen_ = 0;               // background thread: sends_ when it last looked (sending())
+    Clock::time_point sends_seen_at_{};          // ... and when it last saw it change
     std::atomic<std::int64_t> last_app_read_{0}; // steady-clock ns of the receiving thread's last read
 
     // --- receiving side, under in_mutex_ ---

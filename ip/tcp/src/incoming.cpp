@@ -302,7 +302,7 @@ void TcpNode::apply(const Control& c) {
 // in_mutex_, after the application's read: the acknowledgement and the rest are
 // applied when out_mutex_ is free; else the background thread applies them. The
 // end of a connection or a resume always waits for the lock.
-void TcpNode::after_read(std::unique_lock<std::mutex>& in_lock, const Control& c) {
+void TcpNode::after_read(std::unique_lock<std::mutex>& in_lock, const Control& c, bool background) {
     (void)in_lock;
     if (c.bad_ack || c.closed || c.resume || c.goodbye) {
         {
@@ -318,17 +318,35 @@ void TcpNode::after_read(std::unique_lock<std::mutex>& in_lock, const Control& c
         while (c.ack_to > seen && !peer_ack_.compare_exchange_weak(seen, c.ack_to)) {
         }
         peer_ack_pending_.store(true);
-        std::unique_lock lock(out_mutex_, std::try_to_lock);
-        if (lock.owns_lock()) {
-            apply_pending_ack();
-            window_.take_acknowledged(rx_acknowledged_);
-            lock.unlock();
-            rx_acknowledged_.clear();
-        } else {
-            shared_->wake_io();
+        // While the application sends, its next send applies the acknowledgement and
+        // frees the buffers in the thread that made them (the per-thread block cache
+        // then hands them back without a trip through the shared depot); the
+        // background thread's tick applies it when the sends stop.
+        if (!background || !sending(Clock::now())) {
+            std::unique_lock lock(out_mutex_, std::try_to_lock);
+            if (lock.owns_lock()) {
+                apply_pending_ack();
+                window_.take_acknowledged(rx_acknowledged_);
+                lock.unlock();
+                rx_acknowledged_.clear();
+            } else {
+                shared_->wake_io();
+            }
         }
     }
     if (c.delivered && ack_due()) send_ack();
+}
+
+// Background thread: whether the application sent within ack_delay, as far as this
+// thread saw (it then applies the acknowledgements itself, at its next send).
+bool TcpNode::sending(Clock::time_point now) {
+    const std::uint64_t sends = sends_.load(std::memory_order_relaxed);
+    if (sends != sends_seen_) {
+        sends_seen_ = sends;
+        sends_seen_at_ = now;
+        return true;
+    }
+    return now - sends_seen_at_ < ack_delay;
 }
 
 // Background thread: reads the connection for the acknowledgements the application

@@ -122,7 +122,9 @@ void TcpNode::send_impl(B& buffer) {
     }
     const std::size_t waiting = window_.waiting();
     window_.push(std::move(buffer), size);
-    std::vector<ip::Outgoing> acknowledged; // freed after the lock
+    sends_.store(sends_.load(std::memory_order_relaxed) + 1, std::memory_order_relaxed);
+    // Freed after the lock, in this thread; the vector keeps its capacity.
+    thread_local std::vector<ip::Outgoing> acknowledged;
     if (peer_ack_pending_.load(std::memory_order_relaxed)) {
         apply_pending_ack();
         window_.take_acknowledged(acknowledged);
@@ -163,6 +165,7 @@ void TcpNode::send_impl(B& buffer) {
     queue_depth_.store(left, std::memory_order_relaxed);
     if (left > 0) stats_.queued();
     lock.unlock(); // before the acknowledged messages are freed
+    acknowledged.clear();
 }
 
 // out_mutex_. Queues a control frame (resume, skip, an acknowledgement alone) and

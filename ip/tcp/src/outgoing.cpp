@@ -171,9 +171,15 @@ Clock::time_point TcpNode::tick(Clock::time_point now) {
         const std::string why = write_failure_;
         broken(why);
     }
-    apply_pending_ack();
-    if (ack_wanted_.exchange(false)) send_ack_locked();
     auto next = far;
+    if (peer_ack_pending_.load(std::memory_order_relaxed)) {
+        if (sending(now)) {
+            next = now + ack_delay; // the sender applies it; if it stops, this thread does
+        } else {
+            apply_pending_ack();
+        }
+    }
+    if (ack_wanted_.exchange(false)) send_ack_locked();
     if (abandoned_fd_ >= 0 && abandoned_hello_) {
         // Given up while it connected: its Hello still goes, so that the peer refuses
         // it as crossed instead of counting a connection that never spoke.
@@ -279,6 +285,13 @@ std::optional<Clock::time_point> TcpNode::tick_sending(Clock::time_point now) {
     if (!lock.owns_lock() || closed_ || state_ != State::established) return now + ack_delay;
     if (now >= next_answer_check_) return std::nullopt;
     auto next = std::min(now + read_check_, next_answer_check_);
+    if (peer_ack_pending_.load(std::memory_order_relaxed)) {
+        if (sending(now)) {
+            next = std::min(next, now + ack_delay);
+        } else {
+            apply_pending_ack();
+        }
+    }
     read_check_ = std::min<std::chrono::nanoseconds>(2 * read_check_, read_check_max);
     if (!window_.all_written() && !armed_write_ && !write_failed_) { // the tail of a batch
         if (now - batch_start_ < batch_window) {
@@ -382,7 +395,7 @@ void TcpNode::on_event(std::uint32_t generation, std::uint32_t events) {
         // send when this thread cannot (after_read).
         background_reads_.fetch_add(1, std::memory_order_relaxed);
         const Control c = read_in_side();
-        after_read(in_lock, c);
+        after_read(in_lock, c, true);
         if (c.delivered || c.closed || c.bad_ack) shared_->wake_receivers();
         return;
     }
