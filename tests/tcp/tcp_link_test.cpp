@@ -451,7 +451,7 @@ TEST(TcpSkipFrame, ASkipForwardIsOnePeerLostBetweenTheMessagesAndASkipBackIsAnEr
         h.type = static_cast<std::uint32_t>(tcp::FrameType::data);
         return s.send_struct(h) && s.send_all(payload.data(), payload.size());
     };
-    const auto skip = [&](std::uint64_t to) { return s.send_struct(ip::skip_frame(to)); };
+    const auto skip = [&](std::uint64_t to) { return s.send_struct(tcp::skip_frame(to)); };
     ASSERT_TRUE(data(0));
     ASSERT_TRUE(skip(3)); // messages 1 and 2 were dropped by the sender
     ASSERT_TRUE(data(3));

@@ -24,13 +24,13 @@
 #include <msgpass/tcp/protocol.hpp>
 #include <msgpass/wait.hpp>
 
+#include "gather.hpp"
+#include "reconnect.hpp"
+#include "window.hpp"
 #include <msgpass/ip/auth.hpp>
-#include <msgpass/ip/gather.hpp>
 #include <msgpass/ip/incarnation.hpp>
 #include <msgpass/ip/reactor.hpp>
-#include <msgpass/ip/reconnect.hpp>
 #include <msgpass/ip/socket.hpp>
-#include <msgpass/ip/window.hpp>
 #include <msgpass/kit/pool.hpp>
 
 #include <array>
@@ -320,9 +320,9 @@ private:
     bool batch_timed_ = false;                       // the background thread holds a batch's deadline (tick)
     std::atomic<std::uint64_t> takes_{0};            // messages the application took from this node
     std::uint64_t takes_at_write_ = 0;               // takes_ at the last immediate write
-    ip::SendWindow window_;                          // messages not yet acknowledged
-    ip::GatherList gather_;                          // the iovecs of one write
-    std::vector<ip::Outgoing> acknowledged_scratch_; // freed outside out_mutex_
+    SendWindow window_;                              // messages not yet acknowledged
+    GatherList gather_;                              // the iovecs of one write
+    std::vector<Outgoing> acknowledged_scratch_;     // freed outside out_mutex_
     std::array<std::byte, 4 * sizeof(FrameHeader)> ctl_tx_{}; // control frames (resume, skip, ack) not yet written
     std::size_t ctl_len_ = 0, ctl_off_ = 0;
     std::uint64_t peer_incarnation_ = 0; // of the connection's handshake; 0 = none
@@ -333,7 +333,7 @@ private:
     bool peer_said_goodbye_ = false;
     bool closed_ = false;
     bool refusal_logged_ = false;
-    ip::Reconnect reconnect_;                              // when to try again, when to give the peer up
+    Reconnect reconnect_;                                  // when to try again, when to give the peer up
     Clock::time_point next_answer_check_{};                // of the established connection (check_answers)
     Clock::time_point unanswered_since_{};                 // the kernel has waited for the peer since; {} when not
     ip::AuthHello auth_hello_{};                           // the Hello of this attempt, with a key (its MACs cover it)
@@ -360,15 +360,15 @@ private:
 
     // --- receiving side, under in_mutex_ ---
     std::mutex in_mutex_;
-    ip::ReceiveWindow in_window_; // the peer incarnation's next expected message, acknowledgements owed
-    std::vector<std::byte> rx_;   // read buffer
+    ReceiveWindow in_window_;   // the peer incarnation's next expected message, acknowledgements owed
+    std::vector<std::byte> rx_; // read buffer
     std::size_t rx_begin_ = 0, rx_end_ = 0;
     BufferPtr assembling_; // a message larger than what rx_ holds (a SingleBuffer)
     std::byte* assembling_data_ = nullptr;
     std::size_t assembled_ = 0;
     ip::Inbox inbox_; // with a marker where a restarted peer's old incarnation was lost
     std::size_t inbox_count_ = 0;
-    std::vector<ip::Outgoing> rx_acknowledged_; // acknowledged by what the receiver read: freed outside out_mutex_
+    std::vector<Outgoing> rx_acknowledged_; // acknowledged by what the receiver read: freed outside out_mutex_
     bool in_goodbye_ = false;
     std::string violation_;                           // reported once by receive()
     std::atomic<std::uint64_t> known_incarnation_{0}; // the peer's incarnation seen on the connection

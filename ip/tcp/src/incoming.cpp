@@ -101,7 +101,7 @@ void TcpNode::send_ack_locked() {
         if (ack_sent_.load() == avail) return;
     }
     if (window_.offset() != 0) return; // within a frame: the next data frame carries it
-    queue_control(ip::ack_frame(avail));
+    queue_control(ack_frame(avail));
     ack_sent_.store(avail);
     standalone_acks_.fetch_add(1, std::memory_order_relaxed);
 }
@@ -131,7 +131,7 @@ void TcpNode::deliver(BufferPtr message) {
 void TcpNode::parse_in_buffer(Control& c) {
     const auto& p = shared_->parameters;
     while (!assembling_ && rx_end_ - rx_begin_ >= sizeof(FrameHeader)) {
-        FrameHeader h = ip::decode(rx_.data() + rx_begin_);
+        FrameHeader h = decode(rx_.data() + rx_begin_);
         if (h.length == 0 && (h.type == static_cast<std::uint32_t>(FrameType::ack) ||
                               h.type == static_cast<std::uint32_t>(FrameType::goodbye) ||
                               h.type == static_cast<std::uint32_t>(FrameType::resume))) {
@@ -160,14 +160,14 @@ void TcpNode::parse_in_buffer(Control& c) {
             h.type = static_cast<std::uint32_t>(FrameType::data);
             h.flags = 0;
         }
-        const ip::Frame frame = ip::check_data_side(h, p.max_message_size);
-        if (frame == ip::Frame::goodbye) { // a goodbye with a payload
+        const Frame frame = check_data_side(h, p.max_message_size);
+        if (frame == Frame::goodbye) { // a goodbye with a payload
             violation_ = "node " + std::to_string(id_) + " sent a goodbye of " + std::to_string(h.length) + " bytes";
             shared_->count_refusal(Refusal::protocol_error);
             c.bad_ack = true;
             return;
         }
-        if (frame == ip::Frame::skip) {
+        if (frame == Frame::skip) {
             rx_begin_ += sizeof h;
             if (h.seq < in_window_.expected()) { // a skip back over messages delivered
                 violation_ = "node " + std::to_string(id_) + " skipped to message " + std::to_string(h.seq) +
@@ -195,13 +195,13 @@ void TcpNode::parse_in_buffer(Control& c) {
             }
             continue;
         }
-        if (frame != ip::Frame::data) {
-            violation_ = "node " + std::to_string(id_) + " sent " + ip::describe_fault(h, frame, p.max_message_size);
-            shared_->count_refusal(ip::refusal_of(frame));
+        if (frame != Frame::data) {
+            violation_ = "node " + std::to_string(id_) + " sent " + describe_fault(h, frame, p.max_message_size);
+            shared_->count_refusal(refusal_of(frame));
             c.bad_ack = true;
             return;
         }
-        if (in_window_.classify(h.seq) != ip::ReceiveWindow::Arrival::in_order) { // a stream neither repeats nor skips
+        if (in_window_.classify(h.seq) != ReceiveWindow::Arrival::in_order) { // a stream neither repeats nor skips
             violation_ = "node " + std::to_string(id_) + " sent message " + std::to_string(h.seq) + " where " +
                          std::to_string(in_window_.expected()) + " was expected";
             shared_->count_refusal(Refusal::protocol_error);

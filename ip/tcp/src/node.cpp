@@ -124,7 +124,7 @@ void TcpNode::send_impl(B& buffer) {
     window_.push(std::move(buffer), size);
     sends_.store(sends_.load(std::memory_order_relaxed) + 1, std::memory_order_relaxed);
     // Freed after the lock, in this thread; the vector keeps its capacity.
-    thread_local std::vector<ip::Outgoing> acknowledged;
+    thread_local std::vector<Outgoing> acknowledged;
     if (peer_ack_pending_.load(std::memory_order_relaxed)) {
         apply_pending_ack();
         window_.take_acknowledged(acknowledged);
@@ -176,7 +176,7 @@ void TcpNode::queue_control(const FrameHeader& h) {
         if (h.type != static_cast<std::uint32_t>(FrameType::ack) || ctl_off_ > ctl_len_ - sizeof h) return;
         ctl_len_ -= sizeof h;
     }
-    ip::encode(h, ctl_tx_.data() + ctl_len_);
+    encode(h, ctl_tx_.data() + ctl_len_);
     ctl_len_ += sizeof h;
     write_control();
 }
@@ -243,7 +243,7 @@ void TcpNode::write_pending() {
             return;
         }
         if (carried && wrote > 0) ack_sent_.store(ack, std::memory_order_relaxed);
-        window_.wrote(static_cast<std::size_t>(wrote), [this](const ip::Outgoing& e, bool resent) {
+        window_.wrote(static_cast<std::size_t>(wrote), [this](const Outgoing& e, bool resent) {
             if (resent) {
                 stats_.retried(); // resent after a broken connection
             } else {
@@ -308,7 +308,7 @@ void TcpNode::close() {
         // The last acknowledgement, then goodbye: the peer forgets us quietly (a
         // frame cut in the middle by a full socket leaves no room for it).
         if (window_.offset() == 0 && write_control()) {
-            const FrameHeader bye = ip::goodbye_frame(in_window_.expected());
+            const FrameHeader bye = goodbye_frame(in_window_.expected());
             ::send(fd_, &bye, sizeof bye, MSG_DONTWAIT | MSG_NOSIGNAL);
         }
         ::shutdown(fd_, SHUT_WR);

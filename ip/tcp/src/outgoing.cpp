@@ -140,13 +140,13 @@ void TcpNode::start_connect(Clock::time_point now) {
 void TcpNode::attempt_failed(bool refused, const std::string& why, Clock::time_point now) {
     const std::uint64_t known = peer_incarnation_ != 0 ? peer_incarnation_ : known_incarnation_.load();
     switch (reconnect_.failed(refused, known != 0, now)) {
-    case ip::Reconnect::Outcome::retry:
+    case Reconnect::Outcome::retry:
         state_ = State::waiting;
         return;
-    case ip::Reconnect::Outcome::lost_refused:
+    case Reconnect::Outcome::lost_refused:
         declare_lost_locked(known, "its port refuses connections (" + why + ")");
         break;
-    case ip::Reconnect::Outcome::lost_silent:
+    case Reconnect::Outcome::lost_silent:
         declare_lost_locked(known, "no connection for peer_timeout (" + why + ")", true);
         break;
     }
@@ -561,7 +561,7 @@ void TcpNode::handle_welcome(const Welcome& w) {
     framed_ = true;
     connected_at_ = Clock::now();
     attach_in(w.incarnation);
-    queue_control(ip::resume_frame(in_window_.expected()));
+    queue_control(resume_frame(in_window_.expected()));
     if (!resume_window(w.incarnation, w.next_expected)) return;
     refusal_logged_ = false;
 }
@@ -602,7 +602,7 @@ bool TcpNode::resume_window(std::uint64_t incarnation, std::uint64_t next_expect
     // We gave this peer up while it lived and dropped messages it never got: the
     // skip frame, before any data, makes it report them lost where they belong in
     // its stream and count on from our first kept message.
-    if (*skipped > 0) queue_control(ip::skip_frame(window_.first_unacknowledged()));
+    if (*skipped > 0) queue_control(skip_frame(window_.first_unacknowledged()));
     numbered_for_ = incarnation;
     loss_.revive(incarnation);
     trimmed();
