@@ -1,4 +1,4 @@
-// Tests of the tcp connector (ip/tcp/src/outgoing.cpp) against an acceptor that
+// Tests of the tcp connector (ip/tcp/src/link.cpp) against an acceptor that
 // answers wrongly: a raw listener on node 2's port plays node 2 toward node 1's real
 // factory. It reads node 1's Hello and answers what a broken, foreign, refusing or
 // restarted peer would: each answer must leave node 1 in the state docs/tcp.md says

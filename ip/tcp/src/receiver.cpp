@@ -1,10 +1,10 @@
-// The receiving side of a TcpNode's connection: installing a connection the peer
-// opened (after the acceptor's side of the handshake, engine.cpp, and the tie-break
-// of two crossing connections), reading and parsing frames into the inbox, and the
-// acknowledgements this side owes (carried by its data frames, alone when none go).
-// The application's receive reads; the background thread reads when the
+// The receive side of a TcpNode's connection (node.hpp): installing a connection
+// the peer opened (after the acceptor's side of the handshake, transport.cpp, and the
+// tie-break of two crossing connections), reading and parsing frames into the inbox,
+// and the acknowledgements this side owes (carried by its data frames, alone when
+// none go). The application's receive reads; the background thread reads when the
 // application does not and an acknowledgement is awaited.
-#include "engine.hpp"
+#include "node.hpp"
 
 #include <cerrno>
 #include <cstdio>

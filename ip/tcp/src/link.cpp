@@ -1,10 +1,10 @@
-// The connection of a TcpNode, one per pair and two-way: opening it (the first of
-// the two nodes to send opens it; the background thread connects and runs the
-// connector's side of the handshake, ip/reconnect.hpp says when), the writes of
-// data and control frames, the end of a connection and what follows (a new one, or
-// the loss of the peer), and the background thread's timers. After a handshake
-// the window (ip/window.hpp) resends from the peer's next expected message.
-#include "engine.hpp"
+// The connection of a TcpNode, one per pair and two-way (node.hpp): opening it (the
+// first of the two nodes to send opens it; the background thread connects and runs
+// the connector's side of the handshake, reconnect.hpp says when), the end of a
+// connection and what follows (a new one, or the loss of the peer), and the
+// background thread's timers and events. After a handshake the window (window.hpp)
+// resends from the peer's next expected message.
+#include "node.hpp"
 
 #include <msgpass/ip/socket.hpp>
 
