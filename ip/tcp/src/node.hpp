@@ -153,20 +153,19 @@ private:
     std::condition_variable out_changed_;
     State state_ = State::idle;
     std::uint32_t generation_ = 0;
-    std::uint32_t epoll_mask_ = 0;    // the events the background thread watches
-    bool armed_write_ = false;        // the socket was full
-    bool write_failed_ = false;       // a write failed: the background thread ends the connection
-    std::string write_failure_;       // why
-    bool background_read_ = false;    // the background thread reads (for acknowledgements or a handshake)
-    Clock::time_point last_write_{};  // of the last write by a sender or a batch
-    Clock::time_point batch_start_{}; // when the batch now waiting began
-    std::chrono::nanoseconds read_check_{ack_delay}; // background thread: when to look at a reading application again
-    bool batch_timed_ = false;                       // the background thread holds a batch's deadline (tick)
-    std::atomic<std::uint64_t> takes_{0};            // messages the application took from this node
-    std::uint64_t takes_at_write_ = 0;               // takes_ at the last immediate write
-    SendWindow window_;                              // messages not yet acknowledged
-    GatherList gather_;                              // the iovecs of one write
-    std::vector<Outgoing> acknowledged_scratch_;     // freed outside out_mutex_
+    std::uint32_t epoll_mask_ = 0;               // the events the background thread watches
+    bool armed_write_ = false;                   // the socket was full
+    bool write_failed_ = false;                  // a write failed: the background thread ends the connection
+    std::string write_failure_;                  // why
+    bool background_read_ = false;               // the background thread reads (for acknowledgements or a handshake)
+    Clock::time_point last_write_{};             // of the last write by a sender or a batch
+    Clock::time_point batch_start_{};            // when the batch now waiting began
+    bool batch_timed_ = false;                   // the background thread holds a batch's deadline (tick)
+    std::atomic<std::uint64_t> takes_{0};        // messages the application took from this node
+    std::uint64_t takes_at_write_ = 0;           // takes_ at the last immediate write
+    SendWindow window_;                          // messages not yet acknowledged
+    GatherList gather_;                          // the iovecs of one write
+    std::vector<Outgoing> acknowledged_scratch_; // freed outside out_mutex_
     std::array<std::byte, 4 * sizeof(FrameHeader)> ctl_tx_{}; // control frames (resume, skip, ack) not yet written
     std::size_t ctl_len_ = 0, ctl_off_ = 0;
     std::uint64_t peer_incarnation_ = 0; // of the connection's handshake; 0 = none

@@ -62,9 +62,6 @@ using kit::InlineBuffer;
 // acknowledgement written before every wait would wake the peer's background thread
 // once per message. (It also acknowledges every ack_every messages.)
 inline constexpr std::chrono::microseconds ack_delay{1000};
-// The longest pause of the background thread before it looks again whether an
-// application that was reading still does (TcpNode::tick).
-inline constexpr std::chrono::milliseconds read_check_max{32};
 
 // How tcp's blocking receives wait (msgpass::wait_with): no spinning, no yielding,
 // ppoll() on the incoming sockets of the nodes waited on and on the factory's wake-up
