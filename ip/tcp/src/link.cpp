@@ -386,7 +386,6 @@ void TcpNode::on_event(std::uint32_t generation, std::uint32_t events) {
         // not read): read without the sending side's lock, which a sender in a
         // stream holds most of the time; it applies the acknowledgement at its next
         // send when this thread cannot (after_read).
-        background_reads_.fetch_add(1, std::memory_order_relaxed);
         const Control c = read_in_side();
         after_read(in_lock, c, true);
         if (c.delivered || c.closed || c.bad_ack) shared_->wake_receivers();

@@ -44,11 +44,6 @@ public:
     // Runs timers (reconnect, connect timeout, loss deadline, reading for
     // acknowledgements); returns when it wants to be called again.
     Clock::time_point tick(Clock::time_point now);
-    // How many times the background thread read this node's connection for
-    // acknowledgements (tests: a reading application leaves it to them).
-    [[nodiscard]] std::uint64_t background_reads() const noexcept {
-        return background_reads_.load(std::memory_order_relaxed);
-    }
     void on_event(std::uint32_t generation, std::uint32_t events);
     // A connection from the peer passed the acceptor's checks: installs it (the
     // Welcome goes out) and returns true, or returns false when this node's own
@@ -195,7 +190,6 @@ private:
     std::atomic<bool> ack_wanted_{false}; // a standalone acknowledgement the receiver could not write
     std::atomic<std::uint64_t> acked_base_{0};
     std::atomic<std::uint64_t> standalone_acks_{0};
-    std::atomic<std::uint64_t> background_reads_{0};
     std::atomic<std::uint64_t> sends_{0};        // messages handed to send (written under out_mutex_)
     std::uint64_t sends_seen_ = 0;               // background thread: sends_ when it last looked (sending())
     Clock::time_point sends_seen_at_{};          // ... and when it last saw it change
