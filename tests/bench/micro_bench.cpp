@@ -12,10 +12,10 @@
 
 #include "batch.hpp"
 #include "send_pool.hpp"
-#include <msgpass/ip/frame.hpp>
 #include <msgpass/kit/block_cache.hpp>
 #include <msgpass/kit/factory_base.hpp>
 #include <msgpass/kit/pool.hpp>
+#include <msgpass/tcp/frame.hpp>
 
 #include <msgpass/msgpass.hpp>
 #include <msgpass/sci/options.hpp>
@@ -331,24 +331,24 @@ BENCHMARK(SmallMessagesDroppedByAnotherThread<false>)->Arg(64);
 // as made. Items: frames.
 void TcpFrameParse(benchmark::State& state) {
     const auto size = static_cast<std::size_t>(state.range(0));
-    const std::size_t frame = ip::frame_header_size + size;
+    const std::size_t frame = tcp::frame_header_size + size;
     const std::size_t frames = (64 * 1024) / frame;
     std::vector<std::byte> chunk(frames * frame);
     for (std::size_t i = 0; i < frames; ++i) {
-        ip::encode(ip::data_frame(i, size), chunk.data() + i * frame);
-        std::memset(chunk.data() + i * frame + ip::frame_header_size, static_cast<int>(i), size);
+        tcp::encode(tcp::data_frame(i, size), chunk.data() + i * frame);
+        std::memset(chunk.data() + i * frame + tcp::frame_header_size, static_cast<int>(i), size);
     }
     auto pool = std::make_shared<kit::BufferPool>();
     for (auto _ : state) {
         std::size_t at = 0;
-        while (at + ip::frame_header_size <= chunk.size()) {
-            const ip::FrameHeader h = ip::decode(chunk.data() + at);
-            if (ip::check_data_side(h, 1 << 20) != ip::Frame::data) state.SkipWithError("a frame did not check");
+        while (at + tcp::frame_header_size <= chunk.size()) {
+            const tcp::FrameHeader h = tcp::decode(chunk.data() + at);
+            if (tcp::check_data_side(h, 1 << 20) != tcp::Frame::data) state.SkipWithError("a frame did not check");
             const auto n = static_cast<std::size_t>(h.length);
             auto m = pool->make(n);
-            std::memcpy(m->single()->data(), chunk.data() + at + ip::frame_header_size, n);
+            std::memcpy(m->single()->data(), chunk.data() + at + tcp::frame_header_size, n);
             benchmark::DoNotOptimize(m->single()->data());
-            at += ip::frame_header_size + n;
+            at += tcp::frame_header_size + n;
         }
     }
     state.SetItemsProcessed(static_cast<std::int64_t>(state.iterations() * frames));

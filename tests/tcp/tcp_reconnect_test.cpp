@@ -1,11 +1,11 @@
-// Unit tests of msgpass/ip/reconnect.hpp, on a clock of its own (every call is given
+// Unit tests of ip/tcp/src/reconnect.hpp, on a clock of its own (every call is given
 // `now`): the backoff after a break, the deadline of an attempt, and when a peer is
 // given up (docs/tcp.md, Acknowledgements and resending, Peer loss and restart).
-#include <msgpass/ip/reconnect.hpp>
+#include "reconnect.hpp"
 
 #include <gtest/gtest.h>
 
-namespace msgpass::ip {
+namespace msgpass::tcp {
 namespace {
 
 using namespace std::chrono_literals;
@@ -98,4 +98,4 @@ TEST(Reconnect, APeerThatRefusedOurHandshakeIsAskedAgainOnlyAfterTheLongestBacko
 }
 
 } // namespace
-} // namespace msgpass::ip
+} // namespace msgpass::tcp

@@ -1,7 +1,7 @@
-// Unit tests of msgpass/ip/frame.hpp: the wire image of a frame header, decoding from
+// Unit tests of msgpass/tcp/frame.hpp: the wire image of a frame header, decoding from
 // a stream buffer or a datagram, and the checks of a header read from a peer before
 // anything is allocated for it (docs/tcp.md, Frames).
-#include <msgpass/ip/frame.hpp>
+#include <msgpass/tcp/frame.hpp>
 
 #include <gtest/gtest.h>
 
@@ -9,7 +9,7 @@
 #include <cstddef>
 #include <vector>
 
-namespace msgpass::ip {
+namespace msgpass::tcp {
 namespace {
 
 constexpr std::uint64_t max_size = 8192;
@@ -104,4 +104,4 @@ TEST(FrameFaults, AreCountedUnderTheirReasonAndNamedWithTheValueFound) {
 }
 
 } // namespace
-} // namespace msgpass::ip
+} // namespace msgpass::tcp

@@ -1,14 +1,14 @@
-// Unit tests of msgpass/ip/gather.hpp: what one gather write of frames holds. Small
+// Unit tests of ip/tcp/src/gather.hpp: what one gather write of frames holds. Small
 // pieces are copied together, large fragments go out from the application's memory,
 // bytes an earlier write took are left out, and the list stops at max_iov.
-#include <msgpass/ip/gather.hpp>
+#include "gather.hpp"
 
 #include <gtest/gtest.h>
 
 #include <memory>
 #include <vector>
 
-namespace msgpass::ip {
+namespace msgpass::tcp {
 namespace {
 
 std::unique_ptr<HeapBuffer> filled(std::size_t size, unsigned char first) {
@@ -123,4 +123,4 @@ TEST(GatherList, SmallPiecesBeyondTheStagingAreaAreReferencedInstead) {
 }
 
 } // namespace
-} // namespace msgpass::ip
+} // namespace msgpass::tcp

@@ -1,7 +1,7 @@
-// Engine: the listening socket, the acceptor's side of the handshakes, and the
-// background thread that opens, repairs and drains the connections of every TcpNode
-// of one factory (see engine.hpp).
-#include "engine.hpp"
+// Transport (transport.hpp): the listening socket, the acceptor's side of the
+// handshakes, and the background thread that opens, repairs and drains the
+// connections of every TcpNode of one factory.
+#include "node.hpp"
 
 #include <fcntl.h>
 
@@ -43,7 +43,7 @@ Parameters Parameters::from(const config::Configuration& configuration, NodeId s
 
 Shared::Shared(Parameters p) : parameters(std::move(p)), incarnation(ip::new_incarnation()) {}
 
-Engine::Engine(const config::Configuration& configuration, NodeId self)
+Transport::Transport(const config::Configuration& configuration, NodeId self)
     : configuration_(configuration), shared_(std::make_shared<Shared>(Parameters::from(configuration, self))) {
     const auto& me = configuration_.node(self);
     const std::string where = configuration_.nodes_file.string() + ": node " + std::to_string(self);
@@ -65,13 +65,13 @@ Engine::Engine(const config::Configuration& configuration, NodeId self)
     thread_ = std::thread([this] { run(); });
 }
 
-Engine::~Engine() {
+Transport::~Transport() {
     shutdown(deadline_after(shared_->parameters.peer_timeout));
     if (listen_fd_ >= 0) ::close(listen_fd_);
     if (spare_fd_ >= 0) ::close(spare_fd_);
 }
 
-std::shared_ptr<TcpNode> Engine::node(NodeId id) {
+std::shared_ptr<TcpNode> Transport::node(NodeId id) {
     std::lock_guard lock(nodes_mutex_);
     if (auto it = nodes_.find(id); it != nodes_.end()) return it->second;
     if (id == shared_->parameters.self) {
@@ -82,7 +82,7 @@ std::shared_ptr<TcpNode> Engine::node(NodeId id) {
     return node;
 }
 
-std::vector<std::shared_ptr<TcpNode>> Engine::nodes() const {
+std::vector<std::shared_ptr<TcpNode>> Transport::nodes() const {
     std::lock_guard lock(nodes_mutex_);
     std::vector<std::shared_ptr<TcpNode>> all;
     all.reserve(nodes_.size());
@@ -91,7 +91,7 @@ std::vector<std::shared_ptr<TcpNode>> Engine::nodes() const {
     return all;
 }
 
-void Engine::shutdown(SteadyTime deadline) {
+void Transport::shutdown(SteadyTime deadline) {
     if (!thread_.joinable()) return;
     for (const auto& n : nodes())
         (void)n->wait_acknowledged(deadline);
@@ -105,7 +105,7 @@ void Engine::shutdown(SteadyTime deadline) {
     pending_.clear();
 }
 
-void Engine::run() {
+void Transport::run() {
     std::array<epoll_event, 64> events{};
     while (!stop_.load()) {
         auto now = Clock::now();
@@ -157,7 +157,7 @@ void Engine::run() {
     }
 }
 
-void Engine::accept_all() {
+void Transport::accept_all() {
     for (;;) {
         sockaddr_storage from{};
         socklen_t len = sizeof from;
@@ -193,7 +193,7 @@ void Engine::accept_all() {
 // instead of a hang and the level-triggered listening socket stops reporting it.
 // Without a spare (another thread took the descriptor back), listening pauses until
 // the next tick. Returns whether to go on accepting.
-bool Engine::refuse_without_descriptors() {
+bool Transport::refuse_without_descriptors() {
     const int error = errno;
     if (spare_fd_ >= 0) {
         ::close(spare_fd_);
@@ -217,7 +217,7 @@ bool Engine::refuse_without_descriptors() {
     return false;
 }
 
-void Engine::on_pending(int fd) {
+void Transport::on_pending(int fd) {
     auto it = pending_.find(fd);
     if (it == pending_.end()) return;
     Pending& p = it->second;
@@ -257,7 +257,7 @@ void Engine::on_pending(int fd) {
     }
 }
 
-void Engine::finish_hello(Pending& p) {
+void Transport::finish_hello(Pending& p) {
     if (const ip::Verdict verdict = ip::check_hello(p.hello.hello, acceptor_); !verdict.accepted()) {
         refuse(p, verdict.refusal, verdict.detail, true);
         return;
@@ -290,7 +290,7 @@ void Engine::finish_hello(Pending& p) {
     p.got = 0;
 }
 
-void Engine::finish_handshake(Pending& p) {
+void Transport::finish_handshake(Pending& p) {
     const Hello& h = p.hello.hello;
     if (p.proving && !ip::proof_proves_key(*shared_->parameters.auth_key, p.hello, p.challenge, p.proof)) {
         refuse(p, Refusal::bad_proof, "from node " + std::to_string(h.from), true);
@@ -316,7 +316,7 @@ void Engine::finish_handshake(Pending& p) {
 
 // This node's own connection to the peer crossed this one and stays (the lower node
 // id's): not a fault, neither counted nor logged.
-void Engine::refuse_crossed(Pending& p) {
+void Transport::refuse_crossed(Pending& p) {
     shared_->crossed.fetch_add(1);
     const Welcome w = ip::make_refusal(protocol, shared_->parameters.self, p.hello.hello.from, shared_->incarnation,
                                        Refusal::crossed);
@@ -325,7 +325,7 @@ void Engine::refuse_crossed(Pending& p) {
     drop_pending(p.fd);
 }
 
-void Engine::refuse(Pending& p, Refusal reason, const std::string& detail, bool answer) {
+void Transport::refuse(Pending& p, Refusal reason, const std::string& detail, bool answer) {
     shared_->count_refusal(reason);
     log_refusal(p.from, reason, detail);
     if (answer) {
@@ -336,14 +336,14 @@ void Engine::refuse(Pending& p, Refusal reason, const std::string& detail, bool 
     drop_pending(p.fd);
 }
 
-void Engine::drop_pending(int fd) {
+void Transport::drop_pending(int fd) {
     ::close(fd);
     pending_.erase(fd);
 }
 
 // One line per refused connection, at most 20 a second (a port scan or a flood
 // must not flood the log as well); the counters keep the full account.
-void Engine::log_refusal(const std::string& from, Refusal reason, const std::string& detail) {
+void Transport::log_refusal(const std::string& from, Refusal reason, const std::string& detail) {
     const auto now = Clock::now();
     if (now - log_window_ >= std::chrono::seconds(1)) {
         log_window_ = now;

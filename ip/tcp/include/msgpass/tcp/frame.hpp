@@ -1,9 +1,9 @@
-// The frame codec of the ip technologies: after the handshake every frame is a
-// 24-byte header {u64 length, u64 seq, u32 type, u32 flags}, little-endian, followed
-// by `length` payload bytes for data. A stream transport reads the header off the
-// byte stream and the payload after it; a datagram transport finds the header at the
-// start of each datagram (decode of a span). A header read from a peer is checked
-// here, against max_message_size, before anything is allocated for it.
+// The frames of the tcp byte stream: after the handshake every frame is a 24-byte
+// header {u64 length, u64 seq, u32 type, u32 flags}, little-endian, followed by
+// `length` payload bytes for data. The reader takes the header off the byte stream
+// and the payload after it. A header read from a peer is checked here, against
+// max_message_size, before anything is allocated for it. (Until issue 25 this was in
+// ip/common; udp has frames of its own, msgpass/udp/protocol.hpp.)
 #pragma once
 
 #include <msgpass/ip/refusal.hpp>
@@ -15,7 +15,9 @@
 #include <span>
 #include <string>
 
-namespace msgpass::ip {
+namespace msgpass::tcp {
+
+using ip::Refusal;
 
 enum class FrameType : std::uint32_t {
     data = 1,    // connector -> acceptor: one message of `length` bytes, number `seq`
@@ -111,4 +113,4 @@ enum class Frame {
 // above max_message_size (8192)".
 [[nodiscard]] std::string describe_fault(const FrameHeader& h, Frame fault, std::uint64_t max_message_size);
 
-} // namespace msgpass::ip
+} // namespace msgpass::tcp

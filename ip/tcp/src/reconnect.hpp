@@ -1,4 +1,4 @@
-// When a sender of an ip technology tries again to reach its peer, and when it gives
+// When a tcp node tries again to reach its peer, and when it gives
 // the peer up (docs/tcp.md, Acknowledgements and resending, Peer loss and restart):
 // after a break it retries with a backoff from backoff_min doubling to backoff_max;
 // an attempt (connect and handshake) gets min(peer_timeout, 2 s); a refusal from the
@@ -12,7 +12,7 @@
 #include <chrono>
 #include <optional>
 
-namespace msgpass::ip {
+namespace msgpass::tcp {
 
 class Reconnect {
 public:
@@ -92,4 +92,4 @@ private:
     std::optional<Clock::time_point> broken_since_;
 };
 
-} // namespace msgpass::ip
+} // namespace msgpass::tcp

@@ -1,14 +1,15 @@
-// The receiving side of a TcpNode's connection: installing a connection the peer
-// opened (after the acceptor's side of the handshake, engine.cpp, and the tie-break
-// of two crossing connections), reading and parsing frames into the inbox, and the
-// acknowledgements this side owes (carried by its data frames, alone when none go).
-// The application's receive reads; the background thread reads when the
+// The receive side of a TcpNode's connection (node.hpp): installing a connection
+// the peer opened (after the acceptor's side of the handshake, transport.cpp, and the
+// tie-break of two crossing connections), reading and parsing frames into the inbox,
+// and the acknowledgements this side owes (carried by its data frames, alone when
+// none go). The application's receive reads; the background thread reads when the
 // application does not and an acknowledgement is awaited.
-#include "engine.hpp"
+#include "node.hpp"
 
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
+#include <limits>
 #include <sys/epoll.h>
 #include <unistd.h>
 
@@ -100,9 +101,21 @@ void TcpNode::send_ack_locked() {
         if (ack_sent_.load() == avail) return;
     }
     if (window_.offset() != 0) return; // within a frame: the next data frame carries it
-    queue_control(ip::ack_frame(avail));
+    queue_control(ack_frame(avail));
     ack_sent_.store(avail);
     standalone_acks_.fetch_add(1, std::memory_order_relaxed);
+}
+
+// in_mutex_. Whether an acknowledgement must go alone now: ack_every messages
+// arrived since the peer last learnt of any (from one written alone or from the
+// acknowledgement every data frame carries), or ack_bytes since the last one written
+// alone. Counting only those written alone wrote one before every 64th reply of a
+// request-response exchange, which the reply itself acknowledged a moment later.
+bool TcpNode::ack_due() const {
+    const std::uint64_t avail = ack_avail_.load(std::memory_order_relaxed);
+    const std::uint64_t sent = ack_sent_.load(std::memory_order_relaxed);
+    return (avail > sent && avail - sent >= shared_->parameters.ack_every) ||
+           in_window_.ack_due(std::numeric_limits<std::uint64_t>::max(), shared_->parameters.ack_bytes);
 }
 
 void TcpNode::deliver(BufferPtr message) {
@@ -118,7 +131,7 @@ void TcpNode::deliver(BufferPtr message) {
 void TcpNode::parse_in_buffer(Control& c) {
     const auto& p = shared_->parameters;
     while (!assembling_ && rx_end_ - rx_begin_ >= sizeof(FrameHeader)) {
-        FrameHeader h = ip::decode(rx_.data() + rx_begin_);
+        FrameHeader h = decode(rx_.data() + rx_begin_);
         if (h.length == 0 && (h.type == static_cast<std::uint32_t>(FrameType::ack) ||
                               h.type == static_cast<std::uint32_t>(FrameType::goodbye) ||
                               h.type == static_cast<std::uint32_t>(FrameType::resume))) {
@@ -147,14 +160,14 @@ void TcpNode::parse_in_buffer(Control& c) {
             h.type = static_cast<std::uint32_t>(FrameType::data);
             h.flags = 0;
         }
-        const ip::Frame frame = ip::check_data_side(h, p.max_message_size);
-        if (frame == ip::Frame::goodbye) { // a goodbye with a payload
+        const Frame frame = check_data_side(h, p.max_message_size);
+        if (frame == Frame::goodbye) { // a goodbye with a payload
             violation_ = "node " + std::to_string(id_) + " sent a goodbye of " + std::to_string(h.length) + " bytes";
             shared_->count_refusal(Refusal::protocol_error);
             c.bad_ack = true;
             return;
         }
-        if (frame == ip::Frame::skip) {
+        if (frame == Frame::skip) {
             rx_begin_ += sizeof h;
             if (h.seq < in_window_.expected()) { // a skip back over messages delivered
                 violation_ = "node " + std::to_string(id_) + " skipped to message " + std::to_string(h.seq) +
@@ -182,13 +195,13 @@ void TcpNode::parse_in_buffer(Control& c) {
             }
             continue;
         }
-        if (frame != ip::Frame::data) {
-            violation_ = "node " + std::to_string(id_) + " sent " + ip::describe_fault(h, frame, p.max_message_size);
-            shared_->count_refusal(ip::refusal_of(frame));
+        if (frame != Frame::data) {
+            violation_ = "node " + std::to_string(id_) + " sent " + describe_fault(h, frame, p.max_message_size);
+            shared_->count_refusal(refusal_of(frame));
             c.bad_ack = true;
             return;
         }
-        if (in_window_.classify(h.seq) != ip::ReceiveWindow::Arrival::in_order) { // a stream neither repeats nor skips
+        if (in_window_.classify(h.seq) != ReceiveWindow::Arrival::in_order) { // a stream neither repeats nor skips
             violation_ = "node " + std::to_string(id_) + " sent message " + std::to_string(h.seq) + " where " +
                          std::to_string(in_window_.expected()) + " was expected";
             shared_->count_refusal(Refusal::protocol_error);
@@ -282,16 +295,14 @@ void TcpNode::apply(const Control& c) {
         broken(c.bad_ack ? "protocol error from the peer" : "connection closed by the peer");
         return;
     }
-    if (c.delivered && in_window_.ack_due(shared_->parameters.ack_every, shared_->parameters.ack_bytes)) {
-        send_ack_locked();
-    }
+    if (c.delivered && ack_due()) send_ack_locked();
     if (state_ == State::established && !window_.all_written() && !armed_write_) write_pending();
 }
 
 // in_mutex_, after the application's read: the acknowledgement and the rest are
 // applied when out_mutex_ is free; else the background thread applies them. The
 // end of a connection or a resume always waits for the lock.
-void TcpNode::after_read(std::unique_lock<std::mutex>& in_lock, const Control& c) {
+void TcpNode::after_read(std::unique_lock<std::mutex>& in_lock, const Control& c, bool background) {
     (void)in_lock;
     if (c.bad_ack || c.closed || c.resume || c.goodbye) {
         {
@@ -307,19 +318,35 @@ void TcpNode::after_read(std::unique_lock<std::mutex>& in_lock, const Control& c
         while (c.ack_to > seen && !peer_ack_.compare_exchange_weak(seen, c.ack_to)) {
         }
         peer_ack_pending_.store(true);
-        std::unique_lock lock(out_mutex_, std::try_to_lock);
-        if (lock.owns_lock()) {
-            apply_pending_ack();
-            window_.take_acknowledged(rx_acknowledged_);
-            lock.unlock();
-            rx_acknowledged_.clear();
-        } else {
-            shared_->wake_io();
+        // While the application sends, its next send applies the acknowledgement and
+        // frees the buffers in the thread that made them (the per-thread block cache
+        // then hands them back without a trip through the shared depot); the
+        // background thread's tick applies it when the sends stop.
+        if (!background || !sending(Clock::now())) {
+            std::unique_lock lock(out_mutex_, std::try_to_lock);
+            if (lock.owns_lock()) {
+                apply_pending_ack();
+                window_.take_acknowledged(rx_acknowledged_);
+                lock.unlock();
+                rx_acknowledged_.clear();
+            } else {
+                shared_->wake_io();
+            }
         }
     }
-    if (c.delivered && in_window_.ack_due(shared_->parameters.ack_every, shared_->parameters.ack_bytes)) {
-        send_ack();
+    if (c.delivered && ack_due()) send_ack();
+}
+
+// Background thread: whether the application sent within ack_delay, as far as this
+// thread saw (it then applies the acknowledgements itself, at its next send).
+bool TcpNode::sending(Clock::time_point now) {
+    const std::uint64_t sends = sends_.load(std::memory_order_relaxed);
+    if (sends != sends_seen_) {
+        sends_seen_ = sends;
+        sends_seen_at_ = now;
+        return true;
     }
+    return now - sends_seen_at_ < ack_delay;
 }
 
 // Background thread: reads the connection for the acknowledgements the application

@@ -1,7 +1,7 @@
-// The frame codec of the ip technologies (see frame.hpp): the text of a fault.
-#include <msgpass/ip/frame.hpp>
+// The frame codec of tcp (see frame.hpp): the text of a fault.
+#include <msgpass/tcp/frame.hpp>
 
-namespace msgpass::ip {
+namespace msgpass::tcp {
 
 std::string describe_fault(const FrameHeader& h, Frame fault, std::uint64_t max_message_size) {
     if (fault == Frame::too_long) {
@@ -11,4 +11,4 @@ std::string describe_fault(const FrameHeader& h, Frame fault, std::uint64_t max_
     return "a frame of unknown type " + std::to_string(h.type);
 }
 
-} // namespace msgpass::ip
+} // namespace msgpass::tcp

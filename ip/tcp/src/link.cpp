@@ -1,10 +1,10 @@
-// The connection of a TcpNode, one per pair and two-way: opening it (the first of
-// the two nodes to send opens it; the background thread connects and runs the
-// connector's side of the handshake, ip/reconnect.hpp says when), the writes of
-// data and control frames, the end of a connection and what follows (a new one, or
-// the loss of the peer), and the background thread's timers. After a handshake
-// the window (ip/window.hpp) resends from the peer's next expected message.
-#include "engine.hpp"
+// The connection of a TcpNode, one per pair and two-way (node.hpp): opening it (the
+// first of the two nodes to send opens it; the background thread connects and runs
+// the connector's side of the handshake, reconnect.hpp says when), the end of a
+// connection and what follows (a new one, or the loss of the peer), and the
+// background thread's timers and events. After a handshake the window (window.hpp)
+// resends from the peer's next expected message.
+#include "node.hpp"
 
 #include <msgpass/ip/socket.hpp>
 
@@ -140,13 +140,13 @@ void TcpNode::start_connect(Clock::time_point now) {
 void TcpNode::attempt_failed(bool refused, const std::string& why, Clock::time_point now) {
     const std::uint64_t known = peer_incarnation_ != 0 ? peer_incarnation_ : known_incarnation_.load();
     switch (reconnect_.failed(refused, known != 0, now)) {
-    case ip::Reconnect::Outcome::retry:
+    case Reconnect::Outcome::retry:
         state_ = State::waiting;
         return;
-    case ip::Reconnect::Outcome::lost_refused:
+    case Reconnect::Outcome::lost_refused:
         declare_lost_locked(known, "its port refuses connections (" + why + ")");
         break;
-    case ip::Reconnect::Outcome::lost_silent:
+    case Reconnect::Outcome::lost_silent:
         declare_lost_locked(known, "no connection for peer_timeout (" + why + ")", true);
         break;
     }
@@ -155,11 +155,15 @@ void TcpNode::attempt_failed(bool refused, const std::string& why, Clock::time_p
 
 Clock::time_point TcpNode::tick(Clock::time_point now) {
     const auto far = now + std::chrono::seconds(1);
-    // Called for every node at each wake-up of the background thread: a node whose
-    // application holds a lock (a receive, a stream's sends) is looked at again
-    // ack_delay later instead of making that thread wait.
+    // Called for every node at each wake-up of the background thread, which never
+    // waits for the application: a node whose application is receiving (it holds
+    // in_mutex_) gets its sending side's timers only; one whose sender holds
+    // out_mutex_ is looked at again ack_delay later.
     std::unique_lock in_lock(in_mutex_, std::try_to_lock);
-    if (!in_lock.owns_lock()) return now + ack_delay;
+    if (!in_lock.owns_lock()) {
+        if (const auto next = tick_sending(now)) return *next;
+        in_lock.lock(); // the check of the peer's answers is due: it may end the connection
+    }
     std::unique_lock lock(out_mutex_, std::try_to_lock);
     if (!lock.owns_lock()) return now + ack_delay;
     if (closed_) return far;
@@ -167,9 +171,15 @@ Clock::time_point TcpNode::tick(Clock::time_point now) {
         const std::string why = write_failure_;
         broken(why);
     }
-    apply_pending_ack();
-    if (ack_wanted_.exchange(false)) send_ack_locked();
     auto next = far;
+    if (peer_ack_pending_.load(std::memory_order_relaxed)) {
+        if (sending(now)) {
+            next = now + ack_delay; // the sender applies it; if it stops, this thread does
+        } else {
+            apply_pending_ack();
+        }
+    }
+    if (ack_wanted_.exchange(false)) send_ack_locked();
     if (abandoned_fd_ >= 0 && abandoned_hello_) {
         // Given up while it connected: its Hello still goes, so that the peer refuses
         // it as crossed instead of counting a connection that never spoke.
@@ -214,6 +224,9 @@ Clock::time_point TcpNode::tick(Clock::time_point now) {
         // Acknowledgements come on the connection, behind the peer's data: while
         // messages wait for one and the application has not read for ack_delay,
         // this thread reads (up to background_inbox_limit messages in the inbox).
+        // (Looking again at a reading application after a pause doubling to 32 ms
+        // instead of every ack_delay made the unpinned 64 B ping-pong's p50 14 us
+        // instead of 8 more often, and did not change the pinned p999: docs/tcp.md.)
         bool read = state_ == State::resuming;
         if (!read && !window_.empty() && inbox_count_ < background_inbox_limit) {
             const auto last = Clock::time_point(std::chrono::nanoseconds(last_app_read_.load()));
@@ -255,6 +268,36 @@ Clock::time_point TcpNode::tick(Clock::time_point now) {
     window_.take_acknowledged(acknowledged_scratch_);
     lock.unlock();
     in_lock.unlock();
+    acknowledged_scratch_.clear();
+    return next;
+}
+
+// The timers of tick that need only out_mutex_ (tried), while the application holds
+// in_mutex_: it reads, so this thread need not; the tail of a batch goes when due.
+// Nothing when the check of the peer's answers is due (tick then waits for in_mutex_).
+std::optional<Clock::time_point> TcpNode::tick_sending(Clock::time_point now) {
+    std::unique_lock lock(out_mutex_, std::try_to_lock);
+    if (!lock.owns_lock() || closed_ || state_ != State::established) return now + ack_delay;
+    if (now >= next_answer_check_) return std::nullopt;
+    auto next = std::min(now + ack_delay, next_answer_check_);
+    if (peer_ack_pending_.load(std::memory_order_relaxed)) {
+        if (sending(now)) {
+            next = std::min(next, now + ack_delay);
+        } else {
+            apply_pending_ack();
+        }
+    }
+    if (!window_.all_written() && !armed_write_ && !write_failed_) { // the tail of a batch
+        if (now - batch_start_ < batch_window) {
+            next = std::min(next, batch_start_ + batch_window);
+        } else {
+            last_write_ = now;
+            write_pending();
+        }
+    }
+    batch_timed_ = false;
+    window_.take_acknowledged(acknowledged_scratch_);
+    lock.unlock();
     acknowledged_scratch_.clear();
     return next;
 }
@@ -304,16 +347,47 @@ bool TcpNode::check_answers(Clock::time_point now) {
     return false;
 }
 
+// Background thread: stops reading an established connection for acknowledgements,
+// because the application reads it (tick starts again when it stops).
+// False when the connection is not established (this thread reads a handshake or
+// the peer's resume frame).
+bool TcpNode::leave_reading(std::uint32_t generation) {
+    std::lock_guard lock(out_mutex_);
+    if (fd_ < 0 || (generation_ & 0xffffffu) != generation) return true; // an event of a closed connection
+    if (state_ != State::established) return false;
+    background_read_ = false;
+    update_epoll();
+    return true;
+}
+
 void TcpNode::on_event(std::uint32_t generation, std::uint32_t events) {
-    std::unique_lock in_lock(in_mutex_);
+    const bool input_only = (events & (EPOLLOUT | EPOLLHUP | EPOLLERR)) == 0;
+    const bool data_only = events == EPOLLIN; // not the end of the connection (EPOLLRDHUP stays watched)
+    std::unique_lock in_lock(in_mutex_, std::defer_lock);
+    // Input while the application holds in_mutex_: it is receiving, and reads the
+    // frames itself. Waiting for its lock here made it wait for this thread in turn,
+    // once per message (a convoy; on a loaded CPU a reply late by a scheduler slice).
+    if (!data_only) {
+        in_lock.lock();
+    } else if (!in_lock.try_lock()) {
+        if (leave_reading(generation)) return;
+        in_lock.lock(); // a connection in its handshake or resuming is this thread's to read
+    }
     if (fd_ < 0 || (generation_ & 0xffffffu) != generation) return; // an event of a closed connection
-    if (framed_ && (events & (EPOLLOUT | EPOLLHUP | EPOLLERR)) == 0) {
+    if (framed_ && input_only) {
+        const auto read_at = Clock::time_point(std::chrono::nanoseconds(last_app_read_.load()));
+        if (data_only && Clock::now() - read_at < ack_delay) {
+            in_lock.unlock();
+            if (leave_reading(generation)) return;
+            in_lock.lock();
+            if (fd_ < 0 || (generation_ & 0xffffffu) != generation) return;
+        }
         // Input on an established connection (acknowledgements the application does
         // not read): read without the sending side's lock, which a sender in a
         // stream holds most of the time; it applies the acknowledgement at its next
         // send when this thread cannot (after_read).
         const Control c = read_in_side();
-        after_read(in_lock, c);
+        after_read(in_lock, c, true);
         if (c.delivered || c.closed || c.bad_ack) shared_->wake_receivers();
         return;
     }
@@ -479,7 +553,7 @@ void TcpNode::handle_welcome(const Welcome& w) {
     framed_ = true;
     connected_at_ = Clock::now();
     attach_in(w.incarnation);
-    queue_control(ip::resume_frame(in_window_.expected()));
+    queue_control(resume_frame(in_window_.expected()));
     if (!resume_window(w.incarnation, w.next_expected)) return;
     refusal_logged_ = false;
 }
@@ -520,7 +594,7 @@ bool TcpNode::resume_window(std::uint64_t incarnation, std::uint64_t next_expect
     // We gave this peer up while it lived and dropped messages it never got: the
     // skip frame, before any data, makes it report them lost where they belong in
     // its stream and count on from our first kept message.
-    if (*skipped > 0) queue_control(ip::skip_frame(window_.first_unacknowledged()));
+    if (*skipped > 0) queue_control(skip_frame(window_.first_unacknowledged()));
     numbered_for_ = incarnation;
     loss_.revive(incarnation);
     trimmed();

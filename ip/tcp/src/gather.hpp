@@ -1,14 +1,14 @@
-// The gather list of one write of an ip technology: frame headers and the fragments
+// The gather list of one tcp write: frame headers and the fragments
 // of the messages as iovecs for one sendmsg(), many messages per system call, with
 // no staging copy of a large fragment (it goes out from the application's memory).
 // Small pieces (headers, small messages) are copied together into one staging area
 // instead, which the kernel copies far faster than hundreds of tiny iovecs. A stream
-// transport writes the frames of its window back to back, leaving out what an
-// earlier write took; a datagram transport would build one list per datagram.
+// writer puts the frames of its window back to back, leaving out what an
+// earlier write took.
 #pragma once
 
 #include <msgpass/buffer.hpp>
-#include <msgpass/ip/frame.hpp>
+#include <msgpass/tcp/frame.hpp>
 
 #include <sys/socket.h>
 #include <sys/uio.h>
@@ -17,7 +17,7 @@
 #include <cstddef>
 #include <vector>
 
-namespace msgpass::ip {
+namespace msgpass::tcp {
 
 class GatherList {
 public:
@@ -88,4 +88,4 @@ private:
     bool last_staged_ = false;
 };
 
-} // namespace msgpass::ip
+} // namespace msgpass::tcp

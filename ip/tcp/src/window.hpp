@@ -1,4 +1,4 @@
-// The reliable window of the ip technologies: messages between a pair of nodes are
+// The reliable window of a tcp pair: messages between a pair of nodes are
 // numbered from 0 for each incarnation of the sender, and the receiver acknowledges
 // cumulatively (every message before `seq` arrived). The sender keeps each message
 // (the buffer itself, no copy) until it is acknowledged, so that after a broken
@@ -12,8 +12,8 @@
 #pragma once
 
 #include <msgpass/buffer.hpp>
-#include <msgpass/ip/frame.hpp>
 #include <msgpass/kit/queued_buffer.hpp>
+#include <msgpass/tcp/frame.hpp>
 
 #include <algorithm>
 #include <cstddef>
@@ -22,7 +22,7 @@
 #include <utility>
 #include <vector>
 
-namespace msgpass::ip {
+namespace msgpass::tcp {
 
 // One message kept until the peer acknowledges it: the buffer handed over or shared
 // (kit::QueuedBuffer: buffer()), and its frame header.
@@ -288,4 +288,4 @@ private:
     std::uint64_t bytes_since_ack_ = 0;
 };
 
-} // namespace msgpass::ip
+} // namespace msgpass::tcp

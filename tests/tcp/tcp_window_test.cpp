@@ -1,9 +1,9 @@
-// Unit tests of msgpass/ip/window.hpp, the reliable window on its own: sequence
+// Unit tests of ip/tcp/src/window.hpp, the reliable window on its own: sequence
 // numbers per pair, cumulative acknowledgements, what the sender keeps and drops,
 // the resend from the receiver's next expected number after a reconnection, and the
 // count of unacknowledged messages when the peer is lost (docs/tcp.md,
 // Acknowledgements and resending).
-#include <msgpass/ip/window.hpp>
+#include "window.hpp"
 
 #include <gtest/gtest.h>
 
@@ -11,7 +11,7 @@
 #include <utility>
 #include <vector>
 
-namespace msgpass::ip {
+namespace msgpass::tcp {
 namespace {
 
 SharedBuffer message(std::size_t size) {
@@ -311,4 +311,4 @@ TEST(ReceiveWindow, AReconnectionResumesWhereItWasAndANewIncarnationCountsFromZe
 }
 
 } // namespace
-} // namespace msgpass::ip
+} // namespace msgpass::tcp
