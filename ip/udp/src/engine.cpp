@@ -97,6 +97,17 @@ void Shared::wake_socket() const noexcept {
         (void)::sendto(socket, nullptr, 0, MSG_DONTWAIT | MSG_NOSIGNAL, self_address.get(), self_address.length);
 }
 
+bool Shared::poll_socket() noexcept {
+    if (!lend()) return false;
+    const auto began = Clock::now();
+    {
+        std::unique_lock lock(read_mutex, std::try_to_lock);
+        if (lock.owns_lock()) (void)reader->read_socket(began, 16);
+    }
+    leave(began); // (at once: the lend stays)
+    return true;
+}
+
 int Shared::read(int most) {
     std::lock_guard lock(read_mutex);
     return reader->read_socket(Clock::now(), most);

@@ -47,7 +47,12 @@ protected:
     }
     // As a node's receive: sleeping on the socket when it can have it lent.
     [[nodiscard]] BufferPtr wait(std::chrono::nanoseconds timeout) override {
-        return wait_with([this] { return poll(); }, timeout, SocketSleeper{*shared_}, socket_wait);
+        return wait_with(
+            [this] {
+                if (auto m = poll()) return m;
+                return shared_->poll_socket() ? poll() : decltype(poll()){};
+            },
+            timeout, SocketSleeper{*shared_}, socket_wait);
     }
     void distribute(BufferPtr&& buffer) override {
         if (!multicast_ || !shared_->multicast_up.load(std::memory_order_relaxed)) {

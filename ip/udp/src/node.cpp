@@ -168,7 +168,12 @@ BufferPtr UdpNode::receive() {
 
 BufferPtr UdpNode::receive(std::chrono::nanoseconds timeout) {
     check_factory("receive");
-    return wait_with([this] { return receive(); }, timeout, SocketSleeper{*shared_}, socket_wait);
+    return wait_with(
+        [this] {
+            if (auto m = receive()) return m;
+            return shared_->poll_socket() ? receive() : nullptr;
+        },
+        timeout, SocketSleeper{*shared_}, socket_wait);
 }
 
 bool UdpNode::flush(std::chrono::nanoseconds timeout) {

@@ -202,6 +202,10 @@ struct Shared {
     int sleep_on_socket(std::chrono::nanoseconds timeout, int most);
     // Reads at most `most` datagrams from the socket (the lent receiver); how many.
     int read(int most);
+    // The spin of a blocking receive: reads what the socket holds now, without
+    // blocking, when the lend is free (it stays lent: a request-response exchange
+    // polls it again at once). False when another thread reads it (or it cannot be lent).
+    bool poll_socket() noexcept;
 };
 
 // The sleeper of udp's blocking receives (msgpass::wait_with): on the socket itself
@@ -237,10 +241,13 @@ struct SocketSleeper {
 // A lend unused for this long is given back (Shared).
 inline constexpr std::chrono::microseconds reclaim_after{1000};
 
-// How udp's blocking receives wait: no spinning, no yielding (on a machine with few
-// CPUs they keep the thread that would deliver from running), sleeping on the socket
-// at most 100 ms at a time.
-inline constexpr WaitPolicy socket_wait{std::chrono::microseconds(0), std::chrono::microseconds(0),
+// How udp's blocking receives wait: polling the socket itself (poll_socket: a
+// recvmmsg() that does not block) for up to 50 us, as the raw floor does - a wake-up
+// from a sleep in recvmmsg() costs 8 to 10 us each way on a virtual machine, which
+// was most of a 64 B round trip - then sleeping on the socket at most 100 ms at a
+// time. No yielding: on a machine with few CPUs it keeps the thread that would
+// deliver from running.
+inline constexpr WaitPolicy socket_wait{std::chrono::microseconds(50), std::chrono::microseconds(0),
                                         std::chrono::microseconds(100000)};
 
 // The iovecs of a piece of a message: `piece` bytes from `offset`, gathered from its
