@@ -206,7 +206,11 @@ Engine::Engine(const config::Configuration& configuration, NodeId self)
     injecting_ = p.options.inject_loss > 0 || p.options.inject_duplicate > 0 || p.options.inject_reorder > 0;
     // The largest datagram a peer sends: a data piece, or a NAK of max_nak_ranges.
     const std::size_t largest = std::max(p.datagram_size, header_size + 16 * max_nak_ranges) + 1;
-    unicast_.size(largest);
+    // UDP GRO: a peer's GSO send (its packs of small messages, a large message's
+    // pieces) arrives as one read instead of one per datagram.
+    const int on = 1;
+    const bool gro = ::setsockopt(shared_->fd, SOL_UDP, UDP_GRO, &on, sizeof on) == 0;
+    unicast_.size(largest, gro);
     if (multicast_fd_ >= 0) multicast_.size(largest);
     unicast_.touched.reserve(nodes_.size());
     multicast_.touched.reserve(nodes_.size());
@@ -345,8 +349,10 @@ UdpNode* Engine::inject(std::span<const std::byte> bytes, Clock::time_point now,
     return n;
 }
 
-void Engine::Batch::size(std::size_t bytes) {
-    each = bytes;
+void Engine::Batch::size(std::size_t bytes, bool with_gro) {
+    largest = bytes;
+    gro = with_gro;
+    each = gro ? std::size_t{65536} : bytes;
     storage.assign(batch * each, std::byte{0});
     for (std::size_t i = 0; i < batch; ++i) {
         iov[i] = {storage.data() + i * each, each};
@@ -354,6 +360,7 @@ void Engine::Batch::size(std::size_t bytes) {
         messages[i].msg_hdr.msg_iov = &iov[i];
         messages[i].msg_hdr.msg_iovlen = 1;
         messages[i].msg_hdr.msg_name = &from[i];
+        if (gro) messages[i].msg_hdr.msg_control = control[i].bytes.data();
     }
 }
 
@@ -361,7 +368,22 @@ void Engine::Batch::prepare(unsigned count) {
     for (unsigned i = 0; i < count; ++i) {
         messages[i].msg_hdr.msg_flags = 0;
         messages[i].msg_hdr.msg_namelen = sizeof(sockaddr_storage);
+        if (gro) messages[i].msg_hdr.msg_controllen = control[i].bytes.size();
     }
+}
+
+std::size_t Engine::Batch::segment(std::size_t i) const noexcept {
+    const msghdr& h = messages[i].msg_hdr;
+    if (gro) {
+        for (const cmsghdr* c = CMSG_FIRSTHDR(&h); c != nullptr;
+             c = CMSG_NXTHDR(const_cast<msghdr*>(&h), const_cast<cmsghdr*>(c))) {
+            if (c->cmsg_level != SOL_UDP || c->cmsg_type != UDP_GRO) continue;
+            int size = 0;
+            std::memcpy(&size, CMSG_DATA(c), sizeof size);
+            if (size > 0) return static_cast<std::size_t>(size);
+        }
+    }
+    return messages[i].msg_len;
 }
 
 // An empty datagram from this socket to itself: the wake-up of a receiver blocked on
@@ -383,20 +405,30 @@ bool own_wake(const mmsghdr& m, const ip::Address& self) {
 void Engine::take(Batch& b, int fd, int n, Clock::time_point now) {
     for (int i = 0; i < n; ++i) {
         const auto& m = b.messages[static_cast<std::size_t>(i)];
-        const std::span<const std::byte> bytes(b.storage.data() + static_cast<std::size_t>(i) * b.each, m.msg_len);
+        const std::span<const std::byte> all(b.storage.data() + static_cast<std::size_t>(i) * b.each, m.msg_len);
         if ((m.msg_hdr.msg_flags & MSG_TRUNC) != 0) { // longer than any datagram a peer sends
             shared_->count(Drop::bad_fragment);
             continue;
         }
         if (fd != multicast_fd_ && own_wake(m, shared_->self_address)) continue;
-        if (fd == multicast_fd_ && bytes.size() >= header_size) { // our own group sends, looped back
-            std::uint32_t from = 0;
-            std::memcpy(&from, bytes.data() + offsetof(DatagramHeader, from), sizeof from);
-            if (from == shared_->parameters.self) continue;
+        // The datagrams the kernel kept together (UDP GRO), one by one.
+        const std::size_t segment = b.segment(static_cast<std::size_t>(i));
+        if (segment >= b.largest) { // (alone: as if it arrived cut)
+            shared_->count(Drop::bad_fragment);
+            continue;
         }
-        UdpNode* node = injecting_ ? inject(bytes, now, b) : handle(bytes, now);
-        if (node != nullptr && std::find(b.touched.begin(), b.touched.end(), node) == b.touched.end())
-            b.touched.push_back(node);
+        for (std::size_t at = 0; at == 0 || at < all.size(); at += segment) {
+            const auto bytes = all.subspan(at, std::min(segment, all.size() - at));
+            if (fd == multicast_fd_ && bytes.size() >= header_size) { // our own group sends, looped back
+                std::uint32_t from = 0;
+                std::memcpy(&from, bytes.data() + offsetof(DatagramHeader, from), sizeof from);
+                if (from == shared_->parameters.self) continue;
+            }
+            UdpNode* node = injecting_ ? inject(bytes, now, b) : handle(bytes, now);
+            if (node != nullptr && std::find(b.touched.begin(), b.touched.end(), node) == b.touched.end())
+                b.touched.push_back(node);
+            if (segment == 0) break;
+        }
     }
 }
 

@@ -188,9 +188,8 @@ void UdpNode::broadcast(const std::string& group, std::vector<std::shared_ptr<Ud
                 continue;
             }
             int error = 0;
-            const std::size_t took =
-                batch.send(fd, reinterpret_cast<const sockaddr*>(&shared.multicast_address),
-                           sizeof shared.multicast_address, header_size + table_bytes + p.payload, gso, error);
+            const std::size_t took = batch.send(fd, reinterpret_cast<const sockaddr*>(&shared.multicast_address),
+                                                sizeof shared.multicast_address, gso, error);
             if (!gso) shared.multicast_gso.store(false, std::memory_order_relaxed);
             shared.datagrams_sent.fetch_add(took, std::memory_order_relaxed);
             shared.multicast_sent.fetch_add(took, std::memory_order_relaxed);

@@ -293,11 +293,12 @@ struct DatagramBatch {
     [[nodiscard]] std::span<iovec> next_iov() noexcept { return {iov.data() + iovs, iovs_per}; }
     // The next datagram is ready: its first `iovecs` iovecs, `bytes` in all.
     void add(std::size_t iovecs, std::size_t bytes, bool in_staging) noexcept;
-    // Sends the batch to `to` (GSO runs of datagrams of `full` bytes when gso; a GSO
-    // send the kernel refuses sets gso false and goes again datagram by datagram),
-    // then clears it. Returns how many datagrams the socket took, in order; error is
-    // the errno of the call that took none of the rest (0 when all went).
-    std::size_t send(int fd, const sockaddr* to, socklen_t length, std::size_t full, bool& gso, int& error);
+    // Sends the batch to `to` (when gso, each run of datagrams of one size - the last
+    // no larger - as one GSO send; a GSO send the kernel refuses sets gso false and goes
+    // again datagram by datagram), then clears it. Returns how many datagrams the
+    // socket took, in order; error is the errno of the call that took none of the rest
+    // (0 when all went).
+    std::size_t send(int fd, const sockaddr* to, socklen_t length, bool& gso, int& error);
 };
 
 // A message a group send sent to udp.multicast (group.cpp), held by each member's

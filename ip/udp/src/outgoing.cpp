@@ -108,20 +108,27 @@ namespace {
 // offload (EIO), a segment larger than the route's MTU (EINVAL, EMSGSIZE), not
 // supported (ENOPROTOOPT, EOPNOTSUPP).
 constexpr std::size_t gso_most_bytes = 65507;
+// The segments of one GSO send the kernel takes (UDP_MAX_SEGMENTS: 64 before Linux
+// 6.11, 128 since).
+constexpr std::size_t gso_most_segments = 64;
 bool gso_refused(int error) noexcept {
     return error == EIO || error == EINVAL || error == EMSGSIZE || error == ENOPROTOOPT || error == EOPNOTSUPP;
 }
 } // namespace
 
-std::size_t DatagramBatch::send(int fd, const sockaddr* to, socklen_t length, std::size_t full, bool& gso, int& error) {
+std::size_t DatagramBatch::send(int fd, const sockaddr* to, socklen_t length, bool& gso, int& error) {
     std::size_t sent = 0;
     error = 0;
     while (fd >= 0 && sent < count) {
         std::size_t messages = 0;
         for (std::size_t d = sent; d < count; ++messages) {
-            std::size_t n = 1, bytes = datagram[d].bytes;
-            while (gso && d + n < count && datagram[d + n - 1].bytes == full &&
-                   bytes + datagram[d + n].bytes <= gso_most_bytes) {
+            // A run: every datagram but the last of the first one's size, the last no
+            // larger (the kernel cuts the send at that size): a large message's full
+            // pieces, or the full packs of a stream of small messages of one size.
+            const std::size_t segment = datagram[d].bytes;
+            std::size_t n = 1, bytes = segment;
+            while (gso && d + n < count && n < gso_most_segments && datagram[d + n - 1].bytes == segment &&
+                   datagram[d + n].bytes <= segment && bytes + datagram[d + n].bytes <= gso_most_bytes) {
                 bytes += datagram[d + n].bytes;
                 ++n;
             }
@@ -141,8 +148,8 @@ std::size_t DatagramBatch::send(int fd, const sockaddr* to, socklen_t length, st
                 c->cmsg_level = SOL_UDP;
                 c->cmsg_type = UDP_SEGMENT;
                 c->cmsg_len = CMSG_LEN(sizeof(std::uint16_t));
-                const auto segment = static_cast<std::uint16_t>(full);
-                std::memcpy(CMSG_DATA(c), &segment, sizeof segment);
+                const auto size = static_cast<std::uint16_t>(segment);
+                std::memcpy(CMSG_DATA(c), &size, sizeof size);
             }
             datagrams_of[messages] = n;
             d += n;
@@ -228,8 +235,7 @@ bool UdpNode::prepare(std::uint64_t dseq, DatagramBatch& out) {
 std::size_t UdpNode::send_batch(DatagramBatch& out) {
     bool gso = shared_->gso && gso_;
     int error = 0;
-    const std::size_t sent = out.send(shared_->fd.load(), address_.get(), address_.length,
-                                      header_size + shared_->parameters.payload, gso, error);
+    const std::size_t sent = out.send(shared_->fd.load(), address_.get(), address_.length, gso, error);
     if (!gso) gso_ = false;
     if (sent > 0) {
         shared_->datagrams_sent.fetch_add(sent, std::memory_order_relaxed);
@@ -310,7 +316,7 @@ bool UdpNode::send_multicast_repair(const OutMessage& m, std::uint64_t index) {
     bool gso = false;
     int error = 0;
     if (out.send(fd, reinterpret_cast<const sockaddr*>(&shared_->multicast_address), sizeof shared_->multicast_address,
-                 0, gso, error) != 1) {
+                 gso, error) != 1) {
         return false;
     }
     shared_->datagrams_sent.fetch_add(1, std::memory_order_relaxed);
