@@ -561,8 +561,10 @@ Clock::time_point UdpNode::tick(Clock::time_point now) {
         if (nak_pending_) next = std::min(next, nak_due_);
     }
     if (!early_.empty()) {
-        if (now - last_nak_ >= nak_interval) send_nak(now);
-        next = std::min(next, last_nak_ + nak_interval);
+        const auto repeat = group_stream_ ? std::chrono::duration_cast<Clock::duration>(nak_interval)
+                                          : std::chrono::duration_cast<Clock::duration>(nak_repeat);
+        if (now - last_nak_ >= repeat) send_nak(now);
+        next = std::min(next, last_nak_ + repeat);
     }
     if (status_owed_) {
         if (now >= status_owed_since_ + status_delay) {
