@@ -8,7 +8,12 @@
 #include <msgpass/error.hpp>
 #include <msgpass/kit/errors.hpp>
 
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
 #include <algorithm>
+#include <climits>
 #include <cstring>
 
 namespace msgpass::udp {
@@ -23,6 +28,32 @@ UdpNode::UdpNode(std::shared_ptr<Shared> shared, const config::NodeConfig& peer,
         nonce_ = ip::new_nonce();
         previous_nonce_ = ip::new_nonce();
     }
+}
+
+UdpNode::~UdpNode() {
+    if (link_fd_ >= 0) ::close(link_fd_);
+}
+
+int UdpNode::link_socket() {
+    if (link_fd_ != link_unopened) return link_fd_;
+    link_fd_ = -1;
+    if (address_.empty()) return -1;
+    const int s = ip::open_socket(address_.family(), SOCK_DGRAM);
+    if (s < 0) return -1;
+    ip::Address local = shared_->self_address; // this node's host, any port
+    if (local.family() == AF_INET) reinterpret_cast<sockaddr_in*>(&local.storage)->sin_port = 0;
+    if (local.family() == AF_INET6) reinterpret_cast<sockaddr_in6*>(&local.storage)->sin6_port = 0;
+    const int buffer =
+        static_cast<int>(std::min<std::uint64_t>(shared_->parameters.options.socket_buffer, INT_MAX / 2));
+    if (local.family() != address_.family() || ::bind(s, local.get(), local.length) != 0 ||
+        ::connect(s, address_.get(), address_.length) != 0) {
+        ::close(s);
+        return -1;
+    }
+    if (::setsockopt(s, SOL_SOCKET, SO_SNDBUFFORCE, &buffer, sizeof buffer) != 0)
+        (void)::setsockopt(s, SOL_SOCKET, SO_SNDBUF, &buffer, sizeof buffer);
+    link_fd_ = s;
+    return s;
 }
 
 NodeStats UdpNode::stats() const noexcept {

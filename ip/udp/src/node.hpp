@@ -120,7 +120,7 @@ inline ip::Mac welcome_mac(const ip::AuthKey& key, std::span<const std::byte> he
 // datagrams it read, at most `most`; fewer: the socket had no more.
 class SocketReader {
 public:
-    // What is there now.
+    // What is there now (now: time_point{}, read from the clock once something came).
     virtual int read_socket(Clock::time_point now, int most) = 0;
     // Blocks until a datagram comes or timeout passes (0 then).
     virtual int wait_and_read(std::chrono::nanoseconds timeout, int most) = 0;
@@ -327,6 +327,9 @@ std::unique_ptr<BasicGroup> make_udp_group(std::string name, std::shared_ptr<Sha
 class UdpNode final : public Node, public kit::FactoryBound {
 public:
     UdpNode(std::shared_ptr<Shared> shared, const config::NodeConfig& peer, ip::Address address);
+    ~UdpNode() override;
+    UdpNode(const UdpNode&) = delete;
+    UdpNode& operator=(const UdpNode&) = delete;
 
     [[nodiscard]] NodeId id() const noexcept override { return id_; }
     [[nodiscard]] const std::string& name() const noexcept override { return name_; }
@@ -511,6 +514,15 @@ private:
     Clock::time_point next_skip_{};
     std::vector<std::byte> staging_;
     bool gso_ = true; // false once the kernel refused a GSO send to this peer
+    // Our datagrams to this peer leave by a socket of its own, connected to it (made at
+    // the first send: link_socket; -1: none, they leave by the factory's socket with
+    // the address). A connected UDP socket keeps its route and needs no address per
+    // send: 0.3-0.4 us of a 64 B one-way trip of 2.3 us on loopback. It is bound to
+    // this node's host with a port of the system's choosing, and never read: the peer
+    // answers to the nodes file's port, and tells who sent a datagram by its header.
+    static constexpr int link_unopened = -2;
+    int link_fd_ = link_unopened;
+    int link_socket();
 
     // --- receiving: datagrams from the peer's incarnation ---
     std::uint64_t expected_ = 0;                            // the next datagram due

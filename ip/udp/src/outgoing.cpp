@@ -37,11 +37,18 @@ bool UdpNode::send_control(DatagramType type, std::uint64_t seq, std::uint64_t l
     }
     iovec iov[2] = {{&h, header_size}, {const_cast<std::byte*>(payload.data()), payload.size()}};
     msghdr msg{};
-    msg.msg_name = const_cast<sockaddr*>(address_.get());
-    msg.msg_namelen = address_.length;
+    const int link = link_socket();
+    if (link < 0) {
+        msg.msg_name = const_cast<sockaddr*>(address_.get());
+        msg.msg_namelen = address_.length;
+    }
     msg.msg_iov = iov;
     msg.msg_iovlen = payload.empty() ? 1 : 2;
-    const bool ok = ::sendmsg(fd, &msg, MSG_DONTWAIT | MSG_NOSIGNAL) >= 0;
+    // (A connected socket reports an ICMP error of an earlier datagram - the peer's
+    // port closed - on the next send, which did not go: once more.)
+    ssize_t n = ::sendmsg(link >= 0 ? link : fd, &msg, MSG_DONTWAIT | MSG_NOSIGNAL);
+    if (n < 0 && errno == ECONNREFUSED) n = ::sendmsg(link >= 0 ? link : fd, &msg, MSG_DONTWAIT | MSG_NOSIGNAL);
+    const bool ok = n >= 0;
     if (ok) {
         shared_->datagrams_sent.fetch_add(1, std::memory_order_relaxed);
         last_sent_ = Clock::now();
@@ -119,6 +126,7 @@ bool gso_refused(int error) noexcept {
 std::size_t DatagramBatch::send(int fd, const sockaddr* to, socklen_t length, bool& gso, int& error) {
     std::size_t sent = 0;
     error = 0;
+    bool refused = false;
     while (fd >= 0 && sent < count) {
         std::size_t messages = 0;
         for (std::size_t d = sent; d < count; ++messages) {
@@ -161,6 +169,10 @@ std::size_t DatagramBatch::send(int fd, const sockaddr* to, socklen_t length, bo
             continue;
         }
         error = n < 0 ? errno : EAGAIN;
+        if (n < 0 && error == ECONNREFUSED && !refused) { // (an earlier datagram's ICMP error: send_control)
+            refused = true;
+            continue;
+        }
         if (n < 0 && datagrams_of[0] > 1 && gso_refused(error)) {
             gso = false;
             continue;
@@ -235,7 +247,10 @@ bool UdpNode::prepare(std::uint64_t dseq, DatagramBatch& out) {
 std::size_t UdpNode::send_batch(DatagramBatch& out) {
     bool gso = shared_->gso && gso_;
     int error = 0;
-    const std::size_t sent = out.send(shared_->fd.load(), address_.get(), address_.length, gso, error);
+    const int fd = shared_->fd.load();
+    const int link = fd >= 0 ? link_socket() : -1;
+    const std::size_t sent =
+        link >= 0 ? out.send(link, nullptr, 0, gso, error) : out.send(fd, address_.get(), address_.length, gso, error);
     if (!gso) gso_ = false;
     if (sent > 0) {
         shared_->datagrams_sent.fetch_add(sent, std::memory_order_relaxed);
