@@ -128,15 +128,7 @@ int Shared::read(int most) {
 }
 
 bool Shared::withhold_multicast() noexcept {
-    const double fraction = parameters.options.inject_multicast_loss;
-    if (fraction <= 0) return false;
-    // splitmix64 over an atomic counter: any sending thread, no lock.
-    std::uint64_t z =
-        multicast_fault_state.fetch_add(0x9e3779b97f4a7c15ull, std::memory_order_relaxed) + 0x9e3779b97f4a7c15ull;
-    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
-    z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
-    z ^= z >> 31;
-    if (static_cast<double>(z >> 11) * 0x1.0p-53 >= fraction) return false;
+    if (!faults || !faults->withhold_at_sender()) return false;
     count(Drop::injected);
     return true;
 }
@@ -215,9 +207,13 @@ Engine::Engine(const config::Configuration& configuration, NodeId self)
     p.window = std::min<std::uint64_t>(p.window, std::max<std::uint64_t>(16, buffer / (p.datagram_size + 512)));
     if (p.options.multicasting()) open_multicast(me, where);
     expect_ = Expect{p.partition_hash, p.self, p.max_message_size, p.datagram_size, knows_peer, &nodes_};
-    random_.seed(p.options.inject_seed ^ (std::uint64_t{self} * 0x9e3779b97f4a7c15ull));
-    shared_->multicast_fault_state = p.options.inject_seed ^ (std::uint64_t{self} * 0xd1b54a32d192ed03ull);
-    injecting_ = p.options.inject_loss > 0 || p.options.inject_duplicate > 0 || p.options.inject_reorder > 0;
+    // udp.inject_*: every fault goes through the one interface of ip/common (fault.hpp).
+    const ip::FaultRates rates{p.options.inject_loss, p.options.inject_duplicate, p.options.inject_reorder,
+                               p.options.inject_multicast_loss, p.options.inject_seed};
+    shared_->faults =
+        std::make_unique<ip::RandomFaults>(rates, p.options.inject_seed ^ (std::uint64_t{self} * 0x9e3779b97f4a7c15ull),
+                                           p.options.inject_seed ^ (std::uint64_t{self} * 0xd1b54a32d192ed03ull));
+    injecting_ = shared_->faults->on_receipt_active();
     // The largest datagram a peer sends: a data piece, or a NAK of max_nak_ranges.
     const std::size_t largest = std::max(p.datagram_size, header_size + 16 * max_nak_ranges) + 1;
     // UDP GRO: a peer's GSO send (its packs of small messages, a large message's
@@ -332,10 +328,9 @@ UdpNode* Engine::handle(std::span<const std::byte> bytes, Clock::time_point now)
     return n;
 }
 
-// udp.inject_*: a data, status, NAK or skip datagram is dropped, handled twice, or held
+// udp.inject_* (Shared::faults): a data, status, NAK or skip datagram is dropped, handled twice, or held
 // back behind the next datagram.
 UdpNode* Engine::inject(std::span<const std::byte> bytes, Clock::time_point now, Batch& batch) {
-    const auto& o = shared_->parameters.options;
     bool subject = false;
     if (bytes.size() >= header_size) {
         DatagramHeader h;
@@ -344,17 +339,17 @@ UdpNode* Engine::inject(std::span<const std::byte> bytes, Clock::time_point now,
         subject = t == DatagramType::data || t == DatagramType::group_data || t == DatagramType::status ||
                   t == DatagramType::nak || t == DatagramType::skip;
     }
-    std::uniform_real_distribution<double> u(0.0, 1.0);
-    if (subject && o.inject_loss > 0 && u(random_) < o.inject_loss) {
+    const auto action = subject ? shared_->faults->on_receipt(held_.empty()) : ip::FaultInjector::Action::deliver;
+    if (action == ip::FaultInjector::Action::drop) {
         shared_->count(Drop::injected);
         return nullptr;
     }
-    if (subject && o.inject_reorder > 0 && held_.empty() && u(random_) < o.inject_reorder) {
+    if (action == ip::FaultInjector::Action::hold) {
         held_.assign(bytes.begin(), bytes.end());
         return nullptr;
     }
     UdpNode* n = handle(bytes, now);
-    if (subject && o.inject_duplicate > 0 && u(random_) < o.inject_duplicate) handle(bytes, now);
+    if (action == ip::FaultInjector::Action::duplicate) handle(bytes, now);
     if (!held_.empty()) {
         std::vector<std::byte> later;
         later.swap(held_);

@@ -66,7 +66,6 @@ private:
     ip::WakeFd wake_{"udp"};
     std::atomic<bool> stop_{false};
     bool stopped_ = false;
-    std::mt19937_64 random_;
     std::vector<std::byte> held_; // a datagram held back (udp.inject_reorder)
     // What one recvmmsg() takes: up to batch datagrams of each bytes (the largest a
     // peer sends, plus one: a longer datagram arrives cut, MSG_TRUNC, and is dropped).

@@ -24,6 +24,7 @@
 #include <msgpass/wait.hpp>
 
 #include <msgpass/ip/auth.hpp>
+#include <msgpass/ip/fault.hpp>
 #include <msgpass/ip/incarnation.hpp>
 #include <msgpass/ip/reactor.hpp>
 #include <msgpass/ip/socket.hpp>
@@ -151,10 +152,12 @@ struct Shared {
     std::atomic<bool> multicast_up{false};
     sockaddr_in multicast_address{};
     std::atomic<std::uint64_t> multicast_sent{0}, multicast_repairs{0}, naks_coalesced{0}, naks_withheld{0};
-    // udp.inject_multicast_loss: whether a group datagram's first transmission to the
-    // address is withheld (counted as injected); any thread, lock-free.
+    // udp.inject_*: the fault injection (ip/common's interface), made by the engine
+    // before any node sends. On receipt it is the background thread's; its
+    // withhold_multicast (udp.inject_multicast_loss: a group datagram's first
+    // transmission to the address withheld, counted as injected) any thread's.
+    std::unique_ptr<ip::FaultInjector> faults;
     bool withhold_multicast() noexcept;
-    std::atomic<std::uint64_t> multicast_fault_state{0};
 
     explicit Shared(Parameters p);
     void count(Drop d) noexcept { drops[static_cast<std::size_t>(d)].fetch_add(1, std::memory_order_relaxed); }
