@@ -4,7 +4,7 @@
 // a table in each datagram giving every member its own datagram number, so that what
 // follows (acknowledgements, NAKs, flow control, loss) is each pair's, as for a
 // unicast message, but for the repair of a datagram that went to the address: sent
-// there again once for the members that NAK it (outgoing.cpp, UdpNode::repair;
+// there again once for the members that NAK it (sender.cpp, UdpNode::repair;
 // docs/udp.md). It is a kit::GroupBase: once the factory is
 // destroyed, send, receive and add throw UsageError before reaching a member.
 #include "node.hpp"

@@ -1,7 +1,7 @@
 // Internals of the udp technology: UdpNode, one peer (the messages this process
 // sends to it, cut into numbered datagrams and kept until acknowledged, and the
 // datagrams it sends to us, reassembled in order), and what every node of a factory
-// shares (Parameters, Shared). Engine (engine.hpp) owns the socket and the
+// shares (Parameters, Shared). Transport (transport.hpp) owns the socket and the
 // background thread. What does not depend on UDP (incarnations, the inbox and its
 // loss marker, the buffer pool, sockets) comes from ip/common.
 //
@@ -117,7 +117,7 @@ inline ip::Mac welcome_mac(const ip::AuthKey& key, std::span<const std::byte> he
 }
 
 // Reads what the factory's socket holds and hands each datagram to its node (the
-// engine: engine.cpp). Called with Shared::read_mutex held. Each returns how many
+// transport: transport.cpp). Called with Shared::read_mutex held. Each returns how many
 // datagrams it read, at most `most`; fewer: the socket had no more.
 class SocketReader {
 public:
@@ -136,7 +136,7 @@ inline constexpr std::uint64_t socket_tag = 0, wake_tag = 1, multicast_tag = 2;
 struct Shared {
     Parameters parameters;
     std::uint64_t incarnation = 0;
-    std::atomic<int> fd{-1}; // the factory's socket; -1 once the engine closed it
+    std::atomic<int> fd{-1}; // the factory's socket; -1 once the transport closed it
     Doorbell bell;
     std::shared_ptr<kit::BufferPool> pool = std::make_shared<kit::BufferPool>();
     std::array<std::atomic<std::uint64_t>, static_cast<std::size_t>(Drop::kinds)> drops{};
@@ -152,7 +152,7 @@ struct Shared {
     std::atomic<bool> multicast_up{false};
     sockaddr_in multicast_address{};
     std::atomic<std::uint64_t> multicast_sent{0}, multicast_repairs{0}, naks_coalesced{0}, naks_withheld{0};
-    // udp.inject_*: the fault injection (ip/common's interface), made by the engine
+    // udp.inject_*: the fault injection (ip/common's interface), made by the transport
     // before any node sends. On receipt it is the background thread's; its
     // withhold_multicast (udp.inject_multicast_loss: a group datagram's first
     // transmission to the address withheld, counted as injected) any thread's.
@@ -193,9 +193,9 @@ struct Shared {
     std::atomic<bool> inside{false};          // a receiver uses the lend (also held by who gives it back)
     std::atomic<std::int64_t> left_ns{0};     // when the last receiver left it (steady clock)
     std::atomic<bool> socket_sleeping{false}; // that receiver blocks in recvmmsg()
-    std::atomic<bool> closing{false};         // the engine shuts down: nothing is lent any more
+    std::atomic<bool> closing{false};         // the transport shuts down: nothing is lent any more
     bool receivers_read = false;              // set before the background thread starts
-    SocketReader* reader = nullptr;           // the engine; valid while a receiver is inside
+    SocketReader* reader = nullptr;           // the transport; valid while a receiver is inside
     // The calling receiver uses the lend (lent now if it was not); false when another
     // receiver is inside (or closing, or fault injection).
     bool lend() noexcept;
@@ -264,7 +264,7 @@ inline constexpr WaitPolicy socket_wait{std::chrono::microseconds(50), std::chro
 std::size_t gather(const Buffer& buffer, std::uint64_t offset, std::size_t piece, std::span<iovec> iov, std::size_t n,
                    std::vector<std::byte>& staging);
 
-// Datagrams ready to go out together (outgoing.cpp): a message's datagrams leave in
+// Datagrams ready to go out together (sender.cpp): a message's datagrams leave in
 // one system call, and the receiver, woken by the first, finds the others there.
 // With UDP GSO a run of datagrams of which all but the last are full goes as one
 // send with UDP_SEGMENT, which the kernel cuts into those same datagrams after one
@@ -343,7 +343,7 @@ public:
     bool flush(std::chrono::nanoseconds timeout) override;
     [[nodiscard]] NodeStats stats() const noexcept override;
     // The factory hands the node out (create_node, under its HealthScope): its loss
-    // latch, made with the engine before that, now tells the statistics page too.
+    // latch, made with the transport before that, now tells the statistics page too.
     void observe_health_scopes() { loss_.observe_current_scopes(); }
 
     // --- background thread ---

@@ -1,4 +1,4 @@
-// The outgoing half of a UdpNode: messages cut into numbered datagrams and
+// The sender room of a UdpNode (the outgoing half): messages cut into numbered datagrams and
 // transmitted (gathered from the message's fragments) as far as the peer's window
 // goes, control datagrams, and the acknowledgements that come back.
 #include "node.hpp"

@@ -1,4 +1,4 @@
-// Internals of the udp technology: Engine, the one UDP socket of the factory, bound
+// Internals of the udp technology: Transport, the one UDP socket of the factory, bound
 // to the node's port, and the background thread that reads it, hands each datagram
 // to its UdpNode (node.hpp) and runs the timers.
 #pragma once
@@ -19,12 +19,12 @@
 
 namespace msgpass::udp {
 
-class Engine final : public SocketReader {
+class Transport final : public SocketReader {
 public:
-    Engine(const config::Configuration& configuration, NodeId self);
-    ~Engine();
-    Engine(const Engine&) = delete;
-    Engine& operator=(const Engine&) = delete;
+    Transport(const config::Configuration& configuration, NodeId self);
+    ~Transport();
+    Transport(const Transport&) = delete;
+    Transport& operator=(const Transport&) = delete;
 
     std::shared_ptr<UdpNode> node(NodeId id) const; // null: not a peer
     [[nodiscard]] const Shared& shared() const noexcept { return *shared_; }

@@ -1,7 +1,7 @@
-// Engine: the factory's one UDP socket, the background thread that reads it and
+// Transport: the factory's one UDP socket, the background thread that reads it and
 // hands each datagram that passed decode_datagram to its node, the fault injection
-// of udp.inject_*, and the parameters every node shares (see engine.hpp).
-#include "engine.hpp"
+// of udp.inject_*, and the parameters every node shares (see transport.hpp).
+#include "transport.hpp"
 
 #include <msgpass/error.hpp>
 
@@ -141,7 +141,7 @@ void Shared::log_refusal(const std::string& line) {
     std::fprintf(stderr, "msgpass udp node %u: %s\n", parameters.self, line.c_str());
 }
 
-// ---------------------------------------------------------------- engine
+// ---------------------------------------------------------------- transport
 
 namespace {
 bool knows_peer(const void* context, std::uint32_t id) {
@@ -175,7 +175,7 @@ std::uint64_t size_buffers(int fd, std::uint64_t want, const std::string& where)
 }
 } // namespace
 
-Engine::Engine(const config::Configuration& configuration, NodeId self)
+Transport::Transport(const config::Configuration& configuration, NodeId self)
     : configuration_(configuration), shared_(std::make_shared<Shared>(Parameters::from(configuration, self))) {
     const auto& me = configuration_.node(self);
     const std::string where = configuration_.nodes_file.string() + ": node " + std::to_string(self);
@@ -195,7 +195,7 @@ Engine::Engine(const config::Configuration& configuration, NodeId self)
     // every other call on it says MSG_DONTWAIT.
     if (const int flags = ::fcntl(shared_->fd, F_GETFL); flags >= 0)
         (void)::fcntl(shared_->fd, F_SETFL, flags & ~O_NONBLOCK);
-    // UDP GSO (a message's datagrams in one send: outgoing.cpp) when the kernel knows it.
+    // UDP GSO (a message's datagrams in one send: sender.cpp) when the kernel knows it.
     const int no_segment = 0;
     shared_->gso = ::setsockopt(shared_->fd, SOL_UDP, UDP_SEGMENT, &no_segment, sizeof no_segment) == 0;
     port_ = me.port;
@@ -241,7 +241,7 @@ Engine::Engine(const config::Configuration& configuration, NodeId self)
 // (udp.multicast_interface, else the node's own host), and a member of the group
 // joins the address on a second socket bound to it. What the system refuses is said
 // once on stderr, and the group sends per member (docs/udp.md).
-void Engine::open_multicast(const config::NodeConfig& me, const std::string& where) {
+void Transport::open_multicast(const config::NodeConfig& me, const std::string& where) {
     auto& o = shared_->parameters.options;
     auto warn = [&](const char* what) {
         std::fprintf(stderr, "msgpass udp %s: udp.multicast %s: %s (%s); group '%s' sends per member\n", where.c_str(),
@@ -287,16 +287,16 @@ void Engine::open_multicast(const config::NodeConfig& me, const std::string& whe
     shared_->joined = true;
 }
 
-Engine::~Engine() {
+Transport::~Transport() {
     shutdown(Clock::now());
 }
 
-std::shared_ptr<UdpNode> Engine::node(NodeId id) const {
+std::shared_ptr<UdpNode> Transport::node(NodeId id) const {
     auto it = nodes_.find(id);
     return it == nodes_.end() ? nullptr : it->second;
 }
 
-void Engine::shutdown(SteadyTime deadline) {
+void Transport::shutdown(SteadyTime deadline) {
     if (stopped_) return;
     stopped_ = true;
     for (auto& [id, n] : nodes_)
@@ -317,7 +317,7 @@ void Engine::shutdown(SteadyTime deadline) {
     if (multicast_fd_ >= 0) ::close(std::exchange(multicast_fd_, -1));
 }
 
-UdpNode* Engine::handle(std::span<const std::byte> bytes, Clock::time_point now) {
+UdpNode* Transport::handle(std::span<const std::byte> bytes, Clock::time_point now) {
     const Decoded d = decode_datagram(bytes, expect_);
     if (!d.ok) {
         shared_->count(d.drop);
@@ -330,7 +330,7 @@ UdpNode* Engine::handle(std::span<const std::byte> bytes, Clock::time_point now)
 
 // udp.inject_* (Shared::faults): a data, status, NAK or skip datagram is dropped, handled twice, or held
 // back behind the next datagram.
-UdpNode* Engine::inject(std::span<const std::byte> bytes, Clock::time_point now, Batch& batch) {
+UdpNode* Transport::inject(std::span<const std::byte> bytes, Clock::time_point now, Batch& batch) {
     bool subject = false;
     if (bytes.size() >= header_size) {
         DatagramHeader h;
@@ -358,7 +358,7 @@ UdpNode* Engine::inject(std::span<const std::byte> bytes, Clock::time_point now,
     return n;
 }
 
-void Engine::Batch::size(std::size_t bytes, bool with_gro) {
+void Transport::Batch::size(std::size_t bytes, bool with_gro) {
     largest = bytes;
     gro = with_gro;
     each = gro ? std::size_t{65536} : bytes;
@@ -373,7 +373,7 @@ void Engine::Batch::size(std::size_t bytes, bool with_gro) {
     }
 }
 
-void Engine::Batch::prepare(unsigned count) {
+void Transport::Batch::prepare(unsigned count) {
     for (unsigned i = 0; i < count; ++i) {
         messages[i].msg_hdr.msg_flags = 0;
         messages[i].msg_hdr.msg_namelen = sizeof(sockaddr_storage);
@@ -381,7 +381,7 @@ void Engine::Batch::prepare(unsigned count) {
     }
 }
 
-std::size_t Engine::Batch::segment(std::size_t i) const noexcept {
+std::size_t Transport::Batch::segment(std::size_t i) const noexcept {
     const msghdr& h = messages[i].msg_hdr;
     if (gro) {
         for (const cmsghdr* c = CMSG_FIRSTHDR(&h); c != nullptr;
@@ -411,7 +411,7 @@ bool own_wake(const mmsghdr& m, const ip::Address& self) {
 }
 } // namespace
 
-void Engine::take(Batch& b, int fd, int n, Clock::time_point now) {
+void Transport::take(Batch& b, int fd, int n, Clock::time_point now) {
     for (int i = 0; i < n; ++i) {
         const auto& m = b.messages[static_cast<std::size_t>(i)];
         const std::span<const std::byte> all(b.storage.data() + static_cast<std::size_t>(i) * b.each, m.msg_len);
@@ -441,7 +441,7 @@ void Engine::take(Batch& b, int fd, int n, Clock::time_point now) {
     }
 }
 
-int Engine::read_from(int fd, Clock::time_point now, int most) {
+int Transport::read_from(int fd, Clock::time_point now, int most) {
     Batch& b = fd == multicast_fd_ ? multicast_ : unicast_;
     int got = 0;
     while (got < most) {
@@ -458,7 +458,7 @@ int Engine::read_from(int fd, Clock::time_point now, int most) {
 }
 
 // The statuses owed after a batch, by the nodes that got datagrams in it.
-Clock::time_point Engine::end_of_batch(Batch& b, Clock::time_point now) {
+Clock::time_point Transport::end_of_batch(Batch& b, Clock::time_point now) {
     auto due = Clock::time_point::max();
     for (UdpNode* n : b.touched)
         due = std::min(due, n->end_of_batch(now));
@@ -469,12 +469,12 @@ Clock::time_point Engine::end_of_batch(Batch& b, Clock::time_point now) {
 // A receiver the socket is lent to reads. The timers stay the background thread's;
 // when they are not due before a status now owed (or soon, when no peer was known: a
 // datagram read here, a hello, the first data, may make them due), it is woken to see.
-void Engine::after_receiver_read(Batch& b, Clock::time_point now) {
+void Transport::after_receiver_read(Batch& b, Clock::time_point now) {
     const auto due = std::min(end_of_batch(b, now), now + resend_timeout);
     if (next_tick_ns_.load(std::memory_order_relaxed) > due.time_since_epoch().count()) wake_.ring();
 }
 
-int Engine::read_socket(Clock::time_point now, int most) {
+int Transport::read_socket(Clock::time_point now, int most) {
     const int fd = shared_->fd.load();
     if (fd < 0) return 0;
     const int got = read_from(fd, now, most);
@@ -482,7 +482,7 @@ int Engine::read_socket(Clock::time_point now, int most) {
     return got;
 }
 
-int Engine::wait_and_read(std::chrono::nanoseconds timeout, int most) {
+int Transport::wait_and_read(std::chrono::nanoseconds timeout, int most) {
     const int fd = shared_->fd.load();
     if (fd < 0) return 0;
     // SO_RCVTIMEO bounds the blocking read (the background thread's reads do not block);
@@ -507,7 +507,7 @@ int Engine::wait_and_read(std::chrono::nanoseconds timeout, int most) {
     return got;
 }
 
-void Engine::run() {
+void Transport::run() {
     auto next_tick = Clock::now();
     std::array<epoll_event, 4> events{};
     while (!stop_.load()) {
