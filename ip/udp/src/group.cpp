@@ -4,7 +4,7 @@
 // a table in each datagram giving every member its own datagram number, so that what
 // follows (acknowledgements, NAKs, flow control, loss) is each pair's, as for a
 // unicast message, but for the repair of a datagram that went to the address: sent
-// there again once for the members that NAK it (outgoing.cpp, UdpNode::repair;
+// there again once for the members that NAK it (sender.cpp, UdpNode::repair;
 // docs/udp.md). It is a kit::GroupBase: once the factory is
 // destroyed, send, receive and add throw UsageError before reaching a member.
 #include "node.hpp"
@@ -47,7 +47,12 @@ protected:
     }
     // As a node's receive: sleeping on the socket when it can have it lent.
     [[nodiscard]] BufferPtr wait(std::chrono::nanoseconds timeout) override {
-        return wait_with([this] { return poll(); }, timeout, SocketSleeper{*shared_}, socket_wait);
+        return wait_with(
+            [this] {
+                if (auto m = poll()) return m;
+                return shared_->poll_socket() ? poll() : decltype(poll()){};
+            },
+            timeout, SocketSleeper{*shared_}, socket_wait);
     }
     void distribute(BufferPtr&& buffer) override {
         if (!multicast_ || !shared_->multicast_up.load(std::memory_order_relaxed)) {
@@ -183,9 +188,8 @@ void UdpNode::broadcast(const std::string& group, std::vector<std::shared_ptr<Ud
                 continue;
             }
             int error = 0;
-            const std::size_t took =
-                batch.send(fd, reinterpret_cast<const sockaddr*>(&shared.multicast_address),
-                           sizeof shared.multicast_address, header_size + table_bytes + p.payload, gso, error);
+            const std::size_t took = batch.send(fd, reinterpret_cast<const sockaddr*>(&shared.multicast_address),
+                                                sizeof shared.multicast_address, gso, error);
             if (!gso) shared.multicast_gso.store(false, std::memory_order_relaxed);
             shared.datagrams_sent.fetch_add(took, std::memory_order_relaxed);
             shared.multicast_sent.fetch_add(took, std::memory_order_relaxed);

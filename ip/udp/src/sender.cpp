@@ -1,4 +1,4 @@
-// The outgoing half of a UdpNode: messages cut into numbered datagrams and
+// The sender room of a UdpNode (the outgoing half): messages cut into numbered datagrams and
 // transmitted (gathered from the message's fragments) as far as the peer's window
 // goes, control datagrams, and the acknowledgements that come back.
 #include "node.hpp"
@@ -37,11 +37,18 @@ bool UdpNode::send_control(DatagramType type, std::uint64_t seq, std::uint64_t l
     }
     iovec iov[2] = {{&h, header_size}, {const_cast<std::byte*>(payload.data()), payload.size()}};
     msghdr msg{};
-    msg.msg_name = const_cast<sockaddr*>(address_.get());
-    msg.msg_namelen = address_.length;
+    const int link = link_socket();
+    if (link < 0) {
+        msg.msg_name = const_cast<sockaddr*>(address_.get());
+        msg.msg_namelen = address_.length;
+    }
     msg.msg_iov = iov;
     msg.msg_iovlen = payload.empty() ? 1 : 2;
-    const bool ok = ::sendmsg(fd, &msg, MSG_DONTWAIT | MSG_NOSIGNAL) >= 0;
+    // (A connected socket reports an ICMP error of an earlier datagram - the peer's
+    // port closed - on the next send, which did not go: once more.)
+    ssize_t n = ::sendmsg(link >= 0 ? link : fd, &msg, MSG_DONTWAIT | MSG_NOSIGNAL);
+    if (n < 0 && errno == ECONNREFUSED) n = ::sendmsg(link >= 0 ? link : fd, &msg, MSG_DONTWAIT | MSG_NOSIGNAL);
+    const bool ok = n >= 0;
     if (ok) {
         shared_->datagrams_sent.fetch_add(1, std::memory_order_relaxed);
         last_sent_ = Clock::now();
@@ -108,20 +115,28 @@ namespace {
 // offload (EIO), a segment larger than the route's MTU (EINVAL, EMSGSIZE), not
 // supported (ENOPROTOOPT, EOPNOTSUPP).
 constexpr std::size_t gso_most_bytes = 65507;
+// The segments of one GSO send the kernel takes (UDP_MAX_SEGMENTS: 64 before Linux
+// 6.11, 128 since).
+constexpr std::size_t gso_most_segments = 64;
 bool gso_refused(int error) noexcept {
     return error == EIO || error == EINVAL || error == EMSGSIZE || error == ENOPROTOOPT || error == EOPNOTSUPP;
 }
 } // namespace
 
-std::size_t DatagramBatch::send(int fd, const sockaddr* to, socklen_t length, std::size_t full, bool& gso, int& error) {
+std::size_t DatagramBatch::send(int fd, const sockaddr* to, socklen_t length, bool& gso, int& error) {
     std::size_t sent = 0;
     error = 0;
+    bool refused = false;
     while (fd >= 0 && sent < count) {
         std::size_t messages = 0;
         for (std::size_t d = sent; d < count; ++messages) {
-            std::size_t n = 1, bytes = datagram[d].bytes;
-            while (gso && d + n < count && datagram[d + n - 1].bytes == full &&
-                   bytes + datagram[d + n].bytes <= gso_most_bytes) {
+            // A run: every datagram but the last of the first one's size, the last no
+            // larger (the kernel cuts the send at that size): a large message's full
+            // pieces, or the full packs of a stream of small messages of one size.
+            const std::size_t segment = datagram[d].bytes;
+            std::size_t n = 1, bytes = segment;
+            while (gso && d + n < count && n < gso_most_segments && datagram[d + n - 1].bytes == segment &&
+                   datagram[d + n].bytes <= segment && bytes + datagram[d + n].bytes <= gso_most_bytes) {
                 bytes += datagram[d + n].bytes;
                 ++n;
             }
@@ -141,8 +156,8 @@ std::size_t DatagramBatch::send(int fd, const sockaddr* to, socklen_t length, st
                 c->cmsg_level = SOL_UDP;
                 c->cmsg_type = UDP_SEGMENT;
                 c->cmsg_len = CMSG_LEN(sizeof(std::uint16_t));
-                const auto segment = static_cast<std::uint16_t>(full);
-                std::memcpy(CMSG_DATA(c), &segment, sizeof segment);
+                const auto size = static_cast<std::uint16_t>(segment);
+                std::memcpy(CMSG_DATA(c), &size, sizeof size);
             }
             datagrams_of[messages] = n;
             d += n;
@@ -154,6 +169,10 @@ std::size_t DatagramBatch::send(int fd, const sockaddr* to, socklen_t length, st
             continue;
         }
         error = n < 0 ? errno : EAGAIN;
+        if (n < 0 && error == ECONNREFUSED && !refused) { // (an earlier datagram's ICMP error: send_control)
+            refused = true;
+            continue;
+        }
         if (n < 0 && datagrams_of[0] > 1 && gso_refused(error)) {
             gso = false;
             continue;
@@ -228,8 +247,10 @@ bool UdpNode::prepare(std::uint64_t dseq, DatagramBatch& out) {
 std::size_t UdpNode::send_batch(DatagramBatch& out) {
     bool gso = shared_->gso && gso_;
     int error = 0;
-    const std::size_t sent = out.send(shared_->fd.load(), address_.get(), address_.length,
-                                      header_size + shared_->parameters.payload, gso, error);
+    const int fd = shared_->fd.load();
+    const int link = fd >= 0 ? link_socket() : -1;
+    const std::size_t sent =
+        link >= 0 ? out.send(link, nullptr, 0, gso, error) : out.send(fd, address_.get(), address_.length, gso, error);
     if (!gso) gso_ = false;
     if (sent > 0) {
         shared_->datagrams_sent.fetch_add(sent, std::memory_order_relaxed);
@@ -310,7 +331,7 @@ bool UdpNode::send_multicast_repair(const OutMessage& m, std::uint64_t index) {
     bool gso = false;
     int error = 0;
     if (out.send(fd, reinterpret_cast<const sockaddr*>(&shared_->multicast_address), sizeof shared_->multicast_address,
-                 0, gso, error) != 1) {
+                 gso, error) != 1) {
         return false;
     }
     shared_->datagrams_sent.fetch_add(1, std::memory_order_relaxed);

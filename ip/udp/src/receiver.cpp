@@ -1,4 +1,4 @@
-// The incoming half of a UdpNode: data datagrams taken in order (those that come
+// The receiver room of a UdpNode (the incoming half): data datagrams taken in order (those that come
 // early kept until their turn), reassembled into whole messages for the inbox, and
 // the status and NAK datagrams this side owes the sender.
 #include "node.hpp"

@@ -1,4 +1,4 @@
-// Internals of the udp technology: Engine, the one UDP socket of the factory, bound
+// Internals of the udp technology: Transport, the one UDP socket of the factory, bound
 // to the node's port, and the background thread that reads it, hands each datagram
 // to its UdpNode (node.hpp) and runs the timers.
 #pragma once
@@ -19,12 +19,12 @@
 
 namespace msgpass::udp {
 
-class Engine final : public SocketReader {
+class Transport final : public SocketReader {
 public:
-    Engine(const config::Configuration& configuration, NodeId self);
-    ~Engine();
-    Engine(const Engine&) = delete;
-    Engine& operator=(const Engine&) = delete;
+    Transport(const config::Configuration& configuration, NodeId self);
+    ~Transport();
+    Transport(const Transport&) = delete;
+    Transport& operator=(const Transport&) = delete;
 
     std::shared_ptr<UdpNode> node(NodeId id) const; // null: not a peer
     [[nodiscard]] const Shared& shared() const noexcept { return *shared_; }
@@ -66,20 +66,30 @@ private:
     ip::WakeFd wake_{"udp"};
     std::atomic<bool> stop_{false};
     bool stopped_ = false;
-    std::mt19937_64 random_;
     std::vector<std::byte> held_; // a datagram held back (udp.inject_reorder)
     // What one recvmmsg() takes: up to batch datagrams of each bytes (the largest a
     // peer sends, plus one: a longer datagram arrives cut, MSG_TRUNC, and is dropped).
+    // With UDP_GRO (gro) each is room for a run of datagrams the kernel kept together
+    // (a peer's GSO send on loopback or a veth, or datagrams coalesced on receipt), up
+    // to 64 KiB, told apart by the segment size in its control message; a datagram
+    // alone there longer than `largest` is dropped as if it arrived cut.
     struct Batch {
         static constexpr std::size_t batch = 16;
-        std::size_t each = 0;
+        struct Control {
+            alignas(cmsghdr) std::array<unsigned char, CMSG_SPACE(sizeof(int))> bytes{};
+        };
+        std::size_t each = 0, largest = 0;
+        bool gro = false;
         std::vector<std::byte> storage;
         std::array<iovec, batch> iov{};
         std::array<sockaddr_storage, batch> from{};
         std::array<mmsghdr, batch> messages{};
+        std::array<Control, batch> control{};
         std::vector<UdpNode*> touched; // nodes that got datagrams since the end of the last batch
-        void size(std::size_t bytes);
-        void prepare(unsigned count); // flags and address lengths reset for recvmmsg()
+        void size(std::size_t bytes, bool with_gro = false);
+        void prepare(unsigned count); // flags, address and control lengths reset for recvmmsg()
+        // The size of the datagrams message i carries (its length when one).
+        [[nodiscard]] std::size_t segment(std::size_t i) const noexcept;
     };
     Batch unicast_;        // under read_mutex
     Batch multicast_;      // the background thread's

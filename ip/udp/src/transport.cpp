@@ -1,7 +1,7 @@
-// Engine: the factory's one UDP socket, the background thread that reads it and
+// Transport: the factory's one UDP socket, the background thread that reads it and
 // hands each datagram that passed decode_datagram to its node, the fault injection
-// of udp.inject_*, and the parameters every node shares (see engine.hpp).
-#include "engine.hpp"
+// of udp.inject_*, and the parameters every node shares (see transport.hpp).
+#include "transport.hpp"
 
 #include <msgpass/error.hpp>
 
@@ -57,7 +57,11 @@ bool Shared::lend() noexcept {
         return false;
     }
     if (!lent.load(std::memory_order_relaxed)) {
-        (void)epoll.modify(fd.load(), 0, socket_tag); // the background thread stops waiting on it
+        // The background thread stops waiting on it: out of its epoll set, not only
+        // its interest switched off - an entry left there is a waiter on the socket,
+        // and every datagram that came and every one of ours freed would wake it
+        // (locks taken for nothing, twice per datagram).
+        epoll.remove(fd.load());
         lent.store(true, std::memory_order_relaxed);
     }
     return true;
@@ -66,7 +70,7 @@ bool Shared::lend() noexcept {
 void Shared::leave(Clock::time_point began) noexcept {
     const auto now = Clock::now();
     if (now - began >= reclaim_after) {
-        (void)epoll.modify(fd.load(), EPOLLIN, socket_tag); // level-triggered: what came meanwhile wakes it
+        (void)epoll.add(fd.load(), EPOLLIN, socket_tag); // level-triggered: what came meanwhile wakes it
         lent.store(false, std::memory_order_relaxed);
     }
     left_ns.store(now.time_since_epoch().count(), std::memory_order_relaxed);
@@ -80,7 +84,7 @@ void Shared::reclaim_if_idle(Clock::time_point now) noexcept {
         return;
     if (inside.exchange(true, std::memory_order_seq_cst)) return; // a receiver is back
     if (lent.load(std::memory_order_relaxed) && fd.load() >= 0) {
-        (void)epoll.modify(fd.load(), EPOLLIN, socket_tag);
+        (void)epoll.add(fd.load(), EPOLLIN, socket_tag);
         lent.store(false, std::memory_order_relaxed);
     }
     inside.store(false, std::memory_order_seq_cst);
@@ -97,21 +101,34 @@ void Shared::wake_socket() const noexcept {
         (void)::sendto(socket, nullptr, 0, MSG_DONTWAIT | MSG_NOSIGNAL, self_address.get(), self_address.length);
 }
 
+bool Shared::poll_socket() noexcept {
+    if (!lend()) return false;
+    bool got = false;
+    {
+        std::unique_lock lock(read_mutex, std::try_to_lock);
+        // One datagram a poll (with GRO, one run of a peer's datagrams): a recvmmsg()
+        // for more tries the socket again after the first, 0.2 us of a 64 B one-way
+        // trip; a receiver that finds no message in it polls again at once.
+        if (lock.owns_lock()) got = reader->read_socket(Clock::time_point{}, 1) > 0;
+    }
+    // The lend stays. A poll that found nothing reads no clock (a spinning receiver
+    // polls every few hundred ns): it leaves as it came, and the time it last left
+    // is the last read that found something.
+    if (got) {
+        leave(Clock::now());
+    } else {
+        inside.store(false, std::memory_order_seq_cst);
+    }
+    return true;
+}
+
 int Shared::read(int most) {
     std::lock_guard lock(read_mutex);
     return reader->read_socket(Clock::now(), most);
 }
 
 bool Shared::withhold_multicast() noexcept {
-    const double fraction = parameters.options.inject_multicast_loss;
-    if (fraction <= 0) return false;
-    // splitmix64 over an atomic counter: any sending thread, no lock.
-    std::uint64_t z =
-        multicast_fault_state.fetch_add(0x9e3779b97f4a7c15ull, std::memory_order_relaxed) + 0x9e3779b97f4a7c15ull;
-    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
-    z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
-    z ^= z >> 31;
-    if (static_cast<double>(z >> 11) * 0x1.0p-53 >= fraction) return false;
+    if (!faults || !faults->withhold_at_sender()) return false;
     count(Drop::injected);
     return true;
 }
@@ -124,7 +141,7 @@ void Shared::log_refusal(const std::string& line) {
     std::fprintf(stderr, "msgpass udp node %u: %s\n", parameters.self, line.c_str());
 }
 
-// ---------------------------------------------------------------- engine
+// ---------------------------------------------------------------- transport
 
 namespace {
 bool knows_peer(const void* context, std::uint32_t id) {
@@ -158,7 +175,7 @@ std::uint64_t size_buffers(int fd, std::uint64_t want, const std::string& where)
 }
 } // namespace
 
-Engine::Engine(const config::Configuration& configuration, NodeId self)
+Transport::Transport(const config::Configuration& configuration, NodeId self)
     : configuration_(configuration), shared_(std::make_shared<Shared>(Parameters::from(configuration, self))) {
     const auto& me = configuration_.node(self);
     const std::string where = configuration_.nodes_file.string() + ": node " + std::to_string(self);
@@ -178,7 +195,7 @@ Engine::Engine(const config::Configuration& configuration, NodeId self)
     // every other call on it says MSG_DONTWAIT.
     if (const int flags = ::fcntl(shared_->fd, F_GETFL); flags >= 0)
         (void)::fcntl(shared_->fd, F_SETFL, flags & ~O_NONBLOCK);
-    // UDP GSO (a message's datagrams in one send: outgoing.cpp) when the kernel knows it.
+    // UDP GSO (a message's datagrams in one send: sender.cpp) when the kernel knows it.
     const int no_segment = 0;
     shared_->gso = ::setsockopt(shared_->fd, SOL_UDP, UDP_SEGMENT, &no_segment, sizeof no_segment) == 0;
     port_ = me.port;
@@ -190,12 +207,20 @@ Engine::Engine(const config::Configuration& configuration, NodeId self)
     p.window = std::min<std::uint64_t>(p.window, std::max<std::uint64_t>(16, buffer / (p.datagram_size + 512)));
     if (p.options.multicasting()) open_multicast(me, where);
     expect_ = Expect{p.partition_hash, p.self, p.max_message_size, p.datagram_size, knows_peer, &nodes_};
-    random_.seed(p.options.inject_seed ^ (std::uint64_t{self} * 0x9e3779b97f4a7c15ull));
-    shared_->multicast_fault_state = p.options.inject_seed ^ (std::uint64_t{self} * 0xd1b54a32d192ed03ull);
-    injecting_ = p.options.inject_loss > 0 || p.options.inject_duplicate > 0 || p.options.inject_reorder > 0;
+    // udp.inject_*: every fault goes through the one interface of ip/common (fault.hpp).
+    const ip::FaultRates rates{p.options.inject_loss, p.options.inject_duplicate, p.options.inject_reorder,
+                               p.options.inject_multicast_loss, p.options.inject_seed};
+    shared_->faults =
+        std::make_unique<ip::RandomFaults>(rates, p.options.inject_seed ^ (std::uint64_t{self} * 0x9e3779b97f4a7c15ull),
+                                           p.options.inject_seed ^ (std::uint64_t{self} * 0xd1b54a32d192ed03ull));
+    injecting_ = shared_->faults->on_receipt_active();
     // The largest datagram a peer sends: a data piece, or a NAK of max_nak_ranges.
     const std::size_t largest = std::max(p.datagram_size, header_size + 16 * max_nak_ranges) + 1;
-    unicast_.size(largest);
+    // UDP GRO: a peer's GSO send (its packs of small messages, a large message's
+    // pieces) arrives as one read instead of one per datagram.
+    const int on = 1;
+    const bool gro = ::setsockopt(shared_->fd, SOL_UDP, UDP_GRO, &on, sizeof on) == 0;
+    unicast_.size(largest, gro);
     if (multicast_fd_ >= 0) multicast_.size(largest);
     unicast_.touched.reserve(nodes_.size());
     multicast_.touched.reserve(nodes_.size());
@@ -216,7 +241,7 @@ Engine::Engine(const config::Configuration& configuration, NodeId self)
 // (udp.multicast_interface, else the node's own host), and a member of the group
 // joins the address on a second socket bound to it. What the system refuses is said
 // once on stderr, and the group sends per member (docs/udp.md).
-void Engine::open_multicast(const config::NodeConfig& me, const std::string& where) {
+void Transport::open_multicast(const config::NodeConfig& me, const std::string& where) {
     auto& o = shared_->parameters.options;
     auto warn = [&](const char* what) {
         std::fprintf(stderr, "msgpass udp %s: udp.multicast %s: %s (%s); group '%s' sends per member\n", where.c_str(),
@@ -262,16 +287,16 @@ void Engine::open_multicast(const config::NodeConfig& me, const std::string& whe
     shared_->joined = true;
 }
 
-Engine::~Engine() {
+Transport::~Transport() {
     shutdown(Clock::now());
 }
 
-std::shared_ptr<UdpNode> Engine::node(NodeId id) const {
+std::shared_ptr<UdpNode> Transport::node(NodeId id) const {
     auto it = nodes_.find(id);
     return it == nodes_.end() ? nullptr : it->second;
 }
 
-void Engine::shutdown(SteadyTime deadline) {
+void Transport::shutdown(SteadyTime deadline) {
     if (stopped_) return;
     stopped_ = true;
     for (auto& [id, n] : nodes_)
@@ -292,7 +317,7 @@ void Engine::shutdown(SteadyTime deadline) {
     if (multicast_fd_ >= 0) ::close(std::exchange(multicast_fd_, -1));
 }
 
-UdpNode* Engine::handle(std::span<const std::byte> bytes, Clock::time_point now) {
+UdpNode* Transport::handle(std::span<const std::byte> bytes, Clock::time_point now) {
     const Decoded d = decode_datagram(bytes, expect_);
     if (!d.ok) {
         shared_->count(d.drop);
@@ -303,10 +328,9 @@ UdpNode* Engine::handle(std::span<const std::byte> bytes, Clock::time_point now)
     return n;
 }
 
-// udp.inject_*: a data, status, NAK or skip datagram is dropped, handled twice, or held
+// udp.inject_* (Shared::faults): a data, status, NAK or skip datagram is dropped, handled twice, or held
 // back behind the next datagram.
-UdpNode* Engine::inject(std::span<const std::byte> bytes, Clock::time_point now, Batch& batch) {
-    const auto& o = shared_->parameters.options;
+UdpNode* Transport::inject(std::span<const std::byte> bytes, Clock::time_point now, Batch& batch) {
     bool subject = false;
     if (bytes.size() >= header_size) {
         DatagramHeader h;
@@ -315,17 +339,17 @@ UdpNode* Engine::inject(std::span<const std::byte> bytes, Clock::time_point now,
         subject = t == DatagramType::data || t == DatagramType::group_data || t == DatagramType::status ||
                   t == DatagramType::nak || t == DatagramType::skip;
     }
-    std::uniform_real_distribution<double> u(0.0, 1.0);
-    if (subject && o.inject_loss > 0 && u(random_) < o.inject_loss) {
+    const auto action = subject ? shared_->faults->on_receipt(held_.empty()) : ip::FaultInjector::Action::deliver;
+    if (action == ip::FaultInjector::Action::drop) {
         shared_->count(Drop::injected);
         return nullptr;
     }
-    if (subject && o.inject_reorder > 0 && held_.empty() && u(random_) < o.inject_reorder) {
+    if (action == ip::FaultInjector::Action::hold) {
         held_.assign(bytes.begin(), bytes.end());
         return nullptr;
     }
     UdpNode* n = handle(bytes, now);
-    if (subject && o.inject_duplicate > 0 && u(random_) < o.inject_duplicate) handle(bytes, now);
+    if (action == ip::FaultInjector::Action::duplicate) handle(bytes, now);
     if (!held_.empty()) {
         std::vector<std::byte> later;
         later.swap(held_);
@@ -334,8 +358,10 @@ UdpNode* Engine::inject(std::span<const std::byte> bytes, Clock::time_point now,
     return n;
 }
 
-void Engine::Batch::size(std::size_t bytes) {
-    each = bytes;
+void Transport::Batch::size(std::size_t bytes, bool with_gro) {
+    largest = bytes;
+    gro = with_gro;
+    each = gro ? std::size_t{65536} : bytes;
     storage.assign(batch * each, std::byte{0});
     for (std::size_t i = 0; i < batch; ++i) {
         iov[i] = {storage.data() + i * each, each};
@@ -343,14 +369,30 @@ void Engine::Batch::size(std::size_t bytes) {
         messages[i].msg_hdr.msg_iov = &iov[i];
         messages[i].msg_hdr.msg_iovlen = 1;
         messages[i].msg_hdr.msg_name = &from[i];
+        if (gro) messages[i].msg_hdr.msg_control = control[i].bytes.data();
     }
 }
 
-void Engine::Batch::prepare(unsigned count) {
+void Transport::Batch::prepare(unsigned count) {
     for (unsigned i = 0; i < count; ++i) {
         messages[i].msg_hdr.msg_flags = 0;
         messages[i].msg_hdr.msg_namelen = sizeof(sockaddr_storage);
+        if (gro) messages[i].msg_hdr.msg_controllen = control[i].bytes.size();
     }
+}
+
+std::size_t Transport::Batch::segment(std::size_t i) const noexcept {
+    const msghdr& h = messages[i].msg_hdr;
+    if (gro) {
+        for (const cmsghdr* c = CMSG_FIRSTHDR(&h); c != nullptr;
+             c = CMSG_NXTHDR(const_cast<msghdr*>(&h), const_cast<cmsghdr*>(c))) {
+            if (c->cmsg_level != SOL_UDP || c->cmsg_type != UDP_GRO) continue;
+            int size = 0;
+            std::memcpy(&size, CMSG_DATA(c), sizeof size);
+            if (size > 0) return static_cast<std::size_t>(size);
+        }
+    }
+    return messages[i].msg_len;
 }
 
 // An empty datagram from this socket to itself: the wake-up of a receiver blocked on
@@ -369,27 +411,37 @@ bool own_wake(const mmsghdr& m, const ip::Address& self) {
 }
 } // namespace
 
-void Engine::take(Batch& b, int fd, int n, Clock::time_point now) {
+void Transport::take(Batch& b, int fd, int n, Clock::time_point now) {
     for (int i = 0; i < n; ++i) {
         const auto& m = b.messages[static_cast<std::size_t>(i)];
-        const std::span<const std::byte> bytes(b.storage.data() + static_cast<std::size_t>(i) * b.each, m.msg_len);
+        const std::span<const std::byte> all(b.storage.data() + static_cast<std::size_t>(i) * b.each, m.msg_len);
         if ((m.msg_hdr.msg_flags & MSG_TRUNC) != 0) { // longer than any datagram a peer sends
             shared_->count(Drop::bad_fragment);
             continue;
         }
         if (fd != multicast_fd_ && own_wake(m, shared_->self_address)) continue;
-        if (fd == multicast_fd_ && bytes.size() >= header_size) { // our own group sends, looped back
-            std::uint32_t from = 0;
-            std::memcpy(&from, bytes.data() + offsetof(DatagramHeader, from), sizeof from);
-            if (from == shared_->parameters.self) continue;
+        // The datagrams the kernel kept together (UDP GRO), one by one.
+        const std::size_t segment = b.segment(static_cast<std::size_t>(i));
+        if (segment >= b.largest) { // (alone: as if it arrived cut)
+            shared_->count(Drop::bad_fragment);
+            continue;
         }
-        UdpNode* node = injecting_ ? inject(bytes, now, b) : handle(bytes, now);
-        if (node != nullptr && std::find(b.touched.begin(), b.touched.end(), node) == b.touched.end())
-            b.touched.push_back(node);
+        for (std::size_t at = 0; at == 0 || at < all.size(); at += segment) {
+            const auto bytes = all.subspan(at, std::min(segment, all.size() - at));
+            if (fd == multicast_fd_ && bytes.size() >= header_size) { // our own group sends, looped back
+                std::uint32_t from = 0;
+                std::memcpy(&from, bytes.data() + offsetof(DatagramHeader, from), sizeof from);
+                if (from == shared_->parameters.self) continue;
+            }
+            UdpNode* node = injecting_ ? inject(bytes, now, b) : handle(bytes, now);
+            if (node != nullptr && std::find(b.touched.begin(), b.touched.end(), node) == b.touched.end())
+                b.touched.push_back(node);
+            if (segment == 0) break;
+        }
     }
 }
 
-int Engine::read_from(int fd, Clock::time_point now, int most) {
+int Transport::read_from(int fd, Clock::time_point now, int most) {
     Batch& b = fd == multicast_fd_ ? multicast_ : unicast_;
     int got = 0;
     while (got < most) {
@@ -398,6 +450,7 @@ int Engine::read_from(int fd, Clock::time_point now, int most) {
         const int n = ::recvmmsg(fd, b.messages.data(), want, MSG_DONTWAIT, nullptr);
         if (n <= 0) break;
         got += n;
+        if (now == Clock::time_point{}) now = Clock::now(); // (a poll: read once something came)
         take(b, fd, n, now);
         if (static_cast<unsigned>(n) < want) break; // the socket had no more
     }
@@ -405,7 +458,7 @@ int Engine::read_from(int fd, Clock::time_point now, int most) {
 }
 
 // The statuses owed after a batch, by the nodes that got datagrams in it.
-Clock::time_point Engine::end_of_batch(Batch& b, Clock::time_point now) {
+Clock::time_point Transport::end_of_batch(Batch& b, Clock::time_point now) {
     auto due = Clock::time_point::max();
     for (UdpNode* n : b.touched)
         due = std::min(due, n->end_of_batch(now));
@@ -416,20 +469,20 @@ Clock::time_point Engine::end_of_batch(Batch& b, Clock::time_point now) {
 // A receiver the socket is lent to reads. The timers stay the background thread's;
 // when they are not due before a status now owed (or soon, when no peer was known: a
 // datagram read here, a hello, the first data, may make them due), it is woken to see.
-void Engine::after_receiver_read(Batch& b, Clock::time_point now) {
+void Transport::after_receiver_read(Batch& b, Clock::time_point now) {
     const auto due = std::min(end_of_batch(b, now), now + resend_timeout);
     if (next_tick_ns_.load(std::memory_order_relaxed) > due.time_since_epoch().count()) wake_.ring();
 }
 
-int Engine::read_socket(Clock::time_point now, int most) {
+int Transport::read_socket(Clock::time_point now, int most) {
     const int fd = shared_->fd.load();
     if (fd < 0) return 0;
     const int got = read_from(fd, now, most);
-    if (got > 0) after_receiver_read(unicast_, now);
+    if (got > 0) after_receiver_read(unicast_, now == Clock::time_point{} ? Clock::now() : now);
     return got;
 }
 
-int Engine::wait_and_read(std::chrono::nanoseconds timeout, int most) {
+int Transport::wait_and_read(std::chrono::nanoseconds timeout, int most) {
     const int fd = shared_->fd.load();
     if (fd < 0) return 0;
     // SO_RCVTIMEO bounds the blocking read (the background thread's reads do not block);
@@ -454,7 +507,7 @@ int Engine::wait_and_read(std::chrono::nanoseconds timeout, int most) {
     return got;
 }
 
-void Engine::run() {
+void Transport::run() {
     auto next_tick = Clock::now();
     std::array<epoll_event, 4> events{};
     while (!stop_.load()) {
