@@ -651,15 +651,17 @@ bool TcpNode::acknowledged(std::uint64_t next_expected) {
     return true;
 }
 
-// out_mutex_. An acknowledgement the reader saw but could not apply.
-void TcpNode::apply_pending_ack() {
+// out_mutex_. An acknowledgement the reader saw but could not apply; what waits
+// is written after it (it may have waited for room among the unacknowledged) unless
+// the caller decides that itself (a send: its batch).
+void TcpNode::apply_pending_ack(bool write) {
     if (!peer_ack_pending_.exchange(false)) return;
     const std::uint64_t to = peer_ack_.load();
     if (!acknowledged(to)) {
         fail_write("an acknowledgement of message " + std::to_string(to) + " never sent");
         return;
     }
-    if (!window_.all_written() && state_ == State::established) write_pending();
+    if (write && !window_.all_written() && state_ == State::established) write_pending();
 }
 
 void TcpNode::trimmed() {

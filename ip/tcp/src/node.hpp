@@ -94,7 +94,7 @@ private:
     void handle_challenge(const ip::Challenge& c);
     void read_handshake();
     bool acknowledged(std::uint64_t next_expected);
-    void apply_pending_ack();
+    void apply_pending_ack(bool write = true);
     void trimmed();
     bool resume_window(std::uint64_t incarnation, std::uint64_t next_expected);
     void declare_lost_locked(std::uint64_t incarnation, const std::string& reason, bool may_live = false);

@@ -37,21 +37,25 @@ void TcpNode::send_impl(B& buffer) {
     throw_if_lost();
     std::unique_lock lock(out_mutex_);
     if (address_.empty()) throw UsageError("node " + std::to_string(id_) + " has no port in the nodes file");
+    // The acknowledgements the background thread read while this thread sends
+    // (after_read): applied here, the buffers freed after the lock in this thread
+    // (the vector keeps its capacity); the writes are the batch's, below.
+    thread_local std::vector<Outgoing> acknowledged;
+    if (peer_ack_pending_.load(std::memory_order_relaxed)) {
+        apply_pending_ack(false);
+        window_.take_acknowledged(acknowledged);
+    }
     // The queue is what was never written; after a broken connection the messages
     // written before and not acknowledged go again without counting (window.hpp).
     if (window_.queued() >= shared_->parameters.send_queue_limit) {
         stats_.error();
+        lock.unlock();
+        acknowledged.clear();
         kit::throw_send_queue_full(*this, shared_->parameters.send_queue_limit);
     }
     const std::size_t waiting = window_.waiting();
     window_.push(std::move(buffer), size);
     sends_.store(sends_.load(std::memory_order_relaxed) + 1, std::memory_order_relaxed);
-    // Freed after the lock, in this thread; the vector keeps its capacity.
-    thread_local std::vector<Outgoing> acknowledged;
-    if (peer_ack_pending_.load(std::memory_order_relaxed)) {
-        apply_pending_ack();
-        window_.take_acknowledged(acknowledged);
-    }
     if (state_ == State::established && !armed_write_) {
         // A message after a pause goes out now. One that follows a write by less
         // than batch_window is part of a stream: it joins a batch that this thread
