@@ -816,6 +816,21 @@ TEST_P(CommConformance, AReceivePostedFirstLetsTheLargeSendItMatchGoAtOnce) {
     ASSERT_FALSE(r.done.has_value());
     EXPECT_EQ(b.stats().requests_sent, 1u);
     ASSERT_TRUE(until_held(1)) << "the request of the posted receive never reached the sender";
+    {
+        // A large send the request does not match (another tag) goes by rendezvous.
+        auto other = a.post_send(2, 8, pattern(size, 9));
+        EXPECT_FALSE(other.done.has_value()) << "a request for tag 5 let a send of tag 8 go at once";
+        EXPECT_EQ(a.stats().requests_held, 1u);
+        EXPECT_TRUE(a.cancel(other.id)); // withdrawn: b never takes tag 8
+        const auto deadline = std::chrono::steady_clock::now() + patience;
+        std::optional<comm::Completion> gone;
+        while (!gone && std::chrono::steady_clock::now() < deadline) {
+            (void)b.iprobe(1, 8);
+            gone = a.test(other.id);
+        }
+        ASSERT_TRUE(gone.has_value());
+        EXPECT_EQ(gone->status, Status::cancelled);
+    }
     const auto first = pattern(size, 1);
     auto s = a.post_send(2, 5, first);
     ASSERT_TRUE(s.done.has_value()) << "a requested large send must go at once";
