@@ -40,6 +40,8 @@ Limits Limits::from(const config::Configuration& configuration) {
     Limits limits;
     limits.eager_limit = static_cast<std::size_t>(options.eager_limit);
     limits.unexpected_limit = static_cast<std::size_t>(options.unexpected_limit);
+    for (const auto& q : options.tag_queues)
+        limits.tag_queues.push_back(Limits::TagQueue{q.first, q.last, static_cast<std::size_t>(q.limit)});
     return limits;
 }
 
@@ -112,7 +114,7 @@ Posted Communicator::post_send_unexpected(NodeId dest, Tag tag, std::span<const 
                               std::to_string(bytes.size()) + " bytes, more than Limits::max_unexpected_size (" +
                               std::to_string(impl_->limits.max_unexpected_size) + ")");
     auto whole = impl_->make_message(Context{}, tag, bytes, kind_unexpected);
-    return impl_->post_send(Context{}, dest, tag, std::move(whole), bytes.size(), user);
+    return impl_->post_send(Context{}, dest, tag, std::move(whole), bytes.size(), user, {}, 0, false);
 }
 
 namespace {
@@ -159,7 +161,7 @@ Posted Communicator::post_send_unexpected_list(NodeId dest, Tag tag, std::span<c
                               std::to_string(list.total) + " bytes, more than Limits::max_unexpected_size (" +
                               std::to_string(impl_->limits.max_unexpected_size) + ")");
     auto whole = impl_->make_message(Context{}, tag, list, kind_unexpected);
-    return impl_->post_send(Context{}, dest, tag, std::move(whole), list.total, user);
+    return impl_->post_send(Context{}, dest, tag, std::move(whole), list.total, user, {}, 0, false);
 }
 
 Communicator::CompletionContext Communicator::open_completion_context() {
@@ -247,6 +249,14 @@ void Communicator::drop(NodeId peer) {
     }
     for (auto it = im.queued_rts.begin(); it != im.queued_rts.end();)
         it = it->first == peer ? im.queued_rts.erase(it) : std::next(it);
+    for (auto it = im.lane_unread.begin(); it != im.lane_unread.end();) { // discarded above, every one
+        if (it->first.first != peer) {
+            ++it;
+            continue;
+        }
+        im.lanes_held -= std::min(it->second, im.lanes_held);
+        it = im.lane_unread.erase(it);
+    }
     im.handle_loss_locked(peer, reason);
 }
 
@@ -347,7 +357,7 @@ void Communicator::send(Context context, NodeId dest, Tag tag, std::span<const s
     im.check_peer(dest, false, "send");
     Impl::check_tag(tag, false, "send");
     auto whole = im.make_message(context, tag, bytes);
-    if (im.send_now(dest, whole)) return;
+    if (im.send_now(dest, tag, whole)) return;
     finish_send(*this, im.post_send(context, dest, tag, std::move(whole), bytes.size(), nullptr), dest,
                 im.limits.send_timeout, describe);
 }
@@ -366,7 +376,7 @@ void Communicator::send(NodeId dest, Tag tag, BufferPtr&& payload) {
     auto whole = im.make_message(Context{}, tag, std::move(payload), kind_eager, 0, true);
     bool sent = false;
     try {
-        sent = im.send_now(dest, whole);
+        sent = im.send_now(dest, tag, whole);
     } catch (...) {
         payload.reset(); // consumed, as by post_send: no empty shell left to the caller
         throw;
@@ -500,6 +510,8 @@ CommStats Communicator::stats() const {
         s.rendezvous_returned += ids.size();
     for (const auto& [peer, held] : impl_->requested)
         s.requests_held += held.size();
+    for (const auto& [key, queue] : impl_->lane_backlog)
+        s.lane_held_sends += queue.size();
     s.large_buffers_reused = impl_->pool->reused();
     s.large_buffers_kept_bytes = impl_->pool->kept_bytes();
     return s;

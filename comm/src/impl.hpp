@@ -61,6 +61,10 @@ constexpr std::uint8_t kind_request = 6;
 // receive cleared it (id: the same). Envelopes alone.
 constexpr std::uint8_t kind_withdraw = 7;
 constexpr std::uint8_t kind_withdrawn = 8;
+// Per-tag queues (BIP): the receiver's application took `size` bytes of the sender's
+// messages of lane `tag` (Limits::tag_queues' index); the sender may send that much
+// more of it. An envelope alone.
+constexpr std::uint8_t kind_credit = 9;
 constexpr std::size_t header_size = sizeof(WireEnvelope);
 
 // How long one blocking pull lasts before a waiter looks at its requests again.
@@ -134,6 +138,7 @@ struct Communicator::Impl {
         Context context{};
         RequestId sync_sender = 0; // a synchronous send to this node itself: completes when taken
         std::uint64_t seq = 0;     // arrival order (queue_locked): a cleared announcement goes back in its place
+        int lane = -1;             // an eager message of a per-tag queue (Limits::tag_queues' index)
     };
     struct Request {
         bool is_send = false;
@@ -166,6 +171,8 @@ struct Communicator::Impl {
         bool withdrawing = false;     // a send whose announcement went: cancel() asked the receiver to withdraw it
         Arrived announcement{};       // a receive awaiting data: what it cleared, to put back if it gives up
         std::uint32_t request_id = 0; // a receive that told its source (kind_request): the id it gave
+        int lane = -1;                // an eager send of a per-tag queue, counted in lane_in_flight
+        std::size_t lane_bytes = 0;
     };
     using RdvKey = std::pair<NodeId, std::uint32_t>; // (peer, the sender's rendezvous id)
 
@@ -245,6 +252,46 @@ struct Communicator::Impl {
     };
     std::map<NodeId, std::deque<Requested>> requested;
     std::atomic<bool> any_requested{false}; // !requested.empty(), for send_any without the mutex
+    // Per-tag queues (Limits::tag_queues). Sender: bytes of each (peer, lane) sent and
+    // not yet credited back, and the sends held until credit comes. Receiver: bytes of
+    // each (peer, lane) arrived and not yet taken by the application (outside
+    // unexpected_limit: lanes_held), and taken but not yet credited.
+    using LaneKey = std::pair<NodeId, int>;
+    std::map<LaneKey, std::size_t> lane_in_flight;
+    std::map<LaneKey, std::deque<RequestId>> lane_backlog;
+    std::map<LaneKey, std::size_t> lane_unread;
+    std::map<LaneKey, std::size_t> lane_freed;
+    std::size_t lanes_held = 0;
+    // The lane of an eager message's tag, or -1 (Limits::tag_queues is short).
+    int lane_of(Tag tag) const noexcept {
+        for (std::size_t i = 0; i < limits.tag_queues.size(); ++i)
+            if (tag >= limits.tag_queues[i].first && tag <= limits.tag_queues[i].last) return static_cast<int>(i);
+        return -1;
+    }
+    // Receiver: an eager message of a lane arrived (counted until taken).
+    void lane_arrived_locked(Arrived& m) {
+        if (limits.tag_queues.empty() || m.source == self || (m.lane = lane_of(m.tag)) < 0) return;
+        lane_unread[{m.source, m.lane}] += m.whole->size();
+        lanes_held += m.whole->size();
+    }
+    // Receiver: the application took (or drop discarded) bytes of (source, lane): credit
+    // goes back once a quarter of the lane's bound was taken.
+    void lane_taken_locked(NodeId source, int lane, std::size_t bytes);
+    // Sender: credit for (source, lane) came back; held sends that now fit go.
+    void on_credit_locked(NodeId source, int lane, std::uint64_t bytes);
+    // Sender: whether a send of bytes may go in (peer, lane) now.
+    bool lane_fits_locked(const LaneKey& key, std::size_t bytes) const {
+        auto it = lane_in_flight.find(key);
+        const std::size_t in_flight = it == lane_in_flight.end() ? 0 : it->second;
+        const std::size_t limit = limits.tag_queues[static_cast<std::size_t>(key.second)].limit;
+        // Up to the bound, and always while below the quarter the receiver may keep
+        // uncredited (so that a message larger than what is left never waits forever).
+        return in_flight + bytes <= limit || in_flight <= limit / 4;
+    }
+    // Both: a lost or dropped peer's lanes are forgotten (what it sent and this node
+    // did not read yet excepted: it stays receivable); its held sends fail.
+    void lane_loss_locked(NodeId peer, const std::string& reason);
+
     // BMI's completion contexts: the requests added to each (add_to), not yet collected.
     std::map<std::uint32_t, std::vector<RequestId>> completion_contexts;
     std::uint32_t next_completion_context = 1;
@@ -378,6 +425,7 @@ struct Communicator::Impl {
     // completes.
     void taken_locked(const Arrived& m) {
         if (m.sync_sender != 0) complete_self_send_locked(m.sync_sender);
+        if (m.lane >= 0) lane_taken_locked(m.source, m.lane, m.whole->size());
     }
     void complete_self_send_locked(RequestId id);
     // A send to this node itself: the message (eager, made by make_message) goes into
@@ -483,7 +531,9 @@ struct Communicator::Impl {
     // send's fast path (no request): hands an eager message to dest's node when
     // nothing waits before it for that peer. True when the node took it; false when
     // it must wait (whole is left as it was); throws PeerLost when dest died.
-    bool send_now(NodeId dest, BufferPtr& whole);
+    // A tag of a per-tag queue is never sent here: its lane's count is kept under the
+    // mutex (post_send).
+    bool send_now(NodeId dest, Tag tag, BufferPtr& whole);
     // A node whose send queue holds messages that the backlog waits behind, if any.
     Node* stalled_node_locked() const;
 
@@ -500,8 +550,10 @@ struct Communicator::Impl {
 
     // whole is the message (eager), or the announcement when rdv_data is the data
     // message of a rendezvous with id rdv_id.
+    // laned: an eager message, counted in its per-tag queue's lane when its tag has one
+    // (false for BMI's unexpected messages).
     Posted post_send(Context context, NodeId dest, Tag tag, BufferPtr whole, std::size_t size, void* user,
-                     BufferPtr rdv_data = {}, std::uint32_t rdv_id = 0);
+                     BufferPtr rdv_data = {}, std::uint32_t rdv_id = 0, bool laned = true);
 
     BufferPtr make_message(Context context, Tag tag, std::span<const std::byte> bytes, std::uint8_t kind = kind_eager,
                            std::uint32_t id = 0);
@@ -591,7 +643,10 @@ struct Communicator::Impl {
                              " is not live (never posted, completed at once, or already collected)");
     }
 
-    bool room_locked() const { return unexpected_bytes < limits.unexpected_limit; }
+    // Lanes' messages are bounded by their senders' credit, not by unexpected_limit.
+    bool room_locked() const {
+        return unexpected_bytes - std::min(lanes_held, unexpected_bytes) < limits.unexpected_limit;
+    }
 };
 
 } // namespace msgpass::comm

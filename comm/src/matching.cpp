@@ -53,13 +53,14 @@ std::string Communicator::Impl::dispatch_locked(BufferPtr whole, const Want* wan
             w.size == s->size() - header_size) {
             if (!lost.empty()) lost.erase(source);
             const Context context{w.context};
-            if (expected.empty() && want != nullptr &&
+            if (expected.empty() && want != nullptr && limits.tag_queues.empty() &&
                 matches(want->context, want->source, want->tag, context, source, w.tag)) {
                 *want->out = Message{source, w.tag, std::make_unique<PayloadBuffer>(std::move(whole), w.size), context};
                 return {};
             }
             Arrived m{source, w.tag, static_cast<std::size_t>(w.size), std::move(whole)};
             m.context = context;
+            lane_arrived_locked(m);
             queue_locked(std::move(m), want);
             return {};
         }
@@ -74,7 +75,7 @@ std::string Communicator::Impl::dispatch_locked(BufferPtr whole, const Want* wan
             bad = "bad magic word";
         else if (w.version != wire_version)
             bad = "envelope version " + std::to_string(w.version) + ", expected " + std::to_string(wire_version);
-        else if (w.kind < kind_eager || w.kind > kind_withdrawn)
+        else if (w.kind < kind_eager || w.kind > kind_credit)
             bad = "unknown message kind " + std::to_string(w.kind);
         else if (w.tag < 0 && !(w.kind == kind_request && w.tag == any_tag))
             bad = "negative tag " + std::to_string(w.tag);
@@ -82,10 +83,14 @@ std::string Communicator::Impl::dispatch_locked(BufferPtr whole, const Want* wan
             bad = (w.kind == kind_rts       ? "a request-to-send of "
                    : w.kind == kind_cts     ? "a clear-to-send of "
                    : w.kind == kind_request ? "a posted receive's request of "
+                   : w.kind == kind_credit  ? "a tag queue's credit of "
                                             : "a withdrawal of ") +
                   std::to_string(whole->size()) + " bytes, not an envelope alone";
         else if ((w.kind == kind_withdraw || w.kind == kind_withdrawn) && w.size != 0)
             bad = "a withdrawal announcing " + std::to_string(w.size) + " bytes";
+        else if (w.kind == kind_credit && static_cast<std::size_t>(w.tag) >= limits.tag_queues.size())
+            bad = "a credit for tag queue " + std::to_string(w.tag) + ", of " +
+                  std::to_string(limits.tag_queues.size()) + " (comm.tag_queues must be the same at both ends)";
         else if (w.kind == kind_cts && w.size > std::numeric_limits<std::uint32_t>::max())
             bad = "a clear-to-send withdrawing request " + std::to_string(w.size) + ", not a 32-bit id";
         else if (w.kind == kind_rts && w.size > std::numeric_limits<std::size_t>::max() - header_size)
@@ -114,6 +119,10 @@ std::string Communicator::Impl::dispatch_locked(BufferPtr whole, const Want* wan
     }
     lost.erase(source); // a message after a loss: the peer restarted
     if (w.kind == kind_cts || w.kind == kind_withdraw) return {};
+    if (w.kind == kind_credit) {
+        on_credit_locked(source, w.tag, w.size);
+        return {};
+    }
     if (w.kind == kind_withdrawn) {
         on_withdrawn_locked(source, w.id);
         return {};
@@ -133,6 +142,7 @@ std::string Communicator::Impl::dispatch_locked(BufferPtr whole, const Want* wan
     }
     Arrived m{source, w.tag, static_cast<std::size_t>(w.size), std::move(whole), w.kind, w.id};
     m.context = Context{w.context};
+    if (w.kind == kind_eager) lane_arrived_locked(m);
     if (w.kind == kind_unexpected) {
         unexpected_bytes += m.whole->size();
         bmi_unexpected.push_back(std::move(m));

@@ -259,6 +259,7 @@ void Communicator::Impl::rendezvous_loss_locked(NodeId peer, const std::string& 
     announced_count.erase(peer);
     returned.erase(peer);
     requested.erase(peer); // a restarted peer tells its receives anew
+    lane_loss_locked(peer, reason);
     any_requested.store(!requested.empty(), std::memory_order_release);
     // Receives that cleared its announcements: their data never comes.
     for (auto it = awaiting.begin(); it != awaiting.end();) {

@@ -9,6 +9,7 @@
 
 #include <algorithm>
 #include <limits>
+#include <optional>
 #include <set>
 #include <sstream>
 
@@ -279,9 +280,48 @@ void resolve_groups(Problems& problems, const NetworkLayers& layers, const std::
 namespace msgpass::config {
 
 const std::vector<std::string>& CommOptions::keys() {
-    static const std::vector<std::string> list = {"eager_limit", "unexpected_limit"};
+    static const std::vector<std::string> list = {"eager_limit", "unexpected_limit", "tag_queues"};
     return list;
 }
+
+namespace {
+
+// "64KiB" and the like: digits and an optional unit (B, KiB, MiB, GiB); 0 when not one.
+std::uint64_t parse_size_text(const std::string& t) {
+    std::size_t i = 0;
+    std::uint64_t n = 0;
+    while (i < t.size() && t[i] >= '0' && t[i] <= '9') {
+        if (n > (std::numeric_limits<std::uint64_t>::max() - 9) / 10) return 0;
+        n = n * 10 + static_cast<std::uint64_t>(t[i++] - '0');
+    }
+    if (i == 0) return 0;
+    const std::string unit = t.substr(i);
+    std::uint64_t scale = 1;
+    if (unit == "KiB")
+        scale = KiB;
+    else if (unit == "MiB")
+        scale = MiB;
+    else if (unit == "GiB")
+        scale = GiB;
+    else if (!unit.empty() && unit != "B")
+        return 0;
+    if (n > std::numeric_limits<std::uint64_t>::max() / scale) return 0;
+    return n * scale;
+}
+
+// A tag of a tag_queues entry: 0 to 2^31-1; nullopt otherwise.
+std::optional<std::int32_t> parse_tag_text(const std::string& t) {
+    if (t.empty() || t.size() > 10) return std::nullopt;
+    std::uint64_t n = 0;
+    for (char ch : t) {
+        if (ch < '0' || ch > '9') return std::nullopt;
+        n = n * 10 + static_cast<std::uint64_t>(ch - '0');
+    }
+    if (n > static_cast<std::uint64_t>(std::numeric_limits<std::int32_t>::max())) return std::nullopt;
+    return static_cast<std::int32_t>(n);
+}
+
+} // namespace
 
 const std::vector<std::string>& LogOptions::keys() {
     static const std::vector<std::string> list = {"level", "file", "framework", "sci", "tcp",
@@ -318,6 +358,33 @@ void CommOptions::set(const std::string& key, const Value& value) {
         if (auto n = value.size(2 * GiB)) eager_limit = *n;
     } else if (key == "unexpected_limit") {
         if (auto n = value.size()) unexpected_limit = *n;
+    } else if (key == "tag_queues") {
+        const std::string expected =
+            "tag queues as first-last:size or tag:size, comma-separated, ranges apart (e.g. 100-199:64KiB,7:4KiB)";
+        auto text = value.text(expected);
+        if (!text) return;
+        std::vector<TagQueue> out;
+        std::istringstream in(*text);
+        for (std::string entry; std::getline(in, entry, ',');) {
+            entry.erase(std::remove(entry.begin(), entry.end(), ' '), entry.end());
+            const auto colon = entry.find(':');
+            if (colon == std::string::npos) return value.report(expected, "'" + entry + "' (no size)");
+            const std::string range = entry.substr(0, colon);
+            const auto dash = range.find('-');
+            const auto first = parse_tag_text(range.substr(0, dash));
+            const auto last = dash == std::string::npos ? first : parse_tag_text(range.substr(dash + 1));
+            const std::uint64_t limit = parse_size_text(entry.substr(colon + 1));
+            if (!first || !last || *last < *first)
+                return value.report(expected, "'" + entry + "' (tags from 0 to 2147483647, first <= last)");
+            if (limit == 0) return value.report(expected, "'" + entry + "' (a size of at least 1 byte)");
+            for (const auto& q : out)
+                if (*first <= q.last && q.first <= *last)
+                    return value.report(expected, "'" + entry + "' (overlaps " + std::to_string(q.first) + "-" +
+                                                      std::to_string(q.last) + ")");
+            out.push_back(TagQueue{*first, *last, limit});
+        }
+        if (out.empty()) return value.report(expected);
+        tag_queues = std::move(out);
     }
 }
 

@@ -816,6 +816,21 @@ TEST_P(CommConformance, AReceivePostedFirstLetsTheLargeSendItMatchGoAtOnce) {
     ASSERT_FALSE(r.done.has_value());
     EXPECT_EQ(b.stats().requests_sent, 1u);
     ASSERT_TRUE(until_held(1)) << "the request of the posted receive never reached the sender";
+    {
+        // A large send the request does not match (another tag) goes by rendezvous.
+        auto other = a.post_send(2, 8, pattern(size, 9));
+        EXPECT_FALSE(other.done.has_value()) << "a request for tag 5 let a send of tag 8 go at once";
+        EXPECT_EQ(a.stats().requests_held, 1u);
+        EXPECT_TRUE(a.cancel(other.id)); // withdrawn: b never takes tag 8
+        const auto deadline = std::chrono::steady_clock::now() + patience;
+        std::optional<comm::Completion> gone;
+        while (!gone && std::chrono::steady_clock::now() < deadline) {
+            (void)b.iprobe(1, 8);
+            gone = a.test(other.id);
+        }
+        ASSERT_TRUE(gone.has_value());
+        EXPECT_EQ(gone->status, Status::cancelled);
+    }
     const auto first = pattern(size, 1);
     auto s = a.post_send(2, 5, first);
     ASSERT_TRUE(s.done.has_value()) << "a requested large send must go at once";
@@ -880,7 +895,9 @@ TEST_P(CommConformance, ListSendsAndReceivesCarryTheSameBytesAsOneSpan) {
         EXPECT_EQ(got->status, Status::success);
         EXPECT_EQ(got->bytes, size);
         EXPECT_EQ(one, whole);
-        if (!s.done) ASSERT_TRUE(a.wait(s.id, patience).has_value());
+        if (!s.done) {
+            ASSERT_TRUE(a.wait(s.id, patience).has_value());
+        }
         // One span sent, a list received (uneven pieces, one empty).
         std::vector<std::byte> x(7), y, z(size);
         const std::array<Room, 3> rooms{Room(x), Room(y), Room(z)};
@@ -1043,6 +1060,52 @@ TEST_P(CommConformance, DroppingAPeerDiscardsItsMessagesAndFailsWhatWaitsOnIt) {
     EXPECT_EQ(m->source, 1u);
     send_text(a, 2, 43, "by name");
     EXPECT_EQ(recv_text(b, 1, 43), "by name") << "a peer again once it spoke";
+}
+
+// BIP's per-tag queues (bip_taginit): a tag range with a bound of its own. A sender
+// floods a data tag while the receiver reads nothing, the receiver's unexpected queue
+// being small; a control message sent after the flood still arrives at once (the data
+// lane holds at most about its bound at the receiver, the rest waits at the sender
+// for credit), and then every data message arrives, once and in order.
+TEST_P(CommConformance, AFullDataTagQueueNeverHoldsBackAControlTag) {
+    constexpr std::size_t lane_limit = 4 * config::KiB;
+    auto c = make(2, [](config::Configuration& c) {
+        auto& o = c.edit_section<config::CommOptions>();
+        o.unexpected_limit = 8 * config::KiB;
+        o.tag_queues = {config::CommOptions::TagQueue{100, 199, lane_limit}};
+    });
+    auto fa = NodeFactory::create(c, 1);
+    auto fb = NodeFactory::create(c, 2);
+    Communicator a(*fa, c), b(*fb, c);
+    ASSERT_EQ(comm::Limits::from(c).tag_queues.size(), 1u);
+    constexpr int count = 200;
+    constexpr std::size_t size = 1000;
+    std::vector<comm::RequestId> sends;
+    for (int i = 0; i < count; ++i) {
+        auto payload = pattern(size, static_cast<unsigned>(i));
+        auto s = a.post_send(2, 150, payload);
+        if (!s.done) sends.push_back(s.id);
+    }
+    EXPECT_GT(a.stats().lane_held_sends, 0u) << "the data lane never filled: the test tests nothing";
+    Pump pump(a);
+    send_text(a, 2, 7, "stop the run");
+    EXPECT_EQ(recv_text(b, 1, 7), "stop the run") << "the control tag was held back behind the data tag";
+    const auto held = b.stats().unexpected_bytes;
+    EXPECT_LE(held, lane_limit + lane_limit / 4 + size + 24) << "the data lane went past its bound";
+    for (int i = 0; i < count; ++i) {
+        auto m = b.recv(1, 150, patience);
+        ASSERT_TRUE(m.has_value()) << "data message " << i << " never came";
+        std::vector<std::byte> bytes(m->buffer->size());
+        m->buffer->copy_to(bytes);
+        ASSERT_EQ(bytes, pattern(size, static_cast<unsigned>(i))) << "data message " << i << " out of order";
+    }
+    const auto done = a.wait_all(sends, patience);
+    EXPECT_EQ(done.size(), sends.size());
+    for (const auto& d : done)
+        EXPECT_EQ(d.status, Status::success) << d.error;
+    EXPECT_EQ(a.stats().lane_held_sends, 0u);
+    EXPECT_GT(b.stats().lane_credits_sent, 0u);
+    EXPECT_FALSE(b.iprobe(any_source, any_tag).has_value());
 }
 
 // Nothing lost to a timeout: a blocking recv that cleared an announcement and ran

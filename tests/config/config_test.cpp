@@ -531,6 +531,30 @@ TEST(ConfigLog, TheLogSectionSetsLevelsAndFileAndBadValuesNameKeyAndLine) {
         << errors_of("log:\n  tpc: debug\n");
 }
 
+// BIP's per-tag queues (comm.tag_queues): ranges and single tags with sizes; a
+// range backwards, overlapping or without a size is named.
+TEST(ConfigComm, TagQueuesAreRangesWithSizesAndBadOnesAreNamed) {
+    const auto c = load_text("comm:\n  tag_queues: 100-199:64KiB, 7:4KiB\n", two_nodes);
+    const auto& q = c.section<CommOptions>().tag_queues;
+    ASSERT_EQ(q.size(), 2u);
+    EXPECT_EQ(q[0].first, 100);
+    EXPECT_EQ(q[0].last, 199);
+    EXPECT_EQ(q[0].limit, 64 * KiB);
+    EXPECT_EQ(q[1].first, 7);
+    EXPECT_EQ(q[1].last, 7);
+    EXPECT_EQ(q[1].limit, 4 * KiB);
+    EXPECT_NE(
+        errors_of("comm:\n  tag_queues: 9-3:1KiB\n").find("'9-3:1KiB' (tags from 0 to 2147483647, first <= last)"),
+        std::string::npos)
+        << errors_of("comm:\n  tag_queues: 9-3:1KiB\n");
+    EXPECT_NE(errors_of("comm:\n  tag_queues: 1-10:1KiB,5:1KiB\n").find("'5:1KiB' (overlaps 1-10)"), std::string::npos);
+    EXPECT_NE(errors_of("comm:\n  tag_queues: 5\n").find("'5' (no size)"), std::string::npos);
+    EXPECT_EQ(
+        errors_of("comm:\n  tag_queues: 5:lots\n").rfind("network.yaml:2:15: comm.tag_queues: expected tag queues", 0),
+        0u)
+        << errors_of("comm:\n  tag_queues: 5:lots\n");
+}
+
 TEST(ConfigOverrides, BadOverridesAreReportedAtSet) {
     EXPECT_EQ(errors_of("", two_nodes, {"sci.recv_buffer_no=-3"}),
               "--set:0:0: sci.recv_buffer_no: expected an integer from 1 to 4294967295, found '-3'");

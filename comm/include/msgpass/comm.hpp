@@ -81,6 +81,19 @@ struct Limits {
     // Announced large messages towards one peer not yet cleared by it; further sends
     // to that peer wait in the backlog behind them (bounds the receiver's envelopes).
     std::size_t rendezvous_window = 64;
+    // BIP's per-tag queues (comm.tag_queues): eager messages of a tag in one of these
+    // ranges travel in a lane of their own. Each sending peer may have at most `limit`
+    // bytes of a lane unread at the receiver (the sender holds the rest back until the
+    // receiver's application took some), and they do not count against
+    // unexpected_limit, so a lane that fills never holds back the other tags. Both ends
+    // must have the same list (one network file). Messages of different lanes may
+    // overtake each other; within a lane the order holds.
+    struct TagQueue {
+        Tag first = 0;
+        Tag last = 0;
+        std::size_t limit = 0;
+    };
+    std::vector<TagQueue> tag_queues;
 
     // The defaults with eager_limit and unexpected_limit of configuration's `comm:`
     // section (config::CommOptions).
@@ -147,6 +160,11 @@ struct CommStats {
     std::uint64_t dropped_messages = 0;
     // Announced sends withdrawn by cancel() and confirmed by their receiver.
     std::uint64_t rendezvous_withdrawn = 0;
+    // Per-tag queues: sends held back now because their lane's bound at the receiver
+    // was reached; credits sent back (receiver) and received (sender).
+    std::uint64_t lane_held_sends = 0;
+    std::uint64_t lane_credits_sent = 0;
+    std::uint64_t lane_credits_received = 0;
 };
 
 class Communicator {
