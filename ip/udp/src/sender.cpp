@@ -162,7 +162,14 @@ std::size_t DatagramBatch::send(int fd, const sockaddr* to, socklen_t length, bo
             datagrams_of[messages] = n;
             d += n;
         }
-        const int n = ::sendmmsg(fd, message.data(), static_cast<unsigned>(messages), MSG_DONTWAIT | MSG_NOSIGNAL);
+        // One message (a lone datagram, or one GSO run) by sendmsg(): sendmmsg() costs
+        // a little more for one (its vector, a second copy of the header).
+        int n = 0;
+        if (messages == 1) {
+            n = ::sendmsg(fd, &message[0].msg_hdr, MSG_DONTWAIT | MSG_NOSIGNAL) >= 0 ? 1 : -1;
+        } else {
+            n = ::sendmmsg(fd, message.data(), static_cast<unsigned>(messages), MSG_DONTWAIT | MSG_NOSIGNAL);
+        }
         if (n > 0) {
             for (int i = 0; i < n; ++i)
                 sent += datagrams_of[static_cast<std::size_t>(i)];

@@ -447,7 +447,14 @@ int Transport::read_from(int fd, Clock::time_point now, int most) {
     while (got < most) {
         const auto want = static_cast<unsigned>(std::min<int>(most - got, Batch::batch));
         b.prepare(want);
-        const int n = ::recvmmsg(fd, b.messages.data(), want, MSG_DONTWAIT, nullptr);
+        int n = 0;
+        if (want == 1) { // (a poll: recvmsg() costs a little less than recvmmsg() of one)
+            const ssize_t bytes = ::recvmsg(fd, &b.messages[0].msg_hdr, MSG_DONTWAIT);
+            n = bytes >= 0 ? 1 : -1;
+            if (bytes >= 0) b.messages[0].msg_len = static_cast<unsigned>(bytes);
+        } else {
+            n = ::recvmmsg(fd, b.messages.data(), want, MSG_DONTWAIT, nullptr);
+        }
         if (n <= 0) break;
         got += n;
         if (now == Clock::time_point{}) now = Clock::now(); // (a poll: read once something came)
