@@ -5,6 +5,7 @@
 // background thread's timers and events. After a handshake the window (window.hpp)
 // resends from the peer's next expected message.
 #include "node.hpp"
+#include <msgpass/log.hpp>
 
 #include <msgpass/ip/socket.hpp>
 
@@ -499,10 +500,11 @@ void TcpNode::handle_challenge(const ip::Challenge& c) {
         !ip::challenge_proves_key(*shared_->parameters.auth_key, auth_hello_, c)) {
         shared_->count_refusal(Refusal::bad_proof);
         if (!refusal_logged_) {
-            std::fprintf(stderr,
-                         "msgpass tcp node %u: node %u (%s) did not prove this partition's key (auth_key_file): "
-                         "another key, or not a node of this partition\n",
-                         shared_->parameters.self, id_, address_.text.c_str());
+            MSGPASS_LOG(tcp, warn,
+                        "msgpass tcp node " + std::to_string(shared_->parameters.self) + ": node " +
+                            std::to_string(id_) + " (" + address_.text +
+                            ") did not prove this partition's key (auth_key_file): another key, or not a node of this "
+                            "partition");
             refusal_logged_ = true;
         }
         close_fd();
@@ -537,9 +539,10 @@ void TcpNode::handle_welcome(const Welcome& w) {
             return;
         }
         if (!refusal_logged_) {
-            std::fprintf(stderr, "msgpass tcp node %u: node %u (%s) refused the connection: %s\n",
-                         shared_->parameters.self, id_, address_.text.c_str(),
-                         std::string(describe(ip::refusal_reason(w))).c_str());
+            MSGPASS_LOG(tcp, warn,
+                        "msgpass tcp node " + std::to_string(shared_->parameters.self) + ": node " +
+                            std::to_string(id_) + " (" + address_.text +
+                            ") refused the connection: " + std::string(describe(ip::refusal_reason(w))));
             refusal_logged_ = true;
         }
         reconnect_.refused_by_peer();
@@ -631,7 +634,7 @@ void TcpNode::window_mismatch(std::uint64_t incarnation, std::uint64_t next_expe
     reconnect_.forget();
     loss_.raise(incarnation, text + "; " + std::to_string(unacknowledged) + " messages sent to it were dropped",
                 unacknowledged);
-    std::fprintf(stderr, "msgpass tcp node %u: %s\n", shared_->parameters.self, text.c_str());
+    MSGPASS_LOG(tcp, warn, "msgpass tcp node " + std::to_string(shared_->parameters.self) + ": " + text);
     ::shutdown(fd_, SHUT_RDWR);
     write_failed_ = true; // the background thread closes it
     write_failure_ = "the numbering of the pair disagrees";

@@ -3,6 +3,7 @@
 // the factory's shutdown of the connection. The send side is in sender.cpp, the
 // receive side in receiver.cpp, the connection in link.cpp (docs/tcp.md).
 #include "node.hpp"
+#include <msgpass/log.hpp>
 
 #include <msgpass/ip/socket.hpp>
 #include <msgpass/kit/errors.hpp>
@@ -83,7 +84,7 @@ void TcpNode::declare_lost_locked(std::uint64_t incarnation, const std::string& 
     const std::string text = "peer " + std::to_string(id_) + " (" + name_ + ", " + address_.text + ") lost: " + reason +
                              "; " + std::to_string(unacknowledged) + " messages sent to it were not acknowledged";
     loss_.raise(incarnation, text, unacknowledged, may_live);
-    std::fprintf(stderr, "msgpass tcp node %u: %s\n", shared_->parameters.self, text.c_str());
+    MSGPASS_LOG(tcp, warn, "msgpass tcp node " + std::to_string(shared_->parameters.self) + ": " + text);
     out_changed_.notify_all();
     shared_->wake_receivers();
 }

@@ -5,6 +5,7 @@
 // none go). The application's receive reads; the background thread reads when the
 // application does not and an acknowledgement is awaited.
 #include "node.hpp"
+#include <msgpass/log.hpp>
 
 #include <cerrno>
 #include <cstdio>
@@ -188,9 +189,11 @@ void TcpNode::parse_in_buffer(Control& c) {
                         "from number " +
                         std::to_string(h.seq),
                     0});
-                std::fprintf(stderr, "msgpass tcp node %u: peer %u dropped %llu messages to this node (%llu..%llu)\n",
-                             shared_->parameters.self, id_, static_cast<unsigned long long>(skipped),
-                             static_cast<unsigned long long>(first), static_cast<unsigned long long>(h.seq - 1));
+                MSGPASS_LOG(tcp, warn,
+                            "msgpass tcp node " + std::to_string(shared_->parameters.self) + ": peer " +
+                                std::to_string(id_) + " dropped " + std::to_string(skipped) +
+                                " messages to this node (" + std::to_string(first) + ".." + std::to_string(h.seq - 1) +
+                                ")");
                 ack_avail_.store(in_window_.expected());
             }
             continue;

@@ -2,6 +2,7 @@
 // handshakes, and the background thread that opens, repairs and drains the
 // connections of every TcpNode of one factory.
 #include "node.hpp"
+#include <msgpass/log.hpp>
 
 #include <fcntl.h>
 
@@ -350,8 +351,9 @@ void Transport::log_refusal(const std::string& from, Refusal reason, const std::
         logged_in_window_ = 0;
     }
     if (++logged_in_window_ > 20) return;
-    std::fprintf(stderr, "msgpass tcp node %u: refused a connection from %s: %s%s%s\n", shared_->parameters.self,
-                 from.c_str(), std::string(describe(reason)).c_str(), detail.empty() ? "" : ": ", detail.c_str());
+    MSGPASS_LOG(tcp, warn,
+                "msgpass tcp node " + std::to_string(shared_->parameters.self) + ": refused a connection from " + from +
+                    ": " + std::string(describe(reason)) + (detail.empty() ? "" : ": ") + detail);
 }
 
 } // namespace msgpass::tcp

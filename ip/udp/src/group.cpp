@@ -11,6 +11,7 @@
 
 #include <msgpass/error.hpp>
 #include <msgpass/kit/errors.hpp>
+#include <msgpass/log.hpp>
 
 #include <sys/socket.h>
 
@@ -200,10 +201,9 @@ void UdpNode::broadcast(const std::string& group, std::vector<std::shared_ptr<Ud
                 // route, an interface without multicast); per member from now on.
                 if (error != EAGAIN && error != EWOULDBLOCK && error != ENOBUFS &&
                     shared.multicast_up.exchange(false)) {
-                    std::fprintf(stderr,
-                                 "msgpass udp: group '%s': sending to udp.multicast %s failed (%s); the group sends "
-                                 "per member from now on\n",
-                                 group.c_str(), p.options.multicast.c_str(), std::strerror(error));
+                    MSGPASS_LOG(udp, warn,
+                                "msgpass udp: group '" + group + "': sending to udp.multicast " + p.options.multicast +
+                                    " failed (" + std::strerror(error) + "); the group sends per member from now on");
                 }
                 break;
             }

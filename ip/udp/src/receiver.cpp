@@ -2,6 +2,7 @@
 // early kept until their turn), reassembled into whole messages for the inbox, and
 // the status and NAK datagrams this side owes the sender.
 #include "node.hpp"
+#include <msgpass/log.hpp>
 
 #include <algorithm>
 #include <array>
@@ -167,7 +168,7 @@ void UdpNode::on_skip(const DatagramHeader& h, Clock::time_point now) {
                              std::to_string(h.seq);
     inbox_.mark_gap(ip::Loss{text, 0});
     inbox_datagrams_.push_back(0);
-    std::fprintf(stderr, "msgpass udp node %u: %s\n", shared_->parameters.self, text.c_str());
+    MSGPASS_LOG(udp, warn, "msgpass udp node " + std::to_string(shared_->parameters.self) + ": " + text);
     take_early();
     send_status(now);
     shared_->ring();

@@ -4,6 +4,7 @@
 #include "transport.hpp"
 
 #include <msgpass/error.hpp>
+#include <msgpass/log.hpp>
 
 #include <arpa/inet.h>
 #include <fcntl.h>
@@ -138,7 +139,7 @@ void Shared::log_refusal(const std::string& line) {
         std::chrono::duration_cast<std::chrono::nanoseconds>(Clock::now().time_since_epoch()).count();
     std::int64_t next = next_log_ns.load(std::memory_order_relaxed);
     if (now < next || !next_log_ns.compare_exchange_strong(next, now + 50'000'000, std::memory_order_relaxed)) return;
-    std::fprintf(stderr, "msgpass udp node %u: %s\n", parameters.self, line.c_str());
+    MSGPASS_LOG(udp, warn, "msgpass udp node " + std::to_string(parameters.self) + ": " + line);
 }
 
 // ---------------------------------------------------------------- transport
@@ -165,10 +166,10 @@ std::uint64_t size_buffers(int fd, std::uint64_t want, const std::string& where)
     if (::getsockopt(fd, SOL_SOCKET, SO_RCVBUF, &got, &len) == 0 && got / 2 < asked) {
         static std::atomic<bool> warned{false};
         if (!warned.exchange(true)) {
-            std::fprintf(stderr,
-                         "msgpass udp %s: the kernel gave a receive buffer of %d bytes, below udp.socket_buffer (%d "
-                         "bytes); raise net.core.rmem_max (sysctl) to get it\n",
-                         where.c_str(), got / 2, asked);
+            MSGPASS_LOG(udp, warn,
+                        "msgpass udp " + where + ": the kernel gave a receive buffer of " + std::to_string(got / 2) +
+                            " bytes, below udp.socket_buffer (" + std::to_string(asked) +
+                            " bytes); raise net.core.rmem_max (sysctl) to get it");
         }
     }
     return got > 0 ? static_cast<std::uint64_t>(got) : 0;
@@ -244,8 +245,10 @@ Transport::Transport(const config::Configuration& configuration, NodeId self)
 void Transport::open_multicast(const config::NodeConfig& me, const std::string& where) {
     auto& o = shared_->parameters.options;
     auto warn = [&](const char* what) {
-        std::fprintf(stderr, "msgpass udp %s: udp.multicast %s: %s (%s); group '%s' sends per member\n", where.c_str(),
-                     o.multicast.c_str(), what, std::strerror(errno), o.multicast_group.c_str());
+        const int error = errno; // before the line's strings are made
+        MSGPASS_LOG(udp, warn,
+                    "msgpass udp " + where + ": udp.multicast " + o.multicast + ": " + what + " (" +
+                        std::strerror(error) + "); group '" + o.multicast_group + "' sends per member");
     };
     in_addr interface {};
     if (!o.multicast_interface.empty()) {
