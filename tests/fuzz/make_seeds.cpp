@@ -34,8 +34,9 @@ void write(const std::string& target, const std::string& name, const std::vector
 
 template <class T>
 void append(std::vector<std::byte>& out, const T& value) {
-    const auto* p = reinterpret_cast<const std::byte*>(&value);
-    out.insert(out.end(), p, p + sizeof value);
+    const std::size_t at = out.size(); // resize and copy: GCC 12's -Wstringop-overflow misfires on insert here
+    out.resize(at + sizeof value);
+    std::memcpy(out.data() + at, &value, sizeof value);
 }
 
 udp::DatagramHeader udp_header(udp::DatagramType type) {

@@ -66,7 +66,13 @@ inline std::string unique_partition(const std::string& tag) {
     std::string clean;
     for (char ch : tag.substr(0, 40))
         clean += std::isalnum(static_cast<unsigned char>(ch)) ? ch : '-';
-    return "t" + std::to_string(::getpid()) + "-" + std::to_string(++counter) + "-" + clean;
+    std::string name = "t"; // appended piece by piece: GCC 12's -Wrestrict misfires on "t" + std::string
+    name += std::to_string(::getpid());
+    name += '-';
+    name += std::to_string(++counter);
+    name += '-';
+    name += clean;
+    return name;
 }
 
 // Removes every shared-memory segment of a partition when the test ends, even when

@@ -124,8 +124,12 @@ Taken take(const Buffer& m, std::map<NodeId, std::uint64_t>& next, const Argumen
 
 std::string progress_line(const std::map<NodeId, std::uint64_t>& next) {
     std::string line = "progress";
-    for (const auto& [id, n] : next)
-        line += " " + std::to_string(id) + ":" + std::to_string(n);
+    for (const auto& [id, n] : next) { // piece by piece: GCC 12's -Wrestrict misfires on " " + std::string
+        line += ' ';
+        line += std::to_string(id);
+        line += ':';
+        line += std::to_string(n);
+    }
     return line;
 }
 
