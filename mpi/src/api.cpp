@@ -123,12 +123,18 @@ void check_root(const CommInfo& c, int root) {
 }
 
 void check_op(MPI_Op op, MPI_Datatype type) {
+    if (is_user_op(op)) { // any type: the function knows its own
+        check_user_op(op);
+        if (!typemap_of(type)->dense) (void)predefined_of(type);
+        return;
+    }
     const bool loc = op == MPI_MAXLOC || op == MPI_MINLOC;
     if (!loc && op != MPI_SUM && op != MPI_PROD && op != MPI_MAX && op != MPI_MIN && op != MPI_LAND && op != MPI_LOR &&
         op != MPI_LXOR && op != MPI_BAND && op != MPI_BOR && op != MPI_BXOR)
         throw MpiError(MPI_ERR_OP, "invalid operation " + std::to_string(op) +
                                        " (MPI_SUM, MPI_PROD, MPI_MAX, MPI_MIN, MPI_LAND, MPI_LOR, MPI_LXOR, MPI_BAND, "
-                                       "MPI_BOR, MPI_BXOR, MPI_MAXLOC and MPI_MINLOC are provided)");
+                                       "MPI_BOR, MPI_BXOR, MPI_MAXLOC, MPI_MINLOC and those of MPI_Op_create are "
+                                       "provided)");
     type = predefined_of(type).first; // a derived type's operations are its elements' (MPI_ERR_TYPE if unknown)
     if (loc != is_pair_type(type))
         throw MpiError(MPI_ERR_OP,

@@ -40,7 +40,10 @@ int MPI_Reduce(const void* sendbuf, void* recvbuf, int count, MPI_Datatype type,
         Staging st;
         void* recv = c.rank == root ? st.inout(recvbuf, count, type) : recvbuf;
         const void* send = in_place ? recv : st.in(sendbuf, count, type);
-        msgpass::mpi::reduce(*engine, c, send, recv, count, type, op, root);
+        if (msgpass::mpi::is_commutative(op))
+            msgpass::mpi::reduce(*engine, c, send, recv, count, type, op, root);
+        else // (the schedule's tree keeps the rank order)
+            engine->run(msgpass::mpi::reduce_schedule(c, send, recv, count, type, op, root));
         st.finish();
         return MPI_SUCCESS;
     });
@@ -91,6 +94,37 @@ int MPI_Scatter(const void* sendbuf, int sendcount, MPI_Datatype sendtype, void*
         void* recv = in_place ? nullptr : st.inout(recvbuf, recvcount, recvtype);
         msgpass::mpi::scatter(*engine, c, send, block, recv, root);
         st.finish();
+        return MPI_SUCCESS;
+    });
+}
+
+// ------------------------------------------------------------------- operations
+
+int MPI_Op_create(MPI_User_function* user_fn, int commute, MPI_Op* op) {
+    return guarded("MPI_Op_create", MPI_COMM_WORLD, [&] {
+        if (op == nullptr) throw MpiError(MPI_ERR_ARG, "op is NULL");
+        *op = msgpass::mpi::op_create(user_fn, commute != 0);
+        return MPI_SUCCESS;
+    });
+}
+
+int MPI_Op_free(MPI_Op* op) {
+    return guarded("MPI_Op_free", MPI_COMM_WORLD, [&] {
+        if (op == nullptr) throw MpiError(MPI_ERR_ARG, "op is NULL");
+        msgpass::mpi::op_free(*op);
+        *op = MPI_OP_NULL;
+        return MPI_SUCCESS;
+    });
+}
+
+int MPI_Op_commutative(MPI_Op op, int* commute) {
+    return guarded("MPI_Op_commutative", MPI_COMM_WORLD, [&] {
+        if (commute == nullptr) throw MpiError(MPI_ERR_ARG, "commute is NULL");
+        if (msgpass::mpi::is_user_op(op))
+            msgpass::mpi::check_user_op(op);
+        else if (op < MPI_MAX || op > MPI_MINLOC)
+            throw MpiError(MPI_ERR_OP, "invalid operation " + std::to_string(op));
+        *commute = msgpass::mpi::is_commutative(op) ? 1 : 0;
         return MPI_SUCCESS;
     });
 }

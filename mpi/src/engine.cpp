@@ -711,12 +711,22 @@ void Schedule::copy(void* dst, const void* src, std::size_t bytes) {
     last().locals.push_back(op);
 }
 
-void Schedule::reduce(void* inout, const void* in, int count, MPI_Datatype type, MPI_Op op) {
+void Schedule::reduce(void* inout, const void* in, int count, MPI_Datatype type, MPI_Op op, bool in_first) {
     if (count == 0) return;
     LocalOp l;
     l.reduce = true;
     l.dst = static_cast<std::byte*>(inout);
     l.src = static_cast<const std::byte*>(in);
+    l.in_first = in_first;
+    l.op = op;
+    // A user operation sees the datatype of the call where the data is laid out as
+    // it (a dense type), else the predefined type the data was packed from.
+    if (is_user_op(op) && typemap_of(type)->dense) {
+        l.count = count;
+        l.type = type;
+        last().locals.push_back(l);
+        return;
+    }
     // A derived type as its predefined one, fixed now: the application may free it
     // before the operation completes (the standard allows it).
     const auto [base, n] = predefined_of(type);
@@ -724,7 +734,6 @@ void Schedule::reduce(void* inout, const void* in, int count, MPI_Datatype type,
         throw MpiError(MPI_ERR_COUNT, "reduction beyond INT_MAX elements");
     l.count = static_cast<int>(static_cast<std::size_t>(count) * n);
     l.type = base;
-    l.op = op;
     last().locals.push_back(l);
 }
 
@@ -803,7 +812,7 @@ void Engine::step(Request& r) {
         const Round& round = s.rounds[s.next++];
         for (const LocalOp& l : round.locals) {
             if (l.reduce)
-                combine(l.type, l.op, l.dst, l.src, l.count);
+                combine(l.type, l.op, l.dst, l.src, l.count, l.in_first);
             else
                 std::memmove(l.dst, l.src, l.bytes);
         }

@@ -75,6 +75,7 @@ struct LocalOp {
     int count = 0;
     MPI_Datatype type = 0;
     MPI_Op op = 0;
+    bool in_first = false; // reduce: inout = in op inout (in holds lower ranks' data)
 };
 
 struct Transfer {
@@ -111,7 +112,8 @@ struct Schedule {
     void send(int peer, const void* buf, std::size_t bytes);
     void recv(int peer, void* buf, std::size_t bytes);
     void copy(void* dst, const void* src, std::size_t bytes);
-    void reduce(void* inout, const void* in, int count, MPI_Datatype type, MPI_Op op);
+    // inout = inout op in, or (in_first: in is the lower ranks' data) in op inout.
+    void reduce(void* inout, const void* in, int count, MPI_Datatype type, MPI_Op op, bool in_first = false);
 
 private:
     Round& last();
@@ -301,8 +303,16 @@ void reduce(Engine& e, const CommInfo& c, const void* send, void* recv, int coun
             int root);
 void gather(Engine& e, const CommInfo& c, const void* send, std::size_t block, void* recv, int root);
 void scatter(Engine& e, const CommInfo& c, const void* send, std::size_t block, void* recv, int root);
-// inout[i] = inout[i] op in[i] for count elements of a predefined type (basic or pair).
-void combine(MPI_Datatype type, MPI_Op op, std::byte* inout, const std::byte* in, int count);
+// inout[i] = inout[i] op in[i] for count elements of a predefined type (basic or pair),
+// or in[i] op inout[i] (in_first; it matters to an operation that does not commute).
+void combine(MPI_Datatype type, MPI_Op op, std::byte* inout, const std::byte* in, int count, bool in_first = false);
+// The operations of MPI_Op_create (ops.cpp).
+bool is_user_op(MPI_Op op);
+bool is_commutative(MPI_Op op); // throws MPI_ERR_OP for a freed one
+void check_user_op(MPI_Op op);
+MPI_Op op_create(MPI_User_function* fn, bool commutative);
+void op_free(MPI_Op op);
+void combine_user(MPI_Op op, MPI_Datatype type, std::byte* inout, const std::byte* in, int count, bool in_first);
 
 // Datatypes (types.cpp). A type's typemap: its blocks of predefined elements (in
 // the order a message carries them), its bounds, and its sizes.

@@ -112,6 +112,15 @@ typedef struct MPI_Status {
 #define MPI_MAXLOC ((MPI_Op)0x5800000b) /* pair types only; ties: the lower index */
 #define MPI_MINLOC ((MPI_Op)0x5800000c)
 
+/* Operations of the application: inoutvec[i] = invec[i] op inoutvec[i] for *len
+ * elements of *datatype. With commute 0 the reductions combine in rank order (the
+ * lower ranks' data as invec); the function gets the datatype of the call, or, for a
+ * type whose data is not contiguous, the predefined type it is made of. */
+typedef void MPI_User_function(void* invec, void* inoutvec, int* len, MPI_Datatype* datatype);
+int MPI_Op_create(MPI_User_function* user_fn, int commute, MPI_Op* op);
+int MPI_Op_free(MPI_Op* op);
+int MPI_Op_commutative(MPI_Op op, int* commute);
+
 /* Special values */
 #define MPI_REQUEST_NULL ((MPI_Request)0)
 #define MPI_MESSAGE_NULL ((MPI_Message)0)
