@@ -348,6 +348,8 @@ std::string type_name(MPI_Datatype type);
 std::pair<MPI_Datatype, std::size_t> predefined_of(MPI_Datatype type);
 // The typemap of a committed type (kept alive by the pointer after MPI_Type_free).
 TypeMapPtr typemap_of(MPI_Datatype type);
+// A committed type whose buffer is its message (every predefined type: no lookup).
+bool is_dense(MPI_Datatype type);
 // The typemap of any type, committed or not (the queries of mpi.h).
 const TypeMap& type_info(MPI_Datatype type);
 // The derived datatypes' calls (types.cpp). type_create: copy i is counts[i]
