@@ -10,13 +10,26 @@ using namespace msgpass::mpi::api; // NOLINT(google-build-using-namespace): the 
 using msgpass::mpi::CommInfo;
 using msgpass::mpi::MpiError;
 
+namespace {
+
+// The communicator of a collective with its own tree: an intercommunicator has none.
+CommInfo intra(MPI_Comm comm) {
+    CommInfo c = engine->info(comm);
+    if (c.local)
+        throw MpiError(MPI_ERR_COMM, "collectives on an intercommunicator are not provided (only point to point; "
+                                     "MPI_Intercomm_merge)");
+    return c;
+}
+
+} // namespace
+
 extern "C" {
 
 // ------------------------------------------------------------------- collectives
 
 int MPI_Bcast(void* buffer, int count, MPI_Datatype type, int root, MPI_Comm comm) {
     return guarded("MPI_Bcast", comm, [&] {
-        const auto c = engine->info(comm);
+        const auto c = intra(comm);
         const auto bytes = bytes_of(buffer, count, type);
         check_root(c, root);
         Staging st;
@@ -30,7 +43,7 @@ int MPI_Bcast(void* buffer, int count, MPI_Datatype type, int root, MPI_Comm com
 
 int MPI_Reduce(const void* sendbuf, void* recvbuf, int count, MPI_Datatype type, MPI_Op op, int root, MPI_Comm comm) {
     return guarded("MPI_Reduce", comm, [&] {
-        const auto c = engine->info(comm);
+        const auto c = intra(comm);
         check_root(c, root);
         check_op(op, type);
         const bool in_place = sendbuf == MPI_IN_PLACE;
@@ -52,7 +65,7 @@ int MPI_Reduce(const void* sendbuf, void* recvbuf, int count, MPI_Datatype type,
 int MPI_Gather(const void* sendbuf, int sendcount, MPI_Datatype sendtype, void* recvbuf, int recvcount,
                MPI_Datatype recvtype, int root, MPI_Comm comm) {
     return guarded("MPI_Gather", comm, [&] {
-        const auto c = engine->info(comm);
+        const auto c = intra(comm);
         check_root(c, root);
         const bool in_place = sendbuf == MPI_IN_PLACE && c.rank == root;
         std::size_t block = 0;
@@ -77,7 +90,7 @@ int MPI_Gather(const void* sendbuf, int sendcount, MPI_Datatype sendtype, void* 
 int MPI_Scatter(const void* sendbuf, int sendcount, MPI_Datatype sendtype, void* recvbuf, int recvcount,
                 MPI_Datatype recvtype, int root, MPI_Comm comm) {
     return guarded("MPI_Scatter", comm, [&] {
-        const auto c = engine->info(comm);
+        const auto c = intra(comm);
         check_root(c, root);
         const bool in_place = recvbuf == MPI_IN_PLACE && c.rank == root;
         std::size_t block = 0;

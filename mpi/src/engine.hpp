@@ -58,6 +58,10 @@ struct CommInfo {
     int coll = world_coll;
     // The world rank of each rank; null: the identity (MPI_COMM_WORLD).
     std::shared_ptr<const std::vector<int>> world;
+    // An intercommunicator: ranks (size, world) are the remote group's, rank is this
+    // one's in the local group, local the local group as a communicator of its own
+    // (contexts of the intercommunicator's, for what its members agree among them).
+    std::shared_ptr<const CommInfo> local;
     [[nodiscard]] int world_rank(int r) const { return world ? (*world)[static_cast<std::size_t>(r)] : r; }
     // The rank of world rank w here, or -1 when it is not a member.
     [[nodiscard]] int rank_of_world(int w) const;
@@ -173,6 +177,12 @@ public:
     // the group's order); MPI_COMM_NULL on the ranks not in it.
     MPI_Comm create(MPI_Comm comm, const std::vector<int>& world);
     void free_comm(MPI_Comm comm); // throws MPI_ERR_COMM for the predefined ones
+    // Intercommunicators (point to point only): collective over local_comm, whose
+    // leader meets the remote group's leader (remote_leader in peer_comm) with tag.
+    MPI_Comm intercomm_create(MPI_Comm local_comm, int local_leader, MPI_Comm peer_comm, int remote_leader, int tag);
+    // The union of both groups, the group that gave high false first (both alike:
+    // the group of the lower world rank leader first).
+    MPI_Comm intercomm_merge(MPI_Comm intercomm, bool high);
     // The world ranks of comm's ranks, in rank order.
     [[nodiscard]] std::vector<int> members(MPI_Comm comm) const;
     std::string& name(MPI_Comm comm);
