@@ -3,8 +3,8 @@
 # (docs/architecture.md): every #include of a library or application file must name a
 # header of its own folder or of a lower layer, never one of a higher layer, never one
 # of a sibling at the same height (sci and ip/common, tcp and udp), and never a private
-# header (src/) of another folder. Tests are not checked: white-box tests reach private
-# headers on purpose.
+# header (src/) of another folder; an application includes no technology's header.
+# Tests are not checked: white-box tests reach private headers on purpose.
 #
 #   scripts/check-layers.sh [ROOT]     ROOT defaults to the repository
 #
@@ -14,6 +14,10 @@ set -euo pipefail
 
 root=${1:-$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)}
 cd "$root"
+
+# The technologies: applications name none of them (they reach a technology through
+# NodeFactory::create and its leftovers through the TechnologyRegistry).
+technologies="sci ip/common ip/tcp ip/udp auto"
 
 # The layers, lowest first. Folders on one line are siblings: neither may include
 # the other.
@@ -115,6 +119,10 @@ while IFS= read -r hit; do
         continue
     fi
     [[ $to == "$from" ]] && continue
+    if [[ $from == apps && " $technologies " == *" $to "* ]]; then
+        report "$file:$line: apps includes $header of $to: an application names no technology"
+        continue
+    fi
     if ((rank[$to] > rank[$from])); then
         report "$file:$line: $from includes $header of $to, a higher layer"
     elif ((rank[$to] == rank[$from])); then

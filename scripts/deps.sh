@@ -22,6 +22,7 @@ MSGPASS_PACKAGES=(
     gcovr # scripts/coverage.sh: the per-directory line coverage table of docs/testing.md
     libncurses-dev # msgpass-top's interactive view (apps/msgpass-top)
     gnuplot-nox # msgpass-daq --record's plot (and its test); compare-peers.sh's PNG
+    libspdlog-dev # the library's logger (framework/src/log.cpp, header-only; MSGPASS_LOG)
 )
 # scripts/fuzz.sh only: clang and its libFuzzer runtime (the replay of the corpora in
 # scripts/test.sh needs neither).

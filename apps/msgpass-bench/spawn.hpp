@@ -6,12 +6,11 @@
 #include "options.hpp"
 
 #include <msgpass/msgpass.hpp>
-#include <msgpass/sci/naming.hpp>
+#include <msgpass/node_factory.hpp>
 
 #include <chrono>
 #include <cstdint>
 #include <string>
-#include <sys/mman.h>
 #include <sys/types.h>
 #include <vector>
 
@@ -43,9 +42,11 @@ public:
     StaleSegments(const StaleSegments&) = delete;
     StaleSegments& operator=(const StaleSegments&) = delete;
     ~StaleSegments() {
-        std::error_code ec;
-        for (const auto& name : sci::partition_segments(sci::segment_user(), partition_, ec))
-            ::shm_unlink(name.c_str());
+        for (const auto& [technology, leftovers] : TechnologyRegistry::instance().leftovers()) {
+            std::error_code ec;
+            for (const auto& name : leftovers.of_partition(partition_, ec))
+                leftovers.remove(name, ec, false);
+        }
     }
 
 private:

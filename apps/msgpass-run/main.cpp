@@ -12,7 +12,6 @@
 
 #include <msgpass/kit/stats_page.hpp>
 #include <msgpass/msgpass.hpp>
-#include <msgpass/sci/naming.hpp>
 
 #include <boost/program_options.hpp>
 
@@ -47,67 +46,84 @@ void ensure_standard_descriptors() {
     }
 }
 
-// Removes (or with dry_run only lists) the partition's segments, named as the sci
-// technology names them (msgpass/sci/naming.hpp), and its statistics pages (named as
-// the kit names them, msgpass/kit/stats_page.hpp, and locked by their owner as sci's
-// segments are), except those a live process holds.
-int cleanup(const msgpass::config::Configuration& configuration, bool dry_run) {
-    std::error_code error;
-    auto names = msgpass::sci::partition_segments(msgpass::sci::segment_user(), configuration.partition, error);
-    if (!error) {
-        const auto pages = msgpass::kit::find_stats_pages(msgpass::kit::stats_user(), configuration.partition, error);
-        names.insert(names.end(), pages.begin(), pages.end());
+// Says what removing a leftover did (or with dry_run would do); false when it failed.
+bool report_removal(const std::string& name, msgpass::LeftoverRemoval removal, const std::error_code& error,
+                    bool dry_run) {
+    switch (removal) {
+    case msgpass::LeftoverRemoval::removed:
+    case msgpass::LeftoverRemoval::absent:
+        std::cout << (dry_run ? "would remove " : "removed ") << name << "\n";
+        return true;
+    case msgpass::LeftoverRemoval::in_use:
+        std::cout << (dry_run ? "would keep " : "kept ") << name << ": a live process holds it\n";
+        return true;
+    case msgpass::LeftoverRemoval::failed:
+        break;
     }
+    std::cerr << "msgpass-run: cannot remove " << name << ": " << error.message() << "\n";
+    return false;
+}
+
+// Removes (or with dry_run only lists) what the partition left behind: the leftovers
+// of every technology that has some, listed and removed as the technology registered
+// them (sci: its segments), and the statistics pages (named as the kit names them,
+// msgpass/kit/stats_page.hpp, and locked by their owner), except those a live
+// process holds.
+int cleanup(const msgpass::config::Configuration& configuration, bool dry_run) {
+    int result = 0;
+    for (const auto& [technology, leftovers] : msgpass::TechnologyRegistry::instance().leftovers()) {
+        std::error_code error;
+        const auto names = leftovers.of_partition(configuration.partition, error);
+        if (error) {
+            std::cerr << "msgpass-run: cannot list " << leftovers.where << ": " << error.message() << "\n";
+            return exit_failure;
+        }
+        for (const auto& name : names) {
+            const auto removal = leftovers.remove(name, error, dry_run);
+            if (!report_removal(name, removal, error, dry_run)) result = exit_failure;
+        }
+    }
+    std::error_code error;
+    const auto pages = msgpass::kit::find_stats_pages(msgpass::kit::stats_user(), configuration.partition, error);
     if (error) {
-        std::cerr << "msgpass-run: cannot list " << msgpass::sci::shm_directory << ": " << error.message() << "\n";
+        std::cerr << "msgpass-run: cannot list the statistics pages: " << error.message() << "\n";
         return exit_failure;
     }
-    int result = 0;
-    for (const auto& shm_name : names) {
-        switch (msgpass::sci::remove_stale_segment(shm_name, error, dry_run)) {
-        case msgpass::sci::Removal::removed:
-        case msgpass::sci::Removal::absent:
-            std::cout << (dry_run ? "would remove " : "removed ") << shm_name << "\n";
-            break;
-        case msgpass::sci::Removal::in_use:
-            std::cout << (dry_run ? "would keep " : "kept ") << shm_name << ": a live process holds it\n";
-            break;
-        case msgpass::sci::Removal::failed:
-            std::cerr << "msgpass-run: cannot remove " << shm_name << ": " << error.message() << "\n";
-            result = exit_failure;
-            break;
-        }
+    for (const auto& page : pages) {
+        const auto removal = msgpass::kit::remove_unheld_shm(page, error, dry_run);
+        if (!report_removal(page, removal, error, dry_run)) result = exit_failure;
     }
     return result;
 }
 
-// At the end of a partition, however it ended: removes the segments of the nodes this
-// launcher started that no live process holds any more (a process killed by a signal,
-// or one that ended without destroying its factory, leaves them behind). Segments of
-// other nodes and partitions, and those a live process holds (another launcher's
-// process with the same node id, say), stay.
+// At the end of a partition, however it ended: removes what the nodes this launcher
+// started left behind that no live process holds any more (a process killed by a
+// signal, or one that ended without destroying its factory, leaves its segments).
+// What other nodes and partitions left, and what a live process holds (another
+// launcher's process with the same node id, say), stays.
 void remove_segments_left(const msgpass::config::Configuration& configuration,
                           const std::vector<msgpass::run::Launch>& plan) {
-    const std::string user = msgpass::sci::segment_user();
+    const auto technologies = msgpass::TechnologyRegistry::instance().leftovers();
     for (const auto& launch : plan) {
-        std::error_code error;
-        const auto names =
-            msgpass::sci::node_segments(msgpass::sci::segment_address(configuration, launch.id, user), error);
-        if (error) {
-            std::cerr << "msgpass-run: cannot list " << msgpass::sci::shm_directory << ": " << error.message() << "\n";
-            return;
-        }
         int removed = 0;
-        for (const auto& name : names) {
-            const auto removal = msgpass::sci::remove_stale_segment(name, error);
-            if (removal == msgpass::sci::Removal::removed) ++removed;
-            if (removal == msgpass::sci::Removal::failed)
-                std::cerr << "msgpass-run: cannot remove " << name << ": " << error.message() << "\n";
+        std::error_code error;
+        for (const auto& [technology, leftovers] : technologies) {
+            const auto names = leftovers.of_node(configuration, launch.id, error);
+            if (error) {
+                std::cerr << "msgpass-run: cannot list " << leftovers.where << ": " << error.message() << "\n";
+                return;
+            }
+            for (const auto& name : names) {
+                const auto removal = leftovers.remove(name, error, false);
+                if (removal == msgpass::LeftoverRemoval::removed) ++removed;
+                if (removal == msgpass::LeftoverRemoval::failed)
+                    std::cerr << "msgpass-run: cannot remove " << name << ": " << error.message() << "\n";
+            }
         }
         // The node's statistics page, left by a process that did not destroy its
-        // factory; not counted above, which tells of the memory of sci's segments.
+        // factory; not counted above, which tells of the memory of the segments.
         const auto page = msgpass::kit::stats_page_name(msgpass::kit::stats_user(), configuration.partition, launch.id);
-        if (msgpass::sci::remove_stale_segment(page, error) == msgpass::sci::Removal::failed)
+        if (msgpass::kit::remove_unheld_shm(page, error) == msgpass::LeftoverRemoval::failed)
             std::cerr << "msgpass-run: cannot remove " << page << ": " << error.message() << "\n";
         if (removed > 0) {
             std::cerr << "msgpass-run: removed " << removed << " shared-memory segment" << (removed == 1 ? "" : "s")

@@ -40,6 +40,8 @@ Limits Limits::from(const config::Configuration& configuration) {
     Limits limits;
     limits.eager_limit = static_cast<std::size_t>(options.eager_limit);
     limits.unexpected_limit = static_cast<std::size_t>(options.unexpected_limit);
+    for (const auto& q : options.tag_queues)
+        limits.tag_queues.push_back(Limits::TagQueue{q.first, q.last, static_cast<std::size_t>(q.limit)});
     return limits;
 }
 
@@ -112,7 +114,154 @@ Posted Communicator::post_send_unexpected(NodeId dest, Tag tag, std::span<const 
                               std::to_string(bytes.size()) + " bytes, more than Limits::max_unexpected_size (" +
                               std::to_string(impl_->limits.max_unexpected_size) + ")");
     auto whole = impl_->make_message(Context{}, tag, bytes, kind_unexpected);
-    return impl_->post_send(Context{}, dest, tag, std::move(whole), bytes.size(), user);
+    return impl_->post_send(Context{}, dest, tag, std::move(whole), bytes.size(), user, {}, 0, false);
+}
+
+namespace {
+// The total of a list's pieces; MessageTooLarge when it does not fit a size_t.
+template <class Piece>
+std::size_t total_of(std::span<const Piece> pieces, const char* call) {
+    std::size_t total = 0;
+    for (const auto& piece : pieces) {
+        if (piece.size() > std::numeric_limits<std::size_t>::max() - total)
+            throw MessageTooLarge(std::string("comm: ") + call + ": the pieces add up to more than a size_t");
+        total += piece.size();
+    }
+    return total;
+}
+} // namespace
+
+Posted Communicator::post_send_list(Context context, NodeId dest, Tag tag,
+                                    std::span<const std::span<const std::byte>> pieces, void* user) {
+    impl_->check_factory("post_send_list");
+    impl_->check_peer(dest, false, "post_send_list", true);
+    Impl::check_tag(tag, false, "post_send_list");
+    const Impl::Pieces list{pieces, total_of(pieces, "post_send_list")};
+    return impl_->send_any(context, dest, tag, list, list.total, user);
+}
+
+Posted Communicator::post_recv_list(Context context, NodeId source, Tag tag, std::span<const std::span<std::byte>> into,
+                                    void* user) {
+    impl_->check_factory("post_recv_list");
+    (void)total_of(into, "post_recv_list");
+    // No piece at all: one empty piece, so that a message truncates to 0 bytes.
+    std::vector<std::span<std::byte>> list(std::max<std::size_t>(into.size(), 1));
+    std::copy(into.begin(), into.end(), list.begin());
+    return impl_->post_recv(context, source, tag, true, {}, user, std::move(list));
+}
+
+Posted Communicator::post_send_unexpected_list(NodeId dest, Tag tag, std::span<const std::span<const std::byte>> pieces,
+                                               void* user) {
+    impl_->check_factory("post_send_unexpected_list");
+    impl_->check_peer(dest, false, "post_send_unexpected_list");
+    Impl::check_tag(tag, false, "post_send_unexpected_list");
+    const Impl::Pieces list{pieces, total_of(pieces, "post_send_unexpected_list")};
+    if (list.total > impl_->limits.max_unexpected_size)
+        throw MessageTooLarge("comm: post_send_unexpected_list to " + impl_->describe(dest) + ": " +
+                              std::to_string(list.total) + " bytes, more than Limits::max_unexpected_size (" +
+                              std::to_string(impl_->limits.max_unexpected_size) + ")");
+    auto whole = impl_->make_message(Context{}, tag, list, kind_unexpected);
+    return impl_->post_send(Context{}, dest, tag, std::move(whole), list.total, user, {}, 0, false);
+}
+
+Communicator::CompletionContext Communicator::open_completion_context() {
+    impl_->check_factory("open_completion_context");
+    std::lock_guard lock(impl_->mutex);
+    const CompletionContext c = impl_->next_completion_context++;
+    impl_->completion_contexts.emplace(c, std::vector<RequestId>{});
+    return c;
+}
+
+void Communicator::close_completion_context(CompletionContext context) {
+    std::lock_guard lock(impl_->mutex);
+    if (impl_->completion_contexts.erase(context) == 0)
+        throw UsageError("comm: close_completion_context: completion context " + std::to_string(context) +
+                         " is not open");
+}
+
+void Communicator::add_to(CompletionContext context, RequestId id) {
+    impl_->check_factory("add_to");
+    auto& im = *impl_;
+    std::lock_guard lock(im.mutex);
+    auto c = im.completion_contexts.find(context);
+    if (c == im.completion_contexts.end())
+        throw UsageError("comm: add_to: completion context " + std::to_string(context) + " is not open");
+    im.check_live_locked(id);
+    for (const auto& [other, ids] : im.completion_contexts)
+        if (std::find(ids.begin(), ids.end(), id) != ids.end())
+            throw UsageError("comm: add_to: request " + std::to_string(id) + " is in completion context " +
+                             std::to_string(other) + " already");
+    c->second.push_back(id);
+}
+
+std::vector<Completion> Communicator::test_context(CompletionContext context, std::size_t max) {
+    impl_->check_factory("test_context");
+    impl_->progress();
+    std::lock_guard lock(impl_->mutex);
+    auto c = impl_->completion_contexts.find(context);
+    if (c == impl_->completion_contexts.end())
+        throw UsageError("comm: test_context: completion context " + std::to_string(context) + " is not open");
+    return impl_->collect_context_locked(c->second, max);
+}
+
+std::vector<Completion> Communicator::wait_context(CompletionContext context, std::size_t max,
+                                                   std::chrono::nanoseconds timeout) {
+    impl_->check_factory("wait_context");
+    auto& im = *impl_;
+    auto any_done = [&] {
+        auto c = im.completion_contexts.find(context);
+        if (c == im.completion_contexts.end())
+            throw UsageError("comm: wait_context: completion context " + std::to_string(context) + " is not open");
+        for (RequestId id : c->second)
+            if (auto r = im.requests.find(id); r != im.requests.end() && r->second.done) return true;
+        return false;
+    };
+    if (max == 0 || !im.wait_until(any_done, deadline_after(timeout))) return {};
+    std::lock_guard lock(im.mutex);
+    auto c = im.completion_contexts.find(context);
+    if (c == im.completion_contexts.end()) return {};
+    return im.collect_context_locked(c->second, max);
+}
+
+void Communicator::drop(NodeId peer) {
+    impl_->check_factory("drop");
+    impl_->check_peer(peer, false, "drop");
+    auto& im = *impl_;
+    std::lock_guard lock(im.mutex);
+    const std::string reason = im.describe(peer) + " was dropped by the application (comm.drop)";
+    for (auto it = im.unexpected.begin(); it != im.unexpected.end();) {
+        if (it->source != peer) {
+            ++it;
+            continue;
+        }
+        im.unexpected_bytes -= it->whole->size();
+        ++im.counters.dropped_messages;
+        it = im.unexpected.erase(it);
+    }
+    for (auto it = im.bmi_unexpected.begin(); it != im.bmi_unexpected.end();) {
+        if (it->source != peer) {
+            ++it;
+            continue;
+        }
+        im.unexpected_bytes -= it->whole->size();
+        ++im.counters.dropped_messages;
+        it = im.bmi_unexpected.erase(it);
+    }
+    for (auto it = im.queued_rts.begin(); it != im.queued_rts.end();)
+        it = it->first == peer ? im.queued_rts.erase(it) : std::next(it);
+    for (auto it = im.lane_unread.begin(); it != im.lane_unread.end();) { // discarded above, every one
+        if (it->first.first != peer) {
+            ++it;
+            continue;
+        }
+        im.lanes_held -= std::min(it->second, im.lanes_held);
+        it = im.lane_unread.erase(it);
+    }
+    im.handle_loss_locked(peer, reason);
+}
+
+bool Communicator::usable() const noexcept {
+    return !impl_->factory_life.expired();
 }
 
 std::vector<Message> Communicator::test_unexpected(std::size_t max) {
@@ -208,7 +357,7 @@ void Communicator::send(Context context, NodeId dest, Tag tag, std::span<const s
     im.check_peer(dest, false, "send");
     Impl::check_tag(tag, false, "send");
     auto whole = im.make_message(context, tag, bytes);
-    if (im.send_now(dest, whole)) return;
+    if (im.send_now(dest, tag, whole)) return;
     finish_send(*this, im.post_send(context, dest, tag, std::move(whole), bytes.size(), nullptr), dest,
                 im.limits.send_timeout, describe);
 }
@@ -227,7 +376,7 @@ void Communicator::send(NodeId dest, Tag tag, BufferPtr&& payload) {
     auto whole = im.make_message(Context{}, tag, std::move(payload), kind_eager, 0, true);
     bool sent = false;
     try {
-        sent = im.send_now(dest, whole);
+        sent = im.send_now(dest, tag, whole);
     } catch (...) {
         payload.reset(); // consumed, as by post_send: no empty shell left to the caller
         throw;
@@ -357,8 +506,12 @@ CommStats Communicator::stats() const {
     s.posted_receives = impl_->expected.size();
     s.rendezvous_announced = impl_->announced.size();
     s.rendezvous_awaiting = impl_->awaiting.size();
-    for (const auto& [peer, ids] : impl_->abandoned)
-        s.rendezvous_abandoned += ids.size();
+    for (const auto& [peer, ids] : impl_->returned)
+        s.rendezvous_returned += ids.size();
+    for (const auto& [peer, held] : impl_->requested)
+        s.requests_held += held.size();
+    for (const auto& [key, queue] : impl_->lane_backlog)
+        s.lane_held_sends += queue.size();
     s.large_buffers_reused = impl_->pool->reused();
     s.large_buffers_kept_bytes = impl_->pool->kept_bytes();
     return s;

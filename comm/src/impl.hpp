@@ -51,6 +51,20 @@ constexpr std::uint8_t kind_unexpected = 2; // BMI's unexpected class: test_unex
 constexpr std::uint8_t kind_rts = 3;        // request-to-send: the envelope of a large message, no payload
 constexpr std::uint8_t kind_cts = 4;        // clear-to-send: the receiver posted a matching receive
 constexpr std::uint8_t kind_data = 5;       // the payload of a cleared large message
+// The requested queue (EPOS): a receive of more than eager_limit bytes posted for one
+// source before anything matched it tells that source (context, tag or any_tag, its
+// capacity in size, no payload); the source's next large send it matches goes at once
+// with its data, as an eager message, without the request-to-send round trip.
+constexpr std::uint8_t kind_request = 6;
+// A sender's cancel of a send whose announcement went (id: the announcement's), and
+// the receiver's answer when it took the announcement out of its queue before any
+// receive cleared it (id: the same). Envelopes alone.
+constexpr std::uint8_t kind_withdraw = 7;
+constexpr std::uint8_t kind_withdrawn = 8;
+// Per-tag queues (BIP): the receiver's application took `size` bytes of the sender's
+// messages of lane `tag` (Limits::tag_queues' index); the sender may send that much
+// more of it. An envelope alone.
+constexpr std::uint8_t kind_credit = 9;
 constexpr std::size_t header_size = sizeof(WireEnvelope);
 
 // How long one blocking pull lasts before a waiter looks at its requests again.
@@ -120,8 +134,11 @@ struct Communicator::Impl {
         std::uint8_t kind = kind_eager;
         std::uint32_t rdv_id = 0; // an announcement (kind_rts): the sender's id
         bool dead = false;        // an announcement whose sender was lost: its data never comes
+        bool cleared = false;     // an announcement cleared by a receive that gave up: its data is on its way
         Context context{};
         RequestId sync_sender = 0; // a synchronous send to this node itself: completes when taken
+        std::uint64_t seq = 0;     // arrival order (queue_locked): a cleared announcement goes back in its place
+        int lane = -1;             // an eager message of a per-tag queue (Limits::tag_queues' index)
     };
     struct Request {
         bool is_send = false;
@@ -130,6 +147,14 @@ struct Communicator::Impl {
         Context context{};
         bool into_span = false;
         std::span<std::byte> into;
+        std::vector<std::span<std::byte>> into_list; // a list receive (into_span, into empty): filled in order
+        std::size_t capacity() const noexcept {
+            if (into_list.empty()) return into.size();
+            std::size_t n = 0;
+            for (const auto& piece : into_list)
+                n += piece.size();
+            return n;
+        }
         void* user = nullptr;
         bool done = false;
         Completion completion;
@@ -143,6 +168,11 @@ struct Communicator::Impl {
         std::uint32_t rdv_id = 0;
         bool announced = false;
         bool awaiting_data = false;
+        bool withdrawing = false;     // a send whose announcement went: cancel() asked the receiver to withdraw it
+        Arrived announcement{};       // a receive awaiting data: what it cleared, to put back if it gives up
+        std::uint32_t request_id = 0; // a receive that told its source (kind_request): the id it gave
+        int lane = -1;                // an eager send of a per-tag queue, counted in lane_in_flight
+        std::size_t lane_bytes = 0;
     };
     using RdvKey = std::pair<NodeId, std::uint32_t>; // (peer, the sender's rendezvous id)
 
@@ -204,11 +234,67 @@ struct Communicator::Impl {
     std::map<RdvKey, RequestId> announced;
     std::map<NodeId, std::size_t> announced_count;
     std::map<RdvKey, RequestId> awaiting;
-    std::set<RdvKey> queued_rts; // announcements in the unexpected queue (not dead)
-    // Cleared, then the receive was cancelled: the data is dropped when it comes. At
-    // most rendezvous_window per peer (abandon_locked), oldest first.
-    std::map<NodeId, std::deque<std::uint32_t>> abandoned;
+    std::set<RdvKey> queued_rts; // announcements in the unexpected queue (not dead; cleared ones too)
+    // Cleared announcements back in the unexpected queue (their receive gave up), per
+    // peer, oldest first: at most rendezvous_window each (return_locked).
+    std::map<NodeId, std::deque<std::uint32_t>> returned;
+    std::uint64_t next_seq = 1; // arrival order of the messages queue_locked sees
     std::map<NodeId, std::deque<BufferPtr>> control_backlog;
+    // The requested queue, sender's side: the receives each peer posted for this node
+    // and told it of (kind_request), oldest first, at most rendezvous_window per peer
+    // (a request whose receive took another message meanwhile is stale: the oldest go
+    // first). A large send that one matches goes at once and uses it.
+    struct Requested {
+        Context context{};
+        Tag tag = 0; // or any_tag
+        std::uint64_t capacity = 0;
+        std::uint32_t id = 0; // the receiver's: a clear-to-send naming it withdraws it
+    };
+    std::map<NodeId, std::deque<Requested>> requested;
+    std::atomic<bool> any_requested{false}; // !requested.empty(), for send_any without the mutex
+    // Per-tag queues (Limits::tag_queues). Sender: bytes of each (peer, lane) sent and
+    // not yet credited back, and the sends held until credit comes. Receiver: bytes of
+    // each (peer, lane) arrived and not yet taken by the application (outside
+    // unexpected_limit: lanes_held), and taken but not yet credited.
+    using LaneKey = std::pair<NodeId, int>;
+    std::map<LaneKey, std::size_t> lane_in_flight;
+    std::map<LaneKey, std::deque<RequestId>> lane_backlog;
+    std::map<LaneKey, std::size_t> lane_unread;
+    std::map<LaneKey, std::size_t> lane_freed;
+    std::size_t lanes_held = 0;
+    // The lane of an eager message's tag, or -1 (Limits::tag_queues is short).
+    int lane_of(Tag tag) const noexcept {
+        for (std::size_t i = 0; i < limits.tag_queues.size(); ++i)
+            if (tag >= limits.tag_queues[i].first && tag <= limits.tag_queues[i].last) return static_cast<int>(i);
+        return -1;
+    }
+    // Receiver: an eager message of a lane arrived (counted until taken).
+    void lane_arrived_locked(Arrived& m) {
+        if (limits.tag_queues.empty() || m.source == self || (m.lane = lane_of(m.tag)) < 0) return;
+        lane_unread[{m.source, m.lane}] += m.whole->size();
+        lanes_held += m.whole->size();
+    }
+    // Receiver: the application took (or drop discarded) bytes of (source, lane): credit
+    // goes back once a quarter of the lane's bound was taken.
+    void lane_taken_locked(NodeId source, int lane, std::size_t bytes);
+    // Sender: credit for (source, lane) came back; held sends that now fit go.
+    void on_credit_locked(NodeId source, int lane, std::uint64_t bytes);
+    // Sender: whether a send of bytes may go in (peer, lane) now.
+    bool lane_fits_locked(const LaneKey& key, std::size_t bytes) const {
+        auto it = lane_in_flight.find(key);
+        const std::size_t in_flight = it == lane_in_flight.end() ? 0 : it->second;
+        const std::size_t limit = limits.tag_queues[static_cast<std::size_t>(key.second)].limit;
+        // Up to the bound, and always while below the quarter the receiver may keep
+        // uncredited (so that a message larger than what is left never waits forever).
+        return in_flight + bytes <= limit || in_flight <= limit / 4;
+    }
+    // Both: a lost or dropped peer's lanes are forgotten (what it sent and this node
+    // did not read yet excepted: it stays receivable); its held sends fail.
+    void lane_loss_locked(NodeId peer, const std::string& reason);
+
+    // BMI's completion contexts: the requests added to each (add_to), not yet collected.
+    std::map<std::uint32_t, std::vector<RequestId>> completion_contexts;
+    std::uint32_t next_completion_context = 1;
     // Memory of messages of bytes, reused (msgpass/kit/pool.hpp), and the largest
     // size the factory's create_buffer accepted (make_message).
     const std::shared_ptr<kit::BufferPool> pool = std::make_shared<kit::BufferPool>(pooled_from, pool_keep_bytes);
@@ -280,29 +366,53 @@ struct Communicator::Impl {
     // ------------------------------------------------------------ rendezvous (rendezvous.cpp)
 
     // Receive r (live in requests) matched announcement m: registers it as waiting for
-    // the data and sends the clear-to-send.
-    void clear_to_send_locked(Request& r, const Arrived& m);
+    // the data and sends the clear-to-send (unless m was cleared already: then the
+    // data is on its way).
+    void clear_to_send_locked(Request& r, Arrived&& m);
     // A clear-to-send from source: the announced send's data goes. Returns the reason
     // when it names no announcement.
-    std::string on_clear_to_send_locked(NodeId source, std::uint32_t id);
+    // withdrawn: the id of a request of source's that the receive which cleared it had
+    // sent (the receive took this announcement, not requested data), or 0.
+    std::string on_clear_to_send_locked(NodeId source, std::uint32_t id, std::uint64_t withdrawn);
     // The data of a cleared announcement: completes its receive. Returns the reason
     // when it belongs to none.
     std::string on_data_locked(NodeId source, const WireEnvelope& w, BufferPtr whole);
     // Sends a header-only control message, or queues it while the node's queue is full.
-    void send_control_locked(NodeId peer, std::uint8_t kind, std::uint32_t id);
+    void send_control_locked(NodeId peer, std::uint8_t kind, std::uint32_t id, Context context = Context{}, Tag tag = 0,
+                             std::uint64_t size = 0);
+    // A receive posted into the expected queue: tells its source (the requested queue)
+    // when it is one peer's and holds more than eager_limit bytes.
+    void request_locked(Request& r);
+    // A large send to dest of (context, tag, size) that a request of dest allows to go
+    // at once; takes that request.
+    bool take_request_locked(NodeId dest, Context context, Tag tag, std::size_t size);
     void retry_control_locked();
     void rendezvous_loss_locked(NodeId peer, const std::string& reason);
-    // A receive that cleared announcement key was cancelled: its data is dropped when
-    // it comes. A sender that keeps rendezvous_window (the same at both ends) never
-    // has more announcements cleared and not yet answered with data (they were all
-    // uncleared at its end when the oldest one's data went); beyond that many, the
-    // peer breaks the protocol and the oldest is forgotten (its clear-to-send dropped
-    // if still unsent; its data, if it comes, is reported as malformed), so that a
+    // cancel() of a send whose announcement went: asks the receiver to withdraw it.
+    void withdraw_locked(Request& r);
+    // A withdrawal of source's announcement id: taken out of the unexpected queue
+    // (answered kind_withdrawn) unless a receive cleared it already (then its data
+    // comes as the sender's answer to that clear-to-send). Returns the reason when
+    // malformed.
+    std::string on_withdraw_locked(NodeId source, std::uint32_t id);
+    // The receiver withdrew announcement id: its send completes cancelled.
+    void on_withdrawn_locked(NodeId source, std::uint32_t id);
+    // Receive r, waiting for the data of the announcement it cleared, was cancelled
+    // (or its recv timed out): the announcement goes back into the unexpected queue in
+    // its place, cleared, for the next receive that matches it; its data completes that
+    // one (nothing is lost, and the sender's order holds). A sender that keeps
+    // rendezvous_window (the same at both ends) never has more announcements cleared
+    // and not yet answered with data (they were all uncleared at its end when the
+    // oldest one's data went); beyond that many the peer breaks the protocol and its
+    // oldest returned announcement is dropped and counted malformed (its clear-to-send
+    // dropped if still unsent; its data, if it comes, reported as malformed), so that a
     // peer announcing without end costs bounded memory.
-    void abandon_locked(RdvKey key);
-    bool take_abandoned_locked(RdvKey key);
+    void return_locked(Request& r);
+    // The returned announcement (source, id) in the unexpected queue, or end().
+    std::deque<Arrived>::iterator find_returned_locked(NodeId source, std::uint32_t id);
 
-    Posted post_recv(Context context, NodeId source, Tag tag, bool into_span, std::span<std::byte> into, void* user);
+    Posted post_recv(Context context, NodeId source, Tag tag, bool into_span, std::span<std::byte> into, void* user,
+                     std::vector<std::span<std::byte>> into_list = {});
 
     // The oldest unexpected message matching (context, source, tag), or end().
     std::deque<Arrived>::iterator find_unexpected_locked(Context context, NodeId source, Tag tag) {
@@ -315,6 +425,7 @@ struct Communicator::Impl {
     // completes.
     void taken_locked(const Arrived& m) {
         if (m.sync_sender != 0) complete_self_send_locked(m.sync_sender);
+        if (m.lane >= 0) lane_taken_locked(m.source, m.lane, m.whole->size());
     }
     void complete_self_send_locked(RequestId id);
     // A send to this node itself: the message (eager, made by make_message) goes into
@@ -420,7 +531,9 @@ struct Communicator::Impl {
     // send's fast path (no request): hands an eager message to dest's node when
     // nothing waits before it for that peer. True when the node took it; false when
     // it must wait (whole is left as it was); throws PeerLost when dest died.
-    bool send_now(NodeId dest, BufferPtr& whole);
+    // A tag of a per-tag queue is never sent here: its lane's count is kept under the
+    // mutex (post_send).
+    bool send_now(NodeId dest, Tag tag, BufferPtr& whole);
     // A node whose send queue holds messages that the backlog waits behind, if any.
     Node* stalled_node_locked() const;
 
@@ -437,11 +550,23 @@ struct Communicator::Impl {
 
     // whole is the message (eager), or the announcement when rdv_data is the data
     // message of a rendezvous with id rdv_id.
+    // laned: an eager message, counted in its per-tag queue's lane when its tag has one
+    // (false for BMI's unexpected messages).
     Posted post_send(Context context, NodeId dest, Tag tag, BufferPtr whole, std::size_t size, void* user,
-                     BufferPtr rdv_data = {}, std::uint32_t rdv_id = 0);
+                     BufferPtr rdv_data = {}, std::uint32_t rdv_id = 0, bool laned = true);
 
     BufferPtr make_message(Context context, Tag tag, std::span<const std::byte> bytes, std::uint8_t kind = kind_eager,
                            std::uint32_t id = 0);
+    // A list send's pieces (BMI's list I/O), gathered into the message in order.
+    struct Pieces {
+        std::span<const std::span<const std::byte>> list;
+        std::size_t total = 0;
+    };
+    BufferPtr make_message(Context context, Tag tag, const Pieces& pieces, std::uint8_t kind = kind_eager,
+                           std::uint32_t id = 0);
+    // A message of size payload bytes with its envelope written, the payload left to
+    // the caller (reused memory from 4 KiB on, else the factory's buffer).
+    BufferPtr allocate_message(Context context, Tag tag, std::size_t size, std::uint8_t kind, std::uint32_t id);
 
     // keep_shell: a PayloadBuffer payload is left empty in `payload` (the caller drops
     // it after the send, off the message's path); else payload is null afterwards.
@@ -459,6 +584,16 @@ struct Communicator::Impl {
         if (size <= limits.eager_limit && !sync)
             return post_send(context, dest, tag, make_message(context, tag, std::forward<Payload>(payload)), size,
                              user);
+        if (!sync && any_requested.load(std::memory_order_acquire)) {
+            bool go = false;
+            {
+                std::lock_guard lock(mutex);
+                go = take_request_locked(dest, context, tag, size);
+            }
+            if (go) // its receive is posted: the data goes at once (the requested queue)
+                return post_send(context, dest, tag, make_message(context, tag, std::forward<Payload>(payload)), size,
+                                 user);
+        }
         if (max_message_size != 0 && size > max_message_size - header_size)
             throw MessageTooLarge("comm: send to " + describe(dest) + ": " + std::to_string(size) +
                                   " bytes and the 24-byte envelope, more than max_message_size (" +
@@ -485,13 +620,33 @@ struct Communicator::Impl {
         return c;
     }
 
+    // The completed requests of a completion context, up to max, retired; ids
+    // collected by test/wait meanwhile leave the context.
+    std::vector<Completion> collect_context_locked(std::vector<RequestId>& ids, std::size_t max) {
+        std::vector<Completion> out;
+        for (auto it = ids.begin(); it != ids.end() && out.size() < max;) {
+            if (requests.count(*it) == 0) {
+                it = ids.erase(it);
+            } else if (auto done = collect_locked(*it)) {
+                out.push_back(std::move(*done));
+                it = ids.erase(it);
+            } else {
+                ++it;
+            }
+        }
+        return out;
+    }
+
     void check_live_locked(RequestId id) const {
         if (requests.count(id) == 0)
             throw UsageError("comm: request " + std::to_string(id) +
                              " is not live (never posted, completed at once, or already collected)");
     }
 
-    bool room_locked() const { return unexpected_bytes < limits.unexpected_limit; }
+    // Lanes' messages are bounded by their senders' credit, not by unexpected_limit.
+    bool room_locked() const {
+        return unexpected_bytes - std::min(lanes_held, unexpected_bytes) < limits.unexpected_limit;
+    }
 };
 
 } // namespace msgpass::comm

@@ -15,8 +15,18 @@ void Communicator::Impl::fill_receive(Completion& c, Request& r, Arrived&& m) {
     c.size = m.size;
     c.user = r.user;
     if (r.into_span) {
-        const std::size_t n = std::min(m.size, r.into.size());
-        if (n > 0) std::memcpy(r.into.data(), m.whole->single()->data() + header_size, n);
+        const std::byte* from = m.whole->single()->data() + header_size;
+        std::size_t n = 0;
+        if (r.into_list.empty()) {
+            n = std::min(m.size, r.into.size());
+            if (n > 0) std::memcpy(r.into.data(), from, n);
+        } else { // scattered in order, as far as the message goes
+            for (const auto& piece : r.into_list) {
+                const std::size_t k = std::min(m.size - n, piece.size());
+                if (k > 0) std::memcpy(piece.data(), from + n, k);
+                n += k;
+            }
+        }
         c.bytes = n;
         c.status = n < m.size ? Status::truncated : Status::success;
     } else {
@@ -43,13 +53,14 @@ std::string Communicator::Impl::dispatch_locked(BufferPtr whole, const Want* wan
             w.size == s->size() - header_size) {
             if (!lost.empty()) lost.erase(source);
             const Context context{w.context};
-            if (expected.empty() && want != nullptr &&
+            if (expected.empty() && want != nullptr && limits.tag_queues.empty() &&
                 matches(want->context, want->source, want->tag, context, source, w.tag)) {
                 *want->out = Message{source, w.tag, std::make_unique<PayloadBuffer>(std::move(whole), w.size), context};
                 return {};
             }
             Arrived m{source, w.tag, static_cast<std::size_t>(w.size), std::move(whole)};
             m.context = context;
+            lane_arrived_locked(m);
             queue_locked(std::move(m), want);
             return {};
         }
@@ -64,29 +75,37 @@ std::string Communicator::Impl::dispatch_locked(BufferPtr whole, const Want* wan
             bad = "bad magic word";
         else if (w.version != wire_version)
             bad = "envelope version " + std::to_string(w.version) + ", expected " + std::to_string(wire_version);
-        else if (w.kind < kind_eager || w.kind > kind_data)
+        else if (w.kind < kind_eager || w.kind > kind_credit)
             bad = "unknown message kind " + std::to_string(w.kind);
-        else if (w.tag < 0)
+        else if (w.tag < 0 && !(w.kind == kind_request && w.tag == any_tag))
             bad = "negative tag " + std::to_string(w.tag);
-        else if ((w.kind == kind_rts || w.kind == kind_cts) && whole->size() != header_size)
-            bad = (w.kind == kind_rts ? "a request-to-send of " : "a clear-to-send of ") +
+        else if (w.kind >= kind_rts && w.kind != kind_data && whole->size() != header_size)
+            bad = (w.kind == kind_rts       ? "a request-to-send of "
+                   : w.kind == kind_cts     ? "a clear-to-send of "
+                   : w.kind == kind_request ? "a posted receive's request of "
+                   : w.kind == kind_credit  ? "a tag queue's credit of "
+                                            : "a withdrawal of ") +
                   std::to_string(whole->size()) + " bytes, not an envelope alone";
-        else if (w.kind == kind_cts && w.size != 0)
-            bad = "a clear-to-send announcing " + std::to_string(w.size) + " bytes";
+        else if ((w.kind == kind_withdraw || w.kind == kind_withdrawn) && w.size != 0)
+            bad = "a withdrawal announcing " + std::to_string(w.size) + " bytes";
+        else if (w.kind == kind_credit && static_cast<std::size_t>(w.tag) >= limits.tag_queues.size())
+            bad = "a credit for tag queue " + std::to_string(w.tag) + ", of " +
+                  std::to_string(limits.tag_queues.size()) + " (comm.tag_queues must be the same at both ends)";
+        else if (w.kind == kind_cts && w.size > std::numeric_limits<std::uint32_t>::max())
+            bad = "a clear-to-send withdrawing request " + std::to_string(w.size) + ", not a 32-bit id";
         else if (w.kind == kind_rts && w.size > std::numeric_limits<std::size_t>::max() - header_size)
             bad = "a request-to-send of " + std::to_string(w.size) + " bytes";
-        else if (w.kind != kind_rts && w.kind != kind_cts && w.size != whole->size() - header_size)
+        else if ((w.kind < kind_rts || w.kind == kind_data) && w.size != whole->size() - header_size)
             bad = "envelope says " + std::to_string(w.size) + " payload bytes, the message holds " +
                   std::to_string(whole->size() - header_size);
     }
     if (bad.empty() && w.kind == kind_rts) {
         const RdvKey key{source, w.id};
-        auto a = abandoned.find(source);
-        if (queued_rts.count(key) != 0 || awaiting.count(key) != 0 ||
-            (a != abandoned.end() && std::find(a->second.begin(), a->second.end(), w.id) != a->second.end()))
+        if (queued_rts.count(key) != 0 || awaiting.count(key) != 0)
             bad = "a request-to-send repeating rendezvous id " + std::to_string(w.id) + ", still under way";
     }
-    if (bad.empty() && w.kind == kind_cts) bad = on_clear_to_send_locked(source, w.id);
+    if (bad.empty() && w.kind == kind_cts) bad = on_clear_to_send_locked(source, w.id, w.size);
+    if (bad.empty() && w.kind == kind_withdraw) bad = on_withdraw_locked(source, w.id);
     if (bad.empty() && w.kind == kind_data) {
         bad = on_data_locked(source, w, std::move(whole));
         if (bad.empty()) {
@@ -99,7 +118,22 @@ std::string Communicator::Impl::dispatch_locked(BufferPtr whole, const Want* wan
         return "comm: malformed envelope from " + describe(source) + ": " + bad + "; the message was dropped";
     }
     lost.erase(source); // a message after a loss: the peer restarted
-    if (w.kind == kind_cts) return {};
+    if (w.kind == kind_cts || w.kind == kind_withdraw) return {};
+    if (w.kind == kind_credit) {
+        on_credit_locked(source, w.tag, w.size);
+        return {};
+    }
+    if (w.kind == kind_withdrawn) {
+        on_withdrawn_locked(source, w.id);
+        return {};
+    }
+    if (w.kind == kind_request) { // a receive of source's posted for this node: a large send may go at once
+        auto& held = requested[source];
+        if (held.size() >= limits.rendezvous_window) held.pop_front(); // the oldest are the likeliest stale
+        held.push_back(Requested{Context{w.context}, w.tag, w.size, w.id});
+        any_requested.store(true, std::memory_order_release);
+        return {};
+    }
     if (w.kind == kind_rts) { // keep the envelope alone, not the node's receive buffer
         auto copy = std::make_unique<HeapBuffer>(header_size);
         std::memcpy(copy->data(), whole->single()->data(), header_size);
@@ -108,6 +142,7 @@ std::string Communicator::Impl::dispatch_locked(BufferPtr whole, const Want* wan
     }
     Arrived m{source, w.tag, static_cast<std::size_t>(w.size), std::move(whole), w.kind, w.id};
     m.context = Context{w.context};
+    if (w.kind == kind_eager) lane_arrived_locked(m);
     if (w.kind == kind_unexpected) {
         unexpected_bytes += m.whole->size();
         bmi_unexpected.push_back(std::move(m));
@@ -121,12 +156,13 @@ std::string Communicator::Impl::dispatch_locked(BufferPtr whole, const Want* wan
 // A sound message (eager, or an announcement): to the oldest posted receive that
 // matches, else to recv's want, else into the unexpected queue.
 void Communicator::Impl::queue_locked(Arrived&& m, const Want* want) {
+    m.seq = next_seq++;
     for (auto it = expected.begin(); it != expected.end(); ++it) {
         auto& r = requests.at(*it);
         if (!matches(r.context, r.peer, r.tag, m.context, m.source, m.tag)) continue;
         expected.erase(it);
         if (m.kind == kind_rts) {
-            clear_to_send_locked(r, m);
+            clear_to_send_locked(r, std::move(m));
             return;
         }
         taken_locked(m);
@@ -180,7 +216,7 @@ void Communicator::Impl::handle_loss_locked(NodeId peer, const std::string& reas
 }
 
 Posted Communicator::Impl::post_recv(Context context, NodeId source, Tag tag, bool into_span, std::span<std::byte> into,
-                                     void* user) {
+                                     void* user, std::vector<std::span<std::byte>> into_list) {
     check_peer(source, true, "post_recv", true);
     check_tag(tag, true, "post_recv");
     progress();
@@ -193,6 +229,7 @@ Posted Communicator::Impl::post_recv(Context context, NodeId source, Tag tag, bo
     r.context = context;
     r.into_span = into_span;
     r.into = into;
+    r.into_list = std::move(into_list);
     r.user = user;
     for (auto it = unexpected.begin(); it != unexpected.end(); ++it) {
         if (!matches(context, source, tag, it->context, it->source, it->tag)) continue;
@@ -202,7 +239,7 @@ Posted Communicator::Impl::post_recv(Context context, NodeId source, Tag tag, bo
         if (m.kind == kind_rts) queued_rts.erase(RdvKey{m.source, m.rdv_id});
         if (m.kind == kind_rts && !m.dead) { // completes when the data came
             auto& live = requests.emplace(id, std::move(r)).first->second;
-            clear_to_send_locked(live, m);
+            clear_to_send_locked(live, std::move(m));
             return Posted{id, std::nullopt};
         }
         Posted p{id, Completion{}};
@@ -239,6 +276,7 @@ Posted Communicator::Impl::post_recv(Context context, NodeId source, Tag tag, bo
     }
     requests.emplace(id, std::move(r));
     expected.push_back(id);
+    request_locked(requests.at(id));
     return Posted{id, std::nullopt};
 }
 

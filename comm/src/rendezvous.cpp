@@ -9,18 +9,36 @@
 
 namespace msgpass::comm {
 
-void Communicator::Impl::clear_to_send_locked(Request& r, const Arrived& m) {
+void Communicator::Impl::clear_to_send_locked(Request& r, Arrived&& m) {
     r.awaiting_data = true;
     r.completion.context = m.context;
     r.completion.source = m.source;
     r.completion.tag = m.tag;
     r.completion.size = m.size;
     r.completion.user = r.user;
-    awaiting.emplace(RdvKey{m.source, m.rdv_id}, r.id);
-    send_control_locked(m.source, kind_cts, m.rdv_id);
+    const RdvKey key{m.source, m.rdv_id};
+    awaiting.emplace(key, r.id);
+    const bool cleared = m.cleared;
+    r.announcement = std::move(m);
+    if (!cleared) { // withdrawing the request the receive had sent, which it no longer needs
+        send_control_locked(key.first, kind_cts, key.second, Context{}, 0, r.request_id);
+        r.request_id = 0;
+        return;
+    }
+    auto& ids = returned[key.first]; // its data is on its way: no second clear-to-send
+    ids.erase(std::remove(ids.begin(), ids.end(), key.second), ids.end());
+    if (ids.empty()) returned.erase(key.first);
 }
 
-std::string Communicator::Impl::on_clear_to_send_locked(NodeId source, std::uint32_t id) {
+std::string Communicator::Impl::on_clear_to_send_locked(NodeId source, std::uint32_t id, std::uint64_t withdrawn) {
+    if (withdrawn != 0)
+        if (auto h = requested.find(source); h != requested.end()) {
+            auto& held = h->second;
+            held.erase(std::remove_if(held.begin(), held.end(), [&](const Requested& q) { return q.id == withdrawn; }),
+                       held.end());
+            if (held.empty()) requested.erase(h);
+            any_requested.store(!requested.empty(), std::memory_order_release);
+        }
     auto it = announced.find(RdvKey{source, id});
     if (it == announced.end())
         return "a clear-to-send for rendezvous " + std::to_string(id) + ", which this node did not announce to it";
@@ -44,7 +62,28 @@ std::string Communicator::Impl::on_clear_to_send_locked(NodeId source, std::uint
 
 std::string Communicator::Impl::on_data_locked(NodeId source, const WireEnvelope& w, BufferPtr whole) {
     auto it = awaiting.find(RdvKey{source, w.id});
-    if (it == awaiting.end() && take_abandoned_locked(RdvKey{source, w.id})) return {}; // cancelled receive
+    if (it == awaiting.end()) {
+        // Its receive gave up: the returned announcement becomes the message, in its
+        // place in the unexpected queue, for the next receive that matches it.
+        auto u = find_returned_locked(source, w.id);
+        if (u == unexpected.end())
+            return "data for rendezvous " + std::to_string(w.id) + ", which this node did not clear";
+        if (w.size != u->size || w.tag != u->tag)
+            return "data of " + std::to_string(w.size) + " bytes with tag " + std::to_string(w.tag) +
+                   " for rendezvous " + std::to_string(w.id) + ", announced as " + std::to_string(u->size) +
+                   " bytes with tag " + std::to_string(u->tag);
+        unexpected_bytes += whole->size() - u->whole->size();
+        u->whole = std::move(whole);
+        u->kind = kind_data;
+        u->cleared = false;
+        queued_rts.erase(RdvKey{source, w.id});
+        auto& ids = returned[source];
+        ids.erase(std::remove(ids.begin(), ids.end(), w.id), ids.end());
+        if (ids.empty()) returned.erase(source);
+        ++counters.rendezvous_received;
+        changed.notify_all();
+        return {};
+    }
     if (it == awaiting.end()) return "data for rendezvous " + std::to_string(w.id) + ", which this node did not clear";
     auto& r = requests.at(it->second);
     if (w.size != r.completion.size || w.tag != r.completion.tag) // the receive keeps waiting (cancel, loss)
@@ -62,40 +101,109 @@ std::string Communicator::Impl::on_data_locked(NodeId source, const WireEnvelope
     return {};
 }
 
-void Communicator::Impl::abandon_locked(RdvKey key) {
-    auto& ids = abandoned[key.first];
-    if (ids.size() >= limits.rendezvous_window) {
+void Communicator::Impl::return_locked(Request& r) {
+    Arrived m = std::move(r.announcement);
+    const RdvKey key{m.source, m.rdv_id};
+    auto& ids = returned[key.first];
+    if (ids.size() >= limits.rendezvous_window) { // the peer broke the protocol: its oldest goes
         const std::uint32_t oldest = ids.front();
         ids.pop_front();
+        if (auto u = find_returned_locked(key.first, oldest); u != unexpected.end()) {
+            unexpected_bytes -= u->whole->size();
+            unexpected.erase(u);
+        }
+        queued_rts.erase(RdvKey{key.first, oldest});
+        ++counters.malformed;
         if (auto c = control_backlog.find(key.first); c != control_backlog.end()) {
             auto& queue = c->second;
             queue.erase(std::remove_if(queue.begin(), queue.end(),
-                                       [oldest](const BufferPtr& m) {
+                                       [oldest](const BufferPtr& b) {
                                            WireEnvelope w{};
-                                           std::memcpy(&w, m->single()->data(), sizeof w);
-                                           return w.id == oldest;
+                                           std::memcpy(&w, b->single()->data(), sizeof w);
+                                           return w.kind == kind_cts && w.id == oldest;
                                        }),
                         queue.end());
             if (queue.empty()) control_backlog.erase(c);
         }
     }
     ids.push_back(key.second);
+    m.cleared = true;
+    queued_rts.insert(key);
+    unexpected_bytes += m.whole->size();
+    auto at = std::find_if(unexpected.begin(), unexpected.end(), [&](const Arrived& u) { return u.seq > m.seq; });
+    unexpected.insert(at, std::move(m));
+    changed.notify_all();
 }
 
-bool Communicator::Impl::take_abandoned_locked(RdvKey key) {
-    auto a = abandoned.find(key.first);
-    if (a == abandoned.end()) return false;
-    auto& ids = a->second;
-    auto it = std::find(ids.begin(), ids.end(), key.second);
-    if (it == ids.end()) return false;
-    ids.erase(it);
-    if (ids.empty()) abandoned.erase(a);
-    return true;
+std::deque<Communicator::Impl::Arrived>::iterator Communicator::Impl::find_returned_locked(NodeId source,
+                                                                                           std::uint32_t id) {
+    return std::find_if(unexpected.begin(), unexpected.end(), [&](const Arrived& u) {
+        return u.cleared && u.kind == kind_rts && u.source == source && u.rdv_id == id;
+    });
 }
 
-void Communicator::Impl::send_control_locked(NodeId peer, std::uint8_t kind, std::uint32_t id) {
+void Communicator::Impl::request_locked(Request& r) {
+    if (!r.into_span || r.peer == any_source || r.peer == self) return;
+    const std::size_t capacity = r.capacity();
+    if (capacity <= limits.eager_limit) return;
+    if (node_of(r.peer) == nullptr) return;
+    r.request_id = static_cast<std::uint32_t>(r.id) == 0 ? 1 : static_cast<std::uint32_t>(r.id);
+    send_control_locked(r.peer, kind_request, r.request_id, r.context, r.tag, capacity);
+    ++counters.requests_sent;
+}
+
+bool Communicator::Impl::take_request_locked(NodeId dest, Context context, Tag tag, std::size_t size) {
+    auto it = requested.find(dest);
+    if (it == requested.end()) return false;
+    auto& held = it->second;
+    for (auto r = held.begin(); r != held.end(); ++r) {
+        if (r->context != context || (r->tag != any_tag && r->tag != tag) || r->capacity < size) continue;
+        held.erase(r);
+        if (held.empty()) requested.erase(it);
+        any_requested.store(!requested.empty(), std::memory_order_release);
+        ++counters.requested_sends;
+        return true;
+    }
+    return false;
+}
+
+void Communicator::Impl::withdraw_locked(Request& r) {
+    if (r.withdrawing) return;
+    r.withdrawing = true;
+    send_control_locked(r.peer, kind_withdraw, r.rdv_id);
+}
+
+std::string Communicator::Impl::on_withdraw_locked(NodeId source, std::uint32_t id) {
+    const RdvKey key{source, id};
+    auto it = std::find_if(unexpected.begin(), unexpected.end(), [&](const Arrived& u) {
+        return u.kind == kind_rts && u.source == source && u.rdv_id == id;
+    });
+    // Cleared by a receive (its data is the answer), or already received: nothing to do.
+    if (it == unexpected.end() || it->cleared) return {};
+    unexpected_bytes -= it->whole->size();
+    unexpected.erase(it);
+    queued_rts.erase(key);
+    send_control_locked(source, kind_withdrawn, id);
+    return {};
+}
+
+void Communicator::Impl::on_withdrawn_locked(NodeId source, std::uint32_t id) {
+    auto it = announced.find(RdvKey{source, id});
+    if (it == announced.end()) return; // not this node's (a confused peer): nothing to complete
+    auto& r = requests.at(it->second);
+    announced.erase(it);
+    if (auto c = announced_count.find(source); c != announced_count.end() && c->second > 0) --c->second;
+    r.rdv_data.reset();
+    r.completion.status = Status::cancelled;
+    r.done = true;
+    ++counters.rendezvous_withdrawn;
+    changed.notify_all();
+}
+
+void Communicator::Impl::send_control_locked(NodeId peer, std::uint8_t kind, std::uint32_t id, Context context, Tag tag,
+                                             std::uint64_t size) {
     auto message = std::make_unique<HeapBuffer>(header_size);
-    write_envelope(message->data(), Context{}, 0, 0, kind, id);
+    write_envelope(message->data(), context, tag, static_cast<std::size_t>(size), kind, id);
     BufferPtr whole = std::move(message);
     auto& queue = control_backlog[peer];
     if (queue.empty()) {
@@ -149,7 +257,10 @@ void Communicator::Impl::rendezvous_loss_locked(NodeId peer, const std::string& 
         it = announced.erase(it);
     }
     announced_count.erase(peer);
-    abandoned.erase(peer);
+    returned.erase(peer);
+    requested.erase(peer); // a restarted peer tells its receives anew
+    lane_loss_locked(peer, reason);
+    any_requested.store(!requested.empty(), std::memory_order_release);
     // Receives that cleared its announcements: their data never comes.
     for (auto it = awaiting.begin(); it != awaiting.end();) {
         if (it->first.first != peer) {
@@ -169,6 +280,7 @@ void Communicator::Impl::rendezvous_loss_locked(NodeId peer, const std::string& 
     for (auto& m : unexpected)
         if (m.source == peer && m.kind == kind_rts) {
             m.dead = true;
+            m.cleared = false;
             queued_rts.erase(RdvKey{peer, m.rdv_id}); // a restarted peer numbers its rendezvous anew
         }
     control_backlog.erase(peer);

@@ -103,15 +103,19 @@ bool Communicator::cancel(RequestId id) {
     std::lock_guard lock(im.mutex);
     im.check_live_locked(id);
     auto& r = im.requests.at(id);
-    if (r.done || r.announced) return false; // a send whose announcement went is not taken back
-    if (r.awaiting_data) {                   // its data, when it comes, is dropped
+    if (r.done) return false;
+    if (r.announced) { // the receiver withdraws it unless a receive cleared it first
+        im.withdraw_locked(r);
+        return true;
+    }
+    if (r.awaiting_data) { // what it cleared goes back for the next receive; its data completes that one
         for (auto it = im.awaiting.begin(); it != im.awaiting.end(); ++it)
             if (it->second == id) {
-                im.abandon_locked(it->first);
                 im.awaiting.erase(it);
                 break;
             }
         r.awaiting_data = false;
+        im.return_locked(r);
     }
     if (r.is_send && r.peer == im.self) { // a synchronous send to itself: its message is taken back
         for (auto it = im.unexpected.begin(); it != im.unexpected.end(); ++it)

@@ -19,7 +19,26 @@ void write_envelope(std::byte* at, Context context, Tag tag, std::size_t size, s
 
 BufferPtr Communicator::Impl::make_message(Context context, Tag tag, std::span<const std::byte> bytes,
                                            std::uint8_t kind, std::uint32_t id) {
-    const std::size_t n = header_size + bytes.size();
+    auto whole = allocate_message(context, tag, bytes.size(), kind, id);
+    if (!bytes.empty()) std::memcpy(whole->single()->data() + header_size, bytes.data(), bytes.size());
+    return whole;
+}
+
+BufferPtr Communicator::Impl::make_message(Context context, Tag tag, const Pieces& pieces, std::uint8_t kind,
+                                           std::uint32_t id) {
+    auto whole = allocate_message(context, tag, pieces.total, kind, id);
+    std::byte* at = whole->single()->data() + header_size;
+    for (const auto& piece : pieces.list) {
+        if (piece.empty()) continue;
+        std::memcpy(at, piece.data(), piece.size());
+        at += piece.size();
+    }
+    return whole;
+}
+
+BufferPtr Communicator::Impl::allocate_message(Context context, Tag tag, std::size_t size, std::uint8_t kind,
+                                               std::uint32_t id) {
+    const std::size_t n = header_size + size;
     BufferPtr whole;
     if (n >= pooled_from) {
         // Reused memory (msgpass/kit/pool.hpp): fresh memory would cost a page fault per
@@ -39,11 +58,10 @@ BufferPtr Communicator::Impl::make_message(Context context, Tag tag, std::span<c
     }
     auto* s = whole->single();
     if (s == nullptr) {
-        whole = std::make_unique<HeapBuffer>(header_size + bytes.size());
+        whole = std::make_unique<HeapBuffer>(n);
         s = whole->single();
     }
-    write_envelope(s->data(), context, tag, bytes.size(), kind, id);
-    if (!bytes.empty()) std::memcpy(s->data() + header_size, bytes.data(), bytes.size());
+    write_envelope(s->data(), context, tag, size, kind, id);
     return whole;
 }
 
@@ -121,8 +139,9 @@ bool Communicator::Impl::try_send_locked(Request& r) {
 // Without the mutex: a node's send is thread-safe, and when no send waits in the
 // backlog (read after the thread that emptied it handed its messages over), none can
 // be overtaken. Concurrent sends of other threads go in either order, as posts do.
-bool Communicator::Impl::send_now(NodeId dest, BufferPtr& whole) {
+bool Communicator::Impl::send_now(NodeId dest, Tag tag, BufferPtr& whole) {
     if (backlogged.load(std::memory_order_acquire)) return false;
+    if (!limits.tag_queues.empty() && lane_of(tag) >= 0) return false;
     try {
         node_of(dest)->send(std::move(whole));
         return true;
@@ -170,7 +189,7 @@ void Communicator::Impl::retry_backlog_locked() {
 }
 
 Posted Communicator::Impl::post_send(Context context, NodeId dest, Tag tag, BufferPtr whole, std::size_t size,
-                                     void* user, BufferPtr rdv_data, std::uint32_t rdv_id) {
+                                     void* user, BufferPtr rdv_data, std::uint32_t rdv_id, bool laned) {
     std::lock_guard lock(mutex);
     const RequestId id = new_id_locked();
     Request r;
@@ -191,6 +210,18 @@ Posted Communicator::Impl::post_send(Context context, NodeId dest, Tag tag, Buff
     r.completion.size = size;
     r.completion.bytes = size;
     r.completion.user = user;
+    if (laned && !r.rdv_data && !limits.tag_queues.empty() && dest != self && (r.lane = lane_of(tag)) >= 0) {
+        r.lane_bytes = r.pending->size();
+        const LaneKey key{dest, r.lane};
+        auto& held = lane_backlog[key];
+        if (!held.empty() || !lane_fits_locked(key, r.lane_bytes)) { // its lane is full at the receiver
+            held.push_back(id);
+            requests.emplace(id, std::move(r));
+            return Posted{id, std::nullopt};
+        }
+        if (held.empty()) lane_backlog.erase(key);
+        lane_in_flight[key] += r.lane_bytes;
+    }
     auto b = backlog.find(dest);
     if (b == backlog.end() || b->second.empty()) {
         if (try_send_locked(r)) {
@@ -209,6 +240,72 @@ Posted Communicator::Impl::post_send(Context context, NodeId dest, Tag tag, Buff
     backlog[dest].push_back(id);
     backlogged.store(true, std::memory_order_release);
     return Posted{id, std::nullopt};
+}
+
+void Communicator::Impl::on_credit_locked(NodeId source, int lane, std::uint64_t bytes) {
+    ++counters.lane_credits_received;
+    const LaneKey key{source, lane};
+    if (auto it = lane_in_flight.find(key); it != lane_in_flight.end()) {
+        it->second -= static_cast<std::size_t>(std::min<std::uint64_t>(bytes, it->second));
+        if (it->second == 0) lane_in_flight.erase(it);
+    }
+    auto held = lane_backlog.find(key);
+    if (held == lane_backlog.end()) return;
+    bool moved = false;
+    while (!held->second.empty()) { // in their order, into the peer's backlog (behind what waits there)
+        auto& r = requests.at(held->second.front());
+        if (!lane_fits_locked(key, r.lane_bytes)) break;
+        lane_in_flight[key] += r.lane_bytes;
+        backlog[source].push_back(r.id);
+        held->second.pop_front();
+        moved = true;
+    }
+    if (held->second.empty()) lane_backlog.erase(held);
+    if (moved) {
+        backlogged.store(true, std::memory_order_release);
+        retry_backlog_locked();
+    }
+}
+
+void Communicator::Impl::lane_taken_locked(NodeId source, int lane, std::size_t bytes) {
+    const LaneKey key{source, lane};
+    if (auto it = lane_unread.find(key); it != lane_unread.end()) {
+        const std::size_t n = std::min(bytes, it->second);
+        it->second -= n;
+        lanes_held -= std::min(n, lanes_held);
+        if (it->second == 0) lane_unread.erase(it);
+    }
+    auto& freed = lane_freed[key];
+    freed += bytes;
+    const std::size_t step = std::max<std::size_t>(limits.tag_queues[static_cast<std::size_t>(lane)].limit / 4, 1);
+    if (freed < step) return;
+    send_control_locked(source, kind_credit, 0, Context{}, lane, freed);
+    ++counters.lane_credits_sent;
+    lane_freed.erase(key);
+}
+
+void Communicator::Impl::lane_loss_locked(NodeId peer, const std::string& reason) {
+    for (auto it = lane_backlog.begin(); it != lane_backlog.end();) {
+        if (it->first.first != peer) {
+            ++it;
+            continue;
+        }
+        for (RequestId id : it->second) {
+            auto& r = requests.at(id);
+            r.pending.reset();
+            r.completion.status = Status::peer_lost;
+            r.completion.error = reason;
+            r.done = true;
+        }
+        it = lane_backlog.erase(it);
+    }
+    auto forget = [peer](auto& map) {
+        for (auto it = map.begin(); it != map.end();)
+            it = it->first.first == peer ? map.erase(it) : std::next(it);
+    };
+    forget(lane_in_flight); // a restarted peer starts with its lanes empty
+    forget(lane_freed);
+    // lane_unread stays: its messages stay receivable in the unexpected queue.
 }
 
 } // namespace msgpass::comm

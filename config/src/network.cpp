@@ -5,9 +5,11 @@
 #include "schemas.hpp"
 
 #include <msgpass/config/comm_options.hpp>
+#include <msgpass/config/log_options.hpp>
 
 #include <algorithm>
 #include <limits>
+#include <optional>
 #include <set>
 #include <sstream>
 
@@ -15,14 +17,30 @@ namespace msgpass::config::detail {
 
 namespace {
 
-const std::vector<std::string> generic_keys = {"partition",        "technology", "max_message_size", "peer_timeout",
-                                               "send_queue_limit", "groups",     "auth_key_file",    "comm"};
+const std::vector<std::string> generic_keys = {
+    "partition", "technology", "max_message_size", "peer_timeout", "send_queue_limit", "groups", "auth_key_file",
+    "comm",      "log"};
 
 // The `comm:` section, read by the generic section reader like a technology's.
 const SectionType& comm_type() {
     static const SectionType type =
         SectionType::of<CommOptions>("a mapping of communicator limits (eager_limit, unexpected_limit)");
     return type;
+}
+
+// The `log:` section, likewise.
+const SectionType& log_type() {
+    static const SectionType type = SectionType::of<LogOptions>(
+        "a mapping of log settings (level, file, and a level per subsystem: framework, sci, tcp, udp, auto, comm, "
+        "mpi, launcher)");
+    return type;
+}
+
+// The sections config reads itself (not a technology's), or nullptr.
+const SectionType* builtin_section(const std::string& key) {
+    if (key == "comm") return &comm_type();
+    if (key == "log") return &log_type();
+    return nullptr;
 }
 
 void collect_groups(Problems& problems, const Item& v, NetworkLayers& layers) {
@@ -41,8 +59,8 @@ void collect_network_key(Problems& problems, const Schemas& schemas, const std::
                          NetworkLayers& layers) {
     if (const auto* schema = schemas.section(key)) {
         collect_section(problems, v, *schema->section, layers.sections[key]);
-    } else if (key == "comm") {
-        collect_section(problems, v, comm_type(), layers.sections[key]);
+    } else if (const auto* builtin = builtin_section(key)) {
+        collect_section(problems, v, *builtin, layers.sections[key]);
     } else if (key == "groups") {
         collect_groups(problems, v, layers);
     } else {
@@ -167,7 +185,7 @@ void collect_override(Problems& problems, const Schemas& schemas, const std::str
         return;
     }
     const auto* schema = schemas.section(parts[0]);
-    const SectionType* section = schema != nullptr ? &*schema->section : (parts[0] == "comm" ? &comm_type() : nullptr);
+    const SectionType* section = schema != nullptr ? &*schema->section : builtin_section(parts[0]);
     if (parts.size() == 1) {
         collect_network_key(problems, schemas, parts[0], v, layers);
     } else if (parts.size() == 2 && section != nullptr) {
@@ -201,6 +219,11 @@ void resolve_network(Problems& problems, const Schemas& schemas, const NetworkLa
     if (auto it = layers.sections.find("comm"); it != layers.sections.end()) {
         std::any options = CommOptions{};
         resolve_section(problems, comm_type(), it->second, "comm", options);
+        c.sections.put(std::move(options));
+    }
+    if (auto it = layers.sections.find("log"); it != layers.sections.end()) {
+        std::any options = LogOptions{};
+        resolve_section(problems, log_type(), it->second, "log", options);
         c.sections.put(std::move(options));
     }
 }
@@ -257,8 +280,77 @@ void resolve_groups(Problems& problems, const NetworkLayers& layers, const std::
 namespace msgpass::config {
 
 const std::vector<std::string>& CommOptions::keys() {
-    static const std::vector<std::string> list = {"eager_limit", "unexpected_limit"};
+    static const std::vector<std::string> list = {"eager_limit", "unexpected_limit", "tag_queues"};
     return list;
+}
+
+namespace {
+
+// "64KiB" and the like: digits and an optional unit (B, KiB, MiB, GiB); 0 when not one.
+std::uint64_t parse_size_text(const std::string& t) {
+    std::size_t i = 0;
+    std::uint64_t n = 0;
+    while (i < t.size() && t[i] >= '0' && t[i] <= '9') {
+        if (n > (std::numeric_limits<std::uint64_t>::max() - 9) / 10) return 0;
+        n = n * 10 + static_cast<std::uint64_t>(t[i++] - '0');
+    }
+    if (i == 0) return 0;
+    const std::string unit = t.substr(i);
+    std::uint64_t scale = 1;
+    if (unit == "KiB")
+        scale = KiB;
+    else if (unit == "MiB")
+        scale = MiB;
+    else if (unit == "GiB")
+        scale = GiB;
+    else if (!unit.empty() && unit != "B")
+        return 0;
+    if (n > std::numeric_limits<std::uint64_t>::max() / scale) return 0;
+    return n * scale;
+}
+
+// A tag of a tag_queues entry: 0 to 2^31-1; nullopt otherwise.
+std::optional<std::int32_t> parse_tag_text(const std::string& t) {
+    if (t.empty() || t.size() > 10) return std::nullopt;
+    std::uint64_t n = 0;
+    for (char ch : t) {
+        if (ch < '0' || ch > '9') return std::nullopt;
+        n = n * 10 + static_cast<std::uint64_t>(ch - '0');
+    }
+    if (n > static_cast<std::uint64_t>(std::numeric_limits<std::int32_t>::max())) return std::nullopt;
+    return static_cast<std::int32_t>(n);
+}
+
+} // namespace
+
+const std::vector<std::string>& LogOptions::keys() {
+    static const std::vector<std::string> list = {"level", "file", "framework", "sci", "tcp",
+                                                  "udp",   "auto", "comm",      "mpi", "launcher"};
+    return list;
+}
+
+const std::vector<std::string>& LogOptions::level_names() {
+    static const std::vector<std::string> list = {"trace", "debug", "info", "warn", "error", "off"};
+    return list;
+}
+
+void LogOptions::set(const std::string& key, const Value& value) {
+    if (key == "file") {
+        if (auto t = value.text("a file path (empty: stderr)")) file = *t;
+        return;
+    }
+    const std::string expected = "a log level: trace, debug, info, warn, error or off";
+    auto t = value.text(expected);
+    if (!t) return;
+    const auto& names = level_names();
+    if (std::find(names.begin(), names.end(), *t) == names.end()) {
+        value.report(expected);
+        return;
+    }
+    if (key == "level")
+        level = *t;
+    else
+        subsystems[key] = *t;
 }
 
 void CommOptions::set(const std::string& key, const Value& value) {
@@ -266,6 +358,33 @@ void CommOptions::set(const std::string& key, const Value& value) {
         if (auto n = value.size(2 * GiB)) eager_limit = *n;
     } else if (key == "unexpected_limit") {
         if (auto n = value.size()) unexpected_limit = *n;
+    } else if (key == "tag_queues") {
+        const std::string expected =
+            "tag queues as first-last:size or tag:size, comma-separated, ranges apart (e.g. 100-199:64KiB,7:4KiB)";
+        auto text = value.text(expected);
+        if (!text) return;
+        std::vector<TagQueue> out;
+        std::istringstream in(*text);
+        for (std::string entry; std::getline(in, entry, ',');) {
+            entry.erase(std::remove(entry.begin(), entry.end(), ' '), entry.end());
+            const auto colon = entry.find(':');
+            if (colon == std::string::npos) return value.report(expected, "'" + entry + "' (no size)");
+            const std::string range = entry.substr(0, colon);
+            const auto dash = range.find('-');
+            const auto first = parse_tag_text(range.substr(0, dash));
+            const auto last = dash == std::string::npos ? first : parse_tag_text(range.substr(dash + 1));
+            const std::uint64_t limit = parse_size_text(entry.substr(colon + 1));
+            if (!first || !last || *last < *first)
+                return value.report(expected, "'" + entry + "' (tags from 0 to 2147483647, first <= last)");
+            if (limit == 0) return value.report(expected, "'" + entry + "' (a size of at least 1 byte)");
+            for (const auto& q : out)
+                if (*first <= q.last && q.first <= *last)
+                    return value.report(expected, "'" + entry + "' (overlaps " + std::to_string(q.first) + "-" +
+                                                      std::to_string(q.last) + ")");
+            out.push_back(TagQueue{*first, *last, limit});
+        }
+        if (out.empty()) return value.report(expected);
+        tag_queues = std::move(out);
     }
 }
 

@@ -1,6 +1,7 @@
 // The factory base of the implementer kit (msgpass/kit/factory_base.hpp).
 #include <msgpass/deadline.hpp>
 #include <msgpass/kit/factory_base.hpp>
+#include <msgpass/log.hpp>
 
 #include <algorithm>
 #include <cstdio>
@@ -11,6 +12,7 @@ namespace msgpass::kit {
 FactoryBase::FactoryBase(const config::Configuration& configuration, NodeId self)
     : configuration_(configuration), self_(self) {
     (void)configuration_.node(self);
+    log::configure(configuration_);
     StatsPublisher::Identity identity;
     identity.partition = configuration_.partition;
     identity.node = self;
@@ -136,12 +138,11 @@ bool FactoryBase::close(std::chrono::nanoseconds timeout) {
     for (const auto& node : nodes()) {
         if (node->flush(time_left(deadline))) continue;
         all = false;
-        std::fprintf(stderr,
-                     "msgpass %.*s node %u: %llu messages to node %u (%s) were never handed over: the node did not "
-                     "take them within %lld ms\n",
-                     static_cast<int>(technology().size()), technology().data(), self_,
-                     static_cast<unsigned long long>(node->stats().queue_depth), node->id(), node->name().c_str(),
-                     static_cast<long long>(std::chrono::duration_cast<std::chrono::milliseconds>(timeout).count()));
+        MSGPASS_LOG(framework, warn,
+                    "msgpass " + std::string(technology()) + " node " + std::to_string(self_) + ": " +
+                        std::to_string(node->stats().queue_depth) + " messages to node " + std::to_string(node->id()) +
+                        " (" + node->name() + ") were never handed over: the node did not take them within " +
+                        std::to_string(std::chrono::duration_cast<std::chrono::milliseconds>(timeout).count()) + " ms");
     }
     forget();
     return all;

@@ -9,6 +9,7 @@ namespace msgpass {
 struct TechnologyRegistry::Impl {
     mutable std::mutex mutex;
     std::map<std::string, Maker> makers;
+    std::map<std::string, Leftovers> leftovers;
 };
 
 TechnologyRegistry::TechnologyRegistry() : impl_(std::make_shared<Impl>()) {}
@@ -50,6 +51,16 @@ std::unique_ptr<NodeFactory> TechnologyRegistry::create(const std::string& name,
         throw UnknownTechnology("unknown technology '" + name + "' (known: " + (known.empty() ? "none" : known) + ")");
     }
     return maker(configuration, self);
+}
+
+void TechnologyRegistry::add_leftovers(const std::string& name, Leftovers leftovers) {
+    std::lock_guard lock(impl_->mutex);
+    impl_->leftovers.insert_or_assign(name, std::move(leftovers));
+}
+
+std::vector<std::pair<std::string, Leftovers>> TechnologyRegistry::leftovers() const {
+    std::lock_guard lock(impl_->mutex);
+    return {impl_->leftovers.begin(), impl_->leftovers.end()};
 }
 
 } // namespace msgpass

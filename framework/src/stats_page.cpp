@@ -2,6 +2,7 @@
 // in shared memory, the seqlock that lets a reader take a consistent snapshot while
 // the publisher writes, the publisher's thread, and the reader msgpass-top uses.
 #include <msgpass/kit/stats_page.hpp>
+#include <msgpass/log.hpp>
 
 #include <algorithm>
 #include <array>
@@ -153,10 +154,10 @@ Setting setting() {
         if (auto [p, ec] = std::from_chars(v, end, ms); ec == std::errc() && p == end && ms >= 10 && ms <= 60000) {
             s.interval = std::chrono::milliseconds(ms);
         } else {
-            std::fprintf(stderr,
-                         "msgpass: MSGPASS_STATS_INTERVAL='%s' is not a number of milliseconds from 10 to "
-                         "60000: the statistics page is written every 200 ms\n",
-                         v);
+            MSGPASS_LOG(framework, warn,
+                        "msgpass: MSGPASS_STATS_INTERVAL='" + std::string(v) +
+                            "' is not a number of milliseconds from 10 to 60000: the statistics page is written every "
+                            "200 ms");
         }
     }
     return s;
@@ -385,8 +386,7 @@ std::unique_ptr<StatsPublisher> StatsPublisher::start(const Identity& identity, 
     if (!s.on) return nullptr;
     const std::string name = stats_page_name(stats_user(), identity.partition, identity.node);
     const auto report = [&](const std::string& why) {
-        if (s.asked)
-            std::fprintf(stderr, "msgpass: the statistics page %s is not published: %s\n", name.c_str(), why.c_str());
+        if (s.asked) MSGPASS_LOG(framework, warn, "msgpass: the statistics page " + name + " is not published: " + why);
     };
     const std::size_t capacity = std::max<std::size_t>(identity.peers, 1);
     const std::size_t size = page_bytes(capacity);
@@ -529,6 +529,34 @@ void StatsPublisher::stop() {
 
 StatsPublisher::~StatsPublisher() {
     stop();
+}
+
+LeftoverRemoval remove_unheld_shm(const std::string& name, std::error_code& error, bool dry_run) {
+    error.clear();
+    const int fd = ::shm_open(name.c_str(), O_RDONLY | O_CLOEXEC, 0);
+    if (fd < 0) {
+        if (errno == ENOENT) return LeftoverRemoval::absent;
+        error.assign(errno, std::system_category());
+        return LeftoverRemoval::failed;
+    }
+    LeftoverRemoval result = LeftoverRemoval::removed;
+    if (::flock(fd, LOCK_EX | LOCK_NB) != 0) {
+        if (errno == EWOULDBLOCK) {
+            result = LeftoverRemoval::in_use;
+        } else {
+            error.assign(errno, std::system_category());
+            result = LeftoverRemoval::failed;
+        }
+    } else if (!dry_run && ::shm_unlink(name.c_str()) != 0) {
+        if (errno == ENOENT) {
+            result = LeftoverRemoval::absent;
+        } else {
+            error.assign(errno, std::system_category());
+            result = LeftoverRemoval::failed;
+        }
+    }
+    ::close(fd); // drops the lock
+    return result;
 }
 
 } // namespace msgpass::kit

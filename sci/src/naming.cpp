@@ -94,31 +94,20 @@ std::vector<std::string> partition_segments(std::string_view user, std::string_v
 }
 
 Removal remove_stale_segment(const std::string& name, std::error_code& error, bool dry_run) {
-    error.clear();
-    const int fd = ::shm_open(name.c_str(), O_RDONLY | O_CLOEXEC, 0);
-    if (fd < 0) {
-        if (errno == ENOENT) return Removal::absent;
-        error.assign(errno, std::system_category());
-        return Removal::failed;
-    }
-    Removal result = Removal::removed;
-    if (::flock(fd, LOCK_EX | LOCK_NB) != 0) {
-        if (errno == EWOULDBLOCK) {
-            result = Removal::in_use;
-        } else {
-            error.assign(errno, std::system_category());
-            result = Removal::failed;
-        }
-    } else if (!dry_run && ::shm_unlink(name.c_str()) != 0) {
-        if (errno == ENOENT) {
-            result = Removal::absent;
-        } else {
-            error.assign(errno, std::system_category());
-            result = Removal::failed;
-        }
-    }
-    ::close(fd); // drops the lock
-    return result;
+    return kit::remove_unheld_shm(name, error, dry_run);
+}
+
+Leftovers leftovers() {
+    Leftovers l;
+    l.where = std::string(shm_directory);
+    l.of_partition = [](std::string_view partition, std::error_code& error) {
+        return partition_segments(segment_user(), partition, error);
+    };
+    l.of_node = [](const config::Configuration& configuration, NodeId node, std::error_code& error) {
+        return node_segments(segment_address(configuration, node), error);
+    };
+    l.remove = remove_stale_segment;
+    return l;
 }
 
 } // namespace msgpass::sci

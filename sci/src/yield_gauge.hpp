@@ -1,5 +1,5 @@
 // Whether this process's CPU is shared with another runnable task, learnt from how
-// long its yields take (LocalNode::wait: a wait does not spin while the CPU is
+// long its yields take (Transport::wait: a wait does not spin while the CPU is
 // shared, so that several receivers of one core, a group's members pinned together,
 // do not keep the one with a message waiting through their 50 us of spinning).
 //
@@ -46,7 +46,7 @@ public:
 
     [[nodiscard]] bool shared() const noexcept { return shared_.load(std::memory_order_relaxed); }
     // The CPU is known to be free again: a shared wait does not yield, so the gauge
-    // learns no fast yields then (LocalNode::probe_shared tells it instead).
+    // learns no fast yields then (Transport::probe_shared tells it instead).
     void clear() noexcept {
         fast_.store(0, std::memory_order_relaxed);
         shared_.store(false, std::memory_order_relaxed);

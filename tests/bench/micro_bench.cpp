@@ -1,6 +1,6 @@
 // Micro-benchmarks of the sci hot paths (Google Benchmark; built with the tests,
 // not registered with ctest): receive-slot and send-buffer allocation and release
-// in sci::LocalNode, the pooled pieces behind them (the per-thread block cache of
+// in sci::Transport, the pooled pieces behind them (the per-thread block cache of
 // received-buffer objects, the lock-free send pool, small heap buffers), batch
 // encoding and checking (batch.hpp), the whole path of a small message in one
 // thread, header signing and checking (msgpass/sci/protocol.hpp), the gather
@@ -8,14 +8,14 @@
 // take every message from (small ones made by one thread and dropped by another),
 // and one snapshot of a factory's statistics page.
 // Run: build-dir/tests/bench/micro_bench.
-#include "local_node.hpp"
+#include "transport.hpp"
 
 #include "batch.hpp"
 #include "send_pool.hpp"
-#include <msgpass/ip/frame.hpp>
 #include <msgpass/kit/block_cache.hpp>
 #include <msgpass/kit/factory_base.hpp>
 #include <msgpass/kit/pool.hpp>
+#include <msgpass/tcp/frame.hpp>
 
 #include <msgpass/msgpass.hpp>
 #include <msgpass/sci/options.hpp>
@@ -33,7 +33,7 @@ namespace {
 
 using namespace msgpass;
 
-std::shared_ptr<sci::LocalNode> make_local_node(bool send_pool) {
+std::shared_ptr<sci::Transport> make_local_node(bool send_pool) {
     static int counter = 0;
     std::string partition = "micro-";
     partition += std::to_string(::getpid());
@@ -42,7 +42,7 @@ std::shared_ptr<sci::LocalNode> make_local_node(bool send_pool) {
     auto c = test::make_configuration("sci", partition, 2, [&](config::Configuration& c) {
         c.edit_section<sci::Options>().use_send_pool = send_pool;
     });
-    return std::make_shared<sci::LocalNode>(sci::LocalNodeParameters::from(c, 1));
+    return std::make_shared<sci::Transport>(sci::TransportParameters::from(c, 1));
 }
 
 void RecvSlotAllocateRelease(benchmark::State& state) {
@@ -331,24 +331,24 @@ BENCHMARK(SmallMessagesDroppedByAnotherThread<false>)->Arg(64);
 // as made. Items: frames.
 void TcpFrameParse(benchmark::State& state) {
     const auto size = static_cast<std::size_t>(state.range(0));
-    const std::size_t frame = ip::frame_header_size + size;
+    const std::size_t frame = tcp::frame_header_size + size;
     const std::size_t frames = (64 * 1024) / frame;
     std::vector<std::byte> chunk(frames * frame);
     for (std::size_t i = 0; i < frames; ++i) {
-        ip::encode(ip::data_frame(i, size), chunk.data() + i * frame);
-        std::memset(chunk.data() + i * frame + ip::frame_header_size, static_cast<int>(i), size);
+        tcp::encode(tcp::data_frame(i, size), chunk.data() + i * frame);
+        std::memset(chunk.data() + i * frame + tcp::frame_header_size, static_cast<int>(i), size);
     }
     auto pool = std::make_shared<kit::BufferPool>();
     for (auto _ : state) {
         std::size_t at = 0;
-        while (at + ip::frame_header_size <= chunk.size()) {
-            const ip::FrameHeader h = ip::decode(chunk.data() + at);
-            if (ip::check_data_side(h, 1 << 20) != ip::Frame::data) state.SkipWithError("a frame did not check");
+        while (at + tcp::frame_header_size <= chunk.size()) {
+            const tcp::FrameHeader h = tcp::decode(chunk.data() + at);
+            if (tcp::check_data_side(h, 1 << 20) != tcp::Frame::data) state.SkipWithError("a frame did not check");
             const auto n = static_cast<std::size_t>(h.length);
             auto m = pool->make(n);
-            std::memcpy(m->single()->data(), chunk.data() + at + ip::frame_header_size, n);
+            std::memcpy(m->single()->data(), chunk.data() + at + tcp::frame_header_size, n);
             benchmark::DoNotOptimize(m->single()->data());
-            at += ip::frame_header_size + n;
+            at += tcp::frame_header_size + n;
         }
     }
     state.SetItemsProcessed(static_cast<std::int64_t>(state.iterations() * frames));

@@ -4,6 +4,7 @@
 // problem as "file:line:column: key.path: expected X, found Y" and never in a crash.
 #include <msgpass/config.hpp>
 #include <msgpass/config/comm_options.hpp>
+#include <msgpass/config/log_options.hpp>
 
 #include <msgpass/sci/options.hpp>
 #include <msgpass/tcp/options.hpp>
@@ -511,6 +512,47 @@ TEST(ConfigComm, TheCommSectionSetsTheCommunicatorLimitsAndBadValuesNameKeyAndLi
         << errors_of("comm:\n  eager_limt: 1\n");
     EXPECT_EQ(errors_of("comm: 5\n").rfind("network.yaml:1:", 0), 0u) << errors_of("comm: 5\n");
     EXPECT_NE(errors_of("technology: comm\n").find("expected one of auto, sci, tcp, udp"), std::string::npos);
+}
+
+// The logger's `log:` section (msgpass/log.hpp): a level for all, one per subsystem,
+// a file; a wrong level or subsystem named with its key and line.
+TEST(ConfigLog, TheLogSectionSetsLevelsAndFileAndBadValuesNameKeyAndLine) {
+    EXPECT_EQ(load_text("", two_nodes).section<LogOptions>().level, "info");
+    const auto c = load_text("log:\n  level: warn\n  tcp: debug\n  file: run.log\n", two_nodes, {"log.udp=trace"});
+    const auto& o = c.section<LogOptions>();
+    EXPECT_EQ(o.level, "warn");
+    EXPECT_EQ(o.file, "run.log");
+    EXPECT_EQ(o.subsystems.at("tcp"), "debug");
+    EXPECT_EQ(o.subsystems.at("udp"), "trace");
+    EXPECT_EQ(errors_of("log:\n  level: loud\n"),
+              "network.yaml:2:10: log.level: expected a log level: trace, debug, info, warn, error or off, found "
+              "'loud'");
+    EXPECT_EQ(errors_of("log:\n  tpc: debug\n").rfind("network.yaml:2:3: log.tpc: expected a known key", 0), 0u)
+        << errors_of("log:\n  tpc: debug\n");
+}
+
+// BIP's per-tag queues (comm.tag_queues): ranges and single tags with sizes; a
+// range backwards, overlapping or without a size is named.
+TEST(ConfigComm, TagQueuesAreRangesWithSizesAndBadOnesAreNamed) {
+    const auto c = load_text("comm:\n  tag_queues: 100-199:64KiB, 7:4KiB\n", two_nodes);
+    const auto& q = c.section<CommOptions>().tag_queues;
+    ASSERT_EQ(q.size(), 2u);
+    EXPECT_EQ(q[0].first, 100);
+    EXPECT_EQ(q[0].last, 199);
+    EXPECT_EQ(q[0].limit, 64 * KiB);
+    EXPECT_EQ(q[1].first, 7);
+    EXPECT_EQ(q[1].last, 7);
+    EXPECT_EQ(q[1].limit, 4 * KiB);
+    EXPECT_NE(
+        errors_of("comm:\n  tag_queues: 9-3:1KiB\n").find("'9-3:1KiB' (tags from 0 to 2147483647, first <= last)"),
+        std::string::npos)
+        << errors_of("comm:\n  tag_queues: 9-3:1KiB\n");
+    EXPECT_NE(errors_of("comm:\n  tag_queues: 1-10:1KiB,5:1KiB\n").find("'5:1KiB' (overlaps 1-10)"), std::string::npos);
+    EXPECT_NE(errors_of("comm:\n  tag_queues: 5\n").find("'5' (no size)"), std::string::npos);
+    EXPECT_EQ(
+        errors_of("comm:\n  tag_queues: 5:lots\n").rfind("network.yaml:2:15: comm.tag_queues: expected tag queues", 0),
+        0u)
+        << errors_of("comm:\n  tag_queues: 5:lots\n");
 }
 
 TEST(ConfigOverrides, BadOverridesAreReportedAtSet) {

@@ -9,16 +9,21 @@
 // announcement, its tag and size (at most 4 KiB: a larger announcement gets 4 KiB,
 // which the receiver must refuse as not what was announced). Bit 3 makes node 1
 // drain by probe and posted receives first (then an announcement's receive waits for
-// its data), else by recv (which cancels the announcements it meets).
+// its data), else by recv (whose zero timeout gives back the announcements it meets).
+// Node 1 answers only clear-to-send (kind 4) and, for a withdrawal (kind 7) of an
+// uncleared announcement, kind 8, each naming an announcement of the input.
 // The contract: a malformed envelope is one msgpass::Error naming it and counted in
 // stats().malformed, the message dropped; every message received has source 2, a
 // tag that is not negative and the payload its envelope announced. A request-to-send
 // (kind 3) is refused as malformed or waits as an announcement costing its envelope
 // alone (probe sees it); a receive that takes it answers one clear-to-send naming its
 // id, and completes only with data of the announced size (kind 5), else waits until
-// cancelled. Once drained, nothing stays queued, no receive waits for data, and the
-// cleared-then-cancelled announcements stay within rendezvous_window; nothing
-// crashes, hangs or grows without bound.
+// cancelled; a cancelled one goes back into the queue, cleared, and a later receive
+// takes it without a second clear-to-send. Once drained, no receive waits for data,
+// what stays queued is behind cleared announcements whose data never came (at most
+// rendezvous_window of them); nothing crashes, hangs or grows without bound. Each
+// input has a communicator of its own (what one input leaves does not block the next),
+// and drains in every context its messages name.
 #include "fuzz.hpp"
 
 #include "../support/partition.hpp"
@@ -34,6 +39,7 @@
 #include <cstdint>
 #include <cstring>
 #include <memory>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -48,6 +54,7 @@ constexpr std::uint8_t version = 1;
 constexpr std::uint8_t kind_rts = 3;
 constexpr std::uint8_t kind_cts = 4;
 constexpr std::uint8_t kind_data = 5;
+constexpr std::uint8_t kind_withdrawn = 8; // the answer to a withdrawal (kind 7) of an uncleared announcement
 constexpr std::size_t largest_answer = 4096;
 
 struct Envelope {
@@ -69,7 +76,6 @@ struct Partition {
         receiver = NodeFactory::create(configuration, 1);
         sender = NodeFactory::create(configuration, 2);
         to_receiver = sender->create_node(1);
-        comm = std::make_unique<comm::Communicator>(*receiver, std::vector<NodeId>{2}, limits);
     }
     config::Configuration configuration;
     comm::Limits limits;
@@ -86,6 +92,7 @@ struct Tally {
     std::vector<Envelope> announcements; // the kind-3 messages sent (a clear-to-send consumes one)
     std::size_t announcements_taken = 0; // taken by a post_recv that did not complete at once
     std::size_t clears = 0;              // clear-to-send messages node 2 received
+    std::set<std::uint16_t> contexts{0}; // of the messages sent: the drain receives in each
 };
 
 void check_received(const comm::Completion& c, std::size_t longest) {
@@ -105,12 +112,14 @@ bool take_clears(Partition& p, Tally& t) {
         Envelope w{};
         MSGPASS_FUZZ_CHECK(b->size() == envelope_size);
         b->copy_to(std::as_writable_bytes(std::span(&w, 1)));
-        MSGPASS_FUZZ_CHECK(w.magic == magic && w.version == version && w.kind == kind_cts && w.tag == 0 && w.size == 0);
+        MSGPASS_FUZZ_CHECK(w.magic == magic && w.version == version && w.tag == 0 && w.size == 0);
+        MSGPASS_FUZZ_CHECK(w.kind == kind_cts || w.kind == kind_withdrawn);
         auto it = std::find_if(t.announcements.begin(), t.announcements.end(),
                                [&](const Envelope& a) { return a.id == w.id; });
         MSGPASS_FUZZ_CHECK(it != t.announcements.end()); // no clear-to-send for what was not announced
         const Envelope announced = *it;
         t.announcements.erase(it);
+        if (w.kind == kind_withdrawn) continue; // taken out of node 1's queue: nothing to answer
         ++t.clears;
         if (!t.answer) continue;
         const std::size_t n = static_cast<std::size_t>(std::min<std::uint64_t>(announced.size, largest_answer));
@@ -133,8 +142,8 @@ bool drain(Partition& p, Tally& t, std::size_t longest) {
     auto& c = *p.comm;
     // recv's fast path takes eager messages; an announcement it meets is cleared and,
     // as the data cannot come within a zero timeout, cancelled.
-    auto by_recv = [&] {
-        auto m = c.recv(comm::any_source, comm::any_tag, std::chrono::nanoseconds::zero());
+    auto by_recv = [&](comm::Context context) {
+        auto m = c.recv(context, comm::any_source, comm::any_tag, std::chrono::nanoseconds::zero());
         if (!m) return false;
         msgpass::fuzz::accepted();
         MSGPASS_FUZZ_CHECK(m->source == 2 && m->tag >= 0);
@@ -144,19 +153,22 @@ bool drain(Partition& p, Tally& t, std::size_t longest) {
     // probe, then a posted receive of what it saw: an eager message completes at
     // once; an announcement is cleared, then completed by its data (node 2 answers
     // the clear-to-send at once with flags bit 2) or cancelled.
-    auto by_probe = [&] {
-        auto e = c.iprobe(comm::any_source, comm::any_tag);
+    auto by_probe = [&](comm::Context context) {
+        auto e = c.iprobe(context, comm::any_source, comm::any_tag);
         if (!e) return false;
         MSGPASS_FUZZ_CHECK(e->source == 2 && e->tag >= 0);
         MSGPASS_FUZZ_CHECK(c.stats().unexpected_bytes <= p.limits.unexpected_limit + longest);
-        auto r = c.post_recv(comm::any_source, comm::any_tag);
+        const std::uint64_t returned_before = c.stats().rendezvous_returned;
+        const std::size_t clears_before = t.clears;
+        auto r = c.post_recv(context, comm::any_source, comm::any_tag);
         if (r.done) {
             msgpass::fuzz::accepted();
             MSGPASS_FUZZ_CHECK(r.done->size == e->size);
             check_received(*r.done, longest);
             return true;
         }
-        ++t.announcements_taken;
+        const bool retaken = c.stats().rendezvous_returned < returned_before; // cleared before: no new clear
+        if (!retaken) ++t.announcements_taken;
         std::optional<comm::Completion> done;
         for (int look = 0; look < 3 && !done; ++look) {
             (void)c.flush(std::chrono::nanoseconds::zero());
@@ -173,7 +185,9 @@ bool drain(Partition& p, Tally& t, std::size_t longest) {
             MSGPASS_FUZZ_CHECK(c.cancel(r.id));
             done = c.test(r.id);
             MSGPASS_FUZZ_CHECK(done && done->status == comm::Status::cancelled);
-            return true;
+            const auto back = c.iprobe(context, comm::any_source, comm::any_tag); // not lost: queued again
+            MSGPASS_FUZZ_CHECK(back && back->size == e->size && back->tag == e->tag);
+            return t.clears != clears_before; // a returned one whose data never comes: nothing moved
         }
         msgpass::fuzz::accepted();
         MSGPASS_FUZZ_CHECK(done->size == e->size && done->tag == e->tag); // data as announced
@@ -186,7 +200,14 @@ bool drain(Partition& p, Tally& t, std::size_t longest) {
         bool moved = take_clears(p, t);
         for (;;) {
             try {
-                if (t.probe_first ? by_probe() || by_recv() : by_recv() || by_probe()) {
+                bool took = false;
+                for (const std::uint16_t x : t.contexts) {
+                    const comm::Context context{x};
+                    took =
+                        t.probe_first ? by_probe(context) || by_recv(context) : by_recv(context) || by_probe(context);
+                    if (took) break;
+                }
+                if (took) {
                     moved = true;
                     continue;
                 }
@@ -215,6 +236,8 @@ bool drain(Partition& p, Tally& t, std::size_t longest) {
 extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size) {
     static Partition p;
     if (size == 0) return 0;
+    p.comm.reset();
+    p.comm = std::make_unique<comm::Communicator>(*p.receiver, std::vector<NodeId>{2}, p.limits);
     const std::uint8_t flags = data[0];
     std::size_t at = 1, longest = 0;
     Tally t;
@@ -240,6 +263,7 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
             Envelope w{};
             std::memcpy(&w, bytes.data(), sizeof w);
             if (w.kind == kind_rts) t.announcements.push_back(w);
+            t.contexts.insert(w.context);
         }
         longest = std::max(longest, length);
         for (int attempt = 0;; ++attempt) {
@@ -254,10 +278,12 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
     }
     MSGPASS_FUZZ_CHECK(drain(p, t, std::max<std::size_t>(longest, 1 << 16)));
     const auto stats = p.comm->stats();
-    MSGPASS_FUZZ_CHECK(stats.unexpected_messages == 0 && stats.unexpected_bytes == 0);
-    MSGPASS_FUZZ_CHECK(stats.rendezvous_awaiting == 0);                           // cancelled or completed
-    MSGPASS_FUZZ_CHECK(stats.rendezvous_abandoned <= p.limits.rendezvous_window); // bounded for one peer
-    MSGPASS_FUZZ_CHECK(t.announcements_taken <= t.clears);                        // each taken one was cleared
+    MSGPASS_FUZZ_CHECK(stats.rendezvous_awaiting == 0);                          // cancelled or completed
+    MSGPASS_FUZZ_CHECK(stats.rendezvous_returned <= p.limits.rendezvous_window); // bounded for one peer
+    if (stats.rendezvous_returned == 0) // else what came after the first one waits behind it
+        MSGPASS_FUZZ_CHECK(stats.unexpected_messages == 0 && stats.unexpected_bytes == 0);
+    MSGPASS_FUZZ_CHECK(stats.unexpected_messages >= stats.rendezvous_returned);
+    MSGPASS_FUZZ_CHECK(t.announcements_taken <= t.clears); // each taken one was cleared
     MSGPASS_FUZZ_CHECK(stats.malformed >= malformed_before);
     return 0;
 }

@@ -5,12 +5,12 @@
 // and flagless; an acknowledgement, goodbye or skip carries no payload.
 #include "fuzz.hpp"
 
-#include <msgpass/ip/frame.hpp>
+#include <msgpass/tcp/frame.hpp>
 
 #include <cstdint>
 #include <span>
 
-using namespace msgpass::ip;
+using namespace msgpass::tcp;
 
 extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size) {
     constexpr std::uint64_t max_message = 1 << 20;

@@ -116,12 +116,12 @@ void udp_seeds() {
 }
 
 void frame_seeds() {
-    for (auto [header, name] : {std::pair{ip::data_frame(0, 64), "data"},
-                                {ip::data_frame(9, 0), "data-empty"},
-                                {ip::ack_frame(10), "ack"},
-                                {ip::goodbye_frame(3), "goodbye"}}) {
-        std::vector<std::byte> out(ip::frame_header_size);
-        ip::encode(header, out.data());
+    for (auto [header, name] : {std::pair{tcp::data_frame(0, 64), "data"},
+                                {tcp::data_frame(9, 0), "data-empty"},
+                                {tcp::ack_frame(10), "ack"},
+                                {tcp::goodbye_frame(3), "goodbye"}}) {
+        std::vector<std::byte> out(tcp::frame_header_size);
+        tcp::encode(header, out.data());
         write("ip_frame", name, out);
     }
 }
@@ -154,8 +154,8 @@ void handshake_seeds() {
 void stream_seeds() {
     auto frame = [](std::vector<std::byte>& out, std::uint64_t seq, std::size_t length) {
         const std::size_t at = out.size();
-        out.resize(at + ip::frame_header_size + length, std::byte{0x42});
-        ip::encode(ip::data_frame(seq, length), out.data() + at);
+        out.resize(at + tcp::frame_header_size + length, std::byte{0x42});
+        tcp::encode(tcp::data_frame(seq, length), out.data() + at);
     };
     std::vector<std::byte> one;
     frame(one, 0, 100);
@@ -167,8 +167,8 @@ void stream_seeds() {
     write("tcp_stream", "three-messages", three);
     std::vector<std::byte> goodbye;
     frame(goodbye, 0, 8);
-    goodbye.resize(goodbye.size() + ip::frame_header_size);
-    ip::encode(ip::goodbye_frame(0), goodbye.data() + goodbye.size() - ip::frame_header_size);
+    goodbye.resize(goodbye.size() + tcp::frame_header_size);
+    tcp::encode(tcp::goodbye_frame(0), goodbye.data() + goodbye.size() - tcp::frame_header_size);
     write("tcp_stream", "message-then-goodbye", goodbye);
 }
 

@@ -27,6 +27,7 @@ plant() { # plant KIND FILE LINE EXPECTED
 }
 
 plant upward framework/src/buffer.cpp '#include <msgpass/sci/factory.hpp>' 'a higher layer'
-plant sibling sci/src/factory.cpp '#include <msgpass/ip/frame.hpp>' 'a sibling at the same layer'
+plant sibling sci/src/factory.cpp '#include <msgpass/ip/socket.hpp>' 'a sibling at the same layer'
 plant private auto/src/factory.cpp '#include "../../sci/src/node.hpp"' 'a private header of sci'
 plant config-up config/src/options.cpp '#include <msgpass/node.hpp>' 'a higher layer'
+plant technology apps/msgpass-run/main.cpp '#include <msgpass/sci/naming.hpp>' 'an application names no technology'

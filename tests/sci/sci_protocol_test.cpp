@@ -7,10 +7,10 @@
 #include <msgpass/sci/factory.hpp>
 #include <msgpass/sci/options.hpp>
 
-#include "local_node.hpp"
 #include "node.hpp"
 #include "remote_memory.hpp"
 #include "send_pool.hpp"
+#include "transport.hpp"
 #include "yield_gauge.hpp"
 
 #include "../support/partition.hpp"

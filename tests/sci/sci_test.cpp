@@ -6,9 +6,9 @@
 #include <msgpass/sci/factory.hpp>
 #include <msgpass/sci/options.hpp>
 
-#include "local_node.hpp"
 #include "node.hpp"
 #include "remote_memory.hpp"
+#include "transport.hpp"
 
 #include "../support/bounded.hpp"
 #include "../support/partition.hpp"
@@ -344,7 +344,7 @@ TEST(RemoteMemory, ATransferThatFailsEveryAttemptIsAResourceErrorAfterMaxAttempt
 
 // ------------------------------------------------------------- sci options
 
-// The checks LocalNode makes at start of the sci options a network file cannot hold
+// The checks Transport makes at start of the sci options a network file cannot hold
 // (the file's own checks refuse them first) or can (a header area too small for the
 // nodes, more receive slots than an acknowledgement can name): each is a ConfigError
 // naming the node and the key, before any segment exists.
@@ -787,7 +787,7 @@ TEST(SciHostilePeer, ASignedNotificationThatBreaksTheProtocolIsOneLossAndDeliver
         ASSERT_NE(epoch, 0u) << "node 2 never introduced itself";
         // The receive slots of node 1 free now; a hot slot granted goes back with the
         // violation.
-        const auto& local = dynamic_cast<sci::SciNodeFactory&>(*a).local_node();
+        const auto& local = dynamic_cast<sci::SciNodeFactory&>(*a).transport();
         const std::uint32_t free_slots = local.free_slots();
         if (forgery.hot) {
             // A message of hot_min_size bytes from node 1 grants node 2 a hot slot: its
@@ -868,7 +868,7 @@ TEST(SciHostilePeer, ASignedNoteOnAnIndexWithoutAGrantIsNotRead) {
         held.push_back(from_b->receive(10s));
         ASSERT_NE(held.back(), nullptr) << "message " << i;
     }
-    ASSERT_EQ(dynamic_cast<sci::SciNodeFactory&>(*a).local_node().free_slots(), 0u);
+    ASSERT_EQ(dynamic_cast<sci::SciNodeFactory&>(*a).transport().free_slots(), 0u);
     // The note of message 4 in node 2's header: index 0 of round 1.
     sci::VirtualDevice device(segments.partition());
     RemoteSegment seg;

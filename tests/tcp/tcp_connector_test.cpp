@@ -1,4 +1,4 @@
-// Tests of the tcp connector (ip/tcp/src/outgoing.cpp) against an acceptor that
+// Tests of the tcp connector (ip/tcp/src/link.cpp) against an acceptor that
 // answers wrongly: a raw listener on node 2's port plays node 2 toward node 1's real
 // factory. It reads node 1's Hello and answers what a broken, foreign, refusing or
 // restarted peer would: each answer must leave node 1 in the state docs/tcp.md says
@@ -45,8 +45,8 @@ private:
 
 // An acknowledgement, a goodbye or a skip as the 24 bytes of the wire.
 bool send_frame(RawSocket& s, const tcp::FrameHeader& h) {
-    std::array<std::byte, ip::frame_header_size> bytes{};
-    ip::encode(h, bytes.data());
+    std::array<std::byte, tcp::frame_header_size> bytes{};
+    tcp::encode(h, bytes.data());
     return s.send_all(bytes.data(), bytes.size());
 }
 
@@ -96,14 +96,14 @@ protected:
     // may acknowledge alone; its data frames carry its acknowledgement (0: node 2
     // sends nothing).
     std::optional<std::pair<tcp::FrameHeader, PayloadHeader>> read_data(RawSocket& s) {
-        std::array<std::byte, ip::frame_header_size> bytes{};
+        std::array<std::byte, tcp::frame_header_size> bytes{};
         tcp::FrameHeader h{};
         for (;;) {
             if (s.read_exact(bytes.data(), bytes.size()) != bytes.size()) {
                 ADD_FAILURE() << "no frame header from node 1";
                 return std::nullopt;
             }
-            h = ip::decode(bytes.data());
+            h = tcp::decode(bytes.data());
             if (h.type == static_cast<std::uint32_t>(tcp::FrameType::resume) ||
                 h.type == static_cast<std::uint32_t>(tcp::FrameType::ack)) {
                 EXPECT_EQ(h.length, 0u);
@@ -198,7 +198,7 @@ TEST_F(TcpConnector, AWelcomeThatExpectsMessagesNeverSentIsOnePeerLostAndTheNumb
     ASSERT_TRUE(frame.has_value());
     EXPECT_EQ(frame->first.seq, 0u);
     EXPECT_EQ(frame->second.seq, 100u) << "a message reported lost was sent after all";
-    ASSERT_TRUE(send_frame(again, ip::ack_frame(1)));
+    ASSERT_TRUE(send_frame(again, tcp::ack_frame(1)));
     EXPECT_TRUE(to2_->flush(patience));
 }
 
@@ -228,7 +228,7 @@ TEST_F(TcpConnector, AWelcomeOfANewIncarnationReportsTheOldOneLostOnceAndTheNext
     ASSERT_TRUE(frame.has_value());
     EXPECT_EQ(frame->first.seq, 0u) << "the new incarnation did not get its own numbering";
     EXPECT_EQ(frame->second.seq, 1u) << "the message lost with the old incarnation was sent to the new one";
-    ASSERT_TRUE(send_frame(s, ip::ack_frame(1)));
+    ASSERT_TRUE(send_frame(s, tcp::ack_frame(1)));
     EXPECT_TRUE(to2_->flush(patience));
 }
 
@@ -245,7 +245,7 @@ TEST_F(TcpConnector, AGoodbyeWithMessagesOutstandingIsOnePeerLostWithTheirNumber
         ASSERT_TRUE(frame.has_value());
         EXPECT_EQ(frame->first.seq, i);
     }
-    ASSERT_TRUE(send_frame(s, ip::goodbye_frame(1))); // took message 0 only
+    ASSERT_TRUE(send_frame(s, tcp::goodbye_frame(1))); // took message 0 only
     s.shutdown_write();
     EXPECT_TRUE(s.wait_closed()) << "node 1 kept the connection after the goodbye";
     const auto lost = lost_within(patience);
@@ -265,7 +265,7 @@ TEST_F(TcpConnector, AGoodbyeThatAcknowledgesEverythingIsForgottenQuietlyAndTheN
         ASSERT_TRUE(s.send_struct(welcome(first_incarnation, 0)));
         for (std::uint64_t i = 0; i < 3; ++i)
             ASSERT_TRUE(read_data(s).has_value());
-        ASSERT_TRUE(send_frame(s, ip::goodbye_frame(3)));
+        ASSERT_TRUE(send_frame(s, tcp::goodbye_frame(3)));
         s.shutdown_write();
         // Node 1 closes its side once it took the goodbye: the next send sees it.
         EXPECT_TRUE(s.wait_closed()) << "node 1 kept the connection after the goodbye";
@@ -280,7 +280,7 @@ TEST_F(TcpConnector, AGoodbyeThatAcknowledgesEverythingIsForgottenQuietlyAndTheN
     EXPECT_EQ(frame->first.seq, 0u);
     EXPECT_EQ(frame->second.seq, 3u);
     EXPECT_EQ(no_loss(), "") << "the next incarnation after a clean goodbye was reported as a restart";
-    ASSERT_TRUE(send_frame(s, ip::ack_frame(1)));
+    ASSERT_TRUE(send_frame(s, tcp::ack_frame(1)));
 }
 
 // Toward the connector the acceptor writes acknowledgements and its goodbye only. A
@@ -314,7 +314,7 @@ TEST_P(TcpConnectorBadFrame, BreaksTheConnectionAndTheMessageIsSentAgainOnTheNex
     ASSERT_TRUE(frame.has_value());
     EXPECT_EQ(frame->first.seq, 0u);
     EXPECT_EQ(frame->second.seq, 0u);
-    ASSERT_TRUE(send_frame(s, ip::ack_frame(1)));
+    ASSERT_TRUE(send_frame(s, tcp::ack_frame(1)));
     EXPECT_TRUE(to2_->flush(patience));
     EXPECT_EQ(to2_->stats().retries, 1u) << "message 0 was not counted as sent again";
     EXPECT_EQ(to2_->stats().messages_sent, 1u);
@@ -324,15 +324,15 @@ TEST_P(TcpConnectorBadFrame, BreaksTheConnectionAndTheMessageIsSentAgainOnTheNex
     ASSERT_TRUE(next.has_value());
     EXPECT_EQ(next->first.seq, 1u);
     EXPECT_EQ(next->second.seq, 1u);
-    ASSERT_TRUE(send_frame(s, ip::ack_frame(2)));
+    ASSERT_TRUE(send_frame(s, tcp::ack_frame(2)));
 }
 
 INSTANTIATE_TEST_SUITE_P(
     Frames, TcpConnectorBadFrame,
-    ::testing::Values(BadAckFrame{"an acknowledgement of messages never sent", ip::ack_frame(5)},
+    ::testing::Values(BadAckFrame{"an acknowledgement of messages never sent", tcp::ack_frame(5)},
                       BadAckFrame{"a frame of an unknown type", tcp::FrameHeader{0, 1, 77, 0}, true},
                       // node 2's first message is number 0: data is welcome both ways
-                      BadAckFrame{"a data frame out of sequence", ip::data_frame(3, 0), true},
+                      BadAckFrame{"a data frame out of sequence", tcp::data_frame(3, 0), true},
                       BadAckFrame{"an acknowledgement with a length", tcp::FrameHeader{8, 1, 2, 0}, true}),
     [](const auto& info) {
         std::string name;
@@ -380,7 +380,7 @@ TEST_P(TcpConnectorBadAnswer, ClosesAndTriesAgainWithTheMessagesKept) {
     ASSERT_TRUE(frame.has_value());
     EXPECT_EQ(frame->first.seq, 0u);
     EXPECT_EQ(frame->second.seq, 0u);
-    ASSERT_TRUE(send_frame(s, ip::ack_frame(1)));
+    ASSERT_TRUE(send_frame(s, tcp::ack_frame(1)));
     EXPECT_TRUE(to2_->flush(patience));
     EXPECT_EQ(no_loss(), "");
     EXPECT_EQ(to2_->stats().messages_sent, 1u);
@@ -513,7 +513,7 @@ TEST_F(TcpConnector, WithoutDescriptorsForASocketAKnownPeerIsLostAfterPeerTimeou
     ASSERT_TRUE(frame.has_value());
     EXPECT_EQ(frame->first.seq, 1u) << "the numbering did not go on through the loss";
     EXPECT_EQ(frame->second.seq, 1u);
-    ASSERT_TRUE(send_frame(again, ip::ack_frame(2)));
+    ASSERT_TRUE(send_frame(again, tcp::ack_frame(2)));
 }
 
 // ------------------------------------------------ the tie-break of crossing connections
@@ -523,7 +523,7 @@ bool send_message(RawSocket& s, NodeFactory& f, std::uint64_t seq) {
     auto m = make_message(f, 100, 2, seq);
     std::vector<std::byte> bytes(m->size());
     std::memcpy(bytes.data(), m->single()->data(), bytes.size());
-    return send_frame(s, ip::data_frame(seq, bytes.size())) && s.send_all(bytes.data(), bytes.size());
+    return send_frame(s, tcp::data_frame(seq, bytes.size())) && s.send_all(bytes.data(), bytes.size());
 }
 
 // Node 1 (the lower id) connects to node 2 and, before node 2 answers, node 2's own
@@ -556,7 +556,7 @@ TEST_F(TcpConnector, TheLowerNodeRefusesACrossingHelloAndItsOwnConnectionCarries
     ASSERT_TRUE(m) << "node 2's message did not come on node 1's connection";
     EXPECT_EQ(check_payload(*m).seq, 0u);
     EXPECT_EQ(m->source(), 2u);
-    ASSERT_TRUE(send_frame(s, ip::ack_frame(1)));
+    ASSERT_TRUE(send_frame(s, tcp::ack_frame(1)));
     EXPECT_TRUE(to2_->flush(patience));
     EXPECT_EQ(no_loss(), "");
 }
@@ -593,10 +593,10 @@ TEST(TcpCrossing, TheHigherNodeTakesTheLowerNodesConnectionAndGivesItsOwnAttempt
     const tcp::Welcome refusal = ip::make_refusal(tcp::protocol, 1, 2, node_1_incarnation, Refusal::crossed);
     ASSERT_TRUE(attempt.send_struct(refusal));
 
-    ASSERT_TRUE(send_frame(ours, ip::resume_frame(0))); // node 1 has none of node 2's messages
-    std::array<std::byte, ip::frame_header_size> bytes{};
+    ASSERT_TRUE(send_frame(ours, tcp::resume_frame(0))); // node 1 has none of node 2's messages
+    std::array<std::byte, tcp::frame_header_size> bytes{};
     ASSERT_EQ(ours.read_exact(bytes.data(), bytes.size()), bytes.size()) << "node 2 sent nothing on the connection";
-    const auto h = ip::decode(bytes.data());
+    const auto h = tcp::decode(bytes.data());
     EXPECT_TRUE(h.type == static_cast<std::uint32_t>(tcp::FrameType::data) ||
                 h.type == static_cast<std::uint32_t>(tcp::FrameType::data_acked))
         << "frame type " << h.type;
@@ -604,7 +604,7 @@ TEST(TcpCrossing, TheHigherNodeTakesTheLowerNodesConnectionAndGivesItsOwnAttempt
     EXPECT_EQ(h.length, 100u);
     std::vector<std::byte> payload(h.length);
     ASSERT_EQ(ours.read_exact(payload.data(), payload.size()), payload.size());
-    ASSERT_TRUE(send_frame(ours, ip::ack_frame(1)));
+    ASSERT_TRUE(send_frame(ours, tcp::ack_frame(1)));
     EXPECT_TRUE(to1->flush(patience));
     EXPECT_TRUE(eventually([&] { return to1->stats().queue_depth == 0; }, patience));
     EXPECT_EQ(tcp_of(*f2).listener_stats().accepted, 1u);

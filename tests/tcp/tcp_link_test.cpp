@@ -413,7 +413,16 @@ TEST_P(TcpLossWhileAlive, TheLiveReceiverGetsEveryMessageInOrderOrAPeerLostBefor
                                      << " PeerLost for the messages node 1 dropped";
         EXPECT_NE(losses[0].find("dropped"), std::string::npos) << losses[0];
     }
-    EXPECT_EQ(from_a->receive(200ms), nullptr) << "a message after the last one sent";
+    // Node 2's own loss of node 1 (silent while the relays were cut) may come after
+    // the last message: a receive reports it only when nothing else is there.
+    BufferPtr after;
+    try {
+        after = from_a->receive(200ms);
+    } catch (const PeerLost& e) {
+        EXPECT_EQ(e.unacknowledged(), 0u) << e.what();
+        after = from_a->receive(200ms);
+    }
+    EXPECT_EQ(after, nullptr) << "a message after the last one sent";
 }
 
 INSTANTIATE_TEST_SUITE_P(Dropped, TcpLossWhileAlive, ::testing::Values(0u, 5u));
@@ -442,7 +451,7 @@ TEST(TcpSkipFrame, ASkipForwardIsOnePeerLostBetweenTheMessagesAndASkipBackIsAnEr
         h.type = static_cast<std::uint32_t>(tcp::FrameType::data);
         return s.send_struct(h) && s.send_all(payload.data(), payload.size());
     };
-    const auto skip = [&](std::uint64_t to) { return s.send_struct(ip::skip_frame(to)); };
+    const auto skip = [&](std::uint64_t to) { return s.send_struct(tcp::skip_frame(to)); };
     ASSERT_TRUE(data(0));
     ASSERT_TRUE(skip(3)); // messages 1 and 2 were dropped by the sender
     ASSERT_TRUE(data(3));
@@ -629,7 +638,10 @@ TEST(TcpOneConnection, TwoNodesThatConnectToEachOtherAtOnceKeepOneConnectionAndL
 }
 
 // In a request-response exchange each side's acknowledgement rides in the header of
-// its reply: acknowledgement frames alone stay far below the messages.
+// its reply: no acknowledgement goes alone (one every ack_every messages went before
+// the reply that carried it a moment later, until the count of what is due took the
+// carried ones in). The exchange runs in one thread, so no receive ever waits for
+// ack_delay (the other reason for one alone).
 TEST(TcpOneConnection, AcknowledgementsRideOnTheRepliesOfAnExchange) {
     const auto text = local_partition(partition_for_test(), 2, 2000ms);
     ASSERT_EQ(text.nodes.size(), 2u) << "no free ports";
@@ -654,7 +666,7 @@ TEST(TcpOneConnection, AcknowledgementsRideOnTheRepliesOfAnExchange) {
     ASSERT_NE(node_1, nullptr);
     ASSERT_NE(node_2, nullptr);
     const std::uint64_t alone = node_1->standalone_acks() + node_2->standalone_acks();
-    EXPECT_LT(alone, 2 * n / 50) << alone << " acknowledgements written alone for " << 2 * n << " messages";
+    EXPECT_LT(alone, 2 * n / 1000) << alone << " acknowledgements written alone for " << 2 * n << " messages";
     EXPECT_EQ(tcp_of(*a).listener_stats().accepted + tcp_of(*b).listener_stats().accepted, 1u)
         << "the exchange used more than one connection";
 }

@@ -7,7 +7,7 @@
 #include <msgpass/tcp/factory.hpp>
 #include <msgpass/tcp/options.hpp>
 
-#include "engine.hpp"
+#include "node.hpp"
 
 #include "../support/bounded.hpp"
 #include "../support/environment.hpp"

@@ -81,6 +81,19 @@ struct Limits {
     // Announced large messages towards one peer not yet cleared by it; further sends
     // to that peer wait in the backlog behind them (bounds the receiver's envelopes).
     std::size_t rendezvous_window = 64;
+    // BIP's per-tag queues (comm.tag_queues): eager messages of a tag in one of these
+    // ranges travel in a lane of their own. Each sending peer may have at most `limit`
+    // bytes of a lane unread at the receiver (the sender holds the rest back until the
+    // receiver's application took some), and they do not count against
+    // unexpected_limit, so a lane that fills never holds back the other tags. Both ends
+    // must have the same list (one network file). Messages of different lanes may
+    // overtake each other; within a lane the order holds.
+    struct TagQueue {
+        Tag first = 0;
+        Tag last = 0;
+        std::size_t limit = 0;
+    };
+    std::vector<TagQueue> tag_queues;
 
     // The defaults with eager_limit and unexpected_limit of configuration's `comm:`
     // section (config::CommOptions).
@@ -128,12 +141,30 @@ struct CommStats {
     std::uint64_t rendezvous_received = 0;  // large messages received by rendezvous
     std::uint64_t rendezvous_announced = 0; // now: own announcements not yet cleared by their receiver
     std::uint64_t rendezvous_awaiting = 0;  // now: receives that cleared an announcement, waiting for its data
-    std::uint64_t rendezvous_abandoned = 0; // now: cleared announcements whose receive was cancelled (data to drop)
+    // now: cleared announcements back in the unexpected queue, their data not come yet
+    // (the receive that cleared one was cancelled or its recv timed out)
+    std::uint64_t rendezvous_returned = 0;
     // Sends of bytes whose message (envelope and payload) is of 4 KiB or more are
     // copied into memory the communicator reuses: how many found a kept block, and
     // the bytes of freed blocks kept now (at most 32 MiB).
     std::uint64_t large_buffers_reused = 0;
     std::uint64_t large_buffers_kept_bytes = 0;
+    // The requested queue: receives of more than eager_limit bytes from one peer posted
+    // before their message came, told to that peer; large sends that went at once on
+    // such a request of their receiver (no request-to-send round trip); and the
+    // requests of peers held now.
+    std::uint64_t requests_sent = 0;
+    std::uint64_t requested_sends = 0;
+    std::uint64_t requests_held = 0;
+    // Messages discarded by drop(): the dropped peer's, queued at the time.
+    std::uint64_t dropped_messages = 0;
+    // Announced sends withdrawn by cancel() and confirmed by their receiver.
+    std::uint64_t rendezvous_withdrawn = 0;
+    // Per-tag queues: sends held back now because their lane's bound at the receiver
+    // was reached; credits sent back (receiver) and received (sender).
+    std::uint64_t lane_held_sends = 0;
+    std::uint64_t lane_credits_sent = 0;
+    std::uint64_t lane_credits_received = 0;
 };
 
 class Communicator {
@@ -202,6 +233,16 @@ public:
     // test_unexpected/wait_unexpected. Completes like post_send. Throws
     // MessageTooLarge beyond Limits::max_unexpected_size.
     Posted post_send_unexpected(NodeId dest, Tag tag, std::span<const std::byte> bytes, void* user = nullptr);
+    // BMI's list I/O: a send gathered from several spans (copied at once, in order, as
+    // post_send copies one) and a receive scattered into several (filled in order; a
+    // message longer than their total is truncated, Completion::bytes says how much was
+    // written). Either end may be a list or one span: the message is the same bytes.
+    Posted post_send_list(Context context, NodeId dest, Tag tag, std::span<const std::span<const std::byte>> pieces,
+                          void* user = nullptr);
+    Posted post_recv_list(Context context, NodeId source, Tag tag, std::span<const std::span<std::byte>> into,
+                          void* user = nullptr);
+    Posted post_send_unexpected_list(NodeId dest, Tag tag, std::span<const std::span<const std::byte>> pieces,
+                                     void* user = nullptr);
     // Up to max unexpected messages (BMI's), oldest first, with their source and tag;
     // test_unexpected makes progress once, wait_unexpected waits up to timeout for
     // at least one.
@@ -231,11 +272,36 @@ public:
     std::vector<Completion> wait_all(std::span<const RequestId> ids, std::chrono::nanoseconds timeout);
 
     // Takes back a pending request: it completes with Status::cancelled, to be
-    // collected by test/wait. False when it had completed already, or for a send
-    // whose announcement (rendezvous) went: it completes when the data moved or the
-    // peer was lost. A receive that cleared an announcement is cancelled; its data
-    // is dropped when it comes.
+    // collected by test/wait. False when it had completed already. A receive that
+    // cleared an announcement is cancelled and the announcement goes back into the
+    // unexpected queue in its place (its data completes the next receive that matches
+    // it). A send whose announcement (rendezvous) went is withdrawn: true, and it
+    // completes cancelled once the receiver confirmed it took the announcement out of
+    // its queue (nothing of it is delivered), or successfully when a receive had
+    // cleared it first (the data goes; MPI_Test_cancelled's rule), or peer_lost.
     bool cancel(RequestId id);
+
+    // BMI's completion contexts: a set of requests whose completions one loop collects
+    // (BMI_testcontext). add_to puts a live request into a context (UsageError
+    // otherwise; a request is in one context at most); test_context returns up to max
+    // of its completed requests, retiring them, after one progress; wait_context waits
+    // up to timeout until at least one completed. Closing a context leaves its requests
+    // live, to be collected by test/wait.
+    using CompletionContext = std::uint32_t;
+    [[nodiscard]] CompletionContext open_completion_context();
+    void close_completion_context(CompletionContext context);
+    void add_to(CompletionContext context, RequestId id);
+    std::vector<Completion> test_context(CompletionContext context, std::size_t max);
+    std::vector<Completion> wait_context(CompletionContext context, std::size_t max, std::chrono::nanoseconds timeout);
+
+    // BMI_set_info(BMI_DROP_ADDR): forgets what is pending with peer: its receives and
+    // sends complete peer_lost ("dropped by the application"), its queued messages are
+    // discarded (stats().dropped_messages), and a receive from it completes peer_lost
+    // until it sends again (then it is a peer like a restarted one).
+    void drop(NodeId peer);
+    // BMI_get_info(BMI_CHECK_INIT): whether the communicator may be used (its factory
+    // still lives).
+    [[nodiscard]] bool usable() const noexcept;
 
     // The envelope of the next message matching (source, tag) without taking it:
     // iprobe makes progress once, probe waits up to timeout.

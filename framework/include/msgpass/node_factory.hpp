@@ -13,6 +13,8 @@
 #include <memory>
 #include <string>
 #include <string_view>
+#include <system_error>
+#include <utility>
 #include <vector>
 
 namespace msgpass {
@@ -92,6 +94,27 @@ private:
 };
 
 // The technologies this process can make, by name. Thread-safe.
+// What removing one leftover did.
+enum class LeftoverRemoval {
+    removed, // its owner was gone: it is removed (with dry_run: would be)
+    in_use,  // a live process holds it: left alone
+    absent,  // there is no such thing (any more)
+    failed,  // it could not be opened or removed: the error says why
+};
+
+// What a technology leaves outside its processes (sci: shared-memory segments), and how
+// tools list and remove it without including the technology's headers (msgpass-run
+// --cleanup and at the end of a partition, msgpass-bench after its peers).
+struct Leftovers {
+    std::string where; // where they live, for messages ("/dev/shm")
+    // Every leftover of a partition of the effective user. error: where cannot be read.
+    std::function<std::vector<std::string>(std::string_view partition, std::error_code& error)> of_partition;
+    // The leftovers of one node of a configuration.
+    std::function<std::vector<std::string>(const config::Configuration&, NodeId node, std::error_code& error)> of_node;
+    // Removes one unless a live process holds it; with dry_run only says what it would do.
+    std::function<LeftoverRemoval(const std::string& name, std::error_code& error, bool dry_run)> remove;
+};
+
 class TechnologyRegistry {
 public:
     using Maker = std::function<std::unique_ptr<NodeFactory>(const config::Configuration&, NodeId self)>;
@@ -106,6 +129,10 @@ public:
     // Throws UnknownTechnology "unknown technology 'x' (known: a, b, c)".
     [[nodiscard]] std::unique_ptr<NodeFactory> create(const std::string& name,
                                                       const config::Configuration& configuration, NodeId self) const;
+    // Registers (or replaces) what the technology name leaves behind.
+    void add_leftovers(const std::string& name, Leftovers leftovers);
+    // The leftovers of every technology that has some, by technology name.
+    [[nodiscard]] std::vector<std::pair<std::string, Leftovers>> leftovers() const;
 
 private:
     struct Impl;

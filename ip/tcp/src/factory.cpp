@@ -2,7 +2,7 @@
 #include <msgpass/tcp/factory.hpp>
 #include <msgpass/tcp/options.hpp>
 
-#include "engine.hpp"
+#include "node.hpp"
 
 #include <msgpass/kit/errors.hpp>
 
@@ -19,35 +19,35 @@ void register_technology() {
 }
 
 TcpNodeFactory::TcpNodeFactory(const config::Configuration& configuration, NodeId self)
-    : FactoryBase(configuration, self), engine_(std::make_shared<Engine>(configuration, self)) {}
+    : FactoryBase(configuration, self), transport_(std::make_shared<Transport>(configuration, self)) {}
 
 TcpNodeFactory::~TcpNodeFactory() {
     const auto deadline = deadline_after(configuration().peer_timeout);
     close(time_left(deadline));
-    engine_->shutdown(deadline);
+    transport_->shutdown(deadline);
 }
 
 NodePtr TcpNodeFactory::make_node(NodeId id) {
-    return engine_->node(id);
+    return transport_->node(id);
 }
 
 BufferPtr TcpNodeFactory::create_buffer(std::size_t size) {
-    const auto max = engine_->shared().parameters.max_message_size;
+    const auto max = transport_->shared().parameters.max_message_size;
     if (size > max) kit::throw_buffer_too_large(size, max);
-    return engine_->shared().pool->make(size);
+    return transport_->shared().pool->make(size);
 }
 
 std::unique_ptr<BasicGroup> TcpNodeFactory::make_group(std::string name) {
-    return std::make_unique<TcpGroup>(std::move(name), engine_);
+    return std::make_unique<TcpGroup>(std::move(name), transport_);
 }
 
 std::uint16_t TcpNodeFactory::port() const noexcept {
-    return engine_->port();
+    return transport_->port();
 }
 
 ListenerStats TcpNodeFactory::listener_stats() const noexcept {
     ListenerStats s;
-    const auto& shared = engine_->shared();
+    const auto& shared = transport_->shared();
     s.accepted = shared.accepted.load();
     s.crossed = shared.crossed.load();
     for (std::size_t i = 0; i < s.refused.size(); ++i)
@@ -56,15 +56,15 @@ ListenerStats TcpNodeFactory::listener_stats() const noexcept {
 }
 
 void TcpNodeFactory::ring_on_input(Doorbell& bell) {
-    engine_->shared_ptr()->bell.store(&bell);
+    transport_->shared_ptr()->bell.store(&bell);
 }
 
 void TcpNodeFactory::reset_connections(NodeId peer) {
-    engine_->node(peer)->reset_connections();
+    transport_->node(peer)->reset_connections();
 }
 
-TcpGroup::TcpGroup(std::string name, std::shared_ptr<Engine> engine)
-    : GroupBase(std::move(name)), engine_(std::move(engine)) {}
+TcpGroup::TcpGroup(std::string name, std::shared_ptr<Transport> transport)
+    : GroupBase(std::move(name)), transport_(std::move(transport)) {}
 
 void TcpGroup::admit(NodePtr node) {
     auto tcp = std::dynamic_pointer_cast<TcpNode>(node);
@@ -85,7 +85,7 @@ bool TcpGroup::remove(NodeId id) {
 // Polls the members once, then sleeps in poll() on their incoming sockets and on
 // the factory's wake-up descriptor (a connection was installed, a peer was lost).
 BufferPtr TcpGroup::wait(std::chrono::nanoseconds timeout) {
-    SocketSleeper sleeper{engine_->shared().recv_wake,
+    SocketSleeper sleeper{transport_->shared().recv_wake,
                           [this](bool idle, std::vector<int>& fds) {
                               std::lock_guard lock(members_mutex_);
                               for (const auto& n : members_) {

@@ -2,7 +2,7 @@
 #include <msgpass/udp/factory.hpp>
 #include <msgpass/udp/options.hpp>
 
-#include "engine.hpp"
+#include "transport.hpp"
 
 #include <msgpass/kit/errors.hpp>
 
@@ -16,42 +16,42 @@ void register_technology() {
 }
 
 UdpNodeFactory::UdpNodeFactory(const config::Configuration& configuration, NodeId self)
-    : FactoryBase(configuration, self), engine_(std::make_shared<Engine>(configuration, self)) {}
+    : FactoryBase(configuration, self), transport_(std::make_shared<Transport>(configuration, self)) {}
 
 void UdpNodeFactory::ring_on_input(Doorbell& bell) {
-    engine_->shared().also_ring.store(&bell, std::memory_order_release);
+    transport_->shared().also_ring.store(&bell, std::memory_order_release);
 }
 
 UdpNodeFactory::~UdpNodeFactory() {
     const auto deadline = deadline_after(configuration().peer_timeout);
     close(time_left(deadline));
-    engine_->shutdown(deadline);
+    transport_->shutdown(deadline);
 }
 
 NodePtr UdpNodeFactory::make_node(NodeId id) {
-    auto node = engine_->node(id);
-    // Made with the engine, before create_node's HealthScope: its losses reach the
+    auto node = transport_->node(id);
+    // Made with the transport, before create_node's HealthScope: its losses reach the
     // statistics page from now on.
     if (node) node->observe_health_scopes();
     return node;
 }
 
 std::unique_ptr<BasicGroup> UdpNodeFactory::make_group(std::string name) {
-    return make_udp_group(std::move(name), engine_->shared_ptr());
+    return make_udp_group(std::move(name), transport_->shared_ptr());
 }
 
 BufferPtr UdpNodeFactory::create_buffer(std::size_t size) {
-    const auto max = engine_->shared().parameters.max_message_size;
+    const auto max = transport_->shared().parameters.max_message_size;
     if (size > max) kit::throw_buffer_too_large(size, max);
-    return engine_->shared().pool->make(size);
+    return transport_->shared().pool->make(size);
 }
 
 std::uint16_t UdpNodeFactory::port() const noexcept {
-    return engine_->port();
+    return transport_->port();
 }
 
 DatagramStats UdpNodeFactory::datagram_stats() const noexcept {
-    const auto& s = engine_->shared();
+    const auto& s = transport_->shared();
     DatagramStats d;
     d.sent = s.datagrams_sent.load();
     d.received = s.datagrams_received.load();

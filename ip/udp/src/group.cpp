@@ -4,13 +4,14 @@
 // a table in each datagram giving every member its own datagram number, so that what
 // follows (acknowledgements, NAKs, flow control, loss) is each pair's, as for a
 // unicast message, but for the repair of a datagram that went to the address: sent
-// there again once for the members that NAK it (outgoing.cpp, UdpNode::repair;
+// there again once for the members that NAK it (sender.cpp, UdpNode::repair;
 // docs/udp.md). It is a kit::GroupBase: once the factory is
 // destroyed, send, receive and add throw UsageError before reaching a member.
 #include "node.hpp"
 
 #include <msgpass/error.hpp>
 #include <msgpass/kit/errors.hpp>
+#include <msgpass/log.hpp>
 
 #include <sys/socket.h>
 
@@ -47,7 +48,12 @@ protected:
     }
     // As a node's receive: sleeping on the socket when it can have it lent.
     [[nodiscard]] BufferPtr wait(std::chrono::nanoseconds timeout) override {
-        return wait_with([this] { return poll(); }, timeout, SocketSleeper{*shared_}, socket_wait);
+        return wait_with(
+            [this] {
+                if (auto m = poll()) return m;
+                return shared_->poll_socket() ? poll() : decltype(poll()){};
+            },
+            timeout, SocketSleeper{*shared_}, socket_wait);
     }
     void distribute(BufferPtr&& buffer) override {
         if (!multicast_ || !shared_->multicast_up.load(std::memory_order_relaxed)) {
@@ -183,9 +189,8 @@ void UdpNode::broadcast(const std::string& group, std::vector<std::shared_ptr<Ud
                 continue;
             }
             int error = 0;
-            const std::size_t took =
-                batch.send(fd, reinterpret_cast<const sockaddr*>(&shared.multicast_address),
-                           sizeof shared.multicast_address, header_size + table_bytes + p.payload, gso, error);
+            const std::size_t took = batch.send(fd, reinterpret_cast<const sockaddr*>(&shared.multicast_address),
+                                                sizeof shared.multicast_address, gso, error);
             if (!gso) shared.multicast_gso.store(false, std::memory_order_relaxed);
             shared.datagrams_sent.fetch_add(took, std::memory_order_relaxed);
             shared.multicast_sent.fetch_add(took, std::memory_order_relaxed);
@@ -196,10 +201,9 @@ void UdpNode::broadcast(const std::string& group, std::vector<std::shared_ptr<Ud
                 // route, an interface without multicast); per member from now on.
                 if (error != EAGAIN && error != EWOULDBLOCK && error != ENOBUFS &&
                     shared.multicast_up.exchange(false)) {
-                    std::fprintf(stderr,
-                                 "msgpass udp: group '%s': sending to udp.multicast %s failed (%s); the group sends "
-                                 "per member from now on\n",
-                                 group.c_str(), p.options.multicast.c_str(), std::strerror(error));
+                    MSGPASS_LOG(udp, warn,
+                                "msgpass udp: group '" + group + "': sending to udp.multicast " + p.options.multicast +
+                                    " failed (" + std::strerror(error) + "); the group sends per member from now on");
                 }
                 break;
             }

@@ -1,7 +1,7 @@
 // Internals of the udp technology: UdpNode, one peer (the messages this process
 // sends to it, cut into numbered datagrams and kept until acknowledged, and the
 // datagrams it sends to us, reassembled in order), and what every node of a factory
-// shares (Parameters, Shared). Engine (engine.hpp) owns the socket and the
+// shares (Parameters, Shared). Transport (transport.hpp) owns the socket and the
 // background thread. What does not depend on UDP (incarnations, the inbox and its
 // loss marker, the buffer pool, sockets) comes from ip/common.
 //
@@ -24,6 +24,7 @@
 #include <msgpass/wait.hpp>
 
 #include <msgpass/ip/auth.hpp>
+#include <msgpass/ip/fault.hpp>
 #include <msgpass/ip/incarnation.hpp>
 #include <msgpass/ip/reactor.hpp>
 #include <msgpass/ip/socket.hpp>
@@ -57,6 +58,11 @@ using Clock = std::chrono::steady_clock;
 // at once (that range only) and every hole still open every nak_interval.
 inline constexpr std::chrono::milliseconds resend_timeout{10};
 inline constexpr std::chrono::milliseconds nak_interval{20};
+// In a unicast stream the holes still open are NAKed again every nak_repeat instead:
+// at 1 % loss a NAK or its repair is lost every 50 holes or so, and the window stalls
+// behind that hole until the repeat (at 20 ms the 64 KiB stream then ran at 0.2x its
+// loss-free rate; a needless repeat costs a duplicate datagram, dropped).
+inline constexpr std::chrono::microseconds nak_repeat{1000};
 // Groups over udp.multicast (docs/udp.md, "Repairs by multicast"). A member NAKs a
 // new hole in a stream that came by multicast after a random back-off, uniform from 0
 // to nak_backoff, and not at all when the hole was filled meanwhile (another member's
@@ -111,11 +117,11 @@ inline ip::Mac welcome_mac(const ip::AuthKey& key, std::span<const std::byte> he
 }
 
 // Reads what the factory's socket holds and hands each datagram to its node (the
-// engine: engine.cpp). Called with Shared::read_mutex held. Each returns how many
+// transport: transport.cpp). Called with Shared::read_mutex held. Each returns how many
 // datagrams it read, at most `most`; fewer: the socket had no more.
 class SocketReader {
 public:
-    // What is there now.
+    // What is there now (now: time_point{}, read from the clock once something came).
     virtual int read_socket(Clock::time_point now, int most) = 0;
     // Blocks until a datagram comes or timeout passes (0 then).
     virtual int wait_and_read(std::chrono::nanoseconds timeout, int most) = 0;
@@ -130,7 +136,7 @@ inline constexpr std::uint64_t socket_tag = 0, wake_tag = 1, multicast_tag = 2;
 struct Shared {
     Parameters parameters;
     std::uint64_t incarnation = 0;
-    std::atomic<int> fd{-1}; // the factory's socket; -1 once the engine closed it
+    std::atomic<int> fd{-1}; // the factory's socket; -1 once the transport closed it
     Doorbell bell;
     std::shared_ptr<kit::BufferPool> pool = std::make_shared<kit::BufferPool>();
     std::array<std::atomic<std::uint64_t>, static_cast<std::size_t>(Drop::kinds)> drops{};
@@ -146,10 +152,12 @@ struct Shared {
     std::atomic<bool> multicast_up{false};
     sockaddr_in multicast_address{};
     std::atomic<std::uint64_t> multicast_sent{0}, multicast_repairs{0}, naks_coalesced{0}, naks_withheld{0};
-    // udp.inject_multicast_loss: whether a group datagram's first transmission to the
-    // address is withheld (counted as injected); any thread, lock-free.
+    // udp.inject_*: the fault injection (ip/common's interface), made by the transport
+    // before any node sends. On receipt it is the background thread's; its
+    // withhold_multicast (udp.inject_multicast_loss: a group datagram's first
+    // transmission to the address withheld, counted as injected) any thread's.
+    std::unique_ptr<ip::FaultInjector> faults;
     bool withhold_multicast() noexcept;
-    std::atomic<std::uint64_t> multicast_fault_state{0};
 
     explicit Shared(Parameters p);
     void count(Drop d) noexcept { drops[static_cast<std::size_t>(d)].fetch_add(1, std::memory_order_relaxed); }
@@ -185,9 +193,9 @@ struct Shared {
     std::atomic<bool> inside{false};          // a receiver uses the lend (also held by who gives it back)
     std::atomic<std::int64_t> left_ns{0};     // when the last receiver left it (steady clock)
     std::atomic<bool> socket_sleeping{false}; // that receiver blocks in recvmmsg()
-    std::atomic<bool> closing{false};         // the engine shuts down: nothing is lent any more
+    std::atomic<bool> closing{false};         // the transport shuts down: nothing is lent any more
     bool receivers_read = false;              // set before the background thread starts
-    SocketReader* reader = nullptr;           // the engine; valid while a receiver is inside
+    SocketReader* reader = nullptr;           // the transport; valid while a receiver is inside
     // The calling receiver uses the lend (lent now if it was not); false when another
     // receiver is inside (or closing, or fault injection).
     bool lend() noexcept;
@@ -202,6 +210,10 @@ struct Shared {
     int sleep_on_socket(std::chrono::nanoseconds timeout, int most);
     // Reads at most `most` datagrams from the socket (the lent receiver); how many.
     int read(int most);
+    // The spin of a blocking receive: reads what the socket holds now, without
+    // blocking, when the lend is free (it stays lent: a request-response exchange
+    // polls it again at once). False when another thread reads it (or it cannot be lent).
+    bool poll_socket() noexcept;
 };
 
 // The sleeper of udp's blocking receives (msgpass::wait_with): on the socket itself
@@ -237,10 +249,13 @@ struct SocketSleeper {
 // A lend unused for this long is given back (Shared).
 inline constexpr std::chrono::microseconds reclaim_after{1000};
 
-// How udp's blocking receives wait: no spinning, no yielding (on a machine with few
-// CPUs they keep the thread that would deliver from running), sleeping on the socket
-// at most 100 ms at a time.
-inline constexpr WaitPolicy socket_wait{std::chrono::microseconds(0), std::chrono::microseconds(0),
+// How udp's blocking receives wait: polling the socket itself (poll_socket: a
+// recvmmsg() that does not block) for up to 50 us, as the raw floor does - a wake-up
+// from a sleep in recvmmsg() costs 8 to 10 us each way on a virtual machine, which
+// was most of a 64 B round trip - then sleeping on the socket at most 100 ms at a
+// time. No yielding: on a machine with few CPUs it keeps the thread that would
+// deliver from running.
+inline constexpr WaitPolicy socket_wait{std::chrono::microseconds(50), std::chrono::microseconds(0),
                                         std::chrono::microseconds(100000)};
 
 // The iovecs of a piece of a message: `piece` bytes from `offset`, gathered from its
@@ -249,7 +264,7 @@ inline constexpr WaitPolicy socket_wait{std::chrono::microseconds(0), std::chron
 std::size_t gather(const Buffer& buffer, std::uint64_t offset, std::size_t piece, std::span<iovec> iov, std::size_t n,
                    std::vector<std::byte>& staging);
 
-// Datagrams ready to go out together (outgoing.cpp): a message's datagrams leave in
+// Datagrams ready to go out together (sender.cpp): a message's datagrams leave in
 // one system call, and the receiver, woken by the first, finds the others there.
 // With UDP GSO a run of datagrams of which all but the last are full goes as one
 // send with UDP_SEGMENT, which the kernel cuts into those same datagrams after one
@@ -286,11 +301,12 @@ struct DatagramBatch {
     [[nodiscard]] std::span<iovec> next_iov() noexcept { return {iov.data() + iovs, iovs_per}; }
     // The next datagram is ready: its first `iovecs` iovecs, `bytes` in all.
     void add(std::size_t iovecs, std::size_t bytes, bool in_staging) noexcept;
-    // Sends the batch to `to` (GSO runs of datagrams of `full` bytes when gso; a GSO
-    // send the kernel refuses sets gso false and goes again datagram by datagram),
-    // then clears it. Returns how many datagrams the socket took, in order; error is
-    // the errno of the call that took none of the rest (0 when all went).
-    std::size_t send(int fd, const sockaddr* to, socklen_t length, std::size_t full, bool& gso, int& error);
+    // Sends the batch to `to` (when gso, each run of datagrams of one size - the last
+    // no larger - as one GSO send; a GSO send the kernel refuses sets gso false and goes
+    // again datagram by datagram), then clears it. Returns how many datagrams the
+    // socket took, in order; error is the errno of the call that took none of the rest
+    // (0 when all went).
+    std::size_t send(int fd, const sockaddr* to, socklen_t length, bool& gso, int& error);
 };
 
 // A message a group send sent to udp.multicast (group.cpp), held by each member's
@@ -314,6 +330,9 @@ std::unique_ptr<BasicGroup> make_udp_group(std::string name, std::shared_ptr<Sha
 class UdpNode final : public Node, public kit::FactoryBound {
 public:
     UdpNode(std::shared_ptr<Shared> shared, const config::NodeConfig& peer, ip::Address address);
+    ~UdpNode() override;
+    UdpNode(const UdpNode&) = delete;
+    UdpNode& operator=(const UdpNode&) = delete;
 
     [[nodiscard]] NodeId id() const noexcept override { return id_; }
     [[nodiscard]] const std::string& name() const noexcept override { return name_; }
@@ -324,7 +343,7 @@ public:
     bool flush(std::chrono::nanoseconds timeout) override;
     [[nodiscard]] NodeStats stats() const noexcept override;
     // The factory hands the node out (create_node, under its HealthScope): its loss
-    // latch, made with the engine before that, now tells the statistics page too.
+    // latch, made with the transport before that, now tells the statistics page too.
     void observe_health_scopes() { loss_.observe_current_scopes(); }
 
     // --- background thread ---
@@ -498,6 +517,15 @@ private:
     Clock::time_point next_skip_{};
     std::vector<std::byte> staging_;
     bool gso_ = true; // false once the kernel refused a GSO send to this peer
+    // Our datagrams to this peer leave by a socket of its own, connected to it (made at
+    // the first send: link_socket; -1: none, they leave by the factory's socket with
+    // the address). A connected UDP socket keeps its route and needs no address per
+    // send: 0.3-0.4 us of a 64 B one-way trip of 2.3 us on loopback. It is bound to
+    // this node's host with a port of the system's choosing, and never read: the peer
+    // answers to the nodes file's port, and tells who sent a datagram by its header.
+    static constexpr int link_unopened = -2;
+    int link_fd_ = link_unopened;
+    int link_socket();
 
     // --- receiving: datagrams from the peer's incarnation ---
     std::uint64_t expected_ = 0;                            // the next datagram due

@@ -20,6 +20,15 @@ struct CommOptions {
     // Bytes of received messages nobody asked for (payload and envelope) a
     // communicator keeps before it stops taking messages (back-pressure). 1 byte to 16GiB.
     std::uint64_t unexpected_limit = 64 * MiB;
+    // BIP's per-tag queues: tag ranges whose messages each sending peer may have
+    // unread at this node only up to a bound of their own, outside unexpected_limit
+    // ("first-last:size" or "tag:size", comma-separated; e.g. "100-199:64KiB,7:4KiB").
+    struct TagQueue {
+        std::int32_t first = 0;
+        std::int32_t last = 0;
+        std::uint64_t limit = 0;
+    };
+    std::vector<TagQueue> tag_queues;
 
     static const std::vector<std::string>& keys();
     void set(const std::string& key, const Value& value);

@@ -18,6 +18,7 @@
 #pragma once
 
 #include <msgpass/kit/health.hpp>
+#include <msgpass/node_factory.hpp>
 #include <msgpass/stats.hpp>
 
 #include <atomic>
@@ -46,6 +47,13 @@ namespace msgpass::kit {
 // with an empty partition, the pages of every partition of the user.
 [[nodiscard]] std::vector<std::string> find_stats_pages(std::string_view user, std::string_view partition,
                                                         std::error_code& error);
+
+// Removes the shared-memory object name ("/name") unless a live process owns it. The
+// owner of a page (and of every sci segment) holds an exclusive flock on it for its
+// whole life, which the kernel drops however the process ends; an object that can be
+// locked has no owner any more. The lock is held while the name is removed. With
+// dry_run it only tells what it would do.
+LeftoverRemoval remove_unheld_shm(const std::string& name, std::error_code& error, bool dry_run = false);
 
 // One peer of a page, as read.
 struct PeerView {

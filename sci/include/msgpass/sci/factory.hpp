@@ -11,27 +11,12 @@
 
 namespace msgpass::sci {
 
-class LocalNode; // the local segment of this process (src/local_node.hpp)
+class Transport; // the engine of this process: its local segment (src/transport.hpp)
 class SciNode;   // one peer (src/node.hpp)
 
 // Registers "sci" with the TechnologyRegistry and its configuration (options.hpp)
 // with config::SchemaRegistry. Idempotent.
 void register_technology();
-
-// SCIGroup: a dynamic group whose members are all SCINodes; a blocking receive
-// waits as the nodes do (LocalNode::wait) and sleeps on the local segment's doorbell.
-class SciGroup final : public kit::GroupBase {
-public:
-    SciGroup(std::string name, std::shared_ptr<LocalNode> local);
-
-protected:
-    // Throws UsageError when the node is not an SCINode.
-    void admit(NodePtr node) override;
-    [[nodiscard]] BufferPtr wait(std::chrono::nanoseconds timeout) override;
-
-private:
-    std::shared_ptr<LocalNode> local_; // the doorbell lives in its segment
-};
 
 class SciNodeFactory final : public kit::FactoryBase {
 public:
@@ -44,7 +29,7 @@ public:
     [[nodiscard]] std::string_view technology() const noexcept override { return "sci"; }
     BufferPtr create_buffer(std::size_t size) override;
 
-    [[nodiscard]] LocalNode& local_node() const noexcept { return *local_; }
+    [[nodiscard]] Transport& transport() const noexcept { return *transport_; }
     // The doorbell of the local segment, which every sender to this process rings.
     [[nodiscard]] Doorbell& bell() const noexcept;
     // Calls poll until it returns a buffer or timeout passes, waiting as the sci
@@ -56,7 +41,7 @@ public:
 private:
     NodePtr make_node(NodeId id) override;
     std::unique_ptr<BasicGroup> make_group(std::string name) override;
-    std::shared_ptr<LocalNode> local_;
+    std::shared_ptr<Transport> transport_;
 };
 
 } // namespace msgpass::sci

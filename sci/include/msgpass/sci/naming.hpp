@@ -5,6 +5,7 @@
 #pragma once
 
 #include <msgpass/config.hpp>
+#include <msgpass/node_factory.hpp>
 
 #include <cstdint>
 #include <optional>
@@ -72,18 +73,16 @@ std::vector<std::string> node_segments(const SegmentAddress& address, std::error
 // Every segment of a partition: find_segments(partition_prefix(user, partition)).
 std::vector<std::string> partition_segments(std::string_view user, std::string_view partition, std::error_code& error);
 
-// What remove_stale_segment did.
-enum class Removal {
-    removed, // its owner was gone: the segment is removed (with dry_run: would be)
-    in_use,  // a live process holds it (its owner, or a partner mid-check): left alone
-    absent,  // there is no such segment (any more)
-    failed,  // it could not be opened or removed: error says why
-};
+// What remove_stale_segment did (the registry's word for any technology's leftovers).
+using Removal = LeftoverRemoval;
 
-// Removes a segment unless a live process owns it. The owner of every sci segment
-// holds an exclusive flock on it for its whole life, which the kernel drops however
-// the process ends; a segment that can be locked has no owner any more. The lock is
-// held while the name is removed. With dry_run it only tells what it would do.
+// Removes a segment unless a live process owns it (kit::remove_unheld_shm: the owner
+// of every sci segment holds an exclusive flock on it for its whole life). With
+// dry_run it only tells what it would do.
 Removal remove_stale_segment(const std::string& name, std::error_code& error, bool dry_run = false);
+
+// What the sci technology leaves in /dev/shm, for the TechnologyRegistry: the
+// segments of a partition or of one node, and their removal.
+Leftovers leftovers();
 
 } // namespace msgpass::sci

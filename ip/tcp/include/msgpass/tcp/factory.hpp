@@ -32,8 +32,8 @@ namespace msgpass::tcp {
 // with config::SchemaRegistry. Idempotent.
 void register_technology();
 
-class Engine;  // the sockets, the background thread, the nodes (src/engine.hpp)
-class TcpNode; // one peer (src/engine.hpp)
+class Transport; // the sockets, the background thread, the nodes (src/transport.hpp)
+class TcpNode;   // one peer (src/node.hpp)
 
 // Counters of the listening side: connections refused or closed, per reason.
 struct ListenerStats {
@@ -73,19 +73,19 @@ public:
     // tcp nodes sleeps on the sci doorbell alone. The bell must outlive the factory.
     void ring_on_input(Doorbell& bell);
 
-    [[nodiscard]] Engine& engine() const noexcept { return *engine_; }
+    [[nodiscard]] Transport& transport() const noexcept { return *transport_; }
 
 private:
     NodePtr make_node(NodeId id) override;
     std::unique_ptr<BasicGroup> make_group(std::string name) override;
-    std::shared_ptr<Engine> engine_;
+    std::shared_ptr<Transport> transport_;
 };
 
 // The group of the tcp technology: members are tcp nodes; a blocking receive
 // sleeps in poll() on the members' sockets.
 class TcpGroup final : public kit::GroupBase {
 public:
-    TcpGroup(std::string name, std::shared_ptr<Engine> engine);
+    TcpGroup(std::string name, std::shared_ptr<Transport> transport);
     bool remove(NodeId id) override;
 
 protected:
@@ -94,7 +94,7 @@ protected:
     [[nodiscard]] BufferPtr wait(std::chrono::nanoseconds timeout) override;
 
 private:
-    std::shared_ptr<Engine> engine_;
+    std::shared_ptr<Transport> transport_;
     std::mutex members_mutex_;
     std::vector<std::shared_ptr<TcpNode>> members_; // for the sockets to sleep on
 };

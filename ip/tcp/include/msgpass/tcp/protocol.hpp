@@ -6,13 +6,13 @@
 //
 // A connection starts with the handshake of ip/common (msgpass/ip/handshake.hpp): a
 // Hello from the connector and a Welcome (or a refusal) from the acceptor, under
-// tcp's magic and version; then frames follow (msgpass/ip/frame.hpp), each a
+// tcp's magic and version; then frames follow (msgpass/tcp/frame.hpp), each a
 // FrameHeader and `length` bytes. Every length is checked against max_message_size
 // before anything is allocated.
 #pragma once
 
-#include <msgpass/ip/frame.hpp>
 #include <msgpass/ip/handshake.hpp>
+#include <msgpass/tcp/frame.hpp>
 
 #include <cstdint>
 #include <cstring>
@@ -25,8 +25,6 @@ inline constexpr std::uint16_t protocol_version = 2; // 2: one two-way connectio
 inline constexpr ip::Protocol protocol{magic, protocol_version};
 
 using ip::describe;
-using ip::FrameHeader;
-using ip::FrameType;
 using ip::Hello;
 using ip::Kind;
 using ip::max_partition_length;

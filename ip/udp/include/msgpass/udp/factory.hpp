@@ -22,7 +22,7 @@ namespace msgpass::udp {
 // with config::SchemaRegistry. Idempotent.
 void register_technology();
 
-class Engine; // the socket, the background thread, the nodes (src/engine.hpp)
+class Transport; // the socket, the background thread, the nodes (src/transport.hpp)
 
 // Datagram counters of a factory: sent and received, NAKs, repairs, and the
 // datagrams dropped per reason.
@@ -67,7 +67,7 @@ public:
 private:
     NodePtr make_node(NodeId id) override;
     std::unique_ptr<BasicGroup> make_group(std::string name) override;
-    std::shared_ptr<Engine> engine_;
+    std::shared_ptr<Transport> transport_;
 };
 
 } // namespace msgpass::udp

@@ -1,0 +1,369 @@
+// The receive side of a TcpNode's connection (node.hpp): installing a connection
+// the peer opened (after the acceptor's side of the handshake, transport.cpp, and the
+// tie-break of two crossing connections), reading and parsing frames into the inbox,
+// and the acknowledgements this side owes (carried by its data frames, alone when
+// none go). The application's receive reads; the background thread reads when the
+// application does not and an acknowledgement is awaited.
+#include "node.hpp"
+#include <msgpass/log.hpp>
+
+#include <cerrno>
+#include <cstdio>
+#include <cstring>
+#include <limits>
+#include <sys/epoll.h>
+#include <unistd.h>
+
+namespace msgpass::tcp {
+
+namespace {
+
+constexpr std::size_t rx_capacity = 256 * 1024;
+
+} // namespace
+
+// out_mutex_. Both nodes connected at once: the connection of the lower node id
+// stays. The higher one drops its own attempt (it never carried a frame) and
+// takes the lower one's.
+bool TcpNode::crosses_locked(Clock::time_point now) const {
+    const bool ours_in_flight = state_ == State::connecting || state_ == State::handshaking;
+    return shared_->parameters.self < id_ &&
+           (ours_in_flight || (opened_here_ && fd_ >= 0 && now - connected_at_ < crossing_window));
+}
+
+bool TcpNode::crosses() const {
+    std::lock_guard lock(out_mutex_);
+    return crosses_locked(Clock::now());
+}
+
+bool TcpNode::accept_connection(int fd, std::uint64_t incarnation) {
+    std::lock_guard in_lock(in_mutex_);
+    std::lock_guard lock(out_mutex_);
+    const auto now = Clock::now();
+    if (crosses_locked(now)) return false;
+    const bool ours_in_flight = state_ == State::connecting || state_ == State::handshaking;
+    if (ours_in_flight && fd_ >= 0) { // the higher id gives its attempt up; the peer refuses it
+        shared_->epoll.remove(fd_);
+        if (abandoned_fd_ >= 0) ::close(abandoned_fd_);
+        abandoned_fd_ = fd_;
+        abandoned_hello_ = state_ == State::connecting;
+        abandoned_at_ = now;
+        if (bell_fd_ >= 0) ::close(bell_fd_);
+        fd_ = bell_fd_ = -1;
+    }
+    install(fd);
+    opened_here_ = false;
+    connected_at_ = now;
+    framed_ = true;
+    state_ = State::resuming; // our messages wait for the peer's resume frame
+    attach_in(incarnation);
+    const Welcome w =
+        ip::make_welcome(protocol, shared_->parameters.self, id_, shared_->incarnation, in_window_.expected());
+    (void)::send(fd, &w, sizeof w, MSG_DONTWAIT | MSG_NOSIGNAL); // a fresh socket takes 40 bytes at once
+    reconnect_.connected();
+    next_answer_check_ = Clock::now() + answer_check_period();
+    shared_->wake_receivers();
+    return true;
+}
+
+// in_mutex_. Forgets what was read of the connection: a partial frame is sent again.
+void TcpNode::reset_in() {
+    assembling_.reset();
+    rx_begin_ = rx_end_ = 0;
+}
+
+// in_mutex_. Writes the acknowledgement owed alone, when out_mutex_ is free (else
+// the background thread does). A sender that writes data carries it anyway.
+void TcpNode::send_ack() {
+    if (ack_avail_.load() == ack_sent_.load()) {
+        (void)in_window_.acknowledge();
+        return;
+    }
+    std::unique_lock lock(out_mutex_, std::try_to_lock);
+    if (!lock.owns_lock()) {
+        ack_wanted_.store(true);
+        shared_->wake_io();
+        return;
+    }
+    send_ack_locked();
+}
+
+// Both locks.
+void TcpNode::send_ack_locked() {
+    const std::uint64_t avail = ack_avail_.load();
+    if (avail == ack_sent_.load()) {
+        (void)in_window_.acknowledge();
+        return;
+    }
+    if (fd_ < 0 || write_failed_ || (state_ != State::established && state_ != State::resuming)) return;
+    (void)in_window_.acknowledge();
+    if (!window_.all_written() && state_ == State::established) {
+        write_pending(); // the data carries it
+        if (ack_sent_.load() == avail) return;
+    }
+    if (window_.offset() != 0) return; // within a frame: the next data frame carries it
+    queue_control(ack_frame(avail));
+    ack_sent_.store(avail);
+    standalone_acks_.fetch_add(1, std::memory_order_relaxed);
+}
+
+// in_mutex_. Whether an acknowledgement must go alone now: ack_every messages
+// arrived since the peer last learnt of any (from one written alone or from the
+// acknowledgement every data frame carries), or ack_bytes since the last one written
+// alone. Counting only those written alone wrote one before every 64th reply of a
+// request-response exchange, which the reply itself acknowledged a moment later.
+bool TcpNode::ack_due() const {
+    const std::uint64_t avail = ack_avail_.load(std::memory_order_relaxed);
+    const std::uint64_t sent = ack_sent_.load(std::memory_order_relaxed);
+    return (avail > sent && avail - sent >= shared_->parameters.ack_every) ||
+           in_window_.ack_due(std::numeric_limits<std::uint64_t>::max(), shared_->parameters.ack_bytes);
+}
+
+void TcpNode::deliver(BufferPtr message) {
+    message->set_source(id_);
+    in_window_.delivered(message->size());
+    ++inbox_count_;
+    inbox_.push(std::move(message));
+}
+
+// Parses every whole frame in rx_: messages into the inbox, acknowledgements,
+// goodbye and resume into c; a data frame too large for what is left of rx_ becomes
+// the message being assembled, read straight into its buffer.
+void TcpNode::parse_in_buffer(Control& c) {
+    const auto& p = shared_->parameters;
+    while (!assembling_ && rx_end_ - rx_begin_ >= sizeof(FrameHeader)) {
+        FrameHeader h = decode(rx_.data() + rx_begin_);
+        if (h.length == 0 && (h.type == static_cast<std::uint32_t>(FrameType::ack) ||
+                              h.type == static_cast<std::uint32_t>(FrameType::goodbye) ||
+                              h.type == static_cast<std::uint32_t>(FrameType::resume))) {
+            rx_begin_ += sizeof h;
+            if (h.type == static_cast<std::uint32_t>(FrameType::resume)) {
+                c.resume = true;
+                c.resume_to = h.seq;
+                continue;
+            }
+            if (!c.ack || h.seq > c.ack_to) c.ack_to = h.seq;
+            c.ack = true;
+            if (h.type == static_cast<std::uint32_t>(FrameType::goodbye)) {
+                c.goodbye = true;
+                in_goodbye_ = true;
+                known_incarnation_.store(0); // a clean end: a later refusal is not a loss
+            }
+            continue;
+        }
+        if (h.type == static_cast<std::uint32_t>(FrameType::data_acked)) {
+            // The peer's acknowledgement in 32 bits, widened from the last one applied:
+            // acknowledgements only grow, and fewer than 2^32 messages are ever unacknowledged.
+            const std::uint64_t base = acked_base_.load(std::memory_order_relaxed);
+            const std::uint64_t to = base + static_cast<std::uint32_t>(h.flags - static_cast<std::uint32_t>(base));
+            if (!c.ack || to > c.ack_to) c.ack_to = to;
+            c.ack = true;
+            h.type = static_cast<std::uint32_t>(FrameType::data);
+            h.flags = 0;
+        }
+        const Frame frame = check_data_side(h, p.max_message_size);
+        if (frame == Frame::goodbye) { // a goodbye with a payload
+            violation_ = "node " + std::to_string(id_) + " sent a goodbye of " + std::to_string(h.length) + " bytes";
+            shared_->count_refusal(Refusal::protocol_error);
+            c.bad_ack = true;
+            return;
+        }
+        if (frame == Frame::skip) {
+            rx_begin_ += sizeof h;
+            if (h.seq < in_window_.expected()) { // a skip back over messages delivered
+                violation_ = "node " + std::to_string(id_) + " skipped to message " + std::to_string(h.seq) +
+                             " where " + std::to_string(in_window_.expected()) + " was expected";
+                shared_->count_refusal(Refusal::protocol_error);
+                c.bad_ack = true;
+                return;
+            }
+            const std::uint64_t first = in_window_.expected();
+            if (const std::uint64_t skipped = in_window_.skip_to(h.seq); skipped > 0) {
+                // The peer gave this node up while it lived and dropped these messages:
+                // reported after what arrived before them, before what follows.
+                inbox_.mark_gap(ip::Loss{
+                    "peer " + std::to_string(id_) + " (" + name_ + ", " + address_.text + ") dropped " +
+                        std::to_string(skipped) + " messages to this node (numbers " + std::to_string(first) + ".." +
+                        std::to_string(h.seq - 1) +
+                        ") after declaring this node lost (no connection for peer_timeout); its messages go on "
+                        "from number " +
+                        std::to_string(h.seq),
+                    0});
+                MSGPASS_LOG(tcp, warn,
+                            "msgpass tcp node " + std::to_string(shared_->parameters.self) + ": peer " +
+                                std::to_string(id_) + " dropped " + std::to_string(skipped) +
+                                " messages to this node (" + std::to_string(first) + ".." + std::to_string(h.seq - 1) +
+                                ")");
+                ack_avail_.store(in_window_.expected());
+            }
+            continue;
+        }
+        if (frame != Frame::data) {
+            violation_ = "node " + std::to_string(id_) + " sent " + describe_fault(h, frame, p.max_message_size);
+            shared_->count_refusal(refusal_of(frame));
+            c.bad_ack = true;
+            return;
+        }
+        if (in_window_.classify(h.seq) != ReceiveWindow::Arrival::in_order) { // a stream neither repeats nor skips
+            violation_ = "node " + std::to_string(id_) + " sent message " + std::to_string(h.seq) + " where " +
+                         std::to_string(in_window_.expected()) + " was expected";
+            shared_->count_refusal(Refusal::protocol_error);
+            c.bad_ack = true;
+            return;
+        }
+        const std::size_t have = rx_end_ - rx_begin_ - sizeof h;
+        if (have >= h.length) {
+            auto m = shared_->pool->make(static_cast<std::size_t>(h.length));
+            std::memcpy(m->single()->data(), rx_.data() + rx_begin_ + sizeof h, static_cast<std::size_t>(h.length));
+            rx_begin_ += sizeof h + h.length;
+            deliver(std::move(m));
+            c.delivered = true;
+            continue;
+        }
+        // The header stays in rx_ until the whole frame is there (its acknowledgement
+        // is taken again then, which changes nothing).
+        if (rx_begin_ + sizeof h + h.length <= rx_.size()) break; // fits: wait for the rest in rx_
+        assembling_ = shared_->pool->make(static_cast<std::size_t>(h.length));
+        assembling_data_ = assembling_->single()->data();
+        std::memcpy(assembling_data_, rx_.data() + rx_begin_ + sizeof h, have);
+        assembled_ = have;
+        rx_begin_ = rx_end_ = 0;
+    }
+    if (rx_begin_ == rx_end_) rx_begin_ = rx_end_ = 0;
+}
+
+// in_mutex_. Reads what the socket holds (a few rounds of the read buffer) and
+// parses it.
+TcpNode::Control TcpNode::read_in_side() {
+    Control c;
+    if (rx_.empty()) rx_.resize(rx_capacity);
+    for (int round = 0; round < 4 && fd_ >= 0 && framed_; ++round) {
+        ssize_t got = 0;
+        if (assembling_) {
+            got = ::recv(fd_, assembling_data_ + assembled_, assembling_->size() - assembled_, MSG_DONTWAIT);
+        } else {
+            if (rx_begin_ > 0 && rx_.size() - rx_end_ < sizeof(FrameHeader) + 4096) {
+                std::memmove(rx_.data(), rx_.data() + rx_begin_, rx_end_ - rx_begin_);
+                rx_end_ -= rx_begin_;
+                rx_begin_ = 0;
+            }
+            got = ::recv(fd_, rx_.data() + rx_end_, rx_.size() - rx_end_, MSG_DONTWAIT);
+        }
+        if (got == 0) {
+            c.closed = true;
+            break;
+        }
+        if (got < 0) {
+            if (errno == EINTR) continue;
+            if (errno != EAGAIN && errno != EWOULDBLOCK) c.closed = true;
+            break;
+        }
+        if (assembling_) {
+            assembled_ += static_cast<std::size_t>(got);
+            if (assembled_ == assembling_->size()) {
+                deliver(std::move(assembling_));
+                c.delivered = true;
+                assembled_ = 0;
+            }
+            continue;
+        }
+        rx_end_ += static_cast<std::size_t>(got);
+        parse_in_buffer(c);
+        if (c.bad_ack) break;
+        if (!inbox_.empty() && rx_end_ < rx_.size()) break; // the socket is drained for now
+    }
+    if (c.delivered) ack_avail_.store(in_window_.expected(), std::memory_order_release);
+    return c;
+}
+
+// Both locks. What a read found besides messages.
+void TcpNode::apply(const Control& c) {
+    if (c.ack && !c.bad_ack) {
+        if (!acknowledged(c.ack_to)) { // the connection is made again; the messages are kept and resent
+            broken("protocol error from the peer (an acknowledgement of messages never sent)");
+            return;
+        }
+        if (c.goodbye) peer_said_goodbye_ = true;
+    }
+    if (c.resume && !c.bad_ack) {
+        if (state_ != State::resuming) {
+            violation_ = "node " + std::to_string(id_) + " sent a resume frame on a connection it did not open";
+            shared_->count_refusal(Refusal::protocol_error);
+            broken("protocol error from the peer (resume)");
+            return;
+        }
+        if (!resume_window(in_window_.incarnation(), c.resume_to)) return;
+    }
+    if (c.bad_ack || c.closed) {
+        broken(c.bad_ack ? "protocol error from the peer" : "connection closed by the peer");
+        return;
+    }
+    if (c.delivered && ack_due()) send_ack_locked();
+    if (state_ == State::established && !window_.all_written() && !armed_write_) write_pending();
+}
+
+// in_mutex_, after the application's read: the acknowledgement and the rest are
+// applied when out_mutex_ is free; else the background thread applies them. The
+// end of a connection or a resume always waits for the lock.
+void TcpNode::after_read(std::unique_lock<std::mutex>& in_lock, const Control& c, bool background) {
+    (void)in_lock;
+    if (c.bad_ack || c.closed || c.resume || c.goodbye) {
+        {
+            std::lock_guard lock(out_mutex_);
+            apply(c);
+            window_.take_acknowledged(rx_acknowledged_);
+        }
+        rx_acknowledged_.clear(); // freed outside out_mutex_: senders do not wait for free()
+        return;
+    }
+    if (c.ack) {
+        std::uint64_t seen = peer_ack_.load();
+        while (c.ack_to > seen && !peer_ack_.compare_exchange_weak(seen, c.ack_to)) {
+        }
+        peer_ack_pending_.store(true);
+        // While the application sends, its next send applies the acknowledgement and
+        // frees the buffers in the thread that made them (the per-thread block cache
+        // then hands them back without a trip through the shared depot); the
+        // background thread's tick applies it when the sends stop.
+        if (!background || !sending(Clock::now())) {
+            std::unique_lock lock(out_mutex_, std::try_to_lock);
+            if (lock.owns_lock()) {
+                apply_pending_ack();
+                window_.take_acknowledged(rx_acknowledged_);
+                lock.unlock();
+                rx_acknowledged_.clear();
+            } else {
+                shared_->wake_io();
+            }
+        }
+    }
+    if (c.delivered && ack_due()) send_ack();
+}
+
+// Background thread: whether the application sent within ack_delay, as far as this
+// thread saw (it then applies the acknowledgements itself, at its next send).
+bool TcpNode::sending(Clock::time_point now) {
+    const std::uint64_t sends = sends_.load(std::memory_order_relaxed);
+    if (sends != sends_seen_) {
+        sends_seen_ = sends;
+        sends_seen_at_ = now;
+        return true;
+    }
+    return now - sends_seen_at_ < ack_delay;
+}
+
+// Background thread: reads the connection for the acknowledgements the application
+// does not read (or the peer's resume frame, or the end of the connection). Both
+// locks are taken here (in_mutex_ first).
+void TcpNode::read_background() {
+    // The caller holds in_mutex_ (on_event); out_mutex_ is taken for apply.
+    if (fd_ < 0 || !framed_) return;
+    const Control c = read_in_side();
+    {
+        std::lock_guard lock(out_mutex_);
+        apply(c);
+    }
+    if (c.delivered || c.bad_ack || c.closed) shared_->wake_receivers();
+}
+
+} // namespace msgpass::tcp

@@ -1,0 +1,221 @@
+// The send side of a TcpNode (node.hpp): send() numbers the message into the window
+// and writes it in the caller's thread when nothing is queued before it (a stream's
+// messages join a batch, written in one gathered sendmsg() at batch_messages or by
+// the background thread batch_window after it began); the control frames (resume,
+// skip, an acknowledgement alone) between data frames; flush; the wait for the
+// peer's acknowledgements before a clean close.
+#include "node.hpp"
+
+#include <msgpass/ip/socket.hpp>
+#include <msgpass/kit/errors.hpp>
+
+#include <algorithm>
+#include <cerrno>
+#include <sys/socket.h>
+
+namespace msgpass::tcp {
+
+void TcpNode::send(BufferPtr&& buffer) {
+    if (!buffer) kit::throw_null_buffer(*this);
+    send_impl(buffer);
+}
+
+void TcpNode::send_shared(const SharedBuffer& buffer) {
+    if (!buffer) kit::throw_null_buffer(*this);
+    SharedBuffer copy = buffer;
+    send_impl(copy);
+}
+
+template <class B>
+void TcpNode::send_impl(B& buffer) {
+    check_factory("send");
+    const std::size_t size = buffer->size();
+    if (size > shared_->parameters.max_message_size) {
+        stats_.error();
+        kit::throw_message_too_large(*this, size, shared_->parameters.max_message_size);
+    }
+    throw_if_lost();
+    std::unique_lock lock(out_mutex_);
+    if (address_.empty()) throw UsageError("node " + std::to_string(id_) + " has no port in the nodes file");
+    // The acknowledgements the background thread read while this thread sends
+    // (after_read): applied here, the buffers freed after the lock in this thread
+    // (the vector keeps its capacity); the writes are the batch's, below.
+    thread_local std::vector<Outgoing> acknowledged;
+    if (peer_ack_pending_.load(std::memory_order_relaxed)) {
+        apply_pending_ack(false);
+        window_.take_acknowledged(acknowledged);
+    }
+    // The queue is what was never written; after a broken connection the messages
+    // written before and not acknowledged go again without counting (window.hpp).
+    if (window_.queued() >= shared_->parameters.send_queue_limit) {
+        stats_.error();
+        lock.unlock();
+        acknowledged.clear();
+        kit::throw_send_queue_full(*this, shared_->parameters.send_queue_limit);
+    }
+    const std::size_t waiting = window_.waiting();
+    window_.push(std::move(buffer), size);
+    sends_.store(sends_.load(std::memory_order_relaxed) + 1, std::memory_order_relaxed);
+    if (state_ == State::established && !armed_write_) {
+        // A message after a pause goes out now. One that follows a write by less
+        // than batch_window is part of a stream: it joins a batch that this thread
+        // writes once it holds batch_messages (or a large message), or that the
+        // background thread writes batch_window after the batch began.
+        if (waiting == 0) {
+            const auto now = Clock::now();
+            // A message received since the last write makes this a reply, not a stream.
+            const std::uint64_t takes = takes_.load(std::memory_order_relaxed);
+            const bool replied = takes != takes_at_write_;
+            if (replied || now - last_write_ >= batch_window || size >= batch_bytes) {
+                last_write_ = now;
+                takes_at_write_ = takes;
+                write_pending();
+            } else {
+                batch_start_ = now;
+                // One wake-up of the background thread for a stream, not one per
+                // batch: once it holds a batch's deadline it follows batch_start_.
+                if (!batch_timed_) {
+                    batch_timed_ = true;
+                    shared_->wake_io();
+                }
+            }
+        } else if (waiting + 1 >= batch_messages || size >= batch_bytes) {
+            last_write_ = Clock::now();
+            write_pending();
+        }
+    } else if (state_ == State::idle) {
+        reconnect_.attempt_now(Clock::now());
+        state_ = State::waiting;
+        shared_->wake_io();
+    }
+    const std::size_t left = window_.queued();
+    queue_depth_.store(left, std::memory_order_relaxed);
+    if (left > 0) stats_.queued();
+    lock.unlock(); // before the acknowledged messages are freed
+    acknowledged.clear();
+}
+
+// out_mutex_. Queues a control frame (resume, skip, an acknowledgement alone) and
+// writes it when no data frame is cut in the middle.
+void TcpNode::queue_control(const FrameHeader& h) {
+    if (ctl_off_ == ctl_len_) ctl_len_ = ctl_off_ = 0;
+    if (ctl_len_ + sizeof h > ctl_tx_.size()) { // full of acknowledgements: the newest replaces the last
+        if (h.type != static_cast<std::uint32_t>(FrameType::ack) || ctl_off_ > ctl_len_ - sizeof h) return;
+        ctl_len_ -= sizeof h;
+    }
+    encode(h, ctl_tx_.data() + ctl_len_);
+    ctl_len_ += sizeof h;
+    write_control();
+}
+
+// out_mutex_. Writes what is left of the control frames; false while some is left.
+bool TcpNode::write_control() {
+    while (ctl_off_ < ctl_len_) {
+        if (fd_ < 0 || write_failed_ || window_.offset() != 0) return false;
+        const ssize_t wrote = ::send(fd_, ctl_tx_.data() + ctl_off_, ctl_len_ - ctl_off_, MSG_DONTWAIT | MSG_NOSIGNAL);
+        if (wrote < 0) {
+            if (errno == EINTR) continue;
+            if (errno == EAGAIN || errno == EWOULDBLOCK) {
+                armed_write_ = true;
+                update_epoll();
+                return false;
+            }
+            fail_write("write failed: " + ip::errno_text(errno));
+            return false;
+        }
+        ctl_off_ += static_cast<std::size_t>(wrote);
+    }
+    ctl_len_ = ctl_off_ = 0;
+    return true;
+}
+
+// Writes as much of the queue as the socket takes, many messages per system call
+// (a gather write over headers and fragments, ip/gather.hpp: pieces up to
+// small_piece bytes are staged, larger ones written from where they are). Each data
+// frame carries this side's acknowledgement of the peer's messages (data_acked).
+// At most max(send_queue_limit, background_inbox_limit) messages are written and not
+// acknowledged: the peer's acknowledgements come behind its own data, which a node
+// that never receives from it reads only so far (background_inbox_limit), so memory
+// stays bounded; a receiver that does not read stops the writes sooner (TCP's window).
+void TcpNode::write_pending() {
+    if (fd_ < 0 || write_failed_) return;
+    if (window_.offset() == 0 && !write_control()) return;
+    const std::size_t unacknowledged_limit =
+        std::max<std::size_t>(shared_->parameters.send_queue_limit, background_inbox_limit);
+    while (state_ == State::established && !window_.all_written() && !write_failed_ &&
+           window_.written() < unacknowledged_limit) {
+        const std::uint64_t ack = ack_avail_.load(std::memory_order_acquire);
+        bool carried = false;
+        gather_.start(window_.offset());
+        const std::size_t end = std::min(window_.size(), unacknowledged_limit);
+        for (std::size_t i = window_.written(); i < end; ++i) {
+            if (i != window_.written() || window_.offset() == 0) { // not begun: it carries the acknowledgement
+                FrameHeader& h = window_.header(i);
+                h.type = static_cast<std::uint32_t>(FrameType::data_acked);
+                h.flags = static_cast<std::uint32_t>(ack);
+                carried = true;
+            }
+            if (!gather_.add_frame(window_[i].header, window_[i].buffer())) break;
+        }
+        msghdr msg = gather_.message();
+        const ssize_t wrote = ::sendmsg(fd_, &msg, MSG_DONTWAIT | MSG_NOSIGNAL);
+        if (wrote < 0) {
+            if (errno == EINTR) continue;
+            if (errno == EAGAIN || errno == EWOULDBLOCK) {
+                armed_write_ = true;
+                update_epoll();
+                return;
+            }
+            fail_write("write failed: " + ip::errno_text(errno));
+            return;
+        }
+        if (carried && wrote > 0) ack_sent_.store(ack, std::memory_order_relaxed);
+        window_.wrote(static_cast<std::size_t>(wrote), [this](const Outgoing& e, bool resent) {
+            if (resent) {
+                stats_.retried(); // resent after a broken connection
+            } else {
+                stats_.sent(e.header.length);
+            }
+        });
+        if (window_.offset() == 0 && ctl_len_ > 0 && !write_control()) return;
+    }
+    if (window_.all_written()) {
+        if (armed_write_) {
+            armed_write_ = false;
+            update_epoll();
+        }
+        out_changed_.notify_all();
+    }
+    queue_depth_.store(window_.queued(), std::memory_order_relaxed);
+}
+
+bool TcpNode::flush(std::chrono::nanoseconds timeout) {
+    check_factory("flush");
+    const auto deadline = deadline_after(timeout);
+    std::unique_lock lock(out_mutex_);
+    for (;;) {
+        apply_pending_ack();
+        if (state_ == State::established) write_pending();
+        if (window_.all_written()) return true;
+        if (closed_ || Clock::now() >= deadline) return window_.all_written();
+        if (state_ == State::idle && !address_.empty()) {
+            state_ = State::waiting;
+            reconnect_.attempt_now(Clock::now());
+            shared_->wake_io();
+        }
+        // The background thread writes when the socket has room and notifies.
+        out_changed_.wait_until(lock, std::min(deadline, Clock::now() + std::chrono::milliseconds(100)));
+    }
+}
+
+// Before a clean close: a socket closed while acknowledgements still arrive is reset
+// by the kernel, which drops what it had not sent yet, so the factory waits until
+// the peer acknowledged everything.
+bool TcpNode::wait_acknowledged(Clock::time_point deadline) {
+    std::unique_lock lock(out_mutex_);
+    while (!window_.empty() && state_ == State::established && Clock::now() < deadline)
+        out_changed_.wait_until(lock, std::min(deadline, Clock::now() + std::chrono::milliseconds(100)));
+    return window_.empty();
+}
+
+} // namespace msgpass::tcp

@@ -1,0 +1,434 @@
+// The receiver room of sci (receiver.hpp): introductions to the peer, the grants of
+// our receive slots, taking notifications, batches and large messages.
+#include "receiver.hpp"
+#include "batch.hpp"
+#include "sender.hpp"
+
+#include <msgpass/wait.hpp>
+
+#include <algorithm>
+#include <cstring>
+#include <string>
+#include <utility>
+
+namespace msgpass::sci {
+
+Receiver::Receiver(Links& links, Sender& sender)
+    : links_(links), sender_(sender), transport_(links.transport.get()), parameters_(links.parameters),
+      local_header_(links.local_header), grants_(links.grants.get()), stats_(links.stats), loss_(links.loss) {
+    large_release_ = std::make_shared<LargeRelease>();
+    large_release_->transport = links.transport;
+    // The region where this peer writes large messages for us: the ring plus room
+    // for one message of max_message_size that starts at its end; sparse until touched.
+    large_capacity_ = round_up(std::max<std::uint64_t>(parameters_.max_message_size, 64), 4096);
+    large_release_->region.create(transport_->device().segment_name(transport_->parameters().self,
+                                                                    transport_->parameters().sci.recv_seg_id,
+                                                                    "large." + std::to_string(parameters_.peer)),
+                                  large_ring_size + large_capacity_, Pages::on_use); // the sender reserves
+    large_release_->region.map();
+}
+
+Receiver::~Receiver() {
+    std::lock_guard lock(recv_mutex_);
+    release_grants(grants_->generation + 1, 0);
+    abandon_batch();
+    if (hot_slot_ != no_slot) transport_->release_recv_slot(hot_slot_);
+}
+
+void Receiver::adopt(Link& link) {
+    std::lock_guard recv(recv_mutex_);
+    if (recv_link_ == nullptr) introduce(link);
+}
+
+std::unique_lock<std::mutex> Receiver::hold(const Link*& in_use) {
+    std::unique_lock lock(recv_mutex_);
+    in_use = recv_link_;
+    return lock;
+}
+
+// Moves the receive side to this incarnation of the peer and writes our header at
+// the peer: a granted slot per index, the large-buffer grants, and our epoch last,
+// so the peer never mixes incarnations. Our notification words there are left as
+// they are: the partner may not have taken the messages of our previous
+// incarnation yet, and clears them itself when it introduces itself to us. For the
+// same reason we clear the notifications the peer's previous incarnation left in
+// our header only now, when every one of them has been taken; the new incarnation
+// writes none before it sees the grants below. recv_mutex_ held.
+void Receiver::introduce(Link& link) {
+    abandon_batch(); // none: take_next empties a batch before the receive side moves on
+    grants_->generation = (grants_->generation + 1) & Grants::generation_mask;
+    link.generation = grants_->generation;
+    release_grants(link.generation, link.k);
+    if (hot_slot_ != no_slot) transport_->release_recv_slot(hot_slot_);
+    hot_slot_ = no_slot;
+    hot_out_.store(false, std::memory_order_relaxed);
+    hot_issued_ = 0;
+    received_ = 0;
+    recv_index_ = 0;
+    recv_round_.fill(0);
+    recv_salt255_ = salt_of(link.epoch32) % 255;
+    large_received_ = 0;
+    large_generation_ = large_release_->restart();
+    large_published_ = 0;
+    store(link.header->epoch, 0);
+    for (std::uint32_t i = 0; i < max_outstanding; ++i) {
+        store(local_header_->index[i].note, 0);
+        store(link.header->index[i].ack, 0);
+        resign_[i] = false;
+    }
+    store_status(link);
+    for (std::uint32_t i = 0; i < link.k; ++i)
+        grant_from_pool(link, i);
+    store(link.header->epoch, transport_->epoch32());
+    recv_link_ = &link;
+    recv_owner_ = link.shared_from_this();
+}
+
+// Starts a new generation of grants: every index of the old one lets go of its
+// slot (to the pool), the first k wait for one, the others are unused. Buffers of
+// the old generation then return their slots to the pool. recv_mutex_ held.
+void Receiver::release_grants(std::uint32_t generation, std::uint32_t k) {
+    for (std::uint32_t i = 0; i < max_outstanding; ++i) {
+        const std::uint64_t old = grants_->index[i].exchange(
+            Grants::pack(generation, 0, i < k ? Grants::no_slot : Grants::unused_slot), std::memory_order_acq_rel);
+        const std::uint32_t slot = Grants::slot_of(old);
+        if (slot != Grants::no_slot && slot != Grants::unused_slot) transport_->release_recv_slot(slot);
+    }
+}
+
+// The next message of the receive side's incarnation: one of a batch already
+// taken, or the next notification. recv_mutex_ held.
+BufferPtr Receiver::take_next() {
+    if (batch_.link != nullptr) return next_in_batch();
+    if (!pending_.empty()) {
+        auto b = std::move(pending_.front());
+        pending_.pop_front();
+        stats_.received_serialized(b->size());
+        return b;
+    }
+    if (recv_link_ == nullptr) return nullptr;
+    publish_grants(*recv_link_);
+    return take_message(*recv_link_);
+}
+
+// A slot from the pool for index i, if it still waits for one (a dropped buffer
+// may have given it one meanwhile). False when the pool is empty. recv_mutex_ held.
+bool Receiver::grant_from_pool(Link& link, std::uint32_t i) {
+    if (Grants::slot_of(grants_->index[i].load(std::memory_order_acquire)) != Grants::no_slot) return true;
+    const auto slot = transport_->allocate_recv_slot();
+    if (!slot) return false;
+    if (!grants_->give(link, i, *slot)) transport_->release_recv_slot(*slot);
+    return true;
+}
+
+// Renews the grants of indices whose slot stayed (a message came through the hot
+// slot), grants pending indices from the pool (what no dropped buffer gave back),
+// and publishes the large buffers released by the application. rang: the caller
+// wrote a grant too, for which the peer is rung here if it sleeps. Receiver.
+void Receiver::publish_grants(Link& link, bool rang) {
+    for (std::uint32_t i = 0; i < link.k; ++i) {
+        const std::uint64_t w = grants_->index[i].load(std::memory_order_acquire);
+        if (resign_[i]) { // the index's slot stays, for the next round
+            resign_[i] = false;
+            grants_->write_ack(link, i, Grants::round_of(w), Grants::slot_of(w));
+            rang = true;
+        } else if (Grants::slot_of(w) == Grants::no_slot) {
+            if (!grant_from_pool(link, i)) break;
+            rang = true;
+        }
+    }
+    const auto freed = large_release_->freed_published.load(std::memory_order_acquire);
+    if (freed != large_published_) {
+        large_published_ = freed;
+        store_status(link);
+        rang = true;
+    }
+    if (rang) grants_->wake(link);
+}
+
+// The release count, the hot slot and this process's state share one word, written
+// under the receiver lock from copies kept here (never read back from the peer's
+// segment). A plain store, never a repeated stale value (an old release count would
+// look like a count going back). recv_mutex_ held.
+void Receiver::store_status(Link& link) {
+    const std::uint32_t sig = hot_slot_ == no_slot ? 0 : hot_signature(hot_issued_ - 1, salt_of(transport_->epoch32()));
+    store(link.header->status, make_status(large_published_, sig, hot_slot_ == no_slot ? 0 : hot_slot_,
+                                           transport_->asleep(), transport_->closing()));
+}
+
+void Receiver::write_status() {
+    std::lock_guard lock(recv_mutex_);
+    if (recv_link_ != nullptr) store_status(*recv_link_);
+}
+
+// Grants the peer a hot slot when it has none: the slot freed last, still in this
+// core's cache, which the peer's next message may use instead of the slot of its
+// index. Called by a send to the peer before its note is written, so that a reply
+// finds the grant. Never waits for the receiver thread.
+void Receiver::offer_hot(Link& link) {
+    if (!transport_->hot_slots() || hot_out_.load(std::memory_order_relaxed)) return;
+    std::unique_lock lock(recv_mutex_, std::try_to_lock);
+    if (!lock.owns_lock() || recv_link_ != &link || hot_slot_ != no_slot) return;
+    const auto slot = transport_->allocate_recv_slot();
+    if (!slot) return;
+    if (*slot >= hot_slot_limit) {
+        transport_->release_recv_slot(*slot);
+        return;
+    }
+    hot_slot_ = *slot;
+    ++hot_issued_;
+    hot_out_.store(true, std::memory_order_relaxed);
+    store_status(link);
+}
+
+BufferPtr Receiver::take_message(Link& link) {
+    const std::uint32_t i = recv_index_;
+    const std::uint32_t note = load(local_header_->index[i].note);
+    if (sig_of(note) != signature_mod(recv_round_[i], recv_salt255_)) return nullptr;
+    const std::uint64_t w = grants_->index[i].load(std::memory_order_acquire);
+    const std::uint32_t granted = Grants::slot_of(w);
+    if (granted == Grants::no_slot || granted == Grants::unused_slot)
+        return nullptr; // a note on an index we did not grant: ignore it
+    const std::uint32_t size = note & note_size_mask;
+    const bool large = (note & note_large_flag) != 0;
+    const bool hot = (note & note_hot_flag) != 0;
+    const bool batch = (note & note_batch_flag) != 0;
+    const std::uint64_t number = received_++;
+    recv_round_[i] = static_cast<std::uint8_t>(next_round255(recv_round_[i]));
+    if (++recv_index_ == link.k) recv_index_ = 0;
+    const std::uint32_t next = Grants::next_round(Grants::round_of(w));
+    // The index keeps its slot for the next round: granted again at once. A grant
+    // written here must ring a sender that sleeps as every other grant does (below):
+    // one waiting for it (its flush, behind a large message) would otherwise wait for
+    // its 100 ms re-poll.
+    bool kept = false;
+    auto keep = [&] {
+        grants_->index[i].store(Grants::pack(link.generation, next, granted), std::memory_order_release);
+        grants_->write_ack(link, i, next, granted);
+        kept = true;
+    };
+    if (hot && hot_slot_ == no_slot) {
+        keep();
+        violation_ = "node " + std::to_string(parameters_.peer) + " used a hot slot it was not granted";
+        return nullptr;
+    }
+    // A message in the hot slot leaves the index's slot granted for the next round
+    // (publish_grants renews its signature).
+    const std::uint32_t slot = hot ? hot_slot_ : granted;
+    if (hot) {
+        hot_slot_ = no_slot;
+        hot_out_.store(false, std::memory_order_relaxed);
+        resign_[i] = true;
+        grants_->index[i].store(Grants::pack(link.generation, next, granted), std::memory_order_release);
+    }
+    BufferPtr buffer;
+    if (batch) {
+        // Several small messages in one slot: all are checked before the first is
+        // handed out; the slot goes back when the last of them is dropped.
+        bool opened = false;
+        if (large || hot) {
+            violation_ = "node " + std::to_string(parameters_.peer) + " sent a malformed batch (flagged " +
+                         (large ? "large" : "hot") + " too)";
+        } else {
+            opened = open_batch(link, i, slot, size, number);
+        }
+        if (!opened) {
+            if (hot) {
+                transport_->release_recv_slot(slot);
+            } else {
+                keep();
+            }
+            return nullptr;
+        }
+        grants_->index[i].store(Grants::pack(link.generation, next, Grants::no_slot), std::memory_order_release);
+        if (link.k == 1) publish_grants(link);
+        return next_in_batch();
+    }
+    if (!large) {
+        if (size > transport_->control().slot_size) {
+            if (hot) {
+                transport_->release_recv_slot(slot);
+            } else {
+                keep();
+            }
+            violation_ = "node " + std::to_string(parameters_.peer) + " sent a size word of " + std::to_string(size) +
+                         " bytes for a slot of " + std::to_string(transport_->control().slot_size);
+            return nullptr;
+        }
+        // The index waits for a slot: this buffer's when it is dropped, or one from
+        // the pool on the next receive.
+        if (!hot)
+            grants_->index[i].store(Grants::pack(link.generation, next, Grants::no_slot), std::memory_order_release);
+        Transport::SlotHold& hold = transport_->slot_hold(slot);
+        hold.index = i;
+        hold.owner = recv_owner_;
+        buffer = std::make_unique<RecvBuffer>(link, slot, transport_->slot_address(slot), size, false);
+    } else {
+        // One descriptor, or several (a batch of queued broadcast messages); the
+        // first is handed out now, the others by the next receive calls.
+        const std::size_t count = size / sizeof(LargeDescriptor);
+        bool valid = size % sizeof(LargeDescriptor) == 0 && count >= 1 && size <= transport_->control().slot_size &&
+                     count <= large_in_flight;
+        for (std::size_t k = 0; valid && k < count; ++k) {
+            LargeDescriptor d{};
+            std::memcpy(&d, transport_->slot_address(slot) + k * sizeof d, sizeof d);
+            std::byte* data = nullptr;
+            // Never a message above this node's max_message_size, whichever region it
+            // is in (the broadcast region and the large one's page-rounded capacity
+            // are larger; found by the sci_note fuzz target).
+            if (d.sequence == static_cast<std::uint32_t>(large_received_) && d.reserved == 0 &&
+                d.check == large_check_of(d.offset, d.size, d.sequence, d.region) &&
+                d.size <= parameters_.max_message_size) {
+                if (d.region == region_large && d.offset < large_ring_size && d.size <= large_capacity_) {
+                    data = large_release_->region.address() + d.offset;
+                } else if (d.region == region_broadcast) {
+                    data = links_.map_broadcast(link, d);
+                }
+            }
+            if (data == nullptr) {
+                valid = false;
+                break;
+            }
+            auto b = std::make_unique<LargeRecvBuffer>(large_release_, large_generation_, large_received_, data,
+                                                       static_cast<std::size_t>(d.size),
+                                                       d.region == region_broadcast ? link.broadcast : nullptr);
+            b->set_source(parameters_.peer);
+            ++large_received_;
+            if (buffer) {
+                pending_.push_back(std::move(b));
+            } else {
+                buffer = std::move(b);
+            }
+        }
+        // The descriptors are read: the slot is free again.
+        if (hot) {
+            transport_->release_recv_slot(slot);
+        } else {
+            keep();
+        }
+        if (!valid) {
+            pending_.clear();
+            violation_ = "node " + std::to_string(parameters_.peer) + " sent a malformed large-message descriptor";
+            return nullptr;
+        }
+    }
+    // With several outstanding messages the peer needs this index again only after
+    // the others, so its grant waits for the next receive call (off the latency
+    // path); with one, it is written before the message is handed out. A slot kept
+    // for the next round (a large message's descriptor) was granted above: its
+    // sender is rung now, once, with whatever publish_grants writes.
+    if (link.k == 1) {
+        publish_grants(link, kept);
+    } else if (kept) {
+        grants_->wake(link);
+    }
+    buffer->set_source(parameters_.peer);
+    stats_.received_serialized(buffer->size());
+    return buffer;
+}
+
+// Checks the batch in slot (announced by note number `number` on index i, size
+// bytes; check_batch) and makes it the one the next receive calls hand out, or
+// leaves the reason in violation_. Receiver.
+bool Receiver::open_batch(Link& link, std::uint32_t i, std::uint32_t slot, std::uint32_t size, std::uint64_t number) {
+    std::string why =
+        size > transport_->control().slot_size
+            ? "larger than the slot of " + std::to_string(transport_->control().slot_size)
+            : check_batch(transport_->slot_address(slot), size, number, parameters_.max_message_size, batch_lengths_);
+    if (!why.empty()) {
+        violation_ = "node " + std::to_string(parameters_.peer) + " sent a malformed batch of " + std::to_string(size) +
+                     " bytes (" + why + ")";
+        return false;
+    }
+    const auto count = static_cast<std::uint32_t>(batch_lengths_.size());
+    Transport::SlotHold& hold = transport_->slot_hold(slot);
+    hold.refs.store(count, std::memory_order_relaxed);
+    hold.index = i;
+    hold.owner = recv_owner_;
+    batch_ = Batch{&link, slot, 0, count, static_cast<std::uint32_t>(batch_data_offset(count))};
+    return true;
+}
+
+// The next message of the open batch, a view into its slot. Receiver.
+BufferPtr Receiver::next_in_batch() {
+    const std::uint32_t length = batch_lengths_[batch_.next];
+    auto b = std::make_unique<RecvBuffer>(*batch_.link, batch_.slot,
+                                          transport_->slot_address(batch_.slot) + batch_.offset, length, true);
+    batch_.offset = static_cast<std::uint32_t>(batch_align_up(batch_.offset + length));
+    if (++batch_.next == batch_.count) batch_.link = nullptr;
+    b->set_source(parameters_.peer);
+    stats_.received_serialized(length);
+    return b;
+}
+
+// The next message of the open batch, lent: no object, the slot's hold counts it
+// as it counts a RecvBuffer. Receiver.
+MessageView Receiver::view_in_batch() {
+    static SlotLender lender;
+    const std::uint32_t length = batch_lengths_[batch_.next];
+    const std::byte* data = transport_->slot_address(batch_.slot) + batch_.offset;
+    Link* link = batch_.link;
+    const std::uint32_t slot = batch_.slot;
+    batch_.offset = static_cast<std::uint32_t>(batch_align_up(batch_.offset + length));
+    if (++batch_.next == batch_.count) batch_.link = nullptr;
+    stats_.received_serialized(length);
+    return MessageView({data, length}, parameters_.peer, &lender, link, slot);
+}
+
+// The messages of the open batch that were never handed out let go of its slot (the
+// node ends). Receiver lock held.
+void Receiver::abandon_batch() {
+    if (batch_.link == nullptr) return;
+    const std::uint32_t left = batch_.count - batch_.next;
+    Link& link = *batch_.link;
+    batch_.link = nullptr;
+    if (transport_->slot_hold(batch_.slot).refs.fetch_sub(left, std::memory_order_acq_rel) == left)
+        link.grants->give_back(link, batch_.slot);
+}
+
+void Receiver::publish_pending() {
+    std::lock_guard lock(recv_mutex_);
+    if (recv_link_ != nullptr) publish_grants(*recv_link_);
+}
+
+BufferPtr Receiver::poll() {
+    Link* link = links_.current(); // compared, not read: declare_lost reads only the current link
+    std::string violation;
+    {
+        std::lock_guard lock(recv_mutex_);
+        if (auto b = take_next()) return b;
+        violation.swap(violation_);
+    }
+    if (!violation.empty() && link != nullptr) links_.declare_lost(link, violation + "; the connection is dropped");
+    links_.check_peer();
+    if (loss_.pending()) {
+        // The loss was found after the poll above: a message the peer wrote before it
+        // went is visible now, and comes before the loss.
+        std::lock_guard lock(recv_mutex_);
+        if (auto b = take_next()) return b;
+    }
+    links_.throw_if_lost();
+    if (links_.current_if_any() != nullptr) {
+        {
+            // Read under the receive lock, which Links::reclaim also takes: the link
+            // stays while it is introduced.
+            std::lock_guard lock(recv_mutex_);
+            Link* now = links_.current_if_any();
+            if (now == nullptr || recv_link_ == now || loss_.pending()) return nullptr;
+            if (auto b = take_next()) return b;
+            introduce(*now);
+        }
+        // The receive side left the previous incarnation: its mapping may go now,
+        // unless a sender holds the send lock (the next send then lets it go).
+        sender_.try_reclaim();
+    }
+    return nullptr;
+}
+
+MessageView Receiver::view() {
+    std::lock_guard lock(recv_mutex_);
+    if (batch_.link != nullptr) return view_in_batch();
+    return {};
+}
+
+} // namespace msgpass::sci

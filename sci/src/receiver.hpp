@@ -1,0 +1,210 @@
+// The receiver room of sci: the receive side of one peer. It finds the peer's
+// notifications in our header, hands out the messages as buffers (or lent views)
+// that point into our own segment (zero copy), takes large messages from the
+// peer's ring or broadcast region, and grants the peer fresh slots (the acks),
+// from dropped buffers or from the pool. docs/sci-protocol.md.
+#pragma once
+
+#include <msgpass/buffer.hpp>
+#include <msgpass/kit/block_cache.hpp>
+#include <msgpass/message_view.hpp>
+
+#include "link.hpp"
+
+#include <array>
+#include <atomic>
+#include <cstdint>
+#include <deque>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <vector>
+
+namespace msgpass::sci {
+
+class Sender;
+
+// Counts the large buffers the application released, in the order the peer sent
+// them, so that the receiver thread can tell the sender which part of the ring is
+// free again. Buffers may be dropped in any order and by any thread; one dropped
+// before an older one is remembered until the older one goes too.
+struct LargeRelease {
+    std::shared_ptr<Transport> transport;
+    LocalSegment region; // where the peer writes large messages to us; lives as long as its buffers
+    std::mutex mutex;
+    std::uint64_t generation = 0;                  // one per introduction: buffers of an earlier one count for nothing
+    std::uint64_t freed = 0;                       // messages released in order since the introduction
+    std::array<bool, large_in_flight> early{};     // released ahead of an older one, by sequence mod large_in_flight
+    std::atomic<std::uint64_t> freed_published{0}; // freed, for the receiver thread
+
+    void release(std::uint64_t of_generation, std::uint64_t sequence) {
+        std::lock_guard lock(mutex);
+        if (of_generation != generation || sequence < freed || sequence - freed >= large_in_flight) return;
+        early[sequence % large_in_flight] = true;
+        while (early[freed % large_in_flight]) {
+            early[freed % large_in_flight] = false;
+            ++freed;
+        }
+        freed_published.store(freed, std::memory_order_release);
+    }
+    // A new introduction: numbering starts again at 0. Returns the new generation.
+    std::uint64_t restart() {
+        std::lock_guard lock(mutex);
+        early.fill(false);
+        freed = 0;
+        freed_published.store(0, std::memory_order_release);
+        return ++generation;
+    }
+};
+
+// SCIRecvBuffer: a received message in a receive slot of the local segment, alone
+// or one of a batch that shares the slot. When the last buffer of a slot is
+// dropped, the slot is granted to the sender again (or returns to the pool). The
+// objects come from a per-thread cache of blocks, not from the heap, and hold no
+// reference of their own: the slot's hold (Transport::SlotHold) keeps the link.
+class RecvBuffer final : public SingleBuffer {
+public:
+    using Cache = kit::BlockCache<64>;
+    // shared: other buffers point into the same slot (hold.refs counts them all).
+    RecvBuffer(Link& link, std::uint32_t slot, std::byte* data, std::size_t size, bool shared) noexcept
+        : SingleBuffer(data, size, size), link_(&link), slot_(slot), shared_(shared) {}
+    ~RecvBuffer() override {
+        if (shared_ && link_->grants->transport->slot_hold(slot_).refs.fetch_sub(1, std::memory_order_acq_rel) != 1)
+            return;
+        link_->grants->give_back(*link_, slot_);
+    }
+    static void* operator new(std::size_t n) { return n <= Cache::block_size ? Cache::get() : ::operator new(n); }
+    static void operator delete(void* p, std::size_t n) noexcept {
+        if (n <= Cache::block_size) {
+            Cache::put(p);
+        } else {
+            ::operator delete(p);
+        }
+    }
+
+private:
+    Link* link_; // kept by the slot's hold
+    std::uint32_t slot_;
+    bool shared_;
+};
+
+// Takes back a view lent from a batch (Receiver::view): as the drop of a
+// RecvBuffer of that batch, without the object. context is the link (kept by the
+// slot's hold), token the slot.
+class SlotLender final : public MessageView::Lender {
+public:
+    void give_back(void* context, std::uint64_t token) noexcept override {
+        auto& link = *static_cast<Link*>(context);
+        const auto slot = static_cast<std::uint32_t>(token);
+        if (link.grants->transport->slot_hold(slot).refs.fetch_sub(1, std::memory_order_acq_rel) != 1) return;
+        link.grants->give_back(link, slot);
+    }
+};
+
+// A received large message in the local large region of one sender.
+class LargeRecvBuffer final : public SingleBuffer {
+public:
+    LargeRecvBuffer(std::shared_ptr<LargeRelease> release, std::uint64_t generation, std::uint64_t sequence,
+                    std::byte* data, std::size_t size, std::shared_ptr<RemoteSegment> mapping)
+        : SingleBuffer(data, size, size), release_(std::move(release)), generation_(generation), sequence_(sequence),
+          mapping_(std::move(mapping)) {}
+    ~LargeRecvBuffer() override {
+        release_->release(generation_, sequence_);
+        release_->transport->bell().ring(); // the receiver thread publishes the release
+    }
+
+private:
+    std::shared_ptr<LargeRelease> release_;
+    std::uint64_t generation_;
+    std::uint64_t sequence_;
+    std::shared_ptr<RemoteSegment> mapping_; // the sender's broadcast region, or null
+};
+
+class Receiver final : public ReceiveSide {
+public:
+    // Creates the region where the peer writes large messages for us.
+    Receiver(Links& links, Sender& sender);
+    // Slots granted to the peer go back to the pool; received buffers keep the
+    // transport alive on their own, and give their slots to the pool (a new generation).
+    ~Receiver();
+    Receiver(const Receiver&) = delete;
+    Receiver& operator=(const Receiver&) = delete;
+
+    // The next message, or null: receive() after the factory check and the progress
+    // of the queues. The order a restarted peer's messages come in: every message of
+    // the old incarnation, then its loss (once, unless a send raised it already),
+    // then the messages of the new one.
+    BufferPtr poll();
+    // The next message of an open batch, lent without an object; empty when no batch
+    // is open (the caller then polls).
+    MessageView view();
+    // Writes the grants a receive call would write (indices whose message was taken,
+    // releases of large buffers), so that a peer sees every taken message
+    // acknowledged when this process ends cleanly without receiving again.
+    void publish_pending();
+    // Writes this process's state (Transport::asleep, closing) into our header at the
+    // peer, once the peer has been introduced to.
+    void write_status();
+    // Grants the peer a hot slot when it has none (before a send's note).
+    void offer_hot(Link& link);
+
+    void adopt(Link& link) override;
+    [[nodiscard]] std::unique_lock<std::mutex> hold(const Link*& in_use) override;
+
+private:
+    void introduce(Link& link);
+    BufferPtr take_next();
+    BufferPtr take_message(Link& link);
+    bool open_batch(Link& link, std::uint32_t i, std::uint32_t slot, std::uint32_t size, std::uint64_t number);
+    BufferPtr next_in_batch();
+    MessageView view_in_batch();
+    void abandon_batch();
+    bool grant_from_pool(Link& link, std::uint32_t index);
+    void release_grants(std::uint32_t generation, std::uint32_t k);
+    void publish_grants(Link& link, bool rang = false);
+    void store_status(Link& link);
+
+    Links& links_;
+    Sender& sender_;
+    Transport* const transport_;
+    const NodeParameters& parameters_;
+    Header* const local_header_;
+    Grants* const grants_;
+    StatsCounters& stats_;
+    kit::LossLatch& loss_;
+    std::uint64_t large_capacity_ = 0;
+
+    std::mutex recv_mutex_;
+    Link* recv_link_ = nullptr;
+    std::shared_ptr<Link> recv_owner_; // recv_link_, for the holds of the slots its messages are in
+    std::uint64_t received_ = 0;
+    // Message received_ comes on index recv_index_ (received_ mod the peer's k) in
+    // round recv_round_[recv_index_] (mod 255): counters, as on the send side.
+    std::uint32_t recv_index_ = 0;
+    std::array<std::uint8_t, max_outstanding> recv_round_{};
+    std::uint32_t recv_salt255_ = 0; // of the peer's epoch: its notes' signatures
+    std::uint64_t large_received_ = 0;
+    static constexpr std::uint32_t no_slot = 0xffffffffu;
+    std::array<bool, max_outstanding> resign_{}; // the slot stays granted; its ack awaits the next round's signature
+    std::shared_ptr<LargeRelease> large_release_;
+    std::uint64_t large_published_ = 0;
+    std::uint64_t large_generation_ = 0;
+    std::uint32_t hot_slot_ = no_slot; // the hot slot granted to the peer, not used yet
+    std::uint64_t hot_issued_ = 0;     // hot slots granted since the introduction
+    std::atomic<bool> hot_out_{false}; // hot_slot_ != no_slot, read by senders without the lock
+    std::string violation_;            // a protocol violation seen by the receiver, reported outside the lock
+    std::deque<BufferPtr> pending_;    // taken from a batch of descriptors, not handed out yet
+    // The batch of small messages being handed out (link null when none): one per
+    // receive call, each a view into the slot, which returns with the last of them.
+    struct Batch {
+        Link* link = nullptr; // kept by the slot's hold
+        std::uint32_t slot = 0;
+        std::uint32_t next = 0; // the message handed out next
+        std::uint32_t count = 0;
+        std::uint32_t offset = 0; // of message `next` in the slot
+    };
+    Batch batch_;
+    std::vector<std::uint32_t> batch_lengths_; // of the open batch, copied out of the slot
+};
+
+} // namespace msgpass::sci

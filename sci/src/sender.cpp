@@ -1,0 +1,637 @@
+// The sender room of sci (sender.hpp): transfers into the peer's slots, large
+// messages through the peer's ring, the send queue with its staged batches, send
+// and flush.
+#include "sender.hpp"
+#include "batch.hpp"
+#include "receiver.hpp"
+
+#include <msgpass/kit/errors.hpp>
+#include <msgpass/kit/progress.hpp>
+
+#include <algorithm>
+#include <cstring>
+#include <exception>
+#include <string>
+#include <utility>
+
+namespace msgpass::sci {
+
+Sender::Sender(Links& links, Receiver& receiver, const Node& node)
+    : node_(node), links_(links), receiver_(receiver), transport_(links.transport.get()), parameters_(links.parameters),
+      local_header_(links.local_header), grants_(links.grants.get()), sequence_(links.sequence), stats_(links.stats),
+      send_k_(links.send_k) {
+    links.watch(sent_, queue_depth_);
+}
+
+Sender::~Sender() {
+    if (!queue_.empty()) transport_->driver().queued_changed(-1);
+    forget_large();
+}
+
+void Sender::sync_send_side(Link* link) {
+    if (link != send_link_ && link != nullptr) {
+        send_link_ = link; // a new incarnation: its counters start again
+        sent_.store(0, std::memory_order_relaxed);
+        forget_large();
+        large_sent_ = 0;
+        large_freed_ = 0;
+        large_head_ = 0;
+        hot_used_ = 0;
+        hot_next_sig_ = hot_signature(0, salt_of(link->epoch32));
+        send_index_ = 0;
+        send_round_.fill(0);
+        peer_salt255_ = salt_of(link->epoch32) % 255;
+        own_salt255_ = salt_of(transport_->epoch32()) % 255;
+        last_note_.fill(0);
+    }
+    // After send_link_ took the link this call uses, which is therefore kept.
+    if (links_.retired()) links_.reclaim(send_link_);
+}
+
+void Sender::try_reclaim() {
+    std::unique_lock send(send_mutex_, std::try_to_lock);
+    if (send.owns_lock()) links_.reclaim(send_link_);
+}
+
+// The descriptors not released by the previous incarnation of the peer will never
+// be: their broadcast entries are given up. Send lock held (or the node is dying).
+void Sender::forget_large() {
+    for (const auto& e : large_live_) {
+        if (e.broadcast != no_entry) transport_->broadcast_release(e.broadcast);
+    }
+    large_live_.clear();
+}
+
+bool Sender::try_transfer(Link& link, const Buffer& buffer, BufferPtr* owned, const SharedBuffer* shared) {
+    if (load(local_header_->epoch) != link.epoch32) return false; // the peer has not introduced itself
+    const std::uint64_t n = sent_.load(std::memory_order_relaxed);
+    const std::uint32_t i = send_index_;
+    const std::uint32_t ack = next_grant();
+    if (ack == 0) return false; // no free offset yet
+    std::uint32_t slot = ack & ack_slot_mask;
+    // The hot slot, when the peer granted one, replaces the index's slot (not for
+    // a few cache lines, where it gains nothing and checking it costs).
+    const std::size_t size = buffer.size();
+    bool hot = false;
+    if (size >= hot_min_size) {
+        const std::uint32_t status = load(local_header_->status);
+        hot = hot_sig_of(status) == hot_next_sig_;
+        if (hot) slot = hot_slot_of(status);
+    }
+    if (slot >= link.slot_count) {
+        links_.declare_lost(&link, "node " + std::to_string(parameters_.peer) + " (" + parameters_.name +
+                                       ") granted slot " + std::to_string(slot) + " outside its segment");
+        return false;
+    }
+    const std::uint64_t capacity = std::min<std::uint64_t>(link.slot_size, note_size_mask);
+    const std::uint32_t sig = signature_mod(send_round_[i], own_salt255_);
+    std::uint32_t note = 0;
+    // Sends the descriptor of a message in a region and remembers it until the
+    // peer releases it.
+    auto describe = [&](std::uint64_t offset, std::uint32_t region, std::uint64_t entry) {
+        const auto number = static_cast<std::uint32_t>(large_sent_);
+        const LargeDescriptor d{offset, size, number, region, large_check_of(offset, size, number, region), 0};
+        sequence_.copy(link.slot(slot), &d, sizeof d);
+        note = make_note(sig, true, sizeof d, hot);
+        ++large_sent_;
+        large_live_.push_back({offset, offset + size, entry});
+    };
+    std::optional<Transport::BroadcastPlace> shared_place;
+    if (shared != nullptr && size >= broadcast_min_size) {
+        if (!reclaim_large(link)) return false;
+        if (large_live_.size() < large_in_flight) shared_place = transport_->broadcast_acquire(*shared, sequence_);
+    }
+    if (shared_place) {
+        describe(shared_place->offset, region_broadcast, shared_place->entry);
+    } else if (size <= capacity) {
+        sequence_.copy(link.slot(slot), buffer.fragments());
+        note = make_note(sig, false, static_cast<std::uint32_t>(size), hot);
+    } else {
+        if (link.large_base == nullptr) {
+            const std::string name =
+                transport_->device().segment_name(parameters_.peer, parameters_.peer_segment_id,
+                                                  "large." + std::to_string(transport_->parameters().self));
+            if (!link.large.connect(name)) return false;
+            link.large.map();
+            if (link.large.size() <= large_ring_size) {
+                links_.declare_lost(&link, "node " + std::to_string(parameters_.peer) + " (" + parameters_.name +
+                                               ") offers a large-message region of " +
+                                               std::to_string(link.large.size()) + " bytes, smaller than its ring");
+                return false;
+            }
+            link.large_capacity = link.large.size() - large_ring_size;
+            link.large_base = link.large.address();
+        }
+        if (size > link.large_capacity) {
+            kit::throw_message_too_large(node_, size, link.large_capacity, "the receiver's max_message_size");
+        }
+        if (!reclaim_large(link)) return false;
+        const auto offset = place_large(size);
+        if (!offset) return false;
+        try {
+            link.large.reserve(*offset, size); // the peer's region is sparse: a full /dev/shm is an error, not SIGBUS
+        } catch (const ResourceError& e) {
+            stats_.error();
+            throw ResourceError("send to node " + std::to_string(parameters_.peer) + " (" + parameters_.name + ") of " +
+                                std::to_string(size) + " bytes: " + e.what());
+        }
+        const bool streaming = size >= streaming_min_size && choose_streaming();
+        const auto copy_start = Clock::now();
+        if (streaming) {
+            sequence_.copy_streaming(link.large_base + *offset, buffer.fragments());
+        } else {
+            sequence_.copy(link.large_base + *offset, buffer.fragments());
+        }
+        record_copy(streaming, Clock::now() - copy_start, size);
+        describe(*offset, region_large, no_entry);
+        large_head_ = round_up(*offset + size, large_align);
+        if (large_head_ >= large_wrap_at(size)) large_head_ = 0;
+    }
+    // A buffer that was received here frees its slot now, and the peer gets it as
+    // its hot slot before it sees this message: a reply goes where the cache is warm.
+    // Small messages do not wait for this (their replies gain nothing from it).
+    if (size >= hot_min_size) {
+        if (owned != nullptr) owned->reset();
+        receiver_.offer_hot(link);
+    }
+    sequence_.write_word(&link.header->index[i].note, note, last_note_[i]);
+    last_note_[i] = note;
+    if (hot) {
+        ++hot_used_;
+        hot_next_sig_ = hot_next_sig_ == 127 ? 1 : hot_next_sig_ + 1; // hot_signature(hot_used_, salt)
+    }
+    advance_send(n);
+    stats_.sent_serialized(size);
+    grants_->wake(link);
+    return true;
+}
+
+// Large messages are copied with cached or with non-temporal (streaming) stores,
+// whichever costs less per byte lately. On the VM the answer flips with the phase:
+// when its two CPUs sit far apart, writing lines the reader's core holds ran at
+// 2.5-3 GB/s and streamed stores at 12-25 GB/s; when they sit close, cached stores
+// at 25-30 GB/s and streamed ones at 17-20. The other way is tried every 256th
+// copy (a few percent of cost when it is the slow one). Below 256 KiB the copy is
+// always cached: there the sender's time misleads (streamed stores made its copy
+// faster but the reader slower, from memory instead of the L3: 64 KiB streams fell
+// from 1.05x to 0.8x of the hand-written ring). Send lock held.
+bool Sender::choose_streaming() {
+    ++large_copies_;
+    if (copy_cost_[0] <= 0) return false;
+    if (copy_cost_[1] <= 0) return true;
+    const bool better = copy_cost_[1] < copy_cost_[0];
+    return (large_copies_ % 256 == 0) ? !better : better;
+}
+
+void Sender::record_copy(bool streaming, std::chrono::nanoseconds took, std::uint64_t size) {
+    const double cost = static_cast<double>(took.count()) / static_cast<double>(std::max<std::uint64_t>(size, 1));
+    double& c = copy_cost_[streaming ? 1 : 0];
+    c = c <= 0 ? cost : 0.75 * c + 0.25 * cost;
+}
+
+// Forgets the descriptors the peer released (in order) since the last call; their
+// broadcast entries lose a reference. False when the peer's count is impossible
+// (the peer is then declared lost). Send lock held.
+bool Sender::reclaim_large(Link& link) {
+    const std::uint32_t newly =
+        (freed_of(load(local_header_->status)) - static_cast<std::uint32_t>(large_freed_)) & 0x7f;
+    if (newly > large_live_.size()) {
+        links_.declare_lost(&link, "node " + std::to_string(parameters_.peer) + " (" + parameters_.name +
+                                       ") released large messages it was never sent");
+        return false;
+    }
+    for (std::uint32_t k = 0; k < newly; ++k) {
+        if (large_live_.front().broadcast != no_entry) transport_->broadcast_release(large_live_.front().broadcast);
+        large_live_.pop_front();
+    }
+    large_freed_ += newly;
+    return true;
+}
+
+// Where the next large message of size bytes goes in the peer's region: at the
+// ring's head, once the messages the peer has not released yet leave room there.
+// nullopt while they do not (or large_in_flight are unreleased). Send lock held.
+std::optional<std::uint64_t> Sender::place_large(std::uint64_t size) {
+    if (large_live_.size() >= large_in_flight) return std::nullopt;
+    const std::uint64_t begin = large_head_;
+    const std::uint64_t end = begin + size;
+    for (const auto& e : large_live_) {
+        if (e.broadcast == no_entry && begin < e.end && e.begin < end) return std::nullopt;
+    }
+    return begin;
+}
+
+// Sends the queued shared messages at the front of the queue (two or more) with one
+// note: their descriptors fill one slot. A receiver sharing its CPU with others then
+// takes many messages per turn instead of max_outst_buffers. Returns how many went.
+std::size_t Sender::try_transfer_batch(Link& link) {
+    auto batchable = [](const Queued& q) { return q.shared() && q.shared()->size() >= broadcast_min_size; };
+    if (queue_.size() < 2 || !batchable(queue_[0]) || !batchable(queue_[1])) return 0;
+    if (load(local_header_->epoch) != link.epoch32) return 0;
+    const std::uint64_t n = sent_.load(std::memory_order_relaxed);
+    const std::uint32_t i = send_index_;
+    const std::uint32_t ack = next_grant();
+    if (ack == 0) return 0;
+    const std::uint32_t slot = ack & ack_slot_mask;
+    if (slot >= link.slot_count || !reclaim_large(link)) return 0; // try_transfer reports a bad slot
+    const std::size_t room =
+        std::min<std::uint64_t>(std::min<std::uint64_t>(link.slot_size, note_size_mask) / sizeof(LargeDescriptor),
+                                large_in_flight - large_live_.size());
+    std::size_t count = 0;
+    std::array<LargeDescriptor, large_in_flight> d{};
+    while (count < room && count < queue_.size() && batchable(queue_[count])) {
+        const auto& shared = queue_[count].shared();
+        const auto place = transport_->broadcast_acquire(shared, sequence_);
+        if (!place) break;
+        const auto number = static_cast<std::uint32_t>(large_sent_);
+        const std::uint64_t size = shared->size();
+        d[count] = LargeDescriptor{place->offset,
+                                   size,
+                                   number,
+                                   region_broadcast,
+                                   large_check_of(place->offset, size, number, region_broadcast),
+                                   0};
+        ++large_sent_;
+        large_live_.push_back({place->offset, place->offset + size, place->entry});
+        stats_.sent_serialized(size);
+        ++count;
+    }
+    if (count == 0) return 0;
+    sequence_.copy(link.slot(slot), d.data(), count * sizeof(LargeDescriptor));
+    const std::uint32_t note = make_note(signature_mod(send_round_[i], own_salt255_), true,
+                                         static_cast<std::uint32_t>(count * sizeof(LargeDescriptor)));
+    sequence_.write_word(&link.header->index[i].note, note, last_note_[i]);
+    last_note_[i] = note;
+    advance_send(n);
+    grants_->wake(link);
+    return count;
+}
+
+// Small messages that must wait behind others in the send queue, copied at once into
+// one entry of the queue, laid out as the messages of a batch lie in a slot (each on
+// an 8-byte boundary) with their lengths beside. The caller's buffer is dropped at
+// once (a pool buffer is free again, a received one gives its slot back), and the
+// batch later goes into a granted slot with two copies (its table, then all its
+// messages) instead of an object, a queue entry, virtual calls and a copy per
+// message: a stream whose receiver is behind moves most of its messages this way.
+class Sender::Staged final : public SingleBuffer {
+public:
+    // Larger slots stage no more than this per entry (the slot takes several entries).
+    static constexpr std::uint64_t max_capacity = 64 * 1024;
+    // Takes the memory of the batch that went last when it is of this capacity
+    // (spare), so that a stream allocates nothing per batch.
+    Staged(std::uint64_t capacity, StagedMemory& spare) : capacity_(std::min(capacity, max_capacity)), spare_(spare) {
+        if (spare_.bytes && spare_.capacity == capacity_) {
+            bytes_ = std::move(spare_.bytes);
+            lengths.swap(spare_.lengths);
+            lengths.clear();
+        } else {
+            bytes_ = std::make_unique_for_overwrite<std::byte[]>(static_cast<std::size_t>(capacity_));
+            lengths.reserve(64);
+        }
+        // The entry's size is its capacity: two never fit one slot, so it never joins
+        // another batch as one message (coalescible also asks staged_of).
+        reset(bytes_.get(), static_cast<std::size_t>(capacity_), static_cast<std::size_t>(capacity_));
+    }
+    Staged(const Staged&) = delete;
+    Staged& operator=(const Staged&) = delete;
+    ~Staged() override {
+        spare_.capacity = capacity_;
+        spare_.bytes = std::move(bytes_);
+        spare_.lengths.swap(lengths);
+    }
+    // Copies the message in when it fits (only while nothing of the entry went).
+    bool add(const Buffer& buffer) {
+        const std::uint64_t size = buffer.size();
+        const auto count = static_cast<std::uint32_t>(lengths.size());
+        if (first != 0 || count >= batch_max_count || batch_data_offset(count + 1) + used_ + size > capacity_)
+            return false;
+        std::byte* at = bytes_.get() + used_;
+        if (const SingleBuffer* single = buffer.single()) {
+            if (size != 0) std::memcpy(at, single->data(), size);
+        } else {
+            for (const auto& f : buffer.fragments()) {
+                if (f.empty()) continue;
+                std::memcpy(at, f.data(), f.size());
+                at += f.size();
+            }
+        }
+        lengths.push_back(static_cast<std::uint32_t>(size));
+        used_ = batch_align_up(used_ + size);
+        return true;
+    }
+    [[nodiscard]] std::uint32_t left() const noexcept { return static_cast<std::uint32_t>(lengths.size()) - first; }
+    [[nodiscard]] std::uint32_t length(std::uint32_t k) const noexcept { return lengths[first + k]; }
+    // The messages from `first` on, as they lie after the table.
+    [[nodiscard]] const std::byte* data() const noexcept { return bytes_.get() + start_; }
+    // The next `count` messages, of `bytes` from data() (the last one unpadded), went.
+    void consumed(std::uint32_t count, std::uint64_t bytes) noexcept {
+        first += count;
+        start_ = batch_align_up(start_ + bytes);
+    }
+
+    std::vector<std::uint32_t> lengths;
+    std::uint32_t first = 0; // the messages before it went
+
+private:
+    std::uint64_t capacity_;
+    StagedMemory& spare_; // the sender's, which outlives its queue
+    std::unique_ptr<std::byte[]> bytes_;
+    std::uint64_t used_ = 0;  // where the next message goes
+    std::uint64_t start_ = 0; // where message `first` lies
+};
+
+// The staged batches are the entries staged_ names, in queue order, so the first of
+// them is the only one a look from the front of the queue can meet first.
+Sender::Staged* Sender::staged_of(const Queued& q) const {
+    if (staged_.empty() || &q.buffer() != staged_.front()) return nullptr;
+    return staged_.front();
+}
+
+// Copies a message that has to queue behind others into the staged batch at the
+// back of the queue (a new one when there is none or it is full). False when the
+// message is no small one (it is queued as it is). Send lock held, queue not empty.
+bool Sender::stage(const Link& link, const Buffer& buffer) {
+    const std::uint64_t capacity = std::min<std::uint64_t>(link.slot_size, note_size_mask);
+    const std::uint64_t size = buffer.size();
+    if (batch_data_offset(2) + 2 * batch_align_up(size) > std::min(capacity, Staged::max_capacity)) return false;
+    if (staged_back_ != nullptr && staged_back_->add(buffer)) return true;
+    auto staged = std::make_unique<Staged>(capacity, staged_spare_);
+    Staged* raw = staged.get();
+    // The message that queued alone before this one (as it was: the queue was empty)
+    // joins the new batch when it may, so that both leave in the next slot.
+    Queued& back = queue_.back();
+    const bool back_staged = !staged_.empty() && staged_.back() == &back.buffer();
+    const std::uint64_t back_size = back.buffer().size();
+    if (staged_back_ == nullptr && !back_staged && (!back.shared() || back_size < broadcast_min_size) &&
+        batch_data_offset(2) + 2 * batch_align_up(back_size) <= std::min(capacity, Staged::max_capacity)) {
+        raw->add(back.buffer());
+        raw->add(buffer); // two such messages fit an empty batch
+        back.hold(BufferPtr(std::move(staged)));
+    } else {
+        raw->add(buffer); // fits an empty batch (checked above)
+        queue_.emplace_back(BufferPtr(std::move(staged)));
+    }
+    staged_.push_back(raw);
+    staged_back_ = raw;
+    return true;
+}
+
+// Sends the messages of the staged batch at the front of the queue that fit a slot
+// (normally all) with one note. Returns how many went. Send lock held.
+std::size_t Sender::try_transfer_staged(Link& link, Staged& staged) {
+    if (load(local_header_->epoch) != link.epoch32) return 0;
+    const std::uint64_t n = sent_.load(std::memory_order_relaxed);
+    const std::uint32_t i = send_index_;
+    const std::uint32_t ack = next_grant();
+    if (ack == 0) return 0;
+    const std::uint32_t slot = ack & ack_slot_mask;
+    const std::uint64_t capacity = std::min<std::uint64_t>(link.slot_size, note_size_mask);
+    auto size_of = [&](std::uint32_t k) -> std::uint64_t { return staged.length(k); };
+    const BatchPlan plan = plan_batch(staged.left(), capacity, size_of);
+    if (plan.count == 0 || slot >= link.slot_count) {
+        // A peer that came back with smaller slots than the batch was made for: the
+        // message goes alone (through its large region if need be). try_transfer
+        // also reports a slot outside the segment.
+        class View final : public SingleBuffer {
+        public:
+            View(const std::byte* data, std::size_t size) : SingleBuffer(const_cast<std::byte*>(data), size, size) {}
+        };
+        const View view(staged.data(), staged.length(0));
+        if (!try_transfer(link, view)) return 0;
+        staged.consumed(1, staged.length(0));
+        return 1;
+    }
+    std::byte* content = link.slot(slot);
+    const std::uint64_t table = batch_data_offset(plan.count);
+    sequence_.copy(content + table, staged.data(), plan.size - table);
+    write_batch_table(batch_table_, n, plan, size_of);
+    sequence_.copy(content, batch_table_.data(), batch_table_.size() * sizeof(std::uint32_t));
+    for (std::uint32_t k = 0; k < plan.count; ++k)
+        stats_.sent_serialized(staged.length(k));
+    const std::uint32_t note = make_note(signature_mod(send_round_[i], own_salt255_), false,
+                                         static_cast<std::uint32_t>(plan.size), false, true);
+    sequence_.write_word(&link.header->index[i].note, note, last_note_[i]);
+    last_note_[i] = note;
+    advance_send(n);
+    staged.consumed(plan.count, plan.size - table);
+    grants_->wake(link);
+    return plan.count;
+}
+
+// Whether a queued message may travel in a batch of small messages: not one for the
+// broadcast region, and small enough that at least two share a slot.
+bool Sender::coalescible(const Queued& q, std::uint64_t capacity) const {
+    if (staged_of(q) != nullptr) return false;
+    const std::size_t size = q.buffer().size();
+    if (q.shared() && size >= broadcast_min_size) return false;
+    return batch_data_offset(2) + 2 * batch_align_up(size) <= capacity;
+}
+
+// Sends the small messages at the front of the queue (two or more) with one note:
+// they fill one slot behind a batch header that names each one's length (see
+// BatchHeader). A stream of small messages then costs one note, one grant and one
+// wake-up check per slot instead of per message. Returns how many went. Send lock held.
+std::size_t Sender::try_transfer_coalesced(Link& link) {
+    if (queue_.size() < 2 || load(local_header_->epoch) != link.epoch32) return 0;
+    const std::uint64_t n = sent_.load(std::memory_order_relaxed);
+    const std::uint32_t i = send_index_;
+    const std::uint32_t ack = next_grant();
+    if (ack == 0) return 0;
+    const std::uint64_t capacity = std::min<std::uint64_t>(link.slot_size, note_size_mask);
+    if (!coalescible(queue_[0], capacity) || !coalescible(queue_[1], capacity)) return 0;
+    const std::uint32_t slot = ack & ack_slot_mask;
+    if (slot >= link.slot_count) return 0; // try_transfer reports it
+    // Each size is asked once (a virtual call); a message that may not join ends
+    // the batch.
+    batch_sizes_.clear();
+    auto size_of = [&](std::uint32_t k) -> std::uint64_t {
+        if (k == batch_sizes_.size())
+            batch_sizes_.push_back(coalescible(queue_[k], capacity) ? queue_[k].buffer().size() : ~std::uint64_t{0});
+        return batch_sizes_[k];
+    };
+    const BatchPlan plan = plan_batch(queue_.size(), capacity, size_of);
+    if (plan.count < 2) return 0;
+    std::byte* content = link.slot(slot);
+    std::uint64_t at = batch_data_offset(plan.count);
+    for (std::uint32_t k = 0; k < plan.count; ++k) {
+        sequence_.copy(content + at, queue_[k].buffer().fragments());
+        at += batch_align_up(batch_sizes_[k]);
+        stats_.sent_serialized(batch_sizes_[k]);
+    }
+    write_batch_table(batch_table_, n, plan, size_of);
+    sequence_.copy(content, batch_table_.data(), batch_table_.size() * sizeof(std::uint32_t));
+    const auto size = static_cast<std::uint32_t>(plan.size);
+    const std::uint32_t note = make_note(signature_mod(send_round_[i], own_salt255_), false, size, false, true);
+    sequence_.write_word(&link.header->index[i].note, note, last_note_[i]);
+    last_note_[i] = note;
+    advance_send(n);
+    grants_->wake(link);
+    return plan.count;
+}
+
+// Whether the peer granted the slot of our next message: every transfer needs it,
+// so a flush that finds none stops at one look (a send that queues flushes twice).
+bool Sender::slot_granted(const Link& link) const {
+    return load(local_header_->epoch) == link.epoch32 && next_grant() != 0;
+}
+
+std::uint32_t Sender::next_grant() const {
+    const std::uint32_t ack = load(local_header_->index[send_index_].ack);
+    return sig_of(ack) == signature_mod(send_round_[send_index_], peer_salt255_) ? ack : 0;
+}
+
+// Message n went: the next one takes the next index, and this index its next round.
+void Sender::advance_send(std::uint64_t n) {
+    sent_.store(n + 1, std::memory_order_relaxed);
+    send_round_[send_index_] = static_cast<std::uint8_t>(next_round255(send_round_[send_index_]));
+    if (++send_index_ == send_k_) send_index_ = 0;
+}
+
+void Sender::flush_locked(Link* link) {
+    while (!queue_.empty() && link != nullptr && slot_granted(*link)) {
+        std::size_t entries = 0;
+        std::size_t messages = 0;
+        if (Staged* staged = staged_of(queue_.front())) {
+            messages = try_transfer_staged(*link, *staged);
+            if (messages == 0) break;
+            if (staged == staged_back_) staged_back_ = nullptr; // what is left of it takes no more
+            entries = 0;
+            if (staged->left() == 0) {
+                staged_.pop_front();
+                entries = 1;
+            }
+        } else {
+            messages = try_transfer_batch(*link);
+            if (messages == 0) messages = try_transfer_coalesced(*link);
+            if (messages == 0) {
+                const Queued& front = queue_.front();
+                if (!try_transfer(*link, front.buffer(), nullptr, front.shared() ? &front.shared() : nullptr)) break;
+                messages = 1;
+            }
+            entries = messages;
+        }
+        queue_.erase(queue_.begin(), queue_.begin() + static_cast<std::ptrdiff_t>(entries));
+        queued_messages_ -= messages;
+        queue_depth_.store(queued_messages_, std::memory_order_relaxed);
+        if (queue_.empty()) transport_->driver().queued_changed(-1);
+    }
+}
+
+bool Sender::try_flush() {
+    if (queue_depth_.load(std::memory_order_relaxed) == 0) return true;
+    std::unique_lock lock(send_mutex_, std::try_to_lock);
+    if (!lock.owns_lock()) return false;
+    Link* link = links_.current();
+    sync_send_side(link);
+    flush_deferring(link);
+    return queue_.empty();
+}
+
+// A flush whose failure is not the caller's to report (a call that sent nothing, or
+// a send whose buffer is queued already): the message stays queued, and the next
+// send to this node reports why it does not go. Send lock held.
+void Sender::flush_deferring(Link* link) {
+    try {
+        flush_locked(link);
+    } catch (const ResourceError&) {
+        std::lock_guard deferred(deferred_mutex_);
+        deferred_error_ = std::current_exception();
+        deferred_pending_.store(true, std::memory_order_release);
+    }
+}
+
+void Sender::throw_if_deferred() {
+    if (!deferred_pending_.load(std::memory_order_acquire)) return;
+    std::exception_ptr error;
+    {
+        std::lock_guard deferred(deferred_mutex_);
+        error = std::exchange(deferred_error_, nullptr);
+        deferred_pending_.store(false, std::memory_order_relaxed);
+    }
+    if (error) std::rethrow_exception(error);
+}
+
+template <class B>
+void Sender::send(B& buffer, const kit::Progressing* self) {
+    constexpr bool bytes = std::is_same_v<B, CallerBytes>;
+    if (!buffer) kit::throw_null_buffer(node_);
+    const std::size_t size = buffer->size();
+    if (size > parameters_.max_message_size) {
+        stats_.error();
+        kit::throw_message_too_large(node_, size, parameters_.max_message_size);
+    }
+    // Queues towards other peers move too (this one's below, under the lock).
+    transport_->driver().progress(self, queue_depth_.load(std::memory_order_relaxed) != 0);
+    std::lock_guard lock(send_mutex_);
+    links_.throw_if_lost();
+    throw_if_deferred();
+    Link* link = links_.current();
+    if (link != nullptr && size > link->max_message_size) {
+        stats_.error();
+        kit::throw_message_too_large(node_, size, link->max_message_size, "the receiver's max_message_size");
+    }
+    sync_send_side(link);
+    auto enqueue = [&] {
+        if (queued_messages_ >= parameters_.send_queue_limit) {
+            stats_.error();
+            kit::throw_send_queue_full(node_, parameters_.send_queue_limit);
+        }
+        auto hold = [&] {
+            if constexpr (bytes) {
+                BufferPtr copy = transport_->allocate_send_buffer(size);
+                if (size != 0) std::memcpy(copy->single()->data(), buffer->single()->data(), size);
+                queue_.emplace_back(std::move(copy));
+            } else {
+                queue_.emplace_back(std::move(buffer));
+            }
+        };
+        if (queue_.empty()) {
+            transport_->driver().queued_changed(1);
+            hold(); // alone: it goes as it is, without a copy (send_bytes: one copy)
+        } else if (link != nullptr && (!std::is_same_v<B, SharedBuffer> || size < broadcast_min_size) &&
+                   stage(*link, *buffer)) {
+            if constexpr (!bytes) buffer = nullptr; // copied: the caller's buffer is free now
+        } else {
+            hold();
+            staged_back_ = nullptr; // later messages come after this one
+        }
+        ++queued_messages_;
+        queue_depth_.store(queued_messages_, std::memory_order_relaxed);
+    };
+    if (!queue_.empty()) {
+        flush_locked(link); // throws the error of a message queued before (this buffer stays with the caller)
+        if (!queue_.empty()) {
+            // Still behind others: the message joins the queue, which moves again,
+            // so that it may leave in the same batch of small messages as they do.
+            enqueue();
+            flush_deferring(link);
+            if (!queue_.empty()) { // the last in line is still waiting, this one
+                stats_.queued_serialized();
+                if ((queued_messages_ & 63) == 0)
+                    links_.check_peer(link); // a queue that grows looks at the peer now and then
+            }
+            return;
+        }
+    }
+    BufferPtr* owned = nullptr;
+    const SharedBuffer* shared = nullptr;
+    if constexpr (std::is_same_v<B, BufferPtr>) {
+        owned = &buffer;
+    } else if constexpr (std::is_same_v<B, SharedBuffer>) {
+        shared = &buffer;
+    }
+    if (link != nullptr && try_transfer(*link, *buffer, owned, shared)) {
+        if constexpr (!bytes) buffer = nullptr;
+        return;
+    }
+    enqueue();
+    stats_.queued_serialized();
+    links_.check_peer(link);
+}
+
+template void Sender::send(BufferPtr&, const kit::Progressing*);
+template void Sender::send(SharedBuffer&, const kit::Progressing*);
+template void Sender::send(CallerBytes&, const kit::Progressing*);
+
+} // namespace msgpass::sci

@@ -1,0 +1,163 @@
+// The sender room of sci: the send side of one peer. A message is copied once,
+// straight into a receive slot the peer granted (or, when larger than a slot, into
+// the peer's large-message ring, or described in our broadcast region), then the
+// signed note is written into our header at the peer; a message that cannot go now
+// waits in the send queue, small ones staged into batches, and the queue moves with
+// every send, flush and receive of the factory (the kit's progress driver).
+// docs/sci-protocol.md.
+#pragma once
+
+#include <msgpass/kit/queued_buffer.hpp>
+#include <msgpass/node.hpp>
+
+#include "link.hpp"
+
+#include <array>
+#include <atomic>
+#include <chrono>
+#include <cstdint>
+#include <deque>
+#include <exception>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <span>
+#include <vector>
+
+namespace msgpass::kit {
+class Progressing;
+}
+
+namespace msgpass::sci {
+
+class Receiver;
+
+// The bytes of a send_bytes, as Sender::send takes them: a buffer that views the
+// caller's memory, copied into a send buffer of its own only when it has to wait in
+// the queue outside a staged batch.
+class CallerBytes {
+public:
+    explicit CallerBytes(std::span<const std::byte> bytes) noexcept : view_(bytes) {}
+    const Buffer* operator->() const noexcept { return &view_; }
+    const Buffer& operator*() const noexcept { return view_; }
+    explicit operator bool() const noexcept { return true; }
+
+private:
+    class View final : public SingleBuffer {
+    public:
+        explicit View(std::span<const std::byte> b) noexcept
+            : SingleBuffer(const_cast<std::byte*>(b.data()), b.size(), b.size()) {}
+    };
+    View view_;
+};
+
+class Sender {
+public:
+    // receiver: the receive side of the same peer, which grants it hot slots; node:
+    // the facade, named by the errors.
+    Sender(Links& links, Receiver& receiver, const Node& node);
+    ~Sender();
+    Sender(const Sender&) = delete;
+    Sender& operator=(const Sender&) = delete;
+
+    // Sends buffer (a BufferPtr, SharedBuffer or CallerBytes) or queues it; self is
+    // the facade's place in the progress driver (its queue moves here, under the
+    // send lock). Throws as Node::send.
+    template <class B>
+    void send(B& buffer, const kit::Progressing* self);
+    // Transfers queued messages while possible, unless another thread holds the send
+    // lock. Whether the queue is empty.
+    bool try_flush();
+    // Lets go of the links no side uses any more, unless a send holds the send lock
+    // (the next send then lets them go).
+    void try_reclaim();
+    // Messages waiting in the send queue.
+    [[nodiscard]] std::size_t queued() const noexcept { return queue_depth_.load(std::memory_order_relaxed); }
+
+private:
+    using Queued = kit::QueuedBuffer;
+    class Staged; // small messages copied into a batch while they wait
+
+    void sync_send_side(Link* link);
+    bool try_transfer(Link& link, const Buffer& buffer, BufferPtr* owned = nullptr,
+                      const SharedBuffer* shared = nullptr);
+    bool reclaim_large(Link& link);
+    bool choose_streaming();
+    void record_copy(bool streaming, std::chrono::nanoseconds took, std::uint64_t size);
+    std::size_t try_transfer_batch(Link& link);
+    [[nodiscard]] bool coalescible(const Queued& q, std::uint64_t capacity) const;
+    std::size_t try_transfer_coalesced(Link& link);
+    [[nodiscard]] Staged* staged_of(const Queued& q) const;
+    bool stage(const Link& link, const Buffer& buffer);
+    std::size_t try_transfer_staged(Link& link, Staged& staged);
+    std::optional<std::uint64_t> place_large(std::uint64_t size);
+    void forget_large();
+    [[nodiscard]] bool slot_granted(const Link& link) const;
+    // The grant word of the next message's index when it carries the signature of
+    // its round (else 0, never a valid grant: a signature is never 0).
+    [[nodiscard]] std::uint32_t next_grant() const;
+    void advance_send(std::uint64_t n);
+    void flush_locked(Link* link);
+    void flush_deferring(Link* link);
+    // Throws the error a flush outside a send met (no room in /dev/shm for a queued
+    // message), once. Send lock held.
+    void throw_if_deferred();
+
+    const Node& node_;
+    Links& links_;
+    Receiver& receiver_;
+    Transport* const transport_;
+    const NodeParameters& parameters_;
+    Header* const local_header_;
+    Grants* const grants_;
+    Sequence& sequence_;
+    StatsCounters& stats_;
+    const std::uint32_t send_k_;
+
+    std::atomic<std::size_t> queue_depth_{0}; // queued_messages_, for readers without the lock
+    std::atomic<std::uint64_t> sent_{0};      // written under send_mutex_; read by loss reports
+    std::mutex send_mutex_;
+    // The memory of the staged batch that went last, for the next one (before queue_:
+    // the batches in it give theirs back here when the node ends).
+    struct StagedMemory {
+        std::unique_ptr<std::byte[]> bytes;
+        std::uint64_t capacity = 0;
+        std::vector<std::uint32_t> lengths;
+    };
+    StagedMemory staged_spare_;
+    std::deque<Queued> queue_;
+    std::size_t queued_messages_ = 0; // in queue_, each message of a staged batch counted
+    Staged* staged_back_ = nullptr;   // the staged batch at the back of queue_, while it takes more
+    std::deque<Staged*> staged_;      // the staged batches in queue_, in its order
+    Link* send_link_ = nullptr;
+    std::uint64_t large_sent_ = 0;  // large messages sent to this incarnation
+    std::uint64_t large_freed_ = 0; // of which the peer released (in order)
+    std::uint64_t large_head_ = 0;  // where the next large message starts in the peer's region
+    static constexpr std::uint64_t no_entry = ~std::uint64_t{0};
+    struct LargeExtent {
+        std::uint64_t begin;
+        std::uint64_t end;
+        std::uint64_t broadcast; // the entry in our broadcast region, or no_entry (in the peer's large region)
+    };
+    std::deque<LargeExtent> large_live_; // sent and not yet released, oldest first
+    std::uint64_t hot_used_ = 0;         // hot slots of the peer used by this incarnation
+    std::uint32_t hot_next_sig_ = 0;     // hot_signature(hot_used_, the peer's salt), kept as hot_used_ grows
+    // Message sent_ goes on index send_index_ (sent_ mod send_k_), in round
+    // send_round_[send_index_] (mod 255) of that index: counters, so that a message
+    // costs no division (the signatures are signature_mod of these and the salts).
+    std::uint32_t send_index_ = 0;
+    std::array<std::uint8_t, max_outstanding> send_round_{};
+    std::uint32_t peer_salt255_ = 0; // of the peer's epoch: its grants' signatures
+    std::uint32_t own_salt255_ = 0;  // of ours: our notes' signatures
+    std::uint64_t large_copies_ = 0;
+    std::array<double, 2> copy_cost_{}; // ns per byte of large copies: cached, streaming (0: not measured)
+    std::array<std::uint32_t, max_outstanding> last_note_{};
+    std::vector<std::uint32_t> batch_table_; // header and lengths of the batch being sent
+    std::vector<std::uint64_t> batch_sizes_; // of the messages it may take
+
+    std::mutex deferred_mutex_;
+    std::atomic<bool> deferred_pending_{false};
+    std::exception_ptr deferred_error_;
+};
+
+} // namespace msgpass::sci
