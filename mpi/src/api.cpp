@@ -123,12 +123,18 @@ void check_root(const CommInfo& c, int root) {
 }
 
 void check_op(MPI_Op op, MPI_Datatype type) {
+    if (is_user_op(op)) { // any type: the function knows its own
+        check_user_op(op);
+        if (!typemap_of(type)->dense) (void)predefined_of(type);
+        return;
+    }
     const bool loc = op == MPI_MAXLOC || op == MPI_MINLOC;
     if (!loc && op != MPI_SUM && op != MPI_PROD && op != MPI_MAX && op != MPI_MIN && op != MPI_LAND && op != MPI_LOR &&
         op != MPI_LXOR && op != MPI_BAND && op != MPI_BOR && op != MPI_BXOR)
         throw MpiError(MPI_ERR_OP, "invalid operation " + std::to_string(op) +
                                        " (MPI_SUM, MPI_PROD, MPI_MAX, MPI_MIN, MPI_LAND, MPI_LOR, MPI_LXOR, MPI_BAND, "
-                                       "MPI_BOR, MPI_BXOR, MPI_MAXLOC and MPI_MINLOC are provided)");
+                                       "MPI_BOR, MPI_BXOR, MPI_MAXLOC, MPI_MINLOC and those of MPI_Op_create are "
+                                       "provided)");
     type = predefined_of(type).first; // a derived type's operations are its elements' (MPI_ERR_TYPE if unknown)
     if (loc != is_pair_type(type))
         throw MpiError(MPI_ERR_OP,
@@ -200,17 +206,15 @@ std::size_t block_of(const char* side, int count, MPI_Datatype type, std::size_t
     return bytes;
 }
 
-bool is_dense(MPI_Datatype type) {
-    return typemap_of(type)->dense;
-}
-
 MPI_Request isend_typed(const CommInfo& c, int dest, int tag, const void* buf, int count, MPI_Datatype type,
                         std::size_t bytes, bool sync) {
+    if (is_dense(type)) return engine->isend(c, dest, tag, buf, bytes, sync); // (the path of the benchmarks)
     return isend_typed(c, dest, tag, buf, count, typemap_of(type), bytes, sync);
 }
 
 MPI_Request irecv_typed(const CommInfo& c, int source, int tag, void* buf, int count, MPI_Datatype type,
                         std::size_t bytes) {
+    if (is_dense(type)) return engine->irecv(c, source, tag, buf, bytes);
     return irecv_typed(c, source, tag, buf, count, typemap_of(type), bytes);
 }
 
@@ -241,8 +245,8 @@ std::byte* Staging::alloc(std::size_t bytes) {
 
 const void* Staging::in(const void* buf, int count, MPI_Datatype type) {
     if (buf == MPI_IN_PLACE || buf == nullptr || count <= 0) return buf;
+    if (is_dense(type)) return buf;
     const TypeMapPtr m = typemap_of(type);
-    if (m->dense) return buf;
     std::byte* out = alloc(static_cast<std::size_t>(count) * m->packed);
     pack(*m, buf, static_cast<std::size_t>(count), out);
     return out;
@@ -250,8 +254,8 @@ const void* Staging::in(const void* buf, int count, MPI_Datatype type) {
 
 void* Staging::inout(void* buf, int count, MPI_Datatype type) {
     if (buf == MPI_IN_PLACE || buf == nullptr || count <= 0) return buf;
+    if (is_dense(type)) return buf;
     const TypeMapPtr m = typemap_of(type);
-    if (m->dense) return buf;
     const std::size_t bytes = static_cast<std::size_t>(count) * m->packed;
     std::byte* out = alloc(bytes);
     pack(*m, buf, static_cast<std::size_t>(count), out);

@@ -76,7 +76,6 @@ MPI_Request isend_typed(const CommInfo& c, int dest, int tag, const void* buf, i
                         std::size_t bytes, bool sync);
 MPI_Request irecv_typed(const CommInfo& c, int source, int tag, void* buf, int count, const TypeMapPtr& m,
                         std::size_t bytes);
-bool is_dense(MPI_Datatype type);
 
 // The buffers of a collective as its schedule or tree sees them: dense bytes. A
 // buffer of a dense type is itself; another is packed into memory of its own now,

@@ -10,13 +10,26 @@ using namespace msgpass::mpi::api; // NOLINT(google-build-using-namespace): the 
 using msgpass::mpi::CommInfo;
 using msgpass::mpi::MpiError;
 
+namespace {
+
+// The communicator of a collective with its own tree: an intercommunicator has none.
+CommInfo intra(MPI_Comm comm) {
+    CommInfo c = engine->info(comm);
+    if (c.local)
+        throw MpiError(MPI_ERR_COMM, "collectives on an intercommunicator are not provided (only point to point; "
+                                     "MPI_Intercomm_merge)");
+    return c;
+}
+
+} // namespace
+
 extern "C" {
 
 // ------------------------------------------------------------------- collectives
 
 int MPI_Bcast(void* buffer, int count, MPI_Datatype type, int root, MPI_Comm comm) {
     return guarded("MPI_Bcast", comm, [&] {
-        const auto c = engine->info(comm);
+        const auto c = intra(comm);
         const auto bytes = bytes_of(buffer, count, type);
         check_root(c, root);
         Staging st;
@@ -30,7 +43,7 @@ int MPI_Bcast(void* buffer, int count, MPI_Datatype type, int root, MPI_Comm com
 
 int MPI_Reduce(const void* sendbuf, void* recvbuf, int count, MPI_Datatype type, MPI_Op op, int root, MPI_Comm comm) {
     return guarded("MPI_Reduce", comm, [&] {
-        const auto c = engine->info(comm);
+        const auto c = intra(comm);
         check_root(c, root);
         check_op(op, type);
         const bool in_place = sendbuf == MPI_IN_PLACE;
@@ -40,7 +53,10 @@ int MPI_Reduce(const void* sendbuf, void* recvbuf, int count, MPI_Datatype type,
         Staging st;
         void* recv = c.rank == root ? st.inout(recvbuf, count, type) : recvbuf;
         const void* send = in_place ? recv : st.in(sendbuf, count, type);
-        msgpass::mpi::reduce(*engine, c, send, recv, count, type, op, root);
+        if (msgpass::mpi::is_commutative(op))
+            msgpass::mpi::reduce(*engine, c, send, recv, count, type, op, root);
+        else // (the schedule's tree keeps the rank order)
+            engine->run(msgpass::mpi::reduce_schedule(c, send, recv, count, type, op, root));
         st.finish();
         return MPI_SUCCESS;
     });
@@ -49,7 +65,7 @@ int MPI_Reduce(const void* sendbuf, void* recvbuf, int count, MPI_Datatype type,
 int MPI_Gather(const void* sendbuf, int sendcount, MPI_Datatype sendtype, void* recvbuf, int recvcount,
                MPI_Datatype recvtype, int root, MPI_Comm comm) {
     return guarded("MPI_Gather", comm, [&] {
-        const auto c = engine->info(comm);
+        const auto c = intra(comm);
         check_root(c, root);
         const bool in_place = sendbuf == MPI_IN_PLACE && c.rank == root;
         std::size_t block = 0;
@@ -74,7 +90,7 @@ int MPI_Gather(const void* sendbuf, int sendcount, MPI_Datatype sendtype, void* 
 int MPI_Scatter(const void* sendbuf, int sendcount, MPI_Datatype sendtype, void* recvbuf, int recvcount,
                 MPI_Datatype recvtype, int root, MPI_Comm comm) {
     return guarded("MPI_Scatter", comm, [&] {
-        const auto c = engine->info(comm);
+        const auto c = intra(comm);
         check_root(c, root);
         const bool in_place = recvbuf == MPI_IN_PLACE && c.rank == root;
         std::size_t block = 0;
@@ -91,6 +107,37 @@ int MPI_Scatter(const void* sendbuf, int sendcount, MPI_Datatype sendtype, void*
         void* recv = in_place ? nullptr : st.inout(recvbuf, recvcount, recvtype);
         msgpass::mpi::scatter(*engine, c, send, block, recv, root);
         st.finish();
+        return MPI_SUCCESS;
+    });
+}
+
+// ------------------------------------------------------------------- operations
+
+int MPI_Op_create(MPI_User_function* user_fn, int commute, MPI_Op* op) {
+    return guarded("MPI_Op_create", MPI_COMM_WORLD, [&] {
+        if (op == nullptr) throw MpiError(MPI_ERR_ARG, "op is NULL");
+        *op = msgpass::mpi::op_create(user_fn, commute != 0);
+        return MPI_SUCCESS;
+    });
+}
+
+int MPI_Op_free(MPI_Op* op) {
+    return guarded("MPI_Op_free", MPI_COMM_WORLD, [&] {
+        if (op == nullptr) throw MpiError(MPI_ERR_ARG, "op is NULL");
+        msgpass::mpi::op_free(*op);
+        *op = MPI_OP_NULL;
+        return MPI_SUCCESS;
+    });
+}
+
+int MPI_Op_commutative(MPI_Op op, int* commute) {
+    return guarded("MPI_Op_commutative", MPI_COMM_WORLD, [&] {
+        if (commute == nullptr) throw MpiError(MPI_ERR_ARG, "commute is NULL");
+        if (msgpass::mpi::is_user_op(op))
+            msgpass::mpi::check_user_op(op);
+        else if (op < MPI_MAX || op > MPI_MINLOC)
+            throw MpiError(MPI_ERR_OP, "invalid operation " + std::to_string(op));
+        *commute = msgpass::mpi::is_commutative(op) ? 1 : 0;
         return MPI_SUCCESS;
     });
 }

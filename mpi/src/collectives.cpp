@@ -102,7 +102,8 @@ void combine_loc(MPI_Op op, std::byte* inout, const std::byte* in, int count) {
 } // namespace
 
 // inout[i] = inout[i] op in[i] for count elements of type.
-void combine(MPI_Datatype type, MPI_Op op, std::byte* inout, const std::byte* in, int count) {
+void combine(MPI_Datatype type, MPI_Op op, std::byte* inout, const std::byte* in, int count, bool in_first) {
+    if (is_user_op(op)) return combine_user(op, type, inout, in, count, in_first);
     if (const auto [base, n] = predefined_of(type); n != 1 || base != type) {
         const std::size_t elements = static_cast<std::size_t>(count) * n;
         if (elements > static_cast<std::size_t>(INT_MAX))

@@ -125,6 +125,56 @@ int MPI_Comm_compare(MPI_Comm comm1, MPI_Comm comm2, int* result) {
     });
 }
 
+int MPI_Intercomm_create(MPI_Comm local_comm, int local_leader, MPI_Comm peer_comm, int remote_leader, int tag,
+                         MPI_Comm* newintercomm) {
+    return guarded("MPI_Intercomm_create", local_comm, [&] {
+        check_out(newintercomm, "newintercomm");
+        check_send_tag(tag);
+        *newintercomm = engine->intercomm_create(local_comm, local_leader, peer_comm, remote_leader, tag);
+        comm_handlers[*newintercomm] = handler_of(local_comm);
+        return MPI_SUCCESS;
+    });
+}
+
+int MPI_Intercomm_merge(MPI_Comm intercomm, int high, MPI_Comm* newintracomm) {
+    return guarded("MPI_Intercomm_merge", intercomm, [&] {
+        check_out(newintracomm, "newintracomm");
+        *newintracomm = engine->intercomm_merge(intercomm, high != 0);
+        comm_handlers[*newintracomm] = handler_of(intercomm);
+        return MPI_SUCCESS;
+    });
+}
+
+int MPI_Comm_test_inter(MPI_Comm comm, int* flag) {
+    return guarded("MPI_Comm_test_inter", comm, [&] {
+        check_out(flag, "flag");
+        *flag = engine->info(comm).local ? 1 : 0;
+        return MPI_SUCCESS;
+    });
+}
+
+int MPI_Comm_remote_size(MPI_Comm comm, int* size) {
+    return guarded("MPI_Comm_remote_size", comm, [&] {
+        check_out(size, "size");
+        const auto c = engine->info(comm);
+        if (!c.local)
+            throw MpiError(MPI_ERR_COMM, "communicator " + std::to_string(comm) + " is not an intercommunicator");
+        *size = c.size;
+        return MPI_SUCCESS;
+    });
+}
+
+int MPI_Comm_remote_group(MPI_Comm comm, MPI_Group* group) {
+    return guarded("MPI_Comm_remote_group", comm, [&] {
+        check_out(group, "group");
+        const auto c = engine->info(comm);
+        if (!c.local)
+            throw MpiError(MPI_ERR_COMM, "communicator " + std::to_string(comm) + " is not an intercommunicator");
+        *group = add_group(*c.world);
+        return MPI_SUCCESS;
+    });
+}
+
 int MPI_Comm_group(MPI_Comm comm, MPI_Group* group) {
     return guarded("MPI_Comm_group", comm, [&] {
         check_out(group, "group");

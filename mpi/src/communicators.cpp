@@ -18,8 +18,8 @@ constexpr int last_context = sentinel_context - 1;
 } // namespace
 
 CommInfo Engine::info(MPI_Comm comm) const {
-    if (comm == MPI_COMM_WORLD) return CommInfo{world_size(), rank_, world_p2p, world_coll, nullptr};
-    if (comm == MPI_COMM_SELF) return CommInfo{1, 0, self_p2p, self_coll, self_world_};
+    if (comm == MPI_COMM_WORLD) return CommInfo{world_size(), rank_, world_p2p, world_coll, nullptr, nullptr};
+    if (comm == MPI_COMM_SELF) return CommInfo{1, 0, self_p2p, self_coll, self_world_, nullptr};
     const auto it = comms_.find(comm);
     if (it == comms_.end())
         throw MpiError(MPI_ERR_COMM, comm == MPI_COMM_NULL
@@ -29,7 +29,8 @@ CommInfo Engine::info(MPI_Comm comm) const {
 }
 
 std::vector<int> Engine::members(MPI_Comm comm) const {
-    const CommInfo c = info(comm);
+    CommInfo c = info(comm);
+    if (c.local) c = *c.local; // an intercommunicator's group is its local one
     if (c.world) return *c.world;
     std::vector<int> all(static_cast<std::size_t>(c.size));
     std::iota(all.begin(), all.end(), 0);
@@ -123,6 +124,99 @@ MPI_Comm Engine::create(MPI_Comm comm, const std::vector<int>& world) {
     n.p2p = base;
     n.coll = base + 1;
     n.world = std::make_shared<const std::vector<int>>(world);
+    return add_comm(std::move(n));
+}
+
+MPI_Comm Engine::intercomm_create(MPI_Comm local_comm, int local_leader, MPI_Comm peer_comm, int remote_leader,
+                                  int tag) {
+    const CommInfo l = info(local_comm);
+    if (l.local) throw MpiError(MPI_ERR_COMM, "local_comm is an intercommunicator");
+    if (local_leader < 0 || local_leader >= l.size)
+        throw MpiError(MPI_ERR_RANK, "local_leader " + std::to_string(local_leader) + " is not between 0 and " +
+                                         std::to_string(l.size - 1));
+    // The local group's largest next free context, then the leaders swap it and
+    // their groups (world ranks) over peer_comm, then the leader tells its group.
+    int mine = next_context_;
+    int agreed = 0;
+    run(allreduce_schedule(l, &mine, &agreed, 1, MPI_INT, MPI_MAX));
+    std::vector<int> remote;
+    std::array<int, 2> head{agreed, 0}; // context, remote size
+    if (l.rank == local_leader) {
+        const CommInfo p = info(peer_comm);
+        if (remote_leader < 0 || remote_leader >= p.size)
+            throw MpiError(MPI_ERR_RANK, "remote_leader " + std::to_string(remote_leader) + " is not between 0 and " +
+                                             std::to_string(p.size - 1));
+        const std::vector<int> group = members(local_comm);
+        const std::array<int, 2> out{agreed, l.size};
+        std::array<int, 2> in{};
+        MPI_Request r = irecv(p, remote_leader, tag, in.data(), sizeof in);
+        MPI_Request s = isend(p, remote_leader, tag, out.data(), sizeof out, false);
+        MPI_Status st{};
+        if (wait(&s, &st) != MPI_SUCCESS || wait(&r, &st) != MPI_SUCCESS || st.msgpass_bytes != sizeof in)
+            throw MpiError(MPI_ERR_OTHER, "the leaders' exchange over peer_comm failed");
+        remote.resize(static_cast<std::size_t>(in[1]));
+        r = irecv(p, remote_leader, tag, remote.data(), remote.size() * sizeof(int));
+        s = isend(p, remote_leader, tag, group.data(), group.size() * sizeof(int), false);
+        if (wait(&s, &st) != MPI_SUCCESS || wait(&r, &st) != MPI_SUCCESS)
+            throw MpiError(MPI_ERR_OTHER, "the leaders' exchange over peer_comm failed");
+        head = {std::max(agreed, in[0]), in[1]};
+    }
+    run(bcast_schedule(l, head.data(), sizeof head, local_leader));
+    remote.resize(static_cast<std::size_t>(head[1]));
+    run(bcast_schedule(l, remote.data(), remote.size() * sizeof(int), local_leader));
+    // Two pairs: the intercommunicator's and its local group's own.
+    const int base = take_contexts(head[0]);
+    (void)take_contexts(base + 2);
+    auto local = std::make_shared<CommInfo>(l);
+    local->p2p = base + 2;
+    local->coll = base + 3;
+    if (!local->world) local->world = std::make_shared<const std::vector<int>>(members(local_comm));
+    CommInfo n;
+    n.size = head[1];
+    n.rank = l.rank;
+    n.p2p = base;
+    n.coll = base + 1;
+    n.world = std::make_shared<const std::vector<int>>(std::move(remote));
+    n.local = std::move(local);
+    return add_comm(std::move(n));
+}
+
+MPI_Comm Engine::intercomm_merge(MPI_Comm intercomm, bool high) {
+    const CommInfo c = info(intercomm);
+    if (!c.local)
+        throw MpiError(MPI_ERR_COMM, "communicator " + std::to_string(intercomm) + " is not an intercommunicator");
+    const CommInfo& l = *c.local;
+    int mine = next_context_;
+    int agreed = 0;
+    run(allreduce_schedule(l, &mine, &agreed, 1, MPI_INT, MPI_MAX));
+    // The leaders (rank 0 of each group) swap their group's high and context over the
+    // intercommunicator's collective context, then tell their groups.
+    std::array<int, 3> head{agreed, 0, 0}; // context, remote high, remote leader's world rank
+    if (l.rank == 0) {
+        const std::array<int, 3> out{agreed, high ? 1 : 0, l.world_rank(0)};
+        std::array<int, 3> in{};
+        CommInfo coll = c;
+        coll.p2p = c.coll;
+        MPI_Request r = irecv(coll, 0, 0, in.data(), sizeof in);
+        MPI_Request s = isend(coll, 0, 0, out.data(), sizeof out, false);
+        MPI_Status st{};
+        if (wait(&s, &st) != MPI_SUCCESS || wait(&r, &st) != MPI_SUCCESS || st.msgpass_bytes != sizeof in)
+            throw MpiError(MPI_ERR_OTHER, "the leaders' exchange over the intercommunicator failed");
+        head = {std::max(agreed, in[0]), in[1], in[2]};
+    }
+    run(bcast_schedule(l, head.data(), sizeof head, 0));
+    const bool remote_high = head[1] != 0;
+    const bool local_first = high != remote_high ? !high : l.world_rank(0) < head[2];
+    std::vector<int> world = local_first ? *l.world : *c.world;
+    const std::vector<int>& second = local_first ? *c.world : *l.world;
+    world.insert(world.end(), second.begin(), second.end());
+    const int base = take_contexts(head[0]);
+    CommInfo n;
+    n.size = static_cast<int>(world.size());
+    n.rank = (local_first ? 0 : c.size) + l.rank;
+    n.p2p = base;
+    n.coll = base + 1;
+    n.world = std::make_shared<const std::vector<int>>(std::move(world));
     return add_comm(std::move(n));
 }
 

@@ -195,8 +195,8 @@ MPI_Request Engine::irecv(const CommInfo& c, int source, int tag, void* buf, std
     Request& r = request(h);
     r.peer = source;
     r.tag = tag;
-    r.size = c.size;
-    r.rank = c.rank;
+    r.size = c.local ? 0 : c.size; // (an intercommunicator's peers are never this rank)
+    r.rank = c.local ? -1 : c.rank;
     r.world = c.world;
     r.staging = std::move(staging);
     r.unpack = std::move(unpack);
@@ -216,7 +216,7 @@ int Engine::recv_now(const CommInfo& c, int source, int tag, void* buf, std::siz
         // Only this rank could send it: a look without waiting, then "would wait
         // forever" (a message to itself is never a rendezvous, which a look without
         // waiting could not complete).
-        if (c.size == 1 || source == c.rank) {
+        if (!c.local && (c.size == 1 || source == c.rank)) {
             m = comm_->recv(context(c.p2p), node, tag, std::chrono::nanoseconds::zero());
             if (!m) {
                 Request wanted;
@@ -264,7 +264,7 @@ void Engine::complete(Request& r, const comm::Completion& c) {
     case comm::Status::truncated: {
         const auto w = rank_of_.find(c.source);
         const int world = w == rank_of_.end() ? -1 : w->second;
-        r.status.MPI_SOURCE = r.world ? CommInfo{0, 0, 0, 0, r.world}.rank_of_world(world) : world;
+        r.status.MPI_SOURCE = r.world ? CommInfo{0, 0, 0, 0, r.world, nullptr}.rank_of_world(world) : world;
         r.status.MPI_TAG = c.tag;
         r.status.msgpass_bytes = c.bytes;
         r.status.MPI_ERROR = c.status == comm::Status::truncated ? MPI_ERR_TRUNCATE : MPI_SUCCESS;
@@ -642,8 +642,8 @@ void Engine::probe(const CommInfo& c, int source, int tag, MPI_Status* status) {
     Request wanted; // not in the table: describes what is waited for
     wanted.peer = source;
     wanted.tag = tag;
-    wanted.size = c.size;
-    wanted.rank = c.rank;
+    wanted.size = c.local ? 0 : c.size; // (an intercommunicator's peers are never this rank)
+    wanted.rank = c.local ? -1 : c.rank;
     const NodeId node = source == MPI_ANY_SOURCE ? comm::any_source : node_of(c, source);
     progress();
     while (!iprobe(c, source, tag, status)) {
@@ -711,12 +711,22 @@ void Schedule::copy(void* dst, const void* src, std::size_t bytes) {
     last().locals.push_back(op);
 }
 
-void Schedule::reduce(void* inout, const void* in, int count, MPI_Datatype type, MPI_Op op) {
+void Schedule::reduce(void* inout, const void* in, int count, MPI_Datatype type, MPI_Op op, bool in_first) {
     if (count == 0) return;
     LocalOp l;
     l.reduce = true;
     l.dst = static_cast<std::byte*>(inout);
     l.src = static_cast<const std::byte*>(in);
+    l.in_first = in_first;
+    l.op = op;
+    // A user operation sees the datatype of the call where the data is laid out as
+    // it (a dense type), else the predefined type the data was packed from.
+    if (is_user_op(op) && typemap_of(type)->dense) {
+        l.count = count;
+        l.type = type;
+        last().locals.push_back(l);
+        return;
+    }
     // A derived type as its predefined one, fixed now: the application may free it
     // before the operation completes (the standard allows it).
     const auto [base, n] = predefined_of(type);
@@ -724,11 +734,13 @@ void Schedule::reduce(void* inout, const void* in, int count, MPI_Datatype type,
         throw MpiError(MPI_ERR_COUNT, "reduction beyond INT_MAX elements");
     l.count = static_cast<int>(static_cast<std::size_t>(count) * n);
     l.type = base;
-    l.op = op;
     last().locals.push_back(l);
 }
 
 MPI_Request Engine::start(std::unique_ptr<Schedule> schedule) {
+    if (schedule->comm.local)
+        throw MpiError(MPI_ERR_COMM, std::string(schedule->name) + " on an intercommunicator is not provided "
+                                                                   "(only point to point; MPI_Intercomm_merge)");
     // Every rank numbers the collectives of a communicator alike (MPI: all call them
     // in the same order), so concurrent ones never take each other's messages. Tags
     // from 2^27 up: the blocking collectives of collectives.cpp use small ones.
@@ -803,7 +815,7 @@ void Engine::step(Request& r) {
         const Round& round = s.rounds[s.next++];
         for (const LocalOp& l : round.locals) {
             if (l.reduce)
-                combine(l.type, l.op, l.dst, l.src, l.count);
+                combine(l.type, l.op, l.dst, l.src, l.count, l.in_first);
             else
                 std::memmove(l.dst, l.src, l.bytes);
         }

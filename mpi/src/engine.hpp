@@ -58,6 +58,10 @@ struct CommInfo {
     int coll = world_coll;
     // The world rank of each rank; null: the identity (MPI_COMM_WORLD).
     std::shared_ptr<const std::vector<int>> world;
+    // An intercommunicator: ranks (size, world) are the remote group's, rank is this
+    // one's in the local group, local the local group as a communicator of its own
+    // (contexts of the intercommunicator's, for what its members agree among them).
+    std::shared_ptr<const CommInfo> local;
     [[nodiscard]] int world_rank(int r) const { return world ? (*world)[static_cast<std::size_t>(r)] : r; }
     // The rank of world rank w here, or -1 when it is not a member.
     [[nodiscard]] int rank_of_world(int w) const;
@@ -75,6 +79,7 @@ struct LocalOp {
     int count = 0;
     MPI_Datatype type = 0;
     MPI_Op op = 0;
+    bool in_first = false; // reduce: inout = in op inout (in holds lower ranks' data)
 };
 
 struct Transfer {
@@ -111,7 +116,8 @@ struct Schedule {
     void send(int peer, const void* buf, std::size_t bytes);
     void recv(int peer, void* buf, std::size_t bytes);
     void copy(void* dst, const void* src, std::size_t bytes);
-    void reduce(void* inout, const void* in, int count, MPI_Datatype type, MPI_Op op);
+    // inout = inout op in, or (in_first: in is the lower ranks' data) in op inout.
+    void reduce(void* inout, const void* in, int count, MPI_Datatype type, MPI_Op op, bool in_first = false);
 
 private:
     Round& last();
@@ -171,6 +177,12 @@ public:
     // the group's order); MPI_COMM_NULL on the ranks not in it.
     MPI_Comm create(MPI_Comm comm, const std::vector<int>& world);
     void free_comm(MPI_Comm comm); // throws MPI_ERR_COMM for the predefined ones
+    // Intercommunicators (point to point only): collective over local_comm, whose
+    // leader meets the remote group's leader (remote_leader in peer_comm) with tag.
+    MPI_Comm intercomm_create(MPI_Comm local_comm, int local_leader, MPI_Comm peer_comm, int remote_leader, int tag);
+    // The union of both groups, the group that gave high false first (both alike:
+    // the group of the lower world rank leader first).
+    MPI_Comm intercomm_merge(MPI_Comm intercomm, bool high);
     // The world ranks of comm's ranks, in rank order.
     [[nodiscard]] std::vector<int> members(MPI_Comm comm) const;
     std::string& name(MPI_Comm comm);
@@ -301,8 +313,16 @@ void reduce(Engine& e, const CommInfo& c, const void* send, void* recv, int coun
             int root);
 void gather(Engine& e, const CommInfo& c, const void* send, std::size_t block, void* recv, int root);
 void scatter(Engine& e, const CommInfo& c, const void* send, std::size_t block, void* recv, int root);
-// inout[i] = inout[i] op in[i] for count elements of a predefined type (basic or pair).
-void combine(MPI_Datatype type, MPI_Op op, std::byte* inout, const std::byte* in, int count);
+// inout[i] = inout[i] op in[i] for count elements of a predefined type (basic or pair),
+// or in[i] op inout[i] (in_first; it matters to an operation that does not commute).
+void combine(MPI_Datatype type, MPI_Op op, std::byte* inout, const std::byte* in, int count, bool in_first = false);
+// The operations of MPI_Op_create (ops.cpp).
+bool is_user_op(MPI_Op op);
+bool is_commutative(MPI_Op op); // throws MPI_ERR_OP for a freed one
+void check_user_op(MPI_Op op);
+MPI_Op op_create(MPI_User_function* fn, bool commutative);
+void op_free(MPI_Op op);
+void combine_user(MPI_Op op, MPI_Datatype type, std::byte* inout, const std::byte* in, int count, bool in_first);
 
 // Datatypes (types.cpp). A type's typemap: its blocks of predefined elements (in
 // the order a message carries them), its bounds, and its sizes.
@@ -338,6 +358,8 @@ std::string type_name(MPI_Datatype type);
 std::pair<MPI_Datatype, std::size_t> predefined_of(MPI_Datatype type);
 // The typemap of a committed type (kept alive by the pointer after MPI_Type_free).
 TypeMapPtr typemap_of(MPI_Datatype type);
+// A committed type whose buffer is its message (every predefined type: no lookup).
+bool is_dense(MPI_Datatype type);
 // The typemap of any type, committed or not (the queries of mpi.h).
 const TypeMap& type_info(MPI_Datatype type);
 // The derived datatypes' calls (types.cpp). type_create: copy i is counts[i]

@@ -107,7 +107,8 @@ int MPI_Comm_rank(MPI_Comm comm, int* rank) {
 
 int MPI_Comm_size(MPI_Comm comm, int* size) {
     return guarded("MPI_Comm_size", comm, [&] {
-        *size = engine->info(comm).size;
+        const auto c = engine->info(comm);
+        *size = c.local ? c.local->size : c.size; // an intercommunicator's: its local group's
         return MPI_SUCCESS;
     });
 }

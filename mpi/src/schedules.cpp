@@ -163,7 +163,17 @@ std::unique_ptr<Schedule> bcast_schedule(const CommInfo& c, void* buf, std::size
 std::unique_ptr<Schedule> reduce_schedule(const CommInfo& c, const void* send, void* recv, int count, MPI_Datatype type,
                                           MPI_Op op, int root) {
     auto s = make(c, "reduce");
-    add_reduce(*s, send, recv, count, type, op, root);
+    if (root == 0 || is_commutative(op)) {
+        add_reduce(*s, send, recv, count, type, op, root);
+        return s;
+    }
+    // The tree combines in rank order from rank 0 only: there, then to the root.
+    const std::size_t bytes = static_cast<std::size_t>(count) * type_bytes(type);
+    std::byte* at0 = c.rank == 0 ? s->alloc(bytes) : nullptr;
+    add_reduce(*s, send, at0, count, type, op, 0);
+    s->next_round();
+    if (c.rank == 0) s->send(root, at0, bytes);
+    if (c.rank == root) s->recv(0, recv, bytes);
     return s;
 }
 
@@ -175,7 +185,7 @@ std::unique_ptr<Schedule> allreduce_schedule(const CommInfo& c, const void* send
     s->next_round();
     s->copy(acc, send, bytes);
     if (c.size == 1) return s;
-    if (power_of_two(c.size) && count >= c.size && bytes >= 2048) {
+    if (power_of_two(c.size) && count >= c.size && bytes >= 2048 && is_commutative(op)) {
         // Large vectors (Rabenseifner): a reduce-scatter by recursive halving, then an
         // allgather by recursive doubling; each rank reduces 1/n of the vector and
         // sends about twice the vector in all, whatever n.
@@ -217,7 +227,7 @@ std::unique_ptr<Schedule> allreduce_schedule(const CommInfo& c, const void* send
         } else {
             s->recv(c.rank - 1, in, bytes);
             s->next_round();
-            s->reduce(acc, in, count, type, op);
+            s->reduce(acc, in, count, type, op, true);
             newrank = c.rank / 2;
         }
     }
@@ -228,7 +238,7 @@ std::unique_ptr<Schedule> allreduce_schedule(const CommInfo& c, const void* send
             s->send(partner, acc, bytes);
             s->recv(partner, in, bytes);
             s->next_round();
-            s->reduce(acc, in, count, type, op);
+            s->reduce(acc, in, count, type, op, partner < c.rank);
         }
     }
     if (c.rank < 2 * rem) {
@@ -346,7 +356,7 @@ std::unique_ptr<Schedule> reduce_scatter_schedule(const CommInfo& c, const void*
         total += sizes[i];
     }
     const void* in = send != nullptr ? send : recv;
-    if (power_of_two(c.size) && c.size > 1) { // recursive halving, each rank keeping its block
+    if (power_of_two(c.size) && c.size > 1 && is_commutative(op)) { // recursive halving, each keeping its block
         std::vector<std::size_t> first(counts.size()), elements(counts.size());
         for (std::size_t i = 0; i < counts.size(); ++i) {
             first[i] = displs[i] / size;
@@ -386,12 +396,12 @@ std::unique_ptr<Schedule> scan_schedule(const CommInfo& c, const void* send, voi
         s->next_round();
         if (partner < c.rank) {
             if (have)
-                s->reduce(recv, in, count, type, op);
+                s->reduce(recv, in, count, type, op, true);
             else
                 s->copy(recv, in, bytes);
             have = true;
         }
-        s->reduce(partial, in, count, type, op);
+        s->reduce(partial, in, count, type, op, partner < c.rank);
     }
     return s;
 }

@@ -170,6 +170,12 @@ TypeMapPtr typemap_of(MPI_Datatype type) {
     return map_of(type, true);
 }
 
+bool is_dense(MPI_Datatype type) {
+    if (const Derived* d = find_derived(type, true)) return d->map->dense;
+    (void)element_bytes(type); // MPI_ERR_TYPE when it is no type
+    return true;
+}
+
 std::pair<MPI_Datatype, std::size_t> predefined_of(MPI_Datatype type) {
     const TypeMapPtr m = map_of(type, true);
     if (m->blocks.empty()) return {MPI_BYTE, 0};

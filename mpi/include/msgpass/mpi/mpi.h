@@ -112,6 +112,15 @@ typedef struct MPI_Status {
 #define MPI_MAXLOC ((MPI_Op)0x5800000b) /* pair types only; ties: the lower index */
 #define MPI_MINLOC ((MPI_Op)0x5800000c)
 
+/* Operations of the application: inoutvec[i] = invec[i] op inoutvec[i] for *len
+ * elements of *datatype. With commute 0 the reductions combine in rank order (the
+ * lower ranks' data as invec); the function gets the datatype of the call, or, for a
+ * type whose data is not contiguous, the predefined type it is made of. */
+typedef void MPI_User_function(void* invec, void* inoutvec, int* len, MPI_Datatype* datatype);
+int MPI_Op_create(MPI_User_function* user_fn, int commute, MPI_Op* op);
+int MPI_Op_free(MPI_Op* op);
+int MPI_Op_commutative(MPI_Op op, int* commute);
+
 /* Special values */
 #define MPI_REQUEST_NULL ((MPI_Request)0)
 #define MPI_MESSAGE_NULL ((MPI_Message)0)
@@ -188,6 +197,15 @@ int MPI_Comm_create(MPI_Comm comm, MPI_Group group, MPI_Comm* newcomm);
 int MPI_Comm_free(MPI_Comm* comm);
 int MPI_Comm_compare(MPI_Comm comm1, MPI_Comm comm2, int* result);
 int MPI_Comm_group(MPI_Comm comm, MPI_Group* group);
+/* Intercommunicators: point to point between two groups (ranks are the remote
+ * group's; MPI_Comm_size and MPI_Comm_rank the local group's); a collective on one is
+ * MPI_ERR_COMM (MPI_Intercomm_merge makes an intracommunicator of both groups). */
+int MPI_Intercomm_create(MPI_Comm local_comm, int local_leader, MPI_Comm peer_comm, int remote_leader, int tag,
+                         MPI_Comm* newintercomm);
+int MPI_Intercomm_merge(MPI_Comm intercomm, int high, MPI_Comm* newintracomm);
+int MPI_Comm_test_inter(MPI_Comm comm, int* flag);
+int MPI_Comm_remote_size(MPI_Comm comm, int* size);
+int MPI_Comm_remote_group(MPI_Comm comm, MPI_Group* group);
 int MPI_Comm_set_name(MPI_Comm comm, const char* comm_name);
 int MPI_Comm_get_name(MPI_Comm comm, char* comm_name, int* resultlen);
 int MPI_Comm_get_attr(MPI_Comm comm, int comm_keyval, void* attribute_val, int* flag);
