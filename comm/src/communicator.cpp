@@ -229,24 +229,19 @@ void Communicator::drop(NodeId peer) {
     auto& im = *impl_;
     std::lock_guard lock(im.mutex);
     const std::string reason = im.describe(peer) + " was dropped by the application (comm.drop)";
-    for (auto it = im.unexpected.begin(); it != im.unexpected.end();) {
-        if (it->source != peer) {
-            ++it;
-            continue;
+    auto discard = [&](std::deque<Impl::Arrived>& queue) {
+        for (auto it = queue.begin(); it != queue.end();) {
+            if (it->source != peer) {
+                ++it;
+                continue;
+            }
+            im.unexpected_bytes -= it->whole->size();
+            ++im.counters.dropped_messages;
+            it = queue.erase(it);
         }
-        im.unexpected_bytes -= it->whole->size();
-        ++im.counters.dropped_messages;
-        it = im.unexpected.erase(it);
-    }
-    for (auto it = im.bmi_unexpected.begin(); it != im.bmi_unexpected.end();) {
-        if (it->source != peer) {
-            ++it;
-            continue;
-        }
-        im.unexpected_bytes -= it->whole->size();
-        ++im.counters.dropped_messages;
-        it = im.bmi_unexpected.erase(it);
-    }
+    };
+    discard(im.unexpected);
+    discard(im.bmi_unexpected);
     for (auto it = im.queued_rts.begin(); it != im.queued_rts.end();)
         it = it->first == peer ? im.queued_rts.erase(it) : std::next(it);
     for (auto it = im.lane_unread.begin(); it != im.lane_unread.end();) { // discarded above, every one
