@@ -237,7 +237,7 @@ TEST(TechnologySections, AnUnknownKeyInASectionIsReportedAtItsPlace) {
     EXPECT_EQ(errors_of("linger: 1s\n")
                   .rfind("network.yaml:1:1: linger: expected a known key (did you mean 'fake.linger'? known: "
                          "partition, technology, max_message_size, peer_timeout, send_queue_limit, groups, "
-                         "auth_key_file, comm, auto, fake, sci",
+                         "auth_key_file, comm, log, auto, fake, sci",
                          0),
               0u);
 }
