@@ -88,7 +88,7 @@ for deb in "${debs[@]}"; do
     names+=("$(dpkg-deb -f "$deb" Package)")
 done
 for name in "${names[@]}"; do
-    if dpkg-query -W -f='${Status}' "$name" 2>/dev/null | grep -q "ok installed"; then
+    if [[ $(dpkg-query -W -f='${Status}' "$name" 2>/dev/null) == *"ok installed"* ]]; then
         die "$name is installed already; the check would remove it (dpkg -r $name first)"
     fi
 done
@@ -119,8 +119,11 @@ cmake -S "$repo/tests/install/outside" -B "$work/outside" -DCMAKE_BUILD_TYPE=Rel
     die "the outside project does not build against /usr with find_package"
 }
 [[ $("$work/outside/outside") == "$expected" ]] || die "the find_package build printed something else"
-ldd "$work/outside/outside" | grep -Eq "libmsgpass.so.* => (/usr)?/lib/" ||
-    die "the find_package build does not use /usr's libmsgpass: $(ldd "$work/outside/outside")"
+# ldd's output taken whole first: grep -q closing the pipe early would make ldd die of
+# SIGPIPE, and pipefail would count that as a failure.
+libs=$(ldd "$work/outside/outside")
+grep -Eq "libmsgpass.so.* => (/usr)?/lib/" <<<"$libs" ||
+    die "the find_package build does not use /usr's libmsgpass: $libs"
 
 step "the outside program under the installed msgpass-run -n 2"
 out=$(cd "$work" && msgpass-run -n 2 -- "$work/outside/outside" 2>&1) || die "msgpass-run -n 2 of the outside program failed: $out"

@@ -78,6 +78,6 @@ second=$(value)
 echo "prometheus_test: Prometheus returned $query = $first, then $second"
 
 # The target is up in Prometheus's own view too.
-curl -sf --max-time 2 "http://127.0.0.1:$prom_port/api/v1/targets" | grep -q '"health":"up"' ||
+grep -q '"health":"up"' <<<"$(curl -sf --max-time 2 "http://127.0.0.1:$prom_port/api/v1/targets")" ||
     fail "Prometheus does not report the msgpass-top target up"
 echo "prometheus_test: ok"
