@@ -288,6 +288,16 @@ struct Communicator::Impl {
         // uncredited (so that a message larger than what is left never waits forever).
         return in_flight + bytes <= limit || in_flight <= limit / 4;
     }
+    // Sends waiting for a lost peer (its backlog, a lane's held sends) complete peer_lost.
+    void fail_sends_locked(const std::deque<RequestId>& ids, const std::string& reason) {
+        for (RequestId id : ids) {
+            auto& r = requests.at(id);
+            r.pending.reset();
+            r.completion.status = Status::peer_lost;
+            r.completion.error = reason;
+            r.done = true;
+        }
+    }
     // Both: a lost or dropped peer's lanes are forgotten (what it sent and this node
     // did not read yet excepted: it stays receivable); its held sends fail.
     void lane_loss_locked(NodeId peer, const std::string& reason);

@@ -201,13 +201,7 @@ void Communicator::Impl::handle_loss_locked(NodeId peer, const std::string& reas
         it = expected.erase(it);
     }
     if (auto b = backlog.find(peer); b != backlog.end()) {
-        for (RequestId id : b->second) {
-            auto& r = requests.at(id);
-            r.pending.reset();
-            r.completion.status = Status::peer_lost;
-            r.completion.error = reason;
-            r.done = true;
-        }
+        fail_sends_locked(b->second, reason);
         backlog.erase(b);
         sync_backlogged_locked();
     }

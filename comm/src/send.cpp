@@ -290,13 +290,7 @@ void Communicator::Impl::lane_loss_locked(NodeId peer, const std::string& reason
             ++it;
             continue;
         }
-        for (RequestId id : it->second) {
-            auto& r = requests.at(id);
-            r.pending.reset();
-            r.completion.status = Status::peer_lost;
-            r.completion.error = reason;
-            r.done = true;
-        }
+        fail_sends_locked(it->second, reason);
         it = lane_backlog.erase(it);
     }
     auto forget = [peer](auto& map) {

@@ -158,13 +158,15 @@ void write(Subsystem subsystem, Level level, std::string_view text) {
     if (!enabled(subsystem, level) || level == Level::off) return;
     auto& s = sink();
     std::shared_ptr<spdlog::logger> logger;
+    bool to_stderr = true;
     {
-        std::lock_guard lock(s.mutex);
+        std::lock_guard lock(s.mutex); // configure() may change the logger meanwhile
         if (!s.logger) open_locked(s, "");
         logger = s.logger;
+        to_stderr = s.file.empty();
     }
     if (!text.empty() && text.back() == '\n') text.remove_suffix(1);
-    if (s.file.empty())
+    if (to_stderr)
         logger->log(spdlog_level(level), "{}", text);
     else
         logger->log(spdlog_level(level), "{}: {}", to_string(subsystem), text);
