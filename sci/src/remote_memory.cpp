@@ -13,6 +13,9 @@
 #include <chrono>
 #include <cstdint>
 #include <cstring>
+#include <fstream>
+#include <sstream>
+#include <string>
 #include <thread>
 #if defined(__x86_64__)
 #include <emmintrin.h>
@@ -43,6 +46,31 @@ std::uint64_t inode_of_fd(int fd) {
     struct stat st {};
     if (::fstat(fd, &st) != 0) return 0;
     return static_cast<std::uint64_t>(st.st_ino);
+}
+
+// The pid holding a flock on the file of inode ino, from /proc/locks (lines such as
+// "1: FLOCK  ADVISORY  WRITE 4785 00:1b:375887 0 EOF"), 0 when none is listed.
+long flock_holder(std::uint64_t ino) {
+    std::ifstream locks("/proc/locks");
+    std::string line;
+    const std::string suffix = ":" + std::to_string(ino);
+    while (std::getline(locks, line)) {
+        std::istringstream fields(line);
+        std::string number, kind, mode, access, pid, device;
+        fields >> number >> kind;
+        if (kind == "->") fields >> kind; // a waiter, listed under the holder
+        fields >> mode >> access >> pid >> device;
+        if (kind != "FLOCK" || device.size() <= suffix.size() ||
+            device.compare(device.size() - suffix.size(), suffix.size(), suffix) != 0) {
+            continue;
+        }
+        try {
+            const long holder = std::stol(pid);
+            if (holder > 0) return holder;
+        } catch (const std::exception&) {
+        }
+    }
+    return 0;
 }
 
 // " (/dev/shm: N bytes, M free)", or "" when it cannot be told.
@@ -185,9 +213,11 @@ void LocalDestroyed::create(LocalSegment& s, const std::string& segment, std::si
                 bip::shared_memory_object old(bip::open_only, name.c_str(), bip::read_write);
                 const int old_fd = old.get_mapping_handle().handle;
                 if (!lock_stale_segment(old_fd)) {
-                    throw ResourceError("shared memory segment '" + segment +
-                                        "' belongs to a live process: is another process running with the "
-                                        "same node id in this partition?");
+                    const long holder = flock_holder(inode_of_fd(old_fd));
+                    throw SegmentInUse("shared memory segment '" + segment + "' belongs to a live process" +
+                                           (holder > 0 ? " (pid " + std::to_string(holder) + ")" : std::string()) +
+                                           ": is another process running with the same node id in this partition?",
+                                       segment, holder);
                 }
                 bip::shared_memory_object::remove(name.c_str()); // stale: its owner died
             } catch (const bip::interprocess_exception&) {

@@ -77,6 +77,22 @@ enum class Pages {
     on_use,   // sparse: the writer reserves each range before its first write (reserve())
 };
 
+// LocalSegment::create found the segment held by a live process: most often another
+// process started with the same node id in the same partition. holder is that process's
+// pid when /proc/locks tells it, 0 otherwise; the transport names the node id and the
+// partition in what it throws (SciTransport's constructor).
+class SegmentInUse : public ResourceError {
+public:
+    SegmentInUse(const std::string& what, std::string segment, long holder)
+        : ResourceError(what), segment_(std::move(segment)), holder_(holder) {}
+    [[nodiscard]] const std::string& segment() const noexcept { return segment_; }
+    [[nodiscard]] long holder() const noexcept { return holder_; }
+
+private:
+    std::string segment_;
+    long holder_;
+};
+
 class LocalSegment final : public MemorySegment {
 public:
     class State;
@@ -84,8 +100,8 @@ public:
     ~LocalSegment() override;
 
     // Creates the object mode 0600. A segment of the same name left by a dead
-    // process is removed and replaced; a live owner makes this throw ResourceError
-    // naming the owner's segment. With Pages::reserved, a /dev/shm without room for
+    // process is removed and replaced; a live owner makes this throw SegmentInUse
+    // naming the segment and, when it can be told, the owner's pid. With Pages::reserved, a /dev/shm without room for
     // size bytes makes it throw ResourceError naming the segment, its size and
     // /dev/shm (and nothing is left behind).
     void create(const std::string& name, std::size_t size, Pages pages = Pages::reserved);

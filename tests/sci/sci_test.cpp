@@ -421,7 +421,11 @@ TEST(SciPeerLife, ASecondLiveProcessWithTheSameNodeIdFailsClearly) {
         auto second = NodeFactory::create(c, 1);
         FAIL() << "two factories claimed node id 1";
     } catch (const ResourceError& e) {
-        EXPECT_NE(std::string(e.what()).find("same node id"), std::string::npos) << e.what();
+        // The operator is told which node id, which partition and which process holds it.
+        const std::string what = e.what();
+        EXPECT_NE(what.find("same node id"), std::string::npos) << what;
+        EXPECT_NE(what.find("node id 1 of partition '" + c.partition + "'"), std::string::npos) << what;
+        EXPECT_NE(what.find("as process " + std::to_string(::getpid())), std::string::npos) << what;
     }
 }
 
