@@ -129,11 +129,12 @@ Transport::Transport(TransportParameters parameters)
                         control_block_size + sci.recv_seg_size);
     } catch (const SegmentInUse& e) {
         // Name what the operator must look for: which node id, which partition, which process.
-        throw ResourceError("node id " + std::to_string(parameters_.self) + " of partition '" + parameters_.partition +
-                            "' is already running on this host" +
-                            (e.holder() > 0 ? " as process " + std::to_string(e.holder()) : std::string()) +
-                            " (it holds the shared memory segment '" + e.segment() +
-                            "'): is another process running with the same node id in this partition?");
+        throw SciException("create", e.segment(),
+                           "node id " + std::to_string(parameters_.self) + " of partition '" + parameters_.partition +
+                               "' is already running on this host" +
+                               (e.holder() > 0 ? " as process " + std::to_string(e.holder()) : std::string()) +
+                               " (it holds the shared memory segment '" + e.segment() +
+                               "'): is another process running with the same node id in this partition?");
     }
     segment_.map();
     base_ = segment_.address();
