@@ -62,6 +62,8 @@ const char* class_text(int code) {
         return "invalid info value";
     case MPI_ERR_INFO_NOKEY:
         return "no such key in the info object";
+    case MPI_ERR_KEYVAL:
+        return "invalid keyval";
     default:
         return nullptr;
     }

@@ -67,6 +67,35 @@ typedef struct MPI_Status {
 #define MPI_IO 0x64400003
 #define MPI_WTIME_IS_GLOBAL 0x64400004
 
+/* Attributes of the application: a keyval names one; copy_fn decides what
+ * MPI_Comm_dup gives the new communicator, delete_fn is called when the attribute is
+ * replaced or deleted, its communicator freed, or (MPI_COMM_SELF, then
+ * MPI_COMM_WORLD) at MPI_Finalize. */
+#define MPI_KEYVAL_INVALID 0
+typedef int MPI_Comm_copy_attr_function(MPI_Comm oldcomm, int comm_keyval, void* extra_state, void* attribute_val_in,
+                                        void* attribute_val_out, int* flag);
+typedef int MPI_Comm_delete_attr_function(MPI_Comm comm, int comm_keyval, void* attribute_val, void* extra_state);
+/* Not copied; deleted without a call; copied as it is (the value, a pointer, shared). */
+#define MPI_COMM_NULL_COPY_FN ((MPI_Comm_copy_attr_function*)0)
+#define MPI_COMM_NULL_DELETE_FN ((MPI_Comm_delete_attr_function*)0)
+int MPI_COMM_DUP_FN(MPI_Comm oldcomm, int comm_keyval, void* extra_state, void* attribute_val_in,
+                    void* attribute_val_out, int* flag);
+/* The MPI-1 names of the same (attribute_val_out and MPI_Attr_get's value as for
+ * MPI_Comm_*_attr). */
+typedef MPI_Comm_copy_attr_function MPI_Copy_function;
+typedef MPI_Comm_delete_attr_function MPI_Delete_function;
+#define MPI_NULL_COPY_FN MPI_COMM_NULL_COPY_FN
+#define MPI_NULL_DELETE_FN MPI_COMM_NULL_DELETE_FN
+#define MPI_DUP_FN MPI_COMM_DUP_FN
+
+/* MPI_Comm_split_type: the ranks of one host (whose MPI_Get_processor_name is the
+ * same), which share its memory. */
+#define MPI_COMM_TYPE_SHARED 1
+
+/* MPI_Type_create_subarray: row-major (C) or column-major (Fortran) arrays. */
+#define MPI_ORDER_C 56
+#define MPI_ORDER_FORTRAN 57
+
 /* Datatypes: the low byte is the size of one element. */
 #define MPI_DATATYPE_NULL ((MPI_Datatype)0)
 #define MPI_CHAR ((MPI_Datatype)0x4c000101)
@@ -175,7 +204,8 @@ int MPI_Op_commutative(MPI_Op op, int* commute);
 #define MPI_ERR_INFO_KEY 23
 #define MPI_ERR_INFO_VALUE 24
 #define MPI_ERR_INFO_NOKEY 25
-#define MPI_ERR_LASTCODE 25
+#define MPI_ERR_KEYVAL 26
+#define MPI_ERR_LASTCODE 26
 
 /* Environment */
 int MPI_Init(int* argc, char*** argv);
@@ -209,10 +239,24 @@ int MPI_Comm_remote_group(MPI_Comm comm, MPI_Group* group);
 int MPI_Comm_set_name(MPI_Comm comm, const char* comm_name);
 int MPI_Comm_get_name(MPI_Comm comm, char* comm_name, int* resultlen);
 int MPI_Comm_get_attr(MPI_Comm comm, int comm_keyval, void* attribute_val, int* flag);
+int MPI_Comm_create_keyval(MPI_Comm_copy_attr_function* comm_copy_attr_fn,
+                           MPI_Comm_delete_attr_function* comm_delete_attr_fn, int* comm_keyval, void* extra_state);
+int MPI_Comm_free_keyval(int* comm_keyval);
+int MPI_Comm_set_attr(MPI_Comm comm, int comm_keyval, void* attribute_val);
+int MPI_Comm_delete_attr(MPI_Comm comm, int comm_keyval);
+int MPI_Keyval_create(MPI_Copy_function* copy_fn, MPI_Delete_function* delete_fn, int* keyval, void* extra_state);
+int MPI_Keyval_free(int* keyval);
+int MPI_Attr_put(MPI_Comm comm, int keyval, void* attribute_val);
+int MPI_Attr_get(MPI_Comm comm, int keyval, void* attribute_val, int* flag);
+int MPI_Attr_delete(MPI_Comm comm, int keyval);
+int MPI_Comm_split_type(MPI_Comm comm, int split_type, int key, MPI_Info info, MPI_Comm* newcomm);
 int MPI_Group_size(MPI_Group group, int* size);
 int MPI_Group_rank(MPI_Group group, int* rank);
 int MPI_Group_incl(MPI_Group group, int n, const int ranks[], MPI_Group* newgroup);
 int MPI_Group_excl(MPI_Group group, int n, const int ranks[], MPI_Group* newgroup);
+/* Each range is {first, last, stride}: first, first + stride, ... up to last. */
+int MPI_Group_range_incl(MPI_Group group, int n, int ranges[][3], MPI_Group* newgroup);
+int MPI_Group_range_excl(MPI_Group group, int n, int ranges[][3], MPI_Group* newgroup);
 int MPI_Group_union(MPI_Group group1, MPI_Group group2, MPI_Group* newgroup);
 int MPI_Group_intersection(MPI_Group group1, MPI_Group group2, MPI_Group* newgroup);
 int MPI_Group_difference(MPI_Group group1, MPI_Group group2, MPI_Group* newgroup);
@@ -245,6 +289,8 @@ int MPI_Type_create_struct(int count, const int array_of_blocklengths[], const M
                            const MPI_Datatype array_of_types[], MPI_Datatype* newtype);
 int MPI_Type_create_resized(MPI_Datatype oldtype, MPI_Aint lb, MPI_Aint extent, MPI_Datatype* newtype);
 int MPI_Type_dup(MPI_Datatype oldtype, MPI_Datatype* newtype);
+int MPI_Type_create_subarray(int ndims, const int array_of_sizes[], const int array_of_subsizes[],
+                             const int array_of_starts[], int order, MPI_Datatype oldtype, MPI_Datatype* newtype);
 int MPI_Type_get_true_extent(MPI_Datatype datatype, MPI_Aint* true_lb, MPI_Aint* true_extent);
 int MPI_Get_elements(const MPI_Status* status, MPI_Datatype datatype, int* count);
 /* Packing: a type's data as a message carries it; MPI_PACKED sends and receives it. */
