@@ -157,6 +157,7 @@ int MPI_Op_commutative(MPI_Op op, int* commute);
 #define MPI_ANY_SOURCE (-1)
 #define MPI_ANY_TAG (-1)
 #define MPI_PROC_NULL (-2)
+#define MPI_ROOT (-3) /* the root of a collective on an intercommunicator (its group: MPI_PROC_NULL) */
 #define MPI_UNDEFINED (-32766)
 #define MPI_TAG_UB_VALUE 0x0fffffff /* the largest tag, also the value of the MPI_TAG_UB attribute */
 #define MPI_STATUS_IGNORE ((MPI_Status*)0)
@@ -228,8 +229,11 @@ int MPI_Comm_free(MPI_Comm* comm);
 int MPI_Comm_compare(MPI_Comm comm1, MPI_Comm comm2, int* result);
 int MPI_Comm_group(MPI_Comm comm, MPI_Group* group);
 /* Intercommunicators: point to point between two groups (ranks are the remote
- * group's; MPI_Comm_size and MPI_Comm_rank the local group's); a collective on one is
- * MPI_ERR_COMM (MPI_Intercomm_merge makes an intracommunicator of both groups). */
+ * group's; MPI_Comm_size and MPI_Comm_rank the local group's). Its collectives Barrier,
+ * Bcast, Reduce, Allreduce, Gather, Scatter, Allgather, Alltoall (and their I forms)
+ * move data between the groups: a rooted one's root passes MPI_ROOT, the rest of its
+ * group MPI_PROC_NULL, the other group the root's remote rank; the other collectives
+ * are MPI_ERR_COMM (MPI_Intercomm_merge makes an intracommunicator of both groups). */
 int MPI_Intercomm_create(MPI_Comm local_comm, int local_leader, MPI_Comm peer_comm, int remote_leader, int tag,
                          MPI_Comm* newintercomm);
 int MPI_Intercomm_merge(MPI_Comm intercomm, int high, MPI_Comm* newintracomm);
