@@ -3,6 +3,7 @@
 // A group is a list of world ranks kept here under its handle; the communicators
 // themselves are the engine's (communicators.cpp).
 #include <algorithm>
+#include <cstdint>
 #include <cstring>
 #include <map>
 #include <set>
@@ -94,15 +95,22 @@ struct Keyval {
 };
 std::map<int, Keyval> keyvals;
 int next_keyval = 0x68000001;
-std::map<MPI_Comm, std::map<int, void*>> attributes;
+struct Attribute {
+    void* value;
+    std::uint64_t order; // when it was set: MPI_Finalize deletes the last set first
+};
+std::map<MPI_Comm, std::map<int, Attribute>> attributes;
+std::uint64_t next_order = 0;
 
 bool predefined_keyval(int keyval) {
     return keyval == MPI_TAG_UB || keyval == MPI_HOST || keyval == MPI_IO || keyval == MPI_WTIME_IS_GLOBAL;
 }
 
-Keyval& keyval_of(int keyval) {
+// A keyval of the application. A freed one still serves the attributes set with it
+// (in_use: MPI_Comm_get_attr, MPI_Comm_delete_attr), but sets none.
+Keyval& keyval_of(int keyval, bool in_use = false) {
     const auto it = keyvals.find(keyval);
-    if (it == keyvals.end() || it->second.freed)
+    if (it == keyvals.end() || (it->second.freed && !in_use))
         throw MpiError(MPI_ERR_KEYVAL, "keyval " + std::to_string(keyval) +
                                            (keyval == MPI_KEYVAL_INVALID ? " is MPI_KEYVAL_INVALID"
                                             : it == keyvals.end()        ? " was not created by MPI_Comm_create_keyval"
@@ -127,7 +135,7 @@ void delete_attribute(MPI_Comm comm, int keyval) {
                                            std::to_string(keyval));
     const Keyval& k = keyvals.at(keyval);
     if (k.remove != nullptr) {
-        const int code = k.remove(comm, keyval, it->second, k.extra);
+        const int code = k.remove(comm, keyval, it->second.value, k.extra);
         if (code != MPI_SUCCESS)
             throw MpiError(code, "the delete function of keyval " + std::to_string(keyval) + " returned " +
                                      std::to_string(code));
@@ -142,17 +150,17 @@ void copy_attributes(MPI_Comm from, MPI_Comm to) {
     const auto it = attributes.find(from);
     if (it == attributes.end()) return;
     const auto on = it->second; // a copy function may set attributes on from
-    for (const auto& [keyval, value] : on) {
+    for (const auto& [keyval, attribute] : on) {
         Keyval& k = keyvals.at(keyval);
         if (k.copy == nullptr) continue;
         void* out = nullptr;
         int flag = 0;
-        const int code = k.copy(from, keyval, k.extra, value, &out, &flag);
+        const int code = k.copy(from, keyval, k.extra, attribute.value, &out, &flag);
         if (code != MPI_SUCCESS)
             throw MpiError(code, "the copy function of keyval " + std::to_string(keyval) + " returned " +
                                      std::to_string(code));
         if (flag != 0) {
-            attributes[to][keyval] = out;
+            attributes[to][keyval] = Attribute{out, next_order++};
             ++k.uses;
         }
     }
@@ -162,11 +170,15 @@ void copy_attributes(MPI_Comm from, MPI_Comm to) {
 
 namespace msgpass::mpi::api {
 
+// The last set first (MPI 3.1, 8.7.1: MPI_COMM_SELF's in the reverse order of their setting).
 void delete_attributes(MPI_Comm comm) {
     while (true) {
         const auto it = attributes.find(comm);
         if (it == attributes.end() || it->second.empty()) return;
-        delete_attribute(comm, it->second.begin()->first);
+        const auto last = std::max_element(it->second.begin(), it->second.end(), [](const auto& a, const auto& b) {
+            return a.second.order < b.second.order;
+        });
+        delete_attribute(comm, last->first);
     }
 }
 
@@ -182,6 +194,20 @@ int MPI_Comm_dup(MPI_Comm comm, MPI_Comm* newcomm) {
         *newcomm = engine->dup(comm);
         comm_handlers[*newcomm] = handler_of(comm); // a duplicate keeps the error handler
         copy_attributes(comm, *newcomm);
+        return MPI_SUCCESS;
+    });
+}
+
+// The duplicate is made at the call (the contexts agreed as MPI_Comm_dup does, which
+// every rank of comm reaches at its call of MPI_Comm_idup) and the request is
+// complete at once: a program that calls MPI_Comm_idup on overlapping communicators
+// in different orders on different ranks waits at the call instead.
+int MPI_Comm_idup(MPI_Comm comm, MPI_Comm* newcomm, MPI_Request* request) {
+    return guarded("MPI_Comm_idup", comm, [&] {
+        check_out(request, "request");
+        const int code = MPI_Comm_dup(comm, newcomm);
+        if (code != MPI_SUCCESS) return code;
+        *request = engine->completed_send(MPI_ANY_SOURCE, MPI_ANY_TAG, 0); // an empty status
         return MPI_SUCCESS;
     });
 }
@@ -334,13 +360,13 @@ int MPI_Comm_get_attr(MPI_Comm comm, int keyval, void* attribute_val, int* flag)
             value = &wtime_is_global_value;
             break;
         default: {
-            (void)keyval_of(keyval);
+            (void)keyval_of(keyval, true);
             *flag = 0;
             const auto on = attributes.find(comm);
             if (on == attributes.end()) return MPI_SUCCESS;
             const auto it = on->second.find(keyval);
             if (it == on->second.end()) return MPI_SUCCESS;
-            *static_cast<void**>(attribute_val) = it->second; // the pointer that was set
+            *static_cast<void**>(attribute_val) = it->second.value; // the pointer that was set
             *flag = 1;
             return MPI_SUCCESS;
         }
@@ -389,7 +415,7 @@ int MPI_Comm_set_attr(MPI_Comm comm, int keyval, void* attribute_val) {
         Keyval& k = keyval_of(keyval);
         auto& on = attributes[comm];
         if (on.count(keyval) != 0) delete_attribute(comm, keyval); // the old value's delete
-        attributes[comm][keyval] = attribute_val;
+        attributes[comm][keyval] = Attribute{attribute_val, next_order++};
         ++k.uses;
         return MPI_SUCCESS;
     });
@@ -398,7 +424,7 @@ int MPI_Comm_set_attr(MPI_Comm comm, int keyval, void* attribute_val) {
 int MPI_Comm_delete_attr(MPI_Comm comm, int keyval) {
     return guarded("MPI_Comm_delete_attr", comm, [&] {
         (void)engine->info(comm);
-        (void)keyval_of(keyval);
+        (void)keyval_of(keyval, true);
         delete_attribute(comm, keyval);
         return MPI_SUCCESS;
     });

@@ -4,6 +4,7 @@
 // Each constructor turns its arguments into copies of old types at byte
 // displacements (types.cpp's type_create). Every entry point goes through api::guarded.
 #include <climits>
+#include <cstdint>
 #include <cstring>
 #include <limits>
 #include <vector>
@@ -198,6 +199,14 @@ int MPI_Type_create_subarray(int ndims, const int sizes[], const int subsizes[],
         msgpass::mpi::type_free(block);
         *newtype = msgpass::mpi::type_resized(placed, 0, stride); // stride: now the whole array's extent
         msgpass::mpi::type_free(placed);
+        return MPI_SUCCESS;
+    });
+}
+
+int MPI_Get_address(const void* location, MPI_Aint* address) {
+    return guarded("MPI_Get_address", MPI_COMM_WORLD, [&] {
+        if (address == nullptr) throw MpiError(MPI_ERR_ARG, "address is NULL");
+        *address = static_cast<MPI_Aint>(reinterpret_cast<std::uintptr_t>(location));
         return MPI_SUCCESS;
     });
 }

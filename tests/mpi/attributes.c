@@ -93,6 +93,8 @@ static void attributes(void) {
     CHECK(flag == 0, "a still set after delete");
     int kc_handle = kc;
     CHECK(MPI_Comm_free_keyval(&kc) == MPI_SUCCESS && kc == MPI_KEYVAL_INVALID, "free c");
+    MPI_Comm_get_attr(comm, kc_handle, &got, &flag); /* a freed keyval still reads what it set */
+    CHECK(flag == 1 && got == &vc, "the freed keyval's attribute is gone");
     deleted_count = 0;
     MPI_Comm_free(&comm); /* deletes b and c: both functions run */
     CHECK(deleted_count == 2 && strchr(deleted, 'b') && strchr(deleted, 'c'), "freeing comm called '%s'", deleted);
@@ -186,6 +188,18 @@ static void split_type(int rank, int size) {
     MPI_Comm_size(node, &s);
     CHECK(s == size && r == size - 1 - rank, "every rank runs on this host: rank %d of %d", r, s);
     MPI_Comm_free(&node);
+    WHERE("communicators: idup");
+    MPI_Comm copy = MPI_COMM_NULL;
+    MPI_Request req = MPI_REQUEST_NULL;
+    CHECK(MPI_Comm_idup(MPI_COMM_WORLD, &copy, &req) == MPI_SUCCESS, "idup");
+    CHECK(MPI_Wait(&req, MPI_STATUS_IGNORE) == MPI_SUCCESS && req == MPI_REQUEST_NULL, "wait for idup");
+    int result = -1;
+    MPI_Comm_compare(MPI_COMM_WORLD, copy, &result);
+    CHECK(result == MPI_CONGRUENT, "idup gave %d", result);
+    int total = 0;
+    MPI_Allreduce(&rank, &total, 1, MPI_INT, MPI_SUM, copy);
+    CHECK(total == size * (size - 1) / 2, "allreduce on the idup: %d", total);
+    MPI_Comm_free(&copy);
     CHECK(MPI_Comm_split_type(MPI_COMM_WORLD, MPI_UNDEFINED, 0, MPI_INFO_NULL, &node) == MPI_SUCCESS &&
               node == MPI_COMM_NULL,
           "MPI_UNDEFINED gives MPI_COMM_NULL");
@@ -279,19 +293,21 @@ int main(int argc, char** argv) {
     split_type(rank, size);
     subarrays(rank, size);
 
-    WHERE("finalize: the attributes of MPI_COMM_SELF go first, then MPI_COMM_WORLD's");
-    static char tag_s = 's', tag_w = 'w';
-    int ks = MPI_KEYVAL_INVALID, kw = MPI_KEYVAL_INVALID;
+    WHERE("finalize: the attributes of MPI_COMM_SELF go first, the last set first, then MPI_COMM_WORLD's");
+    static char tag_s = 's', tag_t = 't', tag_w = 'w';
+    int ks = MPI_KEYVAL_INVALID, kt = MPI_KEYVAL_INVALID, kw = MPI_KEYVAL_INVALID;
     MPI_Comm_create_keyval(MPI_COMM_NULL_COPY_FN, note_delete, &kw, &tag_w);
+    MPI_Comm_create_keyval(MPI_COMM_NULL_COPY_FN, note_delete, &kt, &tag_t);
     MPI_Comm_create_keyval(MPI_COMM_NULL_COPY_FN, note_delete, &ks, &tag_s);
     static int v = 1;
     MPI_Comm_set_attr(MPI_COMM_WORLD, kw, &v);
-    MPI_Comm_set_attr(MPI_COMM_SELF, ks, &v);
+    MPI_Comm_set_attr(MPI_COMM_SELF, ks, &v); /* set first, deleted last */
+    MPI_Comm_set_attr(MPI_COMM_SELF, kt, &v);
     deleted_count = 0;
     deleted[0] = '\0';
     CHECK(MPI_Finalize() == MPI_SUCCESS, "finalize");
-    if (strcmp(deleted, "sw") != 0) {
-        fprintf(stderr, "rank %d: MPI_Finalize called the delete functions '%s', expected 's' then 'w'\n", rank,
+    if (strcmp(deleted, "tsw") != 0) {
+        fprintf(stderr, "rank %d: MPI_Finalize called the delete functions '%s', expected 't', 's' then 'w'\n", rank,
                 deleted);
         return 3;
     }
