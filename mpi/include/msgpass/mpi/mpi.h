@@ -30,6 +30,7 @@ typedef int MPI_Info;
 typedef int MPI_Message;
 typedef ptrdiff_t MPI_Aint;
 typedef long long MPI_Count;
+typedef long long MPI_Offset;
 
 typedef struct MPI_Status {
     int MPI_SOURCE;
@@ -114,6 +115,28 @@ typedef MPI_Comm_delete_attr_function MPI_Delete_function;
 #define MPI_UNSIGNED_LONG_LONG ((MPI_Datatype)0x4c000c08)
 #define MPI_FLOAT ((MPI_Datatype)0x4c000d04)
 #define MPI_DOUBLE ((MPI_Datatype)0x4c000e08)
+/* Fixed-width integers, C's bool, wchar_t, the address, offset and count types,
+ * long double and C's complex types (MPI_C_COMPLEX is MPI_C_FLOAT_COMPLEX). The
+ * reductions: integers take every operation but MAXLOC/MINLOC, MPI_C_BOOL the logical
+ * ones, long double SUM, PROD, MAX, MIN, the complex types SUM and PROD. */
+#define MPI_LONG_DOUBLE ((MPI_Datatype)0x4c001710)
+#define MPI_INT8_T ((MPI_Datatype)0x4c001801)
+#define MPI_INT16_T ((MPI_Datatype)0x4c001902)
+#define MPI_INT32_T ((MPI_Datatype)0x4c001a04)
+#define MPI_INT64_T ((MPI_Datatype)0x4c001b08)
+#define MPI_UINT8_T ((MPI_Datatype)0x4c001c01)
+#define MPI_UINT16_T ((MPI_Datatype)0x4c001d02)
+#define MPI_UINT32_T ((MPI_Datatype)0x4c001e04)
+#define MPI_UINT64_T ((MPI_Datatype)0x4c001f08)
+#define MPI_C_BOOL ((MPI_Datatype)0x4c002001)
+#define MPI_WCHAR ((MPI_Datatype)0x4c002104)
+#define MPI_AINT ((MPI_Datatype)0x4c002208)
+#define MPI_OFFSET ((MPI_Datatype)0x4c002308)
+#define MPI_COUNT ((MPI_Datatype)0x4c002408)
+#define MPI_C_FLOAT_COMPLEX ((MPI_Datatype)0x4c002508)
+#define MPI_C_DOUBLE_COMPLEX ((MPI_Datatype)0x4c002610)
+#define MPI_C_LONG_DOUBLE_COMPLEX ((MPI_Datatype)0x4c002720)
+#define MPI_C_COMPLEX MPI_C_FLOAT_COMPLEX
 /* The pair types of MPI_MAXLOC and MPI_MINLOC: each element is the C struct
  * {value; int index;} with the compiler's padding, e.g. MPI_DOUBLE_INT is
  * struct { double value; int index; } (16 bytes on x86-64: the size MPI_Type_size
