@@ -193,6 +193,11 @@ public:
     // The union of both groups, the group that gave high false first (both alike:
     // the group of the lower world rank leader first).
     MPI_Comm intercomm_merge(MPI_Comm intercomm, bool high);
+    // dup, split and create of an intercommunicator c: each group splits alike, and
+    // the new intercommunicator joins the local ranks of a colour with the remote ranks
+    // of the same colour (both ordered by key, then rank); MPI_COMM_NULL where the
+    // colour is MPI_UNDEFINED or the other group has none of it.
+    MPI_Comm inter_split(const CommInfo& c, int color, int key);
     // The world ranks of comm's ranks, in rank order.
     [[nodiscard]] std::vector<int> members(MPI_Comm comm) const;
     std::string& name(MPI_Comm comm);
@@ -314,6 +319,10 @@ private:
     MPI_Comm add_comm(CommInfo info);
     // The context pair of a new communicator: base (agreed), and what this rank takes next.
     int take_contexts(int base);
+    // The leaders (local rank 0) of intercommunicator c swap out for in (each side's
+    // bytes as the other expects them) over its collective context, then each tells
+    // its group: in holds the remote group's bytes on every rank.
+    void swap_across(const CommInfo& c, const void* out, std::size_t out_bytes, void* in, std::size_t in_bytes);
 };
 
 // Collectives (collectives.cpp), over Engine::send_bytes/recv_bytes.

@@ -107,6 +107,85 @@ static void collectives(MPI_Comm inter, int rank, int color, int r, int local, i
     MPI_Wait(&req, MPI_STATUS_IGNORE);
 }
 
+/* MPI_Comm_dup, _split and _create of an intercommunicator: each group splits (or
+ * picks a group) alike, and the new intercommunicator joins the local ranks of a
+ * colour with the remote ranks of that colour; checked by an Allgather across it of
+ * the world ranks (the remote group's, in the order of their keys). */
+static void derived(MPI_Comm inter, int rank, int color, int r, int local, int remote) {
+    const int other = 1 - color;
+    WHERE("intercomm: dup");
+    MPI_Comm dup = MPI_COMM_NULL;
+    CHECK(MPI_Comm_dup(inter, &dup) == MPI_SUCCESS, "dup of an intercommunicator");
+    int flag = 0, n = -1, rr = -1;
+    MPI_Comm_test_inter(dup, &flag);
+    MPI_Comm_remote_size(dup, &n);
+    MPI_Comm_rank(dup, &rr);
+    CHECK(flag == 1 && n == remote && rr == r, "dup: inter %d, remote size %d, rank %d", flag, n, rr);
+    int worlds[64];
+    MPI_Allgather(&rank, 1, MPI_INT, worlds, 1, MPI_INT, dup);
+    for (int q = 0; q < remote; ++q)
+        CHECK(worlds[q] == world_of(q, other), "dup: remote rank %d is world %d", q, worlds[q]);
+    /* Its messages stay on it: one on dup and one on inter, the same tag, received
+     * from inter first. */
+    const int peer = r % remote;
+    int a = 1, b = 2, got_a = 0, got_b = 0;
+    MPI_Request sends[2];
+    MPI_Isend(&a, 1, MPI_INT, peer, 9, dup, &sends[0]);
+    MPI_Isend(&b, 1, MPI_INT, peer, 9, inter, &sends[1]);
+    for (int q = 0; q < remote; ++q) {
+        if (q % local != r) continue;
+        MPI_Recv(&got_b, 1, MPI_INT, q, 9, inter, MPI_STATUS_IGNORE);
+        MPI_Recv(&got_a, 1, MPI_INT, q, 9, dup, MPI_STATUS_IGNORE);
+        CHECK(got_a == 1 && got_b == 2, "dup: %d on dup, %d on inter", got_a, got_b);
+    }
+    MPI_Waitall(2, sends, MPI_STATUSES_IGNORE);
+    MPI_Comm_free(&dup);
+
+    WHERE("intercomm: split by local rank parity, keys reversed");
+    MPI_Comm half = MPI_COMM_NULL;
+    CHECK(MPI_Comm_split(inter, r % 2, -r, &half) == MPI_SUCCESS, "split of an intercommunicator");
+    int same = 0; /* remote ranks of my colour */
+    for (int q = 0; q < remote; ++q)
+        if (q % 2 == r % 2) ++same;
+    if (same == 0) {
+        CHECK(half == MPI_COMM_NULL, "split: no remote rank of colour %d, yet a communicator", r % 2);
+    } else {
+        MPI_Comm_remote_size(half, &n);
+        CHECK(n == same, "split: remote size %d, expected %d", n, same);
+        MPI_Allgather(&rank, 1, MPI_INT, worlds, 1, MPI_INT, half);
+        /* the remote ranks of my colour, by key -q: highest q first */
+        int k = 0;
+        for (int q = remote - 1; q >= 0; --q)
+            if (q % 2 == r % 2) {
+                CHECK(worlds[k] == world_of(q, other), "split: remote rank %d is world %d, expected %d", k, worlds[k],
+                      world_of(q, other));
+                ++k;
+            }
+        MPI_Comm_free(&half);
+    }
+
+    WHERE("intercomm: create from the local group without its rank 0");
+    MPI_Group g, without;
+    MPI_Comm_group(inter, &g);
+    const int zero = 0;
+    MPI_Group_excl(g, 1, &zero, &without);
+    MPI_Comm made = MPI_COMM_NULL;
+    CHECK(MPI_Comm_create(inter, without, &made) == MPI_SUCCESS, "create of an intercommunicator");
+    if (r == 0 || local == 1 || remote == 1) {
+        CHECK(made == MPI_COMM_NULL, "create: rank %d of %d (remote %d) got a communicator", r, local, remote);
+    } else {
+        MPI_Comm_remote_size(made, &n);
+        MPI_Comm_rank(made, &rr);
+        CHECK(n == remote - 1 && rr == r - 1, "create: remote size %d, rank %d", n, rr);
+        MPI_Allgather(&rank, 1, MPI_INT, worlds, 1, MPI_INT, made);
+        for (int q = 0; q < remote - 1; ++q)
+            CHECK(worlds[q] == world_of(q + 1, other), "create: remote rank %d is world %d", q, worlds[q]);
+        MPI_Comm_free(&made);
+    }
+    MPI_Group_free(&without);
+    MPI_Group_free(&g);
+}
+
 int main(int argc, char** argv) {
     MPI_Init(&argc, &argv);
     int rank = 0, size = 0;
@@ -161,6 +240,7 @@ int main(int argc, char** argv) {
     MPI_Wait(&s, MPI_STATUS_IGNORE);
 
     collectives(inter, rank, color, r, local, remote);
+    derived(inter, rank, color, r, local, remote);
 
     MPI_Comm_set_errhandler(inter, MPI_ERRORS_RETURN);
     int x = 1, y = 0;
