@@ -90,8 +90,8 @@ void TcpNode::send_impl(B& buffer) {
     }
     const std::size_t left = window_.queued();
     queue_depth_.store(left, std::memory_order_relaxed);
-    if (left > 0) stats_.queued();
-    lock.unlock(); // before the acknowledged messages are freed
+    if (left > 0) stats_.queued_serialized(); // out_mutex_: one writer
+    lock.unlock();                            // before the acknowledged messages are freed
     acknowledged.clear();
 }
 
@@ -174,7 +174,7 @@ void TcpNode::write_pending() {
             if (resent) {
                 stats_.retried(); // resent after a broken connection
             } else {
-                stats_.sent(e.header.length);
+                stats_.sent_serialized(e.header.length); // out_mutex_: one writer
             }
         });
         if (window_.offset() == 0 && ctl_len_ > 0 && !write_control()) return;
