@@ -369,6 +369,8 @@ std::size_t element_bytes(MPI_Datatype type);
 std::size_t data_bytes(MPI_Datatype type);
 // The pair types of MPI_MAXLOC and MPI_MINLOC.
 bool is_pair_type(MPI_Datatype type);
+// A handle of a derived type (made by a constructor, freed or not).
+bool is_derived(MPI_Datatype type);
 // mpi.h's name of a predefined type, else its number.
 std::string type_name(MPI_Datatype type);
 // The predefined type a type is made of and how many of it one element holds

@@ -7,6 +7,8 @@
 #include <cstdint>
 #include <cstring>
 #include <limits>
+#include <map>
+#include <string>
 #include <vector>
 
 #include "api.hpp"
@@ -19,6 +21,12 @@ namespace {
 using Disps = std::vector<std::ptrdiff_t>;
 using Counts = std::vector<int>;
 using Types = std::vector<MPI_Datatype>;
+
+// The names MPI_Type_set_name gave (the big lock keeps them under MPI_THREAD_MULTIPLE).
+std::map<MPI_Datatype, std::string>& type_names() {
+    static std::map<MPI_Datatype, std::string> names;
+    return names;
+}
 
 void check_out(const MPI_Datatype* newtype) {
     if (newtype == nullptr) throw MpiError(MPI_ERR_ARG, "newtype is NULL");
@@ -235,6 +243,94 @@ int MPI_Get_elements(const MPI_Status* status, MPI_Datatype datatype, int* count
         if (count == nullptr) throw MpiError(MPI_ERR_ARG, "count is NULL");
         const std::size_t n = msgpass::mpi::basic_elements(*msgpass::mpi::typemap_of(datatype), status->msgpass_bytes);
         *count = n > static_cast<std::size_t>(INT_MAX) ? MPI_UNDEFINED : static_cast<int>(n);
+        return MPI_SUCCESS;
+    });
+}
+
+int MPI_Type_get_true_extent_x(MPI_Datatype datatype, MPI_Count* true_lb, MPI_Count* true_extent) {
+    MPI_Aint lb = 0, extent = 0;
+    const int code = MPI_Type_get_true_extent(datatype, &lb, &extent);
+    if (code == MPI_SUCCESS && true_lb != nullptr && true_extent != nullptr) {
+        *true_lb = lb;
+        *true_extent = extent;
+    }
+    return code;
+}
+
+int MPI_Get_elements_x(const MPI_Status* status, MPI_Datatype datatype, MPI_Count* count) {
+    return guarded("MPI_Get_elements_x", MPI_COMM_WORLD, [&] {
+        if (status == nullptr) throw MpiError(MPI_ERR_ARG, "status is NULL (MPI_STATUS_IGNORE has no count)");
+        if (count == nullptr) throw MpiError(MPI_ERR_ARG, "count is NULL");
+        const std::size_t n = msgpass::mpi::basic_elements(*msgpass::mpi::typemap_of(datatype), status->msgpass_bytes);
+        *count = n == std::numeric_limits<std::size_t>::max() ? MPI_UNDEFINED : static_cast<MPI_Count>(n);
+        return MPI_SUCCESS;
+    });
+}
+
+// The status says count basic elements of datatype arrived (a generalized request's,
+// or a library's own completion): the bytes of that many elements of the predefined
+// type datatype is made of.
+int MPI_Status_set_elements_x(MPI_Status* status, MPI_Datatype datatype, MPI_Count count) {
+    return guarded("MPI_Status_set_elements_x", MPI_COMM_WORLD, [&] {
+        if (status == nullptr) throw MpiError(MPI_ERR_ARG, "status is NULL");
+        if (count < 0) throw MpiError(MPI_ERR_COUNT, "negative count " + std::to_string(count));
+        const auto base = msgpass::mpi::predefined_of(datatype).first; // MPI_ERR_TYPE for a mixed type
+        const std::size_t per = msgpass::mpi::is_pair_type(base) ? msgpass::mpi::element_bytes(base) / 2
+                                                                 : msgpass::mpi::element_bytes(base);
+        status->msgpass_bytes = static_cast<std::size_t>(count) * per;
+        return MPI_SUCCESS;
+    });
+}
+
+int MPI_Status_set_elements(MPI_Status* status, MPI_Datatype datatype, int count) {
+    return MPI_Status_set_elements_x(status, datatype, count);
+}
+
+int MPI_Status_set_cancelled(MPI_Status* status, int flag) {
+    return guarded("MPI_Status_set_cancelled", MPI_COMM_WORLD, [&] {
+        if (status == nullptr) throw MpiError(MPI_ERR_ARG, "status is NULL");
+        status->msgpass_cancelled = flag != 0 ? 1 : 0;
+        return MPI_SUCCESS;
+    });
+}
+
+int MPI_Reduce_local(const void* inbuf, void* inoutbuf, int count, MPI_Datatype datatype, MPI_Op op) {
+    return guarded("MPI_Reduce_local", MPI_COMM_WORLD, [&] {
+        check_op(op, datatype);
+        (void)bytes_of(inbuf, count, datatype, "inbuf");
+        (void)bytes_of(inoutbuf, count, datatype, "inoutbuf");
+        Staging st;
+        const void* in = st.in(inbuf, count, datatype);
+        void* inout = st.inout(inoutbuf, count, datatype);
+        msgpass::mpi::combine(datatype, op, static_cast<std::byte*>(inout), static_cast<const std::byte*>(in), count,
+                              true); // inoutbuf = inbuf op inoutbuf
+        st.finish();
+        return MPI_SUCCESS;
+    });
+}
+
+int MPI_Type_set_name(MPI_Datatype datatype, const char* name) {
+    return guarded("MPI_Type_set_name", MPI_COMM_WORLD, [&] {
+        if (name == nullptr) throw MpiError(MPI_ERR_ARG, "name is NULL");
+        (void)msgpass::mpi::type_info(datatype);
+        type_names()[datatype] = std::string(name, strnlen(name, MPI_MAX_OBJECT_NAME - 1));
+        return MPI_SUCCESS;
+    });
+}
+
+// A predefined type is named by its constant in mpi.h until the application renames
+// it; a derived one has an empty name.
+int MPI_Type_get_name(MPI_Datatype datatype, char* name, int* resultlen) {
+    return guarded("MPI_Type_get_name", MPI_COMM_WORLD, [&] {
+        if (name == nullptr || resultlen == nullptr) throw MpiError(MPI_ERR_ARG, "name or resultlen is NULL");
+        (void)msgpass::mpi::type_info(datatype);
+        std::string s;
+        if (const auto it = type_names().find(datatype); it != type_names().end())
+            s = it->second;
+        else if (!msgpass::mpi::is_derived(datatype))
+            s = msgpass::mpi::type_name(datatype);
+        std::memcpy(name, s.c_str(), s.size() + 1);
+        *resultlen = static_cast<int>(s.size());
         return MPI_SUCCESS;
     });
 }

@@ -60,6 +60,13 @@ std::size_t alignment_of(MPI_Datatype base) {
     case MPI_LONG_INT:
         return alignof(long);
     case MPI_LONG_DOUBLE_INT:
+    case MPI_LONG_DOUBLE:
+        return alignof(long double);
+    case MPI_C_FLOAT_COMPLEX: // a complex number is aligned as its parts
+        return alignof(float);
+    case MPI_C_DOUBLE_COMPLEX:
+        return alignof(double);
+    case MPI_C_LONG_DOUBLE_COMPLEX:
         return alignof(long double);
     default:
         return element_bytes(base);
@@ -302,6 +309,10 @@ bool is_pair_type(MPI_Datatype type) {
     default:
         return false;
     }
+}
+
+bool is_derived(MPI_Datatype type) {
+    return type >= first_derived && type < next_derived;
 }
 
 std::string type_name(MPI_Datatype type) {
