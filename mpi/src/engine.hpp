@@ -461,5 +461,21 @@ std::unique_ptr<Schedule> inter_allgather_schedule(const CommInfo& c, const void
 // alltoall: block i of send goes to remote rank i, block i of recv comes from it.
 std::unique_ptr<Schedule> inter_alltoall_schedule(const CommInfo& c, const void* send, std::size_t send_block,
                                                   void* recv, std::size_t recv_block);
+// The v and w forms, linear: sizes[i] and displs[i] (bytes) per remote rank i.
+std::unique_ptr<Schedule> inter_gatherv_schedule(const CommInfo& c, const void* send, std::size_t send_bytes,
+                                                 void* recv, const std::vector<std::size_t>& sizes,
+                                                 const std::vector<std::size_t>& displs, int root);
+std::unique_ptr<Schedule> inter_scatterv_schedule(const CommInfo& c, const void* send,
+                                                  const std::vector<std::size_t>& sizes,
+                                                  const std::vector<std::size_t>& displs, void* recv,
+                                                  std::size_t recv_bytes, int root);
+std::unique_ptr<Schedule> inter_allgatherv_schedule(const CommInfo& c, const void* send, std::size_t send_bytes,
+                                                    void* recv, const std::vector<std::size_t>& sizes,
+                                                    const std::vector<std::size_t>& displs);
+std::unique_ptr<Schedule> inter_alltoallw_schedule(const CommInfo& c, const void* send,
+                                                   const std::vector<std::size_t>& send_sizes,
+                                                   const std::vector<std::size_t>& send_displs, void* recv,
+                                                   const std::vector<std::size_t>& recv_sizes,
+                                                   const std::vector<std::size_t>& recv_displs);
 
 } // namespace msgpass::mpi

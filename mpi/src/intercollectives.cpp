@@ -180,4 +180,67 @@ std::unique_ptr<Schedule> inter_alltoall_schedule(const CommInfo& c, const void*
     return s;
 }
 
+std::unique_ptr<Schedule> inter_gatherv_schedule(const CommInfo& c, const void* send, std::size_t send_bytes,
+                                                 void* recv, const std::vector<std::size_t>& sizes,
+                                                 const std::vector<std::size_t>& displs, int root) {
+    auto s = make_inter(c, "gatherv");
+    if (root == MPI_PROC_NULL) return s;
+    s->next_round();
+    if (root == MPI_ROOT) {
+        for (int r = 0; r < c.size; ++r)
+            s->recv(r, static_cast<std::byte*>(recv) + displs[static_cast<std::size_t>(r)],
+                    sizes[static_cast<std::size_t>(r)]);
+        return s;
+    }
+    check_remote_root(c, root);
+    s->send(root, send, send_bytes);
+    return s;
+}
+
+std::unique_ptr<Schedule> inter_scatterv_schedule(const CommInfo& c, const void* send,
+                                                  const std::vector<std::size_t>& sizes,
+                                                  const std::vector<std::size_t>& displs, void* recv,
+                                                  std::size_t recv_bytes, int root) {
+    auto s = make_inter(c, "scatterv");
+    if (root == MPI_PROC_NULL) return s;
+    s->next_round();
+    if (root == MPI_ROOT) {
+        for (int r = 0; r < c.size; ++r)
+            s->send(r, static_cast<const std::byte*>(send) + displs[static_cast<std::size_t>(r)],
+                    sizes[static_cast<std::size_t>(r)]);
+        return s;
+    }
+    check_remote_root(c, root);
+    s->recv(root, recv, recv_bytes);
+    return s;
+}
+
+std::unique_ptr<Schedule> inter_allgatherv_schedule(const CommInfo& c, const void* send, std::size_t send_bytes,
+                                                    void* recv, const std::vector<std::size_t>& sizes,
+                                                    const std::vector<std::size_t>& displs) {
+    auto s = make_inter(c, "allgatherv");
+    s->next_round();
+    for (int r = 0; r < c.size; ++r) {
+        s->send(r, send, send_bytes);
+        s->recv(r, static_cast<std::byte*>(recv) + displs[static_cast<std::size_t>(r)],
+                sizes[static_cast<std::size_t>(r)]);
+    }
+    return s;
+}
+
+std::unique_ptr<Schedule> inter_alltoallw_schedule(const CommInfo& c, const void* send,
+                                                   const std::vector<std::size_t>& send_sizes,
+                                                   const std::vector<std::size_t>& send_displs, void* recv,
+                                                   const std::vector<std::size_t>& recv_sizes,
+                                                   const std::vector<std::size_t>& recv_displs) {
+    auto s = make_inter(c, "alltoallw");
+    s->next_round();
+    for (int r = 0; r < c.size; ++r) {
+        const auto i = static_cast<std::size_t>(r);
+        s->send(r, static_cast<const std::byte*>(send) + send_displs[i], send_sizes[i]);
+        s->recv(r, static_cast<std::byte*>(recv) + recv_displs[i], recv_sizes[i]);
+    }
+    return s;
+}
+
 } // namespace msgpass::mpi

@@ -176,15 +176,15 @@ Sched inter_alltoall(const void* sendbuf, int sendcount, MPI_Datatype sendtype, 
 
 // ---- every communicator
 
-// The communicator of a collective intercommunicators do not have here (the v, w
-// and reduce-scatter forms; Scan and Exscan, which MPI defines on intracommunicators
+// The communicator of a collective intercommunicators do not have here (the
+// reduce-scatter forms; Scan and Exscan, which MPI defines on intracommunicators
 // only): MPI_ERR_COMM before its arguments are read as a group of c.size ranks.
 CommInfo intra_info(MPI_Comm comm, const char* name) {
     CommInfo c = engine->info(comm);
     if (c.local)
         throw MpiError(MPI_ERR_COMM, std::string(name) +
-                                         " on an intercommunicator is not provided (Barrier, Bcast, Reduce, "
-                                         "Allreduce, Gather, Scatter, Allgather, Alltoall are; MPI_Intercomm_merge)");
+                                         " on an intercommunicator is not provided (the other collectives but "
+                                         "Scan and Exscan are; MPI_Intercomm_merge)");
     return c;
 }
 
@@ -252,7 +252,23 @@ Sched make_gatherv(const void* sendbuf, int sendcount, MPI_Datatype sendtype, vo
 
 Sched make_gatherv(const void* sendbuf, int sendcount, MPI_Datatype sendtype, void* recvbuf, const int recvcounts[],
                    const int displs[], MPI_Datatype recvtype, int root, MPI_Comm comm) {
-    const auto c = intra_info(comm, "gatherv");
+    const auto c = engine->info(comm);
+    if (c.local) {
+        if (root == MPI_PROC_NULL) return msgpass::mpi::inter_gatherv_schedule(c, nullptr, 0, nullptr, {}, {}, root);
+        Staging st;
+        if (root == MPI_ROOT) {
+            no_in_place(recvbuf, "recvbuf");
+            const Sizes sizes = sizes_of("recvcounts", recvcounts, c.size, type_size(recvtype));
+            const Sizes at = displs_of("displs", displs, c.size, type_size(recvtype));
+            check_buffer(recvbuf, sizes, "recvbuf");
+            void* recv = st.inout_v(recvbuf, recvcounts, displs, c.size, recvtype);
+            return st.into(msgpass::mpi::inter_gatherv_schedule(c, nullptr, 0, recv, sizes, at, root));
+        }
+        no_in_place(sendbuf, "sendbuf");
+        const std::size_t own = bytes_of(sendbuf, sendcount, sendtype, "sendbuf");
+        const void* send = st.in(sendbuf, sendcount, sendtype);
+        return st.into(msgpass::mpi::inter_gatherv_schedule(c, send, own, nullptr, {}, {}, root));
+    }
     check_root(c, root);
     Sizes sizes(static_cast<std::size_t>(c.size));
     Sizes at(static_cast<std::size_t>(c.size));
@@ -294,7 +310,23 @@ Sched make_scatterv(const void* sendbuf, const Sizes& sizes, const Sizes& displs
 
 Sched make_scatterv(const void* sendbuf, const int sendcounts[], const int displs[], MPI_Datatype sendtype,
                     void* recvbuf, int recvcount, MPI_Datatype recvtype, int root, MPI_Comm comm) {
-    const auto c = intra_info(comm, "scatterv");
+    const auto c = engine->info(comm);
+    if (c.local) {
+        if (root == MPI_PROC_NULL) return msgpass::mpi::inter_scatterv_schedule(c, nullptr, {}, {}, nullptr, 0, root);
+        Staging st;
+        if (root == MPI_ROOT) {
+            no_in_place(sendbuf, "sendbuf");
+            const Sizes sizes = sizes_of("sendcounts", sendcounts, c.size, type_size(sendtype));
+            const Sizes at = displs_of("displs", displs, c.size, type_size(sendtype));
+            check_buffer(sendbuf, sizes, "sendbuf");
+            const void* send = st.in_v(sendbuf, sendcounts, displs, c.size, sendtype);
+            return st.into(msgpass::mpi::inter_scatterv_schedule(c, send, sizes, at, nullptr, 0, root));
+        }
+        no_in_place(recvbuf, "recvbuf");
+        const std::size_t own = bytes_of(recvbuf, recvcount, recvtype, "recvbuf");
+        void* recv = st.inout(recvbuf, recvcount, recvtype);
+        return st.into(msgpass::mpi::inter_scatterv_schedule(c, nullptr, {}, {}, recv, own, root));
+    }
     check_root(c, root);
     Sizes sizes(static_cast<std::size_t>(c.size));
     Sizes at(static_cast<std::size_t>(c.size));
@@ -332,7 +364,18 @@ Sched make_allgatherv(const void* sendbuf, int sendcount, MPI_Datatype sendtype,
 
 Sched make_allgatherv(const void* sendbuf, int sendcount, MPI_Datatype sendtype, void* recvbuf, const int recvcounts[],
                       const int displs[], MPI_Datatype recvtype, MPI_Comm comm) {
-    const auto c = intra_info(comm, "allgatherv");
+    const auto c = engine->info(comm);
+    if (c.local) {
+        no_in_place(sendbuf, "sendbuf");
+        const std::size_t own = bytes_of(sendbuf, sendcount, sendtype, "sendbuf");
+        const Sizes sizes = sizes_of("recvcounts", recvcounts, c.size, type_size(recvtype));
+        const Sizes at = displs_of("displs", displs, c.size, type_size(recvtype));
+        check_buffer(recvbuf, sizes, "recvbuf");
+        Staging st;
+        void* recv = st.inout_v(recvbuf, recvcounts, displs, c.size, recvtype);
+        const void* send = st.in(sendbuf, sendcount, sendtype);
+        return st.into(msgpass::mpi::inter_allgatherv_schedule(c, send, own, recv, sizes, at));
+    }
     return make_allgatherv(sendbuf, sendcount, sendtype, recvbuf,
                            sizes_of("recvcounts", recvcounts, c.size, type_size(recvtype)),
                            displs_of("displs", displs, c.size, type_size(recvtype)), c,
@@ -354,12 +397,16 @@ Sched make_allgather(const void* sendbuf, int sendcount, MPI_Datatype sendtype, 
 template <class Stage>
 Sched make_alltoallw(const void* sendbuf, const Sizes& send_sizes, Sizes send_displs, void* recvbuf,
                      const Sizes& recv_sizes, Sizes recv_displs, const CommInfo& c, Stage&& stage) {
+    if (c.local) no_in_place(sendbuf, "sendbuf");
     const bool in_place = sendbuf == MPI_IN_PLACE;
     if (!in_place) check_buffer(sendbuf, send_sizes, "sendbuf");
     check_buffer(recvbuf, recv_sizes, "recvbuf");
     Staging st;
     const auto [send, recv] = stage(st, send_displs, recv_displs);
     if (in_place) send_displs = recv_displs;
+    if (c.local)
+        return st.into(
+            msgpass::mpi::inter_alltoallw_schedule(c, send, send_sizes, send_displs, recv, recv_sizes, recv_displs));
     return st.into(msgpass::mpi::alltoallw_schedule(c, in_place ? nullptr : send, send_sizes, send_displs, recv,
                                                     recv_sizes, recv_displs));
 }
@@ -381,7 +428,7 @@ Sched make_alltoall(const void* sendbuf, int sendcount, MPI_Datatype sendtype, v
 
 Sched make_alltoallv(const void* sendbuf, const int sendcounts[], const int sdispls[], MPI_Datatype sendtype,
                      void* recvbuf, const int recvcounts[], const int rdispls[], MPI_Datatype recvtype, MPI_Comm comm) {
-    const auto c = intra_info(comm, "alltoallv");
+    const auto c = engine->info(comm); // (an intercommunicator's: per remote rank)
     const Sizes recv_sizes = sizes_of("recvcounts", recvcounts, c.size, type_size(recvtype));
     const Sizes recv_displs = displs_of("rdispls", rdispls, c.size, type_size(recvtype));
     auto stage = [&](Staging& st, Sizes&, Sizes&) {
@@ -406,7 +453,7 @@ Sizes sizes_of_types(const char* what, const int* counts, const MPI_Datatype* ty
 Sched make_alltoallw(const void* sendbuf, const int sendcounts[], const int sdispls[], const MPI_Datatype sendtypes[],
                      void* recvbuf, const int recvcounts[], const int rdispls[], const MPI_Datatype recvtypes[],
                      MPI_Comm comm) {
-    const auto c = intra_info(comm, "alltoallw");
+    const auto c = engine->info(comm); // (an intercommunicator's: per remote rank)
     const Sizes recv_sizes = sizes_of_types("recvcounts", recvcounts, recvtypes, c.size);
     const Sizes recv_displs = displs_of("rdispls", rdispls, c.size, 1);
     auto stage = [&](Staging& st, Sizes& send_displs, Sizes& rdispls_out) {

@@ -101,6 +101,83 @@ static void collectives(MPI_Comm inter, int rank, int color, int r, int local, i
     for (int q = 0; q < remote; ++q)
         CHECK(in[q] == 1000 * world_of(q, other) + r, "alltoall: from %d got %d", q, in[q]);
 
+    WHERE("intercomm collectives: the v and w forms");
+    /* Remote rank q contributes q + 1 ints, placed in reverse order with a gap of one. */
+    int vcounts[64], vdispls[64], vbuf[512], mine_v[64];
+    int at = 0;
+    for (int q = remote - 1; q >= 0; --q) {
+        vcounts[q] = q + 1;
+        vdispls[q] = at;
+        at += q + 2;
+    }
+    for (int i = 0; i < r + 1; ++i)
+        mine_v[i] = 100 * rank + i;
+    /* Gatherv at even rank 0 */
+    for (int i = 0; i < 512; ++i)
+        vbuf[i] = -1;
+    root = color == 0 ? (r == 0 ? MPI_ROOT : MPI_PROC_NULL) : 0;
+    MPI_Gatherv(mine_v, r + 1, MPI_INT, vbuf, vcounts, vdispls, MPI_INT, root, inter);
+    if (color == 0 && r == 0)
+        for (int q = 0; q < remote; ++q)
+            for (int i = 0; i <= q + 1; ++i)
+                CHECK(vbuf[vdispls[q] + i] == (i <= q ? 100 * world_of(q, 1) + i : -1), "gatherv: block %d [%d] = %d",
+                      q, i, vbuf[vdispls[q] + i]);
+    /* Scatterv from odd rank 0: remote q gets q + 1 ints */
+    for (int i = 0; i < 512; ++i)
+        vbuf[i] = i;
+    int got_v[64];
+    for (int i = 0; i < 64; ++i)
+        got_v[i] = -1;
+    root = color == 1 ? (r == 0 ? MPI_ROOT : MPI_PROC_NULL) : 0;
+    MPI_Scatterv(vbuf, vcounts, vdispls, MPI_INT, got_v, r + 1, MPI_INT, root, inter);
+    if (color == 0) {
+        int disp = 0; /* where the odd root's layout (over the evens) put this rank's block */
+        for (int q = local - 1; q > r; --q)
+            disp += q + 2;
+        for (int i = 0; i <= r + 1; ++i)
+            CHECK(got_v[i] == (i <= r ? disp + i : -1), "scatterv: [%d] = %d", i, got_v[i]);
+    }
+    /* Allgatherv: every rank gets every remote rank's block */
+    for (int i = 0; i < 512; ++i)
+        vbuf[i] = -1;
+    MPI_Allgatherv(mine_v, r + 1, MPI_INT, vbuf, vcounts, vdispls, MPI_INT, inter);
+    for (int q = 0; q < remote; ++q)
+        for (int i = 0; i <= q; ++i)
+            CHECK(vbuf[vdispls[q] + i] == 100 * world_of(q, other) + i, "allgatherv: block %d [%d] = %d", q, i,
+                  vbuf[vdispls[q] + i]);
+    /* Alltoallv: to remote q, q + 1 ints; from remote q, r + 1 ints */
+    int scounts[64], sdispls[64], rcounts[64], rdispls[64], sbuf[512];
+    at = 0;
+    for (int q = 0; q < remote; ++q) {
+        scounts[q] = q + 1;
+        sdispls[q] = at;
+        for (int i = 0; i <= q; ++i)
+            sbuf[at + i] = 1000 * rank + 10 * q + i;
+        at += q + 1;
+        rcounts[q] = r + 1;
+        rdispls[q] = q * (r + 1);
+    }
+    for (int i = 0; i < 512; ++i)
+        vbuf[i] = -1;
+    MPI_Alltoallv(sbuf, scounts, sdispls, MPI_INT, vbuf, rcounts, rdispls, MPI_INT, inter);
+    for (int q = 0; q < remote; ++q)
+        for (int i = 0; i <= r; ++i)
+            CHECK(vbuf[rdispls[q] + i] == 1000 * world_of(q, other) + 10 * r + i, "alltoallv: from %d [%d] = %d", q, i,
+                  vbuf[rdispls[q] + i]);
+    /* Alltoallw with byte displacements, the same exchange */
+    MPI_Datatype stypes[64], rtypes[64];
+    int sbytes[64], rbytes[64];
+    for (int q = 0; q < remote; ++q) {
+        stypes[q] = rtypes[q] = MPI_INT;
+        sbytes[q] = sdispls[q] * (int)sizeof(int);
+        rbytes[q] = rdispls[q] * (int)sizeof(int);
+    }
+    for (int i = 0; i < 512; ++i)
+        vbuf[i] = -1;
+    MPI_Alltoallw(sbuf, scounts, sbytes, stypes, vbuf, rcounts, rbytes, rtypes, inter);
+    for (int q = 0; q < remote; ++q)
+        CHECK(vbuf[rdispls[q] + r] == 1000 * world_of(q, other) + 10 * r + r, "alltoallw: from %d", q);
+
     WHERE("intercomm collectives: barrier, blocking and not");
     MPI_Barrier(inter);
     MPI_Ibarrier(inter, &req);
@@ -247,8 +324,8 @@ int main(int argc, char** argv) {
     expect_error(MPI_Allreduce(MPI_IN_PLACE, &y, 1, MPI_INT, MPI_SUM, inter), MPI_ERR_BUFFER,
                  "not for an intercommunicator");
     expect_error(MPI_Bcast(&x, 1, MPI_INT, remote, inter), MPI_ERR_ROOT, "remote group");
-    int counts[64] = {0}, displs[64] = {0};
-    expect_error(MPI_Alltoallv(&x, counts, displs, MPI_INT, &y, counts, displs, MPI_INT, inter), MPI_ERR_COMM,
+    int counts[64] = {0};
+    expect_error(MPI_Reduce_scatter(&x, &y, counts, MPI_INT, MPI_SUM, inter), MPI_ERR_COMM,
                  "on an intercommunicator is not provided");
     MPI_Comm_set_errhandler(half, MPI_ERRORS_RETURN);
     expect_error(MPI_Comm_remote_size(half, &n), MPI_ERR_COMM, "not an intercommunicator");
