@@ -7,6 +7,9 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <chrono>
+#include <climits>
+#include <cstdint>
 #include <ctime>
 #include <poll.h>
 #include <string>
@@ -71,7 +74,13 @@ void Epoll::remove(int fd) const noexcept {
 
 int Epoll::wait(std::span<epoll_event> events, std::chrono::nanoseconds timeout) const noexcept {
     const timespec ts = to_timespec(timeout);
-    return ::epoll_pwait2(fd_, events.data(), static_cast<int>(events.size()), &ts, nullptr);
+    const int n = ::epoll_pwait2(fd_, events.data(), static_cast<int>(events.size()), &ts, nullptr);
+    if (n >= 0 || errno != ENOSYS) return n;
+    // A kernel before 5.11 (or valgrind, which does not know the call): milliseconds,
+    // rounded up so that a short wait does not spin.
+    const auto ms = std::chrono::ceil<std::chrono::milliseconds>(timeout).count();
+    return ::epoll_wait(fd_, events.data(), static_cast<int>(events.size()),
+                        static_cast<int>(std::min<std::int64_t>(ms, INT_MAX)));
 }
 
 bool wait_readable(const WakeFd& wake, std::span<const int> fds, std::chrono::nanoseconds timeout) {

@@ -91,6 +91,8 @@ inline constexpr std::chrono::microseconds status_delay{1000};
 inline constexpr std::uint64_t hold_in_flight = 16;
 inline constexpr std::chrono::microseconds hold_fresh{2000};
 inline constexpr std::uint64_t hold_batch = 15;
+// Pack storage kept for reuse per peer (each of datagram_size bytes).
+inline constexpr std::size_t spare_packs_kept = 64;
 
 struct Parameters {
     NodeId self = 0;
@@ -372,22 +374,22 @@ public:
                           const SharedBuffer& buffer);
 
 private:
-    // A packed datagram's frames, copied in as its messages are sent; fixed once it is
-    // transmitted (a repair resends it as it went). One frame goes as a plain piece.
-    struct Pack {
-        std::vector<std::byte> bytes;
-        std::uint32_t frames = 0;
-    };
+    // A queue entry: a message, or a packed datagram of several. A pack's frames are
+    // copied in as its messages are sent and fixed once it is transmitted (a repair
+    // resends it as it went); one frame goes as a plain piece. One entry a datagram,
+    // not a message: the queue, its numbering and its acknowledgement cost per
+    // datagram, and the 19 messages of a 64 B pack are one entry.
     struct OutMessage : kit::QueuedBuffer {
-        std::uint64_t size = 0;
-        std::uint64_t first = 0; // its first datagram's number (shared by the messages of a pack)
-        std::uint64_t count = 1; // datagrams
+        std::uint64_t size = 0;      // bytes: the message's; a pack's, its messages' (no framing)
+        std::uint64_t first = 0;     // its first datagram's number
+        std::uint64_t count = 1;     // datagrams
+        std::uint64_t messages = 1;  // a pack: its frames
+        std::vector<std::byte> pack; // not empty: the entry is a pack and holds no buffer
         // Sent to udp.multicast (group.cpp): shared by the members it went to.
         std::shared_ptr<MulticastMessage> multicast;
-        // Packed (then the entry holds no buffer: its bytes are the pack's): shared by
-        // the messages of its datagram.
-        std::shared_ptr<Pack> pack;
     };
+    // The messages of the queue (each pack counts its frames).
+    [[nodiscard]] std::uint64_t messages_queued() const noexcept;
 
     template <class B>
     void send_impl(B& buffer);
@@ -397,9 +399,17 @@ private:
     // message is not: its datagrams are the same for every member).
     template <class B>
     OutMessage& enqueue(B& buffer, bool may_pack = true);
-    // The message goes into the last datagram if that is a pack not transmitted yet
-    // with room for it, else into a new pack.
-    void pack(OutMessage& m, const Buffer& buffer);
+    // under mutex_: a message small enough for a frame goes into the last datagram if
+    // that is a pack not transmitted yet with room for it (true: appended), else
+    // false.
+    bool append_to_pack(const Buffer& buffer);
+    // The frame of a message at the end of m.pack.
+    static void add_frame(OutMessage& m, const Buffer& buffer);
+    // Pack storage given back by acknowledged packs (their capacity kept), bounded.
+    std::vector<std::vector<std::byte>> spare_packs_;
+    // The last pump held the last datagram (a pack with room): a message appended to it
+    // leaves it held, and needs no pump (nor clock read) until something else moves.
+    bool holding_ = false;
     void dispatch(Clock::time_point now);
     // under mutex_: datagrams from before were transmitted first (pump, or a multicast).
     void transmitted(std::uint64_t before, Clock::time_point now);
