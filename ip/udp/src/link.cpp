@@ -93,6 +93,7 @@ void UdpNode::lose(const std::string& reason, std::uint64_t unacknowledged, bool
     if (mark) {
         inbox_.mark_loss();
         inbox_datagrams_.push_back(0);
+        published();
     }
     shared_->ring();
 }

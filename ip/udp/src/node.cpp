@@ -191,6 +191,7 @@ BufferPtr UdpNode::take_locked() {
     if (!next.message && !next.loss) return nullptr;
     const std::uint64_t datagrams = inbox_datagrams_.front();
     inbox_datagrams_.pop_front();
+    published();
     held_ -= datagrams;
     if (next.gap) { // the peer dropped messages to us here
         stats_.error();
@@ -212,6 +213,12 @@ BufferPtr UdpNode::take_locked() {
 
 BufferPtr UdpNode::receive() {
     check_factory("receive");
+    // Nothing there: no lock (the spin of a blocking receive looks here between polls
+    // of the socket).
+    if (inbox_entries_.load(std::memory_order_seq_cst) == 0) {
+        throw_if_lost();
+        return nullptr;
+    }
     std::lock_guard lock(mutex_);
     if (auto m = take_locked()) return m;
     if (inbox_.empty()) throw_if_lost();

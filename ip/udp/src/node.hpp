@@ -123,8 +123,9 @@ inline ip::Mac welcome_mac(const ip::AuthKey& key, std::span<const std::byte> he
 // datagrams it read, at most `most`; fewer: the socket had no more.
 class SocketReader {
 public:
-    // What is there now (now: time_point{}, read from the clock once something came).
-    virtual int read_socket(Clock::time_point now, int most) = 0;
+    // What is there now (now: time_point{}, read from the clock once something came,
+    // and given back).
+    virtual int read_socket(Clock::time_point& now, int most) = 0;
     // Blocks until a datagram comes or timeout passes (0 then).
     virtual int wait_and_read(std::chrono::nanoseconds timeout, int most) = 0;
 
@@ -203,7 +204,7 @@ struct Shared {
     bool lend() noexcept;
     // The receiver leaves; after a wait that began at `began` reclaim_after ago or more,
     // it gives the socket back (the background thread wakes at once for what came).
-    void leave(Clock::time_point began) noexcept;
+    void leave(Clock::time_point began, Clock::time_point now = Clock::now()) noexcept;
     // Gives the socket back when it is lent and no receiver came back for reclaim_after
     // (the background thread, a send, a flush).
     void reclaim_if_idle(Clock::time_point now) noexcept;
@@ -214,7 +215,9 @@ struct Shared {
     int read(int most);
     // The spin of a blocking receive: reads what the socket holds now, without
     // blocking, when the lend is free (it stays lent: a request-response exchange
-    // polls it again at once). False when another thread reads it (or it cannot be lent).
+    // polls it again at once). True when it read a datagram: only then may the
+    // caller's inbox hold more than before (a message another thread delivered
+    // meanwhile is found by the spin's next look at the inbox).
     bool poll_socket() noexcept;
 };
 
@@ -546,7 +549,13 @@ private:
     std::uint64_t assembling_length_ = 0, assembled_ = 0;
     ip::Inbox inbox_;
     std::deque<std::uint64_t> inbox_datagrams_; // datagrams of each inbox entry
-    std::uint64_t held_ = 0;                    // their sum
+    // The inbox's entries (messages and markers), for a receive that looks without the
+    // lock. Stored after each change under mutex_ and read sequentially consistent, as
+    // the sleepers' flags are (Shared::ring): a receiver that announced its sleep and
+    // then found 0 is woken by the delivery that follows.
+    std::atomic<std::size_t> inbox_entries_{0};
+    void published() noexcept { inbox_entries_.store(inbox_datagrams_.size(), std::memory_order_seq_cst); }
+    std::uint64_t held_ = 0; // their sum
     std::uint64_t status_sent_expected_ = 0, status_sent_limit_ = 0, since_status_ = 0;
     bool status_owed_ = false;
     bool small_since_status_ = false; // a message of one datagram (packed or not) came since the last status

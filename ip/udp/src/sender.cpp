@@ -194,6 +194,8 @@ std::size_t DatagramBatch::send(int fd, const sockaddr* to, socklen_t length, bo
 
 const UdpNode::OutMessage* UdpNode::message_of(std::uint64_t dseq) const {
     if (dseq < acked_ || dseq >= next_dseq_) return nullptr;
+    if (out_.empty()) return nullptr;
+    if (dseq >= out_.back().first) return &out_.back(); // (the usual: the datagram just made)
     auto it = std::upper_bound(out_.begin(), out_.end(), dseq,
                                [](std::uint64_t s, const OutMessage& m) { return s < m.first; });
     if (it == out_.begin()) return nullptr;
@@ -398,12 +400,22 @@ void UdpNode::pump(Clock::time_point now, bool hold) {
 void UdpNode::transmitted(std::uint64_t before, Clock::time_point now) {
     if (sent_upto_ == before) return;
     if (before == acked_) last_progress_ = now; // the resend timer starts with the first unacknowledged
-    // Messages transmitted whole since before.
-    for (auto it = std::upper_bound(out_.begin(), out_.end(), before,
-                                    [](std::uint64_t s, const OutMessage&m) { return s < m.first + m.count; });
-         it != out_.end() && it->first + it->count <= sent_upto_; ++it) {
-        stats_.sent_serialized(it->size, it->messages);
-        untransmitted_ -= it->messages;
+    // Messages transmitted whole since before. When all went, they are the newest:
+    // found from the back (the entries before them wait for their acknowledgement, a
+    // long queue in a request-response exchange); else from where before falls.
+    const auto count = [&](const OutMessage& m) {
+        stats_.sent_serialized(m.size, m.messages);
+        untransmitted_ -= m.messages;
+    };
+    if (!out_.empty() && out_.back().first + out_.back().count <= sent_upto_) {
+        for (auto it = out_.end(); it != out_.begin() && std::prev(it)->first + std::prev(it)->count > before;)
+            count(*--it);
+    } else {
+        for (auto it = std::upper_bound(out_.begin(), out_.end(), before,
+                                        [](std::uint64_t s, const OutMessage&m) { return s < m.first + m.count; });
+             it != out_.end() && it->first + it->count <= sent_upto_; ++it) {
+            count(*it);
+        }
     }
     queue_depth_.store(untransmitted_, std::memory_order_relaxed);
     changed_.notify_all();
