@@ -478,10 +478,16 @@ Clock::time_point Transport::end_of_batch(Batch& b, Clock::time_point now) {
 }
 
 // A receiver the socket is lent to reads. The timers stay the background thread's;
-// when they are not due before a status now owed (or soon, when no peer was known: a
-// datagram read here, a hello, the first data, may make them due), it is woken to see.
+// when they are not due within status_delay of a status now owed (or soon, when no
+// peer was known: a datagram read here, a hello, the first data, may make them due),
+// it is woken to see. While the socket is lent the thread's timers run at least every
+// status_delay (run), so a status waits at most twice that, and a request-response
+// exchange wakes the thread from no receive: each such wake-up was an eventfd write
+// on the receiver's way to its message and, on a process pinned to one CPU, a switch
+// to the background thread before the reply (one every 16 messages or so, when the
+// status the 16th message sends had made the thread's next tick a late one).
 void Transport::after_receiver_read(Batch& b, Clock::time_point now) {
-    const auto due = std::min(end_of_batch(b, now), now + resend_timeout);
+    const auto due = std::min(end_of_batch(b, now), now + resend_timeout) + status_delay;
     if (next_tick_ns_.load(std::memory_order_relaxed) > due.time_since_epoch().count()) wake_.ring();
 }
 
@@ -575,6 +581,9 @@ void Transport::run() {
             next_tick = now + std::chrono::milliseconds(50);
             for (auto& [id, node] : nodes_)
                 next_tick = std::min(next_tick, node->tick(now));
+            // Receivers read the socket: the statuses they come to owe are sent from here
+            // without waking this thread (after_receiver_read).
+            if (shared_->lent.load(std::memory_order_relaxed)) next_tick = std::min(next_tick, now + status_delay);
             next_tick = std::max(next_tick, now + std::chrono::microseconds(500));
             next_tick_ns_.store(next_tick.time_since_epoch().count(), std::memory_order_relaxed);
         }
