@@ -372,13 +372,13 @@ bool UdpNode::holds(std::uint64_t dseq, Clock::time_point now) const noexcept {
 // a time (send_batch); a message whose last datagram went out is handed over (counted
 // as sent).
 void UdpNode::pump(Clock::time_point now, bool hold) {
+    holding_ = false;
     if (peer_incarnation_ == 0 || closed_ || !send_skip_if_due(now)) return;
     if (address_.empty() || shared_->fd.load() < 0) return;
     const std::uint64_t before = sent_upto_;
     DatagramBatch& out = DatagramBatch::of_this_thread();
     out.clear();
     std::uint64_t next = sent_upto_;
-    holding_ = false;
     for (;;) {
         bool more = next < next_dseq_ && next < peer_limit_;
         if (more && hold && holds(next, now)) {
