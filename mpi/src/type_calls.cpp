@@ -4,6 +4,7 @@
 // Each constructor turns its arguments into copies of old types at byte
 // displacements (types.cpp's type_create). Every entry point goes through api::guarded.
 #include <climits>
+#include <cstdint>
 #include <cstring>
 #include <limits>
 #include <vector>
@@ -147,6 +148,65 @@ int MPI_Type_create_resized(MPI_Datatype oldtype, MPI_Aint lb, MPI_Aint extent, 
     return guarded("MPI_Type_create_resized", MPI_COMM_WORLD, [&] {
         check_out(newtype);
         *newtype = msgpass::mpi::type_resized(oldtype, lb, extent);
+        return MPI_SUCCESS;
+    });
+}
+
+// A block of an n-dimensional array (MPI 3.1, 4.1.3): the dimension that varies
+// fastest (the last in C order, the first in Fortran order) is a contiguous run of
+// subsizes elements; each slower one repeats the faster ones at the stride of a whole
+// row of the array; the block is placed at its starts and the type resized to the
+// whole array, so that count > 1 steps from array to array.
+int MPI_Type_create_subarray(int ndims, const int sizes[], const int subsizes[], const int starts[], int order,
+                             MPI_Datatype oldtype, MPI_Datatype* newtype) {
+    return guarded("MPI_Type_create_subarray", MPI_COMM_WORLD, [&] {
+        check_out(newtype);
+        if (ndims <= 0) throw MpiError(MPI_ERR_ARG, "ndims " + std::to_string(ndims) + " is not positive");
+        check_array(sizes, ndims, "array_of_sizes");
+        check_array(subsizes, ndims, "array_of_subsizes");
+        check_array(starts, ndims, "array_of_starts");
+        if (order != MPI_ORDER_C && order != MPI_ORDER_FORTRAN)
+            throw MpiError(MPI_ERR_ARG,
+                           "order " + std::to_string(order) + " is neither MPI_ORDER_C nor MPI_ORDER_FORTRAN");
+        for (int d = 0; d < ndims; ++d) {
+            const std::string dim = " of dimension " + std::to_string(d);
+            if (sizes[d] < 1)
+                throw MpiError(MPI_ERR_ARG, "size " + std::to_string(sizes[d]) + dim + " is not positive");
+            if (subsizes[d] < 1 || subsizes[d] > sizes[d])
+                throw MpiError(MPI_ERR_ARG, "subsize " + std::to_string(subsizes[d]) + dim + " is not between 1 and " +
+                                                "its size " + std::to_string(sizes[d]));
+            if (starts[d] < 0 || starts[d] > sizes[d] - subsizes[d])
+                throw MpiError(MPI_ERR_ARG, "start " + std::to_string(starts[d]) + dim + " puts the block of " +
+                                                std::to_string(subsizes[d]) + " outside the size " +
+                                                std::to_string(sizes[d]));
+        }
+        const auto extent = static_cast<std::ptrdiff_t>(msgpass::mpi::type_info(oldtype).extent());
+        std::vector<int> fastest_first(static_cast<std::size_t>(ndims));
+        for (int i = 0; i < ndims; ++i)
+            fastest_first[static_cast<std::size_t>(i)] = order == MPI_ORDER_C ? ndims - 1 - i : i;
+        std::ptrdiff_t stride = extent; // of one step along the dimension at hand
+        std::ptrdiff_t disp = 0;
+        MPI_Datatype block = MPI_DATATYPE_NULL;
+        for (const int d : fastest_first) {
+            const MPI_Datatype next = block == MPI_DATATYPE_NULL ? msgpass::mpi::type_contiguous(subsizes[d], oldtype)
+                                                                 : vector_of(subsizes[d], 1, stride, block);
+            if (block != MPI_DATATYPE_NULL) msgpass::mpi::type_free(block);
+            block = next;
+            disp += static_cast<std::ptrdiff_t>(starts[d]) * stride;
+            stride *= sizes[d];
+        }
+        const MPI_Datatype placed = msgpass::mpi::type_create({disp}, {1}, {block}, false);
+        msgpass::mpi::type_free(block);
+        *newtype = msgpass::mpi::type_resized(placed, 0, stride); // stride: now the whole array's extent
+        msgpass::mpi::type_free(placed);
+        return MPI_SUCCESS;
+    });
+}
+
+int MPI_Get_address(const void* location, MPI_Aint* address) {
+    return guarded("MPI_Get_address", MPI_COMM_WORLD, [&] {
+        if (address == nullptr) throw MpiError(MPI_ERR_ARG, "address is NULL");
+        *address = static_cast<MPI_Aint>(reinterpret_cast<std::uintptr_t>(location));
         return MPI_SUCCESS;
     });
 }

@@ -414,6 +414,32 @@ static void test_pack(void) {
     MPI_Type_free(&column);
 }
 
+/* A type of no data (hindexed of zero-length blocks) counts 0 of a message of no
+ * bytes (it divided by zero once); MPI_Get_address gives the distance of two
+ * elements of an array. */
+static void test_zero_size(void) {
+    WHERE("datatypes: zero-size type and MPI_Get_address");
+    int lengths[2] = {0, 0};
+    MPI_Aint displs[2] = {0, 16};
+    MPI_Datatype empty;
+    MPI_Type_create_hindexed(2, lengths, displs, MPI_INT, &empty);
+    MPI_Type_commit(&empty);
+    int size = -1;
+    MPI_Type_size(empty, &size);
+    CHECK(size == 0, "size %d", size);
+    int dummy = 0;
+    MPI_Status st;
+    MPI_Sendrecv(&dummy, 1, empty, rank_, 11, &dummy, 1, empty, rank_, 11, MPI_COMM_WORLD, &st);
+    int n = -1;
+    CHECK(MPI_Get_count(&st, empty, &n) == MPI_SUCCESS && n == 0, "count %d of nothing", n);
+    MPI_Type_free(&empty);
+    int array[8];
+    MPI_Aint first = 0, fourth = 0;
+    MPI_Get_address(&array[0], &first);
+    MPI_Get_address(&array[3], &fourth);
+    CHECK(fourth - first == 3 * (MPI_Aint)sizeof(int), "address distance %ld", (long)(fourth - first));
+}
+
 int main(int argc, char** argv) {
     MPI_Init(&argc, &argv);
     MPI_Comm_rank(MPI_COMM_WORLD, &rank_);
@@ -424,6 +450,7 @@ int main(int argc, char** argv) {
     test_p2p();
     test_collectives();
     test_pack();
+    test_zero_size();
     MPI_Barrier(MPI_COMM_WORLD);
     if (rank_ == 0) printf("datatypes: passed on %d ranks\n", size_);
     MPI_Finalize();

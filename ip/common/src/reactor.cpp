@@ -76,11 +76,11 @@ int Epoll::wait(std::span<epoll_event> events, std::chrono::nanoseconds timeout)
     const timespec ts = to_timespec(timeout);
     const int n = ::epoll_pwait2(fd_, events.data(), static_cast<int>(events.size()), &ts, nullptr);
     if (n >= 0 || errno != ENOSYS) return n;
-    // A kernel before 5.11 (or valgrind, which does not know the call): milliseconds,
-    // rounded up so that a short wait does not spin.
-    const auto ms = std::chrono::ceil<std::chrono::milliseconds>(timeout).count();
+    // Without epoll_pwait2 (kernels before 5.11, valgrind): milliseconds, rounded up
+    // so that a deadline is never woken for early and spun on.
+    const auto ms = std::chrono::ceil<std::chrono::milliseconds>(std::max(timeout, std::chrono::nanoseconds{0}));
     return ::epoll_wait(fd_, events.data(), static_cast<int>(events.size()),
-                        static_cast<int>(std::min<std::int64_t>(ms, INT_MAX)));
+                        static_cast<int>(std::min<std::int64_t>(ms.count(), INT32_MAX)));
 }
 
 bool wait_readable(const WakeFd& wake, std::span<const int> fds, std::chrono::nanoseconds timeout) {
