@@ -34,8 +34,8 @@ public:
     // one thread at a time (under its own lock): a load and a store, not a locked
     // read-modify-write, which on x86 would also wait for every store before it
     // (a message just written to the peer's memory) to leave the core.
-    void sent_serialized(std::uint64_t bytes) noexcept {
-        bump(messages_sent_, 1);
+    void sent_serialized(std::uint64_t bytes, std::uint64_t messages = 1) noexcept {
+        bump(messages_sent_, messages);
         bump(bytes_sent_, bytes);
     }
     void received_serialized(std::uint64_t bytes) noexcept {

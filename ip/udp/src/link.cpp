@@ -16,6 +16,7 @@ namespace msgpass::udp {
 // A clean end (goodbye): the next incarnation numbers from 0.
 void UdpNode::reset_send_side() {
     out_.clear();
+    holding_ = false;
     next_dseq_ = acked_ = sent_upto_ = peer_limit_ = peer_expected_ = skip_to_ = 0;
     dropped_ends_.clear();
     numbered_for_ = 0;
@@ -30,8 +31,9 @@ void UdpNode::reset_send_side() {
 // the ones before skip_to_ it lacks will never come.
 void UdpNode::drop_unacknowledged() {
     for (const auto& m : out_)
-        if (m.first + m.count > acked_) dropped_ends_.push_back(m.first + m.count);
+        if (m.first + m.count > acked_) dropped_ends_.insert(dropped_ends_.end(), m.messages, m.first + m.count);
     out_.clear();
+    holding_ = false;
     acked_ = sent_upto_ = next_dseq_;
     if (!dropped_ends_.empty()) skip_to_ = next_dseq_;
     expected_heard_ = false; // what the peer expects is asked again once it is heard
@@ -45,13 +47,9 @@ void UdpNode::drop_unacknowledged() {
 // for the new one.
 void UdpNode::renumber() {
     std::uint64_t n = 0;
-    const Pack* last = nullptr;
+    std::uint64_t messages = 0;
     for (auto& m : out_) {
-        if (m.pack && m.pack.get() == last) { // the same datagram as the message before
-            m.first = n - 1;
-            continue;
-        }
-        last = m.pack.get();
+        messages += m.messages;
         m.first = n;
         n += m.count;
         m.multicast.reset(); // (none went to the address: the peer was unknown)
@@ -59,7 +57,8 @@ void UdpNode::renumber() {
     next_dseq_ = n;
     acked_ = sent_upto_ = peer_limit_ = peer_expected_ = skip_to_ = 0;
     dropped_ends_.clear();
-    untransmitted_ = out_.size();
+    untransmitted_ = messages;
+    holding_ = false;
     queue_depth_.store(untransmitted_, std::memory_order_relaxed);
 }
 
@@ -94,13 +93,14 @@ void UdpNode::lose(const std::string& reason, std::uint64_t unacknowledged, bool
     if (mark) {
         inbox_.mark_loss();
         inbox_datagrams_.push_back(0);
+        published();
     }
     shared_->ring();
 }
 
 void UdpNode::adopt(std::uint64_t incarnation, Clock::time_point now) {
     if (incarnation == peer_incarnation_) return;
-    if (peer_incarnation_ != 0) lose("it restarted (a new incarnation)", out_.size(), true);
+    if (peer_incarnation_ != 0) lose("it restarted (a new incarnation)", messages_queued(), true);
     peer_incarnation_ = incarnation;
     if (incarnation != numbered_for_) { // a new incarnation counts both directions from 0
         renumber();
@@ -272,7 +272,7 @@ void UdpNode::on_datagram(const Decoded& d, std::span<const std::byte> bytes, Cl
         const std::uint64_t incarnation = peer_incarnation_;
         std::uint64_t unacknowledged = 0;
         for (const auto& m : out_)
-            if (m.first + m.count > h.length) ++unacknowledged;
+            if (m.first + m.count > h.length) unacknowledged += m.messages;
         if (unacknowledged > 0 || h.seq > expected_) {
             lose(h.seq > expected_ ? "it closed before its last messages arrived"
                                    : "it closed without taking every message",
@@ -327,7 +327,7 @@ Clock::time_point UdpNode::tick(Clock::time_point now) {
     if (now - last_heard_ > p.peer_timeout) {
         lose("silent for peer_timeout (" +
                  std::to_string(std::chrono::duration_cast<std::chrono::milliseconds>(p.peer_timeout).count()) + " ms)",
-             out_.size(), true, true);
+             messages_queued(), true, true);
         return next;
     }
     pump(now, false); // with the skip first, when the peer may lack datagrams dropped at its loss

@@ -92,54 +92,67 @@ UdpNode::OutMessage& UdpNode::enqueue(B& buffer, bool may_pack) {
         stats_.error();
         kit::throw_send_queue_full(*this, p.send_queue_limit);
     }
+    ++untransmitted_;
+    const bool small = may_pack && frame_bytes(size) <= p.payload;
+    if (small && append_to_pack(*buffer)) {
+        buffer = nullptr; // copied: the caller's buffer goes back now
+        return out_.back();
+    }
     OutMessage& m = out_.emplace_back();
     m.size = size;
-    if (may_pack && frame_bytes(size) <= p.payload) {
-        pack(m, *buffer);
-        buffer = nullptr; // copied: the caller's buffer goes back now
+    m.first = next_dseq_;
+    if (small) {
+        if (!spare_packs_.empty()) {
+            m.pack = std::move(spare_packs_.back());
+            spare_packs_.pop_back();
+        } else {
+            m.pack.reserve(static_cast<std::size_t>(p.payload));
+        }
+        add_frame(m, *buffer);
+        buffer = nullptr;
+        ++next_dseq_;
     } else {
         m.hold(std::move(buffer));
-        m.first = next_dseq_;
         m.count = size == 0 ? 1 : (size + p.payload - 1) / p.payload;
         next_dseq_ += m.count;
     }
-    ++untransmitted_;
     return m;
 }
 
 // group.cpp queues a broadcast's SharedBuffer through it.
 template UdpNode::OutMessage& UdpNode::enqueue<SharedBuffer>(SharedBuffer& buffer, bool may_pack);
 
-void UdpNode::pack(OutMessage& m, const Buffer& buffer) {
-    const auto& p = shared_->parameters;
-    const std::uint64_t bytes = frame_bytes(m.size);
-    std::shared_ptr<Pack> open;
-    if (out_.size() >= 2) { // (m is out_.back())
-        const OutMessage& last = out_[out_.size() - 2];
-        if (last.pack && last.first + 1 == next_dseq_ && sent_upto_ < next_dseq_ &&
-            last.pack->bytes.size() + bytes <= p.payload) {
-            open = last.pack;
-        }
+bool UdpNode::append_to_pack(const Buffer& buffer) {
+    if (out_.empty()) return false;
+    OutMessage& last = out_.back();
+    if (last.pack.empty() || last.first + 1 != next_dseq_ || sent_upto_ >= next_dseq_ ||
+        last.pack.size() + frame_bytes(buffer.size()) > shared_->parameters.payload) {
+        return false;
     }
-    if (open) {
-        m.first = next_dseq_ - 1;
-    } else {
-        open = std::make_shared<Pack>();
-        open->bytes.reserve(static_cast<std::size_t>(p.payload));
-        m.first = next_dseq_++;
-    }
-    m.count = 1;
-    const std::size_t at = open->bytes.size();
-    open->bytes.resize(at + static_cast<std::size_t>(bytes)); // zeros: the reserved field and the padding
-    const FrameHeader f{static_cast<std::uint32_t>(frame_header_size + m.size), 0};
-    std::memcpy(open->bytes.data() + at, &f, frame_header_size);
+    add_frame(last, buffer);
+    last.size += buffer.size();
+    ++last.messages;
+    return true;
+}
+
+void UdpNode::add_frame(OutMessage& m, const Buffer& buffer) {
+    const std::uint64_t size = buffer.size();
+    const std::size_t at = m.pack.size();
+    m.pack.resize(at + static_cast<std::size_t>(frame_bytes(size))); // zeros: the reserved field and the padding
+    const FrameHeader f{static_cast<std::uint32_t>(frame_header_size + size), 0};
+    std::memcpy(m.pack.data() + at, &f, frame_header_size);
     std::size_t to = at + frame_header_size;
     for (const auto& fragment : buffer.fragments()) {
-        if (!fragment.empty()) std::memcpy(open->bytes.data() + to, fragment.data(), fragment.size());
+        if (!fragment.empty()) std::memcpy(m.pack.data() + to, fragment.data(), fragment.size());
         to += fragment.size();
     }
-    ++open->frames;
-    m.pack = std::move(open);
+}
+
+std::uint64_t UdpNode::messages_queued() const noexcept {
+    std::uint64_t n = 0;
+    for (const auto& m : out_)
+        n += m.messages;
+    return n;
 }
 
 void UdpNode::dispatch(Clock::time_point now) {
@@ -148,7 +161,7 @@ void UdpNode::dispatch(Clock::time_point now) {
         next_hello_ = now + hello_backoff_;
     }
     pump(now);
-    if (sent_upto_ < next_dseq_) stats_.queued();
+    if (sent_upto_ < next_dseq_) stats_.queued_serialized();
     queue_depth_.store(untransmitted_, std::memory_order_relaxed);
     shared_->reclaim_if_idle(now); // the acknowledgements: a receiver that left the socket for long reads it no more
 }
@@ -160,7 +173,16 @@ void UdpNode::send_impl(B& buffer) {
     check_size(buffer->size());
     throw_if_lost();
     std::lock_guard lock(mutex_);
+    const std::uint64_t made = next_dseq_;
     (void)enqueue(buffer);
+    // Into the pack the last pump held (the peer busy with what went before): it stays
+    // held, as the acknowledgement, the timers or the next message that does not fit
+    // would find it; no pump, no clock read.
+    if (holding_ && next_dseq_ == made && peer_incarnation_ != 0) {
+        stats_.queued_serialized();
+        queue_depth_.store(untransmitted_, std::memory_order_relaxed);
+        return;
+    }
     dispatch(Clock::now());
 }
 
@@ -169,6 +191,7 @@ BufferPtr UdpNode::take_locked() {
     if (!next.message && !next.loss) return nullptr;
     const std::uint64_t datagrams = inbox_datagrams_.front();
     inbox_datagrams_.pop_front();
+    published();
     held_ -= datagrams;
     if (next.gap) { // the peer dropped messages to us here
         stats_.error();
@@ -190,6 +213,12 @@ BufferPtr UdpNode::take_locked() {
 
 BufferPtr UdpNode::receive() {
     check_factory("receive");
+    // Nothing there: no lock (the spin of a blocking receive looks here between polls
+    // of the socket).
+    if (inbox_entries_.load(std::memory_order_seq_cst) == 0) {
+        throw_if_lost();
+        return nullptr;
+    }
     std::lock_guard lock(mutex_);
     if (auto m = take_locked()) return m;
     if (inbox_.empty()) throw_if_lost();

@@ -91,6 +91,8 @@ inline constexpr std::chrono::microseconds status_delay{1000};
 inline constexpr std::uint64_t hold_in_flight = 16;
 inline constexpr std::chrono::microseconds hold_fresh{2000};
 inline constexpr std::uint64_t hold_batch = 15;
+// Pack storage kept for reuse per peer (each of datagram_size bytes).
+inline constexpr std::size_t spare_packs_kept = 64;
 
 struct Parameters {
     NodeId self = 0;
@@ -121,8 +123,9 @@ inline ip::Mac welcome_mac(const ip::AuthKey& key, std::span<const std::byte> he
 // datagrams it read, at most `most`; fewer: the socket had no more.
 class SocketReader {
 public:
-    // What is there now (now: time_point{}, read from the clock once something came).
-    virtual int read_socket(Clock::time_point now, int most) = 0;
+    // What is there now (now: time_point{}, read from the clock once something came,
+    // and given back).
+    virtual int read_socket(Clock::time_point& now, int most) = 0;
     // Blocks until a datagram comes or timeout passes (0 then).
     virtual int wait_and_read(std::chrono::nanoseconds timeout, int most) = 0;
 
@@ -201,7 +204,7 @@ struct Shared {
     bool lend() noexcept;
     // The receiver leaves; after a wait that began at `began` reclaim_after ago or more,
     // it gives the socket back (the background thread wakes at once for what came).
-    void leave(Clock::time_point began) noexcept;
+    void leave(Clock::time_point began, Clock::time_point now = Clock::now()) noexcept;
     // Gives the socket back when it is lent and no receiver came back for reclaim_after
     // (the background thread, a send, a flush).
     void reclaim_if_idle(Clock::time_point now) noexcept;
@@ -212,7 +215,9 @@ struct Shared {
     int read(int most);
     // The spin of a blocking receive: reads what the socket holds now, without
     // blocking, when the lend is free (it stays lent: a request-response exchange
-    // polls it again at once). False when another thread reads it (or it cannot be lent).
+    // polls it again at once). True when it read a datagram: only then may the
+    // caller's inbox hold more than before (a message another thread delivered
+    // meanwhile is found by the spin's next look at the inbox).
     bool poll_socket() noexcept;
 };
 
@@ -372,22 +377,22 @@ public:
                           const SharedBuffer& buffer);
 
 private:
-    // A packed datagram's frames, copied in as its messages are sent; fixed once it is
-    // transmitted (a repair resends it as it went). One frame goes as a plain piece.
-    struct Pack {
-        std::vector<std::byte> bytes;
-        std::uint32_t frames = 0;
-    };
+    // A queue entry: a message, or a packed datagram of several. A pack's frames are
+    // copied in as its messages are sent and fixed once it is transmitted (a repair
+    // resends it as it went); one frame goes as a plain piece. One entry a datagram,
+    // not a message: the queue, its numbering and its acknowledgement cost per
+    // datagram, and the 19 messages of a 64 B pack are one entry.
     struct OutMessage : kit::QueuedBuffer {
-        std::uint64_t size = 0;
-        std::uint64_t first = 0; // its first datagram's number (shared by the messages of a pack)
-        std::uint64_t count = 1; // datagrams
+        std::uint64_t size = 0;      // bytes: the message's; a pack's, its messages' (no framing)
+        std::uint64_t first = 0;     // its first datagram's number
+        std::uint64_t count = 1;     // datagrams
+        std::uint64_t messages = 1;  // a pack: its frames
+        std::vector<std::byte> pack; // not empty: the entry is a pack and holds no buffer
         // Sent to udp.multicast (group.cpp): shared by the members it went to.
         std::shared_ptr<MulticastMessage> multicast;
-        // Packed (then the entry holds no buffer: its bytes are the pack's): shared by
-        // the messages of its datagram.
-        std::shared_ptr<Pack> pack;
     };
+    // The messages of the queue (each pack counts its frames).
+    [[nodiscard]] std::uint64_t messages_queued() const noexcept;
 
     template <class B>
     void send_impl(B& buffer);
@@ -397,9 +402,17 @@ private:
     // message is not: its datagrams are the same for every member).
     template <class B>
     OutMessage& enqueue(B& buffer, bool may_pack = true);
-    // The message goes into the last datagram if that is a pack not transmitted yet
-    // with room for it, else into a new pack.
-    void pack(OutMessage& m, const Buffer& buffer);
+    // under mutex_: a message small enough for a frame goes into the last datagram if
+    // that is a pack not transmitted yet with room for it (true: appended), else
+    // false.
+    bool append_to_pack(const Buffer& buffer);
+    // The frame of a message at the end of m.pack.
+    static void add_frame(OutMessage& m, const Buffer& buffer);
+    // Pack storage given back by acknowledged packs (their capacity kept), bounded.
+    std::vector<std::vector<std::byte>> spare_packs_;
+    // The last pump held the last datagram (a pack with room): a message appended to it
+    // leaves it held, and needs no pump (nor clock read) until something else moves.
+    bool holding_ = false;
     void dispatch(Clock::time_point now);
     // under mutex_: datagrams from before were transmitted first (pump, or a multicast).
     void transmitted(std::uint64_t before, Clock::time_point now);
@@ -536,7 +549,13 @@ private:
     std::uint64_t assembling_length_ = 0, assembled_ = 0;
     ip::Inbox inbox_;
     std::deque<std::uint64_t> inbox_datagrams_; // datagrams of each inbox entry
-    std::uint64_t held_ = 0;                    // their sum
+    // The inbox's entries (messages and markers), for a receive that looks without the
+    // lock. Stored after each change under mutex_ and read sequentially consistent, as
+    // the sleepers' flags are (Shared::ring): a receiver that announced its sleep and
+    // then found 0 is woken by the delivery that follows.
+    std::atomic<std::size_t> inbox_entries_{0};
+    void published() noexcept { inbox_entries_.store(inbox_datagrams_.size(), std::memory_order_seq_cst); }
+    std::uint64_t held_ = 0; // their sum
     std::uint64_t status_sent_expected_ = 0, status_sent_limit_ = 0, since_status_ = 0;
     bool status_owed_ = false;
     bool small_since_status_ = false; // a message of one datagram (packed or not) came since the last status

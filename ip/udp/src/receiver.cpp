@@ -168,6 +168,7 @@ void UdpNode::on_skip(const DatagramHeader& h, Clock::time_point now) {
                              std::to_string(h.seq);
     inbox_.mark_gap(ip::Loss{text, 0});
     inbox_datagrams_.push_back(0);
+    published();
     MSGPASS_LOG(udp, warn, "msgpass udp node " + std::to_string(shared_->parameters.self) + ": " + text);
     take_early();
     send_status(now);
@@ -200,9 +201,10 @@ void UdpNode::consume(const DatagramHeader& h, std::span<const std::byte> piece)
     const std::uint64_t count = assembling_length_ == 0 ? 1 : (assembling_length_ + p.payload - 1) / p.payload;
     if (first) small_since_status_ = true; // whole in one datagram
     assembling_->set_source(id_);
-    stats_.received(assembling_length_);
+    stats_.received_serialized(assembling_length_);
     inbox_.push(std::move(assembling_));
     inbox_datagrams_.push_back(count);
+    published();
     held_ += count;
     assembling_data_ = nullptr;
     assembling_length_ = assembled_ = 0;
@@ -233,7 +235,7 @@ void UdpNode::consume_packed(std::span<const std::byte> frames) {
         BufferPtr message = shared_->pool->make(size);
         if (size != 0) std::memcpy(message->single()->data(), frames.data() + at + frame_header_size, size);
         message->set_source(id_);
-        stats_.received(size);
+        stats_.received_serialized(size);
         inbox_.push(std::move(message));
         inbox_datagrams_.push_back(0);
         any = true;
@@ -242,6 +244,7 @@ void UdpNode::consume_packed(std::span<const std::byte> frames) {
     if (!any) return;
     small_since_status_ = true;
     inbox_datagrams_.back() = 1;
+    published();
     ++held_;
     shared_->ring();
 }

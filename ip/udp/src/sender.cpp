@@ -56,43 +56,44 @@ bool UdpNode::send_control(DatagramType type, std::uint64_t seq, std::uint64_t l
     return ok;
 }
 
+namespace {
+// Calls take(bytes) for each part of the fragments that holds bytes [offset, offset +
+// piece) of the message, in order.
+template <class Take>
+void for_each_part(std::span<const Buffer::Fragment> fragments, std::uint64_t offset, std::size_t piece, Take&& take) {
+    std::size_t skip = static_cast<std::size_t>(offset), want = piece;
+    for (const auto& f : fragments) {
+        if (want == 0) break;
+        if (skip >= f.size()) {
+            skip -= f.size();
+            continue;
+        }
+        const std::size_t n = std::min(f.size() - skip, want);
+        take(f.subspan(skip, n));
+        want -= n;
+        skip = 0;
+    }
+}
+} // namespace
+
 // The piece's bytes, gathered from the message's fragments (a FragmentList's pieces
 // may straddle a datagram); many tiny fragments are copied into one piece.
 std::size_t gather(const Buffer& buffer, std::uint64_t offset, std::size_t piece, std::span<iovec> iov, std::size_t n,
                    std::vector<std::byte>& staging) {
     const std::size_t start = n;
-    std::size_t skip = static_cast<std::size_t>(offset), want = piece;
     const auto fragments = buffer.fragments();
-    std::size_t pieces = 0;
-    for (const auto& f : fragments) {
-        if (want == 0) break;
-        if (skip >= f.size()) {
-            skip -= f.size();
-            continue;
-        }
-        const std::size_t take = std::min(f.size() - skip, want);
-        if (n < iov.size()) iov[n++] = {f.data() + skip, take};
-        ++pieces;
-        want -= take;
-        skip = 0;
-    }
-    if (pieces + start <= iov.size()) return n;
+    std::size_t parts = 0;
+    for_each_part(fragments, offset, piece, [&](Buffer::Fragment part) {
+        if (n < iov.size()) iov[n++] = {part.data(), part.size()};
+        ++parts;
+    });
+    if (parts + start <= iov.size()) return n;
     if (staging.size() < piece) staging.resize(piece);
-    skip = static_cast<std::size_t>(offset);
-    want = piece;
     std::size_t at = 0;
-    for (const auto& f : fragments) {
-        if (want == 0) break;
-        if (skip >= f.size()) {
-            skip -= f.size();
-            continue;
-        }
-        const std::size_t take = std::min(f.size() - skip, want);
-        std::memcpy(staging.data() + at, f.data() + skip, take);
-        at += take;
-        want -= take;
-        skip = 0;
-    }
+    for_each_part(fragments, offset, piece, [&](Buffer::Fragment part) {
+        std::memcpy(staging.data() + at, part.data(), part.size());
+        at += part.size();
+    });
     iov[start] = {staging.data(), piece};
     return start + 1;
 }
@@ -193,6 +194,8 @@ std::size_t DatagramBatch::send(int fd, const sockaddr* to, socklen_t length, bo
 
 const UdpNode::OutMessage* UdpNode::message_of(std::uint64_t dseq) const {
     if (dseq < acked_ || dseq >= next_dseq_) return nullptr;
+    if (out_.empty()) return nullptr;
+    if (dseq >= out_.back().first) return &out_.back(); // (the usual: the datagram just made)
     auto it = std::upper_bound(out_.begin(), out_.end(), dseq,
                                [](std::uint64_t s, const OutMessage& m) { return s < m.first; });
     if (it == out_.begin()) return nullptr;
@@ -205,8 +208,7 @@ bool UdpNode::prepare(std::uint64_t dseq, DatagramBatch& out) {
     if (found == nullptr) return false;
     const OutMessage& m = *found;
     const auto& p = shared_->parameters;
-    if (m.pack) { // (m: the pack's last message)
-        const Pack& pack = *m.pack;
+    if (!m.pack.empty()) {
         DatagramHeader& h = out.header[out.count];
         h = header_of(DatagramType::data, p.self, p.partition_hash, shared_->incarnation);
         h.to = id_;
@@ -214,17 +216,17 @@ bool UdpNode::prepare(std::uint64_t dseq, DatagramBatch& out) {
         h.seq = dseq;
         const auto iov = out.next_iov();
         iov[0] = {&h, header_size};
-        if (pack.frames == 1) { // alone: a plain piece, as an unpacked message goes
+        if (m.messages == 1) { // alone: a plain piece, as an unpacked message goes
             h.length = m.size;
             h.flags = flag_first;
-            iov[1] = {const_cast<std::byte*>(pack.bytes.data()) + frame_header_size, static_cast<std::size_t>(m.size)};
+            iov[1] = {const_cast<std::byte*>(m.pack.data()) + frame_header_size, static_cast<std::size_t>(m.size)};
             out.add(2, header_size + static_cast<std::size_t>(m.size), false);
         } else {
-            h.length = pack.bytes.size();
-            h.offset = pack.frames;
+            h.length = m.pack.size();
+            h.offset = static_cast<std::uint32_t>(m.messages);
             h.flags = flag_packed;
-            iov[1] = {const_cast<std::byte*>(pack.bytes.data()), pack.bytes.size()};
-            out.add(2, header_size + pack.bytes.size(), false);
+            iov[1] = {const_cast<std::byte*>(m.pack.data()), m.pack.size()};
+            out.add(2, header_size + m.pack.size(), false);
         }
         return true;
     }
@@ -359,8 +361,8 @@ bool UdpNode::send_multicast_repair(const OutMessage& m, std::uint64_t index) {
 // ready: they leave together in one sendmmsg(), and wake the receiver once rather
 // than once each.
 bool UdpNode::holds(std::uint64_t dseq, Clock::time_point now) const noexcept {
-    if (out_.empty() || !out_.back().pack || out_.back().first + 1 != next_dseq_ || dseq - acked_ < hold_in_flight ||
-        now - last_ack_ >= hold_fresh) {
+    if (out_.empty() || out_.back().pack.empty() || out_.back().first + 1 != next_dseq_ ||
+        dseq - acked_ < hold_in_flight || now - last_ack_ >= hold_fresh) {
         return false;
     }
     return dseq + 1 == next_dseq_ || (dseq == sent_upto_ && std::min(next_dseq_, peer_limit_) - dseq <= hold_batch);
@@ -370,6 +372,7 @@ bool UdpNode::holds(std::uint64_t dseq, Clock::time_point now) const noexcept {
 // a time (send_batch); a message whose last datagram went out is handed over (counted
 // as sent).
 void UdpNode::pump(Clock::time_point now, bool hold) {
+    holding_ = false;
     if (peer_incarnation_ == 0 || closed_ || !send_skip_if_due(now)) return;
     if (address_.empty() || shared_->fd.load() < 0) return;
     const std::uint64_t before = sent_upto_;
@@ -377,7 +380,12 @@ void UdpNode::pump(Clock::time_point now, bool hold) {
     out.clear();
     std::uint64_t next = sent_upto_;
     for (;;) {
-        const bool more = next < next_dseq_ && next < peer_limit_ && !(hold && holds(next, now)) && prepare(next, out);
+        bool more = next < next_dseq_ && next < peer_limit_;
+        if (more && hold && holds(next, now)) {
+            more = false;
+            holding_ = next + 1 == next_dseq_; // (the last datagram, a pack with room)
+        }
+        more = more && prepare(next, out);
         if (more) ++next;
         if (out.count == 0) break;
         if (more && !out.full()) continue;
@@ -392,12 +400,22 @@ void UdpNode::pump(Clock::time_point now, bool hold) {
 void UdpNode::transmitted(std::uint64_t before, Clock::time_point now) {
     if (sent_upto_ == before) return;
     if (before == acked_) last_progress_ = now; // the resend timer starts with the first unacknowledged
-    // Messages transmitted whole since before.
-    for (auto it = std::upper_bound(out_.begin(), out_.end(), before,
-                                    [](std::uint64_t s, const OutMessage&m) { return s < m.first + m.count; });
-         it != out_.end() && it->first + it->count <= sent_upto_; ++it) {
-        stats_.sent(it->size);
-        --untransmitted_;
+    // Messages transmitted whole since before. When all went, they are the newest:
+    // found from the back (the entries before them wait for their acknowledgement, a
+    // long queue in a request-response exchange); else from where before falls.
+    const auto count = [&](const OutMessage& m) {
+        stats_.sent_serialized(m.size, m.messages);
+        untransmitted_ -= m.messages;
+    };
+    if (!out_.empty() && out_.back().first + out_.back().count <= sent_upto_) {
+        for (auto it = out_.end(); it != out_.begin() && std::prev(it)->first + std::prev(it)->count > before;)
+            count(*--it);
+    } else {
+        for (auto it = std::upper_bound(out_.begin(), out_.end(), before,
+                                        [](std::uint64_t s, const OutMessage&m) { return s < m.first + m.count; });
+             it != out_.end() && it->first + it->count <= sent_upto_; ++it) {
+            count(*it);
+        }
     }
     queue_depth_.store(untransmitted_, std::memory_order_relaxed);
     changed_.notify_all();
@@ -413,8 +431,14 @@ void UdpNode::acknowledge(std::uint64_t next_expected, std::uint64_t window, Clo
     if (next_expected > acked_) {
         acked_ = next_expected;
         last_progress_ = last_ack_ = now;
-        while (!out_.empty() && out_.front().first + out_.front().count <= acked_)
+        while (!out_.empty() && out_.front().first + out_.front().count <= acked_) {
+            auto& pack = out_.front().pack;
+            if (pack.capacity() != 0 && spare_packs_.size() < spare_packs_kept) {
+                pack.clear();
+                spare_packs_.push_back(std::move(pack));
+            }
             out_.pop_front();
+        }
         changed_.notify_all();
     }
     pump(now);

@@ -68,8 +68,7 @@ bool Shared::lend() noexcept {
     return true;
 }
 
-void Shared::leave(Clock::time_point began) noexcept {
-    const auto now = Clock::now();
+void Shared::leave(Clock::time_point began, Clock::time_point now) noexcept {
     if (now - began >= reclaim_after) {
         (void)epoll.add(fd.load(), EPOLLIN, socket_tag); // level-triggered: what came meanwhile wakes it
         lent.store(false, std::memory_order_relaxed);
@@ -105,27 +104,29 @@ void Shared::wake_socket() const noexcept {
 bool Shared::poll_socket() noexcept {
     if (!lend()) return false;
     bool got = false;
+    Clock::time_point now{}; // read by the reader once something came
     {
         std::unique_lock lock(read_mutex, std::try_to_lock);
         // One datagram a poll (with GRO, one run of a peer's datagrams): a recvmmsg()
         // for more tries the socket again after the first, 0.2 us of a 64 B one-way
         // trip; a receiver that finds no message in it polls again at once.
-        if (lock.owns_lock()) got = reader->read_socket(Clock::time_point{}, 1) > 0;
+        if (lock.owns_lock()) got = reader->read_socket(now, 1) > 0;
     }
     // The lend stays. A poll that found nothing reads no clock (a spinning receiver
     // polls every few hundred ns): it leaves as it came, and the time it last left
     // is the last read that found something.
     if (got) {
-        leave(Clock::now());
+        leave(now, now);
     } else {
         inside.store(false, std::memory_order_seq_cst);
     }
-    return true;
+    return got;
 }
 
 int Shared::read(int most) {
     std::lock_guard lock(read_mutex);
-    return reader->read_socket(Clock::now(), most);
+    auto now = Clock::now();
+    return reader->read_socket(now, most);
 }
 
 bool Shared::withhold_multicast() noexcept {
@@ -444,7 +445,7 @@ void Transport::take(Batch& b, int fd, int n, Clock::time_point now) {
     }
 }
 
-int Transport::read_from(int fd, Clock::time_point now, int most) {
+int Transport::read_from(int fd, Clock::time_point& now, int most) {
     Batch& b = fd == multicast_fd_ ? multicast_ : unicast_;
     int got = 0;
     while (got < most) {
@@ -477,18 +478,24 @@ Clock::time_point Transport::end_of_batch(Batch& b, Clock::time_point now) {
 }
 
 // A receiver the socket is lent to reads. The timers stay the background thread's;
-// when they are not due before a status now owed (or soon, when no peer was known: a
-// datagram read here, a hello, the first data, may make them due), it is woken to see.
+// when they are not due within status_delay of a status now owed (or soon, when no
+// peer was known: a datagram read here, a hello, the first data, may make them due),
+// it is woken to see. While the socket is lent the thread's timers run at least every
+// status_delay (run), so a status waits at most twice that, and a request-response
+// exchange wakes the thread from no receive: each such wake-up was an eventfd write
+// on the receiver's way to its message and, on a process pinned to one CPU, a switch
+// to the background thread before the reply (one every 16 messages or so, when the
+// status the 16th message sends had made the thread's next tick a late one).
 void Transport::after_receiver_read(Batch& b, Clock::time_point now) {
-    const auto due = std::min(end_of_batch(b, now), now + resend_timeout);
+    const auto due = std::min(end_of_batch(b, now), now + resend_timeout) + status_delay;
     if (next_tick_ns_.load(std::memory_order_relaxed) > due.time_since_epoch().count()) wake_.ring();
 }
 
-int Transport::read_socket(Clock::time_point now, int most) {
+int Transport::read_socket(Clock::time_point& now, int most) {
     const int fd = shared_->fd.load();
     if (fd < 0) return 0;
     const int got = read_from(fd, now, most);
-    if (got > 0) after_receiver_read(unicast_, now == Clock::time_point{} ? Clock::now() : now);
+    if (got > 0) after_receiver_read(unicast_, now);
     return got;
 }
 
@@ -509,7 +516,7 @@ int Transport::wait_and_read(std::chrono::nanoseconds timeout, int most) {
     // Awake: what this thread delivers now needs no wake-up (Shared::ring).
     shared_->socket_sleeping.store(false, std::memory_order_seq_cst);
     if (n <= 0) return 0; // the timeout (EAGAIN), or a signal
-    const auto now = Clock::now();
+    auto now = Clock::now();
     take(b, fd, n, now);
     int got = n;
     if (static_cast<unsigned>(n) == want && got < most) got += read_from(fd, now, most - got);
@@ -574,6 +581,9 @@ void Transport::run() {
             next_tick = now + std::chrono::milliseconds(50);
             for (auto& [id, node] : nodes_)
                 next_tick = std::min(next_tick, node->tick(now));
+            // Receivers read the socket: the statuses they come to owe are sent from here
+            // without waking this thread (after_receiver_read).
+            if (shared_->lent.load(std::memory_order_relaxed)) next_tick = std::min(next_tick, now + status_delay);
             next_tick = std::max(next_tick, now + std::chrono::microseconds(500));
             next_tick_ns_.store(next_tick.time_since_epoch().count(), std::memory_order_relaxed);
         }

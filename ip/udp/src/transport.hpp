@@ -35,7 +35,7 @@ public:
 
     // SocketReader: what the socket holds, at most a batch, then the statuses owed
     // (read_mutex held: the background thread, or the receiver the socket is lent to).
-    int read_socket(Clock::time_point now, int most) override;
+    int read_socket(Clock::time_point& now, int most) override;
     int wait_and_read(std::chrono::nanoseconds timeout, int most) override;
 
 private:
@@ -47,7 +47,7 @@ private:
     // Reads at most `most` datagrams of fd into their nodes (a recvmmsg() per 16); the
     // nodes touched go into the batch's list. Returns how many it read; fewer than
     // `most`: the socket had no more.
-    int read_from(int fd, Clock::time_point now, int most = 256);
+    int read_from(int fd, Clock::time_point& now, int most = 256);
     // The n datagrams the batch received, each to its node.
     void take(Batch& b, int fd, int n, Clock::time_point now);
     // Returns when a status owed is due (time_point::max(): none).
