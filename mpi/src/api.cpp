@@ -208,19 +208,19 @@ std::size_t block_of(const char* side, int count, MPI_Datatype type, std::size_t
 
 MPI_Request isend_typed(const CommInfo& c, int dest, int tag, const void* buf, int count, MPI_Datatype type,
                         std::size_t bytes, bool sync) {
-    if (is_dense(type)) return engine->isend(c, dest, tag, buf, bytes, sync); // (the path of the benchmarks)
+    if (is_dense(type)) return engine->isend(c, dest, tag, buf, bytes, sync, {}, true); // (the benchmarks' path)
     return isend_typed(c, dest, tag, buf, count, typemap_of(type), bytes, sync);
 }
 
 MPI_Request irecv_typed(const CommInfo& c, int source, int tag, void* buf, int count, MPI_Datatype type,
                         std::size_t bytes) {
-    if (is_dense(type)) return engine->irecv(c, source, tag, buf, bytes);
+    if (is_dense(type)) return engine->irecv(c, source, tag, buf, bytes, {}, {}, true);
     return irecv_typed(c, source, tag, buf, count, typemap_of(type), bytes);
 }
 
 MPI_Request isend_typed(const CommInfo& c, int dest, int tag, const void* buf, int count, const TypeMapPtr& m,
                         std::size_t bytes, bool sync) {
-    if (m->dense) return engine->isend(c, dest, tag, buf, bytes, sync);
+    if (m->dense) return engine->isend(c, dest, tag, buf, bytes, sync, {}, true);
     std::vector<std::byte> packed(bytes);
     pack(*m, buf, static_cast<std::size_t>(count), packed.data());
     const std::byte* data = packed.data();
