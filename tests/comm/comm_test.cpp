@@ -1694,10 +1694,13 @@ TEST_P(CommConformance, AListReceiveOrAReceiveNotInPlaceTakesALargeMessageThroug
     }
     EXPECT_EQ(a.stats().single_copy_sent, 0u);
     EXPECT_EQ(a.stats().single_copy_fallbacks, one_copy_expected(GetParam()) ? 2u : 0u);
-    // A send of a copy (post_send) into a receive in place is written from that copy.
+    // A send of a copy (post_send) into a receive in place is written from that copy
+    // (announced first: a receive posted first would let it go at once, eager, on
+    // its request).
     std::fill(into.begin(), into.end(), std::byte{0});
-    auto r3 = b.post_recv_in_place(comm::Context{}, 1, 3, into);
     (void)a.post_send(peer, 3, data);
+    ASSERT_TRUE(b.probe(1, 3, patience).has_value());
+    auto r3 = b.post_recv_in_place(comm::Context{}, 1, 3, into);
     EXPECT_EQ(wait_for(b, r3.id, "the receive in place").status, Status::success);
     EXPECT_EQ(into, data);
     EXPECT_EQ(b.stats().single_copy_received, one_copy_expected(GetParam()) ? 1u : 0u);
