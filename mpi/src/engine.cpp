@@ -191,6 +191,17 @@ MPI_Request Engine::isend(const CommInfo& c, int dest, int tag, const void* buf,
     return h;
 }
 
+void Engine::send_now(const CommInfo& c, int dest, int tag, const void* buf, std::size_t bytes) {
+    if (auto lost = lost_.find(c.world_rank(dest)); lost != lost_.end())
+        throw MpiError(MPI_ERR_PROC_FAILED, "rank " + std::to_string(dest) + " was lost: " + lost->second);
+    try {
+        comm_->send(context(c.p2p), node_of(c, dest), tag,
+                    std::span<const std::byte>(static_cast<const std::byte*>(buf), bytes));
+    } catch (const PeerLost& e) {
+        throw MpiError(MPI_ERR_PROC_FAILED, "rank " + std::to_string(dest) + " was lost: " + e.what());
+    }
+}
+
 MPI_Request Engine::irecv(const CommInfo& c, int source, int tag, void* buf, std::size_t capacity,
                           std::vector<std::byte> staging, std::function<void(std::size_t)> unpack, bool in_place) {
     const NodeId node = source == MPI_ANY_SOURCE ? comm::any_source : node_of(c, source);
