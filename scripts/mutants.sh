@@ -133,7 +133,8 @@ fi
 # The contract tests are built first; the rest only when a mutant survives them.
 contract_targets=(conformance_test auto_test timeout_test comm_test config_test launcher_test msgpass-run
     mpi_semantics mpi_collectives mpi_collectives_v mpi_pingpong mpi_wildcards mpi_ring mpi_errors mpi_threads
-    mpi_peer_lost mpi_comms)
+    mpi_peer_lost mpi_comms mpi_types mpi_datatypes mpi_persistent mpi_mprobe mpi_ops mpi_intercomm mpi_info
+    mpi_attributes)
 # shellcheck disable=SC2154 # msgpass_jobs: set by deps.sh
 build_copy() {
     local log=$1

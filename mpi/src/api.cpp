@@ -62,6 +62,8 @@ const char* class_text(int code) {
         return "invalid info value";
     case MPI_ERR_INFO_NOKEY:
         return "no such key in the info object";
+    case MPI_ERR_KEYVAL:
+        return "invalid keyval";
     default:
         return nullptr;
     }
@@ -142,10 +144,14 @@ void check_op(MPI_Op op, MPI_Datatype type) {
                              "MPI_DOUBLE_INT, ...), not on " +
                                  type_name(type)
                            : "only MPI_MAXLOC and MPI_MINLOC are defined on the pair type " + type_name(type));
-    if (type == MPI_FLOAT || type == MPI_DOUBLE) // (as the standard: logical and bitwise ones on integers)
+    if (type == MPI_FLOAT || type == MPI_DOUBLE || type == MPI_LONG_DOUBLE) // (logical and bitwise: integers)
         if (op != MPI_SUM && op != MPI_PROD && op != MPI_MAX && op != MPI_MIN)
-            throw MpiError(MPI_ERR_OP,
-                           "the logical and bitwise operations are not defined on MPI_FLOAT and MPI_DOUBLE");
+            throw MpiError(MPI_ERR_OP, "the logical and bitwise operations are not defined on " + type_name(type));
+    if (type == MPI_C_FLOAT_COMPLEX || type == MPI_C_DOUBLE_COMPLEX || type == MPI_C_LONG_DOUBLE_COMPLEX)
+        if (op != MPI_SUM && op != MPI_PROD)
+            throw MpiError(MPI_ERR_OP, "only MPI_SUM and MPI_PROD are defined on " + type_name(type));
+    if (type == MPI_C_BOOL && op != MPI_LAND && op != MPI_LOR && op != MPI_LXOR)
+        throw MpiError(MPI_ERR_OP, "only the logical operations are defined on MPI_C_BOOL");
 }
 
 void proc_null_status(MPI_Status* status) {

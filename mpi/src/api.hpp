@@ -58,6 +58,9 @@ void proc_null_status(MPI_Status* status);
 // A request's own error, with the message of what happened to it.
 int request_error(int code, const MPI_Status& status);
 int init(int* argc, char*** argv);
+// Deletes the attributes of the application on comm, each through its keyval's delete
+// function (comm_calls.cpp); MPI_Finalize calls it for MPI_COMM_SELF, then MPI_COMM_WORLD.
+void delete_attributes(MPI_Comm comm);
 int send_common(const char* call, const void* buf, int count, MPI_Datatype type, int dest, int tag, MPI_Comm comm,
                 bool sync);
 // The block of one rank in a gather, scatter or allgather: the send side's and the

@@ -12,13 +12,29 @@ using msgpass::mpi::MpiError;
 
 namespace {
 
-// The communicator of a collective with its own tree: an intercommunicator has none.
+// The communicator of a collective with its own tree (the callers below route an
+// intercommunicator to the schedules of intercollectives.cpp first).
 CommInfo intra(MPI_Comm comm) {
     CommInfo c = engine->info(comm);
-    if (c.local)
-        throw MpiError(MPI_ERR_COMM, "collectives on an intercommunicator are not provided (only point to point; "
-                                     "MPI_Intercomm_merge)");
+    if (c.local) throw MpiError(MPI_ERR_INTERN, "an intercommunicator reached a tree of collectives.cpp");
     return c;
+}
+
+// True for a valid intercommunicator (an invalid handle is reported by the call).
+bool is_inter(MPI_Comm comm) noexcept {
+    try {
+        std::unique_lock<std::recursive_mutex> hold(big_lock, std::defer_lock);
+        if (thread_level == MPI_THREAD_MULTIPLE) hold.lock();
+        return phase == Phase::running && engine && engine->info(comm).local != nullptr;
+    } catch (...) {
+        return false;
+    }
+}
+
+// An intercommunicator's Bcast, Reduce, Gather and Scatter: the schedule of the
+// non-blocking form (schedule_calls.cpp), waited for.
+int wait_for(int code, MPI_Request& request) {
+    return code != MPI_SUCCESS ? code : MPI_Wait(&request, MPI_STATUS_IGNORE);
 }
 
 } // namespace
@@ -28,6 +44,8 @@ extern "C" {
 // ------------------------------------------------------------------- collectives
 
 int MPI_Bcast(void* buffer, int count, MPI_Datatype type, int root, MPI_Comm comm) {
+    if (MPI_Request r = MPI_REQUEST_NULL; is_inter(comm))
+        return wait_for(MPI_Ibcast(buffer, count, type, root, comm, &r), r);
     return guarded("MPI_Bcast", comm, [&] {
         const auto c = intra(comm);
         const auto bytes = bytes_of(buffer, count, type);
@@ -42,6 +60,8 @@ int MPI_Bcast(void* buffer, int count, MPI_Datatype type, int root, MPI_Comm com
 }
 
 int MPI_Reduce(const void* sendbuf, void* recvbuf, int count, MPI_Datatype type, MPI_Op op, int root, MPI_Comm comm) {
+    if (MPI_Request r = MPI_REQUEST_NULL; is_inter(comm))
+        return wait_for(MPI_Ireduce(sendbuf, recvbuf, count, type, op, root, comm, &r), r);
     return guarded("MPI_Reduce", comm, [&] {
         const auto c = intra(comm);
         check_root(c, root);
@@ -64,6 +84,8 @@ int MPI_Reduce(const void* sendbuf, void* recvbuf, int count, MPI_Datatype type,
 
 int MPI_Gather(const void* sendbuf, int sendcount, MPI_Datatype sendtype, void* recvbuf, int recvcount,
                MPI_Datatype recvtype, int root, MPI_Comm comm) {
+    if (MPI_Request r = MPI_REQUEST_NULL; is_inter(comm))
+        return wait_for(MPI_Igather(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, root, comm, &r), r);
     return guarded("MPI_Gather", comm, [&] {
         const auto c = intra(comm);
         check_root(c, root);
@@ -89,6 +111,8 @@ int MPI_Gather(const void* sendbuf, int sendcount, MPI_Datatype sendtype, void* 
 
 int MPI_Scatter(const void* sendbuf, int sendcount, MPI_Datatype sendtype, void* recvbuf, int recvcount,
                 MPI_Datatype recvtype, int root, MPI_Comm comm) {
+    if (MPI_Request r = MPI_REQUEST_NULL; is_inter(comm))
+        return wait_for(MPI_Iscatter(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, root, comm, &r), r);
     return guarded("MPI_Scatter", comm, [&] {
         const auto c = intra(comm);
         check_root(c, root);

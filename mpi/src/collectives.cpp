@@ -7,7 +7,9 @@
 #include "engine.hpp"
 
 #include <climits>
+#include <complex>
 #include <cstddef>
+#include <cstdint>
 #include <cstring>
 #include <type_traits>
 
@@ -73,6 +75,36 @@ static_assert(sizeof(Pair<int>) == (MPI_2INT & 0xff) && sizeof(Pair<float>) == (
                   sizeof(Pair<short>) == (MPI_SHORT_INT & 0xff) &&
                   sizeof(Pair<long double>) == (MPI_LONG_DOUBLE_INT & 0xff),
               "mpi.h's pair types do not have this target's layout");
+
+// complex: SUM and PROD only (check_op refuses the rest).
+template <class T>
+void combine_complex(MPI_Op op, std::byte* inout, const std::byte* in, int count) {
+    for (int i = 0; i < count; ++i) {
+        T a;
+        T b;
+        std::memcpy(&a, inout + static_cast<std::size_t>(i) * sizeof(T), sizeof(T));
+        std::memcpy(&b, in + static_cast<std::size_t>(i) * sizeof(T), sizeof(T));
+        if (op == MPI_SUM)
+            a += b;
+        else if (op == MPI_PROD)
+            a *= b;
+        else
+            throw MpiError(MPI_ERR_OP, "only MPI_SUM and MPI_PROD are defined on the complex types");
+        std::memcpy(inout + static_cast<std::size_t>(i) * sizeof(T), &a, sizeof(T));
+    }
+}
+
+static_assert(sizeof(long double) == (MPI_LONG_DOUBLE & 0xff) && sizeof(std::int8_t) == (MPI_INT8_T & 0xff) &&
+                  sizeof(std::int16_t) == (MPI_INT16_T & 0xff) && sizeof(std::int32_t) == (MPI_INT32_T & 0xff) &&
+                  sizeof(std::int64_t) == (MPI_INT64_T & 0xff) && sizeof(std::uint8_t) == (MPI_UINT8_T & 0xff) &&
+                  sizeof(std::uint16_t) == (MPI_UINT16_T & 0xff) && sizeof(std::uint32_t) == (MPI_UINT32_T & 0xff) &&
+                  sizeof(std::uint64_t) == (MPI_UINT64_T & 0xff) && sizeof(bool) == (MPI_C_BOOL & 0xff) &&
+                  sizeof(wchar_t) == (MPI_WCHAR & 0xff) && sizeof(MPI_Aint) == (MPI_AINT & 0xff) &&
+                  sizeof(MPI_Offset) == (MPI_OFFSET & 0xff) && sizeof(MPI_Count) == (MPI_COUNT & 0xff) &&
+                  sizeof(std::complex<float>) == (MPI_C_FLOAT_COMPLEX & 0xff) &&
+                  sizeof(std::complex<double>) == (MPI_C_DOUBLE_COMPLEX & 0xff) &&
+                  sizeof(std::complex<long double>) == (MPI_C_LONG_DOUBLE_COMPLEX & 0xff),
+              "mpi.h's fixed-size, bool, wchar, address and complex types do not have this target's sizes");
 
 // MPI_MAXLOC / MPI_MINLOC: the larger (smaller) value with its index; on equal values
 // the lower index (as the standard says, so the result does not depend on the order).
@@ -149,6 +181,40 @@ void combine(MPI_Datatype type, MPI_Op op, std::byte* inout, const std::byte* in
         return combine_loc<short>(op, inout, in, count);
     case MPI_LONG_DOUBLE_INT:
         return combine_loc<long double>(op, inout, in, count);
+    case MPI_LONG_DOUBLE:
+        return combine_as<long double>(op, inout, in, count);
+    case MPI_INT8_T:
+        return combine_as<std::int8_t>(op, inout, in, count);
+    case MPI_INT16_T:
+        return combine_as<std::int16_t>(op, inout, in, count);
+    case MPI_INT32_T:
+        return combine_as<std::int32_t>(op, inout, in, count);
+    case MPI_INT64_T:
+        return combine_as<std::int64_t>(op, inout, in, count);
+    case MPI_UINT8_T:
+        return combine_as<std::uint8_t>(op, inout, in, count);
+    case MPI_UINT16_T:
+        return combine_as<std::uint16_t>(op, inout, in, count);
+    case MPI_UINT32_T:
+        return combine_as<std::uint32_t>(op, inout, in, count);
+    case MPI_UINT64_T:
+        return combine_as<std::uint64_t>(op, inout, in, count);
+    case MPI_C_BOOL:
+        return combine_as<bool>(op, inout, in, count);
+    case MPI_WCHAR:
+        return combine_as<wchar_t>(op, inout, in, count);
+    case MPI_AINT:
+        return combine_as<MPI_Aint>(op, inout, in, count);
+    case MPI_OFFSET:
+        return combine_as<MPI_Offset>(op, inout, in, count);
+    case MPI_COUNT:
+        return combine_as<MPI_Count>(op, inout, in, count);
+    case MPI_C_FLOAT_COMPLEX:
+        return combine_complex<std::complex<float>>(op, inout, in, count);
+    case MPI_C_DOUBLE_COMPLEX:
+        return combine_complex<std::complex<double>>(op, inout, in, count);
+    case MPI_C_LONG_DOUBLE_COMPLEX:
+        return combine_complex<std::complex<long double>>(op, inout, in, count);
     default:
         throw MpiError(MPI_ERR_TYPE, "invalid datatype " + std::to_string(type));
     }

@@ -3,6 +3,7 @@
 // A group is a list of world ranks kept here under its handle; the communicators
 // themselves are the engine's (communicators.cpp).
 #include <algorithm>
+#include <cstdint>
 #include <cstring>
 #include <map>
 #include <set>
@@ -62,7 +63,126 @@ void check_out(T* p, const char* what) {
     if (p == nullptr) throw MpiError(MPI_ERR_ARG, std::string(what) + " is NULL");
 }
 
+// The ranks of n {first, last, stride} triplets, in order (MPI 3.1, 6.3.2): each a
+// rank of the group, none twice, no stride 0.
+std::vector<int> range_ranks(const std::vector<int>& group, int n, int ranges[][3], const char* what) {
+    if (n < 0) throw MpiError(MPI_ERR_ARG, std::string(what) + ": n is negative (" + std::to_string(n) + ")");
+    if (n > 0 && ranges == nullptr) throw MpiError(MPI_ERR_ARG, std::string(what) + ": ranges is NULL");
+    const int size = static_cast<int>(group.size());
+    std::vector<int> out;
+    for (int i = 0; i < n; ++i) {
+        const int first = ranges[i][0], last = ranges[i][1], stride = ranges[i][2];
+        const std::string range = "ranges[" + std::to_string(i) + "] = {" + std::to_string(first) + ", " +
+                                  std::to_string(last) + ", " + std::to_string(stride) + "}";
+        if (stride == 0) throw MpiError(MPI_ERR_ARG, std::string(what) + ": " + range + " has stride 0");
+        if (first < 0 || first >= size || last < 0 || last >= size)
+            throw MpiError(MPI_ERR_RANK,
+                           std::string(what) + ": " + range + " is not within the group of " + std::to_string(size));
+        for (long r = first; stride > 0 ? r <= last : r >= last; r += stride)
+            out.push_back(static_cast<int>(r));
+    }
+    check_ranks(group, static_cast<int>(out.size()), out.data(), what); // none twice
+    return out;
+}
+
+// Keyvals of the application and the attributes set with them, per communicator.
+struct Keyval {
+    MPI_Comm_copy_attr_function* copy;
+    MPI_Comm_delete_attr_function* remove;
+    void* extra;
+    bool freed = false; // MPI_Comm_free_keyval called: kept while attributes use it
+    int uses = 0;       // attributes set with it
+};
+std::map<int, Keyval> keyvals;
+int next_keyval = 0x68000001;
+struct Attribute {
+    void* value;
+    std::uint64_t order; // when it was set: MPI_Finalize deletes the last set first
+};
+std::map<MPI_Comm, std::map<int, Attribute>> attributes;
+std::uint64_t next_order = 0;
+
+bool predefined_keyval(int keyval) {
+    return keyval == MPI_TAG_UB || keyval == MPI_HOST || keyval == MPI_IO || keyval == MPI_WTIME_IS_GLOBAL;
+}
+
+// A keyval of the application. A freed one still serves the attributes set with it
+// (in_use: MPI_Comm_get_attr, MPI_Comm_delete_attr), but sets none.
+Keyval& keyval_of(int keyval, bool in_use = false) {
+    const auto it = keyvals.find(keyval);
+    if (it == keyvals.end() || (it->second.freed && !in_use))
+        throw MpiError(MPI_ERR_KEYVAL, "keyval " + std::to_string(keyval) +
+                                           (keyval == MPI_KEYVAL_INVALID ? " is MPI_KEYVAL_INVALID"
+                                            : it == keyvals.end()        ? " was not created by MPI_Comm_create_keyval"
+                                                                         : " was freed"));
+    return it->second;
+}
+
+// A freed keyval's record stays (without uses it costs a map entry), so that a later
+// use of its handle is told "was freed".
+void release_keyval(int keyval) {
+    const auto it = keyvals.find(keyval);
+    if (it != keyvals.end()) --it->second.uses;
+}
+
+// Deletes one attribute through its delete function; a function that fails leaves
+// the attribute in place and its code is the call's.
+void delete_attribute(MPI_Comm comm, int keyval) {
+    auto& on = attributes[comm];
+    const auto it = on.find(keyval);
+    if (it == on.end())
+        throw MpiError(MPI_ERR_KEYVAL, "communicator " + std::to_string(comm) + " has no attribute of keyval " +
+                                           std::to_string(keyval));
+    const Keyval& k = keyvals.at(keyval);
+    if (k.remove != nullptr) {
+        const int code = k.remove(comm, keyval, it->second.value, k.extra);
+        if (code != MPI_SUCCESS)
+            throw MpiError(code, "the delete function of keyval " + std::to_string(keyval) + " returned " +
+                                     std::to_string(code));
+    }
+    on.erase(it);
+    if (on.empty()) attributes.erase(comm);
+    release_keyval(keyval);
+}
+
+// MPI_Comm_dup: each attribute of from goes to to as its copy function says.
+void copy_attributes(MPI_Comm from, MPI_Comm to) {
+    const auto it = attributes.find(from);
+    if (it == attributes.end()) return;
+    const auto on = it->second; // a copy function may set attributes on from
+    for (const auto& [keyval, attribute] : on) {
+        Keyval& k = keyvals.at(keyval);
+        if (k.copy == nullptr) continue;
+        void* out = nullptr;
+        int flag = 0;
+        const int code = k.copy(from, keyval, k.extra, attribute.value, &out, &flag);
+        if (code != MPI_SUCCESS)
+            throw MpiError(code, "the copy function of keyval " + std::to_string(keyval) + " returned " +
+                                     std::to_string(code));
+        if (flag != 0) {
+            attributes[to][keyval] = Attribute{out, next_order++};
+            ++k.uses;
+        }
+    }
+}
+
 } // namespace
+
+namespace msgpass::mpi::api {
+
+// The last set first (MPI 3.1, 8.7.1: MPI_COMM_SELF's in the reverse order of their setting).
+void delete_attributes(MPI_Comm comm) {
+    while (true) {
+        const auto it = attributes.find(comm);
+        if (it == attributes.end() || it->second.empty()) return;
+        const auto last = std::max_element(it->second.begin(), it->second.end(), [](const auto& a, const auto& b) {
+            return a.second.order < b.second.order;
+        });
+        delete_attribute(comm, last->first);
+    }
+}
+
+} // namespace msgpass::mpi::api
 
 extern "C" {
 
@@ -73,6 +193,21 @@ int MPI_Comm_dup(MPI_Comm comm, MPI_Comm* newcomm) {
         check_out(newcomm, "newcomm");
         *newcomm = engine->dup(comm);
         comm_handlers[*newcomm] = handler_of(comm); // a duplicate keeps the error handler
+        copy_attributes(comm, *newcomm);
+        return MPI_SUCCESS;
+    });
+}
+
+// The duplicate is made at the call (the contexts agreed as MPI_Comm_dup does, which
+// every rank of comm reaches at its call of MPI_Comm_idup) and the request is
+// complete at once: a program that calls MPI_Comm_idup on overlapping communicators
+// in different orders on different ranks waits at the call instead.
+int MPI_Comm_idup(MPI_Comm comm, MPI_Comm* newcomm, MPI_Request* request) {
+    return guarded("MPI_Comm_idup", comm, [&] {
+        check_out(request, "request");
+        const int code = MPI_Comm_dup(comm, newcomm);
+        if (code != MPI_SUCCESS) return code;
+        *request = engine->completed_send(MPI_ANY_SOURCE, MPI_ANY_TAG, 0); // an empty status
         return MPI_SUCCESS;
     });
 }
@@ -100,6 +235,8 @@ int MPI_Comm_create(MPI_Comm comm, MPI_Group group, MPI_Comm* newcomm) {
 int MPI_Comm_free(MPI_Comm* comm) {
     return guarded("MPI_Comm_free", comm != nullptr ? *comm : MPI_COMM_WORLD, [&] {
         check_out(comm, "comm");
+        (void)engine->info(*comm);
+        delete_attributes(*comm); // before the communicator goes (a failing delete function keeps it)
         engine->free_comm(*comm);
         comm_handlers.erase(*comm);
         *comm = MPI_COMM_NULL;
@@ -222,15 +359,118 @@ int MPI_Comm_get_attr(MPI_Comm comm, int keyval, void* attribute_val, int* flag)
         case MPI_WTIME_IS_GLOBAL:
             value = &wtime_is_global_value;
             break;
-        default:
-            throw MpiError(MPI_ERR_ARG, "keyval " + std::to_string(keyval) +
-                                            " is not a predefined attribute (MPI_TAG_UB, MPI_HOST, MPI_IO, "
-                                            "MPI_WTIME_IS_GLOBAL are provided)");
+        default: {
+            (void)keyval_of(keyval, true);
+            *flag = 0;
+            const auto on = attributes.find(comm);
+            if (on == attributes.end()) return MPI_SUCCESS;
+            const auto it = on->second.find(keyval);
+            if (it == on->second.end()) return MPI_SUCCESS;
+            *static_cast<void**>(attribute_val) = it->second.value; // the pointer that was set
+            *flag = 1;
+            return MPI_SUCCESS;
+        }
         }
         // The standard's C binding: attribute_val is a pointer to a pointer to the value.
         *static_cast<int**>(attribute_val) = value;
         *flag = 1;
         return MPI_SUCCESS;
+    });
+}
+
+int MPI_COMM_DUP_FN(MPI_Comm, int, void*, void* attribute_val_in, void* attribute_val_out, int* flag) {
+    *static_cast<void**>(attribute_val_out) = attribute_val_in;
+    *flag = 1;
+    return MPI_SUCCESS;
+}
+
+int MPI_Comm_create_keyval(MPI_Comm_copy_attr_function* copy_fn, MPI_Comm_delete_attr_function* delete_fn, int* keyval,
+                           void* extra_state) {
+    return guarded("MPI_Comm_create_keyval", MPI_COMM_WORLD, [&] {
+        check_out(keyval, "comm_keyval");
+        *keyval = next_keyval++;
+        keyvals.emplace(*keyval, Keyval{copy_fn, delete_fn, extra_state});
+        return MPI_SUCCESS;
+    });
+}
+
+int MPI_Comm_free_keyval(int* keyval) {
+    return guarded("MPI_Comm_free_keyval", MPI_COMM_WORLD, [&] {
+        check_out(keyval, "comm_keyval");
+        if (predefined_keyval(*keyval))
+            throw MpiError(MPI_ERR_KEYVAL, "keyval " + std::to_string(*keyval) + " is predefined and cannot be freed");
+        Keyval& k = keyval_of(*keyval);
+        k.freed = true; // the attributes set with it keep it until they are deleted
+        *keyval = MPI_KEYVAL_INVALID;
+        return MPI_SUCCESS;
+    });
+}
+
+int MPI_Comm_set_attr(MPI_Comm comm, int keyval, void* attribute_val) {
+    return guarded("MPI_Comm_set_attr", comm, [&] {
+        (void)engine->info(comm);
+        if (predefined_keyval(keyval))
+            throw MpiError(MPI_ERR_KEYVAL,
+                           "MPI_Comm_set_attr: keyval " + std::to_string(keyval) + " is predefined and cannot be set");
+        Keyval& k = keyval_of(keyval);
+        auto& on = attributes[comm];
+        if (on.count(keyval) != 0) delete_attribute(comm, keyval); // the old value's delete
+        attributes[comm][keyval] = Attribute{attribute_val, next_order++};
+        ++k.uses;
+        return MPI_SUCCESS;
+    });
+}
+
+int MPI_Comm_delete_attr(MPI_Comm comm, int keyval) {
+    return guarded("MPI_Comm_delete_attr", comm, [&] {
+        (void)engine->info(comm);
+        (void)keyval_of(keyval, true);
+        delete_attribute(comm, keyval);
+        return MPI_SUCCESS;
+    });
+}
+
+int MPI_Keyval_create(MPI_Copy_function* copy_fn, MPI_Delete_function* delete_fn, int* keyval, void* extra_state) {
+    return MPI_Comm_create_keyval(copy_fn, delete_fn, keyval, extra_state);
+}
+int MPI_Keyval_free(int* keyval) {
+    return MPI_Comm_free_keyval(keyval);
+}
+int MPI_Attr_put(MPI_Comm comm, int keyval, void* attribute_val) {
+    return MPI_Comm_set_attr(comm, keyval, attribute_val);
+}
+int MPI_Attr_get(MPI_Comm comm, int keyval, void* attribute_val, int* flag) {
+    return MPI_Comm_get_attr(comm, keyval, attribute_val, flag);
+}
+int MPI_Attr_delete(MPI_Comm comm, int keyval) {
+    return MPI_Comm_delete_attr(comm, keyval);
+}
+
+// The ranks of one host share its memory: a split by the host each rank runs on
+// (MPI_Get_processor_name), each host's ranks ordered by key, then by rank.
+int MPI_Comm_split_type(MPI_Comm comm, int split_type, int key, MPI_Info, MPI_Comm* newcomm) {
+    return guarded("MPI_Comm_split_type", comm, [&] {
+        check_out(newcomm, "newcomm");
+        if (split_type != MPI_COMM_TYPE_SHARED && split_type != MPI_UNDEFINED)
+            throw MpiError(MPI_ERR_ARG, "split_type " + std::to_string(split_type) +
+                                            " is neither MPI_COMM_TYPE_SHARED nor MPI_UNDEFINED");
+        const auto c = engine->info(comm);
+        char host[MPI_MAX_PROCESSOR_NAME] = {};
+        int length = 0;
+        MPI_Get_processor_name(host, &length);
+        std::vector<char> hosts(static_cast<std::size_t>(c.size) * MPI_MAX_PROCESSOR_NAME);
+        int code =
+            MPI_Allgather(host, MPI_MAX_PROCESSOR_NAME, MPI_CHAR, hosts.data(), MPI_MAX_PROCESSOR_NAME, MPI_CHAR, comm);
+        if (code != MPI_SUCCESS) return code;
+        int color = MPI_UNDEFINED; // the first rank of this host
+        for (int r = 0; split_type == MPI_COMM_TYPE_SHARED && r < c.size; ++r) {
+            if (std::strncmp(&hosts[static_cast<std::size_t>(r) * MPI_MAX_PROCESSOR_NAME], host,
+                             MPI_MAX_PROCESSOR_NAME) == 0) {
+                color = r;
+                break;
+            }
+        }
+        return MPI_Comm_split(comm, color, key, newcomm);
     });
 }
 
@@ -273,6 +513,32 @@ int MPI_Group_excl(MPI_Group group, int n, const int ranks[], MPI_Group* newgrou
         const auto& g = group_of(group);
         check_ranks(g, n, ranks, "MPI_Group_excl");
         const std::set<int> drop(ranks, ranks + n);
+        std::vector<int> out;
+        for (std::size_t i = 0; i < g.size(); ++i)
+            if (drop.count(static_cast<int>(i)) == 0) out.push_back(g[i]);
+        *newgroup = add_group(std::move(out));
+        return MPI_SUCCESS;
+    });
+}
+
+int MPI_Group_range_incl(MPI_Group group, int n, int ranges[][3], MPI_Group* newgroup) {
+    return guarded("MPI_Group_range_incl", MPI_COMM_WORLD, [&] {
+        check_out(newgroup, "newgroup");
+        const auto& g = group_of(group);
+        std::vector<int> out;
+        for (int r : range_ranks(g, n, ranges, "MPI_Group_range_incl"))
+            out.push_back(g[static_cast<std::size_t>(r)]);
+        *newgroup = add_group(std::move(out));
+        return MPI_SUCCESS;
+    });
+}
+
+int MPI_Group_range_excl(MPI_Group group, int n, int ranges[][3], MPI_Group* newgroup) {
+    return guarded("MPI_Group_range_excl", MPI_COMM_WORLD, [&] {
+        check_out(newgroup, "newgroup");
+        const auto& g = group_of(group);
+        const auto ranks = range_ranks(g, n, ranges, "MPI_Group_range_excl");
+        const std::set<int> drop(ranks.begin(), ranks.end());
         std::vector<int> out;
         for (std::size_t i = 0; i < g.size(); ++i)
             if (drop.count(static_cast<int>(i)) == 0) out.push_back(g[i]);

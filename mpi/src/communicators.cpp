@@ -61,6 +61,7 @@ MPI_Comm Engine::add_comm(CommInfo c) {
 
 MPI_Comm Engine::dup(MPI_Comm comm) {
     CommInfo c = info(comm);
+    if (c.local) return inter_split(c, 0, c.rank); // the same groups in the same order
     int mine = next_context_;
     int agreed = 0;
     run(allreduce_schedule(c, &mine, &agreed, 1, MPI_INT, MPI_MAX));
@@ -73,6 +74,7 @@ MPI_Comm Engine::dup(MPI_Comm comm) {
 
 MPI_Comm Engine::split(MPI_Comm comm, int color, int key) {
     const CommInfo c = info(comm);
+    if (c.local) return inter_split(c, color, key);
     // Every rank learns every rank's color and key, and the largest next free
     // context among them: one allgather.
     const std::array<int, 3> own{color, key, next_context_};
@@ -108,6 +110,14 @@ MPI_Comm Engine::split(MPI_Comm comm, int color, int key) {
 
 MPI_Comm Engine::create(MPI_Comm comm, const std::vector<int>& world) {
     const CommInfo c = info(comm);
+    if (c.local) { // world: a group of the local group; the remote group gives its own
+        for (int w : world)
+            if (c.local->rank_of_world(w) < 0)
+                throw MpiError(MPI_ERR_GROUP, "the group holds world rank " + std::to_string(w) +
+                                                  ", which is not a member of the intercommunicator's local group");
+        const auto self = std::find(world.begin(), world.end(), c.local->world_rank(c.rank));
+        return inter_split(c, self == world.end() ? MPI_UNDEFINED : 0, static_cast<int>(self - world.begin()));
+    }
     for (int w : world)
         if (c.rank_of_world(w) < 0)
             throw MpiError(MPI_ERR_GROUP, "the group holds world rank " + std::to_string(w) +
@@ -177,6 +187,75 @@ MPI_Comm Engine::intercomm_create(MPI_Comm local_comm, int local_leader, MPI_Com
     n.p2p = base;
     n.coll = base + 1;
     n.world = std::make_shared<const std::vector<int>>(std::move(remote));
+    n.local = std::move(local);
+    return add_comm(std::move(n));
+}
+
+void Engine::swap_across(const CommInfo& c, const void* out, std::size_t out_bytes, void* in, std::size_t in_bytes) {
+    const CommInfo& l = *c.local;
+    if (l.rank == 0) {
+        CommInfo coll = c;
+        coll.p2p = c.coll;
+        MPI_Request r = irecv(coll, 0, 0, in, in_bytes);
+        MPI_Request s = isend(coll, 0, 0, out, out_bytes, false);
+        MPI_Status st{};
+        if (wait(&s, &st) != MPI_SUCCESS || wait(&r, &st) != MPI_SUCCESS || st.msgpass_bytes != in_bytes)
+            throw MpiError(MPI_ERR_OTHER, "the leaders' exchange over the intercommunicator failed");
+    }
+    run(bcast_schedule(l, in, in_bytes, 0));
+}
+
+MPI_Comm Engine::inter_split(const CommInfo& c, int color, int key) {
+    const CommInfo& l = *c.local;
+    // Each group learns its ranks' colours, keys and next free contexts (an
+    // allgather), then the other group's (the leaders swap them): one pair of
+    // contexts for the new intercommunicators and one for their local groups, above
+    // every member's next free one.
+    using Entry = std::array<int, 3>; // colour, key, next free context
+    const Entry own{color, key, next_context_};
+    std::vector<Entry> mine(static_cast<std::size_t>(l.size)), theirs(static_cast<std::size_t>(c.size));
+    const std::vector<std::size_t> sizes(mine.size(), sizeof own);
+    std::vector<std::size_t> displs(mine.size());
+    for (std::size_t i = 0; i < displs.size(); ++i)
+        displs[i] = i * sizeof own;
+    run(allgatherv_schedule(l, own.data(), mine.data(), sizes, displs));
+    swap_across(c, mine.data(), mine.size() * sizeof(Entry), theirs.data(), theirs.size() * sizeof(Entry));
+    int agreed = 0;
+    for (const auto& e : mine)
+        agreed = std::max(agreed, e[2]);
+    for (const auto& e : theirs)
+        agreed = std::max(agreed, e[2]);
+    const int base = take_contexts(agreed);
+    (void)take_contexts(base + 2);
+    if (color == MPI_UNDEFINED) return MPI_COMM_NULL;
+    // The ranks of this colour, by key then rank: of a group (world ranks of ranks r).
+    auto of_color = [color](const std::vector<Entry>& entries, const CommInfo& g) {
+        std::vector<int> ranks;
+        for (int r = 0; r < static_cast<int>(entries.size()); ++r)
+            if (entries[static_cast<std::size_t>(r)][0] == color) ranks.push_back(r);
+        std::stable_sort(ranks.begin(), ranks.end(), [&](int a, int b) {
+            return entries[static_cast<std::size_t>(a)][1] < entries[static_cast<std::size_t>(b)][1];
+        });
+        std::vector<int> world;
+        for (int r : ranks)
+            world.push_back(g.world_rank(r));
+        return std::pair{ranks, world};
+    };
+    const auto [local_ranks, local_world] = of_color(mine, l);
+    const auto [remote_ranks, remote_world] = of_color(theirs, c);
+    if (remote_world.empty()) return MPI_COMM_NULL;
+    auto local = std::make_shared<CommInfo>();
+    local->size = static_cast<int>(local_world.size());
+    local->rank = static_cast<int>(std::find(local_ranks.begin(), local_ranks.end(), l.rank) - local_ranks.begin());
+    local->p2p = base + 2;
+    local->coll = base + 3;
+    local->world = std::make_shared<const std::vector<int>>(local_world);
+    CommInfo n;
+    n.size = static_cast<int>(remote_world.size());
+    n.rank = local->rank;
+    n.p2p = base;
+    n.coll = base + 1;
+    n.world = std::make_shared<const std::vector<int>>(remote_world);
     n.local = std::move(local);
     return add_comm(std::move(n));
 }

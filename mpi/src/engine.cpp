@@ -707,6 +707,19 @@ std::byte* Schedule::alloc(std::size_t bytes) {
     return scratch.back().get();
 }
 
+void Schedule::splice(std::unique_ptr<Schedule> part, bool local) {
+    for (Round& r : part->rounds) {
+        if (local)
+            for (Transfer& t : r.transfers)
+                t.local = true;
+        rounds.push_back(std::move(r));
+    }
+    for (auto& m : part->scratch)
+        scratch.push_back(std::move(m));
+    for (auto& f : part->finish)
+        finish.push_back(std::move(f));
+}
+
 Round& Schedule::last() {
     if (rounds.empty()) next_round();
     return rounds.back();
@@ -756,7 +769,7 @@ void Schedule::reduce(void* inout, const void* in, int count, MPI_Datatype type,
 }
 
 MPI_Request Engine::start(std::unique_ptr<Schedule> schedule) {
-    if (schedule->comm.local)
+    if (schedule->comm.local && !schedule->inter)
         throw MpiError(MPI_ERR_COMM, std::string(schedule->name) + " on an intercommunicator is not provided "
                                                                    "(only point to point; MPI_Intercomm_merge)");
     // Every rank numbers the collectives of a communicator alike (MPI: all call them
@@ -785,8 +798,8 @@ void Engine::run(std::unique_ptr<Schedule> schedule) {
 }
 
 void Engine::post_transfer(Schedule& s, const Transfer& t) {
-    CommInfo coll = s.comm;
-    coll.p2p = s.comm.coll;
+    CommInfo coll = t.local ? *s.comm.local : s.comm; // (t.local: an intercommunicator's local group)
+    coll.p2p = coll.coll;
     try {
         const MPI_Request h =
             t.send ? isend(coll, t.peer, s.tag, t.buf, t.bytes, false) : irecv(coll, t.peer, s.tag, t.buf, t.bytes);

@@ -87,6 +87,9 @@ struct Transfer {
     int peer = 0; // a rank of the communicator, never this rank itself
     std::byte* buf = nullptr;
     std::size_t bytes = 0; // a receive expects exactly this many
+    // An intercommunicator's schedule: peer is a rank of the local group (comm.local),
+    // not of the remote one; the transfer travels in the local group's context.
+    bool local = false;
 };
 
 struct Round {
@@ -109,8 +112,15 @@ struct Schedule {
     int error = MPI_SUCCESS;
     std::string error_text;
 
+    // An intercommunicator's collective (intercollectives.cpp): its transfers name
+    // remote ranks, or local ones (Transfer::local). Others refuse an intercommunicator.
+    bool inter = false;
+
     // Memory the schedule owns until it completes.
     std::byte* alloc(std::size_t bytes);
+    // Appends part's rounds (after this one's), its memory and its finish steps; with
+    // local, part was built on comm.local and its transfers become local ones.
+    void splice(std::unique_ptr<Schedule> part, bool local);
     // Starts a round; the calls below add to the last round.
     void next_round() { rounds.emplace_back(); }
     void send(int peer, const void* buf, std::size_t bytes);
@@ -183,6 +193,11 @@ public:
     // The union of both groups, the group that gave high false first (both alike:
     // the group of the lower world rank leader first).
     MPI_Comm intercomm_merge(MPI_Comm intercomm, bool high);
+    // dup, split and create of an intercommunicator c: each group splits alike, and
+    // the new intercommunicator joins the local ranks of a colour with the remote ranks
+    // of the same colour (both ordered by key, then rank); MPI_COMM_NULL where the
+    // colour is MPI_UNDEFINED or the other group has none of it.
+    MPI_Comm inter_split(const CommInfo& c, int color, int key);
     // The world ranks of comm's ranks, in rank order.
     [[nodiscard]] std::vector<int> members(MPI_Comm comm) const;
     std::string& name(MPI_Comm comm);
@@ -319,6 +334,10 @@ private:
     MPI_Comm add_comm(CommInfo info);
     // The context pair of a new communicator: base (agreed), and what this rank takes next.
     int take_contexts(int base);
+    // The leaders (local rank 0) of intercommunicator c swap out for in (each side's
+    // bytes as the other expects them) over its collective context, then each tells
+    // its group: in holds the remote group's bytes on every rank.
+    void swap_across(const CommInfo& c, const void* out, std::size_t out_bytes, void* in, std::size_t in_bytes);
 };
 
 // Collectives (collectives.cpp), over Engine::send_bytes/recv_bytes.
@@ -365,6 +384,8 @@ std::size_t element_bytes(MPI_Datatype type);
 std::size_t data_bytes(MPI_Datatype type);
 // The pair types of MPI_MAXLOC and MPI_MINLOC.
 bool is_pair_type(MPI_Datatype type);
+// A handle of a derived type (made by a constructor, freed or not).
+bool is_derived(MPI_Datatype type);
 // mpi.h's name of a predefined type, else its number.
 std::string type_name(MPI_Datatype type);
 // The predefined type a type is made of and how many of it one element holds
@@ -432,5 +453,44 @@ std::unique_ptr<Schedule> reduce_scatter_schedule(const CommInfo& c, const void*
 // scan (exclusive: exscan, where rank 0's recv is left as it is).
 std::unique_ptr<Schedule> scan_schedule(const CommInfo& c, const void* send, void* recv, int count, MPI_Datatype type,
                                         MPI_Op op, bool exclusive);
+
+// The collectives of an intercommunicator (intercollectives.cpp, MPI 3.1 5.2.2): c is
+// one (c.local set); root is MPI_ROOT at the root, MPI_PROC_NULL at the other ranks of
+// its group, and the root's rank in the remote group at the ranks of the other group.
+// Data flows between the groups: what a rank receives comes from the remote group.
+// Counts are in bytes, block sizes per rank of the group that sends them.
+std::unique_ptr<Schedule> inter_barrier_schedule(const CommInfo& c);
+std::unique_ptr<Schedule> inter_bcast_schedule(const CommInfo& c, void* buf, std::size_t bytes, int root);
+std::unique_ptr<Schedule> inter_reduce_schedule(const CommInfo& c, const void* send, void* recv, int count,
+                                                MPI_Datatype type, MPI_Op op, int root);
+std::unique_ptr<Schedule> inter_allreduce_schedule(const CommInfo& c, const void* send, void* recv, int count,
+                                                   MPI_Datatype type, MPI_Op op);
+// gather: the root receives c.size blocks of block bytes; scatter: it sends them.
+std::unique_ptr<Schedule> inter_gather_schedule(const CommInfo& c, const void* send, void* recv, std::size_t block,
+                                                int root);
+std::unique_ptr<Schedule> inter_scatter_schedule(const CommInfo& c, const void* send, void* recv, std::size_t block,
+                                                 int root);
+// allgather: recv receives the remote group's c.size blocks of recv_block bytes.
+std::unique_ptr<Schedule> inter_allgather_schedule(const CommInfo& c, const void* send, std::size_t send_block,
+                                                   void* recv, std::size_t recv_block);
+// alltoall: block i of send goes to remote rank i, block i of recv comes from it.
+std::unique_ptr<Schedule> inter_alltoall_schedule(const CommInfo& c, const void* send, std::size_t send_block,
+                                                  void* recv, std::size_t recv_block);
+// The v and w forms, linear: sizes[i] and displs[i] (bytes) per remote rank i.
+std::unique_ptr<Schedule> inter_gatherv_schedule(const CommInfo& c, const void* send, std::size_t send_bytes,
+                                                 void* recv, const std::vector<std::size_t>& sizes,
+                                                 const std::vector<std::size_t>& displs, int root);
+std::unique_ptr<Schedule> inter_scatterv_schedule(const CommInfo& c, const void* send,
+                                                  const std::vector<std::size_t>& sizes,
+                                                  const std::vector<std::size_t>& displs, void* recv,
+                                                  std::size_t recv_bytes, int root);
+std::unique_ptr<Schedule> inter_allgatherv_schedule(const CommInfo& c, const void* send, std::size_t send_bytes,
+                                                    void* recv, const std::vector<std::size_t>& sizes,
+                                                    const std::vector<std::size_t>& displs);
+std::unique_ptr<Schedule> inter_alltoallw_schedule(const CommInfo& c, const void* send,
+                                                   const std::vector<std::size_t>& send_sizes,
+                                                   const std::vector<std::size_t>& send_displs, void* recv,
+                                                   const std::vector<std::size_t>& recv_sizes,
+                                                   const std::vector<std::size_t>& recv_displs);
 
 } // namespace msgpass::mpi

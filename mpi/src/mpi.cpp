@@ -50,6 +50,10 @@ int MPI_Query_thread(int* provided) {
 
 int MPI_Finalize(void) {
     const int code = guarded("MPI_Finalize", MPI_COMM_WORLD, [&] {
+        // First, as the standard says: MPI_COMM_SELF's attributes are deleted before
+        // anything else is torn down (libraries hang their clean-up there).
+        delete_attributes(MPI_COMM_SELF);
+        delete_attributes(MPI_COMM_WORLD);
         engine->finalize();
         return MPI_SUCCESS;
     });

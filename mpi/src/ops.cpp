@@ -29,10 +29,14 @@ constexpr MPI_Op first_user_op = 0x59000001;
 std::map<MPI_Op, UserOp> user_ops;
 MPI_Op next_user_op = first_user_op;
 
-const UserOp& find(MPI_Op op) {
+// A call's operation must not have been freed; a reduction already under way keeps
+// using one freed meanwhile (MPI 3.1, 5.9.5: freed when no operation uses it), so the
+// schedules look it up with in_use.
+const UserOp& find(MPI_Op op, bool in_use = false) {
     const auto it = user_ops.find(op);
     if (it == user_ops.end()) throw MpiError(MPI_ERR_OP, "invalid operation " + std::to_string(op));
-    if (it->second.freed) throw MpiError(MPI_ERR_OP, "operation " + std::to_string(op) + " was freed (MPI_Op_free)");
+    if (it->second.freed && !in_use)
+        throw MpiError(MPI_ERR_OP, "operation " + std::to_string(op) + " was freed (MPI_Op_free)");
     return it->second;
 }
 
@@ -43,7 +47,7 @@ bool is_user_op(MPI_Op op) {
 }
 
 bool is_commutative(MPI_Op op) {
-    return !is_user_op(op) || find(op).commutative;
+    return !is_user_op(op) || find(op, true).commutative;
 }
 
 void check_user_op(MPI_Op op) {
@@ -65,7 +69,7 @@ void op_free(MPI_Op op) {
 }
 
 void combine_user(MPI_Op op, MPI_Datatype type, std::byte* inout, const std::byte* in, int count, bool in_first) {
-    MPI_User_function* fn = find(op).fn;
+    MPI_User_function* fn = find(op, true).fn;
     MPI_Datatype t = type;
     int n = count;
     if (in_first) {

@@ -459,6 +459,10 @@ int MPI_Get_count(const MPI_Status* status, MPI_Datatype type, int* count) {
     return guarded("MPI_Get_count", MPI_COMM_WORLD, [&] {
         if (status == nullptr) throw MpiError(MPI_ERR_ARG, "status is NULL (MPI_STATUS_IGNORE has no count)");
         const std::size_t size = type_size(type);
+        if (size == 0) { // a type of no data (hindexed of zero lengths): none of it, or undefined
+            *count = status->msgpass_bytes == 0 ? 0 : MPI_UNDEFINED;
+            return MPI_SUCCESS;
+        }
         if (status->msgpass_bytes % size != 0 || status->msgpass_bytes / size > INT_MAX)
             *count = MPI_UNDEFINED;
         else

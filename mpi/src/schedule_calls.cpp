@@ -63,12 +63,139 @@ void check_own(std::size_t sent, std::size_t received) {
                                              std::to_string(received) + " bytes to receive");
 }
 
+// ---- intercommunicators (intercollectives.cpp): root is MPI_ROOT, MPI_PROC_NULL or a
+// rank of the remote group; the blocks received come from the remote group.
+
+void no_in_place(const void* buf, const char* what) {
+    if (buf == MPI_IN_PLACE)
+        throw MpiError(MPI_ERR_BUFFER, std::string("MPI_IN_PLACE as ") + what + " is not for an intercommunicator");
+}
+
+void check_block_buffer(const void* buf, std::size_t block, const char* what) {
+    if (block > 0 && buf == nullptr) throw MpiError(MPI_ERR_BUFFER, std::string(what) + " is NULL");
+}
+
+Sched inter_bcast(void* buffer, int count, MPI_Datatype type, int root, const CommInfo& c) {
+    if (root == MPI_PROC_NULL) return msgpass::mpi::inter_bcast_schedule(c, nullptr, 0, root);
+    const auto bytes = bytes_of(buffer, count, type);
+    Staging st;
+    void* buf = root == MPI_ROOT ? const_cast<void*>(st.in(buffer, count, type)) // NOLINT: only read at the root
+                                 : st.inout(buffer, count, type);
+    return st.into(msgpass::mpi::inter_bcast_schedule(c, buf, bytes, root));
+}
+
+Sched inter_reduce(const void* sendbuf, void* recvbuf, int count, MPI_Datatype type, MPI_Op op, int root,
+                   const CommInfo& c) {
+    check_op(op, type);
+    Staging st;
+    if (root == MPI_PROC_NULL) return msgpass::mpi::inter_reduce_schedule(c, nullptr, nullptr, 0, type, op, root);
+    if (root == MPI_ROOT) {
+        no_in_place(recvbuf, "recvbuf");
+        (void)bytes_of(recvbuf, count, type, "recvbuf");
+        void* recv = st.inout(recvbuf, count, type);
+        return st.into(msgpass::mpi::inter_reduce_schedule(c, nullptr, recv, count, type, op, root));
+    }
+    no_in_place(sendbuf, "sendbuf");
+    (void)bytes_of(sendbuf, count, type, "sendbuf");
+    const void* send = st.in(sendbuf, count, type);
+    return st.into(msgpass::mpi::inter_reduce_schedule(c, send, nullptr, count, type, op, root));
+}
+
+Sched inter_allreduce(const void* sendbuf, void* recvbuf, int count, MPI_Datatype type, MPI_Op op, const CommInfo& c) {
+    check_op(op, type);
+    no_in_place(sendbuf, "sendbuf");
+    (void)bytes_of(sendbuf, count, type, "sendbuf");
+    (void)bytes_of(recvbuf, count, type, "recvbuf");
+    Staging st;
+    void* recv = st.inout(recvbuf, count, type);
+    const void* send = st.in(sendbuf, count, type);
+    return st.into(msgpass::mpi::inter_allreduce_schedule(c, send, recv, count, type, op));
+}
+
+Sched inter_gather(const void* sendbuf, int sendcount, MPI_Datatype sendtype, void* recvbuf, int recvcount,
+                   MPI_Datatype recvtype, int root, const CommInfo& c) {
+    Staging st;
+    if (root == MPI_PROC_NULL) return msgpass::mpi::inter_gather_schedule(c, nullptr, nullptr, 0, root);
+    if (root == MPI_ROOT) {
+        no_in_place(recvbuf, "recvbuf");
+        const std::size_t block = block_of("recvcount", recvcount, recvtype, 0, false);
+        check_block_buffer(recvbuf, block, "recvbuf");
+        void* recv = st.inout(recvbuf, recvcount * c.size, recvtype);
+        return st.into(msgpass::mpi::inter_gather_schedule(c, nullptr, recv, block, root));
+    }
+    no_in_place(sendbuf, "sendbuf");
+    const std::size_t block = block_of("sendcount", sendcount, sendtype, 0, false);
+    check_block_buffer(sendbuf, block, "sendbuf");
+    const void* send = st.in(sendbuf, sendcount, sendtype);
+    return st.into(msgpass::mpi::inter_gather_schedule(c, send, nullptr, block, root));
+}
+
+Sched inter_scatter(const void* sendbuf, int sendcount, MPI_Datatype sendtype, void* recvbuf, int recvcount,
+                    MPI_Datatype recvtype, int root, const CommInfo& c) {
+    Staging st;
+    if (root == MPI_PROC_NULL) return msgpass::mpi::inter_scatter_schedule(c, nullptr, nullptr, 0, root);
+    if (root == MPI_ROOT) {
+        no_in_place(sendbuf, "sendbuf");
+        const std::size_t block = block_of("sendcount", sendcount, sendtype, 0, false);
+        check_block_buffer(sendbuf, block, "sendbuf");
+        const void* send = st.in(sendbuf, sendcount * c.size, sendtype);
+        return st.into(msgpass::mpi::inter_scatter_schedule(c, send, nullptr, block, root));
+    }
+    no_in_place(recvbuf, "recvbuf");
+    const std::size_t block = block_of("recvcount", recvcount, recvtype, 0, false);
+    check_block_buffer(recvbuf, block, "recvbuf");
+    void* recv = st.inout(recvbuf, recvcount, recvtype);
+    return st.into(msgpass::mpi::inter_scatter_schedule(c, nullptr, recv, block, root));
+}
+
+Sched inter_allgather(const void* sendbuf, int sendcount, MPI_Datatype sendtype, void* recvbuf, int recvcount,
+                      MPI_Datatype recvtype, const CommInfo& c) {
+    no_in_place(sendbuf, "sendbuf");
+    const std::size_t send_block = block_of("sendcount", sendcount, sendtype, 0, false);
+    const std::size_t recv_block = block_of("recvcount", recvcount, recvtype, 0, false);
+    check_block_buffer(sendbuf, send_block, "sendbuf");
+    check_block_buffer(recvbuf, recv_block, "recvbuf");
+    Staging st;
+    void* recv = st.inout(recvbuf, recvcount * c.size, recvtype);
+    const void* send = st.in(sendbuf, sendcount, sendtype);
+    return st.into(msgpass::mpi::inter_allgather_schedule(c, send, send_block, recv, recv_block));
+}
+
+Sched inter_alltoall(const void* sendbuf, int sendcount, MPI_Datatype sendtype, void* recvbuf, int recvcount,
+                     MPI_Datatype recvtype, const CommInfo& c) {
+    no_in_place(sendbuf, "sendbuf");
+    const std::size_t send_block = block_of("sendcount", sendcount, sendtype, 0, false);
+    const std::size_t recv_block = block_of("recvcount", recvcount, recvtype, 0, false);
+    check_block_buffer(sendbuf, send_block, "sendbuf");
+    check_block_buffer(recvbuf, recv_block, "recvbuf");
+    Staging st;
+    void* recv = st.inout(recvbuf, recvcount * c.size, recvtype);
+    const void* send = st.in(sendbuf, sendcount * c.size, sendtype);
+    return st.into(msgpass::mpi::inter_alltoall_schedule(c, send, send_block, recv, recv_block));
+}
+
+// ---- every communicator
+
+// The communicator of a collective intercommunicators do not have here (the
+// reduce-scatter forms; Scan and Exscan, which MPI defines on intracommunicators
+// only): MPI_ERR_COMM before its arguments are read as a group of c.size ranks.
+CommInfo intra_info(MPI_Comm comm, const char* name) {
+    CommInfo c = engine->info(comm);
+    if (c.local)
+        throw MpiError(MPI_ERR_COMM, std::string(name) +
+                                         " on an intercommunicator is not provided (the other collectives but "
+                                         "Scan and Exscan are; MPI_Intercomm_merge)");
+    return c;
+}
+
 Sched make_barrier(MPI_Comm comm) {
-    return msgpass::mpi::barrier_schedule(engine->info(comm));
+    const auto c = engine->info(comm);
+    return c.local ? msgpass::mpi::inter_barrier_schedule(c) : msgpass::mpi::barrier_schedule(c);
 }
 
 Sched make_bcast(void* buffer, int count, MPI_Datatype type, int root, MPI_Comm comm) {
     const auto c = engine->info(comm);
+    if (c.local) return inter_bcast(buffer, count, type, root, c);
     const auto bytes = bytes_of(buffer, count, type);
     check_root(c, root);
     Staging st;
@@ -80,6 +207,7 @@ Sched make_bcast(void* buffer, int count, MPI_Datatype type, int root, MPI_Comm 
 Sched make_reduce(const void* sendbuf, void* recvbuf, int count, MPI_Datatype type, MPI_Op op, int root,
                   MPI_Comm comm) {
     const auto c = engine->info(comm);
+    if (c.local) return inter_reduce(sendbuf, recvbuf, count, type, op, root, c);
     check_root(c, root);
     check_op(op, type);
     const bool in_place = sendbuf == MPI_IN_PLACE;
@@ -94,6 +222,7 @@ Sched make_reduce(const void* sendbuf, void* recvbuf, int count, MPI_Datatype ty
 
 Sched make_allreduce(const void* sendbuf, void* recvbuf, int count, MPI_Datatype type, MPI_Op op, MPI_Comm comm) {
     const auto c = engine->info(comm);
+    if (c.local) return inter_allreduce(sendbuf, recvbuf, count, type, op, c);
     check_op(op, type);
     const bool in_place = sendbuf == MPI_IN_PLACE;
     (void)bytes_of(in_place ? recvbuf : sendbuf, count, type, "sendbuf");
@@ -124,6 +253,22 @@ Sched make_gatherv(const void* sendbuf, int sendcount, MPI_Datatype sendtype, vo
 Sched make_gatherv(const void* sendbuf, int sendcount, MPI_Datatype sendtype, void* recvbuf, const int recvcounts[],
                    const int displs[], MPI_Datatype recvtype, int root, MPI_Comm comm) {
     const auto c = engine->info(comm);
+    if (c.local) {
+        if (root == MPI_PROC_NULL) return msgpass::mpi::inter_gatherv_schedule(c, nullptr, 0, nullptr, {}, {}, root);
+        Staging st;
+        if (root == MPI_ROOT) {
+            no_in_place(recvbuf, "recvbuf");
+            const Sizes sizes = sizes_of("recvcounts", recvcounts, c.size, type_size(recvtype));
+            const Sizes at = displs_of("displs", displs, c.size, type_size(recvtype));
+            check_buffer(recvbuf, sizes, "recvbuf");
+            void* recv = st.inout_v(recvbuf, recvcounts, displs, c.size, recvtype);
+            return st.into(msgpass::mpi::inter_gatherv_schedule(c, nullptr, 0, recv, sizes, at, root));
+        }
+        no_in_place(sendbuf, "sendbuf");
+        const std::size_t own = bytes_of(sendbuf, sendcount, sendtype, "sendbuf");
+        const void* send = st.in(sendbuf, sendcount, sendtype);
+        return st.into(msgpass::mpi::inter_gatherv_schedule(c, send, own, nullptr, {}, {}, root));
+    }
     check_root(c, root);
     Sizes sizes(static_cast<std::size_t>(c.size));
     Sizes at(static_cast<std::size_t>(c.size));
@@ -138,6 +283,7 @@ Sched make_gatherv(const void* sendbuf, int sendcount, MPI_Datatype sendtype, vo
 Sched make_gather(const void* sendbuf, int sendcount, MPI_Datatype sendtype, void* recvbuf, int recvcount,
                   MPI_Datatype recvtype, int root, MPI_Comm comm) {
     const auto c = engine->info(comm);
+    if (c.local) return inter_gather(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, root, c);
     check_root(c, root);
     std::size_t block = 0;
     if (c.rank == root) block = block_of("recvcount", recvcount, recvtype, 0, false);
@@ -165,6 +311,22 @@ Sched make_scatterv(const void* sendbuf, const Sizes& sizes, const Sizes& displs
 Sched make_scatterv(const void* sendbuf, const int sendcounts[], const int displs[], MPI_Datatype sendtype,
                     void* recvbuf, int recvcount, MPI_Datatype recvtype, int root, MPI_Comm comm) {
     const auto c = engine->info(comm);
+    if (c.local) {
+        if (root == MPI_PROC_NULL) return msgpass::mpi::inter_scatterv_schedule(c, nullptr, {}, {}, nullptr, 0, root);
+        Staging st;
+        if (root == MPI_ROOT) {
+            no_in_place(sendbuf, "sendbuf");
+            const Sizes sizes = sizes_of("sendcounts", sendcounts, c.size, type_size(sendtype));
+            const Sizes at = displs_of("displs", displs, c.size, type_size(sendtype));
+            check_buffer(sendbuf, sizes, "sendbuf");
+            const void* send = st.in_v(sendbuf, sendcounts, displs, c.size, sendtype);
+            return st.into(msgpass::mpi::inter_scatterv_schedule(c, send, sizes, at, nullptr, 0, root));
+        }
+        no_in_place(recvbuf, "recvbuf");
+        const std::size_t own = bytes_of(recvbuf, recvcount, recvtype, "recvbuf");
+        void* recv = st.inout(recvbuf, recvcount, recvtype);
+        return st.into(msgpass::mpi::inter_scatterv_schedule(c, nullptr, {}, {}, recv, own, root));
+    }
     check_root(c, root);
     Sizes sizes(static_cast<std::size_t>(c.size));
     Sizes at(static_cast<std::size_t>(c.size));
@@ -179,6 +341,7 @@ Sched make_scatterv(const void* sendbuf, const int sendcounts[], const int displ
 Sched make_scatter(const void* sendbuf, int sendcount, MPI_Datatype sendtype, void* recvbuf, int recvcount,
                    MPI_Datatype recvtype, int root, MPI_Comm comm) {
     const auto c = engine->info(comm);
+    if (c.local) return inter_scatter(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, root, c);
     check_root(c, root);
     std::size_t block = 0;
     if (c.rank == root) block = block_of("sendcount", sendcount, sendtype, 0, false);
@@ -202,6 +365,17 @@ Sched make_allgatherv(const void* sendbuf, int sendcount, MPI_Datatype sendtype,
 Sched make_allgatherv(const void* sendbuf, int sendcount, MPI_Datatype sendtype, void* recvbuf, const int recvcounts[],
                       const int displs[], MPI_Datatype recvtype, MPI_Comm comm) {
     const auto c = engine->info(comm);
+    if (c.local) {
+        no_in_place(sendbuf, "sendbuf");
+        const std::size_t own = bytes_of(sendbuf, sendcount, sendtype, "sendbuf");
+        const Sizes sizes = sizes_of("recvcounts", recvcounts, c.size, type_size(recvtype));
+        const Sizes at = displs_of("displs", displs, c.size, type_size(recvtype));
+        check_buffer(recvbuf, sizes, "recvbuf");
+        Staging st;
+        void* recv = st.inout_v(recvbuf, recvcounts, displs, c.size, recvtype);
+        const void* send = st.in(sendbuf, sendcount, sendtype);
+        return st.into(msgpass::mpi::inter_allgatherv_schedule(c, send, own, recv, sizes, at));
+    }
     return make_allgatherv(sendbuf, sendcount, sendtype, recvbuf,
                            sizes_of("recvcounts", recvcounts, c.size, type_size(recvtype)),
                            displs_of("displs", displs, c.size, type_size(recvtype)), c,
@@ -211,6 +385,7 @@ Sched make_allgatherv(const void* sendbuf, int sendcount, MPI_Datatype sendtype,
 Sched make_allgather(const void* sendbuf, int sendcount, MPI_Datatype sendtype, void* recvbuf, int recvcount,
                      MPI_Datatype recvtype, MPI_Comm comm) {
     const auto c = engine->info(comm);
+    if (c.local) return inter_allgather(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, c);
     const std::size_t block = block_of("recvcount", recvcount, recvtype, 0, false);
     return make_allgatherv(sendbuf, sendcount, sendtype, recvbuf, uniform(c.size, block, false),
                            uniform(c.size, block, true), c,
@@ -222,12 +397,16 @@ Sched make_allgather(const void* sendbuf, int sendcount, MPI_Datatype sendtype, 
 template <class Stage>
 Sched make_alltoallw(const void* sendbuf, const Sizes& send_sizes, Sizes send_displs, void* recvbuf,
                      const Sizes& recv_sizes, Sizes recv_displs, const CommInfo& c, Stage&& stage) {
+    if (c.local) no_in_place(sendbuf, "sendbuf");
     const bool in_place = sendbuf == MPI_IN_PLACE;
     if (!in_place) check_buffer(sendbuf, send_sizes, "sendbuf");
     check_buffer(recvbuf, recv_sizes, "recvbuf");
     Staging st;
     const auto [send, recv] = stage(st, send_displs, recv_displs);
     if (in_place) send_displs = recv_displs;
+    if (c.local)
+        return st.into(
+            msgpass::mpi::inter_alltoallw_schedule(c, send, send_sizes, send_displs, recv, recv_sizes, recv_displs));
     return st.into(msgpass::mpi::alltoallw_schedule(c, in_place ? nullptr : send, send_sizes, send_displs, recv,
                                                     recv_sizes, recv_displs));
 }
@@ -235,6 +414,7 @@ Sched make_alltoallw(const void* sendbuf, const Sizes& send_sizes, Sizes send_di
 Sched make_alltoall(const void* sendbuf, int sendcount, MPI_Datatype sendtype, void* recvbuf, int recvcount,
                     MPI_Datatype recvtype, MPI_Comm comm) {
     const auto c = engine->info(comm);
+    if (c.local) return inter_alltoall(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, c);
     const std::size_t rblock = block_of("recvcount", recvcount, recvtype, 0, false);
     std::size_t sblock = rblock;
     if (sendbuf != MPI_IN_PLACE) sblock = block_of("sendcount", sendcount, sendtype, rblock, true);
@@ -248,7 +428,7 @@ Sched make_alltoall(const void* sendbuf, int sendcount, MPI_Datatype sendtype, v
 
 Sched make_alltoallv(const void* sendbuf, const int sendcounts[], const int sdispls[], MPI_Datatype sendtype,
                      void* recvbuf, const int recvcounts[], const int rdispls[], MPI_Datatype recvtype, MPI_Comm comm) {
-    const auto c = engine->info(comm);
+    const auto c = engine->info(comm); // (an intercommunicator's: per remote rank)
     const Sizes recv_sizes = sizes_of("recvcounts", recvcounts, c.size, type_size(recvtype));
     const Sizes recv_displs = displs_of("rdispls", rdispls, c.size, type_size(recvtype));
     auto stage = [&](Staging& st, Sizes&, Sizes&) {
@@ -273,7 +453,7 @@ Sizes sizes_of_types(const char* what, const int* counts, const MPI_Datatype* ty
 Sched make_alltoallw(const void* sendbuf, const int sendcounts[], const int sdispls[], const MPI_Datatype sendtypes[],
                      void* recvbuf, const int recvcounts[], const int rdispls[], const MPI_Datatype recvtypes[],
                      MPI_Comm comm) {
-    const auto c = engine->info(comm);
+    const auto c = engine->info(comm); // (an intercommunicator's: per remote rank)
     const Sizes recv_sizes = sizes_of_types("recvcounts", recvcounts, recvtypes, c.size);
     const Sizes recv_displs = displs_of("rdispls", rdispls, c.size, 1);
     auto stage = [&](Staging& st, Sizes& send_displs, Sizes& rdispls_out) {
@@ -313,21 +493,21 @@ Sched make_reduce_scatter(const void* sendbuf, void* recvbuf, const std::vector<
 
 Sched make_reduce_scatter(const void* sendbuf, void* recvbuf, const int recvcounts[], MPI_Datatype type, MPI_Op op,
                           MPI_Comm comm) {
-    const auto c = engine->info(comm);
+    const auto c = intra_info(comm, "reduce_scatter");
     if (recvcounts == nullptr) throw MpiError(MPI_ERR_ARG, "recvcounts is NULL");
     return make_reduce_scatter(sendbuf, recvbuf, std::vector<int>(recvcounts, recvcounts + c.size), type, op, c);
 }
 
 Sched make_reduce_scatter_block(const void* sendbuf, void* recvbuf, int recvcount, MPI_Datatype type, MPI_Op op,
                                 MPI_Comm comm) {
-    const auto c = engine->info(comm);
+    const auto c = intra_info(comm, "reduce_scatter_block");
     return make_reduce_scatter(sendbuf, recvbuf, std::vector<int>(static_cast<std::size_t>(c.size), recvcount), type,
                                op, c);
 }
 
 Sched make_scan(const void* sendbuf, void* recvbuf, int count, MPI_Datatype type, MPI_Op op, MPI_Comm comm,
                 bool exclusive) {
-    const auto c = engine->info(comm);
+    const auto c = intra_info(comm, "scan");
     check_op(op, type);
     const bool in_place = sendbuf == MPI_IN_PLACE;
     (void)bytes_of(in_place ? recvbuf : sendbuf, count, type, "sendbuf");

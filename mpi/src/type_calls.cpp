@@ -4,8 +4,11 @@
 // Each constructor turns its arguments into copies of old types at byte
 // displacements (types.cpp's type_create). Every entry point goes through api::guarded.
 #include <climits>
+#include <cstdint>
 #include <cstring>
 #include <limits>
+#include <map>
+#include <string>
 #include <vector>
 
 #include "api.hpp"
@@ -18,6 +21,12 @@ namespace {
 using Disps = std::vector<std::ptrdiff_t>;
 using Counts = std::vector<int>;
 using Types = std::vector<MPI_Datatype>;
+
+// The names MPI_Type_set_name gave (the big lock keeps them under MPI_THREAD_MULTIPLE).
+std::map<MPI_Datatype, std::string>& type_names() {
+    static std::map<MPI_Datatype, std::string> names;
+    return names;
+}
 
 void check_out(const MPI_Datatype* newtype) {
     if (newtype == nullptr) throw MpiError(MPI_ERR_ARG, "newtype is NULL");
@@ -151,6 +160,65 @@ int MPI_Type_create_resized(MPI_Datatype oldtype, MPI_Aint lb, MPI_Aint extent, 
     });
 }
 
+// A block of an n-dimensional array (MPI 3.1, 4.1.3): the dimension that varies
+// fastest (the last in C order, the first in Fortran order) is a contiguous run of
+// subsizes elements; each slower one repeats the faster ones at the stride of a whole
+// row of the array; the block is placed at its starts and the type resized to the
+// whole array, so that count > 1 steps from array to array.
+int MPI_Type_create_subarray(int ndims, const int sizes[], const int subsizes[], const int starts[], int order,
+                             MPI_Datatype oldtype, MPI_Datatype* newtype) {
+    return guarded("MPI_Type_create_subarray", MPI_COMM_WORLD, [&] {
+        check_out(newtype);
+        if (ndims <= 0) throw MpiError(MPI_ERR_ARG, "ndims " + std::to_string(ndims) + " is not positive");
+        check_array(sizes, ndims, "array_of_sizes");
+        check_array(subsizes, ndims, "array_of_subsizes");
+        check_array(starts, ndims, "array_of_starts");
+        if (order != MPI_ORDER_C && order != MPI_ORDER_FORTRAN)
+            throw MpiError(MPI_ERR_ARG,
+                           "order " + std::to_string(order) + " is neither MPI_ORDER_C nor MPI_ORDER_FORTRAN");
+        for (int d = 0; d < ndims; ++d) {
+            const std::string dim = " of dimension " + std::to_string(d);
+            if (sizes[d] < 1)
+                throw MpiError(MPI_ERR_ARG, "size " + std::to_string(sizes[d]) + dim + " is not positive");
+            if (subsizes[d] < 1 || subsizes[d] > sizes[d])
+                throw MpiError(MPI_ERR_ARG, "subsize " + std::to_string(subsizes[d]) + dim + " is not between 1 and " +
+                                                "its size " + std::to_string(sizes[d]));
+            if (starts[d] < 0 || starts[d] > sizes[d] - subsizes[d])
+                throw MpiError(MPI_ERR_ARG, "start " + std::to_string(starts[d]) + dim + " puts the block of " +
+                                                std::to_string(subsizes[d]) + " outside the size " +
+                                                std::to_string(sizes[d]));
+        }
+        const auto extent = static_cast<std::ptrdiff_t>(msgpass::mpi::type_info(oldtype).extent());
+        std::vector<int> fastest_first(static_cast<std::size_t>(ndims));
+        for (int i = 0; i < ndims; ++i)
+            fastest_first[static_cast<std::size_t>(i)] = order == MPI_ORDER_C ? ndims - 1 - i : i;
+        std::ptrdiff_t stride = extent; // of one step along the dimension at hand
+        std::ptrdiff_t disp = 0;
+        MPI_Datatype block = MPI_DATATYPE_NULL;
+        for (const int d : fastest_first) {
+            const MPI_Datatype next = block == MPI_DATATYPE_NULL ? msgpass::mpi::type_contiguous(subsizes[d], oldtype)
+                                                                 : vector_of(subsizes[d], 1, stride, block);
+            if (block != MPI_DATATYPE_NULL) msgpass::mpi::type_free(block);
+            block = next;
+            disp += static_cast<std::ptrdiff_t>(starts[d]) * stride;
+            stride *= sizes[d];
+        }
+        const MPI_Datatype placed = msgpass::mpi::type_create({disp}, {1}, {block}, false);
+        msgpass::mpi::type_free(block);
+        *newtype = msgpass::mpi::type_resized(placed, 0, stride); // stride: now the whole array's extent
+        msgpass::mpi::type_free(placed);
+        return MPI_SUCCESS;
+    });
+}
+
+int MPI_Get_address(const void* location, MPI_Aint* address) {
+    return guarded("MPI_Get_address", MPI_COMM_WORLD, [&] {
+        if (address == nullptr) throw MpiError(MPI_ERR_ARG, "address is NULL");
+        *address = static_cast<MPI_Aint>(reinterpret_cast<std::uintptr_t>(location));
+        return MPI_SUCCESS;
+    });
+}
+
 int MPI_Type_dup(MPI_Datatype oldtype, MPI_Datatype* newtype) {
     return guarded("MPI_Type_dup", MPI_COMM_WORLD, [&] {
         check_out(newtype);
@@ -175,6 +243,94 @@ int MPI_Get_elements(const MPI_Status* status, MPI_Datatype datatype, int* count
         if (count == nullptr) throw MpiError(MPI_ERR_ARG, "count is NULL");
         const std::size_t n = msgpass::mpi::basic_elements(*msgpass::mpi::typemap_of(datatype), status->msgpass_bytes);
         *count = n > static_cast<std::size_t>(INT_MAX) ? MPI_UNDEFINED : static_cast<int>(n);
+        return MPI_SUCCESS;
+    });
+}
+
+int MPI_Type_get_true_extent_x(MPI_Datatype datatype, MPI_Count* true_lb, MPI_Count* true_extent) {
+    MPI_Aint lb = 0, extent = 0;
+    const int code = MPI_Type_get_true_extent(datatype, &lb, &extent);
+    if (code == MPI_SUCCESS && true_lb != nullptr && true_extent != nullptr) {
+        *true_lb = lb;
+        *true_extent = extent;
+    }
+    return code;
+}
+
+int MPI_Get_elements_x(const MPI_Status* status, MPI_Datatype datatype, MPI_Count* count) {
+    return guarded("MPI_Get_elements_x", MPI_COMM_WORLD, [&] {
+        if (status == nullptr) throw MpiError(MPI_ERR_ARG, "status is NULL (MPI_STATUS_IGNORE has no count)");
+        if (count == nullptr) throw MpiError(MPI_ERR_ARG, "count is NULL");
+        const std::size_t n = msgpass::mpi::basic_elements(*msgpass::mpi::typemap_of(datatype), status->msgpass_bytes);
+        *count = n == std::numeric_limits<std::size_t>::max() ? MPI_UNDEFINED : static_cast<MPI_Count>(n);
+        return MPI_SUCCESS;
+    });
+}
+
+// The status says count basic elements of datatype arrived (a generalized request's,
+// or a library's own completion): the bytes of that many elements of the predefined
+// type datatype is made of.
+int MPI_Status_set_elements_x(MPI_Status* status, MPI_Datatype datatype, MPI_Count count) {
+    return guarded("MPI_Status_set_elements_x", MPI_COMM_WORLD, [&] {
+        if (status == nullptr) throw MpiError(MPI_ERR_ARG, "status is NULL");
+        if (count < 0) throw MpiError(MPI_ERR_COUNT, "negative count " + std::to_string(count));
+        const auto base = msgpass::mpi::predefined_of(datatype).first; // MPI_ERR_TYPE for a mixed type
+        const std::size_t per = msgpass::mpi::is_pair_type(base) ? msgpass::mpi::element_bytes(base) / 2
+                                                                 : msgpass::mpi::element_bytes(base);
+        status->msgpass_bytes = static_cast<std::size_t>(count) * per;
+        return MPI_SUCCESS;
+    });
+}
+
+int MPI_Status_set_elements(MPI_Status* status, MPI_Datatype datatype, int count) {
+    return MPI_Status_set_elements_x(status, datatype, count);
+}
+
+int MPI_Status_set_cancelled(MPI_Status* status, int flag) {
+    return guarded("MPI_Status_set_cancelled", MPI_COMM_WORLD, [&] {
+        if (status == nullptr) throw MpiError(MPI_ERR_ARG, "status is NULL");
+        status->msgpass_cancelled = flag != 0 ? 1 : 0;
+        return MPI_SUCCESS;
+    });
+}
+
+int MPI_Reduce_local(const void* inbuf, void* inoutbuf, int count, MPI_Datatype datatype, MPI_Op op) {
+    return guarded("MPI_Reduce_local", MPI_COMM_WORLD, [&] {
+        check_op(op, datatype);
+        (void)bytes_of(inbuf, count, datatype, "inbuf");
+        (void)bytes_of(inoutbuf, count, datatype, "inoutbuf");
+        Staging st;
+        const void* in = st.in(inbuf, count, datatype);
+        void* inout = st.inout(inoutbuf, count, datatype);
+        msgpass::mpi::combine(datatype, op, static_cast<std::byte*>(inout), static_cast<const std::byte*>(in), count,
+                              true); // inoutbuf = inbuf op inoutbuf
+        st.finish();
+        return MPI_SUCCESS;
+    });
+}
+
+int MPI_Type_set_name(MPI_Datatype datatype, const char* name) {
+    return guarded("MPI_Type_set_name", MPI_COMM_WORLD, [&] {
+        if (name == nullptr) throw MpiError(MPI_ERR_ARG, "name is NULL");
+        (void)msgpass::mpi::type_info(datatype);
+        type_names()[datatype] = std::string(name, strnlen(name, MPI_MAX_OBJECT_NAME - 1));
+        return MPI_SUCCESS;
+    });
+}
+
+// A predefined type is named by its constant in mpi.h until the application renames
+// it; a derived one has an empty name.
+int MPI_Type_get_name(MPI_Datatype datatype, char* name, int* resultlen) {
+    return guarded("MPI_Type_get_name", MPI_COMM_WORLD, [&] {
+        if (name == nullptr || resultlen == nullptr) throw MpiError(MPI_ERR_ARG, "name or resultlen is NULL");
+        (void)msgpass::mpi::type_info(datatype);
+        std::string s;
+        if (const auto it = type_names().find(datatype); it != type_names().end())
+            s = it->second;
+        else if (!msgpass::mpi::is_derived(datatype))
+            s = msgpass::mpi::type_name(datatype);
+        std::memcpy(name, s.c_str(), s.size() + 1);
+        *resultlen = static_cast<int>(s.size());
         return MPI_SUCCESS;
     });
 }

@@ -60,6 +60,13 @@ std::size_t alignment_of(MPI_Datatype base) {
     case MPI_LONG_INT:
         return alignof(long);
     case MPI_LONG_DOUBLE_INT:
+    case MPI_LONG_DOUBLE:
+        return alignof(long double);
+    case MPI_C_FLOAT_COMPLEX: // a complex number is aligned as its parts
+        return alignof(float);
+    case MPI_C_DOUBLE_COMPLEX:
+        return alignof(double);
+    case MPI_C_LONG_DOUBLE_COMPLEX:
         return alignof(long double);
     default:
         return element_bytes(base);
@@ -304,6 +311,10 @@ bool is_pair_type(MPI_Datatype type) {
     }
 }
 
+bool is_derived(MPI_Datatype type) {
+    return type >= first_derived && type < next_derived;
+}
+
 std::string type_name(MPI_Datatype type) {
     switch (type) {
     case MPI_CHAR:
@@ -348,6 +359,40 @@ std::string type_name(MPI_Datatype type) {
         return "MPI_SHORT_INT";
     case MPI_LONG_DOUBLE_INT:
         return "MPI_LONG_DOUBLE_INT";
+    case MPI_LONG_DOUBLE:
+        return "MPI_LONG_DOUBLE";
+    case MPI_INT8_T:
+        return "MPI_INT8_T";
+    case MPI_INT16_T:
+        return "MPI_INT16_T";
+    case MPI_INT32_T:
+        return "MPI_INT32_T";
+    case MPI_INT64_T:
+        return "MPI_INT64_T";
+    case MPI_UINT8_T:
+        return "MPI_UINT8_T";
+    case MPI_UINT16_T:
+        return "MPI_UINT16_T";
+    case MPI_UINT32_T:
+        return "MPI_UINT32_T";
+    case MPI_UINT64_T:
+        return "MPI_UINT64_T";
+    case MPI_C_BOOL:
+        return "MPI_C_BOOL";
+    case MPI_WCHAR:
+        return "MPI_WCHAR";
+    case MPI_AINT:
+        return "MPI_AINT";
+    case MPI_OFFSET:
+        return "MPI_OFFSET";
+    case MPI_COUNT:
+        return "MPI_COUNT";
+    case MPI_C_FLOAT_COMPLEX:
+        return "MPI_C_FLOAT_COMPLEX";
+    case MPI_C_DOUBLE_COMPLEX:
+        return "MPI_C_DOUBLE_COMPLEX";
+    case MPI_C_LONG_DOUBLE_COMPLEX:
+        return "MPI_C_LONG_DOUBLE_COMPLEX";
     default:
         return "datatype " + std::to_string(type);
     }
@@ -377,7 +422,24 @@ std::size_t element_bytes(MPI_Datatype type) {
     case MPI_LONG_INT:
     case MPI_SHORT_INT:
     case MPI_LONG_DOUBLE_INT:
-        return static_cast<std::size_t>(type & 0xff); // (collectives.cpp checks the pairs' layout)
+    case MPI_LONG_DOUBLE:
+    case MPI_INT8_T:
+    case MPI_INT16_T:
+    case MPI_INT32_T:
+    case MPI_INT64_T:
+    case MPI_UINT8_T:
+    case MPI_UINT16_T:
+    case MPI_UINT32_T:
+    case MPI_UINT64_T:
+    case MPI_C_BOOL:
+    case MPI_WCHAR:
+    case MPI_AINT:
+    case MPI_OFFSET:
+    case MPI_COUNT:
+    case MPI_C_FLOAT_COMPLEX:
+    case MPI_C_DOUBLE_COMPLEX:
+    case MPI_C_LONG_DOUBLE_COMPLEX:
+        return static_cast<std::size_t>(type & 0xff); // (collectives.cpp checks the pairs' and others' sizes)
     default:
         throw MpiError(MPI_ERR_TYPE,
                        "invalid datatype " + std::to_string(type) + " (only the datatypes of mpi.h are provided)");

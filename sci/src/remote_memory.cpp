@@ -12,7 +12,11 @@
 #include <cerrno>
 #include <chrono>
 #include <cstdint>
+#include <cstdio>
 #include <cstring>
+#include <fstream>
+#include <sstream>
+#include <string>
 #include <thread>
 #if defined(__x86_64__)
 #include <emmintrin.h>
@@ -45,6 +49,31 @@ std::uint64_t inode_of_fd(int fd) {
     return static_cast<std::uint64_t>(st.st_ino);
 }
 
+// The pid holding a flock on the file of inode ino, from /proc/locks (lines such as
+// "1: FLOCK  ADVISORY  WRITE 4785 00:1b:375887 0 EOF"), 0 when none is listed.
+long flock_holder(std::uint64_t ino) {
+    std::ifstream locks("/proc/locks");
+    std::string line;
+    const std::string suffix = ":" + std::to_string(ino);
+    while (std::getline(locks, line)) {
+        std::istringstream fields(line);
+        std::string number, kind, mode, access, pid, device;
+        fields >> number >> kind;
+        if (kind == "->") fields >> kind; // a waiter, listed under the holder
+        fields >> mode >> access >> pid >> device;
+        if (kind != "FLOCK" || device.size() <= suffix.size() ||
+            device.compare(device.size() - suffix.size(), suffix.size(), suffix) != 0) {
+            continue;
+        }
+        try {
+            const long holder = std::stol(pid);
+            if (holder > 0) return holder;
+        } catch (const std::exception&) {
+        }
+    }
+    return 0;
+}
+
 // " (/dev/shm: N bytes, M free)", or "" when it cannot be told.
 std::string shm_space() {
     struct statvfs st {};
@@ -66,8 +95,9 @@ void reserve_pages(int fd, const std::string& name, std::size_t size, std::size_
     const std::string what = from == 0 && to == size ? "the " + std::to_string(size) + " bytes"
                                                      : "bytes " + std::to_string(from) + " to " + std::to_string(to) +
                                                            " of the " + std::to_string(size) + " bytes";
-    throw ResourceError("cannot reserve " + what + " of shared memory segment '" + name + "' in " +
-                        std::string(shm_directory) + ": " + std::strerror(rc) + shm_space());
+    throw SciException("reserve", name,
+                       "cannot reserve " + what + " of shared memory segment '" + name + "' in " +
+                           std::string(shm_directory) + ": " + std::strerror(rc) + shm_space());
 }
 
 // Boost.Interprocess names are without the leading '/'.
@@ -78,13 +108,42 @@ std::string bip_name(const std::string& name) {
 } // namespace
 
 VirtualDevice::VirtualDevice(std::string partition, std::map<NodeId, std::optional<std::uint32_t>> sci_node_ids)
-    : partition_(std::move(partition)), user_(segment_user()), sci_node_ids_(std::move(sci_node_ids)) {}
+    : partition_(std::move(partition)), user_(segment_user()), sci_node_ids_(std::move(sci_node_ids)) {
+    open();
+}
+
+VirtualDevice& VirtualDevice::instance() {
+    static VirtualDevice device{config::Configuration{}.partition};
+    if (!device.is_open()) device.open();
+    return device;
+}
+
+void VirtualDevice::open() {
+    const std::string directory(shm_directory);
+    struct stat st {};
+    std::string reason;
+    if (::stat(directory.c_str(), &st) != 0) {
+        reason = std::strerror(errno);
+    } else if (!S_ISDIR(st.st_mode)) {
+        reason = "not a directory";
+    } else if (::access(directory.c_str(), W_OK | X_OK) != 0) {
+        reason = std::strerror(errno);
+    }
+    if (!reason.empty()) {
+        throw SciException("open", {},
+                           "cannot open the sci virtual device: " + directory +
+                               " is not a directory this process may create shared memory in: " + reason);
+    }
+    open_ = true;
+}
 
 std::string VirtualDevice::partition_prefix() const {
     return sci::partition_prefix(user_, partition_);
 }
 
 std::string VirtualDevice::segment_name(NodeId node, std::uint32_t segment_id, const std::string& suffix) const {
+    if (!open_)
+        throw UsageError("sci virtual device of partition '" + partition_ + "': cannot name a segment when closed");
     const auto sci = sci_node_ids_.find(node);
     return sci::segment_name(
         SegmentAddress{user_, partition_, sci != sci_node_ids_.end() ? sci->second : std::nullopt, node, segment_id},
@@ -125,6 +184,7 @@ public:
     static std::size_t& size(LocalSegment& s) { return s.size_; }
     static std::string& name(LocalSegment& s) { return s.name_; }
     static std::size_t& reserved(LocalSegment& s) { return s.reserved_; }
+    static bool& available(LocalSegment& s) { return s.available_; }
 };
 
 namespace {
@@ -178,16 +238,19 @@ void LocalDestroyed::create(LocalSegment& s, const std::string& segment, std::si
             object.emplace(bip::create_only, name.c_str(), bip::read_write, owner_only);
         } catch (const bip::interprocess_exception& e) {
             if (e.get_error_code() != bip::already_exists_error) {
-                throw ResourceError("cannot create shared memory segment '" + segment + "': " + e.what());
+                throw SciException("create", segment,
+                                   "cannot create shared memory segment '" + segment + "': " + e.what());
             }
             // A segment of this name exists: its owner is alive if it holds the lock.
             try {
                 bip::shared_memory_object old(bip::open_only, name.c_str(), bip::read_write);
                 const int old_fd = old.get_mapping_handle().handle;
                 if (!lock_stale_segment(old_fd)) {
-                    throw ResourceError("shared memory segment '" + segment +
-                                        "' belongs to a live process: is another process running with the "
-                                        "same node id in this partition?");
+                    const long holder = flock_holder(inode_of_fd(old_fd));
+                    throw SegmentInUse(segment, holder,
+                                       "shared memory segment '" + segment + "' belongs to a live process" +
+                                           (holder > 0 ? " (pid " + std::to_string(holder) + ")" : std::string()) +
+                                           ": is another process running with the same node id in this partition?");
                 }
                 bip::shared_memory_object::remove(name.c_str()); // stale: its owner died
             } catch (const bip::interprocess_exception&) {
@@ -203,8 +266,9 @@ void LocalDestroyed::create(LocalSegment& s, const std::string& segment, std::si
             object->truncate(static_cast<bip::offset_t>(size));
         } catch (const bip::interprocess_exception& e) {
             bip::shared_memory_object::remove(name.c_str());
-            throw ResourceError("cannot size shared memory segment '" + segment + "' to " + std::to_string(size) +
-                                " bytes: " + e.what());
+            throw SciException("create", segment,
+                               "cannot size shared memory segment '" + segment + "' to " + std::to_string(size) +
+                                   " bytes: " + e.what());
         }
         if (pages == Pages::reserved && size > 0) {
             try {
@@ -222,21 +286,24 @@ void LocalDestroyed::create(LocalSegment& s, const std::string& segment, std::si
         LocalState::become(s, std::make_unique<LocalCreated>());
         return;
     }
-    throw ResourceError("cannot create shared memory segment '" + segment + "': other processes keep racing for it");
+    throw SciException("create", segment,
+                       "cannot create shared memory segment '" + segment + "': other processes keep racing for it");
 }
 
 void LocalCreated::map(LocalSegment& s) {
     try {
         objects.region.emplace(*objects.object, bip::read_write);
     } catch (const bip::interprocess_exception& e) {
-        throw ResourceError("cannot map shared memory segment '" + s.name() + "': " + e.what());
+        throw SciException("map", s.name(), "cannot map shared memory segment '" + s.name() + "': " + e.what());
     }
     LocalState::address(s) = static_cast<std::byte*>(objects.region->get_address());
     LocalState::become(s, std::make_unique<LocalMapped>());
 }
 
 void LocalCreated::destroy(LocalSegment& s) {
-    bip::shared_memory_object::remove(bip_name(s.name()).c_str());
+    const std::string unavailable = s.name() + std::string(LocalSegment::unavailable_suffix);
+    bip::shared_memory_object::remove(bip_name(s.is_available() ? s.name() : unavailable).c_str());
+    LocalState::available(s) = true;
     objects.object.reset(); // closes the descriptor and drops the lock
     LocalState::fd(s) = -1;
     LocalState::size(s) = 0;
@@ -282,6 +349,31 @@ void LocalSegment::unmap() {
 void LocalSegment::destroy() {
     state_->destroy(*this);
 }
+void LocalSegment::set_unavailable() {
+    if (is_destroyed()) throw UsageError("local segment '" + name_ + "': cannot make unavailable when destroyed");
+    if (!available_) return;
+    const std::string from = shm_path(name_), to = from + std::string(unavailable_suffix);
+    if (::rename(from.c_str(), to.c_str()) != 0) {
+        throw SciException("set unavailable", name_,
+                           "cannot make shared memory segment '" + name_ + "' unavailable: " + std::strerror(errno));
+    }
+    available_ = false;
+}
+
+void LocalSegment::set_available() {
+    if (is_destroyed()) throw UsageError("local segment '" + name_ + "': cannot make available when destroyed");
+    if (available_) return;
+    const std::string to = shm_path(name_), from = to + std::string(unavailable_suffix);
+    // RENAME_NOREPLACE: a process that took the name meanwhile keeps it.
+    if (::renameat2(AT_FDCWD, from.c_str(), AT_FDCWD, to.c_str(), RENAME_NOREPLACE) != 0) {
+        throw SciException("set available", name_,
+                           "cannot make shared memory segment '" + name_ + "' available again: " +
+                               (errno == EEXIST ? std::string("another segment of that name exists")
+                                                : std::string(std::strerror(errno))));
+    }
+    available_ = true;
+}
+
 bool LocalSegment::is_created() const noexcept {
     return dynamic_cast<const LocalCreated*>(state_.get()) != nullptr;
 }
@@ -358,7 +450,7 @@ bool RemoteDisconnected::connect(RemoteSegment& s, const std::string& segment) {
         object.emplace(bip::open_only, bip_name(segment).c_str(), bip::read_write);
     } catch (const bip::interprocess_exception& e) {
         if (e.get_error_code() == bip::not_found_error) return false;
-        throw ResourceError("cannot open shared memory segment '" + segment + "': " + e.what());
+        throw SciException("connect", segment, "cannot open shared memory segment '" + segment + "': " + e.what());
     }
     const int fd = object->get_mapping_handle().handle;
     if (::flock(fd, LOCK_SH | LOCK_NB) == 0) {
@@ -380,7 +472,7 @@ void RemoteConnected::map(RemoteSegment& s) {
     try {
         objects.region.emplace(*objects.object, bip::read_write, 0, s.size());
     } catch (const bip::interprocess_exception& e) {
-        throw ResourceError("cannot map shared memory segment '" + s.name() + "': " + e.what());
+        throw SciException("map", s.name(), "cannot map shared memory segment '" + s.name() + "': " + e.what());
     }
     RemoteState::address(s) = static_cast<std::byte*>(objects.region->get_address());
     RemoteState::become(s, std::make_unique<RemoteMapped>());
@@ -463,7 +555,7 @@ void Sequence::copy(std::byte* dst, std::span<const std::span<std::byte>> fragme
         if (at != dst) *dst = ~*dst; // the emulated link damaged the transfer
         retries_.fetch_add(1, std::memory_order_relaxed);
     }
-    throw ResourceError("transfer failed " + std::to_string(max_attempts) + " times in a row");
+    throw SciException("transfer", {}, "transfer failed " + std::to_string(max_attempts) + " times in a row");
 }
 
 namespace {
@@ -508,7 +600,14 @@ void Sequence::copy_streaming(std::byte* dst, std::span<const std::span<std::byt
         if (at != dst) *dst = ~*dst; // the emulated link damaged the transfer
         retries_.fetch_add(1, std::memory_order_relaxed);
     }
-    throw ResourceError("transfer failed " + std::to_string(max_attempts) + " times in a row");
+    throw SciException("transfer", {}, "transfer failed " + std::to_string(max_attempts) + " times in a row");
+}
+
+void Sequence::barrier() noexcept {
+#if defined(__x86_64__)
+    _mm_sfence(); // orders non-temporal stores, which the fence below does not
+#endif
+    std::atomic_thread_fence(std::memory_order_seq_cst);
 }
 
 void Sequence::copy(std::byte* dst, const void* src, std::size_t n) {
@@ -526,7 +625,8 @@ void Sequence::write_word(std::uint32_t* word, std::uint32_t value, std::uint32_
         ref.store(stale, std::memory_order_release); // a repeated, stale control word
         retries_.fetch_add(1, std::memory_order_relaxed);
     }
-    throw ResourceError("control word transfer failed " + std::to_string(max_attempts) + " times in a row");
+    throw SciException("transfer", {},
+                       "control word transfer failed " + std::to_string(max_attempts) + " times in a row");
 }
 
 namespace {

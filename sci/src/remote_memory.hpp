@@ -3,19 +3,23 @@
 // backend in which every process of a host is an SCI node and a "remote segment" is
 // a POSIX shared-memory object of another process, mapped with Boost.Interprocess.
 //
-// - VirtualDevice: the channel to the (emulated) driver; it names segments by
-//   user, partition, node id and segment id.
+// - VirtualDevice: the channel to the (emulated) driver, a static one and dynamic
+//   ones, open until closed; it names segments by user, partition, node id and
+//   segment id.
 // - LocalSegment: memory this process offers to others; destroyed -> created ->
-//   mapped (State pattern). The owner holds an exclusive flock on the object for
-//   its whole life, so others can tell a live owner from a dead one.
+//   mapped (State pattern), available or not to remote nodes. The owner holds an
+//   exclusive flock on the object for its whole life, so others can tell a live
+//   owner from a dead one.
 // - RemoteSegment: another node's segment; disconnected -> connected -> mapped.
-// - Sequence: checks a transfer for errors, resets, and drives retries. The
+// - Sequence: checks a transfer for errors, resets its error count, makes store
+//   barriers, and drives retries. Failures are SciException (msgpass/sci/error.hpp). The
 //   emulation can inject transfer errors (rate and seed from the configuration):
 //   an injected error damages the copy or repeats the stale control word, and the
 //   sequence reports it, so the retry path is exercised, not assumed.
 #pragma once
 
 #include <msgpass/error.hpp>
+#include <msgpass/sci/error.hpp>
 #include <msgpass/sci/naming.hpp>
 
 #include <atomic>
@@ -28,14 +32,30 @@
 #include <random>
 #include <span>
 #include <string>
+#include <string_view>
 
 namespace msgpass::sci {
 
+// The seed's two kinds of device (OOSISCI, "Virtual devices"): one statically
+// allocated (instance(), a singleton, scoped to the default partition) and any number
+// made dynamically (the constructor, one per factory: a process may hold factories of
+// several partitions). A device is open from its construction until close(); open()
+// opens it again. Opening checks that the emulated driver, the shared-memory
+// directory, can be used (a directory this process may create files in) and throws
+// SciException("open") naming it otherwise; naming a segment through a closed device
+// is a UsageError.
 class VirtualDevice {
 public:
     // A device scoped to a partition (names of segments embed user and partition), with
     // the SCI node id of each node's machine (a node not listed has none).
     explicit VirtualDevice(std::string partition, std::map<NodeId, std::optional<std::uint32_t>> sci_node_ids = {});
+    // The statically allocated device, scoped to the partition a configuration names
+    // by default ("msgpass"), opened on first use.
+    static VirtualDevice& instance();
+
+    void open();
+    void close() noexcept { open_ = false; }
+    [[nodiscard]] bool is_open() const noexcept { return open_; }
 
     // The name of a node's segment or region, by sci::segment_name (naming.hpp).
     [[nodiscard]] std::string segment_name(NodeId node, std::uint32_t segment_id, const std::string& suffix = {}) const;
@@ -47,6 +67,7 @@ private:
     std::string partition_;
     std::string user_;
     std::map<NodeId, std::optional<std::uint32_t>> sci_node_ids_;
+    bool open_ = false;
 };
 
 // A mapping of a shared-memory object into this process.
@@ -84,8 +105,8 @@ public:
     ~LocalSegment() override;
 
     // Creates the object mode 0600. A segment of the same name left by a dead
-    // process is removed and replaced; a live owner makes this throw ResourceError
-    // naming the owner's segment. With Pages::reserved, a /dev/shm without room for
+    // process is removed and replaced; a live owner makes this throw SegmentInUse
+    // naming the segment and, when it can be told, the owner's pid. With Pages::reserved, a /dev/shm without room for
     // size bytes makes it throw ResourceError naming the segment, its size and
     // /dev/shm (and nothing is left behind).
     void create(const std::string& name, std::size_t size, Pages pages = Pages::reserved);
@@ -98,6 +119,20 @@ public:
     // Unmaps if needed and removes the object.
     void destroy();
 
+    // Makes the segment unavailable to remote nodes and available again (the seed's
+    // SCISetSegmentUnavailable/Available). A created segment is available. While it
+    // is unavailable, RemoteSegment::connect to its name finds nothing (and retries
+    // later, as for a segment not yet created); nodes connected already keep their
+    // mapping, and see replaced() (the name no longer designates what they mapped).
+    // The object is moved aside under the name followed by unavailable_suffix, so that
+    // msgpass-run's clean-up of the partition still finds it. set_available throws
+    // SciException("set available") when another segment took the name meanwhile.
+    // Both are UsageErrors on a destroyed segment; each is a no-op when already so.
+    void set_available();
+    void set_unavailable();
+    [[nodiscard]] bool is_available() const noexcept { return !is_destroyed() && available_; }
+    static constexpr std::string_view unavailable_suffix = ".unavailable";
+
     [[nodiscard]] bool is_created() const noexcept;
     [[nodiscard]] bool is_mapped() const noexcept override;
     [[nodiscard]] bool is_destroyed() const noexcept;
@@ -107,6 +142,7 @@ private:
     std::unique_ptr<State> state_;
     int fd_ = -1;
     std::size_t reserved_ = 0; // [0, reserved_) has its pages
+    bool available_ = true;    // false: the object lies under name_ + unavailable_suffix
 };
 
 class RemoteSegment final : public MemorySegment {
@@ -179,6 +215,12 @@ public:
     void write_word(std::uint32_t* word, std::uint32_t value, std::uint32_t stale);
 
     [[nodiscard]] std::uint64_t retries() const noexcept { return retries_.load(std::memory_order_relaxed); }
+    // Resets the error counter (the seed's SCIResetSequence): retries() counts from 0.
+    void reset() noexcept { retries_.store(0, std::memory_order_relaxed); }
+    // A store barrier (the seed's SCIStoreBarrier): every store made through this
+    // sequence, non-temporal ones included, is visible to the remote node before any
+    // store made after it.
+    static void barrier() noexcept;
 
     static constexpr int max_attempts = 64;
 

@@ -124,7 +124,18 @@ Transport::Transport(TransportParameters parameters)
                           std::to_string(needed) + " bytes, found " + std::to_string(sci.recv_seg_size));
     }
 
-    segment_.create(device_.segment_name(parameters_.self, sci.recv_seg_id), control_block_size + sci.recv_seg_size);
+    try {
+        segment_.create(device_.segment_name(parameters_.self, sci.recv_seg_id),
+                        control_block_size + sci.recv_seg_size);
+    } catch (const SegmentInUse& e) {
+        // Name what the operator must look for: which node id, which partition, which process.
+        throw SciException("create", e.segment(),
+                           "node id " + std::to_string(parameters_.self) + " of partition '" + parameters_.partition +
+                               "' is already running on this host" +
+                               (e.holder() > 0 ? " as process " + std::to_string(e.holder()) : std::string()) +
+                               " (it holds the shared memory segment '" + e.segment() +
+                               "'): is another process running with the same node id in this partition?");
+    }
     segment_.map();
     base_ = segment_.address();
     control_ = new (base_) ControlBlock{};

@@ -7,15 +7,74 @@
  * that no sum or product leaves the range of a signed char. */
 #include "check.h"
 
+#include <complex.h>
+#include <stdbool.h>
+#include <stdint.h>
 #include <string.h>
+#include <wchar.h>
 
-static const MPI_Datatype types[] = {MPI_CHAR,  MPI_SIGNED_CHAR,    MPI_UNSIGNED_CHAR, MPI_BYTE,
-                                     MPI_SHORT, MPI_UNSIGNED_SHORT, MPI_INT,           MPI_UNSIGNED,
-                                     MPI_LONG,  MPI_UNSIGNED_LONG,  MPI_LONG_LONG,     MPI_UNSIGNED_LONG_LONG,
-                                     MPI_FLOAT, MPI_DOUBLE};
-static const char* const type_names[] = {
-    "CHAR",          "SIGNED_CHAR", "UNSIGNED_CHAR",      "BYTE",  "SHORT", "UNSIGNED_SHORT", "INT", "UNSIGNED", "LONG",
-    "UNSIGNED_LONG", "LONG_LONG",   "UNSIGNED_LONG_LONG", "FLOAT", "DOUBLE"};
+static const MPI_Datatype types[] = {MPI_CHAR,
+                                     MPI_SIGNED_CHAR,
+                                     MPI_UNSIGNED_CHAR,
+                                     MPI_BYTE,
+                                     MPI_SHORT,
+                                     MPI_UNSIGNED_SHORT,
+                                     MPI_INT,
+                                     MPI_UNSIGNED,
+                                     MPI_LONG,
+                                     MPI_UNSIGNED_LONG,
+                                     MPI_LONG_LONG,
+                                     MPI_UNSIGNED_LONG_LONG,
+                                     MPI_FLOAT,
+                                     MPI_DOUBLE,
+                                     MPI_LONG_DOUBLE,
+                                     MPI_INT8_T,
+                                     MPI_INT16_T,
+                                     MPI_INT32_T,
+                                     MPI_INT64_T,
+                                     MPI_UINT8_T,
+                                     MPI_UINT16_T,
+                                     MPI_UINT32_T,
+                                     MPI_UINT64_T,
+                                     MPI_C_BOOL,
+                                     MPI_WCHAR,
+                                     MPI_AINT,
+                                     MPI_OFFSET,
+                                     MPI_COUNT,
+                                     MPI_C_FLOAT_COMPLEX,
+                                     MPI_C_DOUBLE_COMPLEX,
+                                     MPI_C_LONG_DOUBLE_COMPLEX};
+static const char* const type_names[] = {"CHAR",
+                                         "SIGNED_CHAR",
+                                         "UNSIGNED_CHAR",
+                                         "BYTE",
+                                         "SHORT",
+                                         "UNSIGNED_SHORT",
+                                         "INT",
+                                         "UNSIGNED",
+                                         "LONG",
+                                         "UNSIGNED_LONG",
+                                         "LONG_LONG",
+                                         "UNSIGNED_LONG_LONG",
+                                         "FLOAT",
+                                         "DOUBLE",
+                                         "LONG_DOUBLE",
+                                         "INT8_T",
+                                         "INT16_T",
+                                         "INT32_T",
+                                         "INT64_T",
+                                         "UINT8_T",
+                                         "UINT16_T",
+                                         "UINT32_T",
+                                         "UINT64_T",
+                                         "C_BOOL",
+                                         "WCHAR",
+                                         "AINT",
+                                         "OFFSET",
+                                         "COUNT",
+                                         "C_FLOAT_COMPLEX",
+                                         "C_DOUBLE_COMPLEX",
+                                         "C_LONG_DOUBLE_COMPLEX"};
 enum { n_types = sizeof types / sizeof types[0] };
 static const MPI_Op ops[] = {MPI_SUM, MPI_PROD, MPI_MAX,  MPI_MIN, MPI_LAND,
                              MPI_LOR, MPI_LXOR, MPI_BAND, MPI_BOR, MPI_BXOR};
@@ -25,7 +84,10 @@ enum { n_ops = sizeof ops / sizeof ops[0] };
 /* Whether the standard defines op on type: arithmetic on every type here, logical on
  * the integer types, bitwise on the integer types and MPI_BYTE. */
 static int defined(int op, MPI_Datatype t) {
-    const int floating = t == MPI_FLOAT || t == MPI_DOUBLE;
+    const int complex_type = t == MPI_C_FLOAT_COMPLEX || t == MPI_C_DOUBLE_COMPLEX || t == MPI_C_LONG_DOUBLE_COMPLEX;
+    if (complex_type) return ops[op] == MPI_SUM || ops[op] == MPI_PROD;
+    if (t == MPI_C_BOOL) return ops[op] == MPI_LAND || ops[op] == MPI_LOR || ops[op] == MPI_LXOR;
+    const int floating = t == MPI_FLOAT || t == MPI_DOUBLE || t == MPI_LONG_DOUBLE;
     if (ops[op] == MPI_LAND || ops[op] == MPI_LOR || ops[op] == MPI_LXOR) return !floating && t != MPI_BYTE;
     if (ops[op] == MPI_BAND || ops[op] == MPI_BOR || ops[op] == MPI_BXOR) return !floating;
     return 1;
@@ -57,8 +119,42 @@ static void set(MPI_Datatype t, void* buf, int i, long long v) {
         ((unsigned long long*)buf)[i] = (unsigned long long)v;
     else if (t == MPI_FLOAT)
         ((float*)buf)[i] = (float)v;
-    else
+    else if (t == MPI_DOUBLE)
         ((double*)buf)[i] = (double)v;
+    else if (t == MPI_LONG_DOUBLE)
+        ((long double*)buf)[i] = (long double)v;
+    else if (t == MPI_INT8_T)
+        ((int8_t*)buf)[i] = (int8_t)v;
+    else if (t == MPI_INT16_T)
+        ((int16_t*)buf)[i] = (int16_t)v;
+    else if (t == MPI_INT32_T)
+        ((int32_t*)buf)[i] = (int32_t)v;
+    else if (t == MPI_INT64_T)
+        ((int64_t*)buf)[i] = (int64_t)v;
+    else if (t == MPI_UINT8_T)
+        ((uint8_t*)buf)[i] = (uint8_t)v;
+    else if (t == MPI_UINT16_T)
+        ((uint16_t*)buf)[i] = (uint16_t)v;
+    else if (t == MPI_UINT32_T)
+        ((uint32_t*)buf)[i] = (uint32_t)v;
+    else if (t == MPI_UINT64_T)
+        ((uint64_t*)buf)[i] = (uint64_t)v;
+    else if (t == MPI_C_BOOL)
+        ((bool*)buf)[i] = v != 0;
+    else if (t == MPI_WCHAR)
+        ((wchar_t*)buf)[i] = (wchar_t)v;
+    else if (t == MPI_AINT)
+        ((MPI_Aint*)buf)[i] = (MPI_Aint)v;
+    else if (t == MPI_OFFSET)
+        ((MPI_Offset*)buf)[i] = (MPI_Offset)v;
+    else if (t == MPI_COUNT)
+        ((MPI_Count*)buf)[i] = (MPI_Count)v;
+    else if (t == MPI_C_FLOAT_COMPLEX)
+        ((float complex*)buf)[i] = (float)v;
+    else if (t == MPI_C_DOUBLE_COMPLEX)
+        ((double complex*)buf)[i] = (double)v;
+    else
+        ((long double complex*)buf)[i] = (long double)v;
 }
 
 static long long get(MPI_Datatype t, const void* buf, int i) {
@@ -74,7 +170,33 @@ static long long get(MPI_Datatype t, const void* buf, int i) {
     if (t == MPI_LONG_LONG) return ((const long long*)buf)[i];
     if (t == MPI_UNSIGNED_LONG_LONG) return (long long)((const unsigned long long*)buf)[i];
     if (t == MPI_FLOAT) return (long long)((const float*)buf)[i];
-    return (long long)((const double*)buf)[i];
+    if (t == MPI_DOUBLE) return (long long)((const double*)buf)[i];
+    if (t == MPI_LONG_DOUBLE) return (long long)((const long double*)buf)[i];
+    if (t == MPI_INT8_T) return ((const int8_t*)buf)[i];
+    if (t == MPI_INT16_T) return ((const int16_t*)buf)[i];
+    if (t == MPI_INT32_T) return ((const int32_t*)buf)[i];
+    if (t == MPI_INT64_T) return ((const int64_t*)buf)[i];
+    if (t == MPI_UINT8_T) return ((const uint8_t*)buf)[i];
+    if (t == MPI_UINT16_T) return ((const uint16_t*)buf)[i];
+    if (t == MPI_UINT32_T) return ((const uint32_t*)buf)[i];
+    if (t == MPI_UINT64_T) return (long long)((const uint64_t*)buf)[i];
+    if (t == MPI_C_BOOL) return ((const bool*)buf)[i];
+    if (t == MPI_WCHAR) return ((const wchar_t*)buf)[i];
+    if (t == MPI_AINT) return ((const MPI_Aint*)buf)[i];
+    if (t == MPI_OFFSET) return ((const MPI_Offset*)buf)[i];
+    if (t == MPI_COUNT) return ((const MPI_Count*)buf)[i];
+    /* the complex types: the values are real, so is every sum and product; a stray
+     * imaginary part shows as a wrong value */
+    if (t == MPI_C_FLOAT_COMPLEX) {
+        const float complex z = ((const float complex*)buf)[i];
+        return cimagf(z) != 0 ? -999 : (long long)crealf(z);
+    }
+    if (t == MPI_C_DOUBLE_COMPLEX) {
+        const double complex z = ((const double complex*)buf)[i];
+        return cimag(z) != 0 ? -999 : (long long)creal(z);
+    }
+    const long double complex z = ((const long double complex*)buf)[i];
+    return cimagl(z) != 0 ? -999 : (long long)creall(z);
 }
 
 /* The value rank r contributes at position i for op. */
@@ -116,13 +238,19 @@ static long long expected(int op, int size, int i) {
     return acc;
 }
 
+/* What type t holds of the expected value (C's bool keeps only whether it is 0). */
+static long long want(MPI_Datatype t, int op, int size, int i) {
+    const long long e = expected(op, size, i);
+    return t == MPI_C_BOOL ? e != 0 : e;
+}
+
 static void check_reductions(MPI_Comm comm) {
     int rank = 0;
     int size = 0;
     MPI_Comm_rank(comm, &rank);
     MPI_Comm_size(comm, &size);
-    void* send = malloc(1001 * 8);
-    void* recv = malloc(1001 * 8);
+    void* send = malloc(1001 * 32);
+    void* recv = malloc(1001 * 32);
     for (int t = 0; t < n_types; ++t) {
         for (int o = 0; o < n_ops; ++o) {
             if (!defined(o, types[t])) continue;
@@ -137,22 +265,22 @@ static void check_reductions(MPI_Comm comm) {
                 CHECK(MPI_Reduce(send, recv, n, types[t], ops[o], root, comm) == MPI_SUCCESS, "reduce");
                 if (rank == root)
                     for (int i = 0; i < n; ++i)
-                        CHECK(get(types[t], recv, i) == expected(o, size, i),
+                        CHECK(get(types[t], recv, i) == want(types[t], o, size, i),
                               "Reduce %s %s count %d root %d [%d]: %lld, expected %lld", op_names[o], type_names[t], n,
-                              root, i, get(types[t], recv, i), expected(o, size, i));
+                              root, i, get(types[t], recv, i), want(types[t], o, size, i));
                 CHECK(MPI_Allreduce(send, recv, n, types[t], ops[o], comm) == MPI_SUCCESS, "allreduce");
                 for (int i = 0; i < n; ++i)
-                    CHECK(get(types[t], recv, i) == expected(o, size, i),
+                    CHECK(get(types[t], recv, i) == want(types[t], o, size, i),
                           "Allreduce %s %s count %d [%d]: %lld, expected %lld", op_names[o], type_names[t], n, i,
-                          get(types[t], recv, i), expected(o, size, i));
+                          get(types[t], recv, i), want(types[t], o, size, i));
                 /* in place */
                 for (int i = 0; i < n; ++i)
                     set(types[t], recv, i, value(o, rank, i));
                 CHECK(MPI_Allreduce(MPI_IN_PLACE, recv, n, types[t], ops[o], comm) == MPI_SUCCESS,
                       "allreduce in place");
                 for (int i = 0; i < n; ++i)
-                    CHECK(get(types[t], recv, i) == expected(o, size, i), "Allreduce in place %s %s [%d]", op_names[o],
-                          type_names[t], i);
+                    CHECK(get(types[t], recv, i) == want(types[t], o, size, i), "Allreduce in place %s %s [%d]",
+                          op_names[o], type_names[t], i);
             }
         }
     }

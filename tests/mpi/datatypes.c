@@ -414,6 +414,87 @@ static void test_pack(void) {
     MPI_Type_free(&column);
 }
 
+/* A type of no data (hindexed of zero-length blocks) counts 0 of a message of no
+ * bytes (it divided by zero once); MPI_Get_address gives the distance of two
+ * elements of an array. */
+static void test_zero_size(void) {
+    WHERE("datatypes: zero-size type and MPI_Get_address");
+    int lengths[2] = {0, 0};
+    MPI_Aint displs[2] = {0, 16};
+    MPI_Datatype empty;
+    MPI_Type_create_hindexed(2, lengths, displs, MPI_INT, &empty);
+    MPI_Type_commit(&empty);
+    int size = -1;
+    MPI_Type_size(empty, &size);
+    CHECK(size == 0, "size %d", size);
+    int dummy = 0;
+    MPI_Status st;
+    MPI_Sendrecv(&dummy, 1, empty, rank_, 11, &dummy, 1, empty, rank_, 11, MPI_COMM_WORLD, &st);
+    int n = -1;
+    CHECK(MPI_Get_count(&st, empty, &n) == MPI_SUCCESS && n == 0, "count %d of nothing", n);
+    MPI_Type_free(&empty);
+    int array[8];
+    MPI_Aint first = 0, fourth = 0;
+    MPI_Get_address(&array[0], &first);
+    MPI_Get_address(&array[3], &fourth);
+    CHECK(fourth - first == 3 * (MPI_Aint)sizeof(int), "address distance %ld", (long)(fourth - first));
+}
+
+/* Names of types, MPI_Reduce_local, the _x queries and the status setters. */
+static void test_misc(void) {
+    WHERE("datatypes: names");
+    char name[MPI_MAX_OBJECT_NAME];
+    int len = -1;
+    MPI_Type_get_name(MPI_DOUBLE, name, &len);
+    CHECK(strcmp(name, "MPI_DOUBLE") == 0 && len == 10, "MPI_DOUBLE is named '%s' (%d)", name, len);
+    MPI_Datatype pair;
+    MPI_Type_contiguous(2, MPI_INT, &pair);
+    MPI_Type_get_name(pair, name, &len);
+    CHECK(len == 0 && name[0] == '\0', "a derived type is named '%s'", name);
+    MPI_Type_set_name(pair, "two ints");
+    MPI_Type_get_name(pair, name, &len);
+    CHECK(strcmp(name, "two ints") == 0 && len == 8, "renamed to '%s'", name);
+
+    WHERE("datatypes: reduce_local");
+    int in[4] = {1, 2, 3, 4}, inout[4] = {10, 20, 30, 40};
+    MPI_Type_commit(&pair);
+    CHECK(MPI_Reduce_local(in, inout, 2, pair, MPI_SUM) == MPI_SUCCESS, "reduce_local");
+    CHECK(inout[0] == 11 && inout[1] == 22 && inout[2] == 33 && inout[3] == 44, "reduce_local: %d %d %d %d", inout[0],
+          inout[1], inout[2], inout[3]);
+    MPI_Reduce_local(in, inout, 4, MPI_INT, MPI_MAX);
+    CHECK(inout[0] == 11 && inout[3] == 44, "reduce_local max");
+
+    WHERE("datatypes: status setters and _x queries");
+    MPI_Status st;
+    memset(&st, 0, sizeof st);
+    MPI_Status_set_elements(&st, pair, 6); /* 6 ints: 3 pairs */
+    int n = -1;
+    MPI_Get_count(&st, pair, &n);
+    CHECK(n == 3, "count of 6 ints as pairs: %d", n);
+    MPI_Count nx = -1;
+    MPI_Get_elements_x(&st, pair, &nx);
+    CHECK(nx == 6, "elements_x: %lld", (long long)nx);
+    int flag = -1;
+    MPI_Status_set_cancelled(&st, 1);
+    MPI_Test_cancelled(&st, &flag);
+    CHECK(flag == 1, "set_cancelled");
+    MPI_Count lb = -1, extent = -1;
+    MPI_Type_get_true_extent_x(pair, &lb, &extent);
+    CHECK(lb == 0 && extent == 2 * (MPI_Count)sizeof(int), "true extent %lld %lld", (long long)lb, (long long)extent);
+    MPI_Type_free(&pair);
+
+    WHERE("datatypes: a struct of a char and a float complex is aligned as a float");
+    int lengths[2] = {1, 1};
+    MPI_Aint displs[2] = {0, 4};
+    MPI_Datatype types[2] = {MPI_CHAR, MPI_C_FLOAT_COMPLEX};
+    MPI_Datatype s;
+    MPI_Type_create_struct(2, lengths, displs, types, &s);
+    MPI_Aint slb = -1, sextent = -1;
+    MPI_Type_get_extent(s, &slb, &sextent);
+    CHECK(sextent == 12, "extent %ld, expected 12 (C lays out struct { char c; float complex z; } so)", (long)sextent);
+    MPI_Type_free(&s);
+}
+
 int main(int argc, char** argv) {
     MPI_Init(&argc, &argv);
     MPI_Comm_rank(MPI_COMM_WORLD, &rank_);
@@ -424,6 +505,8 @@ int main(int argc, char** argv) {
     test_p2p();
     test_collectives();
     test_pack();
+    test_zero_size();
+    test_misc();
     MPI_Barrier(MPI_COMM_WORLD);
     if (rank_ == 0) printf("datatypes: passed on %d ranks\n", size_);
     MPI_Finalize();

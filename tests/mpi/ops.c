@@ -148,6 +148,15 @@ int main(int argc, char** argv) {
           sum_type_seen);
     MPI_Type_free(&evens);
 
+    WHERE("ops: freed while a reduction uses it");
+    MPI_Op inflight;
+    MPI_Op_create(usum, 1, &inflight);
+    MPI_Request pending;
+    MPI_Iallreduce(a, b, 16, MPI_UNSIGNED, inflight, MPI_COMM_WORLD, &pending);
+    CHECK(MPI_Op_free(&inflight) == MPI_SUCCESS && inflight == MPI_OP_NULL, "free during the reduction");
+    CHECK(MPI_Wait(&pending, MPI_STATUS_IGNORE) == MPI_SUCCESS, "the reduction whose operation was freed meanwhile");
+    CHECK(memcmp(b, c, sizeof b) == 0, "the reduction whose operation was freed meanwhile agrees with MPI_SUM");
+
     WHERE("ops: free");
     CHECK(MPI_Op_free(&sum) == MPI_SUCCESS && sum == MPI_OP_NULL, "op_free");
     MPI_Op old = mul;

@@ -199,6 +199,119 @@ TEST(RemoteMemory, LocalSegmentGoesFromDestroyedToCreatedToMappedAndRefusesOther
     EXPECT_TRUE(remote.replaced());
 }
 
+// The message of the UsageError that call throws, or "" when it throws none.
+template <class Call>
+std::string usage_error_of(Call&& call) {
+    try {
+        call();
+    } catch (const UsageError& e) {
+        return e.what();
+    }
+    return "";
+}
+
+// OOSISCI's availability: an unavailable segment cannot be connected to (a new node
+// finds nothing and retries later), a node connected already keeps its mapping, and
+// made available again the segment is the same memory under its own name.
+TEST(RemoteMemory, AnUnavailableSegmentRefusesNewConnectionsKeepsMappedOnesAndComesBack) {
+    const SegmentCleanup segments(partition_for_test());
+    sci::VirtualDevice device(segments.partition());
+    const std::string name = device.segment_name(1, 8);
+    LocalSegment owner;
+    EXPECT_FALSE(owner.is_available());
+    EXPECT_NE(usage_error_of([&] { owner.set_unavailable(); }).find("cannot make unavailable when destroyed"),
+              std::string::npos);
+    owner.create(name, 8192);
+    owner.map();
+    EXPECT_TRUE(owner.is_available());
+    RemoteSegment early;
+    ASSERT_TRUE(early.connect(name));
+    early.map();
+
+    owner.set_unavailable();
+    EXPECT_FALSE(owner.is_available());
+    RemoteSegment late;
+    EXPECT_FALSE(late.connect(name)) << "a new node connected to an unavailable segment";
+    owner.address()[7] = std::byte{9};
+    EXPECT_EQ(early.address()[7], std::byte{9}) << "the node connected before lost its mapping";
+    EXPECT_TRUE(early.replaced());
+    owner.set_unavailable(); // already so: nothing changes
+
+    owner.set_available();
+    EXPECT_TRUE(owner.is_available());
+    ASSERT_TRUE(late.connect(name));
+    late.map();
+    EXPECT_EQ(late.address()[7], std::byte{9}) << "made available again, the name shows other memory";
+
+    // Destroyed while unavailable, neither name is left in /dev/shm.
+    owner.set_unavailable();
+    owner.destroy();
+    struct stat st {};
+    EXPECT_NE(::stat(sci::shm_path(name).c_str(), &st), 0);
+    EXPECT_NE(::stat((sci::shm_path(name) + std::string(LocalSegment::unavailable_suffix)).c_str(), &st), 0)
+        << "the segment put aside outlived destroy()";
+}
+
+// While a segment is unavailable another process may take its name (a new owner of
+// the same node id): making it available again does not replace that one.
+TEST(RemoteMemory, MakingASegmentAvailableNeverTakesTheNameFromAnotherSegment) {
+    const SegmentCleanup segments(partition_for_test());
+    sci::VirtualDevice device(segments.partition());
+    const std::string name = device.segment_name(1, 8);
+    LocalSegment first, second;
+    first.create(name, 4096);
+    first.set_unavailable();
+    second.create(name, 4096);
+    try {
+        first.set_available();
+        ADD_FAILURE() << "set_available took the name of a live segment";
+    } catch (const sci::SciException& e) {
+        EXPECT_EQ(e.operation(), "set available");
+        EXPECT_EQ(e.segment(), name);
+        EXPECT_NE(e.message().find("another segment of that name exists"), std::string::npos) << e.message();
+    }
+    EXPECT_FALSE(first.is_available());
+    EXPECT_TRUE(second.is_available());
+}
+
+// OOSISCI's devices: one statically allocated for the default partition, others made
+// at will; a closed device names no segment until it is opened again.
+TEST(RemoteMemory, AVirtualDeviceIsOpenUntilClosedAndTheStaticOneServesTheDefaultPartition) {
+    sci::VirtualDevice& fixed = sci::VirtualDevice::instance();
+    EXPECT_EQ(&fixed, &sci::VirtualDevice::instance()) << "the static device is not one object";
+    EXPECT_TRUE(fixed.is_open());
+    EXPECT_EQ(fixed.partition(), config::Configuration{}.partition);
+
+    sci::VirtualDevice device(partition_for_test());
+    EXPECT_TRUE(device.is_open());
+    const std::string name = device.segment_name(1, 8);
+    device.close();
+    EXPECT_FALSE(device.is_open());
+    EXPECT_NE(usage_error_of([&] { (void)device.segment_name(1, 8); }).find("cannot name a segment when closed"),
+              std::string::npos);
+    device.open();
+    EXPECT_EQ(device.segment_name(1, 8), name);
+}
+
+// OOSISCI's sequences reset their error counters; a store barrier orders what was
+// written through the sequence before what follows.
+TEST(RemoteMemory, ASequenceResetsItsErrorCount) {
+    sci::ErrorInjector injector(0.5, 3);
+    sci::Sequence sequence(&injector);
+    std::vector<std::byte> src(64, std::byte{5}), dst(64);
+    for (int i = 0; i < 50; ++i)
+        sequence.copy(dst.data(), src.data(), src.size());
+    ASSERT_GT(sequence.retries(), 0u);
+    sequence.reset();
+    EXPECT_EQ(sequence.retries(), 0u);
+    sci::ErrorInjector never(0.0, 3);
+    sci::Sequence clean(&never);
+    clean.copy(dst.data(), src.data(), src.size());
+    sci::Sequence::barrier();
+    EXPECT_EQ(clean.retries(), 0u);
+    EXPECT_EQ(dst, src);
+}
+
 TEST(RemoteMemory, ConnectingToAMissingSegmentFailsWithoutThrowing) {
     sci::VirtualDevice device(partition_for_test());
     RemoteSegment remote;
@@ -228,17 +341,6 @@ TEST(RemoteMemory, InjectedErrorsAreRetriedUntilTheTransferIsClean) {
         ASSERT_EQ(dst, src);
     }
     EXPECT_GT(sequence.retries(), 20u);
-}
-
-// The message of the UsageError that call throws, or "" when it throws none.
-template <class Call>
-std::string usage_error_of(Call&& call) {
-    try {
-        call();
-    } catch (const UsageError& e) {
-        return e.what();
-    }
-    return "";
 }
 
 TEST(RemoteMemory, RemoteSegmentGoesFromDisconnectedToConnectedToMappedAndRefusesOtherMoves) {
@@ -312,7 +414,9 @@ TEST(RemoteMemory, ATransferThatFailsEveryAttemptIsAResourceErrorAfterMaxAttempt
         try {
             sequence.copy(dst.data(), fragments);
             ADD_FAILURE() << "a copy that always fails returned";
-        } catch (const ResourceError& e) {
+        } catch (const sci::SciException& e) {
+            // The technology's exception class, naming the operation that failed.
+            EXPECT_EQ(e.operation(), "transfer");
             EXPECT_NE(std::string(e.what()).find("transfer failed 64 times in a row"), std::string::npos) << e.what();
         }
         EXPECT_EQ(sequence.retries(), attempts);
@@ -421,7 +525,11 @@ TEST(SciPeerLife, ASecondLiveProcessWithTheSameNodeIdFailsClearly) {
         auto second = NodeFactory::create(c, 1);
         FAIL() << "two factories claimed node id 1";
     } catch (const ResourceError& e) {
-        EXPECT_NE(std::string(e.what()).find("same node id"), std::string::npos) << e.what();
+        // The operator is told which node id, which partition and which process holds it.
+        const std::string what = e.what();
+        EXPECT_NE(what.find("same node id"), std::string::npos) << what;
+        EXPECT_NE(what.find("node id 1 of partition '" + c.partition + "'"), std::string::npos) << what;
+        EXPECT_NE(what.find("as process " + std::to_string(::getpid())), std::string::npos) << what;
     }
 }
 

@@ -7,6 +7,9 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <chrono>
+#include <climits>
+#include <cstdint>
 #include <ctime>
 #include <poll.h>
 #include <string>
@@ -71,7 +74,13 @@ void Epoll::remove(int fd) const noexcept {
 
 int Epoll::wait(std::span<epoll_event> events, std::chrono::nanoseconds timeout) const noexcept {
     const timespec ts = to_timespec(timeout);
-    return ::epoll_pwait2(fd_, events.data(), static_cast<int>(events.size()), &ts, nullptr);
+    const int n = ::epoll_pwait2(fd_, events.data(), static_cast<int>(events.size()), &ts, nullptr);
+    if (n >= 0 || errno != ENOSYS) return n;
+    // Without epoll_pwait2 (kernels before 5.11, valgrind): milliseconds, rounded up
+    // so that a deadline is never woken for early and spun on.
+    const auto ms = std::chrono::ceil<std::chrono::milliseconds>(std::max(timeout, std::chrono::nanoseconds{0}));
+    return ::epoll_wait(fd_, events.data(), static_cast<int>(events.size()),
+                        static_cast<int>(std::min<std::int64_t>(ms.count(), INT32_MAX)));
 }
 
 bool wait_readable(const WakeFd& wake, std::span<const int> fds, std::chrono::nanoseconds timeout) {

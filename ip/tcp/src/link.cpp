@@ -1,9 +1,11 @@
-// The connection of a TcpNode, one per pair and two-way (node.hpp): opening it (the
-// first of the two nodes to send opens it; the background thread connects and runs
-// the connector's side of the handshake, reconnect.hpp says when), the end of a
-// connection and what follows (a new one, or the loss of the peer), and the
-// background thread's timers and events. After a handshake the window (window.hpp)
-// resends from the peer's next expected message.
+// The link of one peer (link.hpp): Link's own methods (the epoll mask of the
+// connection, a failed write, the tie-break's test, the Hello, the loss raised from
+// the latch) and TcpNode's that drive the connection through its life, needing both
+// sides (node.hpp): opening it (the first of the two nodes to send opens it; the
+// background thread connects and runs the connector's side of the handshake,
+// reconnect.hpp says when), the end of a connection and what follows (a new one, or
+// the loss of the peer), and the background thread's timers and events. After a
+// handshake the window (window.hpp) resends from the peer's next expected message.
 #include "node.hpp"
 #include <msgpass/log.hpp>
 
@@ -19,6 +21,21 @@
 #include <unistd.h>
 
 namespace msgpass::tcp {
+
+Link::Link(std::shared_ptr<Shared> shared, const config::NodeConfig& peer)
+    : shared_(std::move(shared)), id_(peer.id), name_(peer.name),
+      reconnect_(shared_->parameters.backoff_min, shared_->parameters.backoff_max, shared_->parameters.peer_timeout) {
+    address_.text = ip::host_port(peer.host, peer.port);
+    if (peer.port == 0) return; // receive only: the peer cannot be reached
+    address_ = ip::resolve(peer.host, peer.port, SOCK_STREAM, false,
+                           peer.where.str() + ": nodes." + std::to_string(peer.id) + ".host");
+}
+
+Link::~Link() {
+    if (fd_ >= 0) ::close(fd_);
+    if (bell_fd_ >= 0) ::close(bell_fd_);
+    if (abandoned_fd_ >= 0) ::close(abandoned_fd_);
+}
 
 // Both locks. Closes the socket (it leaves the epoll set) and forgets what was
 // read or written of it: a partial frame is sent again whole on the next one.
@@ -59,7 +76,7 @@ void TcpNode::install(int fd) {
 // out_mutex_. The events the background thread watches: input while it reads (a
 // handshake, or acknowledgements the application does not read), room to write
 // while the socket is full; a close always.
-void TcpNode::update_epoll() {
+void Link::update_epoll() {
     if (fd_ < 0) return;
     std::uint32_t mask = EPOLLRDHUP;
     if (background_read_) mask |= EPOLLIN;
@@ -70,7 +87,7 @@ void TcpNode::update_epoll() {
 
 // out_mutex_. A write failed: the socket is shut down (a reader sees its end) and
 // the background thread ends the connection, holding both locks.
-void TcpNode::fail_write(const std::string& why) {
+void Link::fail_write(const std::string& why) {
     if (write_failed_) return;
     write_failed_ = true;
     write_failure_ = why;
@@ -303,7 +320,7 @@ std::optional<Clock::time_point> TcpNode::tick_sending(Clock::time_point now) {
     return next;
 }
 
-std::chrono::nanoseconds TcpNode::answer_check_period() const {
+std::chrono::nanoseconds Link::answer_check_period() const {
     const std::chrono::nanoseconds period = shared_->parameters.peer_timeout / 8;
     return std::clamp<std::chrono::nanoseconds>(period, std::chrono::milliseconds(1), std::chrono::milliseconds(100));
 }
@@ -352,7 +369,7 @@ bool TcpNode::check_answers(Clock::time_point now) {
 // because the application reads it (tick starts again when it stops).
 // False when the connection is not established (this thread reads a handshake or
 // the peer's resume frame).
-bool TcpNode::leave_reading(std::uint32_t generation) {
+bool Link::leave_reading(std::uint32_t generation) {
     std::lock_guard lock(out_mutex_);
     if (fd_ < 0 || (generation_ & 0xffffffu) != generation) return true; // an event of a closed connection
     if (state_ != State::established) return false;
@@ -436,7 +453,7 @@ void TcpNode::on_event(std::uint32_t generation, std::uint32_t events) {
 // out_mutex_. Writes this node's Hello on a connected socket. With a key, the Hello
 // carries a fresh nonce (kind hello_auth) and is kept: the Challenge's MAC and this
 // side's Proof cover it. A fresh socket takes its 160 bytes at once.
-bool TcpNode::send_hello(int fd) {
+bool Link::send_hello(int fd) {
     ssize_t wrote = 0;
     std::size_t size = 0;
     if (shared_->parameters.auth_key) {
@@ -645,31 +662,33 @@ void TcpNode::window_mismatch(std::uint64_t incarnation, std::uint64_t next_expe
     shared_->wake_io();
 }
 
-// An acknowledgement of every message before next_expected; false when it
-// acknowledges messages never sent.
-bool TcpNode::acknowledged(std::uint64_t next_expected) {
-    if (!window_.acknowledge(next_expected)) return false;
-    acked_base_.store(window_.acknowledged_to(), std::memory_order_relaxed);
-    trimmed();
-    return true;
-}
-
-// out_mutex_. An acknowledgement the reader saw but could not apply; what waits
-// is written after it (it may have waited for room among the unacknowledged) unless
-// the caller decides that itself (a send: its batch).
-void TcpNode::apply_pending_ack(bool write) {
-    if (!peer_ack_pending_.exchange(false)) return;
-    const std::uint64_t to = peer_ack_.load();
-    if (!acknowledged(to)) {
-        fail_write("an acknowledgement of message " + std::to_string(to) + " never sent");
-        return;
+void Link::throw_if_lost() {
+    if (!loss_.pending()) return;
+    if (auto loss = loss_.take()) {
+        stats_.error();
+        throw loss->error(id_);
     }
-    if (write && !window_.all_written() && state_ == State::established) write_pending();
 }
 
-void TcpNode::trimmed() {
-    queue_depth_.store(window_.queued(), std::memory_order_relaxed);
-    if (window_.empty()) out_changed_.notify_all();
+// out_mutex_. Both nodes connected at once: the connection of the lower node id
+// stays. The higher one drops its own attempt (it never carried a frame) and
+// takes the lower one's.
+bool Link::crosses_locked(Clock::time_point now) const {
+    const bool ours_in_flight = state_ == State::connecting || state_ == State::handshaking;
+    return shared_->parameters.self < id_ &&
+           (ours_in_flight || (opened_here_ && fd_ >= 0 && now - connected_at_ < crossing_window));
+}
+
+// Background thread: whether the application sent within ack_delay, as far as this
+// thread saw (it then applies the acknowledgements itself, at its next send).
+bool Link::sending(Clock::time_point now) {
+    const std::uint64_t sends = sends_.load(std::memory_order_relaxed);
+    if (sends != sends_seen_) {
+        sends_seen_ = sends;
+        sends_seen_at_ = now;
+        return true;
+    }
+    return now - sends_seen_at_ < ack_delay;
 }
 
 } // namespace msgpass::tcp

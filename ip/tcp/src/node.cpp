@@ -1,7 +1,8 @@
-// TcpNode (node.hpp), the facade of one peer: the application's receive calls,
-// the node's statistics, the loss of the peer, the fault injection of a reset and
-// the factory's shutdown of the connection. The send side is in sender.cpp, the
-// receive side in receiver.cpp, the connection in link.cpp (docs/tcp.md).
+// TcpNode (node.hpp), the facade of one peer: its construction from its rooms, the
+// application's receive calls, the node's statistics, the loss of the peer, the
+// fault injection of a reset and the factory's shutdown of the connection. The send
+// side is in sender.cpp, the receive side in receiver.cpp, the connection in
+// link.cpp (docs/tcp.md).
 #include "node.hpp"
 #include <msgpass/log.hpp>
 
@@ -39,33 +40,15 @@ void tune_socket(int fd, std::chrono::nanoseconds peer_timeout) {
 }
 
 TcpNode::TcpNode(std::shared_ptr<Shared> shared, const config::NodeConfig& peer)
-    : shared_(std::move(shared)), id_(peer.id), name_(peer.name),
-      reconnect_(shared_->parameters.backoff_min, shared_->parameters.backoff_max, shared_->parameters.peer_timeout) {
-    address_.text = ip::host_port(peer.host, peer.port);
-    if (peer.port == 0) return; // receive only: the peer cannot be reached
-    address_ = ip::resolve(peer.host, peer.port, SOCK_STREAM, false,
-                           peer.where.str() + ": nodes." + std::to_string(peer.id) + ".host");
-}
+    : Link(std::move(shared), peer), Sender(shared_, peer), Receiver(shared_, peer) {}
 
-TcpNode::~TcpNode() {
-    if (fd_ >= 0) ::close(fd_);
-    if (bell_fd_ >= 0) ::close(bell_fd_);
-    if (abandoned_fd_ >= 0) ::close(abandoned_fd_);
-}
+TcpNode::~TcpNode() = default;
 
 NodeStats TcpNode::stats() const noexcept {
     return stats_.snapshot(queue_depth_.load(std::memory_order_relaxed));
 }
 
 // ---------------------------------------------------------------- loss
-
-void TcpNode::throw_if_lost() {
-    if (!loss_.pending()) return;
-    if (auto loss = loss_.take()) {
-        stats_.error();
-        throw loss->error(id_);
-    }
-}
 
 // The peer incarnation died, or was given up for silence: everything it did not
 // acknowledge is counted and dropped. The numbering goes on (window.hpp): a peer
@@ -123,29 +106,6 @@ void TcpNode::close() {
 }
 
 // ---------------------------------------------------------------- receive
-
-// The next message of the inbox; at the marker of a restarted peer, the loss of its
-// old incarnation is raised (unless a send raised it already).
-BufferPtr TcpNode::take_locked(std::unique_lock<std::mutex>& lock) {
-    while (!inbox_.empty()) {
-        auto next = inbox_.pop();
-        if (!next.loss) {
-            --inbox_count_;
-            stats_.received(next.message->size());
-            takes_.fetch_add(1, std::memory_order_relaxed);
-            return std::move(next.message);
-        }
-        if (next.gap) { // the peer dropped messages to us here
-            stats_.error();
-            lock.unlock();
-            throw PeerLost(id_, next.gap->reason, next.gap->unacknowledged);
-        }
-        lock.unlock();
-        throw_if_lost(); // the lock is not held while the exception leaves
-        lock.lock();
-    }
-    return nullptr;
-}
 
 BufferPtr TcpNode::receive() {
     check_factory("receive");

@@ -1,9 +1,11 @@
-// The receive side of a TcpNode's connection (node.hpp): installing a connection
-// the peer opened (after the acceptor's side of the handshake, transport.cpp, and the
-// tie-break of two crossing connections), reading and parsing frames into the inbox,
-// and the acknowledgements this side owes (carried by its data frames, alone when
-// none go). The application's receive reads; the background thread reads when the
-// application does not and an acknowledgement is awaited.
+// The receive side of one peer: Receiver's methods (receiver.hpp), reading and
+// parsing frames into the inbox and taking messages out of it, and TcpNode's that
+// need the send side too: installing a connection the peer opened (after the
+// acceptor's side of the handshake, transport.cpp, and the tie-break of two
+// crossing connections), applying what a read found (acknowledgements, the peer's
+// resume), and the acknowledgements this side owes (carried by its data frames,
+// alone when none go). The application's receive reads; the background thread reads
+// when the application does not and an acknowledgement is awaited.
 #include "node.hpp"
 #include <msgpass/log.hpp>
 
@@ -21,15 +23,6 @@ namespace {
 constexpr std::size_t rx_capacity = 256 * 1024;
 
 } // namespace
-
-// out_mutex_. Both nodes connected at once: the connection of the lower node id
-// stays. The higher one drops its own attempt (it never carried a frame) and
-// takes the lower one's.
-bool TcpNode::crosses_locked(Clock::time_point now) const {
-    const bool ours_in_flight = state_ == State::connecting || state_ == State::handshaking;
-    return shared_->parameters.self < id_ &&
-           (ours_in_flight || (opened_here_ && fd_ >= 0 && now - connected_at_ < crossing_window));
-}
 
 bool TcpNode::crosses() const {
     std::lock_guard lock(out_mutex_);
@@ -67,7 +60,7 @@ bool TcpNode::accept_connection(int fd, std::uint64_t incarnation) {
 }
 
 // in_mutex_. Forgets what was read of the connection: a partial frame is sent again.
-void TcpNode::reset_in() {
+void Receiver::reset_in() {
     assembling_.reset();
     rx_begin_ = rx_end_ = 0;
 }
@@ -112,14 +105,14 @@ void TcpNode::send_ack_locked() {
 // acknowledgement every data frame carries), or ack_bytes since the last one written
 // alone. Counting only those written alone wrote one before every 64th reply of a
 // request-response exchange, which the reply itself acknowledged a moment later.
-bool TcpNode::ack_due() const {
+bool Receiver::ack_due() const {
     const std::uint64_t avail = ack_avail_.load(std::memory_order_relaxed);
     const std::uint64_t sent = ack_sent_.load(std::memory_order_relaxed);
     return (avail > sent && avail - sent >= shared_->parameters.ack_every) ||
            in_window_.ack_due(std::numeric_limits<std::uint64_t>::max(), shared_->parameters.ack_bytes);
 }
 
-void TcpNode::deliver(BufferPtr message) {
+void Receiver::deliver(BufferPtr message) {
     message->set_source(id_);
     in_window_.delivered(message->size());
     ++inbox_count_;
@@ -129,7 +122,7 @@ void TcpNode::deliver(BufferPtr message) {
 // Parses every whole frame in rx_: messages into the inbox, acknowledgements,
 // goodbye and resume into c; a data frame too large for what is left of rx_ becomes
 // the message being assembled, read straight into its buffer.
-void TcpNode::parse_in_buffer(Control& c) {
+void Receiver::parse_in_buffer(Control& c) {
     const auto& p = shared_->parameters;
     while (!assembling_ && rx_end_ - rx_begin_ >= sizeof(FrameHeader)) {
         FrameHeader h = decode(rx_.data() + rx_begin_);
@@ -234,7 +227,7 @@ void TcpNode::parse_in_buffer(Control& c) {
 
 // in_mutex_. Reads what the socket holds (a few rounds of the read buffer) and
 // parses it.
-TcpNode::Control TcpNode::read_in_side() {
+Receiver::Control Receiver::read_in_side() {
     Control c;
     if (rx_.empty()) rx_.resize(rx_capacity);
     for (int round = 0; round < 4 && fd_ >= 0 && framed_; ++round) {
@@ -340,18 +333,6 @@ void TcpNode::after_read(std::unique_lock<std::mutex>& in_lock, const Control& c
     if (c.delivered && ack_due()) send_ack();
 }
 
-// Background thread: whether the application sent within ack_delay, as far as this
-// thread saw (it then applies the acknowledgements itself, at its next send).
-bool TcpNode::sending(Clock::time_point now) {
-    const std::uint64_t sends = sends_.load(std::memory_order_relaxed);
-    if (sends != sends_seen_) {
-        sends_seen_ = sends;
-        sends_seen_at_ = now;
-        return true;
-    }
-    return now - sends_seen_at_ < ack_delay;
-}
-
 // Background thread: reads the connection for the acknowledgements the application
 // does not read (or the peer's resume frame, or the end of the connection). Both
 // locks are taken here (in_mutex_ first).
@@ -364,6 +345,31 @@ void TcpNode::read_background() {
         apply(c);
     }
     if (c.delivered || c.bad_ack || c.closed) shared_->wake_receivers();
+}
+
+// The next message of the inbox; at the marker of a restarted peer, the loss of its
+// old incarnation is raised (unless a send raised it already).
+BufferPtr Receiver::take_locked(std::unique_lock<std::mutex>& lock) {
+    while (!inbox_.empty()) {
+        auto next = inbox_.pop();
+        if (!next.loss) {
+            --inbox_count_;
+            // One taker at a time (in_mutex_): loads and stores, not locked
+            // read-modify-writes, three per message in a stream.
+            stats_.received_serialized(next.message->size());
+            takes_.store(takes_.load(std::memory_order_relaxed) + 1, std::memory_order_relaxed);
+            return std::move(next.message);
+        }
+        if (next.gap) { // the peer dropped messages to us here
+            stats_.error();
+            lock.unlock();
+            throw PeerLost(id_, next.gap->reason, next.gap->unacknowledged);
+        }
+        lock.unlock();
+        throw_if_lost(); // the lock is not held while the exception leaves
+        lock.lock();
+    }
+    return nullptr;
 }
 
 } // namespace msgpass::tcp

@@ -1,9 +1,10 @@
-// The send side of a TcpNode (node.hpp): send() numbers the message into the window
-// and writes it in the caller's thread when nothing is queued before it (a stream's
-// messages join a batch, written in one gathered sendmsg() at batch_messages or by
-// the background thread batch_window after it began); the control frames (resume,
-// skip, an acknowledgement alone) between data frames; flush; the wait for the
-// peer's acknowledgements before a clean close.
+// The send side of one peer: TcpNode's send(), which numbers the message into
+// Sender's window and writes it in the caller's thread when nothing is queued before
+// it (a stream's messages join a batch, written in one gathered sendmsg() at
+// batch_messages or by the background thread batch_window after it began), and
+// flush; Sender's methods (sender.hpp): the gathered writes, the control frames
+// (resume, skip, an acknowledgement alone) between data frames, the acknowledgements
+// applied to the window, the wait for them before a clean close.
 #include "node.hpp"
 
 #include <msgpass/ip/socket.hpp>
@@ -90,14 +91,14 @@ void TcpNode::send_impl(B& buffer) {
     }
     const std::size_t left = window_.queued();
     queue_depth_.store(left, std::memory_order_relaxed);
-    if (left > 0) stats_.queued();
-    lock.unlock(); // before the acknowledged messages are freed
+    if (left > 0) stats_.queued_serialized(); // out_mutex_: one writer
+    lock.unlock();                            // before the acknowledged messages are freed
     acknowledged.clear();
 }
 
 // out_mutex_. Queues a control frame (resume, skip, an acknowledgement alone) and
 // writes it when no data frame is cut in the middle.
-void TcpNode::queue_control(const FrameHeader& h) {
+void Sender::queue_control(const FrameHeader& h) {
     if (ctl_off_ == ctl_len_) ctl_len_ = ctl_off_ = 0;
     if (ctl_len_ + sizeof h > ctl_tx_.size()) { // full of acknowledgements: the newest replaces the last
         if (h.type != static_cast<std::uint32_t>(FrameType::ack) || ctl_off_ > ctl_len_ - sizeof h) return;
@@ -109,7 +110,7 @@ void TcpNode::queue_control(const FrameHeader& h) {
 }
 
 // out_mutex_. Writes what is left of the control frames; false while some is left.
-bool TcpNode::write_control() {
+bool Sender::write_control() {
     while (ctl_off_ < ctl_len_) {
         if (fd_ < 0 || write_failed_ || window_.offset() != 0) return false;
         const ssize_t wrote = ::send(fd_, ctl_tx_.data() + ctl_off_, ctl_len_ - ctl_off_, MSG_DONTWAIT | MSG_NOSIGNAL);
@@ -137,7 +138,7 @@ bool TcpNode::write_control() {
 // acknowledged: the peer's acknowledgements come behind its own data, which a node
 // that never receives from it reads only so far (background_inbox_limit), so memory
 // stays bounded; a receiver that does not read stops the writes sooner (TCP's window).
-void TcpNode::write_pending() {
+void Sender::write_pending() {
     if (fd_ < 0 || write_failed_) return;
     if (window_.offset() == 0 && !write_control()) return;
     const std::size_t unacknowledged_limit =
@@ -174,7 +175,7 @@ void TcpNode::write_pending() {
             if (resent) {
                 stats_.retried(); // resent after a broken connection
             } else {
-                stats_.sent(e.header.length);
+                stats_.sent_serialized(e.header.length); // out_mutex_: one writer
             }
         });
         if (window_.offset() == 0 && ctl_len_ > 0 && !write_control()) return;
@@ -211,11 +212,38 @@ bool TcpNode::flush(std::chrono::nanoseconds timeout) {
 // Before a clean close: a socket closed while acknowledgements still arrive is reset
 // by the kernel, which drops what it had not sent yet, so the factory waits until
 // the peer acknowledged everything.
-bool TcpNode::wait_acknowledged(Clock::time_point deadline) {
+bool Sender::wait_acknowledged(Clock::time_point deadline) {
     std::unique_lock lock(out_mutex_);
     while (!window_.empty() && state_ == State::established && Clock::now() < deadline)
         out_changed_.wait_until(lock, std::min(deadline, Clock::now() + std::chrono::milliseconds(100)));
     return window_.empty();
+}
+
+// An acknowledgement of every message before next_expected; false when it
+// acknowledges messages never sent.
+bool Sender::acknowledged(std::uint64_t next_expected) {
+    if (!window_.acknowledge(next_expected)) return false;
+    acked_base_.store(window_.acknowledged_to(), std::memory_order_relaxed);
+    trimmed();
+    return true;
+}
+
+// out_mutex_. An acknowledgement the reader saw but could not apply; what waits
+// is written after it (it may have waited for room among the unacknowledged) unless
+// the caller decides that itself (a send: its batch).
+void Sender::apply_pending_ack(bool write) {
+    if (!peer_ack_pending_.exchange(false)) return;
+    const std::uint64_t to = peer_ack_.load();
+    if (!acknowledged(to)) {
+        fail_write("an acknowledgement of message " + std::to_string(to) + " never sent");
+        return;
+    }
+    if (write && !window_.all_written() && state_ == State::established) write_pending();
+}
+
+void Sender::trimmed() {
+    queue_depth_.store(window_.queued(), std::memory_order_relaxed);
+    if (window_.empty()) out_changed_.notify_all();
 }
 
 } // namespace msgpass::tcp

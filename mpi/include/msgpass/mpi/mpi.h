@@ -30,6 +30,7 @@ typedef int MPI_Info;
 typedef int MPI_Message;
 typedef ptrdiff_t MPI_Aint;
 typedef long long MPI_Count;
+typedef long long MPI_Offset;
 
 typedef struct MPI_Status {
     int MPI_SOURCE;
@@ -67,6 +68,35 @@ typedef struct MPI_Status {
 #define MPI_IO 0x64400003
 #define MPI_WTIME_IS_GLOBAL 0x64400004
 
+/* Attributes of the application: a keyval names one; copy_fn decides what
+ * MPI_Comm_dup gives the new communicator, delete_fn is called when the attribute is
+ * replaced or deleted, its communicator freed, or (MPI_COMM_SELF, then
+ * MPI_COMM_WORLD) at MPI_Finalize. */
+#define MPI_KEYVAL_INVALID 0
+typedef int MPI_Comm_copy_attr_function(MPI_Comm oldcomm, int comm_keyval, void* extra_state, void* attribute_val_in,
+                                        void* attribute_val_out, int* flag);
+typedef int MPI_Comm_delete_attr_function(MPI_Comm comm, int comm_keyval, void* attribute_val, void* extra_state);
+/* Not copied; deleted without a call; copied as it is (the value, a pointer, shared). */
+#define MPI_COMM_NULL_COPY_FN ((MPI_Comm_copy_attr_function*)0)
+#define MPI_COMM_NULL_DELETE_FN ((MPI_Comm_delete_attr_function*)0)
+int MPI_COMM_DUP_FN(MPI_Comm oldcomm, int comm_keyval, void* extra_state, void* attribute_val_in,
+                    void* attribute_val_out, int* flag);
+/* The MPI-1 names of the same (attribute_val_out and MPI_Attr_get's value as for
+ * MPI_Comm_*_attr). */
+typedef MPI_Comm_copy_attr_function MPI_Copy_function;
+typedef MPI_Comm_delete_attr_function MPI_Delete_function;
+#define MPI_NULL_COPY_FN MPI_COMM_NULL_COPY_FN
+#define MPI_NULL_DELETE_FN MPI_COMM_NULL_DELETE_FN
+#define MPI_DUP_FN MPI_COMM_DUP_FN
+
+/* MPI_Comm_split_type: the ranks of one host (whose MPI_Get_processor_name is the
+ * same), which share its memory. */
+#define MPI_COMM_TYPE_SHARED 1
+
+/* MPI_Type_create_subarray: row-major (C) or column-major (Fortran) arrays. */
+#define MPI_ORDER_C 56
+#define MPI_ORDER_FORTRAN 57
+
 /* Datatypes: the low byte is the size of one element. */
 #define MPI_DATATYPE_NULL ((MPI_Datatype)0)
 #define MPI_CHAR ((MPI_Datatype)0x4c000101)
@@ -85,6 +115,28 @@ typedef struct MPI_Status {
 #define MPI_UNSIGNED_LONG_LONG ((MPI_Datatype)0x4c000c08)
 #define MPI_FLOAT ((MPI_Datatype)0x4c000d04)
 #define MPI_DOUBLE ((MPI_Datatype)0x4c000e08)
+/* Fixed-width integers, C's bool, wchar_t, the address, offset and count types,
+ * long double and C's complex types (MPI_C_COMPLEX is MPI_C_FLOAT_COMPLEX). The
+ * reductions: integers take every operation but MAXLOC/MINLOC, MPI_C_BOOL the logical
+ * ones, long double SUM, PROD, MAX, MIN, the complex types SUM and PROD. */
+#define MPI_LONG_DOUBLE ((MPI_Datatype)0x4c001710)
+#define MPI_INT8_T ((MPI_Datatype)0x4c001801)
+#define MPI_INT16_T ((MPI_Datatype)0x4c001902)
+#define MPI_INT32_T ((MPI_Datatype)0x4c001a04)
+#define MPI_INT64_T ((MPI_Datatype)0x4c001b08)
+#define MPI_UINT8_T ((MPI_Datatype)0x4c001c01)
+#define MPI_UINT16_T ((MPI_Datatype)0x4c001d02)
+#define MPI_UINT32_T ((MPI_Datatype)0x4c001e04)
+#define MPI_UINT64_T ((MPI_Datatype)0x4c001f08)
+#define MPI_C_BOOL ((MPI_Datatype)0x4c002001)
+#define MPI_WCHAR ((MPI_Datatype)0x4c002104)
+#define MPI_AINT ((MPI_Datatype)0x4c002208)
+#define MPI_OFFSET ((MPI_Datatype)0x4c002308)
+#define MPI_COUNT ((MPI_Datatype)0x4c002408)
+#define MPI_C_FLOAT_COMPLEX ((MPI_Datatype)0x4c002508)
+#define MPI_C_DOUBLE_COMPLEX ((MPI_Datatype)0x4c002610)
+#define MPI_C_LONG_DOUBLE_COMPLEX ((MPI_Datatype)0x4c002720)
+#define MPI_C_COMPLEX MPI_C_FLOAT_COMPLEX
 /* The pair types of MPI_MAXLOC and MPI_MINLOC: each element is the C struct
  * {value; int index;} with the compiler's padding, e.g. MPI_DOUBLE_INT is
  * struct { double value; int index; } (16 bytes on x86-64: the size MPI_Type_size
@@ -128,6 +180,7 @@ int MPI_Op_commutative(MPI_Op op, int* commute);
 #define MPI_ANY_SOURCE (-1)
 #define MPI_ANY_TAG (-1)
 #define MPI_PROC_NULL (-2)
+#define MPI_ROOT (-3) /* the root of a collective on an intercommunicator (its group: MPI_PROC_NULL) */
 #define MPI_UNDEFINED (-32766)
 #define MPI_TAG_UB_VALUE 0x0fffffff /* the largest tag, also the value of the MPI_TAG_UB attribute */
 #define MPI_STATUS_IGNORE ((MPI_Status*)0)
@@ -175,7 +228,8 @@ int MPI_Op_commutative(MPI_Op op, int* commute);
 #define MPI_ERR_INFO_KEY 23
 #define MPI_ERR_INFO_VALUE 24
 #define MPI_ERR_INFO_NOKEY 25
-#define MPI_ERR_LASTCODE 25
+#define MPI_ERR_KEYVAL 26
+#define MPI_ERR_LASTCODE 26
 
 /* Environment */
 int MPI_Init(int* argc, char*** argv);
@@ -192,14 +246,19 @@ int MPI_Query_thread(int* provided);
 int MPI_Comm_rank(MPI_Comm comm, int* rank);
 int MPI_Comm_size(MPI_Comm comm, int* size);
 int MPI_Comm_dup(MPI_Comm comm, MPI_Comm* newcomm);
+/* The duplicate is made at the call, its request complete at once. */
+int MPI_Comm_idup(MPI_Comm comm, MPI_Comm* newcomm, MPI_Request* request);
 int MPI_Comm_split(MPI_Comm comm, int color, int key, MPI_Comm* newcomm);
 int MPI_Comm_create(MPI_Comm comm, MPI_Group group, MPI_Comm* newcomm);
 int MPI_Comm_free(MPI_Comm* comm);
 int MPI_Comm_compare(MPI_Comm comm1, MPI_Comm comm2, int* result);
 int MPI_Comm_group(MPI_Comm comm, MPI_Group* group);
 /* Intercommunicators: point to point between two groups (ranks are the remote
- * group's; MPI_Comm_size and MPI_Comm_rank the local group's); a collective on one is
- * MPI_ERR_COMM (MPI_Intercomm_merge makes an intracommunicator of both groups). */
+ * group's; MPI_Comm_size and MPI_Comm_rank the local group's). Its collectives Barrier,
+ * Bcast, Reduce, Allreduce, Gather(v), Scatter(v), Allgather(v), Alltoall(v,w) (and their I forms)
+ * move data between the groups: a rooted one's root passes MPI_ROOT, the rest of its
+ * group MPI_PROC_NULL, the other group the root's remote rank; the other collectives
+ * are MPI_ERR_COMM (MPI_Intercomm_merge makes an intracommunicator of both groups). */
 int MPI_Intercomm_create(MPI_Comm local_comm, int local_leader, MPI_Comm peer_comm, int remote_leader, int tag,
                          MPI_Comm* newintercomm);
 int MPI_Intercomm_merge(MPI_Comm intercomm, int high, MPI_Comm* newintracomm);
@@ -209,10 +268,24 @@ int MPI_Comm_remote_group(MPI_Comm comm, MPI_Group* group);
 int MPI_Comm_set_name(MPI_Comm comm, const char* comm_name);
 int MPI_Comm_get_name(MPI_Comm comm, char* comm_name, int* resultlen);
 int MPI_Comm_get_attr(MPI_Comm comm, int comm_keyval, void* attribute_val, int* flag);
+int MPI_Comm_create_keyval(MPI_Comm_copy_attr_function* comm_copy_attr_fn,
+                           MPI_Comm_delete_attr_function* comm_delete_attr_fn, int* comm_keyval, void* extra_state);
+int MPI_Comm_free_keyval(int* comm_keyval);
+int MPI_Comm_set_attr(MPI_Comm comm, int comm_keyval, void* attribute_val);
+int MPI_Comm_delete_attr(MPI_Comm comm, int comm_keyval);
+int MPI_Keyval_create(MPI_Copy_function* copy_fn, MPI_Delete_function* delete_fn, int* keyval, void* extra_state);
+int MPI_Keyval_free(int* keyval);
+int MPI_Attr_put(MPI_Comm comm, int keyval, void* attribute_val);
+int MPI_Attr_get(MPI_Comm comm, int keyval, void* attribute_val, int* flag);
+int MPI_Attr_delete(MPI_Comm comm, int keyval);
+int MPI_Comm_split_type(MPI_Comm comm, int split_type, int key, MPI_Info info, MPI_Comm* newcomm);
 int MPI_Group_size(MPI_Group group, int* size);
 int MPI_Group_rank(MPI_Group group, int* rank);
 int MPI_Group_incl(MPI_Group group, int n, const int ranks[], MPI_Group* newgroup);
 int MPI_Group_excl(MPI_Group group, int n, const int ranks[], MPI_Group* newgroup);
+/* Each range is {first, last, stride}: first, first + stride, ... up to last. */
+int MPI_Group_range_incl(MPI_Group group, int n, int ranges[][3], MPI_Group* newgroup);
+int MPI_Group_range_excl(MPI_Group group, int n, int ranges[][3], MPI_Group* newgroup);
 int MPI_Group_union(MPI_Group group1, MPI_Group group2, MPI_Group* newgroup);
 int MPI_Group_intersection(MPI_Group group1, MPI_Group group2, MPI_Group* newgroup);
 int MPI_Group_difference(MPI_Group group1, MPI_Group group2, MPI_Group* newgroup);
@@ -245,6 +318,19 @@ int MPI_Type_create_struct(int count, const int array_of_blocklengths[], const M
                            const MPI_Datatype array_of_types[], MPI_Datatype* newtype);
 int MPI_Type_create_resized(MPI_Datatype oldtype, MPI_Aint lb, MPI_Aint extent, MPI_Datatype* newtype);
 int MPI_Type_dup(MPI_Datatype oldtype, MPI_Datatype* newtype);
+int MPI_Get_address(const void* location, MPI_Aint* address);
+int MPI_Type_get_true_extent_x(MPI_Datatype datatype, MPI_Count* true_lb, MPI_Count* true_extent);
+int MPI_Get_elements_x(const MPI_Status* status, MPI_Datatype datatype, MPI_Count* count);
+int MPI_Status_set_elements(MPI_Status* status, MPI_Datatype datatype, int count);
+int MPI_Status_set_elements_x(MPI_Status* status, MPI_Datatype datatype, MPI_Count count);
+int MPI_Status_set_cancelled(MPI_Status* status, int flag);
+/* Names: a predefined type's is its constant's ("MPI_INT"), a derived one's empty. */
+int MPI_Type_set_name(MPI_Datatype datatype, const char* type_name);
+int MPI_Type_get_name(MPI_Datatype datatype, char* type_name, int* resultlen);
+/* inoutbuf = inbuf op inoutbuf, element by element, on this rank alone. */
+int MPI_Reduce_local(const void* inbuf, void* inoutbuf, int count, MPI_Datatype datatype, MPI_Op op);
+int MPI_Type_create_subarray(int ndims, const int array_of_sizes[], const int array_of_subsizes[],
+                             const int array_of_starts[], int order, MPI_Datatype oldtype, MPI_Datatype* newtype);
 int MPI_Type_get_true_extent(MPI_Datatype datatype, MPI_Aint* true_lb, MPI_Aint* true_extent);
 int MPI_Get_elements(const MPI_Status* status, MPI_Datatype datatype, int* count);
 /* Packing: a type's data as a message carries it; MPI_PACKED sends and receives it. */
