@@ -42,6 +42,7 @@ Limits Limits::from(const config::Configuration& configuration) {
     limits.unexpected_limit = static_cast<std::size_t>(options.unexpected_limit);
     for (const auto& q : options.tag_queues)
         limits.tag_queues.push_back(Limits::TagQueue{q.first, q.last, static_cast<std::size_t>(q.limit)});
+    limits.single_copy = options.single_copy;
     return limits;
 }
 
@@ -103,6 +104,22 @@ Posted Communicator::post_ssend(Context context, NodeId dest, Tag tag, std::span
     impl_->check_peer(dest, false, "post_ssend", true);
     Impl::check_tag(tag, false, "post_ssend");
     return impl_->send_any(context, dest, tag, bytes, bytes.size(), user, true);
+}
+
+Posted Communicator::post_send_in_place(Context context, NodeId dest, Tag tag, std::span<const std::byte> bytes,
+                                        void* user) {
+    impl_->check_factory("post_send_in_place");
+    impl_->check_peer(dest, false, "post_send_in_place", true);
+    Impl::check_tag(tag, false, "post_send_in_place");
+    return impl_->send_in_place(context, dest, tag, bytes, user, false);
+}
+
+Posted Communicator::post_ssend_in_place(Context context, NodeId dest, Tag tag, std::span<const std::byte> bytes,
+                                         void* user) {
+    impl_->check_factory("post_ssend_in_place");
+    impl_->check_peer(dest, false, "post_ssend_in_place", true);
+    Impl::check_tag(tag, false, "post_ssend_in_place");
+    return impl_->send_in_place(context, dest, tag, bytes, user, true);
 }
 
 Posted Communicator::post_send_unexpected(NodeId dest, Tag tag, std::span<const std::byte> bytes, void* user) {
@@ -442,6 +459,12 @@ Posted Communicator::post_recv(NodeId source, Tag tag, void* user) {
 Posted Communicator::post_recv(Context context, NodeId source, Tag tag, std::span<std::byte> into, void* user) {
     impl_->check_factory("post_recv");
     return impl_->post_recv(context, source, tag, true, into, user);
+}
+
+Posted Communicator::post_recv_in_place(Context context, NodeId source, Tag tag, std::span<std::byte> into,
+                                        void* user) {
+    impl_->check_factory("post_recv_in_place");
+    return impl_->post_recv(context, source, tag, true, into, user, {}, true);
 }
 
 Posted Communicator::post_recv(Context context, NodeId source, Tag tag, void* user) {

@@ -65,7 +65,37 @@ constexpr std::uint8_t kind_withdrawn = 8;
 // messages of lane `tag` (Limits::tag_queues' index); the sender may send that much
 // more of it. An envelope alone.
 constexpr std::uint8_t kind_credit = 9;
+// One copy (docs/communicator.md, "One copy"): a clear-to-send of a receive that gave
+// its buffer, to a peer of this host: as kind_cts (id; size: the request it withdraws)
+// followed by a SingleCopyTarget naming the receiver's process and buffer. The sender
+// writes the data there itself (process_vm_writev) and answers kind_written (id; size
+// and tag: the message's, an envelope alone), which completes the receive; or, when it
+// cannot write, answers with kind_data as to kind_cts.
+constexpr std::uint8_t kind_cts_target = 10;
+constexpr std::uint8_t kind_written = 11;
+constexpr std::uint8_t kind_last = kind_written;
 constexpr std::size_t header_size = sizeof(WireEnvelope);
+
+// Where a receive's buffer is: the receiving process (pid, and the kernel's boot id
+// and pid namespace, so that a sender of another host or namespace never takes the
+// pid for one of its own) and the buffer's address and length.
+struct SingleCopyTarget {
+    std::uint32_t pid;
+    std::uint32_t reserved; // 0
+    std::uint64_t boot;     // a hash of /proc/sys/kernel/random/boot_id
+    std::uint64_t pid_namespace;
+    std::uint64_t address;
+    std::uint64_t length;
+};
+static_assert(sizeof(SingleCopyTarget) == 40);
+// This process's target fields (pid, boot, pid_namespace), read once.
+const SingleCopyTarget& local_process();
+// Writes from into (pid's) [address, address + from.size()) with process_vm_writev;
+// 0, or the errno of the failure (EFAULT as well for a short write).
+int write_into_process(std::uint32_t pid, std::uint64_t address, std::span<const std::byte> from);
+// MSGPASS_SINGLE_COPY=0 in the environment turns the one-copy path off (as
+// comm.single_copy: false does).
+bool single_copy_allowed_by_environment();
 
 // How long one blocking pull lasts before a waiter looks at its requests again.
 constexpr std::chrono::nanoseconds slice = 10ms;
@@ -173,6 +203,15 @@ struct Communicator::Impl {
         std::uint32_t request_id = 0; // a receive that told its source (kind_request): the id it gave
         int lane = -1;                // an eager send of a per-tag queue, counted in lane_in_flight
         std::size_t lane_bytes = 0;
+        // One copy. A send of kept memory (post_send_in_place): the caller's bytes, read
+        // when the receiver clears the announcement (written into its buffer, or copied
+        // into the data message then). A receive into a span posted in place may give
+        // its buffer to a sender of this host (in_place); single_copy once it did (then
+        // it waits for kind_written or kind_data, and cannot be cancelled).
+        bool kept = false;
+        std::span<const std::byte> kept_bytes;
+        bool in_place = false;
+        bool single_copy = false;
     };
     using RdvKey = std::pair<NodeId, std::uint32_t>; // (peer, the sender's rendezvous id)
 
@@ -188,6 +227,9 @@ struct Communicator::Impl {
         for (const auto& [id, node] : nodes)
             index.emplace_back(id, node.get());
         if (nodes.size() == 1) single = nodes.begin()->second.get();
+        single_copy_on = limits.single_copy && single_copy_allowed_by_environment();
+        for (const auto& [id, node] : nodes)
+            if (factory.technology_of(id) == "sci") same_host.insert(id);
         if (limits.rendezvous_window == 0) throw UsageError("comm: Limits::rendezvous_window is 0; at least 1");
         const std::size_t envelopes = std::max<std::size_t>(nodes.size(), 1) * limits.rendezvous_window * header_size;
         if (limits.unexpected_limit < envelopes)
@@ -240,6 +282,17 @@ struct Communicator::Impl {
     std::map<NodeId, std::deque<std::uint32_t>> returned;
     std::uint64_t next_seq = 1; // arrival order of the messages queue_locked sees
     std::map<NodeId, std::deque<BufferPtr>> control_backlog;
+    // One copy: whether it is on (Limits::single_copy and the environment), the peers
+    // reached through sci (this host), and per peer the pid its first target named (a
+    // later target naming another is refused) or that writing to it is not permitted
+    // (EPERM, ENOSYS: every send to it goes through the technology from then on).
+    bool single_copy_on = false;
+    std::set<NodeId> same_host;
+    struct SingleCopyPeer {
+        std::uint32_t pid = 0;
+        bool refused = false;
+    };
+    std::map<NodeId, SingleCopyPeer> single_copy_peers;
     // The requested queue, sender's side: the receives each peer posted for this node
     // and told it of (kind_request), oldest first, at most rendezvous_window per peer
     // (a request whose receive took another message meanwhile is stale: the oldest go
@@ -383,13 +436,29 @@ struct Communicator::Impl {
     // when it names no announcement.
     // withdrawn: the id of a request of source's that the receive which cleared it had
     // sent (the receive took this announcement, not requested data), or 0.
-    std::string on_clear_to_send_locked(NodeId source, std::uint32_t id, std::uint64_t withdrawn);
+    std::string on_clear_to_send_locked(NodeId source, std::uint32_t id, std::uint64_t withdrawn,
+                                        const SingleCopyTarget* target = nullptr);
     // The data of a cleared announcement: completes its receive. Returns the reason
     // when it belongs to none.
     std::string on_data_locked(NodeId source, const WireEnvelope& w, BufferPtr whole);
     // Sends a header-only control message, or queues it while the node's queue is full.
     void send_control_locked(NodeId peer, std::uint8_t kind, std::uint32_t id, Context context = Context{}, Tag tag = 0,
-                             std::uint64_t size = 0);
+                             std::uint64_t size = 0, std::span<const std::byte> body = {});
+    // Receive r clearing source's announcement: whether it gives its buffer (one copy).
+    bool gives_buffer_locked(const Request& r, NodeId source) const {
+        return single_copy_on && r.in_place && r.into_list.empty() && !r.into.empty() && same_host.count(source) != 0;
+    }
+    // Send r's announcement was cleared by a receive that gave its buffer (target):
+    // writes the data into it and makes r.pending the kind_written answer; true when
+    // it did (or r failed: the receiver's process is gone), false when the data must
+    // go through the technology instead.
+    bool write_single_copy_locked(Request& r, NodeId dest, const SingleCopyTarget& target);
+    // kind_written: the sender wrote the data of rendezvous w.id into the receive's
+    // buffer: that receive completes. Returns the reason when it belongs to none.
+    std::string on_written_locked(NodeId source, const WireEnvelope& w);
+    // A send of the caller's memory kept until completion (post_send_in_place).
+    Posted send_in_place(Context context, NodeId dest, Tag tag, std::span<const std::byte> bytes, void* user,
+                         bool sync);
     // A receive posted into the expected queue: tells its source (the requested queue)
     // when it is one peer's and holds more than eager_limit bytes.
     void request_locked(Request& r);
@@ -422,7 +491,7 @@ struct Communicator::Impl {
     std::deque<Arrived>::iterator find_returned_locked(NodeId source, std::uint32_t id);
 
     Posted post_recv(Context context, NodeId source, Tag tag, bool into_span, std::span<std::byte> into, void* user,
-                     std::vector<std::span<std::byte>> into_list = {});
+                     std::vector<std::span<std::byte>> into_list = {}, bool in_place = false);
 
     // The oldest unexpected message matching (context, source, tag), or end().
     std::deque<Arrived>::iterator find_unexpected_locked(Context context, NodeId source, Tag tag) {
@@ -562,8 +631,10 @@ struct Communicator::Impl {
     // message of a rendezvous with id rdv_id.
     // laned: an eager message, counted in its per-tag queue's lane when its tag has one
     // (false for BMI's unexpected messages).
+    // kept: a send of the caller's memory (kept_bytes), announced (rdv_id), no rdv_data.
     Posted post_send(Context context, NodeId dest, Tag tag, BufferPtr whole, std::size_t size, void* user,
-                     BufferPtr rdv_data = {}, std::uint32_t rdv_id = 0, bool laned = true);
+                     BufferPtr rdv_data = {}, std::uint32_t rdv_id = 0, bool laned = true, bool kept = false,
+                     std::span<const std::byte> kept_bytes = {});
 
     BufferPtr make_message(Context context, Tag tag, std::span<const std::byte> bytes, std::uint8_t kind = kind_eager,
                            std::uint32_t id = 0);

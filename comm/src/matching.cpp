@@ -75,15 +75,19 @@ std::string Communicator::Impl::dispatch_locked(BufferPtr whole, const Want* wan
             bad = "bad magic word";
         else if (w.version != wire_version)
             bad = "envelope version " + std::to_string(w.version) + ", expected " + std::to_string(wire_version);
-        else if (w.kind < kind_eager || w.kind > kind_credit)
+        else if (w.kind < kind_eager || w.kind > kind_last)
             bad = "unknown message kind " + std::to_string(w.kind);
         else if (w.tag < 0 && !(w.kind == kind_request && w.tag == any_tag))
             bad = "negative tag " + std::to_string(w.tag);
-        else if (w.kind >= kind_rts && w.kind != kind_data && whole->size() != header_size)
+        else if (w.kind == kind_cts_target && whole->size() != header_size + sizeof(SingleCopyTarget))
+            bad = "a clear-to-send naming a buffer of " + std::to_string(whole->size()) + " bytes, not " +
+                  std::to_string(header_size + sizeof(SingleCopyTarget));
+        else if (w.kind >= kind_rts && w.kind != kind_data && w.kind != kind_cts_target && whole->size() != header_size)
             bad = (w.kind == kind_rts       ? "a request-to-send of "
                    : w.kind == kind_cts     ? "a clear-to-send of "
                    : w.kind == kind_request ? "a posted receive's request of "
                    : w.kind == kind_credit  ? "a tag queue's credit of "
+                   : w.kind == kind_written ? "a single-copy completion of "
                                             : "a withdrawal of ") +
                   std::to_string(whole->size()) + " bytes, not an envelope alone";
         else if ((w.kind == kind_withdraw || w.kind == kind_withdrawn) && w.size != 0)
@@ -91,7 +95,8 @@ std::string Communicator::Impl::dispatch_locked(BufferPtr whole, const Want* wan
         else if (w.kind == kind_credit && static_cast<std::size_t>(w.tag) >= limits.tag_queues.size())
             bad = "a credit for tag queue " + std::to_string(w.tag) + ", of " +
                   std::to_string(limits.tag_queues.size()) + " (comm.tag_queues must be the same at both ends)";
-        else if (w.kind == kind_cts && w.size > std::numeric_limits<std::uint32_t>::max())
+        else if ((w.kind == kind_cts || w.kind == kind_cts_target) &&
+                 w.size > std::numeric_limits<std::uint32_t>::max())
             bad = "a clear-to-send withdrawing request " + std::to_string(w.size) + ", not a 32-bit id";
         else if (w.kind == kind_rts && w.size > std::numeric_limits<std::size_t>::max() - header_size)
             bad = "a request-to-send of " + std::to_string(w.size) + " bytes";
@@ -105,6 +110,12 @@ std::string Communicator::Impl::dispatch_locked(BufferPtr whole, const Want* wan
             bad = "a request-to-send repeating rendezvous id " + std::to_string(w.id) + ", still under way";
     }
     if (bad.empty() && w.kind == kind_cts) bad = on_clear_to_send_locked(source, w.id, w.size);
+    if (bad.empty() && w.kind == kind_cts_target) {
+        SingleCopyTarget target{};
+        std::memcpy(&target, whole->single()->data() + header_size, sizeof target);
+        bad = on_clear_to_send_locked(source, w.id, w.size, &target);
+    }
+    if (bad.empty() && w.kind == kind_written) bad = on_written_locked(source, w);
     if (bad.empty() && w.kind == kind_withdraw) bad = on_withdraw_locked(source, w.id);
     if (bad.empty() && w.kind == kind_data) {
         bad = on_data_locked(source, w, std::move(whole));
@@ -118,7 +129,7 @@ std::string Communicator::Impl::dispatch_locked(BufferPtr whole, const Want* wan
         return "comm: malformed envelope from " + describe(source) + ": " + bad + "; the message was dropped";
     }
     lost.erase(source); // a message after a loss: the peer restarted
-    if (w.kind == kind_cts || w.kind == kind_withdraw) return {};
+    if (w.kind == kind_cts || w.kind == kind_cts_target || w.kind == kind_written || w.kind == kind_withdraw) return {};
     if (w.kind == kind_credit) {
         on_credit_locked(source, w.tag, w.size);
         return {};
@@ -210,7 +221,7 @@ void Communicator::Impl::handle_loss_locked(NodeId peer, const std::string& reas
 }
 
 Posted Communicator::Impl::post_recv(Context context, NodeId source, Tag tag, bool into_span, std::span<std::byte> into,
-                                     void* user, std::vector<std::span<std::byte>> into_list) {
+                                     void* user, std::vector<std::span<std::byte>> into_list, bool in_place) {
     check_peer(source, true, "post_recv", true);
     check_tag(tag, true, "post_recv");
     progress();
@@ -224,6 +235,7 @@ Posted Communicator::Impl::post_recv(Context context, NodeId source, Tag tag, bo
     r.into_span = into_span;
     r.into = into;
     r.into_list = std::move(into_list);
+    r.in_place = in_place;
     r.user = user;
     for (auto it = unexpected.begin(); it != unexpected.end(); ++it) {
         if (!matches(context, source, tag, it->context, it->source, it->tag)) continue;

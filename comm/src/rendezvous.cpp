@@ -7,6 +7,8 @@
 // An unexpected announcement costs the receiver its 24-byte envelope.
 #include "impl.hpp"
 
+#include <cerrno>
+
 namespace msgpass::comm {
 
 void Communicator::Impl::clear_to_send_locked(Request& r, Arrived&& m) {
@@ -21,7 +23,16 @@ void Communicator::Impl::clear_to_send_locked(Request& r, Arrived&& m) {
     const bool cleared = m.cleared;
     r.announcement = std::move(m);
     if (!cleared) { // withdrawing the request the receive had sent, which it no longer needs
-        send_control_locked(key.first, kind_cts, key.second, Context{}, 0, r.request_id);
+        if (gives_buffer_locked(r, key.first)) { // the sender writes into it (one copy)
+            SingleCopyTarget target = local_process();
+            target.address = reinterpret_cast<std::uintptr_t>(r.into.data());
+            target.length = r.into.size();
+            r.single_copy = true;
+            send_control_locked(key.first, kind_cts_target, key.second, Context{}, 0, r.request_id,
+                                std::as_bytes(std::span(&target, 1)));
+        } else {
+            send_control_locked(key.first, kind_cts, key.second, Context{}, 0, r.request_id);
+        }
         r.request_id = 0;
         return;
     }
@@ -30,7 +41,8 @@ void Communicator::Impl::clear_to_send_locked(Request& r, Arrived&& m) {
     if (ids.empty()) returned.erase(key.first);
 }
 
-std::string Communicator::Impl::on_clear_to_send_locked(NodeId source, std::uint32_t id, std::uint64_t withdrawn) {
+std::string Communicator::Impl::on_clear_to_send_locked(NodeId source, std::uint32_t id, std::uint64_t withdrawn,
+                                                        const SingleCopyTarget* target) {
     if (withdrawn != 0)
         if (auto h = requested.find(source); h != requested.end()) {
             auto& held = h->second;
@@ -46,7 +58,21 @@ std::string Communicator::Impl::on_clear_to_send_locked(NodeId source, std::uint
     announced.erase(it);
     if (auto c = announced_count.find(source); c != announced_count.end() && c->second > 0) --c->second;
     auto& r = requests.at(rid);
-    r.pending = std::move(r.rdv_data);
+    if (target != nullptr && write_single_copy_locked(r, source, *target)) {
+        if (r.done) { // the receiver's process is gone
+            handle_loss_locked(source, r.completion.error);
+            changed.notify_all();
+            return {};
+        }
+    } else {
+        // Through the technology: the receive gave no buffer (a list, not posted in
+        // place, single copy off at its end) or it could not be written.
+        if (r.kept && single_copy_on && same_host.count(source) != 0) ++counters.single_copy_fallbacks;
+        if (r.kept) // the caller's memory, copied into the data message now
+            r.pending = make_message(r.context, r.tag, r.kept_bytes, kind_data, r.rdv_id);
+        else
+            r.pending = std::move(r.rdv_data);
+    }
     // The data goes before anything waiting for this peer: the receiver waits for it.
     auto& queue = backlog[source];
     if (!queue.empty() || !try_send_locked(r)) {
@@ -99,6 +125,81 @@ std::string Communicator::Impl::on_data_locked(NodeId source, const WireEnvelope
     ++counters.rendezvous_received;
     changed.notify_all();
     return {};
+}
+
+std::string Communicator::Impl::on_written_locked(NodeId source, const WireEnvelope& w) {
+    auto it = awaiting.find(RdvKey{source, w.id});
+    if (it == awaiting.end())
+        return "a single-copy completion for rendezvous " + std::to_string(w.id) + ", which this node did not clear";
+    auto& r = requests.at(it->second);
+    if (!r.single_copy)
+        return "a single-copy completion for rendezvous " + std::to_string(w.id) +
+               ", whose receive named no buffer to write into";
+    if (w.size != r.completion.size || w.tag != r.completion.tag)
+        return "a single-copy completion of " + std::to_string(w.size) + " bytes with tag " + std::to_string(w.tag) +
+               " for rendezvous " + std::to_string(w.id) + ", announced as " + std::to_string(r.completion.size) +
+               " bytes with tag " + std::to_string(r.completion.tag);
+    awaiting.erase(it);
+    r.awaiting_data = false;
+    r.announcement = Arrived{};
+    auto& c = r.completion;
+    c.is_send = false;
+    c.bytes = std::min<std::size_t>(c.size, r.into.size());
+    c.status = c.bytes < c.size ? Status::truncated : Status::success;
+    r.done = true;
+    ++counters.rendezvous_received;
+    ++counters.single_copy_received;
+    changed.notify_all();
+    return {};
+}
+
+bool Communicator::Impl::write_single_copy_locked(Request& r, NodeId dest, const SingleCopyTarget& target) {
+    std::span<const std::byte> from;
+    if (r.kept) {
+        from = r.kept_bytes;
+    } else if (r.rdv_data && r.rdv_data->single() != nullptr) { // a copy made at the post: written from it
+        from = r.rdv_data->single()->bytes().subspan(header_size);
+    } else {
+        return false; // a gathered payload: through the technology
+    }
+    if (!single_copy_on || same_host.count(dest) == 0) return false;
+    auto& peer = single_copy_peers[dest];
+    if (peer.refused) return false;
+    const SingleCopyTarget& self_process = local_process();
+    if (target.boot != self_process.boot || target.pid_namespace != self_process.pid_namespace || target.pid == 0 ||
+        (peer.pid != 0 && peer.pid != target.pid)) {
+        // Another host or pid namespace (the pid would name another process), or a pid
+        // other than the one this peer named first: not written into.
+        ++counters.single_copy_refused;
+        return false;
+    }
+    const std::size_t n = static_cast<std::size_t>(std::min<std::uint64_t>(from.size(), target.length));
+    const int error = write_into_process(target.pid, target.address, from.first(n));
+    if (error == ESRCH) { // in this pid namespace: the receiving process is gone
+        r.rdv_data.reset();
+        r.completion.status = Status::peer_lost;
+        r.completion.error = describe(dest) + "'s process " + std::to_string(target.pid) +
+                             " is gone: it ended before the data of a " + std::to_string(r.size) +
+                             "-byte message was written into its receive buffer";
+        r.done = true;
+        return true;
+    }
+    if (error == EPERM || error == ENOSYS) { // not permitted here: never again to this peer
+        peer.refused = true;
+        return false;
+    }
+    if (error != 0) { // a bad address (EFAULT): the target is wrong, the data goes the other way
+        ++counters.single_copy_refused;
+        return false;
+    }
+    peer.pid = target.pid;
+    r.rdv_data.reset();
+    auto written = std::make_unique<HeapBuffer>(header_size);
+    write_envelope(written->data(), r.context, r.tag, r.size, kind_written, r.rdv_id);
+    r.pending = std::move(written);
+    ++counters.single_copy_sent;
+    counters.single_copy_bytes += n;
+    return true;
 }
 
 void Communicator::Impl::return_locked(Request& r) {
@@ -201,9 +302,10 @@ void Communicator::Impl::on_withdrawn_locked(NodeId source, std::uint32_t id) {
 }
 
 void Communicator::Impl::send_control_locked(NodeId peer, std::uint8_t kind, std::uint32_t id, Context context, Tag tag,
-                                             std::uint64_t size) {
-    auto message = std::make_unique<HeapBuffer>(header_size);
+                                             std::uint64_t size, std::span<const std::byte> body) {
+    auto message = std::make_unique<HeapBuffer>(header_size + body.size());
     write_envelope(message->data(), context, tag, static_cast<std::size_t>(size), kind, id);
+    if (!body.empty()) std::memcpy(message->data() + header_size, body.data(), body.size());
     BufferPtr whole = std::move(message);
     auto& queue = control_backlog[peer];
     if (queue.empty()) {
@@ -258,7 +360,8 @@ void Communicator::Impl::rendezvous_loss_locked(NodeId peer, const std::string& 
     }
     announced_count.erase(peer);
     returned.erase(peer);
-    requested.erase(peer); // a restarted peer tells its receives anew
+    single_copy_peers.erase(peer); // a restarted peer is another process
+    requested.erase(peer);         // a restarted peer tells its receives anew
     lane_loss_locked(peer, reason);
     any_requested.store(!requested.empty(), std::memory_order_release);
     // Receives that cleared its announcements: their data never comes.

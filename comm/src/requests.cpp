@@ -104,6 +104,9 @@ bool Communicator::cancel(RequestId id) {
     im.check_live_locked(id);
     auto& r = im.requests.at(id);
     if (r.done) return false;
+    // Its buffer was given to the sender, who may be writing into it: it completes with
+    // the message (or peer_lost), as a matched receive does in MPI.
+    if (r.awaiting_data && r.single_copy) return false;
     if (r.announced) { // the receiver withdraws it unless a receive cleared it first
         im.withdraw_locked(r);
         return true;

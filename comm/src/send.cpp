@@ -99,7 +99,7 @@ BufferPtr Communicator::Impl::make_message(Context context, Tag tag, BufferPtr&&
 // an announcement beyond the peer's rendezvous window). An announcement that went
 // leaves the send pending until the receiver clears it.
 bool Communicator::Impl::try_send_locked(Request& r) {
-    const bool announcing = r.rdv_data && !r.announced;
+    const bool announcing = (r.rdv_data || r.kept) && !r.announced;
     if (announcing && announced_count[r.peer] >= limits.rendezvous_window) return false;
     try {
         nodes.at(r.peer)->send(std::move(r.pending));
@@ -189,7 +189,8 @@ void Communicator::Impl::retry_backlog_locked() {
 }
 
 Posted Communicator::Impl::post_send(Context context, NodeId dest, Tag tag, BufferPtr whole, std::size_t size,
-                                     void* user, BufferPtr rdv_data, std::uint32_t rdv_id, bool laned) {
+                                     void* user, BufferPtr rdv_data, std::uint32_t rdv_id, bool laned, bool kept,
+                                     std::span<const std::byte> kept_bytes) {
     std::lock_guard lock(mutex);
     const RequestId id = new_id_locked();
     Request r;
@@ -203,6 +204,8 @@ Posted Communicator::Impl::post_send(Context context, NodeId dest, Tag tag, Buff
     r.id = id;
     r.rdv_data = std::move(rdv_data);
     r.rdv_id = rdv_id;
+    r.kept = kept;
+    r.kept_bytes = kept_bytes;
     r.completion.is_send = true;
     r.completion.context = context;
     r.completion.source = dest;
@@ -210,7 +213,7 @@ Posted Communicator::Impl::post_send(Context context, NodeId dest, Tag tag, Buff
     r.completion.size = size;
     r.completion.bytes = size;
     r.completion.user = user;
-    if (laned && !r.rdv_data && !limits.tag_queues.empty() && dest != self && (r.lane = lane_of(tag)) >= 0) {
+    if (laned && !r.rdv_data && !r.kept && !limits.tag_queues.empty() && dest != self && (r.lane = lane_of(tag)) >= 0) {
         r.lane_bytes = r.pending->size();
         const LaneKey key{dest, r.lane};
         auto& held = lane_backlog[key];
@@ -240,6 +243,33 @@ Posted Communicator::Impl::post_send(Context context, NodeId dest, Tag tag, Buff
     backlog[dest].push_back(id);
     backlogged.store(true, std::memory_order_release);
     return Posted{id, std::nullopt};
+}
+
+Posted Communicator::Impl::send_in_place(Context context, NodeId dest, Tag tag, std::span<const std::byte> bytes,
+                                         void* user, bool sync) {
+    const std::size_t size = bytes.size();
+    // To itself, small, or to a peer it cannot write to: as a send of a copy.
+    bool copy = dest == self || (size <= limits.eager_limit && !sync) || !single_copy_on || same_host.count(dest) == 0;
+    if (!copy) {
+        std::lock_guard lock(mutex);
+        auto p = single_copy_peers.find(dest);
+        copy = p != single_copy_peers.end() && p->second.refused;
+    }
+    if (copy) return send_any(context, dest, tag, bytes, size, user, sync);
+    if (max_message_size != 0 && size > max_message_size - header_size) // the fallback's data message
+        throw MessageTooLarge("comm: send to " + describe(dest) + ": " + std::to_string(size) +
+                              " bytes and the 24-byte envelope, more than max_message_size (" +
+                              std::to_string(max_message_size) + ")");
+    // Announced always, not sent on a receiver's request (the requested queue): its
+    // clear-to-send names the buffer to write into.
+    std::uint32_t id = 0;
+    {
+        std::lock_guard lock(mutex);
+        id = next_rdv_id++;
+    }
+    auto rts = std::make_unique<HeapBuffer>(header_size);
+    write_envelope(rts->data(), context, tag, size, kind_rts, id);
+    return post_send(context, dest, tag, std::move(rts), size, user, {}, id, true, true, bytes);
 }
 
 void Communicator::Impl::on_credit_locked(NodeId source, int lane, std::uint64_t bytes) {

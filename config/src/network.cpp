@@ -23,8 +23,8 @@ const std::vector<std::string> generic_keys = {
 
 // The `comm:` section, read by the generic section reader like a technology's.
 const SectionType& comm_type() {
-    static const SectionType type =
-        SectionType::of<CommOptions>("a mapping of communicator limits (eager_limit, unexpected_limit)");
+    static const SectionType type = SectionType::of<CommOptions>(
+        "a mapping of communicator limits (eager_limit, unexpected_limit, tag_queues, single_copy)");
     return type;
 }
 
@@ -280,7 +280,7 @@ void resolve_groups(Problems& problems, const NetworkLayers& layers, const std::
 namespace msgpass::config {
 
 const std::vector<std::string>& CommOptions::keys() {
-    static const std::vector<std::string> list = {"eager_limit", "unexpected_limit", "tag_queues"};
+    static const std::vector<std::string> list = {"eager_limit", "unexpected_limit", "tag_queues", "single_copy"};
     return list;
 }
 
@@ -358,6 +358,8 @@ void CommOptions::set(const std::string& key, const Value& value) {
         if (auto n = value.size(2 * GiB)) eager_limit = *n;
     } else if (key == "unexpected_limit") {
         if (auto n = value.size()) unexpected_limit = *n;
+    } else if (key == "single_copy") {
+        if (auto b = value.boolean()) single_copy = *b;
     } else if (key == "tag_queues") {
         const std::string expected =
             "tag queues as first-last:size or tag:size, comma-separated, ranges apart (e.g. 100-199:64KiB,7:4KiB)";

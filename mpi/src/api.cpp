@@ -194,6 +194,10 @@ int send_common(const char* call, const void* buf, int count, MPI_Datatype type,
         check_rank(c, dest, false);
         check_send_tag(tag);
         if (dest == MPI_PROC_NULL) return MPI_SUCCESS;
+        if (!sync && engine->can_recv_now() && is_dense(type) && bytes <= engine->eager_limit()) {
+            engine->send_now(c, dest, tag, buf, bytes); // no request (the 8-byte latency's path)
+            return MPI_SUCCESS;
+        }
         MPI_Request h = isend_typed(c, dest, tag, buf, count, type, bytes, sync);
         MPI_Status status{};
         return request_error(engine->wait(&h, &status), status);
@@ -214,19 +218,19 @@ std::size_t block_of(const char* side, int count, MPI_Datatype type, std::size_t
 
 MPI_Request isend_typed(const CommInfo& c, int dest, int tag, const void* buf, int count, MPI_Datatype type,
                         std::size_t bytes, bool sync) {
-    if (is_dense(type)) return engine->isend(c, dest, tag, buf, bytes, sync); // (the path of the benchmarks)
+    if (is_dense(type)) return engine->isend(c, dest, tag, buf, bytes, sync, {}, true); // (the benchmarks' path)
     return isend_typed(c, dest, tag, buf, count, typemap_of(type), bytes, sync);
 }
 
 MPI_Request irecv_typed(const CommInfo& c, int source, int tag, void* buf, int count, MPI_Datatype type,
                         std::size_t bytes) {
-    if (is_dense(type)) return engine->irecv(c, source, tag, buf, bytes);
+    if (is_dense(type)) return engine->irecv(c, source, tag, buf, bytes, {}, {}, true);
     return irecv_typed(c, source, tag, buf, count, typemap_of(type), bytes);
 }
 
 MPI_Request isend_typed(const CommInfo& c, int dest, int tag, const void* buf, int count, const TypeMapPtr& m,
                         std::size_t bytes, bool sync) {
-    if (m->dense) return engine->isend(c, dest, tag, buf, bytes, sync);
+    if (m->dense) return engine->isend(c, dest, tag, buf, bytes, sync, {}, true);
     std::vector<std::byte> packed(bytes);
     pack(*m, buf, static_cast<std::size_t>(count), packed.data());
     const std::byte* data = packed.data();

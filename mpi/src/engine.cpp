@@ -97,6 +97,8 @@ Engine::Engine(const char* program) {
     self_world_ = std::make_shared<const std::vector<int>>(1, rank_);
     factory_ = NodeFactory::create(options);
     comm::Limits limits;
+    limits.single_copy = options.configuration.section<config::CommOptions>().single_copy;
+    eager_limit_ = limits.eager_limit;
     comm_ = std::make_unique<comm::Communicator>(*factory_, options.configuration, limits);
     for (NodeId peer : comm_->peers()) {
         auto posted = comm_->post_recv(context(sentinel_context), peer, 0);
@@ -156,13 +158,16 @@ void Engine::release(MPI_Request handle) {
 // ----------------------------------------------------------------------- sends and receives
 
 MPI_Request Engine::isend(const CommInfo& c, int dest, int tag, const void* buf, std::size_t bytes, bool sync,
-                          std::vector<std::byte> staging) {
+                          std::vector<std::byte> staging, bool in_place) {
     if (auto lost = lost_.find(c.world_rank(dest)); lost != lost_.end())
         throw MpiError(MPI_ERR_PROC_FAILED, "rank " + std::to_string(dest) + " was lost: " + lost->second);
     const std::span<const std::byte> data(static_cast<const std::byte*>(buf), bytes);
     const NodeId node = node_of(c, dest);
-    const comm::Posted posted =
-        sync ? comm_->post_ssend(context(c.p2p), node, tag, data) : comm_->post_send(context(c.p2p), node, tag, data);
+    const bool kept = in_place && staging.empty();
+    const comm::Posted posted = kept ? (sync ? comm_->post_ssend_in_place(context(c.p2p), node, tag, data)
+                                             : comm_->post_send_in_place(context(c.p2p), node, tag, data))
+                                     : (sync ? comm_->post_ssend(context(c.p2p), node, tag, data)
+                                             : comm_->post_send(context(c.p2p), node, tag, data));
     if (posted.done && posted.done->status == comm::Status::peer_lost)
         throw MpiError(MPI_ERR_PROC_FAILED, "rank " + std::to_string(dest) + " was lost: " + posted.done->error);
     const MPI_Request h = new_request();
@@ -186,11 +191,24 @@ MPI_Request Engine::isend(const CommInfo& c, int dest, int tag, const void* buf,
     return h;
 }
 
+void Engine::send_now(const CommInfo& c, int dest, int tag, const void* buf, std::size_t bytes) {
+    if (auto lost = lost_.find(c.world_rank(dest)); lost != lost_.end())
+        throw MpiError(MPI_ERR_PROC_FAILED, "rank " + std::to_string(dest) + " was lost: " + lost->second);
+    try {
+        comm_->send(context(c.p2p), node_of(c, dest), tag,
+                    std::span<const std::byte>(static_cast<const std::byte*>(buf), bytes));
+    } catch (const PeerLost& e) {
+        throw MpiError(MPI_ERR_PROC_FAILED, "rank " + std::to_string(dest) + " was lost: " + e.what());
+    }
+}
+
 MPI_Request Engine::irecv(const CommInfo& c, int source, int tag, void* buf, std::size_t capacity,
-                          std::vector<std::byte> staging, std::function<void(std::size_t)> unpack) {
+                          std::vector<std::byte> staging, std::function<void(std::size_t)> unpack, bool in_place) {
     const NodeId node = source == MPI_ANY_SOURCE ? comm::any_source : node_of(c, source);
-    const comm::Posted posted =
-        comm_->post_recv(context(c.p2p), node, tag, std::span<std::byte>(static_cast<std::byte*>(buf), capacity));
+    const std::span<std::byte> into(static_cast<std::byte*>(buf), capacity);
+    const comm::Posted posted = in_place && staging.empty() && !unpack
+                                    ? comm_->post_recv_in_place(context(c.p2p), node, tag, into)
+                                    : comm_->post_recv(context(c.p2p), node, tag, into);
     const MPI_Request h = new_request();
     Request& r = request(h);
     r.peer = source;

@@ -203,16 +203,30 @@ public:
     std::string& name(MPI_Comm comm);
 
     // Point to point; counts in bytes, ranks of the communicator.
+    // in_place: buf is the application's memory, which MPI keeps unchanged (a send)
+    // or alive (a receive) until the request completes: a large message between
+    // ranks of this host goes with one copy, the sender writing into the receiver's
+    // buffer (comm's post_send_in_place and post_recv_in_place, docs/mpi.md).
     MPI_Request isend(const CommInfo& c, int dest, int tag, const void* buf, std::size_t bytes, bool sync,
-                      std::vector<std::byte> staging = {});
+                      std::vector<std::byte> staging = {}, bool in_place = false);
     // staging (optional): packed bytes the request keeps until it completes (buf
     // points into them); unpack: run with the bytes received when a receive completes.
     MPI_Request irecv(const CommInfo& c, int source, int tag, void* buf, std::size_t capacity,
-                      std::vector<std::byte> staging = {}, std::function<void(std::size_t)> unpack = {});
+                      std::vector<std::byte> staging = {}, std::function<void(std::size_t)> unpack = {},
+                      bool in_place = false);
     // MPI_Recv without a request: comm's blocking receive, when this thread's
     // progress is needed for nothing else while it waits (no collective in flight,
     // not MPI_THREAD_MULTIPLE). Fills status; returns the receive's error.
     [[nodiscard]] bool can_recv_now() const noexcept { return lock_ == nullptr && active_.empty(); }
+    // Receives of more bytes may take a large message, which a posted receive takes
+    // with one copy (in place) where comm's blocking receive copies it out of its
+    // buffer: MPI_Recv posts them.
+    [[nodiscard]] std::size_t eager_limit() const noexcept { return eager_limit_; }
+    // MPI_Send of at most eager_limit() bytes of a dense type, when can_recv_now(): the
+    // communicator's blocking send, whose fast path hands the message to the node
+    // without a request or the communicator's lock (a posted send and its wait cost
+    // about 3 000 instructions more per call, callgrind).
+    void send_now(const CommInfo& c, int dest, int tag, const void* buf, std::size_t bytes);
     int recv_now(const CommInfo& c, int source, int tag, void* buf, std::size_t capacity, MPI_Status& status);
     // Completes *request (wait) or tells whether it completed (test), fills status,
     // releases the request and sets *request to MPI_REQUEST_NULL. Returns the
@@ -295,6 +309,7 @@ private:
 
     std::unique_ptr<NodeFactory> factory_;
     std::unique_ptr<comm::Communicator> comm_;
+    std::size_t eager_limit_ = comm::Limits{}.eager_limit;
     std::vector<NodeId> nodes_; // rank -> node id
     std::map<NodeId, int> rank_of_;
     int rank_ = 0;

@@ -82,7 +82,7 @@ int MPI_Recv(void* buf, int count, MPI_Datatype type, int source, int tag, MPI_C
         }
         MPI_Status own{};
         int code = MPI_SUCCESS;
-        if (engine->can_recv_now() && msgpass::mpi::is_dense(type)) {
+        if (engine->can_recv_now() && msgpass::mpi::is_dense(type) && bytes <= engine->eager_limit()) {
             code = engine->recv_now(c, source, tag, buf, bytes, own);
         } else {
             MPI_Request h = irecv_typed(c, source, tag, buf, count, type, bytes);

@@ -1,5 +1,6 @@
 // A peer of the communicator tests in a process of its own, to be killed:
-//   comm_peer [--announce|--receive-large] TECHNOLOGY PARTITION NODES SELF PORT...   (ports: none for sci)
+//   comm_peer [--announce|--receive-large|--receive-in-place] TECHNOLOGY PARTITION NODES SELF PORT...   (ports: none
+//   for sci)
 // It makes the same configuration as the test (node i on machine m1 or m2 for auto),
 // sends "hi" with tag 1 to node 1, prints "ready", then receives until killed.
 // --announce: with comm.eager_limit 1KiB, it also posts three 64 KiB sends to node 1
@@ -9,6 +10,8 @@
 // announcements with tags 9, 10 and 11 arrived, posts a receive for tag 9 (which
 // clears it: its clear-to-send goes), hands that over, prints "ready" and then makes
 // no progress: the data of tag 9 is never taken, 10 and 11 are never cleared.
+// --receive-in-place: the same with a receive posted in place (post_recv_in_place):
+// its clear-to-send names its buffer, for node 1 to write into (one copy).
 #include <msgpass/comm.hpp>
 #include <msgpass/msgpass.hpp>
 
@@ -24,13 +27,15 @@
 int main(int argc, char** argv) {
     using namespace msgpass;
     const bool announce = argc > 1 && std::strcmp(argv[1], "--announce") == 0;
-    const bool receive_large = argc > 1 && std::strcmp(argv[1], "--receive-large") == 0;
+    const bool in_place = argc > 1 && std::strcmp(argv[1], "--receive-in-place") == 0;
+    const bool receive_large = in_place || (argc > 1 && std::strcmp(argv[1], "--receive-large") == 0);
     if (announce || receive_large) {
         --argc;
         ++argv;
     }
     if (argc < 5) {
-        std::fprintf(stderr, "usage: comm_peer [--announce|--receive-large] TECHNOLOGY PARTITION NODES SELF PORT...\n");
+        std::fprintf(stderr, "usage: comm_peer [--announce|--receive-large|--receive-in-place] TECHNOLOGY PARTITION "
+                             "NODES SELF PORT...\n");
         return 2;
     }
     try {
@@ -80,7 +85,7 @@ int main(int argc, char** argv) {
                     return 1;
                 }
             std::vector<std::byte> into(64 * config::KiB); // alive: this branch never returns
-            if (comm.post_recv(1, 9, into).done) {
+            if ((in_place ? comm.post_recv_in_place(comm::Context{}, 1, 9, into) : comm.post_recv(1, 9, into)).done) {
                 std::fprintf(stderr, "comm_peer: the receive of a 64 KiB message completed at once\n");
                 return 1;
             }

@@ -497,6 +497,14 @@ TEST(ConfigComm, TheCommSectionSetsTheCommunicatorLimitsAndBadValuesNameKeyAndLi
     const auto c = load_text("comm:\n  eager_limit: 8KiB\n  unexpected_limit: 1MiB\n", two_nodes);
     EXPECT_EQ(c.section<CommOptions>().eager_limit, 8 * KiB);
     EXPECT_EQ(c.section<CommOptions>().unexpected_limit, MiB);
+    // The one-copy path (docs/communicator.md, "One copy"): on unless switched off.
+    EXPECT_TRUE(defaults.section<CommOptions>().single_copy);
+    EXPECT_FALSE(load_text("comm:\n  single_copy: false\n", two_nodes).section<CommOptions>().single_copy);
+    EXPECT_FALSE(load_text("", two_nodes, {"comm.single_copy=false"}).section<CommOptions>().single_copy);
+    EXPECT_EQ(errors_of("comm:\n  single_copy: often\n").rfind("network.yaml:2:16: comm.single_copy: expected", 0), 0u)
+        << errors_of("comm:\n  single_copy: often\n");
+    EXPECT_NE(errors_of("comm:\n  single_copi: true\n").find("did you mean 'single_copy'?"), std::string::npos)
+        << errors_of("comm:\n  single_copi: true\n");
     EXPECT_EQ(load_text("comm: {eager_limit: 1KiB}\n", two_nodes, {"comm.eager_limit=2KiB"})
                   .section<CommOptions>()
                   .eager_limit,

@@ -94,6 +94,12 @@ struct Limits {
         std::size_t limit = 0;
     };
     std::vector<TagQueue> tag_queues;
+    // One copy for large messages between processes of this host (comm.single_copy):
+    // a receive posted in place (post_recv_in_place) gives its buffer to a sender
+    // reached through sci, which writes the data into it (process_vm_writev) instead
+    // of sending it through the technology. Falls back per message when it cannot
+    // (docs/communicator.md, "One copy"). MSGPASS_SINGLE_COPY=0 turns it off too.
+    bool single_copy = true;
 
     // The defaults with eager_limit and unexpected_limit of configuration's `comm:`
     // section (config::CommOptions).
@@ -165,6 +171,17 @@ struct CommStats {
     std::uint64_t lane_held_sends = 0;
     std::uint64_t lane_credits_sent = 0;
     std::uint64_t lane_credits_received = 0;
+    // One copy (Limits::single_copy). Sender: large messages written straight into
+    // their receiver's buffer, and their bytes; large sends to a peer of this host
+    // whose data went through the technology instead (the receive gave no buffer, or
+    // writing to that process is not permitted); buffers a receiver named that were
+    // not written into (another host or pid namespace, another pid than its first,
+    // a bad address). Receiver: receives completed by such a write.
+    std::uint64_t single_copy_sent = 0;
+    std::uint64_t single_copy_bytes = 0;
+    std::uint64_t single_copy_fallbacks = 0;
+    std::uint64_t single_copy_refused = 0;
+    std::uint64_t single_copy_received = 0;
 };
 
 class Communicator {
@@ -228,6 +245,17 @@ public:
     // goes when the receiver cleared it), or, to this node itself, completes when a
     // receive took it from the matching.
     Posted post_ssend(Context context, NodeId dest, Tag tag, std::span<const std::byte> bytes, void* user = nullptr);
+    // Sends of the caller's memory without a copy (BMI's user memory; MPI_Isend's
+    // rule): bytes must stay alive and unchanged until the request completed (the
+    // caller may not reuse them before). A large message (above eager_limit, or any
+    // synchronous one) is read only when its receiver cleared it: written straight
+    // into the receiver's buffer when it was posted in place on this host (one
+    // copy), else copied into the data message then. A small one is copied at once
+    // as post_send does. A server sends straight from a read() buffer so.
+    Posted post_send_in_place(Context context, NodeId dest, Tag tag, std::span<const std::byte> bytes,
+                              void* user = nullptr);
+    Posted post_ssend_in_place(Context context, NodeId dest, Tag tag, std::span<const std::byte> bytes,
+                               void* user = nullptr);
     // BMI's unexpected message: for a receiver that does not know who will talk to
     // it. It is never matched by post_recv/recv/probe; the receiver takes it with
     // test_unexpected/wait_unexpected. Completes like post_send. Throws
@@ -255,6 +283,13 @@ public:
     Posted post_recv(NodeId source, Tag tag, void* user = nullptr);
     Posted post_recv(Context context, NodeId source, Tag tag, std::span<std::byte> into, void* user = nullptr);
     Posted post_recv(Context context, NodeId source, Tag tag, void* user = nullptr);
+    // A receive into the caller's memory that a sender of this host may write into
+    // itself (one copy, Limits::single_copy): as post_recv into a span, except that
+    // once a large message matched it and its buffer went to the sender, cancel()
+    // returns false: it completes with that message (or peer_lost, or truncated when
+    // into is shorter), as a matched receive does in MPI. into stays the sender's to
+    // write until then, even after drop(source) or the communicator's destruction.
+    Posted post_recv_in_place(Context context, NodeId source, Tag tag, std::span<std::byte> into, void* user = nullptr);
 
     // The completion of a finished request, which retires it; nullopt while pending.
     // test makes progress once without blocking; wait blocks up to timeout. Throws

@@ -58,6 +58,13 @@ public:
 
     [[nodiscard]] virtual std::string_view technology() const noexcept = 0;
     [[nodiscard]] virtual NodeId self_id() const noexcept = 0;
+    // The technology that reaches node id: technology() itself, except for a factory
+    // made of several (auto: "sci" for a node on this machine, else "tcp" or "udp").
+    // The communicator's single-copy path asks it (only sci peers share this host).
+    [[nodiscard]] virtual std::string_view technology_of(NodeId id) const {
+        (void)id;
+        return technology();
+    }
 
     // The node for a peer id of the nodes file; the same object on every call (the
     // factory keeps the list of nodes it created). Throws ConfigError for an id that

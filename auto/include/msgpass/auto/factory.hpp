@@ -37,7 +37,7 @@ public:
     BufferPtr create_buffer(std::size_t size) override;
 
     // The technology that reaches node id ("sci", or auto.inter_host: "tcp" or "udp").
-    [[nodiscard]] std::string_view technology_of(NodeId id) const;
+    [[nodiscard]] std::string_view technology_of(NodeId id) const override;
     // The doorbell every group of this factory sleeps on (the sci one; the tcp part
     // rings it on input).
     [[nodiscard]] Doorbell& bell() const noexcept { return sci_->bell(); }

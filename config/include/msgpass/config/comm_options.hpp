@@ -29,6 +29,10 @@ struct CommOptions {
         std::uint64_t limit = 0;
     };
     std::vector<TagQueue> tag_queues;
+    // Large messages between two processes of this host (sci peers) go with one copy,
+    // the sender writing into the receiver's posted buffer (process_vm_writev); false:
+    // always through the technology (docs/communicator.md, "One copy").
+    bool single_copy = true;
 
     static const std::vector<std::string>& keys();
     void set(const std::string& key, const Value& value);
