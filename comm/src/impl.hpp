@@ -97,6 +97,27 @@ int write_into_process(std::uint32_t pid, std::uint64_t address, std::span<const
 // comm.single_copy: false does).
 bool single_copy_allowed_by_environment();
 
+// A receive buffer of this process offered to a sender (a clear-to-send with its
+// address), for as long as its request lives: a write into this process itself (two
+// communicators of one process) lands only inside one of these, so that a peer naming
+// this process's pid cannot make it write over its own memory. Move-only.
+class OfferedRange {
+public:
+    OfferedRange() = default;
+    OfferedRange(std::uint64_t address, std::uint64_t length);
+    OfferedRange(OfferedRange&& other) noexcept;
+    OfferedRange& operator=(OfferedRange&& other) noexcept;
+    OfferedRange(const OfferedRange&) = delete;
+    OfferedRange& operator=(const OfferedRange&) = delete;
+    ~OfferedRange();
+
+private:
+    void withdraw() noexcept;
+    std::uint64_t address_ = 0;
+    std::uint64_t length_ = 0;
+    bool live_ = false;
+};
+
 // How long one blocking pull lasts before a waiter looks at its requests again.
 constexpr std::chrono::nanoseconds slice = 10ms;
 // Messages taken from the nodes by one non-blocking progress call at most.
@@ -212,6 +233,7 @@ struct Communicator::Impl {
         std::span<const std::byte> kept_bytes;
         bool in_place = false;
         bool single_copy = false;
+        OfferedRange offered; // the buffer while a sender of this host may write into it
     };
     using RdvKey = std::pair<NodeId, std::uint32_t>; // (peer, the sender's rendezvous id)
 

@@ -28,6 +28,7 @@ void Communicator::Impl::clear_to_send_locked(Request& r, Arrived&& m) {
             target.address = reinterpret_cast<std::uintptr_t>(r.into.data());
             target.length = r.into.size();
             r.single_copy = true;
+            r.offered = OfferedRange(target.address, target.length);
             send_control_locked(key.first, kind_cts_target, key.second, Context{}, 0, r.request_id,
                                 std::as_bytes(std::span(&target, 1)));
         } else {
@@ -142,6 +143,7 @@ std::string Communicator::Impl::on_written_locked(NodeId source, const WireEnvel
     awaiting.erase(it);
     r.awaiting_data = false;
     r.announcement = Arrived{};
+    r.offered = OfferedRange{}; // written: the buffer is the application's again
     auto& c = r.completion;
     c.is_send = false;
     c.bytes = std::min<std::size_t>(c.size, r.into.size());

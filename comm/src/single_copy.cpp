@@ -10,6 +10,8 @@
 #include <cstdlib>
 #include <fstream>
 #include <functional>
+#include <map>
+#include <mutex>
 #include <sys/stat.h>
 #include <sys/uio.h>
 #include <unistd.h>
@@ -35,9 +37,66 @@ const SingleCopyTarget& local_process() {
     return self;
 }
 
+namespace {
+
+std::mutex offered_mutex;
+std::multimap<std::uint64_t, std::uint64_t> offered_ranges; // address -> length
+
+// Whether [address, address + length) lies inside a buffer offered now.
+bool inside_offered(std::uint64_t address, std::uint64_t length) {
+    std::lock_guard lock(offered_mutex);
+    for (auto it = offered_ranges.upper_bound(address); it != offered_ranges.begin();) {
+        --it;
+        if (it->first <= address && address - it->first + length <= it->second) return true;
+    }
+    return false;
+}
+
+} // namespace
+
+OfferedRange::OfferedRange(std::uint64_t address, std::uint64_t length)
+    : address_(address), length_(length), live_(true) {
+    std::lock_guard lock(offered_mutex);
+    offered_ranges.emplace(address, length);
+}
+
+OfferedRange::OfferedRange(OfferedRange&& other) noexcept
+    : address_(other.address_), length_(other.length_), live_(other.live_) {
+    other.live_ = false;
+}
+
+OfferedRange& OfferedRange::operator=(OfferedRange&& other) noexcept {
+    if (this != &other) {
+        withdraw();
+        address_ = other.address_;
+        length_ = other.length_;
+        live_ = other.live_;
+        other.live_ = false;
+    }
+    return *this;
+}
+
+OfferedRange::~OfferedRange() {
+    withdraw();
+}
+
+void OfferedRange::withdraw() noexcept {
+    if (!live_) return;
+    live_ = false;
+    std::lock_guard lock(offered_mutex);
+    const auto [first, last] = offered_ranges.equal_range(address_);
+    for (auto it = first; it != last; ++it)
+        if (it->second == length_) {
+            offered_ranges.erase(it);
+            return;
+        }
+}
+
 int write_into_process(std::uint32_t pid, std::uint64_t address, std::span<const std::byte> from) {
     if (from.empty()) return 0;
     if (address == 0 || address + from.size() < address) return EFAULT;
+    // Into this process itself only where one of its receives offered a buffer.
+    if (pid == local_process().pid && !inside_offered(address, from.size())) return EFAULT;
     std::size_t done = 0;
     while (done < from.size()) {
         const std::size_t left = from.size() - done;

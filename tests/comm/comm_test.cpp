@@ -1739,9 +1739,11 @@ TEST_P(CommConformance, AReceiveThatGaveItsBufferToTheSenderIsNotCancelledButCom
     EXPECT_EQ(wait_for(a, s.id, "the send").status, Status::success);
 }
 
-// "Nothing a peer sends may crash": a clear-to-send naming a buffer at a bad address
-// (or another host's process) is refused and counted; the data then goes through the
-// technology, once. The receiver here is a raw node answering by hand.
+// "Nothing a peer sends may crash": a clear-to-send naming a buffer at a bad address,
+// another host's process, or memory of the sending process itself that no receive
+// offered (a peer naming the sender's own pid), is refused and counted; the data then
+// goes through the technology, once, and the memory named stays as it was. The
+// receiver here is a raw node answering by hand.
 // Over tcp and udp such a buffer is never written into (not a peer of this host).
 TEST_P(CommConformance, AClearToSendNamingABadBufferIsRefusedCountedAndTheDataGoesThroughTheTechnology) {
     const bool local = one_copy_expected(GetParam());
@@ -1765,7 +1767,8 @@ TEST_P(CommConformance, AClearToSendNamingABadBufferIsRefusedCountedAndTheDataGo
     }
     struct stat ns {};
     ASSERT_EQ(::stat("/proc/self/ns/pid", &ns), 0);
-    for (int round = 0; round < (local ? 3 : 2); ++round) {
+    std::vector<std::byte> victim(size, std::byte{0x5a}); // this process's memory, offered to nobody
+    for (int round = 0; round < (local ? 4 : 2); ++round) {
         auto s = a.post_send_in_place(comm::Context{}, peer, 8, data);
         auto rts = raw->receive(patience);
         ASSERT_TRUE(rts) << "no announcement";
@@ -1776,7 +1779,7 @@ TEST_P(CommConformance, AClearToSendNamingABadBufferIsRefusedCountedAndTheDataGo
         std::memset(cts.data() + 8, 0, 4);  // tag
         std::memset(cts.data() + 16, 0, 8); // size: no request withdrawn
         std::uint32_t pid = static_cast<std::uint32_t>(::getpid());
-        if (round == 2) { // a process that ended (and was reaped): the receiver is gone
+        if (round == 3) { // a process that ended (and was reaped): the receiver is gone
             const pid_t child = ::fork();
             if (child == 0) ::_exit(0);
             ASSERT_GT(child, 0);
@@ -1784,12 +1787,14 @@ TEST_P(CommConformance, AClearToSendNamingABadBufferIsRefusedCountedAndTheDataGo
             pid = static_cast<std::uint32_t>(child);
         }
         const std::uint64_t fields[4] = {round == 1 ? boot + 1 : boot, static_cast<std::uint64_t>(ns.st_ino),
-                                         round == 2 ? reinterpret_cast<std::uintptr_t>(data.data()) : 0x10,
+                                         round == 3   ? reinterpret_cast<std::uintptr_t>(data.data())
+                                         : round == 2 ? reinterpret_cast<std::uintptr_t>(victim.data())
+                                                      : 0x10,
                                          size}; // address 0x10: never mapped
         std::memcpy(cts.data() + 24, &pid, 4);
         std::memcpy(cts.data() + 32, fields, sizeof fields);
         raw->send(std::make_unique<HeapBuffer>(std::span<const std::byte>(cts)));
-        if (round == 2) {
+        if (round == 3) {
             auto lost = wait_for(a, s.id, "the send to a process that is gone");
             EXPECT_EQ(lost.status, Status::peer_lost) << lost.error;
             EXPECT_NE(lost.error.find("is gone"), std::string::npos) << lost.error;
@@ -1804,7 +1809,10 @@ TEST_P(CommConformance, AClearToSendNamingABadBufferIsRefusedCountedAndTheDataGo
         EXPECT_TRUE(std::equal(data.begin(), data.end(), got.begin() + 24));
         EXPECT_EQ(wait_for(a, s.id, "the send").status, Status::success);
     }
-    EXPECT_EQ(a.stats().single_copy_refused, local ? 2u : 0u) << "a bad address, then another host's boot id";
+    EXPECT_EQ(a.stats().single_copy_refused, local ? 3u : 0u)
+        << "a bad address, another host's boot id, then this process's own memory";
+    EXPECT_TRUE(std::all_of(victim.begin(), victim.end(), [](std::byte b) { return b == std::byte{0x5a}; }))
+        << "a peer naming this process's pid made it write over its own memory";
     EXPECT_EQ(a.stats().single_copy_sent, 0u);
 }
 
