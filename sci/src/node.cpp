@@ -25,8 +25,7 @@ void SciNode::send(BufferPtr&& buffer) {
 
 void SciNode::send_bytes(std::span<const std::byte> bytes) {
     check_factory("send");
-    CallerBytes caller(bytes);
-    sender_.send(caller, this);
+    sender_.send_bytes(bytes, this);
 }
 
 void SciNode::send_shared(const SharedBuffer& buffer) {

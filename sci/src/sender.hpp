@@ -64,7 +64,11 @@ public:
     // the facade's place in the progress driver (its queue moves here, under the
     // send lock). Throws as Node::send.
     template <class B>
-    void send(B& buffer, const kit::Progressing* self);
+    void send(B& buffer, const kit::Progressing* self, bool progressed = false);
+    // send_bytes: a small message goes straight into a granted slot, or into the
+    // staged batch at the back of the queue, without the generic path's buffer view
+    // and its second look at the queue (fast_bytes); anything else goes as send.
+    void send_bytes(std::span<const std::byte> bytes, const kit::Progressing* self);
     // Transfers queued messages while possible, unless another thread holds the send
     // lock. Whether the queue is empty.
     bool try_flush();
@@ -89,6 +93,7 @@ private:
     std::size_t try_transfer_coalesced(Link& link);
     [[nodiscard]] Staged* staged_of(const Queued& q) const;
     bool stage(const Link& link, const Buffer& buffer);
+    [[nodiscard]] bool fast_bytes(std::span<const std::byte> bytes);
     std::size_t try_transfer_staged(Link& link, Staged& staged);
     std::optional<std::uint64_t> place_large(std::uint64_t size);
     void forget_large();
