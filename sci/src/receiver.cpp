@@ -409,7 +409,8 @@ void Receiver::publish_pending() {
 }
 
 BufferPtr Receiver::poll() {
-    Link* link = links_.current(); // compared, not read: declare_lost reads only the current link
+    if (batch_.link != nullptr) return next_in_batch(); // as in view(): no lock for an open batch
+    Link* link = links_.current();                      // compared, not read: declare_lost reads only the current link
     std::string violation;
     {
         std::lock_guard lock(recv_mutex_);

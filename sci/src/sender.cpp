@@ -616,10 +616,26 @@ void Sender::send_bytes(std::span<const std::byte> bytes, const kit::Progressing
     send(caller, self, true);
 }
 
+// fast_bytes for a buffer of one piece (a send-pool buffer, or a received one sent
+// on): its bytes are copied as send_bytes copies them and it is dropped at once, as
+// the generic path drops a buffer it transferred or staged. Send lock held.
+bool Sender::fast_buffer(BufferPtr& buffer) {
+    const SingleBuffer* single = buffer->single();
+    if (single == nullptr || !fast_bytes({single->data(), single->size()})) return false;
+    buffer = nullptr;
+    return true;
+}
+
 template <class B>
 void Sender::send(B& buffer, const kit::Progressing* self, bool progressed) {
     constexpr bool bytes = std::is_same_v<B, CallerBytes>;
     if (!buffer) kit::throw_null_buffer(node_);
+    if constexpr (std::is_same_v<B, BufferPtr>) {
+        transport_->driver().progress(self, queue_depth_.load(std::memory_order_relaxed) != 0);
+        progressed = true;
+        std::lock_guard lock(send_mutex_);
+        if (fast_buffer(buffer)) return;
+    }
     const std::size_t size = buffer->size();
     if (size > parameters_.max_message_size) {
         stats_.error();

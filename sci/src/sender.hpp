@@ -94,6 +94,7 @@ private:
     [[nodiscard]] Staged* staged_of(const Queued& q) const;
     bool stage(const Link& link, const Buffer& buffer);
     [[nodiscard]] bool fast_bytes(std::span<const std::byte> bytes);
+    [[nodiscard]] bool fast_buffer(BufferPtr& buffer);
     std::size_t try_transfer_staged(Link& link, Staged& staged);
     std::optional<std::uint64_t> place_large(std::uint64_t size);
     void forget_large();
