@@ -574,12 +574,12 @@ bool Sender::fast_bytes(std::span<const std::byte> bytes) {
     const std::size_t size = bytes.size();
     if (link == nullptr || links_.loss.pending() || deferred_pending_.load(std::memory_order_relaxed) ||
         links_.current_if_any() != link || links_.retired() || size > parameters_.max_message_size ||
-        size > link->max_message_size)
-        return false;
+        size > link->max_message_size ||
+        batch_data_offset(2) + 2 * batch_align_up(size) >
+            std::min({link->slot_size, std::uint64_t{note_size_mask}, Staged::max_capacity}))
+        return false; // (a small message: two of its size fit a slot, as for a batch)
     if (queue_.empty()) {
-        if (size >= hot_min_size || size > std::min<std::uint64_t>(link->slot_size, note_size_mask) ||
-            load(local_header_->epoch) != link->epoch32)
-            return false;
+        if (size >= hot_min_size || load(local_header_->epoch) != link->epoch32) return false;
         const std::uint32_t ack = next_grant();
         const std::uint32_t slot = ack & ack_slot_mask;
         if (ack == 0 || slot >= link->slot_count) return false; // queued, or reported, by the generic path
