@@ -25,7 +25,8 @@ void SciNode::send(BufferPtr&& buffer) {
 
 void SciNode::send_bytes(std::span<const std::byte> bytes) {
     check_factory("send");
-    sender_.send_bytes(bytes, this);
+    CallerBytes caller(bytes);
+    sender_.send(caller, this);
 }
 
 void SciNode::send_shared(const SharedBuffer& buffer) {

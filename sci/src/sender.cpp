@@ -605,17 +605,6 @@ bool Sender::fast_bytes(std::span<const std::byte> bytes) {
     return true;
 }
 
-void Sender::send_bytes(std::span<const std::byte> bytes, const kit::Progressing* self) {
-    // Queues towards other peers move too (this one's below, under the lock).
-    transport_->driver().progress(self, queue_depth_.load(std::memory_order_relaxed) != 0);
-    {
-        std::lock_guard lock(send_mutex_);
-        if (fast_bytes(bytes)) return;
-    }
-    CallerBytes caller(bytes);
-    send(caller, self, true);
-}
-
 // fast_bytes for a buffer of one piece (a send-pool buffer, or a received one sent
 // on): its bytes are copied as send_bytes copies them and it is dropped at once, as
 // the generic path drops a buffer it transferred or staged. Send lock held.
@@ -627,23 +616,24 @@ bool Sender::fast_buffer(BufferPtr& buffer) {
 }
 
 template <class B>
-void Sender::send(B& buffer, const kit::Progressing* self, bool progressed) {
+void Sender::send(B& buffer, const kit::Progressing* self) {
     constexpr bool bytes = std::is_same_v<B, CallerBytes>;
     if (!buffer) kit::throw_null_buffer(node_);
-    if constexpr (std::is_same_v<B, BufferPtr>) {
-        transport_->driver().progress(self, queue_depth_.load(std::memory_order_relaxed) != 0);
-        progressed = true;
-        std::lock_guard lock(send_mutex_);
-        if (fast_buffer(buffer)) return;
-    }
     const std::size_t size = buffer->size();
     if (size > parameters_.max_message_size) {
         stats_.error();
         kit::throw_message_too_large(node_, size, parameters_.max_message_size);
     }
     // Queues towards other peers move too (this one's below, under the lock).
-    if (!progressed) transport_->driver().progress(self, queue_depth_.load(std::memory_order_relaxed) != 0);
+    transport_->driver().progress(self, queue_depth_.load(std::memory_order_relaxed) != 0);
     std::lock_guard lock(send_mutex_);
+    // The usual cases first (fast_bytes), under the same lock: a message that takes
+    // the general path below pays for one lock, not two.
+    if constexpr (std::is_same_v<B, BufferPtr>) {
+        if (fast_buffer(buffer)) return;
+    } else if constexpr (bytes) {
+        if (fast_bytes({buffer->single()->data(), size})) return;
+    }
     links_.throw_if_lost();
     throw_if_deferred();
     Link* link = links_.current();
@@ -710,8 +700,8 @@ void Sender::send(B& buffer, const kit::Progressing* self, bool progressed) {
     links_.check_peer(link);
 }
 
-template void Sender::send(BufferPtr&, const kit::Progressing*, bool);
-template void Sender::send(SharedBuffer&, const kit::Progressing*, bool);
-template void Sender::send(CallerBytes&, const kit::Progressing*, bool);
+template void Sender::send(BufferPtr&, const kit::Progressing*);
+template void Sender::send(SharedBuffer&, const kit::Progressing*);
+template void Sender::send(CallerBytes&, const kit::Progressing*);
 
 } // namespace msgpass::sci

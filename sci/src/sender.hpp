@@ -63,12 +63,10 @@ public:
     // Sends buffer (a BufferPtr, SharedBuffer or CallerBytes) or queues it; self is
     // the facade's place in the progress driver (its queue moves here, under the
     // send lock). Throws as Node::send.
+    // A small message of one piece takes the usual cases first (fast_bytes): straight
+    // into a granted slot, or into the staged batch at the back of the queue.
     template <class B>
-    void send(B& buffer, const kit::Progressing* self, bool progressed = false);
-    // send_bytes: a small message goes straight into a granted slot, or into the
-    // staged batch at the back of the queue, without the generic path's buffer view
-    // and its second look at the queue (fast_bytes); anything else goes as send.
-    void send_bytes(std::span<const std::byte> bytes, const kit::Progressing* self);
+    void send(B& buffer, const kit::Progressing* self);
     // Transfers queued messages while possible, unless another thread holds the send
     // lock. Whether the queue is empty.
     bool try_flush();
