@@ -62,15 +62,21 @@ BufferPtr SciNode::receive(std::chrono::nanoseconds timeout) {
 // message alone in its slot, a large one) is received as a buffer that the view holds.
 MessageView SciNode::receive_view() {
     check_factory("receive");
-    links_.transport->driver().progress();
-    if (auto v = receiver_.view()) return v;
-    return MessageView(receiver_.poll());
+    return poll_view();
 }
 
 MessageView SciNode::receive_view(std::chrono::nanoseconds timeout) {
     check_factory("receive");
-    if (auto v = receive_view()) return v;
+    if (auto v = poll_view()) return v; // a stream's usual case, without setting up a wait
     return links_.transport->wait([this] { return receive_view(); }, timeout);
+}
+
+// A message that view() does not lend (a large one, a restart, a loss to report)
+// comes as a buffer that the view holds.
+MessageView SciNode::poll_view() {
+    links_.transport->driver().progress();
+    if (auto v = receiver_.view()) return v;
+    return MessageView(receiver_.poll());
 }
 
 NodeStats SciNode::stats() const noexcept {

@@ -48,6 +48,7 @@ public:
     [[nodiscard]] std::size_t queued() const noexcept { return sender_.queued(); }
 
 private:
+    MessageView poll_view();
     void try_flush_queue() override { sender_.try_flush(); }
     void state_changed() override { receiver_.write_status(); }
 

@@ -242,6 +242,7 @@ BufferPtr Receiver::take_message(Link& link) {
         }
         grants_->index[i].store(Grants::pack(link.generation, next, Grants::no_slot), std::memory_order_release);
         if (link.k == 1) publish_grants(link);
+        if (lend_) return nullptr; // view() lends it from the open batch
         return next_in_batch();
     }
     if (!large) {
@@ -259,6 +260,11 @@ BufferPtr Receiver::take_message(Link& link) {
         // the pool on the next receive.
         if (!hot)
             grants_->index[i].store(Grants::pack(link.generation, next, Grants::no_slot), std::memory_order_release);
+        if (lend_) {
+            lend_alone(link, i, slot, size);
+            if (link.k == 1) publish_grants(link);
+            return nullptr; // view() lends it
+        }
         Transport::SlotHold& hold = transport_->slot_hold(slot);
         hold.index = i;
         hold.owner = recv_owner_;
@@ -345,15 +351,26 @@ bool Receiver::open_batch(Link& link, std::uint32_t i, std::uint32_t slot, std::
     hold.refs.store(count, std::memory_order_relaxed);
     hold.index = i;
     hold.owner = recv_owner_;
-    batch_ = Batch{&link, slot, 0, count, static_cast<std::uint32_t>(batch_data_offset(count))};
+    batch_ = Batch{&link, slot, 0, count, static_cast<std::uint32_t>(batch_data_offset(count)), false};
     return true;
+}
+
+// Opens a message alone in its slot as a batch of one, for view(): lent, the slot
+// goes back when the view is released (as a RecvBuffer that is not shared). Receiver.
+void Receiver::lend_alone(Link& link, std::uint32_t i, std::uint32_t slot, std::uint32_t size) {
+    Transport::SlotHold& hold = transport_->slot_hold(slot);
+    hold.index = i;
+    hold.owner = recv_owner_;
+    batch_lengths_.resize(1);
+    batch_lengths_[0] = size;
+    batch_ = Batch{&link, slot, 0, 1, 0, true};
 }
 
 // The next message of the open batch, a view into its slot. Receiver.
 BufferPtr Receiver::next_in_batch() {
     const std::uint32_t length = batch_lengths_[batch_.next];
     auto b = std::make_unique<RecvBuffer>(*batch_.link, batch_.slot,
-                                          transport_->slot_address(batch_.slot) + batch_.offset, length, true);
+                                          transport_->slot_address(batch_.slot) + batch_.offset, length, !batch_.alone);
     batch_.offset = static_cast<std::uint32_t>(batch_align_up(batch_.offset + length));
     if (++batch_.next == batch_.count) batch_.link = nullptr;
     b->set_source(parameters_.peer);
@@ -368,11 +385,11 @@ MessageView Receiver::view_in_batch() {
     const std::uint32_t length = batch_lengths_[batch_.next];
     const std::byte* data = transport_->slot_address(batch_.slot) + batch_.offset;
     Link* link = batch_.link;
-    const std::uint32_t slot = batch_.slot;
+    const std::uint64_t token = batch_.slot | (batch_.alone ? SlotLender::alone_flag : 0);
     batch_.offset = static_cast<std::uint32_t>(batch_align_up(batch_.offset + length));
     if (++batch_.next == batch_.count) batch_.link = nullptr;
     stats_.received_serialized(length);
-    return MessageView({data, length}, parameters_.peer, &lender, link, slot);
+    return MessageView({data, length}, parameters_.peer, &lender, link, token);
 }
 
 // The messages of the open batch that were never handed out let go of its slot (the
@@ -382,7 +399,7 @@ void Receiver::abandon_batch() {
     const std::uint32_t left = batch_.count - batch_.next;
     Link& link = *batch_.link;
     batch_.link = nullptr;
-    if (transport_->slot_hold(batch_.slot).refs.fetch_sub(left, std::memory_order_acq_rel) == left)
+    if (batch_.alone || transport_->slot_hold(batch_.slot).refs.fetch_sub(left, std::memory_order_acq_rel) == left)
         link.grants->give_back(link, batch_.slot);
 }
 
@@ -392,7 +409,8 @@ void Receiver::publish_pending() {
 }
 
 BufferPtr Receiver::poll() {
-    Link* link = links_.current(); // compared, not read: declare_lost reads only the current link
+    if (batch_.link != nullptr) return next_in_batch(); // as in view(): no lock for an open batch
+    Link* link = links_.current();                      // compared, not read: declare_lost reads only the current link
     std::string violation;
     {
         std::lock_guard lock(recv_mutex_);
@@ -426,7 +444,15 @@ BufferPtr Receiver::poll() {
 }
 
 MessageView Receiver::view() {
+    if (batch_.link != nullptr) return view_in_batch(); // a stream's usual case: no lock
     std::lock_guard lock(recv_mutex_);
+    if (batch_.link != nullptr) return view_in_batch();
+    if (!pending_.empty() || recv_link_ == nullptr || !violation_.empty()) return {};
+    publish_grants(*recv_link_);
+    lend_ = true;
+    BufferPtr b = take_message(*recv_link_);
+    lend_ = false;
+    if (b) return MessageView(std::move(b)); // a large message
     if (batch_.link != nullptr) return view_in_batch();
     return {};
 }

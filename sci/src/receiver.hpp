@@ -93,10 +93,15 @@ private:
 // slot's hold), token the slot.
 class SlotLender final : public MessageView::Lender {
 public:
+    // token: the slot, with alone_flag when the message was alone in it (no count
+    // to take down: the slot goes back at once, as a RecvBuffer's that is not shared).
+    static constexpr std::uint64_t alone_flag = std::uint64_t{1} << 32;
     void give_back(void* context, std::uint64_t token) noexcept override {
         auto& link = *static_cast<Link*>(context);
         const auto slot = static_cast<std::uint32_t>(token);
-        if (link.grants->transport->slot_hold(slot).refs.fetch_sub(1, std::memory_order_acq_rel) != 1) return;
+        if ((token & alone_flag) == 0 &&
+            link.grants->transport->slot_hold(slot).refs.fetch_sub(1, std::memory_order_acq_rel) != 1)
+            return;
         link.grants->give_back(link, slot);
     }
 };
@@ -135,8 +140,12 @@ public:
     // the old incarnation, then its loss (once, unless a send raised it already),
     // then the messages of the new one.
     BufferPtr poll();
-    // The next message of an open batch, lent without an object; empty when no batch
-    // is open (the caller then polls).
+    // The next message lent without an object: one of an open batch (without the
+    // receive lock: only one thread receives, and nothing else touches an open
+    // batch), else the next note's when it is a batch or a message alone in its
+    // slot. Empty when there is none or the next is of another kind (a large
+    // message, a descriptor of a batch already taken, a restart, a violation): the
+    // caller then polls.
     MessageView view();
     // Writes the grants a receive call would write (indices whose message was taken,
     // releases of large buffers), so that a peer sees every taken message
@@ -156,6 +165,7 @@ private:
     BufferPtr take_next();
     BufferPtr take_message(Link& link);
     bool open_batch(Link& link, std::uint32_t i, std::uint32_t slot, std::uint32_t size, std::uint64_t number);
+    void lend_alone(Link& link, std::uint32_t i, std::uint32_t slot, std::uint32_t size);
     BufferPtr next_in_batch();
     MessageView view_in_batch();
     void abandon_batch();
@@ -202,9 +212,13 @@ private:
         std::uint32_t next = 0; // the message handed out next
         std::uint32_t count = 0;
         std::uint32_t offset = 0; // of message `next` in the slot
+        bool alone = false;       // a message alone in its slot, lent (lend_alone): no count in the slot's hold
     };
     Batch batch_;
     std::vector<std::uint32_t> batch_lengths_; // of the open batch, copied out of the slot
+    // take_message is called for view(): a batch is left open for view_in_batch and a
+    // message alone in its slot is opened as a batch of one, instead of a RecvBuffer.
+    bool lend_ = false;
 };
 
 } // namespace msgpass::sci

@@ -301,6 +301,16 @@ public:
         spare_.lengths.swap(lengths);
     }
     // Copies the message in when it fits (only while nothing of the entry went).
+    bool add(std::span<const std::byte> bytes) {
+        const std::uint64_t size = bytes.size();
+        const auto count = static_cast<std::uint32_t>(lengths.size());
+        if (first != 0 || count >= batch_max_count || batch_data_offset(count + 1) + used_ + size > capacity_)
+            return false;
+        if (size != 0) std::memcpy(bytes_.get() + used_, bytes.data(), size);
+        lengths.push_back(static_cast<std::uint32_t>(size));
+        used_ = batch_align_up(used_ + size);
+        return true;
+    }
     bool add(const Buffer& buffer) {
         const std::uint64_t size = buffer.size();
         const auto count = static_cast<std::uint32_t>(lengths.size());
@@ -552,6 +562,59 @@ void Sender::throw_if_deferred() {
     if (error) std::rethrow_exception(error);
 }
 
+// The usual cases of send_bytes, each as the generic path would do it but without
+// its layers: nothing to report (no loss, no deferred error), the link the send
+// side uses, a message that fits a slot with others. Then either the queue is empty
+// and the next index's slot is granted (the message goes alone, at once; one below
+// hot_min_size, so no hot slot), or the queue is not empty, no slot is granted (a
+// flush would move nothing) and the staged batch at its back takes the message.
+// False when the generic path is to decide. Send lock held.
+bool Sender::fast_bytes(std::span<const std::byte> bytes) {
+    Link* const link = send_link_;
+    const std::size_t size = bytes.size();
+    if (link == nullptr || links_.loss.pending() || deferred_pending_.load(std::memory_order_relaxed) ||
+        links_.current_if_any() != link || links_.retired() || size > parameters_.max_message_size ||
+        size > link->max_message_size ||
+        batch_data_offset(2) + 2 * batch_align_up(size) >
+            std::min({link->slot_size, std::uint64_t{note_size_mask}, Staged::max_capacity}))
+        return false; // (a small message: two of its size fit a slot, as for a batch)
+    if (queue_.empty()) {
+        if (size >= hot_min_size || load(local_header_->epoch) != link->epoch32) return false;
+        const std::uint32_t ack = next_grant();
+        const std::uint32_t slot = ack & ack_slot_mask;
+        if (ack == 0 || slot >= link->slot_count) return false; // queued, or reported, by the generic path
+        const std::uint32_t i = send_index_;
+        const std::uint64_t n = sent_.load(std::memory_order_relaxed);
+        sequence_.copy(link->slot(slot), bytes.data(), size);
+        const std::uint32_t note =
+            make_note(signature_mod(send_round_[i], own_salt255_), false, static_cast<std::uint32_t>(size));
+        sequence_.write_word(&link->header->index[i].note, note, last_note_[i]);
+        last_note_[i] = note;
+        advance_send(n);
+        stats_.sent_serialized(size);
+        grants_->wake(*link);
+        return true;
+    }
+    if (staged_back_ == nullptr || queued_messages_ >= parameters_.send_queue_limit || slot_granted(*link) ||
+        !staged_back_->add(bytes))
+        return false;
+    ++queued_messages_;
+    queue_depth_.store(queued_messages_, std::memory_order_relaxed);
+    stats_.queued_serialized();
+    if ((queued_messages_ & 63) == 0) links_.check_peer(link); // a queue that grows looks at the peer now and then
+    return true;
+}
+
+// fast_bytes for a buffer of one piece (a send-pool buffer, or a received one sent
+// on): its bytes are copied as send_bytes copies them and it is dropped at once, as
+// the generic path drops a buffer it transferred or staged. Send lock held.
+bool Sender::fast_buffer(BufferPtr& buffer) {
+    const SingleBuffer* single = buffer->single();
+    if (single == nullptr || !fast_bytes({single->data(), single->size()})) return false;
+    buffer = nullptr;
+    return true;
+}
+
 template <class B>
 void Sender::send(B& buffer, const kit::Progressing* self) {
     constexpr bool bytes = std::is_same_v<B, CallerBytes>;
@@ -564,6 +627,13 @@ void Sender::send(B& buffer, const kit::Progressing* self) {
     // Queues towards other peers move too (this one's below, under the lock).
     transport_->driver().progress(self, queue_depth_.load(std::memory_order_relaxed) != 0);
     std::lock_guard lock(send_mutex_);
+    // The usual cases first (fast_bytes), under the same lock: a message that takes
+    // the general path below pays for one lock, not two.
+    if constexpr (std::is_same_v<B, BufferPtr>) {
+        if (fast_buffer(buffer)) return;
+    } else if constexpr (bytes) {
+        if (fast_bytes({buffer->single()->data(), size})) return;
+    }
     links_.throw_if_lost();
     throw_if_deferred();
     Link* link = links_.current();

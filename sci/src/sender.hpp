@@ -63,6 +63,8 @@ public:
     // Sends buffer (a BufferPtr, SharedBuffer or CallerBytes) or queues it; self is
     // the facade's place in the progress driver (its queue moves here, under the
     // send lock). Throws as Node::send.
+    // A small message of one piece takes the usual cases first (fast_bytes): straight
+    // into a granted slot, or into the staged batch at the back of the queue.
     template <class B>
     void send(B& buffer, const kit::Progressing* self);
     // Transfers queued messages while possible, unless another thread holds the send
@@ -89,6 +91,8 @@ private:
     std::size_t try_transfer_coalesced(Link& link);
     [[nodiscard]] Staged* staged_of(const Queued& q) const;
     bool stage(const Link& link, const Buffer& buffer);
+    [[nodiscard]] bool fast_bytes(std::span<const std::byte> bytes);
+    [[nodiscard]] bool fast_buffer(BufferPtr& buffer);
     std::size_t try_transfer_staged(Link& link, Staged& staged);
     std::optional<std::uint64_t> place_large(std::uint64_t size);
     void forget_large();

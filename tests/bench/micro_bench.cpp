@@ -243,6 +243,53 @@ void SciStreamOneThread(benchmark::State& state) {
 }
 BENCHMARK(SciStreamOneThread)->Arg(8)->Arg(64)->Arg(256)->Arg(1024);
 
+// SciStreamOneThread through the Buffer-free path: send_bytes from one array, each
+// message lent by receive_view and released at once (msgpass-bench --api bytes).
+void SciBytesOneThread(benchmark::State& state) {
+    register_builtin_technologies();
+    const auto size = static_cast<std::size_t>(state.range(0));
+    constexpr std::size_t burst = 256;
+    std::string partition = "micro-bytes-"; // (test::unique_partition trips GCC 12's -Wrestrict at -O3)
+    partition += std::to_string(::getpid());
+    partition += '-';
+    partition += std::to_string(size);
+    const test::SegmentCleanup segments(partition);
+    auto c = test::make_configuration("sci", segments.partition(), 2, [](config::Configuration& c) {
+        c.send_queue_limit = 1024;
+        c.edit_section<sci::Options>().max_outst_buffers = 7;
+        c.edit_section<sci::Options>().use_send_pool = true;
+    });
+    auto a = NodeFactory::create(c, 1);
+    auto b = NodeFactory::create(c, 2);
+    auto to_b = a->create_node(2);
+    auto from_a = b->create_node(1);
+    std::vector<std::byte> message(size);
+    std::uint64_t seq = 0;
+    std::uint64_t sum = 0;
+    const auto part = state.range(1); // 0: both ends timed; 1: the sends only; 2: the receives only
+    for (auto _ : state) {
+        if (part == 2) state.PauseTiming();
+        for (std::size_t i = 0; i < burst; ++i) {
+            std::memcpy(message.data(), &seq, sizeof seq);
+            ++seq;
+            to_b->send_bytes(message);
+        }
+        if (part == 2) state.ResumeTiming();
+        if (part == 1) state.PauseTiming();
+        for (std::size_t got = 0; got < burst;) {
+            (void)to_b->flush(std::chrono::nanoseconds(0));
+            while (auto m = from_a->receive_view()) {
+                sum += static_cast<std::uint64_t>(m.data()[0]);
+                ++got;
+            }
+        }
+        if (part == 1) state.ResumeTiming();
+    }
+    benchmark::DoNotOptimize(sum);
+    state.SetItemsProcessed(static_cast<std::int64_t>(state.iterations() * burst));
+}
+BENCHMARK(SciBytesOneThread)->ArgsProduct({{8, 64, 256, 1024}, {0}})->ArgsProduct({{64}, {1, 2}});
+
 // One snapshot of the statistics page (msgpass/kit/stats_page.hpp) of a factory
 // with arg peers, as its publisher thread writes one every 200 ms: the nodes'
 // stats(), the seqlocked page write and the heartbeat. The data path pays nothing;
