@@ -553,7 +553,11 @@ TEST_P(Conformance, AReceiverThatStopsTakingFillsTheSendersBoundAndNothingAccept
         }
     }
     ASSERT_NE(refused, nullptr) << accepted << " messages accepted for a receiver that takes nothing, no refusal";
-    EXPECT_EQ(to_b->stats().queue_depth, 64u);
+    // The refusal came with the queue at its bound; read afterwards it may be lower
+    // (tcp and udp: the receiving node's technology took some messages into its own
+    // bounded inbox before the refusal, and their acknowledgements trim the queue as
+    // they arrive; main's ASan build saw 0 three times in 16), never higher.
+    EXPECT_LE(to_b->stats().queue_depth, 64u) << "the send queue went past send_queue_limit";
     std::uint64_t next = 1;
     for (const auto deadline = Clock::now() + 2 * patience; next < accepted && Clock::now() < deadline;) {
         to_b->flush(0ns); // the queue moves when the sender calls in (same thread here)
