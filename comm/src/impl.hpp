@@ -295,6 +295,16 @@ struct Communicator::Impl {
     // waiting for their data (receiver), clear-to-send messages waiting for room in
     // their node's queue.
     std::uint32_t next_rdv_id = 1;
+    // A rendezvous send's number, once its data message (size bytes and the envelope)
+    // is known to fit max_message_size; MessageTooLarge naming dest otherwise.
+    std::uint32_t announce(NodeId dest, std::size_t size) {
+        if (max_message_size != 0 && size > max_message_size - header_size)
+            throw MessageTooLarge("comm: send to " + describe(dest) + ": " + std::to_string(size) +
+                                  " bytes and the 24-byte envelope, more than max_message_size (" +
+                                  std::to_string(max_message_size) + ")");
+        std::lock_guard lock(mutex);
+        return next_rdv_id++;
+    }
     std::map<RdvKey, RequestId> announced;
     std::map<NodeId, std::size_t> announced_count;
     std::map<RdvKey, RequestId> awaiting;
@@ -697,15 +707,7 @@ struct Communicator::Impl {
                 return post_send(context, dest, tag, make_message(context, tag, std::forward<Payload>(payload)), size,
                                  user);
         }
-        if (max_message_size != 0 && size > max_message_size - header_size)
-            throw MessageTooLarge("comm: send to " + describe(dest) + ": " + std::to_string(size) +
-                                  " bytes and the 24-byte envelope, more than max_message_size (" +
-                                  std::to_string(max_message_size) + ")");
-        std::uint32_t id = 0;
-        {
-            std::lock_guard lock(mutex);
-            id = next_rdv_id++;
-        }
+        const std::uint32_t id = announce(dest, size);
         auto data = make_message(context, tag, std::forward<Payload>(payload), kind_data, id);
         auto rts = std::make_unique<HeapBuffer>(header_size);
         write_envelope(rts->data(), context, tag, size, kind_rts, id);

@@ -256,17 +256,10 @@ Posted Communicator::Impl::send_in_place(Context context, NodeId dest, Tag tag, 
         copy = p != single_copy_peers.end() && p->second.refused;
     }
     if (copy) return send_any(context, dest, tag, bytes, size, user, sync);
-    if (max_message_size != 0 && size > max_message_size - header_size) // the fallback's data message
-        throw MessageTooLarge("comm: send to " + describe(dest) + ": " + std::to_string(size) +
-                              " bytes and the 24-byte envelope, more than max_message_size (" +
-                              std::to_string(max_message_size) + ")");
     // Announced always, not sent on a receiver's request (the requested queue): its
-    // clear-to-send names the buffer to write into.
-    std::uint32_t id = 0;
-    {
-        std::lock_guard lock(mutex);
-        id = next_rdv_id++;
-    }
+    // clear-to-send names the buffer to write into. (The size check is the fallback's
+    // data message.)
+    const std::uint32_t id = announce(dest, size);
     auto rts = std::make_unique<HeapBuffer>(header_size);
     write_envelope(rts->data(), context, tag, size, kind_rts, id);
     return post_send(context, dest, tag, std::move(rts), size, user, {}, id, true, true, bytes);
