@@ -171,13 +171,13 @@ std::unique_ptr<Schedule> inter_allgather_schedule(const CommInfo& c, const void
 
 std::unique_ptr<Schedule> inter_alltoall_schedule(const CommInfo& c, const void* send, std::size_t send_block,
                                                   void* recv, std::size_t recv_block) {
-    auto s = make_inter(c, "alltoall");
-    s->next_round();
-    for (int r = 0; r < c.size; ++r) {
-        s->send(r, static_cast<const std::byte*>(send) + static_cast<std::size_t>(r) * send_block, send_block);
-        s->recv(r, static_cast<std::byte*>(recv) + static_cast<std::size_t>(r) * recv_block, recv_block);
+    const auto n = static_cast<std::size_t>(c.size);
+    std::vector<std::size_t> send_sizes(n, send_block), send_displs(n), recv_sizes(n, recv_block), recv_displs(n);
+    for (std::size_t i = 0; i < n; ++i) {
+        send_displs[i] = i * send_block;
+        recv_displs[i] = i * recv_block;
     }
-    return s;
+    return inter_alltoallw_schedule(c, send, send_sizes, send_displs, recv, recv_sizes, recv_displs);
 }
 
 std::unique_ptr<Schedule> inter_gatherv_schedule(const CommInfo& c, const void* send, std::size_t send_bytes,
