@@ -64,8 +64,12 @@ const char* class_text(int code) {
         return "no such key in the info object";
     case MPI_ERR_KEYVAL:
         return "invalid keyval";
-    default:
-        return nullptr;
+    default: {
+        // A class or code of the application: its string, empty until one is added.
+        if (added_codes.count(code) == 0) return nullptr;
+        const auto it = added_strings.find(code);
+        return it != added_strings.end() ? it->second.c_str() : "";
+    }
     }
 }
 
@@ -79,9 +83,19 @@ int fail(const char* call, MPI_Comm comm, int code, const std::string& what) {
     last_code = code;
     last_message = std::string(call) + ": " + what;
     const MPI_Errhandler handler = handler_of(comm);
+    if (const auto user = user_handlers.find(handler); user != user_handlers.end()) {
+        // The application's function, with the communicator and the code (it may change
+        // neither); the call then returns the code.
+        MPI_Comm c = comm;
+        int e = code;
+        user->second.function(&c, &e);
+        return code;
+    }
     if (handler == MPI_ERRORS_ARE_FATAL) {
         std::fflush(stdout);
-        std::fprintf(stderr, "msgpass-mpi: rank %d: %s: %s (%s)\n", world_rank(), call, what.c_str(), class_text(code));
+        const char* text = class_text(code);
+        std::fprintf(stderr, "msgpass-mpi: rank %d: %s: %s (%s)\n", world_rank(), call, what.c_str(),
+                     text != nullptr && *text != '\0' ? text : ("error code " + std::to_string(code)).c_str());
         std::fflush(stderr);
         std::_Exit(1);
     }
@@ -183,6 +197,7 @@ int init(int* argc, char*** argv) {
         return fail("MPI_Init", MPI_COMM_WORLD, MPI_ERR_OTHER, e.what());
     }
     phase = Phase::running;
+    main_thread = std::this_thread::get_id();
     return MPI_SUCCESS;
 }
 

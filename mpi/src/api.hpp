@@ -14,6 +14,7 @@
 #include <mutex>
 #include <new>
 #include <string>
+#include <thread>
 
 namespace msgpass::mpi::api {
 
@@ -31,6 +32,19 @@ inline MPI_Errhandler handler_of(MPI_Comm comm) {
     const auto it = comm_handlers.find(comm);
     return it != comm_handlers.end() ? it->second : world_handler;
 }
+// Error handlers of the application (MPI_Comm_create_errhandler), by handle. A freed
+// one keeps serving the communicators it is set on; it cannot be set again.
+struct UserHandler {
+    MPI_Comm_errhandler_function* function;
+    bool freed;
+};
+inline std::map<MPI_Errhandler, UserHandler> user_handlers;
+inline MPI_Errhandler next_handler = 0x54000101;
+// Error classes and codes the application added (MPI_Add_error_class/_code): each
+// code's class (a class is its own), and the strings of MPI_Add_error_string.
+inline std::map<int, int> added_codes;
+inline std::map<int, std::string> added_strings;
+inline int last_used_code = MPI_ERR_LASTCODE; // the MPI_LASTUSEDCODE attribute's value
 inline int last_code = MPI_SUCCESS;
 // The level MPI_Init_thread gave; with MPI_THREAD_MULTIPLE every entry point holds
 // big_lock (Engine::set_lock).
@@ -38,6 +52,9 @@ inline int thread_level = MPI_THREAD_FUNNELED;
 inline std::recursive_mutex big_lock;
 inline std::string last_message;
 inline const auto start = std::chrono::steady_clock::now();
+
+// The thread that called MPI_Init (MPI_Is_thread_main).
+inline std::thread::id main_thread;
 
 // The text of an error class, or nullptr for a code that is not one.
 const char* class_text(int code);

@@ -25,6 +25,8 @@ int tag_ub_value = MPI_TAG_UB_VALUE;
 int host_value = MPI_PROC_NULL;
 int io_value = MPI_ANY_SOURCE;
 int wtime_is_global_value = 0;
+int appnum_value = 0;        // msgpass-run starts one program
+int universe_size_value = 0; // the world's size, set at the first query
 
 const std::vector<int>& group_of(MPI_Group g) {
     static const std::vector<int> empty;
@@ -103,7 +105,8 @@ std::map<MPI_Comm, std::map<int, Attribute>> attributes;
 std::uint64_t next_order = 0;
 
 bool predefined_keyval(int keyval) {
-    return keyval == MPI_TAG_UB || keyval == MPI_HOST || keyval == MPI_IO || keyval == MPI_WTIME_IS_GLOBAL;
+    return keyval == MPI_TAG_UB || keyval == MPI_HOST || keyval == MPI_IO || keyval == MPI_WTIME_IS_GLOBAL ||
+           keyval == MPI_APPNUM || keyval == MPI_UNIVERSE_SIZE || keyval == MPI_LASTUSEDCODE;
 }
 
 // A keyval of the application. A freed one still serves the attributes set with it
@@ -358,6 +361,16 @@ int MPI_Comm_get_attr(MPI_Comm comm, int keyval, void* attribute_val, int* flag)
             break;
         case MPI_WTIME_IS_GLOBAL:
             value = &wtime_is_global_value;
+            break;
+        case MPI_APPNUM:
+            value = &appnum_value;
+            break;
+        case MPI_UNIVERSE_SIZE:
+            universe_size_value = engine->info(MPI_COMM_WORLD).size;
+            value = &universe_size_value;
+            break;
+        case MPI_LASTUSEDCODE:
+            value = &last_used_code;
             break;
         default: {
             (void)keyval_of(keyval, true);

@@ -120,15 +120,60 @@ int MPI_Comm_size(MPI_Comm comm, int* size) {
 int MPI_Comm_set_errhandler(MPI_Comm comm, MPI_Errhandler handler) {
     return guarded("MPI_Comm_set_errhandler", comm, [&] {
         (void)engine->info(comm);
-        if (handler != MPI_ERRORS_ARE_FATAL && handler != MPI_ERRORS_RETURN)
+        const auto user = user_handlers.find(handler);
+        if (user != user_handlers.end() && user->second.freed)
+            throw MpiError(MPI_ERR_ARG, "error handler " + std::to_string(handler) + " was freed");
+        if (handler != MPI_ERRORS_ARE_FATAL && handler != MPI_ERRORS_RETURN && user == user_handlers.end())
             throw MpiError(MPI_ERR_ARG, "invalid error handler " + std::to_string(handler) +
-                                            " (MPI_ERRORS_ARE_FATAL and MPI_ERRORS_RETURN are provided)");
+                                            " (MPI_ERRORS_ARE_FATAL, MPI_ERRORS_RETURN and those of "
+                                            "MPI_Comm_create_errhandler are provided)");
         if (comm == MPI_COMM_SELF)
             self_handler = handler;
         else if (comm == MPI_COMM_WORLD)
             world_handler = handler;
         else
             comm_handlers[comm] = handler;
+        return MPI_SUCCESS;
+    });
+}
+
+int MPI_Comm_create_errhandler(MPI_Comm_errhandler_function* function, MPI_Errhandler* errhandler) {
+    return guarded("MPI_Comm_create_errhandler", MPI_COMM_WORLD, [&] {
+        if (function == nullptr) throw MpiError(MPI_ERR_ARG, "the error handler function is NULL");
+        if (errhandler == nullptr) throw MpiError(MPI_ERR_ARG, "errhandler is NULL");
+        if (next_handler == INT_MAX) throw MpiError(MPI_ERR_INTERN, "no error handler handle left");
+        user_handlers.emplace(next_handler, UserHandler{function, false});
+        *errhandler = next_handler++;
+        return MPI_SUCCESS;
+    });
+}
+
+// The handle is released; communicators that have the handler keep calling it. The
+// predefined handlers (as MPI_Comm_get_errhandler gives them) are released as well.
+int MPI_Errhandler_free(MPI_Errhandler* errhandler) {
+    return guarded("MPI_Errhandler_free", MPI_COMM_WORLD, [&] {
+        if (errhandler == nullptr) throw MpiError(MPI_ERR_ARG, "errhandler is NULL");
+        const MPI_Errhandler h = *errhandler;
+        if (h != MPI_ERRORS_ARE_FATAL && h != MPI_ERRORS_RETURN) {
+            const auto it = user_handlers.find(h);
+            if (it == user_handlers.end() || it->second.freed)
+                throw MpiError(MPI_ERR_ARG, "invalid error handler " + std::to_string(h));
+            it->second.freed = true;
+        }
+        *errhandler = MPI_ERRHANDLER_NULL;
+        return MPI_SUCCESS;
+    });
+}
+
+// The communicator's handler with errorcode, as if a call on it had failed with it:
+// MPI_ERRORS_ARE_FATAL ends the process, MPI_ERRORS_RETURN and a handler of the
+// application return here, and the call returns MPI_SUCCESS.
+int MPI_Comm_call_errhandler(MPI_Comm comm, int errorcode) {
+    return guarded("MPI_Comm_call_errhandler", comm, [&] {
+        (void)engine->info(comm);
+        const char* text = class_text(errorcode);
+        (void)fail("MPI_Comm_call_errhandler", comm, errorcode,
+                   text != nullptr && *text != '\0' ? text : "error code " + std::to_string(errorcode));
         return MPI_SUCCESS;
     });
 }
@@ -144,7 +189,9 @@ int MPI_Comm_get_errhandler(MPI_Comm comm, MPI_Errhandler* handler) {
 int MPI_Error_string(int errorcode, char* string, int* resultlen) {
     const char* text = class_text(errorcode);
     std::string out = text != nullptr ? text : "unknown error code " + std::to_string(errorcode);
-    if (errorcode != MPI_SUCCESS && errorcode == last_code && !last_message.empty()) out += ": " + last_message;
+    if (errorcode != MPI_SUCCESS && added_codes.count(errorcode) == 0 && errorcode == last_code &&
+        !last_message.empty())
+        out += ": " + last_message;
     if (out.size() >= MPI_MAX_ERROR_STRING) out.resize(MPI_MAX_ERROR_STRING - 1);
     std::memcpy(string, out.c_str(), out.size() + 1);
     *resultlen = static_cast<int>(out.size());
@@ -152,8 +199,72 @@ int MPI_Error_string(int errorcode, char* string, int* resultlen) {
 }
 
 int MPI_Error_class(int errorcode, int* errorclass) {
+    if (const auto it = added_codes.find(errorcode); it != added_codes.end()) {
+        *errorclass = it->second;
+        return MPI_SUCCESS;
+    }
     if (class_text(errorcode) == nullptr) return MPI_ERR_ARG;
     *errorclass = errorcode;
+    return MPI_SUCCESS;
+}
+
+// Classes and codes of the application number up from MPI_ERR_LASTCODE + 1; the
+// MPI_LASTUSEDCODE attribute of MPI_COMM_WORLD is the largest so far.
+int MPI_Add_error_class(int* errorclass) {
+    return guarded("MPI_Add_error_class", MPI_COMM_WORLD, [&] {
+        if (errorclass == nullptr) throw MpiError(MPI_ERR_ARG, "errorclass is NULL");
+        if (last_used_code == INT_MAX) throw MpiError(MPI_ERR_INTERN, "no error class left");
+        const int c = ++last_used_code;
+        added_codes.emplace(c, c);
+        *errorclass = c;
+        return MPI_SUCCESS;
+    });
+}
+
+int MPI_Add_error_code(int errorclass, int* errorcode) {
+    return guarded("MPI_Add_error_code", MPI_COMM_WORLD, [&] {
+        if (errorcode == nullptr) throw MpiError(MPI_ERR_ARG, "errorcode is NULL");
+        const auto it = added_codes.find(errorclass);
+        const bool added_class = it != added_codes.end() && it->second == errorclass;
+        if (!added_class && (errorclass == MPI_SUCCESS || class_text(errorclass) == nullptr))
+            throw MpiError(MPI_ERR_ARG, "error class " + std::to_string(errorclass) + " is not an error class");
+        if (last_used_code == INT_MAX) throw MpiError(MPI_ERR_INTERN, "no error code left");
+        const int c = ++last_used_code;
+        added_codes.emplace(c, errorclass);
+        *errorcode = c;
+        return MPI_SUCCESS;
+    });
+}
+
+int MPI_Add_error_string(int errorcode, const char* string) {
+    return guarded("MPI_Add_error_string", MPI_COMM_WORLD, [&] {
+        if (string == nullptr) throw MpiError(MPI_ERR_ARG, "string is NULL");
+        if (added_codes.count(errorcode) == 0)
+            throw MpiError(MPI_ERR_ARG, "error code " + std::to_string(errorcode) +
+                                            " is not one of MPI_Add_error_class or MPI_Add_error_code");
+        const std::size_t n = std::strlen(string);
+        if (n >= MPI_MAX_ERROR_STRING)
+            throw MpiError(MPI_ERR_ARG, "the string has " + std::to_string(n) + " characters, more than " +
+                                            std::to_string(MPI_MAX_ERROR_STRING - 1));
+        added_strings[errorcode] = string;
+        return MPI_SUCCESS;
+    });
+}
+
+int MPI_Is_thread_main(int* flag) {
+    return guarded("MPI_Is_thread_main", MPI_COMM_WORLD, [&] {
+        if (flag == nullptr) throw MpiError(MPI_ERR_ARG, "flag is NULL");
+        *flag = std::this_thread::get_id() == main_thread;
+        return MPI_SUCCESS;
+    });
+}
+
+int MPI_Get_library_version(char* version, int* resultlen) {
+    if (version == nullptr || resultlen == nullptr) return MPI_ERR_ARG;
+    const std::string text = "msgpass MPI " + std::to_string(MPI_VERSION) + "." + std::to_string(MPI_SUBVERSION) +
+                             " over msgpass::comm (sci, tcp, udp)";
+    std::memcpy(version, text.c_str(), text.size() + 1);
+    *resultlen = static_cast<int>(text.size());
     return MPI_SUCCESS;
 }
 

@@ -67,6 +67,9 @@ typedef struct MPI_Status {
 #define MPI_HOST 0x64400002
 #define MPI_IO 0x64400003
 #define MPI_WTIME_IS_GLOBAL 0x64400004
+#define MPI_APPNUM 0x64400005 /* 0: msgpass-run starts one program */
+#define MPI_UNIVERSE_SIZE 0x64400006 /* the size of MPI_COMM_WORLD */
+#define MPI_LASTUSEDCODE 0x64400007 /* the largest class or code of MPI_Add_error_class/_code */
 
 /* Attributes of the application: a keyval names one; copy_fn decides what
  * MPI_Comm_dup gives the new communicator, delete_fn is called when the attribute is
@@ -243,6 +246,9 @@ double MPI_Wtick(void);
 int MPI_Get_processor_name(char* name, int* resultlen);
 int MPI_Get_version(int* version, int* subversion);
 int MPI_Query_thread(int* provided);
+int MPI_Is_thread_main(int* flag);
+#define MPI_MAX_LIBRARY_VERSION_STRING 256
+int MPI_Get_library_version(char* version, int* resultlen);
 int MPI_Comm_rank(MPI_Comm comm, int* rank);
 int MPI_Comm_size(MPI_Comm comm, int* size);
 int MPI_Comm_dup(MPI_Comm comm, MPI_Comm* newcomm);
@@ -296,6 +302,19 @@ int MPI_Comm_set_errhandler(MPI_Comm comm, MPI_Errhandler errhandler);
 int MPI_Comm_get_errhandler(MPI_Comm comm, MPI_Errhandler* errhandler);
 int MPI_Error_string(int errorcode, char* string, int* resultlen);
 int MPI_Error_class(int errorcode, int* errorclass);
+/* Error handlers of the application: the function gets the communicator and the error
+ * code of the failed call, which then returns that code. A freed handler keeps serving
+ * the communicators it is set on (and their duplicates). */
+typedef void MPI_Comm_errhandler_function(MPI_Comm* comm, int* errorcode, ...);
+typedef MPI_Comm_errhandler_function MPI_Comm_errhandler_fn;
+int MPI_Comm_create_errhandler(MPI_Comm_errhandler_function* comm_errhandler_fn, MPI_Errhandler* errhandler);
+int MPI_Errhandler_free(MPI_Errhandler* errhandler);
+int MPI_Comm_call_errhandler(MPI_Comm comm, int errorcode);
+/* Error classes and codes of the application, numbered from MPI_ERR_LASTCODE + 1; a
+ * class's or code's string is empty until MPI_Add_error_string sets it. */
+int MPI_Add_error_class(int* errorclass);
+int MPI_Add_error_code(int errorclass, int* errorcode);
+int MPI_Add_error_string(int errorcode, const char* string);
 
 /* Derived datatypes, of the types of mpi.h and of each other, usable in every call
  * once committed (using one that is not committed, or was freed, is MPI_ERR_TYPE).
