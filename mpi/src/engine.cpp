@@ -484,6 +484,21 @@ bool Engine::test(MPI_Request* handle, MPI_Status* status, int* error) {
     return true;
 }
 
+bool Engine::peek(MPI_Request handle, MPI_Status* status, int* error) {
+    *error = MPI_SUCCESS;
+    if (is_inactive(handle)) {
+        if (status != MPI_STATUS_IGNORE) *status = MPI_Status{MPI_ANY_SOURCE, MPI_ANY_TAG, MPI_SUCCESS, 0, 0};
+        return true;
+    }
+    if (const Request& p = request(handle); p.restart) return peek(p.inner, status, error);
+    const Request& r = request(handle);
+    if (!r.complete) progress();
+    if (!r.complete) return false;
+    fill(status, r);
+    *error = r.status.MPI_ERROR;
+    return true;
+}
+
 bool Engine::is_complete(MPI_Request handle) {
     if (is_inactive(handle)) return true;
     const Request& r = request(handle);

@@ -233,6 +233,8 @@ public:
     // request's error (MPI_SUCCESS, MPI_ERR_TRUNCATE, MPI_ERR_PROC_FAILED).
     int wait(MPI_Request* request, MPI_Status* status);
     bool test(MPI_Request* request, MPI_Status* status, int* error);
+    // The same without releasing the request (MPI_Request_get_status).
+    bool peek(MPI_Request request, MPI_Status* status, int* error);
     // Waits until one of the active requests completed; its index, or MPI_UNDEFINED
     // when none is active.
     int wait_any(int count, MPI_Request* requests);

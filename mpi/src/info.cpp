@@ -6,8 +6,11 @@
 // with its terminating NUL.
 #include "api.hpp"
 
+#include <unistd.h>
+
 #include <algorithm>
 #include <climits>
+#include <cstdio>
 #include <cstring>
 #include <string>
 #include <utility>
@@ -26,12 +29,62 @@ constexpr MPI_Info first_info = 0x5c000001;
 std::map<MPI_Info, Entries> infos;
 MPI_Info next_info = first_info;
 
+std::string read_file(const char* path) {
+    std::string out;
+    if (std::FILE* f = std::fopen(path, "rb")) {
+        char chunk[4096];
+        std::size_t n = 0;
+        while ((n = std::fread(chunk, 1, sizeof chunk, f)) > 0)
+            out.append(chunk, n);
+        std::fclose(f);
+    }
+    return out;
+}
+
+// MPI_INFO_ENV's keys, made at its first use: the command line from /proc/self/cmdline
+// (MPI_Init may have been given no argv), the world's size, the thread level, the host
+// and the working directory.
+Entries environment() {
+    Entries e;
+    const std::string cmdline = read_file("/proc/self/cmdline");
+    std::string command;
+    std::string args;
+    std::size_t at = 0;
+    for (bool first = true; at < cmdline.size(); first = false) {
+        const std::size_t end = std::min(cmdline.find('\0', at), cmdline.size());
+        const std::string word = cmdline.substr(at, end - at);
+        if (first)
+            command = word;
+        else
+            args += (args.empty() ? "" : " ") + word;
+        at = end + 1;
+    }
+    e.emplace_back("command", command);
+    e.emplace_back("argv", args);
+    e.emplace_back("maxprocs", std::to_string(engine->info(MPI_COMM_WORLD).size));
+    static const char* const levels[] = {"MPI_THREAD_SINGLE", "MPI_THREAD_FUNNELED", "MPI_THREAD_SERIALIZED",
+                                         "MPI_THREAD_MULTIPLE"};
+    e.emplace_back("thread_level", levels[thread_level]);
+    char host[256] = {};
+    if (::gethostname(host, sizeof host - 1) == 0) e.emplace_back("host", host);
+    char cwd[4096] = {};
+    if (::getcwd(cwd, sizeof cwd) != nullptr) e.emplace_back("wdir", cwd);
+    return e;
+}
+
 Entries& entries_of(MPI_Info info) {
+    if (info == MPI_INFO_ENV && infos.count(info) == 0) infos.emplace(info, environment());
     const auto it = infos.find(info);
     if (it == infos.end())
         throw MpiError(MPI_ERR_INFO, info == MPI_INFO_NULL ? std::string("MPI_INFO_NULL is not an info object")
                                                            : "invalid info object " + std::to_string(info));
     return it->second;
+}
+
+// The info object for a call that changes it: MPI_INFO_ENV is read only.
+Entries& writable(MPI_Info info) {
+    if (info == MPI_INFO_ENV) throw MpiError(MPI_ERR_INFO, "MPI_INFO_ENV is read only");
+    return entries_of(info);
 }
 
 std::string checked_key(const char* key) {
@@ -68,7 +121,7 @@ int MPI_Info_create(MPI_Info* info) {
 
 int MPI_Info_set(MPI_Info info, const char* key, const char* value) {
     return guarded("MPI_Info_set", MPI_COMM_WORLD, [&] {
-        Entries& e = entries_of(info);
+        Entries& e = writable(info);
         const std::string k = checked_key(key);
         if (value == nullptr) throw MpiError(MPI_ERR_INFO_VALUE, "value is NULL");
         const std::size_t n = std::strlen(value);
@@ -139,7 +192,7 @@ int MPI_Info_get_nthkey(MPI_Info info, int n, char* key) {
 
 int MPI_Info_delete(MPI_Info info, const char* key) {
     return guarded("MPI_Info_delete", MPI_COMM_WORLD, [&] {
-        Entries& e = entries_of(info);
+        Entries& e = writable(info);
         const std::string k = checked_key(key);
         const auto it = find_key(e, k);
         if (it == e.end()) throw MpiError(MPI_ERR_INFO_NOKEY, "no key '" + k + "' in info " + std::to_string(info));
@@ -160,11 +213,37 @@ int MPI_Info_dup(MPI_Info info, MPI_Info* newinfo) {
 int MPI_Info_free(MPI_Info* info) {
     return guarded("MPI_Info_free", MPI_COMM_WORLD, [&] {
         if (info == nullptr) throw MpiError(MPI_ERR_ARG, "info is NULL");
-        (void)entries_of(*info);
+        (void)writable(*info);
         infos.erase(*info);
         *info = MPI_INFO_NULL;
         return MPI_SUCCESS;
     });
+}
+
+// A communicator's hints: none is used (docs/mpi.md), so none is kept.
+int MPI_Comm_set_info(MPI_Comm comm, MPI_Info info) {
+    return guarded("MPI_Comm_set_info", comm, [&] {
+        (void)engine->info(comm);
+        if (info != MPI_INFO_NULL) (void)entries_of(info);
+        return MPI_SUCCESS;
+    });
+}
+
+int MPI_Comm_get_info(MPI_Comm comm, MPI_Info* info_used) {
+    return guarded("MPI_Comm_get_info", comm, [&] {
+        (void)engine->info(comm);
+        if (info_used == nullptr) throw MpiError(MPI_ERR_ARG, "info_used is NULL");
+        *info_used = new_info({});
+        return MPI_SUCCESS;
+    });
+}
+
+int MPI_Comm_dup_with_info(MPI_Comm comm, MPI_Info info, MPI_Comm* newcomm) {
+    const int code = guarded("MPI_Comm_dup_with_info", comm, [&] {
+        if (info != MPI_INFO_NULL) (void)entries_of(info);
+        return MPI_SUCCESS;
+    });
+    return code != MPI_SUCCESS ? code : MPI_Comm_dup(comm, newcomm);
 }
 
 } // extern "C"

@@ -298,6 +298,17 @@ int MPI_Test(MPI_Request* request, int* flag, MPI_Status* status) {
     });
 }
 
+int MPI_Request_get_status(MPI_Request request, int* flag, MPI_Status* status) {
+    return guarded("MPI_Request_get_status", MPI_COMM_WORLD, [&] {
+        if (flag == nullptr) throw MpiError(MPI_ERR_ARG, "flag is NULL");
+        MPI_Status own{};
+        int code = MPI_SUCCESS;
+        *flag = engine->peek(request, &own, &code) ? 1 : 0;
+        if (*flag != 0 && status != MPI_STATUS_IGNORE) *status = own;
+        return request_error(code, own);
+    });
+}
+
 int MPI_Testall(int count, MPI_Request requests[], int* flag, MPI_Status statuses[]) {
     return guarded("MPI_Testall", MPI_COMM_WORLD, [&] {
         if (count < 0) throw MpiError(MPI_ERR_COUNT, "negative count " + std::to_string(count));

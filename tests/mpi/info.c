@@ -79,6 +79,42 @@ int main(int argc, char** argv) {
     expect_error(MPI_Info_get_nkeys(freed, &n), MPI_ERR_INFO, "invalid info object");
     CHECK(MPI_Info_get_nkeys(copy, &n) == MPI_SUCCESS && n == 3, "the copy outlives the original: %d", n);
     CHECK(MPI_Info_free(&copy) == MPI_SUCCESS, "free the copy");
+
+    /* MPI_INFO_ENV: the command this program was started as, the world's size, read only. */
+    CHECK(MPI_Info_get(MPI_INFO_ENV, "command", MPI_MAX_INFO_VAL, back, &flag) == MPI_SUCCESS && flag == 1 &&
+              strstr(back, "mpi_info") != NULL,
+          "MPI_INFO_ENV command '%s'", back);
+    int size = 0;
+    MPI_Comm_size(MPI_COMM_WORLD, &size);
+    CHECK(MPI_Info_get(MPI_INFO_ENV, "maxprocs", MPI_MAX_INFO_VAL, back, &flag) == MPI_SUCCESS && flag == 1 &&
+              atoi(back) == size,
+          "MPI_INFO_ENV maxprocs '%s' of %d", back, size);
+    CHECK(MPI_Info_get(MPI_INFO_ENV, "thread_level", MPI_MAX_INFO_VAL, back, &flag) == MPI_SUCCESS && flag == 1 &&
+              strncmp(back, "MPI_THREAD_", 11) == 0,
+          "MPI_INFO_ENV thread_level '%s'", back);
+    expect_error(MPI_Info_set(MPI_INFO_ENV, "k", "1"), MPI_ERR_INFO, "MPI_INFO_ENV is read only");
+    MPI_Info env = MPI_INFO_ENV;
+    expect_error(MPI_Info_free(&env), MPI_ERR_INFO, "read only");
+
+    /* A communicator's hints: none is used, none comes back; a bad info object is refused. */
+    MPI_Info hints = MPI_INFO_NULL;
+    MPI_Info_create(&hints);
+    MPI_Info_set(hints, "no_such_hint", "true");
+    MPI_Comm dup = MPI_COMM_NULL;
+    CHECK(MPI_Comm_dup_with_info(MPI_COMM_WORLD, hints, &dup) == MPI_SUCCESS && dup != MPI_COMM_NULL, "dup_with_info");
+    CHECK(MPI_Comm_set_info(dup, hints) == MPI_SUCCESS, "set_info");
+    MPI_Info used = MPI_INFO_NULL;
+    CHECK(MPI_Comm_get_info(dup, &used) == MPI_SUCCESS && used != MPI_INFO_NULL, "get_info");
+    CHECK(MPI_Info_get_nkeys(used, &n) == MPI_SUCCESS && n == 0, "hints used: %d", n);
+    MPI_Info_free(&used);
+    int token = rank;
+    MPI_Allreduce(MPI_IN_PLACE, &token, 1, MPI_INT, MPI_SUM, dup);
+    CHECK(token == size * (size - 1) / 2, "the duplicate works: %d", token);
+    expect_error(MPI_Comm_set_info(dup, freed), MPI_ERR_INFO, "invalid info object");
+    MPI_Comm none = MPI_COMM_NULL;
+    expect_error(MPI_Comm_dup_with_info(dup, freed, &none), MPI_ERR_INFO, "invalid info object");
+    MPI_Info_free(&hints);
+    MPI_Comm_free(&dup);
     MPI_Finalize();
     if (rank == 0) printf("info: all checks passed\n");
     return 0;

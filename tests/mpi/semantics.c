@@ -148,6 +148,43 @@ static void freed_requests(int rank) {
     }
 }
 
+/* MPI_Request_get_status says whether a request completed without completing it:
+ * not before its message was sent (rank 1 sends after the barrier), then yes with the
+ * message's status, and the request stays for MPI_Wait, which gives the same. */
+static void request_status(int rank) {
+    WHERE("semantics: MPI_Request_get_status");
+    int value = 0;
+    int flag = 1;
+    MPI_Request r = MPI_REQUEST_NULL;
+    if (rank == 0) {
+        MPI_Irecv(&value, 1, MPI_INT, 1, 77, MPI_COMM_WORLD, &r);
+        CHECK(MPI_Request_get_status(r, &flag, MPI_STATUS_IGNORE) == MPI_SUCCESS && flag == 0,
+              "complete before its message was sent");
+    }
+    MPI_Barrier(MPI_COMM_WORLD);
+    if (rank == 1) {
+        value = 4242;
+        MPI_Send(&value, 1, MPI_INT, 0, 77, MPI_COMM_WORLD);
+    }
+    if (rank != 0) return;
+    MPI_Status status;
+    do /* the deadline of check_deadline bounds it */
+        CHECK(MPI_Request_get_status(r, &flag, &status) == MPI_SUCCESS, "MPI_Request_get_status");
+    while (!flag);
+    CHECK(r != MPI_REQUEST_NULL, "MPI_Request_get_status released the request");
+    CHECK(status.MPI_SOURCE == 1 && status.MPI_TAG == 77 && value == 4242, "status %d %d, value %d", status.MPI_SOURCE,
+          status.MPI_TAG, value);
+    CHECK(MPI_Request_get_status(r, &flag, MPI_STATUS_IGNORE) == MPI_SUCCESS && flag == 1, "asked again");
+    MPI_Status waited;
+    CHECK(MPI_Wait(&r, &waited) == MPI_SUCCESS && r == MPI_REQUEST_NULL, "MPI_Wait after it");
+    int count = -1;
+    MPI_Get_count(&waited, MPI_INT, &count);
+    CHECK(waited.MPI_SOURCE == 1 && waited.MPI_TAG == 77 && count == 1, "the wait's status");
+    CHECK(MPI_Request_get_status(MPI_REQUEST_NULL, &flag, &status) == MPI_SUCCESS && flag == 1 &&
+              status.MPI_SOURCE == MPI_ANY_SOURCE,
+          "MPI_REQUEST_NULL: complete, empty status");
+}
+
 int main(int argc, char** argv) {
     MPI_Init(&argc, &argv);
     int rank = 0;
@@ -189,6 +226,7 @@ int main(int argc, char** argv) {
     counts(rank);
     waitall_errors(rank);
     freed_requests(rank);
+    request_status(rank);
     MPI_Barrier(MPI_COMM_WORLD);
     if (rank == 0) printf("semantics: %d ranks ok\n", size);
     WHERE("semantics: MPI_Finalize");

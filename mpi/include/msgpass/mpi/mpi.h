@@ -61,6 +61,10 @@ typedef struct MPI_Status {
 #define MPI_INFO_NULL ((MPI_Info)0)
 #define MPI_MAX_INFO_KEY 255
 #define MPI_MAX_INFO_VAL 1024
+/* The environment the program was started in (read only): "command", "argv" (the
+ * arguments after the command, separated by spaces), "maxprocs" (the world's size),
+ * "thread_level", "host", "wdir". */
+#define MPI_INFO_ENV ((MPI_Info)0x5c000000)
 
 /* Predefined attributes (MPI_Comm_get_attr) */
 #define MPI_TAG_UB 0x64400001
@@ -375,6 +379,12 @@ int MPI_Info_get_nthkey(MPI_Info info, int n, char* key);
 int MPI_Info_delete(MPI_Info info, const char* key);
 int MPI_Info_dup(MPI_Info info, MPI_Info* newinfo);
 int MPI_Info_free(MPI_Info* info);
+/* A communicator's hints: msgpass uses none, so MPI_Comm_get_info gives a new empty
+ * info object and MPI_Comm_set_info checks its info and keeps nothing;
+ * MPI_Comm_dup_with_info is MPI_Comm_dup with such hints. */
+int MPI_Comm_set_info(MPI_Comm comm, MPI_Info info);
+int MPI_Comm_get_info(MPI_Comm comm, MPI_Info* info_used);
+int MPI_Comm_dup_with_info(MPI_Comm comm, MPI_Info info, MPI_Comm* newcomm);
 
 /* Point to point */
 int MPI_Send(const void* buf, int count, MPI_Datatype datatype, int dest, int tag, MPI_Comm comm);
@@ -401,6 +411,8 @@ int MPI_Waitsome(int incount, MPI_Request requests[], int* outcount, int indices
 int MPI_Sendrecv_replace(void* buf, int count, MPI_Datatype datatype, int dest, int sendtag, int source, int recvtag,
                          MPI_Comm comm, MPI_Status* status);
 int MPI_Request_free(MPI_Request* request);
+/* MPI_Test that leaves the request as it is (complete requests stay to be completed). */
+int MPI_Request_get_status(MPI_Request request, int* flag, MPI_Status* status);
 int MPI_Cancel(MPI_Request* request);
 int MPI_Test_cancelled(const MPI_Status* status, int* flag);
 int MPI_Probe(int source, int tag, MPI_Comm comm, MPI_Status* status);
