@@ -109,8 +109,9 @@ std::size_t type_size(MPI_Datatype type) {
 std::size_t bytes_of(const void* buf, int count, MPI_Datatype type, const char* what) {
     if (count < 0) throw MpiError(MPI_ERR_COUNT, "negative count " + std::to_string(count));
     const std::size_t bytes = static_cast<std::size_t>(count) * type_size(type);
-    if (bytes > 0 && buf == nullptr)
-        throw MpiError(MPI_ERR_BUFFER, std::string(what) + " is NULL with a count of " + std::to_string(count));
+    if (bytes > 0 && buf == nullptr && !absolute_addresses(*typemap_of(type)))
+        throw MpiError(MPI_ERR_BUFFER, std::string(what) + " is NULL with a count of " + std::to_string(count) +
+                                           " (MPI_BOTTOM needs a type of absolute addresses, from MPI_Get_address)");
     return bytes;
 }
 

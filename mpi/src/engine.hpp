@@ -413,6 +413,11 @@ void type_free(MPI_Datatype type);
 std::size_t extent_bytes(MPI_Datatype type);
 // count elements of the buffer into count * m.packed bytes at out, and back (bytes
 // may end inside an element: what a short message brought).
+// A buffer of MPI_BOTTOM (NULL) is allowed with a type whose displacements are absolute
+// addresses (MPI_Get_address's): one that is not dense and touches nothing below the
+// lowest address a process can map (Linux's vm.mmap_min_addr is at least 4 KiB).
+constexpr std::ptrdiff_t lowest_absolute_address = 4096;
+bool absolute_addresses(const TypeMap& m);
 void pack(const TypeMap& m, const void* buf, std::size_t count, std::byte* out);
 void unpack(const TypeMap& m, const std::byte* in, std::size_t bytes, void* buf);
 // The basic elements in bytes of a message of the type (MPI_Get_elements), or

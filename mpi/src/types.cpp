@@ -11,6 +11,7 @@
 
 #include <algorithm>
 #include <climits>
+#include <cstdint>
 #include <cstring>
 #include <limits>
 #include <map>
@@ -249,27 +250,45 @@ std::size_t extent_bytes(MPI_Datatype type) {
     return static_cast<std::size_t>(map_of(type, false)->extent());
 }
 
+namespace {
+
+// The address offset bytes after base, as an integer sum: base may be MPI_BOTTOM (a null
+// pointer) with a type of absolute addresses, and arithmetic on a null pointer is
+// undefined.
+const std::byte* address(const void* base, std::ptrdiff_t offset) {
+    return reinterpret_cast<const std::byte*>(reinterpret_cast<std::uintptr_t>(base) +
+                                              static_cast<std::uintptr_t>(offset));
+}
+
+std::byte* address(void* base, std::ptrdiff_t offset) {
+    return reinterpret_cast<std::byte*>(reinterpret_cast<std::uintptr_t>(base) + static_cast<std::uintptr_t>(offset));
+}
+
+} // namespace
+
+bool absolute_addresses(const TypeMap& m) {
+    return !m.dense && m.true_lb >= lowest_absolute_address;
+}
+
 void pack(const TypeMap& m, const void* buf, std::size_t count, std::byte* out) {
-    const auto* base = static_cast<const std::byte*>(buf);
     const std::ptrdiff_t extent = m.extent();
     for (std::size_t e = 0; e < count; ++e) {
-        const std::byte* element = base + static_cast<std::ptrdiff_t>(e) * extent;
+        const std::ptrdiff_t element = static_cast<std::ptrdiff_t>(e) * extent;
         for (const TypeBlock& b : m.blocks) {
             const std::size_t n = b.count * element_bytes(b.base);
-            std::memcpy(out, element + b.disp, n);
+            std::memcpy(out, address(buf, element + b.disp), n);
             out += n;
         }
     }
 }
 
 void unpack(const TypeMap& m, const std::byte* in, std::size_t bytes, void* buf) {
-    auto* base = static_cast<std::byte*>(buf);
     const std::ptrdiff_t extent = m.extent();
     for (std::size_t e = 0; bytes > 0 && m.packed > 0; ++e) {
-        std::byte* element = base + static_cast<std::ptrdiff_t>(e) * extent;
+        const std::ptrdiff_t element = static_cast<std::ptrdiff_t>(e) * extent;
         for (const TypeBlock& b : m.blocks) {
             const std::size_t n = std::min(bytes, b.count * element_bytes(b.base));
-            std::memcpy(element + b.disp, in, n);
+            std::memcpy(address(buf, element + b.disp), in, n);
             in += n;
             bytes -= n;
             if (bytes == 0) return;

@@ -495,6 +495,86 @@ static void test_misc(void) {
     MPI_Type_free(&s);
 }
 
+/* MPI_BOTTOM: a struct of absolute addresses (MPI_Get_address) names variables that
+ * are not next to each other; a ring sends them with MPI_BOTTOM as the buffer (twice:
+ * count 2 steps one extent on) and receives into other variables the same way;
+ * MPI_Pack and MPI_Unpack take it too. A NULL buffer with a type of small
+ * displacements is still MPI_ERR_BUFFER. */
+static void test_bottom(void) {
+    WHERE("datatypes: MPI_BOTTOM");
+    static struct {
+        int id;
+        double pad[7];
+        double energy[3];
+    } out[2], in[2];
+    MPI_Aint at[2];
+    MPI_Get_address(&out[0].id, &at[0]);
+    MPI_Get_address(out[0].energy, &at[1]);
+    const int lengths[2] = {1, 3};
+    const MPI_Datatype kinds[2] = {MPI_INT, MPI_DOUBLE};
+    MPI_Datatype fields;
+    MPI_Type_create_struct(2, lengths, at, kinds, &fields);
+    MPI_Datatype two;
+    MPI_Type_create_resized(fields, 0, (MPI_Aint)sizeof out[0], &two);
+    MPI_Type_commit(&two);
+    MPI_Aint in_at[2];
+    MPI_Get_address(&in[0].id, &in_at[0]);
+    MPI_Get_address(in[0].energy, &in_at[1]);
+    MPI_Datatype in_fields;
+    MPI_Datatype in_two;
+    MPI_Type_create_struct(2, lengths, in_at, kinds, &in_fields);
+    MPI_Type_create_resized(in_fields, 0, (MPI_Aint)sizeof in[0], &in_two);
+    MPI_Type_commit(&in_two);
+    for (int k = 0; k < 2; ++k) {
+        out[k].id = rank_ * 10 + k;
+        for (int i = 0; i < 3; ++i)
+            out[k].energy[i] = rank_ + 0.25 * i + k;
+        out[k].pad[0] = -1.0;
+        in[k].pad[0] = -2.0;
+    }
+    const int next = (rank_ + 1) % size_;
+    const int prev = (rank_ + size_ - 1) % size_;
+    MPI_Status status;
+    CHECK(MPI_Sendrecv(MPI_BOTTOM, 2, two, next, 9, MPI_BOTTOM, 2, in_two, prev, 9, MPI_COMM_WORLD, &status) ==
+              MPI_SUCCESS,
+          "MPI_Sendrecv from and to MPI_BOTTOM");
+    for (int k = 0; k < 2; ++k) {
+        expect_int("MPI_BOTTOM id", in[k].id, prev * 10 + k);
+        for (int i = 0; i < 3; ++i)
+            CHECK(in[k].energy[i] == prev + 0.25 * i + k, "energy[%d] of element %d: %g", i, k, in[k].energy[i]);
+        CHECK(in[k].pad[0] == -2.0, "the padding between the fields was written");
+    }
+    int packed_size = 0;
+    MPI_Pack_size(2, two, MPI_COMM_WORLD, &packed_size);
+    char packed[256];
+    int position = 0;
+    CHECK(packed_size <= (int)sizeof packed, "pack size %d", packed_size);
+    CHECK(MPI_Pack(MPI_BOTTOM, 2, two, packed, (int)sizeof packed, &position, MPI_COMM_WORLD) == MPI_SUCCESS &&
+              position == packed_size,
+          "MPI_Pack from MPI_BOTTOM: %d", position);
+    memset(in, 0, sizeof in);
+    position = 0;
+    CHECK(MPI_Unpack(packed, packed_size, &position, MPI_BOTTOM, 2, in_two, MPI_COMM_WORLD) == MPI_SUCCESS,
+          "MPI_Unpack to MPI_BOTTOM");
+    for (int k = 0; k < 2; ++k) {
+        expect_int("unpacked id", in[k].id, rank_ * 10 + k);
+        CHECK(in[k].energy[2] == rank_ + 0.5 + k, "unpacked energy %g", in[k].energy[2]);
+    }
+    MPI_Datatype near;
+    const int near_lengths[2] = {1, 1};
+    const int near_disps[2] = {0, 4};
+    MPI_Type_indexed(2, near_lengths, near_disps, MPI_INT, &near);
+    MPI_Type_commit(&near);
+    MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_RETURN);
+    expect_error(MPI_Send(MPI_BOTTOM, 1, near, next, 9, MPI_COMM_WORLD), MPI_ERR_BUFFER, "absolute addresses");
+    MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_ARE_FATAL);
+    MPI_Type_free(&near);
+    MPI_Type_free(&fields);
+    MPI_Type_free(&two);
+    MPI_Type_free(&in_fields);
+    MPI_Type_free(&in_two);
+}
+
 int main(int argc, char** argv) {
     MPI_Init(&argc, &argv);
     MPI_Comm_rank(MPI_COMM_WORLD, &rank_);
@@ -507,6 +587,7 @@ int main(int argc, char** argv) {
     test_pack();
     test_zero_size();
     test_misc();
+    test_bottom();
     MPI_Barrier(MPI_COMM_WORLD);
     if (rank_ == 0) printf("datatypes: passed on %d ranks\n", size_);
     MPI_Finalize();

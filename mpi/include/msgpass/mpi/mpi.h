@@ -193,6 +193,8 @@ int MPI_Op_commutative(MPI_Op op, int* commute);
 #define MPI_STATUS_IGNORE ((MPI_Status*)0)
 #define MPI_STATUSES_IGNORE ((MPI_Status*)0)
 #define MPI_IN_PLACE ((void*)1)
+/* The buffer of a type whose displacements are absolute addresses (MPI_Get_address). */
+#define MPI_BOTTOM ((void*)0)
 #define MPI_MAX_PROCESSOR_NAME 256
 #define MPI_MAX_ERROR_STRING 512
 
