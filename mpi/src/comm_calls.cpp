@@ -235,6 +235,16 @@ int MPI_Comm_create(MPI_Comm comm, MPI_Group group, MPI_Comm* newcomm) {
     });
 }
 
+int MPI_Comm_create_group(MPI_Comm comm, MPI_Group group, int tag, MPI_Comm* newcomm) {
+    return guarded("MPI_Comm_create_group", comm, [&] {
+        check_out(newcomm, "newcomm");
+        check_send_tag(tag);
+        *newcomm = engine->create_group(comm, group_of(group), tag);
+        if (*newcomm != MPI_COMM_NULL) comm_handlers[*newcomm] = handler_of(comm);
+        return MPI_SUCCESS;
+    });
+}
+
 int MPI_Comm_free(MPI_Comm* comm) {
     return guarded("MPI_Comm_free", comm != nullptr ? *comm : MPI_COMM_WORLD, [&] {
         check_out(comm, "comm");

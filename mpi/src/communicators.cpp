@@ -137,6 +137,51 @@ MPI_Comm Engine::create(MPI_Comm comm, const std::vector<int>& world) {
     return add_comm(std::move(n));
 }
 
+MPI_Comm Engine::create_group(MPI_Comm comm, const std::vector<int>& world, int tag) {
+    const CommInfo c = info(comm);
+    if (c.local) throw MpiError(MPI_ERR_COMM, "MPI_Comm_create_group on an intercommunicator is not provided");
+    if (world.empty()) return MPI_COMM_NULL;
+    std::vector<int> ranks; // the members' ranks in comm
+    for (int w : world) {
+        const int r = c.rank_of_world(w);
+        if (r < 0)
+            throw MpiError(MPI_ERR_GROUP, "the group holds world rank " + std::to_string(w) +
+                                              ", which is not a member of the communicator");
+        ranks.push_back(r);
+    }
+    const auto self = std::find(world.begin(), world.end(), c.world_rank(c.rank));
+    if (self == world.end())
+        throw MpiError(MPI_ERR_GROUP, "this rank is not in the group (only the group's members call it)");
+    // Only the members take part: the first one gathers their next free contexts and
+    // sends back the largest, over comm's collective context with a tag of its own
+    // range (between the blocking collectives' small tags and the schedules' from 2^27),
+    // so that concurrent calls with other tags, or of disjoint groups, keep apart.
+    const int t = (1 << 26) | (tag & ((1 << 26) - 1));
+    int agreed = next_context_;
+    if (self == world.begin()) {
+        for (std::size_t i = 1; i < ranks.size(); ++i) {
+            int theirs = 0;
+            if (recv_bytes(c, ranks[i], t, &theirs, sizeof theirs) != sizeof theirs)
+                throw MpiError(MPI_ERR_OTHER, "MPI_Comm_create_group: a member sent a context of the wrong size");
+            agreed = std::max(agreed, theirs);
+        }
+        for (std::size_t i = 1; i < ranks.size(); ++i)
+            send_bytes(c, ranks[i], t, &agreed, sizeof agreed);
+    } else {
+        send_bytes(c, ranks[0], t, &agreed, sizeof agreed);
+        if (recv_bytes(c, ranks[0], t, &agreed, sizeof agreed) != sizeof agreed)
+            throw MpiError(MPI_ERR_OTHER, "MPI_Comm_create_group: the first member sent a context of the wrong size");
+    }
+    const int base = take_contexts(agreed);
+    CommInfo n;
+    n.size = static_cast<int>(world.size());
+    n.rank = static_cast<int>(self - world.begin());
+    n.p2p = base;
+    n.coll = base + 1;
+    n.world = std::make_shared<const std::vector<int>>(world);
+    return add_comm(std::move(n));
+}
+
 MPI_Comm Engine::intercomm_create(MPI_Comm local_comm, int local_leader, MPI_Comm peer_comm, int remote_leader,
                                   int tag) {
     const CommInfo l = info(local_comm);

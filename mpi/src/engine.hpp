@@ -189,6 +189,9 @@ public:
     void free_comm(MPI_Comm comm); // throws MPI_ERR_COMM for the predefined ones
     // Intercommunicators (point to point only): collective over local_comm, whose
     // leader meets the remote group's leader (remote_leader in peer_comm) with tag.
+    // MPI_Comm_create_group: called by the group's members only (tag keeps concurrent
+    // calls apart).
+    MPI_Comm create_group(MPI_Comm comm, const std::vector<int>& world, int tag);
     MPI_Comm intercomm_create(MPI_Comm local_comm, int local_leader, MPI_Comm peer_comm, int remote_leader, int tag);
     // The union of both groups, the group that gave high false first (both alike:
     // the group of the lower world rank leader first).

@@ -4,7 +4,8 @@
  * of a group, MPI_COMM_NULL elsewhere; compare tells IDENT, CONGRUENT, SIMILAR,
  * UNEQUAL; groups include, exclude, translate, unite; names and MPI_TAG_UB; a freed
  * communicator is MPI_ERR_COMM; many communicators made in turn by different subsets
- * agree on their contexts without a server. Runs with any number of ranks (1 too). */
+ * agree on their contexts without a server; create_group is called by the group's
+ * members only. Runs with any number of ranks (1 too). */
 #include "check.h"
 
 #include <string.h>
@@ -231,6 +232,55 @@ int main(int argc, char** argv) {
     MPI_Waitall(n_made, reqs, MPI_STATUSES_IGNORE);
     for (int i = 0; i < n_made; ++i)
         MPI_Comm_free(&made[i]);
+
+    WHERE("comms: create_group by the group's members only");
+    /* Even and odd ranks each make a communicator of their own parity at once, the
+     * other parity taking no part; then a subset of the evens (rank 0 and 2) makes one
+     * with another tag while the odds do nothing: each works, and a world collective
+     * after them still matches. */
+    MPI_Group world_g;
+    MPI_Comm_group(MPI_COMM_WORLD, &world_g);
+    int parity_ranks[64];
+    int n_parity = 0;
+    for (int i = rank % 2; i < size && n_parity < 64; i += 2)
+        parity_ranks[n_parity++] = i;
+    MPI_Group parity_g;
+    MPI_Group_incl(world_g, n_parity, parity_ranks, &parity_g);
+    MPI_Comm parity = MPI_COMM_NULL;
+    CHECK(MPI_Comm_create_group(MPI_COMM_WORLD, parity_g, 5, &parity) == MPI_SUCCESS && parity != MPI_COMM_NULL,
+          "create_group of parity %d", rank % 2);
+    int prank = -1;
+    int psize = -1;
+    MPI_Comm_rank(parity, &prank);
+    MPI_Comm_size(parity, &psize);
+    CHECK(psize == n_parity && prank == rank / 2, "parity rank %d of %d", prank, psize);
+    int wsum = rank;
+    MPI_Allreduce(MPI_IN_PLACE, &wsum, 1, MPI_INT, MPI_SUM, parity);
+    int want = 0;
+    for (int i = 0; i < n_parity; ++i)
+        want += parity_ranks[i];
+    CHECK(wsum == want, "the parity communicator's sum %d, expected %d", wsum, want);
+    if (rank % 2 == 0 && rank <= 2) {
+        const int pair[2] = {0, 2};
+        MPI_Group pair_g;
+        MPI_Group_incl(world_g, size > 2 ? 2 : 1, pair, &pair_g);
+        MPI_Comm two = MPI_COMM_NULL;
+        CHECK(MPI_Comm_create_group(parity, pair_g, 6, &two) == MPI_SUCCESS && two != MPI_COMM_NULL, "pair");
+        int tsum = rank + 1;
+        MPI_Allreduce(MPI_IN_PLACE, &tsum, 1, MPI_INT, MPI_SUM, two);
+        CHECK(tsum == (size > 2 ? 4 : 1), "the pair's sum %d", tsum);
+        MPI_Comm_free(&two);
+        MPI_Group_free(&pair_g);
+    }
+    MPI_Comm empty = parity;
+    CHECK(MPI_Comm_create_group(MPI_COMM_WORLD, MPI_GROUP_EMPTY, 7, &empty) == MPI_SUCCESS && empty == MPI_COMM_NULL,
+          "an empty group gives MPI_COMM_NULL");
+    wsum = 1;
+    MPI_Allreduce(MPI_IN_PLACE, &wsum, 1, MPI_INT, MPI_SUM, MPI_COMM_WORLD);
+    CHECK(wsum == size, "the world's collective after create_group: %d", wsum);
+    MPI_Comm_free(&parity);
+    MPI_Group_free(&parity_g);
+    MPI_Group_free(&world_g);
 
     WHERE("comms: free");
     MPI_Comm freed = second;
