@@ -78,6 +78,8 @@ int init(int* argc, char*** argv);
 // Deletes the attributes of the application on comm, each through its keyval's delete
 // function (comm_calls.cpp); MPI_Finalize calls it for MPI_COMM_SELF, then MPI_COMM_WORLD.
 void delete_attributes(MPI_Comm comm);
+// MPI_Comm_dup and MPI_Type_dup: the attributes of from, as their copy functions say, on to.
+void copy_attributes(int from, int to);
 int send_common(const char* call, const void* buf, int count, MPI_Datatype type, int dest, int tag, MPI_Comm comm,
                 bool sync);
 // The block of one rank in a gather, scatter or allgather: the send side's and the

@@ -87,13 +87,16 @@ std::vector<int> range_ranks(const std::vector<int>& group, int n, int ranges[][
     return out;
 }
 
-// Keyvals of the application and the attributes set with them, per communicator.
+// Keyvals of the application and the attributes set with them, per communicator or
+// datatype (their handles' ranges differ, so one map keeps both; a keyval serves one
+// kind of object, and its functions get that object's handle, an int either way).
 struct Keyval {
     MPI_Comm_copy_attr_function* copy;
     MPI_Comm_delete_attr_function* remove;
     void* extra;
-    bool freed = false; // MPI_Comm_free_keyval called: kept while attributes use it
-    int uses = 0;       // attributes set with it
+    bool freed = false;     // MPI_Comm_free_keyval called: kept while attributes use it
+    int uses = 0;           // attributes set with it
+    bool for_types = false; // made by MPI_Type_create_keyval
 };
 std::map<int, Keyval> keyvals;
 int next_keyval = 0x68000001;
@@ -111,13 +114,15 @@ bool predefined_keyval(int keyval) {
 
 // A keyval of the application. A freed one still serves the attributes set with it
 // (in_use: MPI_Comm_get_attr, MPI_Comm_delete_attr), but sets none.
-Keyval& keyval_of(int keyval, bool in_use = false) {
+Keyval& keyval_of(int keyval, bool in_use = false, bool for_types = false) {
     const auto it = keyvals.find(keyval);
-    if (it == keyvals.end() || (it->second.freed && !in_use))
+    const char* maker = for_types ? "MPI_Type_create_keyval" : "MPI_Comm_create_keyval";
+    if (it == keyvals.end() || (it->second.freed && !in_use) || it->second.for_types != for_types)
         throw MpiError(MPI_ERR_KEYVAL, "keyval " + std::to_string(keyval) +
-                                           (keyval == MPI_KEYVAL_INVALID ? " is MPI_KEYVAL_INVALID"
-                                            : it == keyvals.end()        ? " was not created by MPI_Comm_create_keyval"
-                                                                         : " was freed"));
+                                           (keyval == MPI_KEYVAL_INVALID ? std::string(" is MPI_KEYVAL_INVALID")
+                                            : it == keyvals.end() || it->second.for_types != for_types
+                                                ? std::string(" was not created by ") + maker
+                                                : std::string(" was freed")));
     return it->second;
 }
 
@@ -134,7 +139,8 @@ void delete_attribute(MPI_Comm comm, int keyval) {
     auto& on = attributes[comm];
     const auto it = on.find(keyval);
     if (it == on.end())
-        throw MpiError(MPI_ERR_KEYVAL, "communicator " + std::to_string(comm) + " has no attribute of keyval " +
+        throw MpiError(MPI_ERR_KEYVAL, std::string(comm >= 0x4c000000 ? "datatype " : "communicator ") +
+                                           std::to_string(comm) + " has no attribute of keyval " +
                                            std::to_string(keyval));
     const Keyval& k = keyvals.at(keyval);
     if (k.remove != nullptr) {
@@ -148,8 +154,12 @@ void delete_attribute(MPI_Comm comm, int keyval) {
     release_keyval(keyval);
 }
 
-// MPI_Comm_dup: each attribute of from goes to to as its copy function says.
-void copy_attributes(MPI_Comm from, MPI_Comm to) {
+} // namespace
+
+namespace msgpass::mpi::api {
+
+// MPI_Comm_dup, MPI_Type_dup: each attribute of from goes to to as its copy function says.
+void copy_attributes(int from, int to) {
     const auto it = attributes.find(from);
     if (it == attributes.end()) return;
     const auto on = it->second; // a copy function may set attributes on from
@@ -168,10 +178,6 @@ void copy_attributes(MPI_Comm from, MPI_Comm to) {
         }
     }
 }
-
-} // namespace
-
-namespace msgpass::mpi::api {
 
 // The last set first (MPI 3.1, 8.7.1: MPI_COMM_SELF's in the reverse order of their setting).
 void delete_attributes(MPI_Comm comm) {
@@ -449,6 +455,70 @@ int MPI_Comm_delete_attr(MPI_Comm comm, int keyval) {
         (void)engine->info(comm);
         (void)keyval_of(keyval, true);
         delete_attribute(comm, keyval);
+        return MPI_SUCCESS;
+    });
+}
+
+// ------------------------------------------------------------ datatypes' attributes
+
+int MPI_TYPE_DUP_FN(MPI_Datatype, int, void*, void* attribute_val_in, void* attribute_val_out, int* flag) {
+    *static_cast<void**>(attribute_val_out) = attribute_val_in;
+    *flag = 1;
+    return MPI_SUCCESS;
+}
+
+int MPI_Type_create_keyval(MPI_Type_copy_attr_function* copy_fn, MPI_Type_delete_attr_function* delete_fn, int* keyval,
+                           void* extra_state) {
+    return guarded("MPI_Type_create_keyval", MPI_COMM_WORLD, [&] {
+        check_out(keyval, "type_keyval");
+        *keyval = next_keyval++;
+        keyvals.emplace(*keyval, Keyval{copy_fn, delete_fn, extra_state, false, 0, true});
+        return MPI_SUCCESS;
+    });
+}
+
+int MPI_Type_free_keyval(int* keyval) {
+    return guarded("MPI_Type_free_keyval", MPI_COMM_WORLD, [&] {
+        check_out(keyval, "type_keyval");
+        keyval_of(*keyval, false, true).freed = true;
+        *keyval = MPI_KEYVAL_INVALID;
+        return MPI_SUCCESS;
+    });
+}
+
+int MPI_Type_set_attr(MPI_Datatype type, int keyval, void* attribute_val) {
+    return guarded("MPI_Type_set_attr", MPI_COMM_WORLD, [&] {
+        (void)msgpass::mpi::type_info(type);
+        Keyval& k = keyval_of(keyval, false, true);
+        if (attributes[type].count(keyval) != 0) delete_attribute(type, keyval); // the old value's delete
+        attributes[type][keyval] = Attribute{attribute_val, next_order++};
+        ++k.uses;
+        return MPI_SUCCESS;
+    });
+}
+
+int MPI_Type_get_attr(MPI_Datatype type, int keyval, void* attribute_val, int* flag) {
+    return guarded("MPI_Type_get_attr", MPI_COMM_WORLD, [&] {
+        (void)msgpass::mpi::type_info(type);
+        check_out(flag, "flag");
+        check_out(attribute_val, "attribute_val");
+        (void)keyval_of(keyval, true, true);
+        *flag = 0;
+        const auto on = attributes.find(type);
+        if (on == attributes.end()) return MPI_SUCCESS;
+        const auto it = on->second.find(keyval);
+        if (it == on->second.end()) return MPI_SUCCESS;
+        *static_cast<void**>(attribute_val) = it->second.value;
+        *flag = 1;
+        return MPI_SUCCESS;
+    });
+}
+
+int MPI_Type_delete_attr(MPI_Datatype type, int keyval) {
+    return guarded("MPI_Type_delete_attr", MPI_COMM_WORLD, [&] {
+        (void)msgpass::mpi::type_info(type);
+        (void)keyval_of(keyval, true, true);
+        delete_attribute(type, keyval);
         return MPI_SUCCESS;
     });
 }

@@ -323,6 +323,8 @@ int MPI_Type_commit(MPI_Datatype* datatype) {
 int MPI_Type_free(MPI_Datatype* datatype) {
     return guarded("MPI_Type_free", MPI_COMM_WORLD, [&] {
         if (datatype == nullptr) throw MpiError(MPI_ERR_ARG, "datatype is NULL");
+        (void)msgpass::mpi::type_info(*datatype);
+        delete_attributes(*datatype); // first (a failing delete function keeps the type)
         type_free(*datatype);
         *datatype = MPI_DATATYPE_NULL;
         return MPI_SUCCESS;

@@ -223,6 +223,7 @@ int MPI_Type_dup(MPI_Datatype oldtype, MPI_Datatype* newtype) {
     return guarded("MPI_Type_dup", MPI_COMM_WORLD, [&] {
         check_out(newtype);
         *newtype = msgpass::mpi::type_dup(oldtype);
+        copy_attributes(oldtype, *newtype);
         return MPI_SUCCESS;
     });
 }

@@ -281,6 +281,53 @@ static void subarrays(int rank, int size) {
     MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_ARE_FATAL);
 }
 
+/* Attributes of datatypes: MPI_Type_dup hands them on as the copy function says, the
+ * delete function runs when one is replaced, deleted or its type freed; a type keyval
+ * is refused on a communicator and a communicator's on a type. */
+static void type_attributes(void) {
+    WHERE("attributes: of datatypes");
+    static char tag_a = 'a', tag_b = 'b';
+    int ka = MPI_KEYVAL_INVALID;
+    int kb = MPI_KEYVAL_INVALID;
+    CHECK(MPI_Type_create_keyval(copy_plus_one, note_delete, &ka, &tag_a) == MPI_SUCCESS, "type keyval a");
+    CHECK(MPI_Type_create_keyval(MPI_TYPE_NULL_COPY_FN, note_delete, &kb, &tag_b) == MPI_SUCCESS, "type keyval b");
+    MPI_Datatype pair;
+    MPI_Type_contiguous(2, MPI_INT, &pair);
+    MPI_Type_commit(&pair);
+    static int one = 1, two = 2;
+    deleted_count = 0;
+    deleted[0] = '\0';
+    CHECK(MPI_Type_set_attr(pair, ka, &one) == MPI_SUCCESS, "set a");
+    CHECK(MPI_Type_set_attr(pair, kb, &two) == MPI_SUCCESS, "set b");
+    int* got = NULL;
+    int flag = 0;
+    CHECK(MPI_Type_get_attr(pair, ka, &got, &flag) == MPI_SUCCESS && flag == 1 && got == &one, "get a");
+    MPI_Datatype copy;
+    CHECK(MPI_Type_dup(pair, &copy) == MPI_SUCCESS, "dup");
+    CHECK(MPI_Type_get_attr(copy, ka, &got, &flag) == MPI_SUCCESS && flag == 1 && *got == 2,
+          "the copy function's value on the duplicate: %d", flag ? *got : -1);
+    CHECK(MPI_Type_get_attr(copy, kb, &got, &flag) == MPI_SUCCESS && flag == 0, "MPI_TYPE_NULL_COPY_FN copies nothing");
+    CHECK(MPI_Type_set_attr(pair, kb, &one) == MPI_SUCCESS && strcmp(deleted, "b") == 0,
+          "replacing calls the delete function: '%s'", deleted);
+    CHECK(MPI_Type_delete_attr(pair, kb) == MPI_SUCCESS && strcmp(deleted, "bb") == 0, "delete: '%s'", deleted);
+    CHECK(MPI_Type_get_attr(pair, kb, &got, &flag) == MPI_SUCCESS && flag == 0, "deleted");
+    CHECK(MPI_Type_free(&pair) == MPI_SUCCESS && strcmp(deleted, "bba") == 0, "freeing the type deletes: '%s'",
+          deleted);
+    CHECK(MPI_Type_get_attr(MPI_INT, ka, &got, &flag) == MPI_SUCCESS && flag == 0, "a predefined type has none");
+    MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_RETURN);
+    expect_error(MPI_Comm_set_attr(MPI_COMM_WORLD, ka, &one), MPI_ERR_KEYVAL, "not created by MPI_Comm_create_keyval");
+    int kc = MPI_KEYVAL_INVALID;
+    MPI_Comm_create_keyval(MPI_COMM_NULL_COPY_FN, MPI_COMM_NULL_DELETE_FN, &kc, NULL);
+    expect_error(MPI_Type_set_attr(copy, kc, &one), MPI_ERR_KEYVAL, "not created by MPI_Type_create_keyval");
+    expect_error(MPI_Type_delete_attr(copy, kb), MPI_ERR_KEYVAL, "datatype");
+    MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_ARE_FATAL);
+    CHECK(MPI_Type_free_keyval(&ka) == MPI_SUCCESS && ka == MPI_KEYVAL_INVALID, "free keyval");
+    CHECK(MPI_Type_free(&copy) == MPI_SUCCESS && strcmp(deleted, "bbaa") == 0,
+          "a freed keyval's attribute is deleted with its type: '%s'", deleted);
+    MPI_Type_free_keyval(&kb);
+    MPI_Comm_free_keyval(&kc);
+}
+
 int main(int argc, char** argv) {
     CHECK(MPI_Init(&argc, &argv) == MPI_SUCCESS, "init");
     int rank = 0, size = 0;
@@ -289,6 +336,7 @@ int main(int argc, char** argv) {
     check_deadline(240, rank);
 
     attributes();
+    type_attributes();
     ranges(size);
     split_type(rank, size);
     subarrays(rank, size);
