@@ -80,6 +80,8 @@ int init(int* argc, char*** argv);
 void delete_attributes(MPI_Comm comm);
 // MPI_Comm_dup and MPI_Type_dup: the attributes of from, as their copy functions say, on to.
 void copy_attributes(int from, int to);
+// MPI_Type_contiguous's envelope (type_calls.cpp keeps every constructor's).
+void record_contiguous(MPI_Datatype made, int count, MPI_Datatype old);
 int send_common(const char* call, const void* buf, int count, MPI_Datatype type, int dest, int tag, MPI_Comm comm,
                 bool sync);
 // The block of one rank in a gather, scatter or allgather: the send side's and the

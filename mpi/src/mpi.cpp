@@ -308,6 +308,7 @@ int MPI_Type_contiguous(int count, MPI_Datatype oldtype, MPI_Datatype* newtype) 
     return guarded("MPI_Type_contiguous", MPI_COMM_WORLD, [&] {
         if (newtype == nullptr) throw MpiError(MPI_ERR_ARG, "newtype is NULL");
         *newtype = type_contiguous(count, oldtype);
+        record_contiguous(*newtype, count, oldtype);
         return MPI_SUCCESS;
     });
 }

@@ -3,6 +3,7 @@
 // Get_elements) and pack and unpack buffers (MPI_Pack, MPI_Unpack, MPI_Pack_size).
 // Each constructor turns its arguments into copies of old types at byte
 // displacements (types.cpp's type_create). Every entry point goes through api::guarded.
+#include <algorithm>
 #include <climits>
 #include <cstdint>
 #include <cstring>
@@ -26,6 +27,44 @@ using Types = std::vector<MPI_Datatype>;
 std::map<MPI_Datatype, std::string>& type_names() {
     static std::map<MPI_Datatype, std::string> names;
     return names;
+}
+
+// How each derived type was made (MPI_Type_get_envelope/_contents): the combiner and
+// the constructor's integers, addresses and types. A derived old type is kept as a
+// hidden duplicate, so that MPI_Type_get_contents can hand out a new handle of it
+// even after the application freed its own.
+struct Envelope {
+    int combiner = MPI_COMBINER_NAMED;
+    std::vector<int> ints;
+    std::vector<MPI_Aint> aints;
+    std::vector<MPI_Datatype> types;
+};
+
+std::map<MPI_Datatype, Envelope>& envelopes() {
+    static std::map<MPI_Datatype, Envelope> all;
+    return all;
+}
+
+void record(MPI_Datatype made, int combiner, std::vector<int> ints, std::vector<MPI_Aint> aints,
+            std::vector<MPI_Datatype> types) {
+    for (MPI_Datatype& t : types) {
+        if (!msgpass::mpi::is_derived(t)) continue;
+        const MPI_Datatype hidden = msgpass::mpi::type_dup(t);
+        if (const auto it = envelopes().find(t); it != envelopes().end()) {
+            Envelope same = it->second; // the hidden copy answers as the original
+            envelopes()[hidden] = std::move(same);
+        }
+        t = hidden;
+    }
+    envelopes()[made] = Envelope{combiner, std::move(ints), std::move(aints), std::move(types)};
+}
+
+template <class T>
+std::vector<T> joined(std::initializer_list<T> head, const T* array, int count, std::initializer_list<T> tail = {}) {
+    std::vector<T> out(head);
+    if (array != nullptr) out.insert(out.end(), array, array + count);
+    out.insert(out.end(), tail);
+    return out;
 }
 
 void check_out(const MPI_Datatype* newtype) {
@@ -69,6 +108,14 @@ MPI_Datatype indexed_of(int count, const int* counts, int same_count, const D* d
 
 } // namespace
 
+namespace msgpass::mpi::api {
+
+void record_contiguous(MPI_Datatype made, int count, MPI_Datatype old) {
+    record(made, MPI_COMBINER_CONTIGUOUS, {count}, {}, {old});
+}
+
+} // namespace msgpass::mpi::api
+
 extern "C" {
 
 int MPI_Type_vector(int count, int blocklength, int stride, MPI_Datatype oldtype, MPI_Datatype* newtype) {
@@ -76,6 +123,7 @@ int MPI_Type_vector(int count, int blocklength, int stride, MPI_Datatype oldtype
         check_out(newtype);
         const auto extent = static_cast<std::ptrdiff_t>(msgpass::mpi::type_info(oldtype).extent());
         *newtype = vector_of(count, blocklength, stride * extent, oldtype);
+        record(*newtype, MPI_COMBINER_VECTOR, {count, blocklength, stride}, {}, {oldtype});
         return MPI_SUCCESS;
     });
 }
@@ -84,6 +132,7 @@ int MPI_Type_create_hvector(int count, int blocklength, MPI_Aint stride, MPI_Dat
     return guarded("MPI_Type_create_hvector", MPI_COMM_WORLD, [&] {
         check_out(newtype);
         *newtype = vector_of(count, blocklength, stride, oldtype);
+        record(*newtype, MPI_COMBINER_HVECTOR, {count, blocklength}, {stride}, {oldtype});
         return MPI_SUCCESS;
     });
 }
@@ -92,6 +141,7 @@ int MPI_Type_hvector(int count, int blocklength, MPI_Aint stride, MPI_Datatype o
     return guarded("MPI_Type_hvector", MPI_COMM_WORLD, [&] {
         check_out(newtype);
         *newtype = vector_of(count, blocklength, stride, oldtype);
+        record(*newtype, MPI_COMBINER_HVECTOR, {count, blocklength}, {stride}, {oldtype});
         return MPI_SUCCESS;
     });
 }
@@ -102,6 +152,9 @@ int MPI_Type_indexed(int count, const int array_of_blocklengths[], const int arr
         check_out(newtype);
         const auto extent = static_cast<std::ptrdiff_t>(msgpass::mpi::type_info(oldtype).extent());
         *newtype = indexed_of(count, array_of_blocklengths, -1, array_of_displacements, extent, oldtype);
+        std::vector<int> ints = joined<int>({count}, array_of_blocklengths, count);
+        ints.insert(ints.end(), array_of_displacements, array_of_displacements + count);
+        record(*newtype, MPI_COMBINER_INDEXED, std::move(ints), {}, {oldtype});
         return MPI_SUCCESS;
     });
 }
@@ -111,6 +164,8 @@ int MPI_Type_create_hindexed(int count, const int array_of_blocklengths[], const
     return guarded("MPI_Type_create_hindexed", MPI_COMM_WORLD, [&] {
         check_out(newtype);
         *newtype = indexed_of(count, array_of_blocklengths, -1, array_of_displacements, 1, oldtype);
+        record(*newtype, MPI_COMBINER_HINDEXED, joined<int>({count}, array_of_blocklengths, count),
+               joined<MPI_Aint>({}, array_of_displacements, count), {oldtype});
         return MPI_SUCCESS;
     });
 }
@@ -122,6 +177,8 @@ int MPI_Type_create_indexed_block(int count, int blocklength, const int array_of
         if (blocklength < 0) throw MpiError(MPI_ERR_COUNT, "negative block length " + std::to_string(blocklength));
         const auto extent = static_cast<std::ptrdiff_t>(msgpass::mpi::type_info(oldtype).extent());
         *newtype = indexed_of<int>(count, nullptr, blocklength, array_of_displacements, extent, oldtype);
+        record(*newtype, MPI_COMBINER_INDEXED_BLOCK, joined<int>({count, blocklength}, array_of_displacements, count),
+               {}, {oldtype});
         return MPI_SUCCESS;
     });
 }
@@ -132,6 +189,8 @@ int MPI_Type_create_hindexed_block(int count, int blocklength, const MPI_Aint ar
         check_out(newtype);
         if (blocklength < 0) throw MpiError(MPI_ERR_COUNT, "negative block length " + std::to_string(blocklength));
         *newtype = indexed_of<MPI_Aint>(count, nullptr, blocklength, array_of_displacements, 1, oldtype);
+        record(*newtype, MPI_COMBINER_HINDEXED_BLOCK, {count, blocklength},
+               joined<MPI_Aint>({}, array_of_displacements, count), {oldtype});
         return MPI_SUCCESS;
     });
 }
@@ -148,6 +207,8 @@ int MPI_Type_create_struct(int count, const int array_of_blocklengths[], const M
         *newtype = msgpass::mpi::type_create(Disps(array_of_displacements, array_of_displacements + n),
                                              Counts(array_of_blocklengths, array_of_blocklengths + n),
                                              Types(array_of_types, array_of_types + n), true);
+        record(*newtype, MPI_COMBINER_STRUCT, joined<int>({count}, array_of_blocklengths, count),
+               joined<MPI_Aint>({}, array_of_displacements, count), Types(array_of_types, array_of_types + n));
         return MPI_SUCCESS;
     });
 }
@@ -156,6 +217,7 @@ int MPI_Type_create_resized(MPI_Datatype oldtype, MPI_Aint lb, MPI_Aint extent, 
     return guarded("MPI_Type_create_resized", MPI_COMM_WORLD, [&] {
         check_out(newtype);
         *newtype = msgpass::mpi::type_resized(oldtype, lb, extent);
+        record(*newtype, MPI_COMBINER_RESIZED, {}, {lb, extent}, {oldtype});
         return MPI_SUCCESS;
     });
 }
@@ -207,6 +269,65 @@ int MPI_Type_create_subarray(int ndims, const int sizes[], const int subsizes[],
         msgpass::mpi::type_free(block);
         *newtype = msgpass::mpi::type_resized(placed, 0, stride); // stride: now the whole array's extent
         msgpass::mpi::type_free(placed);
+        std::vector<int> ints = joined<int>({ndims}, sizes, ndims);
+        ints.insert(ints.end(), subsizes, subsizes + ndims);
+        ints.insert(ints.end(), starts, starts + ndims);
+        ints.push_back(order);
+        record(*newtype, MPI_COMBINER_SUBARRAY, std::move(ints), {}, {oldtype});
+        return MPI_SUCCESS;
+    });
+}
+
+int MPI_Type_get_envelope(MPI_Datatype datatype, int* num_integers, int* num_addresses, int* num_datatypes,
+                          int* combiner) {
+    return guarded("MPI_Type_get_envelope", MPI_COMM_WORLD, [&] {
+        if (num_integers == nullptr || num_addresses == nullptr || num_datatypes == nullptr || combiner == nullptr)
+            throw MpiError(MPI_ERR_ARG, "an output argument is NULL");
+        (void)msgpass::mpi::type_info(datatype);
+        const auto it = envelopes().find(datatype);
+        const Envelope e = it != envelopes().end() ? it->second : Envelope{};
+        *num_integers = static_cast<int>(e.ints.size());
+        *num_addresses = static_cast<int>(e.aints.size());
+        *num_datatypes = static_cast<int>(e.types.size());
+        *combiner = e.combiner;
+        return MPI_SUCCESS;
+    });
+}
+
+// The arguments of the constructor; a derived type among them comes back as a new
+// handle (the application frees it), a predefined one as itself.
+int MPI_Type_get_contents(MPI_Datatype datatype, int max_integers, int max_addresses, int max_datatypes,
+                          int array_of_integers[], MPI_Aint array_of_addresses[], MPI_Datatype array_of_datatypes[]) {
+    return guarded("MPI_Type_get_contents", MPI_COMM_WORLD, [&] {
+        (void)msgpass::mpi::type_info(datatype);
+        const auto it = envelopes().find(datatype);
+        if (it == envelopes().end())
+            throw MpiError(MPI_ERR_TYPE, "the predefined " + msgpass::mpi::type_name(datatype) +
+                                             " has no contents (its combiner is MPI_COMBINER_NAMED)");
+        const Envelope& e = it->second;
+        if (max_integers < static_cast<int>(e.ints.size()) || max_addresses < static_cast<int>(e.aints.size()) ||
+            max_datatypes < static_cast<int>(e.types.size()))
+            throw MpiError(MPI_ERR_ARG, "the arrays hold " + std::to_string(max_integers) + ", " +
+                                            std::to_string(max_addresses) + " and " + std::to_string(max_datatypes) +
+                                            " entries; the contents are " + std::to_string(e.ints.size()) + ", " +
+                                            std::to_string(e.aints.size()) + " and " + std::to_string(e.types.size()) +
+                                            " (MPI_Type_get_envelope)");
+        check_array(array_of_integers, static_cast<int>(e.ints.size()), "array_of_integers");
+        check_array(array_of_addresses, static_cast<int>(e.aints.size()), "array_of_addresses");
+        check_array(array_of_datatypes, static_cast<int>(e.types.size()), "array_of_datatypes");
+        std::copy(e.ints.begin(), e.ints.end(), array_of_integers);
+        std::copy(e.aints.begin(), e.aints.end(), array_of_addresses);
+        const Envelope copy = e; // record below may rehash the map
+        for (std::size_t i = 0; i < copy.types.size(); ++i) {
+            MPI_Datatype t = copy.types[i];
+            if (msgpass::mpi::is_derived(t)) {
+                const MPI_Datatype fresh = msgpass::mpi::type_dup(t);
+                const auto inner = envelopes().find(t);
+                if (inner != envelopes().end()) envelopes()[fresh] = inner->second; // it looks like the original
+                t = fresh;
+            }
+            array_of_datatypes[i] = t;
+        }
         return MPI_SUCCESS;
     });
 }
@@ -223,6 +344,7 @@ int MPI_Type_dup(MPI_Datatype oldtype, MPI_Datatype* newtype) {
     return guarded("MPI_Type_dup", MPI_COMM_WORLD, [&] {
         check_out(newtype);
         *newtype = msgpass::mpi::type_dup(oldtype);
+        record(*newtype, MPI_COMBINER_DUP, {}, {}, {oldtype});
         copy_attributes(oldtype, *newtype);
         return MPI_SUCCESS;
     });

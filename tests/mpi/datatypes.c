@@ -575,6 +575,77 @@ static void test_bottom(void) {
     MPI_Type_free(&in_two);
 }
 
+/* MPI_Type_get_envelope and _contents give back each constructor's arguments. */
+static void expect_envelope(MPI_Datatype t, int ni, int na, int nd, int combiner, const char* what) {
+    int i = -1, a = -1, d = -1, c = -1;
+    CHECK(MPI_Type_get_envelope(t, &i, &a, &d, &c) == MPI_SUCCESS, "envelope of %s", what);
+    CHECK(i == ni && a == na && d == nd && c == combiner, "%s: envelope %d %d %d combiner %d, expected %d %d %d %d",
+          what, i, a, d, c, ni, na, nd, combiner);
+}
+
+static void test_envelopes(void) {
+    WHERE("datatypes: envelopes and contents");
+    expect_envelope(MPI_DOUBLE_INT, 0, 0, 0, MPI_COMBINER_NAMED, "MPI_DOUBLE_INT");
+    MPI_Datatype vec;
+    MPI_Type_vector(3, 2, 5, MPI_INT, &vec);
+    expect_envelope(vec, 3, 0, 1, MPI_COMBINER_VECTOR, "vector");
+    int ints[16];
+    MPI_Aint aints[8];
+    MPI_Datatype types[4];
+    CHECK(MPI_Type_get_contents(vec, 16, 8, 4, ints, aints, types) == MPI_SUCCESS, "vector contents");
+    CHECK(ints[0] == 3 && ints[1] == 2 && ints[2] == 5 && types[0] == MPI_INT, "vector contents %d %d %d %d", ints[0],
+          ints[1], ints[2], (int)types[0]);
+    const int bl[2] = {1, 4};
+    const int di[2] = {0, 7};
+    MPI_Datatype idx;
+    MPI_Type_indexed(2, bl, di, vec, &idx);
+    expect_envelope(idx, 5, 0, 1, MPI_COMBINER_INDEXED, "indexed");
+    MPI_Type_get_contents(idx, 16, 8, 4, ints, aints, types);
+    CHECK(ints[0] == 2 && ints[1] == 1 && ints[2] == 4 && ints[3] == 0 && ints[4] == 7, "indexed contents");
+    CHECK(types[0] != vec, "a derived type comes back as a new handle");
+    expect_envelope(types[0], 3, 0, 1, MPI_COMBINER_VECTOR, "the vector inside the indexed type");
+    MPI_Type_free(&types[0]);
+    const MPI_Aint sd[2] = {0, 16};
+    const MPI_Datatype st[2] = {MPI_CHAR, idx};
+    MPI_Datatype strct;
+    MPI_Type_create_struct(2, bl, sd, st, &strct);
+    expect_envelope(strct, 3, 2, 2, MPI_COMBINER_STRUCT, "struct");
+    MPI_Type_free(&idx); /* its handle goes; the struct's contents still give a copy of it */
+    MPI_Type_get_contents(strct, 16, 8, 4, ints, aints, types);
+    CHECK(ints[0] == 2 && ints[1] == 1 && ints[2] == 4 && aints[0] == 0 && aints[1] == 16 && types[0] == MPI_CHAR,
+          "struct contents");
+    expect_envelope(types[1], 5, 0, 1, MPI_COMBINER_INDEXED, "the freed indexed type inside the struct");
+    MPI_Type_free(&types[1]);
+    MPI_Datatype resized, dup, hv, contig, sub;
+    MPI_Type_create_resized(vec, -4, 100, &resized);
+    expect_envelope(resized, 0, 2, 1, MPI_COMBINER_RESIZED, "resized");
+    MPI_Type_get_contents(resized, 0, 2, 1, NULL, aints, types);
+    CHECK(aints[0] == -4 && aints[1] == 100, "resized contents");
+    MPI_Type_free(&types[0]);
+    MPI_Type_dup(resized, &dup);
+    expect_envelope(dup, 0, 0, 1, MPI_COMBINER_DUP, "dup");
+    MPI_Type_create_hvector(2, 1, 24, MPI_DOUBLE, &hv);
+    expect_envelope(hv, 2, 1, 1, MPI_COMBINER_HVECTOR, "hvector");
+    MPI_Type_contiguous(4, MPI_SHORT, &contig);
+    expect_envelope(contig, 1, 0, 1, MPI_COMBINER_CONTIGUOUS, "contiguous");
+    const int sizes[2] = {4, 6}, subs[2] = {2, 3}, starts[2] = {1, 2};
+    MPI_Type_create_subarray(2, sizes, subs, starts, MPI_ORDER_C, MPI_INT, &sub);
+    expect_envelope(sub, 8, 0, 1, MPI_COMBINER_SUBARRAY, "subarray");
+    MPI_Type_get_contents(sub, 16, 8, 4, ints, aints, types);
+    CHECK(ints[0] == 2 && ints[1] == 4 && ints[3] == 2 && ints[5] == 1 && ints[7] == MPI_ORDER_C, "subarray contents");
+    MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_RETURN);
+    expect_error(MPI_Type_get_contents(MPI_INT, 0, 0, 0, ints, aints, types), MPI_ERR_TYPE, "MPI_COMBINER_NAMED");
+    expect_error(MPI_Type_get_contents(vec, 2, 0, 1, ints, aints, types), MPI_ERR_ARG, "the contents are 3, 0 and 1");
+    MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_ARE_FATAL);
+    MPI_Type_free(&vec);
+    MPI_Type_free(&strct);
+    MPI_Type_free(&resized);
+    MPI_Type_free(&dup);
+    MPI_Type_free(&hv);
+    MPI_Type_free(&contig);
+    MPI_Type_free(&sub);
+}
+
 int main(int argc, char** argv) {
     MPI_Init(&argc, &argv);
     MPI_Comm_rank(MPI_COMM_WORLD, &rank_);
@@ -588,6 +659,7 @@ int main(int argc, char** argv) {
     test_zero_size();
     test_misc();
     test_bottom();
+    test_envelopes();
     MPI_Barrier(MPI_COMM_WORLD);
     if (rank_ == 0) printf("datatypes: passed on %d ranks\n", size_);
     MPI_Finalize();
