@@ -80,6 +80,10 @@ int init(int* argc, char*** argv);
 void delete_attributes(MPI_Comm comm);
 // MPI_Comm_dup and MPI_Type_dup: the attributes of from, as their copy functions say, on to.
 void copy_attributes(int from, int to);
+// A communicator's Cartesian grid (topology.cpp): MPI_Comm_dup hands it on,
+// MPI_Comm_free drops it.
+void copy_topology(MPI_Comm from, MPI_Comm to);
+void drop_topology(MPI_Comm comm);
 // MPI_Type_contiguous's envelope (type_calls.cpp keeps every constructor's).
 void record_contiguous(MPI_Datatype made, int count, MPI_Datatype old);
 int send_common(const char* call, const void* buf, int count, MPI_Datatype type, int dest, int tag, MPI_Comm comm,

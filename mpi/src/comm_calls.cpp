@@ -203,6 +203,7 @@ int MPI_Comm_dup(MPI_Comm comm, MPI_Comm* newcomm) {
         *newcomm = engine->dup(comm);
         comm_handlers[*newcomm] = handler_of(comm); // a duplicate keeps the error handler
         copy_attributes(comm, *newcomm);
+        copy_topology(comm, *newcomm);
         return MPI_SUCCESS;
     });
 }
@@ -258,6 +259,7 @@ int MPI_Comm_free(MPI_Comm* comm) {
         delete_attributes(*comm); // before the communicator goes (a failing delete function keeps it)
         engine->free_comm(*comm);
         comm_handlers.erase(*comm);
+        drop_topology(*comm);
         *comm = MPI_COMM_NULL;
         return MPI_SUCCESS;
     });

@@ -96,6 +96,24 @@ typedef MPI_Comm_delete_attr_function MPI_Delete_function;
 #define MPI_NULL_DELETE_FN MPI_COMM_NULL_DELETE_FN
 #define MPI_DUP_FN MPI_COMM_DUP_FN
 
+/* Cartesian topologies: a grid's ranks are numbered row-major (the last dimension
+ * fastest) and keep their order in the old communicator (reorder does nothing); the
+ * ranks beyond the grid get MPI_COMM_NULL. MPI_Comm_dup hands the grid on. */
+#define MPI_CART 1
+#define MPI_GRAPH 2
+#define MPI_DIST_GRAPH 3
+int MPI_Dims_create(int nnodes, int ndims, int dims[]);
+int MPI_Cart_create(MPI_Comm comm_old, int ndims, const int dims[], const int periods[], int reorder,
+                    MPI_Comm* comm_cart);
+int MPI_Topo_test(MPI_Comm comm, int* status);
+int MPI_Cartdim_get(MPI_Comm comm, int* ndims);
+int MPI_Cart_get(MPI_Comm comm, int maxdims, int dims[], int periods[], int coords[]);
+int MPI_Cart_rank(MPI_Comm comm, const int coords[], int* rank);
+int MPI_Cart_coords(MPI_Comm comm, int rank, int maxdims, int coords[]);
+int MPI_Cart_shift(MPI_Comm comm, int direction, int disp, int* rank_source, int* rank_dest);
+int MPI_Cart_sub(MPI_Comm comm, const int remain_dims[], MPI_Comm* newcomm);
+int MPI_Cart_map(MPI_Comm comm, int ndims, const int dims[], const int periods[], int* newrank);
+
 /* MPI_Comm_split_type: the ranks of one host (whose MPI_Get_processor_name is the
  * same), which share its memory. */
 #define MPI_COMM_TYPE_SHARED 1
