@@ -176,15 +176,15 @@ Sched inter_alltoall(const void* sendbuf, int sendcount, MPI_Datatype sendtype, 
 
 // ---- every communicator
 
-// The communicator of a collective intercommunicators do not have here (the
-// reduce-scatter forms; Scan and Exscan, which MPI defines on intracommunicators
-// only): MPI_ERR_COMM before its arguments are read as a group of c.size ranks.
+// The communicator of a collective intercommunicators do not have (Scan and Exscan,
+// which MPI defines on intracommunicators only): MPI_ERR_COMM before its arguments are
+// read as a group of c.size ranks.
 CommInfo intra_info(MPI_Comm comm, const char* name) {
     CommInfo c = engine->info(comm);
     if (c.local)
         throw MpiError(MPI_ERR_COMM, std::string(name) +
-                                         " on an intercommunicator is not provided (the other collectives but "
-                                         "Scan and Exscan are; MPI_Intercomm_merge)");
+                                         " on an intercommunicator is not defined (MPI defines Scan and Exscan on "
+                                         "intracommunicators only)");
     return c;
 }
 
@@ -491,16 +491,57 @@ Sched make_reduce_scatter(const void* sendbuf, void* recvbuf, const std::vector<
     return st.into(msgpass::mpi::reduce_scatter_schedule(c, send, recv, counts, type, op));
 }
 
+// On an intercommunicator (MPI 3.1, 5.10.1): each group's reduction of its
+// sum(counts) elements is scattered over the other group by that group's counts
+// (both groups' totals are the same). Built as the intercommunicator's Allreduce,
+// which gives each rank the other group's whole reduction, then each keeps its block.
+Sched inter_reduce_scatter(const void* sendbuf, void* recvbuf, const std::vector<int>& counts, MPI_Datatype type,
+                           MPI_Op op, const CommInfo& c) {
+    check_op(op, type);
+    no_in_place(sendbuf, "sendbuf");
+    std::size_t total = 0;
+    std::size_t before = 0; // elements of the blocks of the lower local ranks
+    for (std::size_t i = 0; i < counts.size(); ++i) {
+        if (counts[i] < 0)
+            throw MpiError(MPI_ERR_COUNT,
+                           "recvcounts[" + std::to_string(i) + "] is negative (" + std::to_string(counts[i]) + ")");
+        if (i < static_cast<std::size_t>(c.rank)) before += static_cast<std::size_t>(counts[i]);
+        total += static_cast<std::size_t>(counts[i]);
+    }
+    if (total > static_cast<std::size_t>(INT_MAX)) throw MpiError(MPI_ERR_COUNT, "the counts add up beyond INT_MAX");
+    const int mine = counts[static_cast<std::size_t>(c.rank)];
+    (void)bytes_of(sendbuf, static_cast<int>(total), type, "sendbuf");
+    (void)bytes_of(recvbuf, mine, type, "recvbuf");
+    const std::size_t size = type_size(type);
+    Staging st;
+    void* recv = st.inout(recvbuf, mine, type);
+    const void* send = st.in(sendbuf, static_cast<int>(total), type);
+    auto whole = std::make_unique_for_overwrite<std::byte[]>(std::max<std::size_t>(total * size, 1));
+    std::byte* all = whole.get();
+    auto s = msgpass::mpi::inter_allreduce_schedule(c, send, all, static_cast<int>(total), type, op);
+    s->scratch.push_back(std::move(whole));
+    s->finish.push_back([recv, all, before, mine, size] {
+        if (mine > 0) std::memcpy(recv, all + before * size, static_cast<std::size_t>(mine) * size);
+    });
+    return st.into(std::move(s)); // the staged receive buffer's unpacking runs after the copy
+}
+
 Sched make_reduce_scatter(const void* sendbuf, void* recvbuf, const int recvcounts[], MPI_Datatype type, MPI_Op op,
                           MPI_Comm comm) {
-    const auto c = intra_info(comm, "reduce_scatter");
+    const auto c = engine->info(comm);
     if (recvcounts == nullptr) throw MpiError(MPI_ERR_ARG, "recvcounts is NULL");
+    if (c.local)
+        return inter_reduce_scatter(sendbuf, recvbuf, std::vector<int>(recvcounts, recvcounts + c.local->size), type,
+                                    op, c);
     return make_reduce_scatter(sendbuf, recvbuf, std::vector<int>(recvcounts, recvcounts + c.size), type, op, c);
 }
 
 Sched make_reduce_scatter_block(const void* sendbuf, void* recvbuf, int recvcount, MPI_Datatype type, MPI_Op op,
                                 MPI_Comm comm) {
-    const auto c = intra_info(comm, "reduce_scatter_block");
+    const auto c = engine->info(comm);
+    if (c.local)
+        return inter_reduce_scatter(sendbuf, recvbuf,
+                                    std::vector<int>(static_cast<std::size_t>(c.local->size), recvcount), type, op, c);
     return make_reduce_scatter(sendbuf, recvbuf, std::vector<int>(static_cast<std::size_t>(c.size), recvcount), type,
                                op, c);
 }

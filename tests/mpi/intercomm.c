@@ -3,7 +3,7 @@
  * (local and remote), MPI_Comm_remote_group; point to point across (each rank to
  * remote rank r % remote size, received from MPI_ANY_SOURCE with the sender's rank in
  * the remote group); its collectives (collectives() below), MPI_IN_PLACE and a bad
- * root refused, an Alltoallv on it MPI_ERR_COMM (not provided); MPI_Intercomm_merge with
+ * root refused, a Scan on it MPI_ERR_COMM (MPI defines it on intracommunicators only); MPI_Intercomm_merge with
  * the odd half high: the evens first, then an Allreduce over the union. */
 #include "check.h"
 
@@ -67,6 +67,34 @@ static void collectives(MPI_Comm inter, int rank, int color, int r, int local, i
     MPI_Iallreduce(&rank, &all, 1, MPI_INT, MPI_MAX, inter, &req);
     MPI_Wait(&req, MPI_STATUS_IGNORE);
     CHECK(all == world_of(remote - 1, other), "iallreduce max: %d", all);
+
+    WHERE("intercomm collectives: reduce_scatter gives each rank its block of the other group's sum");
+    {
+        /* Both groups reduce local * remote elements: each rank keeps remote of the
+         * other group's sum here (the other group's counts are local each). */
+        const int total = local * remote;
+        int send[256];
+        int got[64];
+        int counts[64];
+        CHECK(total <= 256 && local <= 64, "too many ranks for this test");
+        for (int j = 0; j < total; ++j)
+            send[j] = rank + j;
+        for (int i = 0; i < local; ++i)
+            counts[i] = remote;
+        int others = 0; /* the other group's world ranks, summed */
+        for (int q = 0; q < remote; ++q)
+            others += world_of(q, other);
+        MPI_Reduce_scatter(send, got, counts, MPI_INT, MPI_SUM, inter);
+        for (int k = 0; k < remote; ++k)
+            CHECK(got[k] == others + remote * (r * remote + k), "reduce_scatter element %d: %d", k, got[k]);
+        if (local == remote) {
+            MPI_Request rq;
+            MPI_Ireduce_scatter_block(send, got, remote, MPI_INT, MPI_SUM, inter, &rq);
+            MPI_Wait(&rq, MPI_STATUS_IGNORE);
+            for (int k = 0; k < remote; ++k)
+                CHECK(got[k] == others + remote * (r * remote + k), "ireduce_scatter_block element %d: %d", k, got[k]);
+        }
+    }
 
     WHERE("intercomm collectives: gather at odd rank 0, scatter from even rank 0");
     int gathered[64];
@@ -324,9 +352,7 @@ int main(int argc, char** argv) {
     expect_error(MPI_Allreduce(MPI_IN_PLACE, &y, 1, MPI_INT, MPI_SUM, inter), MPI_ERR_BUFFER,
                  "not for an intercommunicator");
     expect_error(MPI_Bcast(&x, 1, MPI_INT, remote, inter), MPI_ERR_ROOT, "remote group");
-    int counts[64] = {0};
-    expect_error(MPI_Reduce_scatter(&x, &y, counts, MPI_INT, MPI_SUM, inter), MPI_ERR_COMM,
-                 "on an intercommunicator is not provided");
+    expect_error(MPI_Scan(&x, &y, 1, MPI_INT, MPI_SUM, inter), MPI_ERR_COMM, "on intracommunicators only");
     MPI_Comm_set_errhandler(half, MPI_ERRORS_RETURN);
     expect_error(MPI_Comm_remote_size(half, &n), MPI_ERR_COMM, "not an intercommunicator");
 

@@ -288,10 +288,11 @@ int MPI_Comm_compare(MPI_Comm comm1, MPI_Comm comm2, int* result);
 int MPI_Comm_group(MPI_Comm comm, MPI_Group* group);
 /* Intercommunicators: point to point between two groups (ranks are the remote
  * group's; MPI_Comm_size and MPI_Comm_rank the local group's). Its collectives Barrier,
- * Bcast, Reduce, Allreduce, Gather(v), Scatter(v), Allgather(v), Alltoall(v,w) (and their I forms)
- * move data between the groups: a rooted one's root passes MPI_ROOT, the rest of its
- * group MPI_PROC_NULL, the other group the root's remote rank; the other collectives
- * are MPI_ERR_COMM (MPI_Intercomm_merge makes an intracommunicator of both groups). */
+ * Bcast, Reduce, Allreduce, Gather(v), Scatter(v), Allgather(v), Alltoall(v,w),
+ * Reduce_scatter(_block) (and their I forms) move data between the groups: a rooted
+ * one's root passes MPI_ROOT, the rest of its group MPI_PROC_NULL, the other group the
+ * root's remote rank; Scan and Exscan are MPI_ERR_COMM (MPI defines them on
+ * intracommunicators; MPI_Intercomm_merge makes one of both groups). */
 int MPI_Intercomm_create(MPI_Comm local_comm, int local_leader, MPI_Comm peer_comm, int remote_leader, int tag,
                          MPI_Comm* newintercomm);
 int MPI_Intercomm_merge(MPI_Comm intercomm, int high, MPI_Comm* newintracomm);
