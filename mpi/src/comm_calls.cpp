@@ -215,9 +215,11 @@ int MPI_Comm_dup(MPI_Comm comm, MPI_Comm* newcomm) {
 int MPI_Comm_idup(MPI_Comm comm, MPI_Comm* newcomm, MPI_Request* request) {
     return guarded("MPI_Comm_idup", comm, [&] {
         check_out(request, "request");
-        const int code = MPI_Comm_dup(comm, newcomm);
-        if (code != MPI_SUCCESS) return code;
-        *request = engine->completed_send(MPI_ANY_SOURCE, MPI_ANY_TAG, 0); // an empty status
+        check_out(newcomm, "newcomm");
+        *request = engine->idup(comm, newcomm);
+        comm_handlers[*newcomm] = handler_of(comm);
+        copy_attributes(comm, *newcomm); // at the call, as MPI_Comm_dup's
+        copy_topology(comm, *newcomm);
         return MPI_SUCCESS;
     });
 }

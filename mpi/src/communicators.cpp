@@ -59,7 +59,49 @@ MPI_Comm Engine::add_comm(CommInfo c) {
     return handle;
 }
 
+MPI_Request Engine::idup(MPI_Comm comm, MPI_Comm* newcomm) {
+    settle_idup();
+    const CommInfo c = info(comm);
+    // The handle at once; its contexts, the sentinel's until the agreement completed
+    // (using the communicator before its request completed is erroneous).
+    CommInfo n = c;
+    n.p2p = sentinel_context;
+    n.coll = sentinel_context;
+    if (!n.world) n.world = std::make_shared<const std::vector<int>>(members(comm));
+    const MPI_Comm handle = add_comm(std::move(n));
+    // This rank's next free context, then the largest of its group (or, of an
+    // intercommunicator, of the other group and of its own), kept by the finish step.
+    auto values = std::make_shared<std::array<int, 3>>(std::array<int, 3>{next_context_, 0, 0});
+    std::unique_ptr<Schedule> s;
+    if (c.local) {
+        s = inter_allreduce_schedule(c, &(*values)[0], &(*values)[1], 1, MPI_INT, MPI_MAX);
+        s->splice(allreduce_schedule(*c.local, &(*values)[0], &(*values)[2], 1, MPI_INT, MPI_MAX), true);
+    } else {
+        s = allreduce_schedule(c, &(*values)[0], &(*values)[1], 1, MPI_INT, MPI_MAX);
+    }
+    s->name = "MPI_Comm_idup";
+    s->finish.push_back([this, handle, values, inter = c.local != nullptr] {
+        const int base = take_contexts(std::max((*values)[1], (*values)[2]));
+        CommInfo& made = comms_.at(handle);
+        made.p2p = base;
+        made.coll = base + 1;
+        if (inter) { // the same groups in the same order; the local group's own pair too
+            (void)take_contexts(base + 2);
+            auto local = std::make_shared<CommInfo>(*made.local);
+            local->p2p = base + 2;
+            local->coll = base + 3;
+            made.local = std::move(local);
+        }
+    });
+    auto done = std::make_shared<bool>(false);
+    s->always.push_back([done] { *done = true; });
+    idup_done_ = std::move(done);
+    *newcomm = handle;
+    return start(std::move(s));
+}
+
 MPI_Comm Engine::dup(MPI_Comm comm) {
+    settle_idup();
     CommInfo c = info(comm);
     if (c.local) return inter_split(c, 0, c.rank); // the same groups in the same order
     int mine = next_context_;
@@ -73,6 +115,7 @@ MPI_Comm Engine::dup(MPI_Comm comm) {
 }
 
 MPI_Comm Engine::split(MPI_Comm comm, int color, int key) {
+    settle_idup();
     const CommInfo c = info(comm);
     if (c.local) return inter_split(c, color, key);
     // Every rank learns every rank's color and key, and the largest next free
@@ -109,6 +152,7 @@ MPI_Comm Engine::split(MPI_Comm comm, int color, int key) {
 }
 
 MPI_Comm Engine::create(MPI_Comm comm, const std::vector<int>& world) {
+    settle_idup();
     const CommInfo c = info(comm);
     if (c.local) { // world: a group of the local group; the remote group gives its own
         for (int w : world)
@@ -138,6 +182,7 @@ MPI_Comm Engine::create(MPI_Comm comm, const std::vector<int>& world) {
 }
 
 MPI_Comm Engine::create_group(MPI_Comm comm, const std::vector<int>& world, int tag) {
+    settle_idup();
     const CommInfo c = info(comm);
     if (c.local) throw MpiError(MPI_ERR_COMM, "MPI_Comm_create_group on an intercommunicator is not provided");
     if (world.empty()) return MPI_COMM_NULL;
@@ -184,6 +229,7 @@ MPI_Comm Engine::create_group(MPI_Comm comm, const std::vector<int>& world, int 
 
 MPI_Comm Engine::intercomm_create(MPI_Comm local_comm, int local_leader, MPI_Comm peer_comm, int remote_leader,
                                   int tag) {
+    settle_idup();
     const CommInfo l = info(local_comm);
     if (l.local) throw MpiError(MPI_ERR_COMM, "local_comm is an intercommunicator");
     if (local_leader < 0 || local_leader >= l.size)
@@ -251,6 +297,7 @@ void Engine::swap_across(const CommInfo& c, const void* out, std::size_t out_byt
 }
 
 MPI_Comm Engine::inter_split(const CommInfo& c, int color, int key) {
+    settle_idup();
     const CommInfo& l = *c.local;
     // Each group learns its ranks' colours, keys and next free contexts (an
     // allgather), then the other group's (the leaders swap them): one pair of
@@ -306,6 +353,7 @@ MPI_Comm Engine::inter_split(const CommInfo& c, int color, int key) {
 }
 
 MPI_Comm Engine::intercomm_merge(MPI_Comm intercomm, bool high) {
+    settle_idup();
     const CommInfo c = info(intercomm);
     if (!c.local)
         throw MpiError(MPI_ERR_COMM, "communicator " + std::to_string(intercomm) + " is not an intercommunicator");

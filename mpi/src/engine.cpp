@@ -433,6 +433,15 @@ void Engine::wait_until(Done done, const std::vector<const Request*>& waiting) {
     }
 }
 
+// communicators.cpp's: one agreement of contexts at a time (Engine::idup).
+void Engine::settle_idup() {
+    if (idup_done_ && !*idup_done_) {
+        const std::shared_ptr<bool> done = idup_done_;
+        wait_until([&] { return *done; }, {});
+    }
+    idup_done_.reset();
+}
+
 // ----------------------------------------------------------------------- completion
 
 namespace {
@@ -854,6 +863,8 @@ void Engine::step(Request& r) {
             if (s.error == MPI_SUCCESS)
                 for (const auto& f : s.finish)
                     f();
+            for (const auto& f : s.always)
+                f();
             r.status.MPI_ERROR = s.error;
             r.complete = true;
             return;

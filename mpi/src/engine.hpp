@@ -106,6 +106,8 @@ struct Schedule {
     // Run in order when every round completed without error: the unpacking of the
     // results into the application's buffers of non-dense types.
     std::vector<std::function<void()>> finish;
+    // Run when the schedule completed, with an error or without (after finish).
+    std::vector<std::function<void()>> always;
     // progress
     std::size_t next = 0;
     std::vector<std::pair<MPI_Request, Transfer>> pending;
@@ -181,6 +183,12 @@ public:
     // (an allreduce, or the allgather of the split), so no two communicators that
     // share a member ever share a context.
     MPI_Comm dup(MPI_Comm comm);
+    // MPI_Comm_idup: the handle now, its contexts when the request completes (the
+    // members' agreement runs as a non-blocking Allreduce, over both groups of an
+    // intercommunicator).
+    // One agreement of contexts runs at a time on a rank: a later idup, or any call
+    // that makes a communicator, first waits for the pending one.
+    MPI_Request idup(MPI_Comm comm, MPI_Comm* newcomm);
     // MPI_COMM_NULL where color is MPI_UNDEFINED; ranks ordered by key, then by rank in comm.
     MPI_Comm split(MPI_Comm comm, int color, int key);
     // world: the world ranks of the new communicator's ranks (a subset of comm's, in
@@ -339,6 +347,9 @@ private:
     MPI_Comm add_comm(CommInfo info);
     // The context pair of a new communicator: base (agreed), and what this rank takes next.
     int take_contexts(int base);
+    // Waits until the pending idup's agreement (if any) completed.
+    void settle_idup();
+    std::shared_ptr<bool> idup_done_; // the pending idup's: its schedule completed
     // The leaders (local rank 0) of intercommunicator c swap out for in (each side's
     // bytes as the other expects them) over its collective context, then each tells
     // its group: in holds the remote group's bytes on every rank.

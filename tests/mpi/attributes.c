@@ -200,6 +200,40 @@ static void split_type(int rank, int size) {
     MPI_Allreduce(&rank, &total, 1, MPI_INT, MPI_SUM, copy);
     CHECK(total == size * (size - 1) / 2, "allreduce on the idup: %d", total);
     MPI_Comm_free(&copy);
+
+    WHERE("communicators: idup does not block: rank 0 takes rank 1's synchronous send before rank 1 joins it");
+    /* Rank 1 joins the idup only after its MPI_Ssend was received, and rank 0 receives
+     * it only after starting the idup: an idup that waited for every member here would
+     * never return. A collective on the world in between keeps its own order. */
+    if (size >= 2 && rank <= 1) {
+        int token = 0;
+        if (rank == 0) {
+            CHECK(MPI_Comm_idup(MPI_COMM_WORLD, &copy, &req) == MPI_SUCCESS, "idup before the receive");
+            MPI_Recv(&token, 1, MPI_INT, 1, 61, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
+            CHECK(token == 61, "token %d", token);
+        } else {
+            token = 61;
+            MPI_Ssend(&token, 1, MPI_INT, 0, 61, MPI_COMM_WORLD);
+            CHECK(MPI_Comm_idup(MPI_COMM_WORLD, &copy, &req) == MPI_SUCCESS, "idup after the synchronous send");
+        }
+    } else {
+        CHECK(MPI_Comm_idup(MPI_COMM_WORLD, &copy, &req) == MPI_SUCCESS, "idup");
+    }
+    MPI_Request barrier = MPI_REQUEST_NULL;
+    MPI_Ibarrier(MPI_COMM_WORLD, &barrier);
+    MPI_Request both[2] = {req, barrier};
+    CHECK(MPI_Waitall(2, both, MPI_STATUSES_IGNORE) == MPI_SUCCESS, "the idup and a barrier after it");
+    MPI_Comm second = MPI_COMM_NULL;
+    MPI_Comm_dup(copy, &second); /* a communicator made after it agrees on contexts of its own */
+    total = 0;
+    MPI_Allreduce(&rank, &total, 1, MPI_INT, MPI_SUM, copy);
+    CHECK(total == size * (size - 1) / 2, "allreduce on the non-blocking idup: %d", total);
+    int ring = rank;
+    MPI_Sendrecv_replace(&ring, 1, MPI_INT, (rank + 1) % size, 0, (rank + size - 1) % size, 0, second,
+                         MPI_STATUS_IGNORE);
+    CHECK(ring == (rank + size - 1) % size, "a ring on the dup of the idup: %d", ring);
+    MPI_Comm_free(&second);
+    MPI_Comm_free(&copy);
     CHECK(MPI_Comm_split_type(MPI_COMM_WORLD, MPI_UNDEFINED, 0, MPI_INFO_NULL, &node) == MPI_SUCCESS &&
               node == MPI_COMM_NULL,
           "MPI_UNDEFINED gives MPI_COMM_NULL");

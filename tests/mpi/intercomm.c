@@ -246,6 +246,32 @@ static void derived(MPI_Comm inter, int rank, int color, int r, int local, int r
     MPI_Waitall(2, sends, MPI_STATUSES_IGNORE);
     MPI_Comm_free(&dup);
 
+    WHERE("intercomm: idup, the groups' leaders exchanging a synchronous message meanwhile");
+    /* The odd leader joins the idup only after the even leader received its
+     * synchronous message, which the even leader receives after starting its idup. */
+    MPI_Request idup_req = MPI_REQUEST_NULL;
+    int token = 0;
+    if (r == 0 && color == 0) {
+        CHECK(MPI_Comm_idup(inter, &dup, &idup_req) == MPI_SUCCESS, "idup of an intercommunicator");
+        MPI_Recv(&token, 1, MPI_INT, 0, 71, inter, MPI_STATUS_IGNORE);
+        CHECK(token == 71, "token %d", token);
+    } else if (r == 0) {
+        token = 71;
+        MPI_Ssend(&token, 1, MPI_INT, 0, 71, inter);
+        CHECK(MPI_Comm_idup(inter, &dup, &idup_req) == MPI_SUCCESS, "idup of an intercommunicator");
+    } else {
+        CHECK(MPI_Comm_idup(inter, &dup, &idup_req) == MPI_SUCCESS, "idup of an intercommunicator");
+    }
+    MPI_Wait(&idup_req, MPI_STATUS_IGNORE);
+    MPI_Comm_test_inter(dup, &flag);
+    MPI_Comm_remote_size(dup, &n);
+    MPI_Comm_rank(dup, &rr);
+    CHECK(flag == 1 && n == remote && rr == r, "idup: inter %d, remote size %d, rank %d", flag, n, rr);
+    MPI_Allgather(&rank, 1, MPI_INT, worlds, 1, MPI_INT, dup);
+    for (int q = 0; q < remote; ++q)
+        CHECK(worlds[q] == world_of(q, other), "idup: remote rank %d is world %d", q, worlds[q]);
+    MPI_Comm_free(&dup);
+
     WHERE("intercomm: split by local rank parity, keys reversed");
     MPI_Comm half = MPI_COMM_NULL;
     CHECK(MPI_Comm_split(inter, r % 2, -r, &half) == MPI_SUCCESS, "split of an intercommunicator");

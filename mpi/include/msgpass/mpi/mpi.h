@@ -276,7 +276,10 @@ int MPI_Get_library_version(char* version, int* resultlen);
 int MPI_Comm_rank(MPI_Comm comm, int* rank);
 int MPI_Comm_size(MPI_Comm comm, int* size);
 int MPI_Comm_dup(MPI_Comm comm, MPI_Comm* newcomm);
-/* The duplicate is made at the call, its request complete at once. */
+/* The handle at once, usable when the request completed (the members agree on its
+ * contexts meanwhile, as a non-blocking Allreduce). One agreement runs at a time on a
+ * rank: a later MPI_Comm_idup, or a call that makes a communicator, first waits for
+ * it. */
 int MPI_Comm_idup(MPI_Comm comm, MPI_Comm* newcomm, MPI_Request* request);
 int MPI_Comm_split(MPI_Comm comm, int color, int key, MPI_Comm* newcomm);
 int MPI_Comm_create(MPI_Comm comm, MPI_Group group, MPI_Comm* newcomm);
