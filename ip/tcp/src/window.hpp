@@ -207,6 +207,10 @@ private:
 class SendWindow {
 public:
     static constexpr std::size_t small_payload = 512; // copied into the staged bytes up to this
+    // At most this much of the staged bytes per write: a write of megabytes (the
+    // unacknowledged frames after a pause of the peer's acknowledgements) holds the
+    // send lock as long, and measured no faster (docs/benchmarks.md, fifth session).
+    static constexpr std::uint64_t write_cap = 64 * 1024;
 
     // Numbers the message and keeps the buffer (its payload is not copied); returns
     // its sequence number.
@@ -278,7 +282,8 @@ public:
 
     // Gathers into g the frames from written() (less what was written of it) up to
     // message `end` (at most size()): the staged bytes in one or two pieces between
-    // payloads that were not copied. Stops when g is full.
+    // payloads that were not copied. Stops when g is full or after write_cap staged
+    // bytes in one run (the rest is the next write's).
     void gather(GatherList& g, std::size_t end) const {
         g.clear();
         std::size_t i = written_;
@@ -293,6 +298,10 @@ public:
             }
             const std::size_t j = next_kept(i, end);
             const std::uint64_t to = j < end ? entries_[j].at + frame_header_size : staged_end(end);
+            if (to - (e.at + off) > write_cap) {
+                g.added(bytes_.pieces(e.at + off, e.at + off + write_cap, g.next()));
+                return;
+            }
             g.added(bytes_.pieces(e.at + off, to, g.next()));
             if (j >= end) return;
             if (!add_payload(g, j, 0)) return;
