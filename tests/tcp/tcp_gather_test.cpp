@@ -8,6 +8,7 @@
 
 #include <gtest/gtest.h>
 
+#include <cstring>
 #include <memory>
 #include <vector>
 
@@ -164,6 +165,30 @@ TEST(GatheredWrite, StagedBytesWrapAroundTheRingAndGrowWithoutMovingAFrame) {
         (void)w.wrote(part.size());
     }
     EXPECT_EQ(all, expected);
+}
+
+// A backlog of megabytes (a receiver that paused) grows the ring; once everything is
+// acknowledged the ring is freed, and the next message starts a small one.
+TEST(GatheredWrite, ARingGrownBeyondItsKeepIsFreedOnceEverythingIsAcknowledged) {
+    SendWindow w;
+    const auto m = filled(SendWindow::small_payload, 3);
+    std::uint64_t n = 0;
+    while (w.staged_capacity() <= SendWindow::staged_keep) {
+        w.push_copy(*m);
+        ++n;
+    }
+    ASSERT_TRUE(w.acknowledge(n - 1));
+    EXPECT_GT(w.staged_capacity(), SendWindow::staged_keep) << "freed while a frame was kept";
+    ASSERT_TRUE(w.acknowledge(n));
+    EXPECT_EQ(w.staged_capacity(), 0u);
+    w.push_copy(*m);
+    EXPECT_LE(w.staged_capacity(), 64u * 1024);
+    GatherList g;
+    w.gather(g, w.size());
+    auto expected = std::vector<std::byte>(frame_header_size + m->size());
+    encode(data_frame(n, m->size()), expected.data());
+    std::memcpy(expected.data() + frame_header_size, m->data(), m->size());
+    EXPECT_EQ(gathered(g), expected);
 }
 
 // Acknowledgements are cumulative: the first frame of a write carries the newest;

@@ -132,6 +132,15 @@ public:
         return 2;
     }
     void drop_to(std::uint64_t pos) noexcept { begin_ = pos; }
+    // The ring's size (0 before the first byte).
+    [[nodiscard]] std::size_t capacity() const noexcept { return size_; }
+    // Frees the ring when it holds nothing and is larger than `keep`: a backlog of
+    // megabytes (a receiver that paused) is not held for the connection's life.
+    void shrink_if_empty(std::size_t keep) noexcept {
+        if (begin_ != end_ || size_ <= keep) return;
+        bytes_.reset();
+        size_ = mask_ = 0;
+    }
 
 private:
     void reserve(std::size_t n) {
@@ -206,7 +215,9 @@ private:
 // be older than what the peer applied since).
 class SendWindow {
 public:
-    static constexpr std::size_t small_payload = 512; // copied into the staged bytes up to this
+    static constexpr std::size_t small_payload = 512;           // copied into the staged bytes up to this
+    static constexpr std::size_t staged_keep = 4 * 1024 * 1024; // a ring beyond this is freed once empty
+    [[nodiscard]] std::size_t staged_capacity() const noexcept { return bytes_.capacity(); }
     // At most this much of the staged bytes per write: a write of megabytes (the
     // unacknowledged frames after a pause of the peer's acknowledgements) holds the
     // send lock as long, and measured no faster (docs/benchmarks.md, fifth session).
@@ -546,6 +557,7 @@ private:
         entries_.drop_front(n);
         first_seq_ = last;
         bytes_.drop_to(entries_.empty() ? bytes_.end() : entries_.front().at);
+        if (entries_.empty()) bytes_.shrink_if_empty(staged_keep);
     }
 
     StagedBytes bytes_;
