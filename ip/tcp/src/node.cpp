@@ -109,6 +109,7 @@ void TcpNode::close() {
 
 BufferPtr TcpNode::receive() {
     check_factory("receive");
+    if (auto m = take_taken()) return m;
     {
         std::unique_lock lock(in_mutex_);
         if (inbox_.empty() && fd_ >= 0 && framed_) {
@@ -135,6 +136,7 @@ int TcpNode::prepare_to_sleep(bool acknowledge) {
 }
 
 BufferPtr TcpNode::take_ready() {
+    if (auto m = take_taken()) return m; // without the lock
     std::unique_lock lock(in_mutex_);
     return take_locked(lock);
 }

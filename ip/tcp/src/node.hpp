@@ -26,6 +26,7 @@ public:
     [[nodiscard]] const std::string& name() const noexcept override { return name_; }
     void send(BufferPtr&& buffer) override;
     void send_shared(const SharedBuffer& buffer) override;
+    void send_bytes(std::span<const std::byte> bytes) override;
     [[nodiscard]] BufferPtr receive() override;
     [[nodiscard]] BufferPtr receive(std::chrono::nanoseconds timeout) override;
     bool flush(std::chrono::nanoseconds timeout) override;
@@ -67,6 +68,10 @@ public:
 private:
     template <class B>
     void send_impl(B& buffer);
+    // Numbers and queues one message (push() puts it in the window, under
+    // out_mutex_) and writes or batches it.
+    template <class Push>
+    void enqueue(std::size_t size, Push&& push);
     // under out_mutex_
     std::optional<Clock::time_point> tick_sending(Clock::time_point now);
     void start_connect(Clock::time_point now);

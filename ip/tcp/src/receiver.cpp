@@ -347,19 +347,18 @@ void TcpNode::read_background() {
     if (c.delivered || c.bad_ack || c.closed) shared_->wake_receivers();
 }
 
-// The next message of the inbox; at the marker of a restarted peer, the loss of its
-// old incarnation is raised (unless a send raised it already).
+// in_mutex_. The next message of the inbox, with the messages behind it up to the
+// next marker (at most take_batch) moved to the receiving thread's own list, which
+// take_taken() empties without the lock; at the marker of a restarted peer, the loss
+// of its old incarnation is raised (unless a send raised it already).
 BufferPtr Receiver::take_locked(std::unique_lock<std::mutex>& lock) {
+    if (BufferPtr m = take_taken()) return m; // taken before this lock: they come first
     while (!inbox_.empty()) {
-        auto next = inbox_.pop();
-        if (!next.loss) {
-            --inbox_count_;
-            // One taker at a time (in_mutex_): loads and stores, not locked
-            // read-modify-writes, three per message in a stream.
-            stats_.received_serialized(next.message->size());
-            takes_.store(takes_.load(std::memory_order_relaxed) + 1, std::memory_order_relaxed);
-            return std::move(next.message);
+        if (const std::size_t moved = inbox_.pop_messages(taken_, take_batch); moved > 0) {
+            inbox_count_ -= moved;
+            return take_taken();
         }
+        auto next = inbox_.pop();
         if (next.gap) { // the peer dropped messages to us here
             stats_.error();
             lock.unlock();
@@ -370,6 +369,21 @@ BufferPtr Receiver::take_locked(std::unique_lock<std::mutex>& lock) {
         lock.lock();
     }
     return nullptr;
+}
+
+// The receiving thread (one at a time, node.hpp): the next message moved out of the
+// inbox by take_locked. The statistics are counted as each message is handed out,
+// by loads and stores (one writer), not locked read-modify-writes.
+BufferPtr Receiver::take_taken() noexcept {
+    if (taken_at_ == taken_.size()) return nullptr;
+    BufferPtr m = std::move(taken_[taken_at_++]);
+    if (taken_at_ == taken_.size()) {
+        taken_.clear();
+        taken_at_ = 0;
+    }
+    stats_.received_serialized(m->size());
+    takes_.store(takes_.load(std::memory_order_relaxed) + 1, std::memory_order_relaxed);
+    return m;
 }
 
 } // namespace msgpass::tcp

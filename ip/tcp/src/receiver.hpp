@@ -36,6 +36,8 @@ protected:
     [[nodiscard]] bool ack_due() const;
     void deliver(BufferPtr message);
     BufferPtr take_locked(std::unique_lock<std::mutex>& lock);
+    // the receiving thread, without in_mutex_
+    BufferPtr take_taken() noexcept;
 
     ReceiveWindow in_window_;   // the peer incarnation's next expected message, acknowledgements owed
     std::vector<std::byte> rx_; // read buffer
@@ -45,6 +47,13 @@ protected:
     std::size_t assembled_ = 0;
     ip::Inbox inbox_; // with a marker where a restarted peer's old incarnation was lost
     std::size_t inbox_count_ = 0;
+    // Messages moved out of the inbox in one take of in_mutex_ (at most take_batch),
+    // handed out one by one by the receiving thread without it: only one thread
+    // receives from a node (msgpass/node.hpp), and these are older than anything
+    // still in the inbox.
+    static constexpr std::size_t take_batch = 256;
+    std::vector<BufferPtr> taken_;
+    std::size_t taken_at_ = 0;
     std::vector<Outgoing> rx_acknowledged_; // acknowledged by what the receiver read: freed outside out_mutex_
     bool in_goodbye_ = false;
     std::string violation_;                      // reported once by receive()

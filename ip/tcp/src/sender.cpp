@@ -27,10 +27,34 @@ void TcpNode::send_shared(const SharedBuffer& buffer) {
     send_impl(copy);
 }
 
+// The Buffer-free send: a small message is copied straight into the window's
+// staged bytes (no buffer object at all); a larger one goes as a buffer.
+void TcpNode::send_bytes(std::span<const std::byte> bytes) {
+    if (bytes.size() > SendWindow::small_payload) {
+        Node::send_bytes(bytes);
+        return;
+    }
+    enqueue(bytes.size(), [&] { window_.push_copy(bytes); });
+}
+
+// A payload up to small_payload bytes is copied into the window's staged bytes at
+// its final place (after its header), and the caller's buffer is freed here, in
+// its own thread, after the lock; a larger one is kept until acknowledged and goes
+// out from where it is.
 template <class B>
 void TcpNode::send_impl(B& buffer) {
-    check_factory("send");
     const std::size_t size = buffer->size();
+    if (size <= SendWindow::small_payload) {
+        enqueue(size, [&] { window_.push_copy(*buffer); });
+        buffer.reset(); // the layer owned it: the message is in the window
+    } else {
+        enqueue(size, [&] { window_.push(std::move(buffer), size); });
+    }
+}
+
+template <class Push>
+void TcpNode::enqueue(std::size_t size, Push&& push) {
+    check_factory("send");
     if (size > shared_->parameters.max_message_size) {
         stats_.error();
         kit::throw_message_too_large(*this, size, shared_->parameters.max_message_size);
@@ -55,7 +79,7 @@ void TcpNode::send_impl(B& buffer) {
         kit::throw_send_queue_full(*this, shared_->parameters.send_queue_limit);
     }
     const std::size_t waiting = window_.waiting();
-    window_.push(std::move(buffer), size);
+    push();
     sends_.store(sends_.load(std::memory_order_relaxed) + 1, std::memory_order_relaxed);
     if (state_ == State::established && !armed_write_) {
         // A message after a pause goes out now. One that follows a write by less
@@ -131,9 +155,9 @@ bool Sender::write_control() {
 }
 
 // Writes as much of the queue as the socket takes, many messages per system call
-// (a gather write over headers and fragments, ip/gather.hpp: pieces up to
-// small_piece bytes are staged, larger ones written from where they are). Each data
-// frame carries this side's acknowledgement of the peer's messages (data_acked).
+// (a gather write over the window's staged bytes, one or two pieces for any number
+// of small messages, and the payloads it kept, window.hpp). The first frame of each
+// write carries this side's acknowledgement of the peer's messages (data_acked).
 // At most max(send_queue_limit, background_inbox_limit) messages are written and not
 // acknowledged: the peer's acknowledgements come behind its own data, which a node
 // that never receives from it reads only so far (background_inbox_limit), so memory
@@ -145,19 +169,12 @@ void Sender::write_pending() {
         std::max<std::size_t>(shared_->parameters.send_queue_limit, background_inbox_limit);
     while (state_ == State::established && !window_.all_written() && !write_failed_ &&
            window_.written() < unacknowledged_limit) {
+        // The first frame not begun carries this side's acknowledgement; the others
+        // go as staged (plain data frames): acknowledgements are cumulative.
         const std::uint64_t ack = ack_avail_.load(std::memory_order_acquire);
-        bool carried = false;
-        gather_.start(window_.offset());
         const std::size_t end = std::min(window_.size(), unacknowledged_limit);
-        for (std::size_t i = window_.written(); i < end; ++i) {
-            if (i != window_.written() || window_.offset() == 0) { // not begun: it carries the acknowledgement
-                FrameHeader& h = window_.header(i);
-                h.type = static_cast<std::uint32_t>(FrameType::data_acked);
-                h.flags = static_cast<std::uint32_t>(ack);
-                carried = true;
-            }
-            if (!gather_.add_frame(window_[i].header, window_[i].buffer())) break;
-        }
+        (void)window_.stamp(end, ack);
+        window_.gather(gather_, end);
         msghdr msg = gather_.message();
         const ssize_t wrote = ::sendmsg(fd_, &msg, MSG_DONTWAIT | MSG_NOSIGNAL);
         if (wrote < 0) {
@@ -170,14 +187,10 @@ void Sender::write_pending() {
             fail_write("write failed: " + ip::errno_text(errno));
             return;
         }
-        if (carried && wrote > 0) ack_sent_.store(ack, std::memory_order_relaxed);
-        window_.wrote(static_cast<std::size_t>(wrote), [this](const Outgoing& e, bool resent) {
-            if (resent) {
-                stats_.retried(); // resent after a broken connection
-            } else {
-                stats_.sent_serialized(e.header.length); // out_mutex_: one writer
-            }
-        });
+        const SendWindow::Wrote w = window_.wrote(static_cast<std::size_t>(wrote));
+        if (w.stamp_written) ack_sent_.store(ack, std::memory_order_relaxed);
+        if (w.resent > 0) stats_.retried(w.resent);                      // resent after a broken connection
+        if (w.messages > 0) stats_.sent_serialized(w.bytes, w.messages); // out_mutex_: one writer
         if (window_.offset() == 0 && ctl_len_ > 0 && !write_control()) return;
     }
     if (window_.all_written()) {

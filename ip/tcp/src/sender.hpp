@@ -1,9 +1,10 @@
 // Sender: the send side of one peer (the room "sender" of
 // shared/design/ARCHITECTURE.md), under out_mutex_: the window of messages kept
 // until the peer acknowledges them (window.hpp, numbered per peer incarnation), the
-// batch a stream's messages join, the gathered writes (gather.hpp) that carry this
-// side's acknowledgement of the peer's messages, the control frames (resume, skip,
-// an acknowledgement alone) between data frames, and what an acknowledgement frees.
+// batch a stream's messages join, the gathered writes over the window's staged
+// frames (window.hpp) that carry this side's acknowledgement of the peer's
+// messages, the control frames (resume, skip, an acknowledgement alone) between
+// data frames, and what an acknowledgement frees.
 // It writes to the Link's socket; the send() that fills it is TcpNode's (sender.cpp).
 #pragma once
 

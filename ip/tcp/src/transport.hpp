@@ -25,7 +25,6 @@
 #include <msgpass/tcp/protocol.hpp>
 #include <msgpass/wait.hpp>
 
-#include "gather.hpp"
 #include "reconnect.hpp"
 #include "window.hpp"
 #include <msgpass/ip/auth.hpp>

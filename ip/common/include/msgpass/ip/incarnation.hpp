@@ -52,6 +52,18 @@ public:
         markers_.emplace_back(std::move(gap));
     }
     [[nodiscard]] bool empty() const noexcept { return entries_.empty(); }
+    // Moves the messages before the next marker (or the end) into `to`, at most
+    // `most`; returns how many. A marker stays for pop().
+    template <class Into>
+    std::size_t pop_messages(Into& to, std::size_t most) {
+        std::size_t n = 0;
+        while (n < most && !entries_.empty() && entries_.front() != nullptr) {
+            to.push_back(std::move(entries_.front()));
+            entries_.pop_front();
+            ++n;
+        }
+        return n;
+    }
     // The next message or marker; {null, false} when empty.
     Next pop() {
         if (entries_.empty()) return {};
