@@ -39,6 +39,14 @@ protected:
     const NodeId id_;
     const std::string name_;
     ip::Address address_; // empty: the peer has no port (receive only)
+    // This node's id in the pair's handshakes: the factory's, or, toward a server
+    // this client looked up, the run-time id that server gave it (out_mutex_).
+    std::uint32_t self_as_seen_ = 0;
+    // The peer is a client in no nodes file that reached this node (run-time id): it
+    // is never connected to; when its connection ends it has peer_timeout to come back
+    // before it is lost, and once lost or gone cleanly it is gone (forgotten).
+    bool client_ = false;
+    std::atomic<bool> gone_{false};
     StatsCounters stats_;
     std::atomic<std::size_t> queue_depth_{0};
 
