@@ -248,7 +248,7 @@ struct Communicator::Impl {
         }
         for (const auto& [id, node] : nodes)
             index.emplace_back(id, node.get());
-        if (nodes.size() == 1) single = nodes.begin()->second.get();
+        if (nodes.size() == 1) single.store(nodes.begin()->second.get());
         single_copy_on = limits.single_copy && single_copy_allowed_by_environment();
         for (const auto& [id, node] : nodes)
             if (factory.technology_of(id) == "sci") same_host.insert(id);
@@ -268,10 +268,24 @@ struct Communicator::Impl {
     const Limits limits;
     std::uint64_t max_message_size = 0; // of the configuration; 0: not known (peers constructor)
     const NodeId self;
-    std::map<NodeId, NodePtr> nodes;
-    std::vector<std::pair<NodeId, Node*>> index; // nodes, sorted by id: node_of
-    Node* single = nullptr;                      // the only peer's node, when there is one
+    std::map<NodeId, NodePtr> nodes;             // changes under mutex and peers_mutex (peers found at run time)
+    std::vector<std::pair<NodeId, Node*>> index; // the constructor's nodes, sorted by id: node_of
+    std::atomic<Node*> single{nullptr};          // the only peer's node, when there is one
     std::unique_ptr<DynamicGroup> group;
+
+    // Peers found at run time (docs/communicator.md): a server's clients (the
+    // factory's runtime_peer ids, polled by admit_runtime_locked) and the servers a
+    // client looked up. Their nodes join `nodes` and `added` at once (sends find them,
+    // node_of), and the group (receives) when no thread waits in it (join_locked).
+    // Nodes are never removed: a Node* node_of returned stays valid.
+    mutable std::mutex peers_mutex;     // nodes, added: for readers without mutex
+    std::map<NodeId, Node*> added;      // under peers_mutex
+    std::atomic<bool> has_added{false}; // !added.empty()
+    std::vector<NodePtr> unjoined;      // added, not in the group yet (mutex)
+    std::uint32_t runtime_taken = 0;    // the factory's runtime peers looked at (mutex)
+    void add_peer_locked(NodeId id, NodePtr node);
+    void join_locked();
+    void admit_runtime_locked();
 
     mutable std::mutex mutex;
     bool pulling = false;    // a thread waits in the nodes (blocking_pull_locked)
@@ -406,6 +420,7 @@ struct Communicator::Impl {
     }
 
     std::string describe(NodeId id) const {
+        std::lock_guard lock(peers_mutex);
         auto it = nodes.find(id);
         std::string s = "node " + std::to_string(id);
         if (it != nodes.end() && !it->second->name().empty()) s += " (" + it->second->name() + ")";
@@ -414,10 +429,15 @@ struct Communicator::Impl {
 
     // The node of a peer, or null when id is not one.
     Node* node_of(NodeId id) const noexcept {
-        if (single != nullptr) return id == index.front().first ? single : nullptr;
+        if (Node* one = single.load(std::memory_order_relaxed); one != nullptr && id == index.front().first) return one;
         auto it = std::lower_bound(index.begin(), index.end(), id,
                                    [](const std::pair<NodeId, Node*>& e, NodeId n) { return e.first < n; });
-        return it != index.end() && it->first == id ? it->second : nullptr;
+        if (it != index.end() && it->first == id) return it->second;
+        if (!has_added.load(std::memory_order_acquire)) [[likely]]
+            return nullptr;
+        std::lock_guard lock(peers_mutex);
+        auto a = added.find(id);
+        return a != added.end() ? a->second : nullptr;
     }
 
     // A peer, or this node itself (self_ok: sends and receives in a context).
@@ -575,6 +595,7 @@ struct Communicator::Impl {
     // waiters that could not take the nodes meanwhile (asleep on `changed`) are woken,
     // so that one of them takes them over.
     BufferPtr blocking_pull_locked(std::unique_lock<std::mutex>& lock, std::chrono::nanoseconds step) {
+        admit_runtime_locked();
         pulling = true;
         lock.unlock();
         BufferPtr b;

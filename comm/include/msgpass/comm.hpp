@@ -19,6 +19,7 @@
 #include <optional>
 #include <span>
 #include <string>
+#include <string_view>
 #include <vector>
 
 namespace msgpass::comm {
@@ -201,7 +202,17 @@ public:
     Communicator& operator=(const Communicator&) = delete;
 
     [[nodiscard]] NodeId self_id() const noexcept;
+    // The peers: the nodes file's (or the constructor's list), then those found at
+    // run time: clients that reached this process's factory (a server's, with
+    // tcp.max_clients), taken in when a call finds nothing to receive (their ids are
+    // first_runtime_id and up), and the servers lookup() reached.
     [[nodiscard]] std::vector<NodeId> peers() const;
+    // BMI_addr_lookup: the peer listening at address ("tcp://host:port",
+    // msgpass/address.hpp), which need not be in any nodes file, becomes a peer of
+    // this communicator; returns its node id. A client (a factory of
+    // NodeFactory::create_client, no nodes file of its own) reaches its servers so.
+    // Throws what NodeFactory::lookup throws (the server's refusal, named).
+    NodeId lookup(std::string_view address);
 
     // Blocking send: returns when the node accepted the message (transferred, or
     // queued by the node, which moves it with any later call of this process on the
