@@ -143,7 +143,7 @@ std::shared_ptr<TcpNode> Transport::lookup(const std::string& host, std::uint16_
         looked_up_[text] = w.from;
     }
     shared_->wake_io();
-    MSGPASS_LOG(tcp, info,
+    MSGPASS_LOG(tcp, debug,
                 "msgpass tcp client: " + text + " is node " + std::to_string(w.from) + ", which calls this process " +
                     std::to_string(w.to));
     return node;

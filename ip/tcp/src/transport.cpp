@@ -361,7 +361,7 @@ std::shared_ptr<TcpNode> Transport::new_client(const Pending& p) {
     nodes_.emplace(c.id, node);
     ++live_clients_;
     shared_->clients_seen.store(seen + 1); // after the node is found by id (runtime_peer)
-    MSGPASS_LOG(tcp, info,
+    MSGPASS_LOG(tcp, debug,
                 "msgpass tcp node " + std::to_string(shared_->parameters.self) + ": client " + p.from +
                     " (no nodes file) is node " + std::to_string(c.id));
     return node;
