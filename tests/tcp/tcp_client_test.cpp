@@ -192,6 +192,23 @@ TEST_F(TcpClient, AnAddressOfAnotherTechnologyOrMalformedIsAUsageError) {
     EXPECT_THROW((void)client->lookup("sci://host/1"), UsageError);
 }
 
+TEST(TcpClientFactory, OnlyTcpMakesAClientAndAClientOfItListensNowhere) {
+    config::Configuration c;
+    c.partition = partition_for_test();
+    c.technology = "udp";
+    try {
+        (void)NodeFactory::create_client(c);
+        ADD_FAILURE() << "a udp client was made";
+    } catch (const UsageError& e) {
+        EXPECT_NE(std::string(e.what()).find("needs the tcp technology"), std::string::npos) << e.what();
+    }
+    c.technology = "tcp";
+    auto client = NodeFactory::create_client(c);
+    EXPECT_EQ(client->self_id(), no_node);
+    EXPECT_EQ(tcp_of(*client).port(), 0);
+    EXPECT_THROW((void)client->create_node(1), ConfigError) << "no nodes file: no node but those looked up";
+}
+
 // A newcomer's plain handshake by hand: the welcome names the id it was given.
 std::optional<tcp::Welcome> handshake_as_newcomer(RawSocket& s, const std::string& partition) {
     if (!s.send_struct(tcp::make_hello(no_node, 0, 99, partition))) return std::nullopt;
