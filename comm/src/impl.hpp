@@ -165,6 +165,23 @@ private:
     BufferPtr whole_;
 };
 
+// The caller's memory of a send in place, as a piece of the data message the node
+// takes (no copy): the node holds it as long as it may still read it (tcp and udp until
+// the peer acknowledged the message, sci until it copied it into the shared memory),
+// and its destruction tells the send that the caller may have the memory back.
+class ReleasingView final : public SingleBuffer {
+public:
+    ReleasingView(std::span<const std::byte> bytes, std::shared_ptr<std::atomic<bool>> released)
+        : SingleBuffer(const_cast<std::byte*>(bytes.data()), bytes.size(), bytes.size()),
+          released_(std::move(released)) {}
+    ~ReleasingView() override { released_->store(true, std::memory_order_release); }
+    ReleasingView(const ReleasingView&) = delete;
+    ReleasingView& operator=(const ReleasingView&) = delete;
+
+private:
+    std::shared_ptr<std::atomic<bool>> released_;
+};
+
 // MPI matching: the context exactly, the source and tag or their wildcards.
 inline bool matches(Context want_context, NodeId want_source, Tag want_tag, Context context, NodeId source,
                     Tag tag) noexcept {
@@ -234,6 +251,11 @@ struct Communicator::Impl {
         bool in_place = false;
         bool single_copy = false;
         OfferedRange offered; // the buffer while a sender of this host may write into it
+        // A send whose data message holds the caller's memory (a ReleasingView, no
+        // copy): set when the view was made; releasing once the node took the message,
+        // the send then completes when the node let the view go.
+        std::shared_ptr<std::atomic<bool>> released;
+        bool releasing = false;
     };
     using RdvKey = std::pair<NodeId, std::uint32_t>; // (peer, the sender's rendezvous id)
 
@@ -282,7 +304,14 @@ struct Communicator::Impl {
     std::map<NodeId, Node*> added;      // under peers_mutex
     std::atomic<bool> has_added{false}; // !added.empty()
     std::vector<NodePtr> unjoined;      // added, not in the group yet (mutex)
-    std::uint32_t runtime_taken = 0;    // the factory's runtime peers looked at (mutex)
+    // Sends in place whose data message the nodes still hold (Request::releasing).
+    std::vector<RequestId> releasing;
+    // Those whose memory the nodes let go complete (mutex).
+    void complete_released_locked();
+    // The data message of a send in place: its envelope and a view of the caller's
+    // bytes (r.released is set; the send completes when the view is let go).
+    BufferPtr make_view_message(Request& r, std::uint8_t kind);
+    std::uint32_t runtime_taken = 0; // the factory's runtime peers looked at (mutex)
     void add_peer_locked(NodeId id, NodePtr node);
     void join_locked();
     void admit_runtime_locked();
@@ -596,6 +625,7 @@ struct Communicator::Impl {
     // so that one of them takes them over.
     BufferPtr blocking_pull_locked(std::unique_lock<std::mutex>& lock, std::chrono::nanoseconds step) {
         admit_runtime_locked();
+        if (!releasing.empty()) complete_released_locked();
         pulling = true;
         lock.unlock();
         BufferPtr b;
@@ -687,7 +717,7 @@ struct Communicator::Impl {
     // kept: a send of the caller's memory (kept_bytes), announced (rdv_id), no rdv_data.
     Posted post_send(Context context, NodeId dest, Tag tag, BufferPtr whole, std::size_t size, void* user,
                      BufferPtr rdv_data = {}, std::uint32_t rdv_id = 0, bool laned = true, bool kept = false,
-                     std::span<const std::byte> kept_bytes = {});
+                     std::span<const std::byte> kept_bytes = {}, std::shared_ptr<std::atomic<bool>> released = {});
 
     BufferPtr make_message(Context context, Tag tag, std::span<const std::byte> bytes, std::uint8_t kind = kind_eager,
                            std::uint32_t id = 0);

@@ -26,7 +26,21 @@ BufferPtr Communicator::Impl::pull_locked() {
         return nullptr;
     }
     admit_runtime_locked(); // nothing came: a client that reached the factory may join
+    if (!releasing.empty()) complete_released_locked();
     return nullptr;
+}
+
+void Communicator::Impl::complete_released_locked() {
+    for (auto it = releasing.begin(); it != releasing.end();) {
+        auto r = requests.find(*it);
+        if (r == requests.end() || !r->second.released->load(std::memory_order_acquire)) {
+            ++it;
+            continue;
+        }
+        r->second.done = true;
+        changed.notify_all();
+        it = releasing.erase(it);
+    }
 }
 
 // ------------------------------------------------------------ peers found at run time

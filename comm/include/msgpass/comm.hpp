@@ -183,6 +183,10 @@ struct CommStats {
     std::uint64_t single_copy_fallbacks = 0;
     std::uint64_t single_copy_refused = 0;
     std::uint64_t single_copy_received = 0;
+    // Sends in place (post_send_in_place) whose data went through the technology from
+    // the caller's memory, without a copy, and their bytes.
+    std::uint64_t zero_copy_sent = 0;
+    std::uint64_t zero_copy_bytes = 0;
 };
 
 class Communicator {

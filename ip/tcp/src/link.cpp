@@ -242,6 +242,20 @@ Clock::time_point TcpNode::tick(Clock::time_point now) {
                 write_pending();
             }
         }
+        // Messages that arrived and stayed unacknowledged from one tick to a later one
+        // at least ack_delay after (the application took them and read no more: it went
+        // elsewhere): acknowledged here, so that their sender lets them go (comm's send
+        // of the caller's memory completes then). No wake-up is added for it: an
+        // established connection's ticks come at least every answer_check_period.
+        if (const auto avail = ack_avail_.load(std::memory_order_relaxed);
+            avail != ack_sent_.load(std::memory_order_relaxed)) {
+            if (avail != ack_watch_) {
+                ack_watch_ = avail;
+                ack_watch_since_ = now;
+            } else if (now - ack_watch_since_ >= ack_delay) {
+                send_ack_locked();
+            }
+        }
         batch_timed_ = false; // the next batch wakes this thread again
         // Acknowledgements come on the connection, behind the peer's data: while
         // messages wait for one and the application has not read for ack_delay,

@@ -105,6 +105,8 @@ protected:
     std::atomic<std::uint64_t> standalone_acks_{0};
     std::atomic<std::uint64_t> sends_{0};             // messages handed to send (written under out_mutex_)
     std::uint64_t sends_seen_ = 0;                    // background thread: sends_ when it last looked (sending())
+    std::uint64_t ack_watch_ = 0;                     // background thread: ack_avail_ left unacknowledged at a tick
+    Clock::time_point ack_watch_since_{};             // ... since when (tick)
     Clock::time_point sends_seen_at_{};               // ... and when it last saw it change
     std::atomic<std::int64_t> last_app_read_{0};      // steady-clock ns of the receiving thread's last read
     std::atomic<std::uint64_t> takes_{0};             // messages the application took (written under in_mutex_)
