@@ -53,7 +53,8 @@ void Communicator::Impl::add_peer_locked(NodeId id, NodePtr node) {
         added.emplace(id, node.get());
     }
     has_added.store(true, std::memory_order_release);
-    if (factory.technology_of(id) == "sci") same_host.insert(id);
+    // Not in same_host: peers found at run time are tcp's (and send_in_place reads
+    // same_host without the mutex).
     lost.erase(id);
     unjoined.push_back(std::move(node));
     if (!pulling) join_locked();
