@@ -94,6 +94,17 @@ TEST_F(CommClients, AClientWithNoNodesFileReachesTheServerAndGetsAReply) {
     EXPECT_EQ(answer.substr(0, done->bytes), "1.25");
 }
 
+TEST_F(CommClients, AClientThatSentAndLeftBeforeTheServerLookedIsStillHeard) {
+    {
+        Client client(client_config(), address());
+        client.comm->send(client.server, 4, bytes_of("sent, then gone"));
+    } // says goodbye: gone before the server's communicator took it in
+    auto m = comm_->recv(any_source, 4, patience);
+    ASSERT_TRUE(m);
+    EXPECT_EQ(text_of(*m->buffer), "sent, then gone");
+    EXPECT_GE(m->source, first_runtime_id);
+}
+
 TEST_F(CommClients, TwoClientsAtOnceAreMatchedEachByItsSource) {
     Client a(client_config(), address());
     Client b(client_config(), address());

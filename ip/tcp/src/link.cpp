@@ -618,6 +618,12 @@ void TcpNode::adopt_connection(int fd, const Welcome& w) {
     handle_welcome(w);
 }
 
+bool TcpNode::forgettable() {
+    if (!gone_.load()) return false;
+    std::unique_lock lock(in_mutex_, std::try_to_lock);
+    return lock.owns_lock() && inbox_count_ == 0;
+}
+
 void TcpNode::make_client(const std::string& from) {
     std::lock_guard lock(out_mutex_);
     client_ = true;

@@ -370,12 +370,13 @@ std::shared_ptr<TcpNode> Transport::new_client(const Pending& p) {
 void Transport::forget_gone_clients() {
     std::lock_guard lock(nodes_mutex_);
     for (auto it = nodes_.lower_bound(first_runtime_id); it != nodes_.end();) {
-        if (it->second->gone()) {
+        if (it->second->forgettable()) {
             it = nodes_.erase(it);
             --live_clients_;
-        } else {
-            ++it;
+            continue;
         }
+        if (it->second->gone()) shared_->client_gone.store(true); // its messages are read first: later
+        ++it;
     }
 }
 
