@@ -263,10 +263,13 @@ public:
     // Sends of the caller's memory without a copy (BMI's user memory; MPI_Isend's
     // rule): bytes must stay alive and unchanged until the request completed (the
     // caller may not reuse them before). A large message (above eager_limit, or any
-    // synchronous one) is read only when its receiver cleared it: written straight
-    // into the receiver's buffer when it was posted in place on this host (one
-    // copy), else copied into the data message then. A small one is copied at once
-    // as post_send does. A server sends straight from a read() buffer so.
+    // synchronous one) is read only when its receiver cleared it (or asked for it,
+    // posting first): written straight into the receiver's buffer when it was posted
+    // in place on this host (one copy), else handed to the technology from bytes
+    // itself, without a copy (tcp writes the socket from there); the request then
+    // completes only when the technology let bytes go (tcp, udp: the receiver
+    // acknowledged the message). A small one is copied at once as post_send does. A
+    // server sends straight from a read() buffer so.
     Posted post_send_in_place(Context context, NodeId dest, Tag tag, std::span<const std::byte> bytes,
                               void* user = nullptr);
     Posted post_ssend_in_place(Context context, NodeId dest, Tag tag, std::span<const std::byte> bytes,
