@@ -187,6 +187,18 @@ TEST_F(TcpClient, WithAKeyOnlyAClientThatProvesItIsTaken) {
         << describe(tcp_of(*server_).listener_stats());
 }
 
+TEST_F(TcpClient, ANodeOfTheNodesFileThatLooksUpAPeerItHasAlreadyIsToldToUseThatNode) {
+    const auto c = make_configuration("tcp", partition_, 2, [](config::Configuration& c) {
+        c.peer_timeout = 500ms;
+        c.edit_section<tcp::Options>().max_clients = 2;
+    });
+    auto one = NodeFactory::create(c, 1);
+    auto two = NodeFactory::create(c, 2);
+    (void)two->create_node(1);
+    const auto error = lookup_error(*two, "tcp://127.0.0.1:" + std::to_string(c.nodes.at(0).port));
+    EXPECT_NE(error.find("it is node 1, a node this process has already"), std::string::npos) << error;
+}
+
 TEST_F(TcpClient, AnAddressOfAnotherTechnologyOrMalformedIsAUsageError) {
     start_server(1);
     auto client = NodeFactory::create_client(client_config());

@@ -131,7 +131,9 @@ std::shared_ptr<TcpNode> Transport::lookup(const std::string& host, std::uint16_
     {
         std::lock_guard lock(nodes_mutex_);
         if (nodes_.count(w.from) != 0)
-            return fail("it is node " + std::to_string(w.from) + ", which another address reached already");
+            return fail("it is node " + std::to_string(w.from) +
+                        ", a node this process has already (of its nodes file, or looked up by another address): "
+                        "use that node");
         config::NodeConfig c;
         c.id = w.from;
         c.name = text;
