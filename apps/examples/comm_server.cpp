@@ -16,7 +16,15 @@
 // many answers as it was sent. Start it on every node of apps/examples/server/ with
 //   msgpass-run --config server/network.yaml --nodes server/nodes.yaml -- msgpass-comm-server
 // (msgpass-run --technology tcp, udp or auto runs it over another technology).
-// Options: --requests N per client (default 20), --window W (default 4), --clients C,
+// Clients in no nodes file (BMI's peers found at run time, docs/communicator.md): a
+// process started with --lookup tcp://HOST:PORT and --config alone (no nodes file,
+// no node id) is a client of the server listening there, which takes it when its
+// network file sets tcp.max_clients; the server then names the clients by the
+// run-time ids it gave them (2147483648 and up), and waits for --clients of them:
+//   msgpass-comm-server --config net.yaml --nodes nodes.yaml --node-id 1 --clients 2 --set tcp.max_clients=2 &
+//   msgpass-comm-server --config net.yaml --lookup tcp://localhost:7000 &   (twice)
+// Such a client learns the id the server calls it by from its first answer. Options: --requests N per client (default
+// 20), --window W (default 4), --clients C,
 // --timeout S: seconds of silence before a wait gives up (default 10). Every wait has
 // that timeout. Exit status: 0 every client got every answer right; 1 a timeout, a
 // wrong or missing answer, a malformed request; 2 a setup error.
@@ -34,6 +42,7 @@
 #include <optional>
 #include <span>
 #include <string>
+#include <thread>
 #include <vector>
 
 namespace {
@@ -47,6 +56,7 @@ struct Settings {
     std::uint32_t window = 4;
     std::optional<std::uint32_t> clients;
     std::chrono::milliseconds timeout{10'000};
+    std::string lookup; // a client in no nodes file: the server's address
 };
 
 Settings parse_settings(const std::vector<std::string>& args) {
@@ -58,7 +68,8 @@ Settings parse_settings(const std::vector<std::string>& args) {
     desc.add_options()("requests", po::value(&s.requests), "requests per client (default 20)")(
         "window", po::value(&s.window), "requests in flight per client (default 4)")(
         "clients", po::value(&clients), "clients the server waits for (default: every other node)")(
-        "timeout", po::value(&timeout_s), "seconds a wait may last before it gives up (default 10)");
+        "timeout", po::value(&timeout_s), "seconds a wait may last before it gives up (default 10)")(
+        "lookup", po::value(&s.lookup), "tcp://HOST:PORT: a client in no nodes file, of the server there");
     po::variables_map vm;
     po::store(po::command_line_parser(args).options(desc).run(), vm);
     po::notify(vm);
@@ -180,7 +191,9 @@ struct Pending {
 };
 
 // Whether a completion is right: a send that went, or the expected answer.
-bool check(const comm::Completion& done, NodeId self, NodeId server) {
+// self: this client's node id; for a client in no nodes file, no_node until the
+// first answer names the id the server gave it (then every answer must name it).
+bool check(const comm::Completion& done, NodeId& self, NodeId server) {
     if (done.status != comm::Status::success) {
         std::fprintf(stderr, "msgpass-comm-server: client %u: a %s with tag %d failed: %s %s\n", self,
                      done.is_send ? "request" : "receive", done.tag, comm::to_string(done.status), done.error.c_str());
@@ -188,6 +201,7 @@ bool check(const comm::Completion& done, NodeId self, NodeId server) {
     }
     if (done.is_send) return true;
     const auto& p = *static_cast<const Pending*>(done.user);
+    if (self == msgpass::no_node && p.answer.client >= msgpass::first_runtime_id) self = p.answer.client;
     const Answer want = calibration(p.channel, self);
     const bool ok = done.source == server && done.tag == p.tag && done.bytes == sizeof(Answer) &&
                     p.answer.channel == want.channel && p.answer.client == want.client && p.answer.gain == want.gain &&
@@ -203,7 +217,7 @@ bool check(const comm::Completion& done, NodeId self, NodeId server) {
 }
 
 int run_client(comm::Communicator& comm, NodeId server, const std::string& name, const Settings& s) {
-    const NodeId self = comm.self_id();
+    NodeId self = comm.self_id();
     std::vector<Pending> window(s.window);
     std::uint32_t answers = 0;
     for (std::uint32_t first = 0; first < s.requests; first += s.window) {
@@ -259,7 +273,45 @@ int run_client(comm::Communicator& comm, NodeId server, const std::string& name,
 
 } // namespace
 
+// A client in no nodes file: the network file (--config, --set) alone, the server
+// found at --lookup. A server not listening yet is asked again until --timeout.
+int run_lookup_client(int argc, char** argv) {
+    namespace po = boost::program_options;
+    std::string network = "network.yaml";
+    std::vector<std::string> sets;
+    po::options_description desc("msgpass-comm-server client options");
+    desc.add_options()("config", po::value(&network))("set", po::value(&sets));
+    po::variables_map vm;
+    const auto parsed = po::command_line_parser(argc, argv).options(desc).allow_unregistered().run();
+    po::store(parsed, vm);
+    po::notify(vm);
+    const auto settings = parse_settings(po::collect_unrecognized(parsed.options, po::include_positional));
+    const auto configuration = msgpass::config::load_network(network, sets);
+    auto factory = msgpass::NodeFactory::create_client(configuration);
+    comm::Communicator comm(*factory, configuration, comm::Limits::from(configuration));
+    const auto deadline = std::chrono::steady_clock::now() + settings.timeout;
+    NodeId server = 0;
+    for (;;) {
+        try {
+            server = comm.lookup(settings.lookup);
+            break;
+        } catch (const msgpass::UsageError&) {
+            throw;
+        } catch (const msgpass::Error& e) {
+            // Refused by the server: say why. Not reachable (yet): ask again.
+            if (std::string(e.what()).find(": connect:") == std::string::npos ||
+                std::chrono::steady_clock::now() >= deadline)
+                throw;
+            std::this_thread::sleep_for(100ms);
+        }
+    }
+    return run_client(comm, server, "client of " + settings.lookup, settings);
+}
+
 int main(int argc, char** argv) try {
+    for (int i = 1; i < argc; ++i)
+        if (std::string(argv[i]) == "--lookup" || std::string(argv[i]).rfind("--lookup=", 0) == 0)
+            return run_lookup_client(argc, argv);
     const auto options = msgpass::options(argc, argv); // --config --nodes --node-id --set
     const auto settings = parse_settings(options.rest);
     const auto& configuration = options.configuration;

@@ -27,6 +27,7 @@ const char* to_string(Status status) noexcept {
 
 namespace {
 std::vector<NodeId> every_node(const NodeFactory& factory, const config::Configuration& configuration) {
+    if (factory.self_id() == no_node) return {}; // a client: its peers are the servers it looks up
     (void)configuration.node(factory.self_id()); // ConfigError when self is not in the nodes file
     std::vector<NodeId> ids;
     for (const auto& n : configuration.nodes)
@@ -63,6 +64,7 @@ Communicator::~Communicator() = default;
 
 void Communicator::Impl::not_a_peer(NodeId id, const char* what) const {
     std::string known;
+    std::lock_guard lock(peers_mutex);
     for (const auto& [n, _] : nodes)
         known += (known.empty() ? "" : ", ") + std::to_string(n);
     throw UsageError(std::string("comm: ") + what + ": node " + std::to_string(id) +
@@ -80,6 +82,7 @@ NodeId Communicator::self_id() const noexcept {
 
 std::vector<NodeId> Communicator::peers() const {
     std::vector<NodeId> ids;
+    std::lock_guard lock(impl_->peers_mutex);
     for (const auto& [id, _] : impl_->nodes)
         ids.push_back(id);
     return ids;
@@ -238,6 +241,15 @@ std::vector<Completion> Communicator::wait_context(CompletionContext context, st
     auto c = im.completion_contexts.find(context);
     if (c == im.completion_contexts.end()) return {};
     return im.collect_context_locked(c->second, max);
+}
+
+NodeId Communicator::lookup(std::string_view address) {
+    impl_->check_factory("lookup");
+    NodePtr node = impl_->factory.lookup(address); // the handshake, without the communicator's lock
+    const NodeId id = node->id();
+    std::lock_guard lock(impl_->mutex);
+    impl_->add_peer_locked(id, std::move(node));
+    return id;
 }
 
 void Communicator::drop(NodeId peer) {

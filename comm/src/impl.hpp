@@ -165,6 +165,23 @@ private:
     BufferPtr whole_;
 };
 
+// The caller's memory of a send in place, as a piece of the data message the node
+// takes (no copy): the node holds it as long as it may still read it (tcp and udp until
+// the peer acknowledged the message, sci until it copied it into the shared memory),
+// and its destruction tells the send that the caller may have the memory back.
+class ReleasingView final : public SingleBuffer {
+public:
+    ReleasingView(std::span<const std::byte> bytes, std::shared_ptr<std::atomic<bool>> released)
+        : SingleBuffer(const_cast<std::byte*>(bytes.data()), bytes.size(), bytes.size()),
+          released_(std::move(released)) {}
+    ~ReleasingView() override { released_->store(true, std::memory_order_release); }
+    ReleasingView(const ReleasingView&) = delete;
+    ReleasingView& operator=(const ReleasingView&) = delete;
+
+private:
+    std::shared_ptr<std::atomic<bool>> released_;
+};
+
 // MPI matching: the context exactly, the source and tag or their wildcards.
 inline bool matches(Context want_context, NodeId want_source, Tag want_tag, Context context, NodeId source,
                     Tag tag) noexcept {
@@ -234,6 +251,11 @@ struct Communicator::Impl {
         bool in_place = false;
         bool single_copy = false;
         OfferedRange offered; // the buffer while a sender of this host may write into it
+        // A send whose data message holds the caller's memory (a ReleasingView, no
+        // copy): set when the view was made; releasing once the node took the message,
+        // the send then completes when the node let the view go.
+        std::shared_ptr<std::atomic<bool>> released;
+        bool releasing = false;
     };
     using RdvKey = std::pair<NodeId, std::uint32_t>; // (peer, the sender's rendezvous id)
 
@@ -248,7 +270,7 @@ struct Communicator::Impl {
         }
         for (const auto& [id, node] : nodes)
             index.emplace_back(id, node.get());
-        if (nodes.size() == 1) single = nodes.begin()->second.get();
+        if (nodes.size() == 1) single.store(nodes.begin()->second.get());
         single_copy_on = limits.single_copy && single_copy_allowed_by_environment();
         for (const auto& [id, node] : nodes)
             if (factory.technology_of(id) == "sci") same_host.insert(id);
@@ -268,10 +290,31 @@ struct Communicator::Impl {
     const Limits limits;
     std::uint64_t max_message_size = 0; // of the configuration; 0: not known (peers constructor)
     const NodeId self;
-    std::map<NodeId, NodePtr> nodes;
-    std::vector<std::pair<NodeId, Node*>> index; // nodes, sorted by id: node_of
-    Node* single = nullptr;                      // the only peer's node, when there is one
+    std::map<NodeId, NodePtr> nodes;             // changes under mutex and peers_mutex (peers found at run time)
+    std::vector<std::pair<NodeId, Node*>> index; // the constructor's nodes, sorted by id: node_of
+    std::atomic<Node*> single{nullptr};          // the only peer's node, when there is one
     std::unique_ptr<DynamicGroup> group;
+
+    // Peers found at run time (docs/communicator.md): a server's clients (the
+    // factory's runtime_peer ids, polled by admit_runtime_locked) and the servers a
+    // client looked up. Their nodes join `nodes` and `added` at once (sends find them,
+    // node_of), and the group (receives) when no thread waits in it (join_locked).
+    // Nodes are never removed: a Node* node_of returned stays valid.
+    mutable std::mutex peers_mutex;     // nodes, added: for readers without mutex
+    std::map<NodeId, Node*> added;      // under peers_mutex
+    std::atomic<bool> has_added{false}; // !added.empty()
+    std::vector<NodePtr> unjoined;      // added, not in the group yet (mutex)
+    // Sends in place whose data message the nodes still hold (Request::releasing).
+    std::vector<RequestId> releasing;
+    // Those whose memory the nodes let go complete (mutex).
+    void complete_released_locked();
+    // The data message of a send in place: its envelope and a view of the caller's
+    // bytes (r.released is set; the send completes when the view is let go).
+    BufferPtr make_view_message(Request& r, std::uint8_t kind);
+    std::uint32_t runtime_taken = 0; // the factory's runtime peers looked at (mutex)
+    void add_peer_locked(NodeId id, NodePtr node);
+    void join_locked();
+    void admit_runtime_locked();
 
     mutable std::mutex mutex;
     bool pulling = false;    // a thread waits in the nodes (blocking_pull_locked)
@@ -406,6 +449,7 @@ struct Communicator::Impl {
     }
 
     std::string describe(NodeId id) const {
+        std::lock_guard lock(peers_mutex);
         auto it = nodes.find(id);
         std::string s = "node " + std::to_string(id);
         if (it != nodes.end() && !it->second->name().empty()) s += " (" + it->second->name() + ")";
@@ -414,10 +458,15 @@ struct Communicator::Impl {
 
     // The node of a peer, or null when id is not one.
     Node* node_of(NodeId id) const noexcept {
-        if (single != nullptr) return id == index.front().first ? single : nullptr;
+        if (Node* one = single.load(std::memory_order_relaxed); one != nullptr && id == index.front().first) return one;
         auto it = std::lower_bound(index.begin(), index.end(), id,
                                    [](const std::pair<NodeId, Node*>& e, NodeId n) { return e.first < n; });
-        return it != index.end() && it->first == id ? it->second : nullptr;
+        if (it != index.end() && it->first == id) return it->second;
+        if (!has_added.load(std::memory_order_acquire)) [[likely]]
+            return nullptr;
+        std::lock_guard lock(peers_mutex);
+        auto a = added.find(id);
+        return a != added.end() ? a->second : nullptr;
     }
 
     // A peer, or this node itself (self_ok: sends and receives in a context).
@@ -575,6 +624,8 @@ struct Communicator::Impl {
     // waiters that could not take the nodes meanwhile (asleep on `changed`) are woken,
     // so that one of them takes them over.
     BufferPtr blocking_pull_locked(std::unique_lock<std::mutex>& lock, std::chrono::nanoseconds step) {
+        admit_runtime_locked();
+        if (!releasing.empty()) complete_released_locked();
         pulling = true;
         lock.unlock();
         BufferPtr b;
@@ -666,7 +717,7 @@ struct Communicator::Impl {
     // kept: a send of the caller's memory (kept_bytes), announced (rdv_id), no rdv_data.
     Posted post_send(Context context, NodeId dest, Tag tag, BufferPtr whole, std::size_t size, void* user,
                      BufferPtr rdv_data = {}, std::uint32_t rdv_id = 0, bool laned = true, bool kept = false,
-                     std::span<const std::byte> kept_bytes = {});
+                     std::span<const std::byte> kept_bytes = {}, std::shared_ptr<std::atomic<bool>> released = {});
 
     BufferPtr make_message(Context context, Tag tag, std::span<const std::byte> bytes, std::uint8_t kind = kind_eager,
                            std::uint32_t id = 0);

@@ -69,8 +69,8 @@ std::string Communicator::Impl::on_clear_to_send_locked(NodeId source, std::uint
         // Through the technology: the receive gave no buffer (a list, not posted in
         // place, single copy off at its end) or it could not be written.
         if (r.kept && single_copy_on && same_host.count(source) != 0) ++counters.single_copy_fallbacks;
-        if (r.kept) // the caller's memory, copied into the data message now
-            r.pending = make_message(r.context, r.tag, r.kept_bytes, kind_data, r.rdv_id);
+        if (r.kept) // the caller's memory, held by the data message (no copy)
+            r.pending = make_view_message(r, kind_data);
         else
             r.pending = std::move(r.rdv_data);
     }

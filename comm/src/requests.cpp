@@ -107,6 +107,8 @@ bool Communicator::cancel(RequestId id) {
     // Its buffer was given to the sender, who may be writing into it: it completes with
     // the message (or peer_lost), as a matched receive does in MPI.
     if (r.awaiting_data && r.single_copy) return false;
+    // Its data message, holding the caller's memory, went: it completes when let go.
+    if (r.releasing) return false;
     if (r.announced) { // the receiver withdraws it unless a receive cleared it first
         im.withdraw_locked(r);
         return true;

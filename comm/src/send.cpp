@@ -132,8 +132,25 @@ bool Communicator::Impl::try_send_locked(Request& r) {
         return true;
     }
     if (r.announced) ++counters.rendezvous_sent; // the data of a cleared announcement
+    if (r.released) {                            // the caller's memory: the send completes when the node lets it go
+        r.releasing = true;
+        releasing.push_back(r.id);
+        ++counters.zero_copy_sent;
+        counters.zero_copy_bytes += r.size;
+        return true;
+    }
     r.done = true;
     return true;
+}
+
+BufferPtr Communicator::Impl::make_view_message(Request& r, std::uint8_t kind) {
+    r.released = std::make_shared<std::atomic<bool>>(false);
+    auto header = std::make_unique<HeapBuffer>(header_size);
+    write_envelope(header->data(), r.context, r.tag, r.kept_bytes.size(), kind, kind == kind_data ? r.rdv_id : 0);
+    auto list = std::make_unique<FragmentList>();
+    list->append(std::move(header));
+    list->append(std::make_unique<ReleasingView>(r.kept_bytes, r.released));
+    return list;
 }
 
 // Without the mutex: a node's send is thread-safe, and when no send waits in the
@@ -190,7 +207,8 @@ void Communicator::Impl::retry_backlog_locked() {
 
 Posted Communicator::Impl::post_send(Context context, NodeId dest, Tag tag, BufferPtr whole, std::size_t size,
                                      void* user, BufferPtr rdv_data, std::uint32_t rdv_id, bool laned, bool kept,
-                                     std::span<const std::byte> kept_bytes) {
+                                     std::span<const std::byte> kept_bytes,
+                                     std::shared_ptr<std::atomic<bool>> released) {
     std::lock_guard lock(mutex);
     const RequestId id = new_id_locked();
     Request r;
@@ -206,6 +224,7 @@ Posted Communicator::Impl::post_send(Context context, NodeId dest, Tag tag, Buff
     r.rdv_id = rdv_id;
     r.kept = kept;
     r.kept_bytes = kept_bytes;
+    r.released = std::move(released);
     r.completion.is_send = true;
     r.completion.context = context;
     r.completion.source = dest;
@@ -248,17 +267,37 @@ Posted Communicator::Impl::post_send(Context context, NodeId dest, Tag tag, Buff
 Posted Communicator::Impl::send_in_place(Context context, NodeId dest, Tag tag, std::span<const std::byte> bytes,
                                          void* user, bool sync) {
     const std::size_t size = bytes.size();
-    // To itself, small, or to a peer it cannot write to: as a send of a copy.
-    bool copy = dest == self || (size <= limits.eager_limit && !sync) || !single_copy_on || same_host.count(dest) == 0;
-    if (!copy) {
+    // To itself, or small: as a send of a copy.
+    if (dest == self || (size <= limits.eager_limit && !sync))
+        return send_any(context, dest, tag, bytes, size, user, sync);
+    bool one_copy = single_copy_on && same_host.count(dest) != 0;
+    if (one_copy) {
         std::lock_guard lock(mutex);
         auto p = single_copy_peers.find(dest);
-        copy = p != single_copy_peers.end() && p->second.refused;
+        one_copy = p == single_copy_peers.end() || !p->second.refused;
     }
-    if (copy) return send_any(context, dest, tag, bytes, size, user, sync);
-    // Announced always, not sent on a receiver's request (the requested queue): its
-    // clear-to-send names the buffer to write into. (The size check is the fallback's
-    // data message.)
+    // Not writable into the receiver's buffer: the data message holds the caller's
+    // memory (no copy), at once when the receive asked for it (the requested queue).
+    if (!one_copy && !sync && any_requested.load(std::memory_order_acquire)) {
+        bool go = false;
+        {
+            std::lock_guard lock(mutex);
+            go = take_request_locked(dest, context, tag, size);
+        }
+        if (go) {
+            if (max_message_size != 0 && size > max_message_size - header_size) (void)announce(dest, size); // throws
+            Request shape;
+            shape.context = context;
+            shape.tag = tag;
+            shape.kept_bytes = bytes;
+            auto message = make_view_message(shape, kind_eager);
+            return post_send(context, dest, tag, std::move(message), size, user, {}, 0, true, false, bytes,
+                             std::move(shape.released));
+        }
+    }
+    // Announced: a clear-to-send naming a buffer to write into is answered by writing
+    // there (one copy); any other by the data message holding the caller's memory.
+    // (The size check is that data message's.)
     const std::uint32_t id = announce(dest, size);
     auto rts = std::make_unique<HeapBuffer>(header_size);
     write_envelope(rts->data(), context, tag, size, kind_rts, id);

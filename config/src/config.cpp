@@ -125,4 +125,26 @@ Configuration load_text(const std::string& network_yaml, const std::string& node
     return c;
 }
 
+Configuration load_network(const std::filesystem::path& network_file, const std::vector<std::string>& overrides) {
+    Problems problems;
+    const Source network_source{network_file.string(), 0, false};
+    const Source nodes_source{"(no nodes file: a client)", 1, false};
+    const auto network_text = read_file(problems, network_file, network_source);
+    auto c = load_guarded(network_text, std::nullopt, overrides, problems, network_source, nodes_source);
+    c.network_file = network_file;
+    c.nodes_file.clear();
+    return c;
+}
+
+Configuration load_network_text(const std::string& network_yaml, const std::vector<std::string>& overrides,
+                                const std::string& network_name) {
+    Problems problems;
+    const Source network_source{network_name, 0, false};
+    const Source nodes_source{"(no nodes file: a client)", 1, false};
+    auto c = load_guarded(network_yaml, std::nullopt, overrides, problems, network_source, nodes_source);
+    c.network_file = network_name;
+    c.nodes_file.clear();
+    return c;
+}
+
 } // namespace msgpass::config

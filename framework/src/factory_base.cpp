@@ -9,19 +9,27 @@
 
 namespace msgpass::kit {
 
+std::string FactoryBase::name_of(const config::Configuration& configuration, NodeId self) {
+    return self == no_node ? "client" : configuration.node(self).name;
+}
+
 FactoryBase::FactoryBase(const config::Configuration& configuration, NodeId self)
+    : FactoryBase(configuration, self, name_of(configuration, self)) {}
+
+FactoryBase::FactoryBase(const config::Configuration& configuration, NodeId self, const std::string& name)
     : configuration_(configuration), self_(self) {
-    (void)configuration_.node(self);
     log::configure(configuration_);
     StatsPublisher::Identity identity;
     identity.partition = configuration_.partition;
     identity.node = self;
-    identity.name = configuration_.node(self).name;
+    identity.name = name;
     // The technology's name is not known to a base under construction; the file's is.
     identity.technology = configuration_.technology;
     for (const auto& [name, members] : configuration_.groups)
         if (std::find(members.begin(), members.end(), self) != members.end()) identity.groups.push_back(name);
     identity.peers = configuration_.nodes.size();
+    // A client has no node id of its own to name a page by (several may run on a host).
+    if (self == no_node) return;
     publisher_ = StatsPublisher::start(identity, [this]() -> std::optional<std::vector<StatsPublisher::Peer>> {
         std::vector<StatsPublisher::Peer> peers;
         std::map<NodeId, std::shared_ptr<PeerHealth>> health;

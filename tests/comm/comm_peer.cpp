@@ -12,6 +12,7 @@
 // no progress: the data of tag 9 is never taken, 10 and 11 are never cleared.
 // --receive-in-place: the same with a receive posted in place (post_recv_in_place):
 // its clear-to-send names its buffer, for node 1 to write into (one copy).
+//   comm_peer --client PARTITION ADDRESS: a tcp client in no nodes file (run_client).
 #include <msgpass/comm.hpp>
 #include <msgpass/msgpass.hpp>
 
@@ -24,8 +25,35 @@
 #include <unistd.h>
 #include <vector>
 
+namespace {
+// --client PARTITION ADDRESS: a client in no nodes file (tcp, peer_timeout 300 ms):
+// it looks the server up, sends "hi" with tag 1, prints "ready", then receives until
+// killed.
+int run_client(const char* partition, const char* address) {
+    using namespace msgpass;
+    try {
+        config::Configuration c;
+        c.technology = "tcp";
+        c.partition = partition;
+        c.peer_timeout = std::chrono::milliseconds(300);
+        auto factory = NodeFactory::create_client(c);
+        comm::Communicator comm(*factory, c);
+        const NodeId server = comm.lookup(address);
+        comm.send(server, 1, std::as_bytes(std::span("hi", 2)));
+        std::printf("ready\n");
+        std::fflush(stdout);
+        for (;;)
+            (void)comm.recv(comm::any_source, comm::any_tag, std::chrono::seconds(1));
+    } catch (const std::exception& e) {
+        std::fprintf(stderr, "comm_peer: %s\n", e.what());
+        return 1;
+    }
+}
+} // namespace
+
 int main(int argc, char** argv) {
     using namespace msgpass;
+    if (argc == 4 && std::strcmp(argv[1], "--client") == 0) return run_client(argv[2], argv[3]);
     const bool announce = argc > 1 && std::strcmp(argv[1], "--announce") == 0;
     const bool in_place = argc > 1 && std::strcmp(argv[1], "--receive-in-place") == 0;
     const bool receive_large = in_place || (argc > 1 && std::strcmp(argv[1], "--receive-large") == 0);

@@ -1820,6 +1820,57 @@ TEST_P(CommConformance, AClearToSendNamingABadBufferIsRefusedCountedAndTheDataGo
 // send completes peer_lost (the write finds no process), never hangs; the sends
 // announced behind it fail too.
 // (Over tcp and udp the same run takes the technology's path.)
+// BMI's user memory without a copy (issue 29 item 5): a large send in place whose
+// receive gives no buffer to write into goes through the technology from the caller's
+// memory itself, the data message holding a view of it, and completes only when the
+// technology let that view go (tcp and udp: the peer acknowledged the message; sci:
+// it was copied into the shared memory), so that the caller may then reuse or free it.
+// The memory is read when the receiver clears the message, and no data message is
+// made in the communicator's memory (its pool keeps nothing). A receive posted first (the requested queue) lets such a
+// send go at once, from the caller's memory as well.
+TEST_P(CommConformance, AnInPlaceSendGoesFromTheCallersMemoryWithoutACopyAndCompletesWhenTheTechnologyLetItGo) {
+    auto c = make(2, small_eager_limit);
+    auto fa = NodeFactory::create(c, 1);
+    auto fb = NodeFactory::create(c, 2);
+    Communicator a(*fa, c), b(*fb, c);
+    Pump pump(a);
+    constexpr std::size_t size = 4 * config::MiB;
+    auto data = std::make_unique<std::vector<std::byte>>(pattern(size, 7));
+    const auto expected = *data;
+    auto s = a.post_send_in_place(comm::Context{}, 2, 9, *data);
+    ASSERT_FALSE(s.done.has_value()) << "a large send in place completes only after its data went";
+    std::vector<std::byte> into(size);
+    auto r = b.post_recv(1, 9, into); // no buffer for the sender to write into
+    EXPECT_EQ(wait_for(b, r.id, "the receive").status, Status::success);
+    EXPECT_EQ(into, expected);
+    EXPECT_EQ(wait_for(a, s.id, "the send").status, Status::success);
+    data.reset(); // the caller's memory goes: no node reads it any more (AddressSanitizer would tell)
+    auto stats = a.stats();
+    EXPECT_EQ(stats.zero_copy_sent, 1u);
+    EXPECT_EQ(stats.zero_copy_bytes, size);
+    EXPECT_EQ(stats.large_buffers_kept_bytes, 0u) << "a data message was made in the communicator's memory: a copy";
+    EXPECT_EQ(stats.single_copy_sent, 0u);
+
+    std::vector<std::byte> into_first(size);
+    auto r2 = b.post_recv(1, 11, into_first); // posted first: its request goes to node 1
+    const auto second = pattern(size, 8);
+    const auto deadline = std::chrono::steady_clock::now() + patience;
+    while (GetParam() != "sci" && a.stats().requests_held == 0 && std::chrono::steady_clock::now() < deadline)
+        std::this_thread::sleep_for(1ms); // node 1's pump takes the request
+    auto s2 = a.post_send_in_place(comm::Context{}, 2, 11, second);
+    EXPECT_EQ(wait_for(b, r2.id, "the receive posted first").status, Status::success);
+    EXPECT_EQ(into_first, second);
+    if (!s2.done) {
+        EXPECT_EQ(wait_for(a, s2.id, "the second send").status, Status::success);
+    }
+    stats = a.stats();
+    EXPECT_EQ(stats.zero_copy_sent, 2u);
+    EXPECT_EQ(stats.large_buffers_kept_bytes, 0u);
+    if (GetParam() != "sci") {
+        EXPECT_EQ(stats.requested_sends, 1u) << "the request let it go at once";
+    }
+}
+
 TEST_P(CommConformance, ASenderWhoseOneCopyReceiverWasKilledGetsPeerLostNotAHang) {
     auto c = make(3, [](config::Configuration& c) {
         c.peer_timeout = 300ms;

@@ -129,6 +129,20 @@ TEST(CheckHello, ASenderOutsideTheNodesFileItselfOrWithoutIncarnationIsAnUnknown
     }
 }
 
+TEST(CheckHello, ANewcomerFromNodeZeroIsTakenOnlyByAnAcceptorOfClientsAndMayNotKnowItsId) {
+    auto a = acceptor_for(2, "run");
+    Verdict v = check_hello(make_hello(test_protocol, 0, 0, 77, "run"), a);
+    EXPECT_EQ(v.refusal, Refusal::unknown_node);
+    EXPECT_EQ(v.detail, "from a client in no nodes file (node id 0): this node takes no clients");
+    a.newcomers = true;
+    EXPECT_TRUE(check_hello(make_hello(test_protocol, 0, 0, 77, "run"), a).accepted()) << "to 0: whoever listens";
+    EXPECT_TRUE(check_hello(make_hello(test_protocol, 0, 2, 77, "run"), a).accepted());
+    EXPECT_EQ(check_hello(make_hello(test_protocol, 0, 3, 77, "run"), a).refusal, Refusal::wrong_target);
+    EXPECT_EQ(check_hello(make_hello(test_protocol, 0, 0, 0, "run"), a).refusal, Refusal::unknown_node);
+    EXPECT_EQ(check_hello(make_hello(test_protocol, 3, 0, 77, "run"), a).refusal, Refusal::wrong_target)
+        << "only a newcomer may leave the acceptor's id out";
+}
+
 TEST(CheckHello, ChecksInTheDocumentedOrderVersionFirst) {
     Hello h = make_hello(test_protocol, 9, 4, 0, "other");
     h.version = 7;

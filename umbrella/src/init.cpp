@@ -48,6 +48,16 @@ std::unique_ptr<NodeFactory> NodeFactory::create(const config::Configuration& co
     }
 }
 
+std::unique_ptr<NodeFactory> NodeFactory::create_client(const config::Configuration& configuration) {
+    register_builtin_technologies();
+    if (configuration.technology != "tcp") {
+        throw UsageError("a client in no nodes file needs the tcp technology; the configuration names '" +
+                         configuration.technology +
+                         "' (udp and sci have no peers found at run time: docs/communicator.md)");
+    }
+    return TechnologyRegistry::instance().create(configuration.technology, configuration, no_node);
+}
+
 std::unique_ptr<NodeFactory> NodeFactory::create(const config::Options& options) {
     return create(options.configuration, options.self);
 }

@@ -19,6 +19,7 @@
 #include <optional>
 #include <span>
 #include <string>
+#include <string_view>
 #include <vector>
 
 namespace msgpass::comm {
@@ -182,6 +183,10 @@ struct CommStats {
     std::uint64_t single_copy_fallbacks = 0;
     std::uint64_t single_copy_refused = 0;
     std::uint64_t single_copy_received = 0;
+    // Sends in place (post_send_in_place) whose data went through the technology from
+    // the caller's memory, without a copy, and their bytes.
+    std::uint64_t zero_copy_sent = 0;
+    std::uint64_t zero_copy_bytes = 0;
 };
 
 class Communicator {
@@ -201,7 +206,17 @@ public:
     Communicator& operator=(const Communicator&) = delete;
 
     [[nodiscard]] NodeId self_id() const noexcept;
+    // The peers: the nodes file's (or the constructor's list), then those found at
+    // run time: clients that reached this process's factory (a server's, with
+    // tcp.max_clients), taken in when a call finds nothing to receive (their ids are
+    // first_runtime_id and up), and the servers lookup() reached.
     [[nodiscard]] std::vector<NodeId> peers() const;
+    // BMI_addr_lookup: the peer listening at address ("tcp://host:port",
+    // msgpass/address.hpp), which need not be in any nodes file, becomes a peer of
+    // this communicator; returns its node id. A client (a factory of
+    // NodeFactory::create_client, no nodes file of its own) reaches its servers so.
+    // Throws what NodeFactory::lookup throws (the server's refusal, named).
+    NodeId lookup(std::string_view address);
 
     // Blocking send: returns when the node accepted the message (transferred, or
     // queued by the node, which moves it with any later call of this process on the
@@ -248,10 +263,13 @@ public:
     // Sends of the caller's memory without a copy (BMI's user memory; MPI_Isend's
     // rule): bytes must stay alive and unchanged until the request completed (the
     // caller may not reuse them before). A large message (above eager_limit, or any
-    // synchronous one) is read only when its receiver cleared it: written straight
-    // into the receiver's buffer when it was posted in place on this host (one
-    // copy), else copied into the data message then. A small one is copied at once
-    // as post_send does. A server sends straight from a read() buffer so.
+    // synchronous one) is read only when its receiver cleared it (or asked for it,
+    // posting first): written straight into the receiver's buffer when it was posted
+    // in place on this host (one copy), else handed to the technology from bytes
+    // itself, without a copy (tcp writes the socket from there); the request then
+    // completes only when the technology let bytes go (tcp, udp: the receiver
+    // acknowledged the message). A small one is copied at once as post_send does. A
+    // server sends straight from a read() buffer so.
     Posted post_send_in_place(Context context, NodeId dest, Tag tag, std::span<const std::byte> bytes,
                               void* user = nullptr);
     Posted post_ssend_in_place(Context context, NodeId dest, Tag tag, std::span<const std::byte> bytes,

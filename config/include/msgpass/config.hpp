@@ -130,6 +130,13 @@ Configuration load_text(const std::string& network_yaml, const std::string& node
                         const std::vector<std::string>& overrides = {},
                         const std::string& network_name = "network.yaml", const std::string& nodes_name = "nodes.yaml");
 
+// The network file alone, for a client (a process in no nodes file: its peers are
+// found at run time, NodeFactory::create_client): nodes, machines and groups are
+// empty, and a group in the file is not checked against any nodes file.
+Configuration load_network(const std::filesystem::path& network_file, const std::vector<std::string>& overrides = {});
+Configuration load_network_text(const std::string& network_yaml, const std::vector<std::string>& overrides = {},
+                                const std::string& network_name = "network.yaml");
+
 // Parses a size with an optional unit: "8192", "8KiB", "16MiB", "1GiB", "8KB"
 // (KB/MB/GB are taken as powers of 1024, as the seed means them). nullopt if malformed.
 std::optional<std::uint64_t> parse_size(const std::string& text);

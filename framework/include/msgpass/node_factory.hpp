@@ -19,6 +19,14 @@
 
 namespace msgpass {
 
+// Peers found at run time (BMI's addressing; docs/communicator.md, "Peers found at
+// run time"). A process in no nodes file is a client: its factory has no node id of
+// its own (no_node) and reaches servers by address (lookup). A server gives each
+// client that reached it an id from first_runtime_id up, in the order they came,
+// never reused; the nodes file's ids are 1 to 2^31-1, so the two never collide.
+inline constexpr NodeId no_node = 0;
+inline constexpr NodeId first_runtime_id = 0x80000000u;
+
 class NodeFactory {
 public:
     NodeFactory() = default;
@@ -55,6 +63,10 @@ public:
     static std::unique_ptr<NodeFactory> create(const config::Configuration& configuration, NodeId self);
     // The same from parsed command-line options (msgpass::options()).
     static std::unique_ptr<NodeFactory> create(const config::Options& options);
+    // The factory of a client: a process in no nodes file (configuration has no nodes,
+    // config::load_network), whose peers are the servers it looks up. Throws
+    // UsageError for a technology without run-time peers (only tcp has them).
+    static std::unique_ptr<NodeFactory> create_client(const config::Configuration& configuration);
 
     [[nodiscard]] virtual std::string_view technology() const noexcept = 0;
     [[nodiscard]] virtual NodeId self_id() const noexcept = 0;
@@ -71,6 +83,25 @@ public:
     // is not in the nodes file and UsageError for self_id(). Not concurrent with
     // receive() on the nodes it already made.
     virtual NodePtr create_node(NodeId id) = 0;
+
+    // The node of the process that listens at address ("tcp://host:port",
+    // msgpass/address.hpp), which need not be in this process's nodes file: its
+    // handshake runs now (at most peer_timeout), so that a refusal (another
+    // partition, no key or another key, a server that takes no clients) is thrown
+    // here, as an Error naming the address and the reason; the same address gives the
+    // same node again. UsageError for a malformed address or a technology without
+    // run-time peers (the default).
+    virtual NodePtr lookup(std::string_view address);
+    // How many clients reached this process at run time so far: their ids are
+    // first_runtime_id + 0 to count - 1. One atomic load; a communicator polls it to
+    // take new clients in (BMI's address registration callback).
+    [[nodiscard]] virtual std::uint32_t runtime_peers_seen() const noexcept { return 0; }
+    // The node of such a client, or null when it is gone (it left, or was lost, and
+    // was forgotten).
+    virtual NodePtr runtime_peer(NodeId id) {
+        (void)id;
+        return nullptr;
+    }
 
     // A buffer of size bytes to fill and send; from the technology's send pool when
     // it has one, else from the heap. Throws MessageTooLarge beyond max_message_size.

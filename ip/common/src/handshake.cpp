@@ -52,10 +52,18 @@ Verdict check_hello(const Hello& h, const Acceptor& acceptor) {
     const std::string_view partition(h.partition, static_cast<std::size_t>(h.partition_length));
     if (partition != acceptor.partition)
         return {Refusal::wrong_partition, "partition '" + std::string(partition) + "'"};
-    if (h.to != acceptor.self) return {Refusal::wrong_target, "addressed to node " + std::to_string(h.to)};
-    if (h.from == acceptor.self || !acceptor.knows || !acceptor.knows(h.from) || h.incarnation == 0) {
+    // A client in no nodes file (from 0) does not know the acceptor's id: it may say 0.
+    const bool newcomer = h.from == 0;
+    if (h.to != acceptor.self && !(newcomer && h.to == 0)) {
+        return {Refusal::wrong_target, "addressed to node " + std::to_string(h.to)};
+    }
+    if (newcomer && !acceptor.newcomers) {
+        return {Refusal::unknown_node, "from a client in no nodes file (node id 0): this node takes no clients"};
+    }
+    if (!newcomer && (h.from == acceptor.self || !acceptor.knows || !acceptor.knows(h.from))) {
         return {Refusal::unknown_node, "from node " + std::to_string(h.from)};
     }
+    if (h.incarnation == 0) return {Refusal::unknown_node, "from node " + std::to_string(h.from)};
     if (!hello_kind_matches(h, acceptor.authenticated)) {
         return {Refusal::unauthenticated,
                 acceptor.authenticated

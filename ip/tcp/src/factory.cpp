@@ -4,6 +4,8 @@
 
 #include "node.hpp"
 
+#include <msgpass/address.hpp>
+
 #include <msgpass/kit/errors.hpp>
 
 #include <poll.h>
@@ -20,6 +22,28 @@ void register_technology() {
 
 TcpNodeFactory::TcpNodeFactory(const config::Configuration& configuration, NodeId self)
     : FactoryBase(configuration, self), transport_(std::make_shared<Transport>(configuration, self)) {}
+
+NodePtr TcpNodeFactory::lookup(std::string_view address) {
+    const PeerAddress a = parse_address(address);
+    if (a.technology != "tcp") {
+        throw UsageError("lookup of '" + std::string(address) + "': this factory's technology is tcp; a " +
+                         a.technology + " address has no run-time peers");
+    }
+    auto node = transport_->lookup(a.host, a.port, std::string(address));
+    adopt(*node);
+    return node;
+}
+
+std::uint32_t TcpNodeFactory::runtime_peers_seen() const noexcept {
+    return transport_->shared().clients_seen.load(std::memory_order_acquire);
+}
+
+NodePtr TcpNodeFactory::runtime_peer(NodeId id) {
+    if (id < first_runtime_id) return nullptr;
+    auto node = transport_->find(id);
+    if (node) adopt(*node);
+    return node;
+}
 
 TcpNodeFactory::~TcpNodeFactory() {
     const auto deadline = deadline_after(configuration().peer_timeout);

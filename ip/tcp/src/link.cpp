@@ -23,7 +23,7 @@
 namespace msgpass::tcp {
 
 Link::Link(std::shared_ptr<Shared> shared, const config::NodeConfig& peer)
-    : shared_(std::move(shared)), id_(peer.id), name_(peer.name),
+    : shared_(std::move(shared)), id_(peer.id), name_(peer.name), self_as_seen_(shared_->parameters.self),
       reconnect_(shared_->parameters.backoff_min, shared_->parameters.backoff_max, shared_->parameters.peer_timeout) {
     address_.text = ip::host_port(peer.host, peer.port);
     if (peer.port == 0) return; // receive only: the peer cannot be reached
@@ -115,6 +115,10 @@ void TcpNode::broken(const std::string& why) {
             peer_incarnation_ = 0;
             known_incarnation_.store(0);
             reconnect_.forget();
+            if (client_) { // a client that left: its id is not used again
+                gone_.store(true);
+                shared_->client_gone.store(true);
+            }
             out_changed_.notify_all();
             return;
         }
@@ -238,6 +242,20 @@ Clock::time_point TcpNode::tick(Clock::time_point now) {
                 write_pending();
             }
         }
+        // Messages that arrived and stayed unacknowledged from one tick to a later one
+        // at least ack_delay after (the application took them and read no more: it went
+        // elsewhere): acknowledged here, so that their sender lets them go (comm's send
+        // of the caller's memory completes then). No wake-up is added for it: an
+        // established connection's ticks come at least every answer_check_period.
+        if (const auto avail = ack_avail_.load(std::memory_order_relaxed);
+            avail != ack_sent_.load(std::memory_order_relaxed)) {
+            if (avail != ack_watch_) {
+                ack_watch_ = avail;
+                ack_watch_since_ = now;
+            } else if (now - ack_watch_since_ >= ack_delay) {
+                send_ack_locked();
+            }
+        }
         batch_timed_ = false; // the next batch wakes this thread again
         // Acknowledgements come on the connection, behind the peer's data: while
         // messages wait for one and the application has not read for ack_delay,
@@ -261,6 +279,18 @@ Clock::time_point TcpNode::tick(Clock::time_point now) {
     case State::idle:
         break;
     case State::waiting:
+        if (client_) { // never connected to: it comes back within peer_timeout, or is lost
+            if (!reconnect_.broken_since()) reconnect_.probe(now);
+            const auto since = *reconnect_.broken_since();
+            if (now - since >= shared_->parameters.peer_timeout) {
+                declare_lost_locked(peer_incarnation_ != 0 ? peer_incarnation_ : known_incarnation_.load(),
+                                    "the client did not connect again within peer_timeout");
+                state_ = State::idle;
+            } else {
+                next = std::min(next, since + shared_->parameters.peer_timeout);
+            }
+            break;
+        }
         if (address_.empty()) {
             state_ = State::idle;
             break;
@@ -457,13 +487,12 @@ bool Link::send_hello(int fd) {
     ssize_t wrote = 0;
     std::size_t size = 0;
     if (shared_->parameters.auth_key) {
-        auth_hello_ = ip::make_auth_hello(protocol, shared_->parameters.self, id_, shared_->incarnation,
-                                          shared_->parameters.partition);
+        auth_hello_ =
+            ip::make_auth_hello(protocol, self_as_seen_, id_, shared_->incarnation, shared_->parameters.partition);
         size = sizeof auth_hello_;
         wrote = ::send(fd, &auth_hello_, size, MSG_DONTWAIT | MSG_NOSIGNAL);
     } else {
-        const Hello hello =
-            make_hello(shared_->parameters.self, id_, shared_->incarnation, shared_->parameters.partition);
+        const Hello hello = make_hello(self_as_seen_, id_, shared_->incarnation, shared_->parameters.partition);
         size = sizeof hello;
         wrote = ::send(fd, &hello, size, MSG_DONTWAIT | MSG_NOSIGNAL);
     }
@@ -513,7 +542,7 @@ void TcpNode::read_handshake() {
 // Proof, after which the Welcome (or a bad_proof refusal) follows. An acceptor that
 // cannot prove the key gets nothing that could be replayed elsewhere.
 void TcpNode::handle_challenge(const ip::Challenge& c) {
-    if (ip::check_answer(c.header, protocol, shared_->parameters.self, id_) != ip::Answer::unexpected ||
+    if (ip::check_answer(c.header, protocol, self_as_seen_, id_) != ip::Answer::unexpected ||
         !ip::challenge_proves_key(*shared_->parameters.auth_key, auth_hello_, c)) {
         shared_->count_refusal(Refusal::bad_proof);
         if (!refusal_logged_) {
@@ -541,7 +570,7 @@ void TcpNode::handle_challenge(const ip::Challenge& c) {
 // pair's: this side says first where it stands in the peer's messages (a resume
 // frame), then resends its own from the peer's next_expected.
 void TcpNode::handle_welcome(const Welcome& w) {
-    switch (ip::check_answer(w, protocol, shared_->parameters.self, id_)) {
+    switch (ip::check_answer(w, protocol, self_as_seen_, id_)) {
     case ip::Answer::welcome:
         break;
     case ip::Answer::foreign:
@@ -576,6 +605,29 @@ void TcpNode::handle_welcome(const Welcome& w) {
     queue_control(resume_frame(in_window_.expected()));
     if (!resume_window(w.incarnation, w.next_expected)) return;
     refusal_logged_ = false;
+}
+
+void TcpNode::adopt_connection(int fd, const Welcome& w) {
+    std::lock_guard in_lock(in_mutex_);
+    std::lock_guard lock(out_mutex_);
+    self_as_seen_ = w.to;
+    state_ = State::handshaking;
+    install(fd);
+    opened_here_ = true;
+    reconnect_.started(Clock::now());
+    handle_welcome(w);
+}
+
+bool TcpNode::forgettable() {
+    if (!gone_.load()) return false;
+    std::unique_lock lock(in_mutex_, std::try_to_lock);
+    return lock.owns_lock() && inbox_count_ == 0;
+}
+
+void TcpNode::make_client(const std::string& from) {
+    std::lock_guard lock(out_mutex_);
+    client_ = true;
+    address_.text = from;
 }
 
 // Both locks. The receiving side of a connection from the peer's incarnation: a

@@ -39,6 +39,14 @@ protected:
     const NodeId id_;
     const std::string name_;
     ip::Address address_; // empty: the peer has no port (receive only)
+    // This node's id in the pair's handshakes: the factory's, or, toward a server
+    // this client looked up, the run-time id that server gave it (out_mutex_).
+    std::uint32_t self_as_seen_ = 0;
+    // The peer is a client in no nodes file that reached this node (run-time id): it
+    // is never connected to; when its connection ends it has peer_timeout to come back
+    // before it is lost, and once lost or gone cleanly it is gone (forgotten).
+    bool client_ = false;
+    std::atomic<bool> gone_{false};
     StatsCounters stats_;
     std::atomic<std::size_t> queue_depth_{0};
 
@@ -97,6 +105,8 @@ protected:
     std::atomic<std::uint64_t> standalone_acks_{0};
     std::atomic<std::uint64_t> sends_{0};             // messages handed to send (written under out_mutex_)
     std::uint64_t sends_seen_ = 0;                    // background thread: sends_ when it last looked (sending())
+    std::uint64_t ack_watch_ = 0;                     // background thread: ack_avail_ left unacknowledged at a tick
+    Clock::time_point ack_watch_since_{};             // ... since when (tick)
     Clock::time_point sends_seen_at_{};               // ... and when it last saw it change
     std::atomic<std::int64_t> last_app_read_{0};      // steady-clock ns of the receiving thread's last read
     std::atomic<std::uint64_t> takes_{0};             // messages the application took (written under in_mutex_)

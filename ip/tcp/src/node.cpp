@@ -67,6 +67,10 @@ void TcpNode::declare_lost_locked(std::uint64_t incarnation, const std::string& 
     const std::string text = "peer " + std::to_string(id_) + " (" + name_ + ", " + address_.text + ") lost: " + reason +
                              "; " + std::to_string(unacknowledged) + " messages sent to it were not acknowledged";
     loss_.raise(incarnation, text, unacknowledged, may_live);
+    if (client_) { // a client lost is forgotten: should it come back, it is refused
+        gone_.store(true);
+        shared_->client_gone.store(true);
+    }
     MSGPASS_LOG(tcp, warn, "msgpass tcp node " + std::to_string(shared_->parameters.self) + ": " + text);
     out_changed_.notify_all();
     shared_->wake_receivers();

@@ -56,6 +56,17 @@ public:
     // connection to the peer crossed it and wins the tie-break (the lower node id's
     // connection stays): the caller refuses it as crossed.
     bool accept_connection(int fd, std::uint64_t incarnation);
+    // Server side: the peer is a client in no nodes file, at this address ("host:port").
+    void make_client(const std::string& from);
+    // Whether the client left or was lost, and nothing it sent waits unread in the
+    // inbox (a client that sent and left before the application looked at it): the
+    // transport forgets it then. Background thread (in_mutex_ only tried).
+    [[nodiscard]] bool forgettable();
+    [[nodiscard]] bool gone() const noexcept { return gone_.load(); }
+    // Client side: the connection fd, whose handshake as a client (Transport::lookup)
+    // ended with welcome w (w.to: the id the server gave this process), becomes this
+    // node's own, as if this node had opened it. The node is not in the transport yet.
+    void adopt_connection(int fd, const Welcome& w);
     // Whether the tie-break refuses a connection from the peer now.
     [[nodiscard]] bool crosses() const;
     // Aborts the connection with RST (fault injection).

@@ -61,7 +61,8 @@ void TcpNode::enqueue(std::size_t size, Push&& push) {
     }
     throw_if_lost();
     std::unique_lock lock(out_mutex_);
-    if (address_.empty()) throw UsageError("node " + std::to_string(id_) + " has no port in the nodes file");
+    if (address_.empty() && !client_)
+        throw UsageError("node " + std::to_string(id_) + " has no port in the nodes file");
     // The acknowledgements the background thread read while this thread sends
     // (after_read): applied here, the buffers freed after the lock in this thread
     // (the vector keeps its capacity); the writes are the batch's, below.

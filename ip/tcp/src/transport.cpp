@@ -39,6 +39,7 @@ Parameters Parameters::from(const config::Configuration& configuration, NodeId s
     p.receive_spin = std::chrono::microseconds(options.receive_spin_us);
     p.backoff_max = std::min<std::chrono::nanoseconds>(std::chrono::milliseconds(100), configuration.peer_timeout / 4);
     p.auth_key = configuration.auth_key;
+    p.max_clients = options.max_clients;
     return p;
 }
 
@@ -46,22 +47,28 @@ Shared::Shared(Parameters p) : parameters(std::move(p)), incarnation(ip::new_inc
 
 Transport::Transport(const config::Configuration& configuration, NodeId self)
     : configuration_(configuration), shared_(std::make_shared<Shared>(Parameters::from(configuration, self))) {
-    const auto& me = configuration_.node(self);
-    const std::string where = configuration_.nodes_file.string() + ": node " + std::to_string(self);
-    if (me.port == 0) throw ConfigError(where + ": port: the tcp technology needs a port for every node");
     if (configuration_.partition.size() > max_partition_length) {
         throw ConfigError(configuration_.network_file.string() + ": partition: at most " +
                           std::to_string(max_partition_length) + " bytes with the tcp technology, found " +
                           std::to_string(configuration_.partition.size()));
     }
-    listen_fd_ =
-        ip::bind_socket(ip::resolve(me.host, me.port, SOCK_STREAM, true, where + ": host"), SOCK_STREAM, 1024, where);
-    port_ = me.port;
-    acceptor_ = ip::Acceptor{protocol, configuration_.partition, self,
-                             [this](std::uint32_t id) { return configuration_.find_node(id) != nullptr; }};
+    if (self != no_node) { // a client (NodeFactory::create_client) listens nowhere
+        const auto& me = configuration_.node(self);
+        const std::string where = configuration_.nodes_file.string() + ": node " + std::to_string(self);
+        if (me.port == 0) throw ConfigError(where + ": port: the tcp technology needs a port for every node");
+        listen_fd_ = ip::bind_socket(ip::resolve(me.host, me.port, SOCK_STREAM, true, where + ": host"), SOCK_STREAM,
+                                     1024, where);
+        port_ = me.port;
+    }
+    // Known: the nodes file's ids, and the run-time clients not forgotten yet.
+    acceptor_ = ip::Acceptor{protocol, configuration_.partition, self, [this](std::uint32_t id) {
+                                 return configuration_.find_node(id) != nullptr ||
+                                        (id >= first_runtime_id && find(id) != nullptr);
+                             }};
     acceptor_.authenticated = shared_->parameters.auth_key.has_value();
+    acceptor_.newcomers = shared_->parameters.max_clients > 0 && self != no_node;
     spare_fd_ = ::open("/dev/null", O_RDONLY | O_CLOEXEC);
-    shared_->epoll.add(listen_fd_, EPOLLIN, event_data(Tag::listen, 0));
+    if (listen_fd_ >= 0) shared_->epoll.add(listen_fd_, EPOLLIN, event_data(Tag::listen, 0));
     shared_->epoll.add(shared_->io_wake.fd(), EPOLLIN, event_data(Tag::io_wake, 0));
     thread_ = std::thread([this] { run(); });
 }
@@ -78,9 +85,19 @@ std::shared_ptr<TcpNode> Transport::node(NodeId id) {
     if (id == shared_->parameters.self) {
         throw UsageError("node " + std::to_string(id) + " is this process itself: a node cannot send to itself");
     }
+    if (id >= first_runtime_id) {
+        throw UsageError("node " + std::to_string(id) +
+                         " is a run-time client id this node does not know (it never came, or it left or was lost)");
+    }
     auto node = std::make_shared<TcpNode>(shared_, configuration_.node(id));
     nodes_.emplace(id, node);
     return node;
+}
+
+std::shared_ptr<TcpNode> Transport::find(NodeId id) const {
+    std::lock_guard lock(nodes_mutex_);
+    auto it = nodes_.find(id);
+    return it != nodes_.end() ? it->second : nullptr;
 }
 
 std::vector<std::shared_ptr<TcpNode>> Transport::nodes() const {
@@ -113,6 +130,7 @@ void Transport::run() {
         auto next = now + std::chrono::milliseconds(100);
         for (const auto& n : nodes())
             next = std::min(next, n->tick(now));
+        if (shared_->client_gone.exchange(false)) forget_gone_clients();
         if (listen_paused_) { // out of descriptors without a spare: try again now
             if (spare_fd_ < 0) spare_fd_ = ::open("/dev/null", O_RDONLY | O_CLOEXEC);
             listen_paused_ = !shared_->epoll.add(listen_fd_, EPOLLIN, event_data(Tag::listen, 0));
@@ -268,20 +286,25 @@ void Transport::finish_hello(Pending& p) {
         return;
     }
     // The tie-break needs no proof: a crossing Hello is refused before the
-    // challenge (a connector that gave its attempt up does not answer one).
-    std::shared_ptr<TcpNode> peer;
-    try {
-        peer = node(p.hello.hello.from);
-    } catch (const Error& e) {
-        refuse(p, Refusal::unknown_node, e.what(), true);
-        return;
+    // challenge (a connector that gave its attempt up does not answer one). A
+    // newcomer has no node yet, and never crosses (nothing connects to it).
+    if (p.hello.hello.from != no_node) {
+        std::shared_ptr<TcpNode> peer;
+        try {
+            peer = node(p.hello.hello.from);
+        } catch (const Error& e) {
+            refuse(p, Refusal::unknown_node, e.what(), true);
+            return;
+        }
+        if (peer->crosses()) {
+            refuse_crossed(p);
+            return;
+        }
     }
-    if (peer->crosses()) {
-        refuse_crossed(p);
-        return;
-    }
-    p.challenge = ip::make_challenge(*shared_->parameters.auth_key, p.hello, protocol, shared_->parameters.self,
-                                     shared_->incarnation);
+    // The challenge comes from the id the Hello named: this node's, or 0 from a
+    // newcomer that does not know it (the proof must name the same pair).
+    p.challenge =
+        ip::make_challenge(*shared_->parameters.auth_key, p.hello, protocol, p.hello.hello.to, shared_->incarnation);
     const ssize_t wrote = ::send(p.fd, &p.challenge, sizeof p.challenge, MSG_DONTWAIT | MSG_NOSIGNAL);
     if (wrote != static_cast<ssize_t>(sizeof p.challenge)) { // a fresh socket takes 104 bytes at once
         refuse(p, Refusal::handshake_timeout, "the challenge could not be written", false);
@@ -298,11 +321,22 @@ void Transport::finish_handshake(Pending& p) {
         return;
     }
     std::shared_ptr<TcpNode> peer;
-    try {
-        peer = node(h.from);
-    } catch (const Error& e) {
-        refuse(p, Refusal::unknown_node, e.what(), true);
-        return;
+    if (h.from == no_node) {
+        peer = new_client(p);
+        if (!peer) {
+            refuse(p, Refusal::too_many,
+                   "tcp.max_clients (" + std::to_string(shared_->parameters.max_clients) +
+                       ") clients in no nodes file are here already",
+                   true);
+            return;
+        }
+    } else {
+        try {
+            peer = node(h.from);
+        } catch (const Error& e) {
+            refuse(p, Refusal::unknown_node, e.what(), true);
+            return;
+        }
     }
     const int fd = p.fd;
     const std::uint64_t incarnation = h.incarnation;
@@ -313,6 +347,37 @@ void Transport::finish_handshake(Pending& p) {
     }
     pending_.erase(fd); // p is gone from here on
     shared_->accepted.fetch_add(1);
+}
+
+std::shared_ptr<TcpNode> Transport::new_client(const Pending& p) {
+    std::lock_guard lock(nodes_mutex_);
+    const std::uint32_t seen = shared_->clients_seen.load();
+    if (live_clients_ >= shared_->parameters.max_clients || seen >= ~first_runtime_id) return nullptr;
+    config::NodeConfig c;
+    c.id = first_runtime_id + seen;
+    c.name = "client-" + std::to_string(seen);
+    auto node = std::make_shared<TcpNode>(shared_, c);
+    node->make_client(p.from);
+    nodes_.emplace(c.id, node);
+    ++live_clients_;
+    shared_->clients_seen.store(seen + 1); // after the node is found by id (runtime_peer)
+    MSGPASS_LOG(tcp, debug,
+                "msgpass tcp node " + std::to_string(shared_->parameters.self) + ": client " + p.from +
+                    " (no nodes file) is node " + std::to_string(c.id));
+    return node;
+}
+
+void Transport::forget_gone_clients() {
+    std::lock_guard lock(nodes_mutex_);
+    for (auto it = nodes_.lower_bound(first_runtime_id); it != nodes_.end();) {
+        if (it->second->forgettable()) {
+            it = nodes_.erase(it);
+            --live_clients_;
+            continue;
+        }
+        if (it->second->gone()) shared_->client_gone.store(true); // its messages are read first: later
+        ++it;
+    }
 }
 
 // This node's own connection to the peer crossed this one and stays (the lower node

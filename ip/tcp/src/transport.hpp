@@ -111,6 +111,7 @@ struct Parameters {
     std::chrono::nanoseconds backoff_min{std::chrono::milliseconds(1)};
     std::chrono::nanoseconds backoff_max{std::chrono::milliseconds(100)};
     std::optional<ip::AuthKey> auth_key; // auth_key_file: handshakes prove it (ip/auth.hpp)
+    std::uint32_t max_clients = 0;       // tcp.max_clients: run-time clients at once
 
     static Parameters from(const config::Configuration& configuration, NodeId self);
 };
@@ -130,6 +131,11 @@ struct Shared {
     std::atomic<std::uint64_t> accepted{0};
     std::atomic<std::uint64_t> crossed{0};
     std::array<std::atomic<std::uint64_t>, static_cast<std::size_t>(Refusal::kinds)> refused{};
+    // Run-time clients (first_runtime_id up): how many ids were given so far, and
+    // whether one of them is gone (it left, or was lost) for the background thread
+    // to forget.
+    std::atomic<std::uint32_t> clients_seen{0};
+    std::atomic<bool> client_gone{false};
 
     explicit Shared(Parameters p);
     Shared(const Shared&) = delete;
@@ -176,6 +182,13 @@ public:
 
     // The node for a peer id, made on first use. Throws ConfigError / UsageError.
     std::shared_ptr<TcpNode> node(NodeId id);
+    // The node of a run-time client or of a looked-up peer, or null.
+    std::shared_ptr<TcpNode> find(NodeId id) const;
+    // The node of the process listening at address (text: as the caller wrote it):
+    // connects and runs the handshake as a client now (in the caller's thread, at
+    // most peer_timeout), then the node keeps the connection as its own. Throws
+    // Error naming text and why the server refused, or could not be reached.
+    std::shared_ptr<TcpNode> lookup(const std::string& host, std::uint16_t port, const std::string& text);
     [[nodiscard]] std::vector<std::shared_ptr<TcpNode>> nodes() const;
     [[nodiscard]] const Shared& shared() const noexcept { return *shared_; }
     [[nodiscard]] const std::shared_ptr<Shared>& shared_ptr() const noexcept { return shared_; }
@@ -208,6 +221,11 @@ private:
     void refuse_crossed(Pending& p);
     void drop_pending(int fd);
     void log_refusal(const std::string& from, Refusal reason, const std::string& detail);
+    // A node for a client in no nodes file that proved itself (a newcomer), with the
+    // next run-time id; null when max_clients are here already.
+    std::shared_ptr<TcpNode> new_client(const Pending& p);
+    // The clients that left or were lost are forgotten (their ids are never reused).
+    void forget_gone_clients();
 
     config::Configuration configuration_;
     std::shared_ptr<Shared> shared_;
@@ -221,7 +239,9 @@ private:
     std::uint16_t port_ = 0;
     mutable std::mutex nodes_mutex_;
     std::map<NodeId, std::shared_ptr<TcpNode>> nodes_;
-    std::map<int, Pending> pending_; // background thread only
+    std::uint32_t live_clients_ = 0;          // run-time clients in nodes_ (nodes_mutex_)
+    std::map<std::string, NodeId> looked_up_; // address text -> node (nodes_mutex_)
+    std::map<int, Pending> pending_;          // background thread only
     std::atomic<bool> stop_{false};
     std::thread thread_;
     Clock::time_point log_window_{};

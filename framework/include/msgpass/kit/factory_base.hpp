@@ -31,6 +31,8 @@ class FactoryBase : public NodeFactory {
 public:
     // Throws ConfigError (Configuration::node's wording) when self is not in the
     // nodes file.
+    // A client's factory (NodeFactory::create_client) has self no_node, and its
+    // configuration needs no node at all.
     FactoryBase(const config::Configuration& configuration, NodeId self);
     ~FactoryBase() override;
     [[nodiscard]] NodeId self_id() const noexcept final { return self_; }
@@ -72,10 +74,14 @@ protected:
     // Drops the groups and the factory's references to the nodes, without flushing
     // (for a factory whose parts flush and report their own nodes).
     void forget();
+    // Binds a node made outside make_node (a peer found at run time) to lifetime().
+    void adopt(Node& node) const { bind(node); }
     // The nodes made so far, in id order.
     [[nodiscard]] std::vector<NodePtr> nodes() const;
 
 private:
+    FactoryBase(const config::Configuration& configuration, NodeId self, const std::string& name);
+    static std::string name_of(const config::Configuration& configuration, NodeId self);
     // Stops publishing and removes the page (before the nodes go).
     void stop_publishing();
     // Binds what make_node or make_group returned to lifetime(), when it is FactoryBound.

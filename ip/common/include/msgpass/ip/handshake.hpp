@@ -75,6 +75,8 @@ struct Acceptor {
     std::uint32_t self = 0;
     std::function<bool(std::uint32_t)> knows; // is this node id in the nodes file?
     bool authenticated = false;               // an auth_key_file is set: Hellos must be AuthHellos (auth.hpp)
+    // Takes Hellos from 0, a client in no nodes file asking for an id (to: self or 0).
+    bool newcomers = false;
 };
 
 // A check's outcome: accepted (Refusal::none), or the reason and what was found.
@@ -86,8 +88,9 @@ struct Verdict {
 
 // The acceptor's checks of a whole Hello whose magic matched, in this order:
 // version (bad_version), kind: a Hello or an AuthHello's (protocol_error), partition
-// length (bad_length), partition (wrong_partition), `to` (wrong_target), `from`: in
-// the nodes file, not the acceptor, incarnation non-zero (unknown_node), then the kind
+// length (bad_length), partition (wrong_partition), `to` (wrong_target; 0 too from a
+// newcomer), `from`: in the nodes file and not the acceptor, or 0 (a newcomer) when
+// the acceptor takes newcomers, incarnation non-zero (unknown_node), then the kind
 // the acceptor wants: an AuthHello's with a key, a plain one without (unauthenticated).
 [[nodiscard]] Verdict check_hello(const Hello& hello, const Acceptor& acceptor);
 

@@ -52,7 +52,8 @@ struct ListenerStats {
 class TcpNodeFactory final : public kit::FactoryBase {
 public:
     // Listens on this node's host and port. Throws ConfigError (no port, partition
-    // name too long), ResourceError (the port cannot be bound).
+    // name too long), ResourceError (the port cannot be bound). A client (self
+    // no_node, NodeFactory::create_client) listens nowhere.
     TcpNodeFactory(const config::Configuration& configuration, NodeId self);
     // Flushes every node for at most peer_timeout, says goodbye to every peer,
     // then closes. What could not be handed over is reported on stderr.
@@ -60,6 +61,12 @@ public:
 
     [[nodiscard]] std::string_view technology() const noexcept override { return "tcp"; }
     BufferPtr create_buffer(std::size_t size) override;
+    // Peers found at run time (docs/tcp.md, "Clients in no nodes file"): a client
+    // (self no_node) looks a server up by "tcp://host:port"; a server with
+    // tcp.max_clients takes such clients, each under a run-time id.
+    NodePtr lookup(std::string_view address) override;
+    [[nodiscard]] std::uint32_t runtime_peers_seen() const noexcept override;
+    NodePtr runtime_peer(NodeId id) override;
 
     // The port this factory listens on (the nodes file's port).
     [[nodiscard]] std::uint16_t port() const noexcept;

@@ -27,6 +27,10 @@ struct Options {
     // microseconds (0 to 10000) before it sleeps in ppoll(): a reply within it costs
     // no wake-up. 0: sleep at once.
     std::uint64_t receive_spin_us = 50;
+    // Clients in no nodes file (peers found at run time, NodeFactory::lookup) this
+    // node takes at once, 0 to 65536; 0 (the default): none, their Hello is refused
+    // (unknown_node). One that left or was lost frees its place.
+    std::uint32_t max_clients = 0;
 
     static const std::vector<std::string>& keys();
     void set(const std::string& key, const config::Value& value);
