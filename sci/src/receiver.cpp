@@ -7,6 +7,7 @@
 #include <msgpass/wait.hpp>
 
 #include <algorithm>
+#include <bit>
 #include <cstring>
 #include <string>
 #include <utility>
@@ -40,7 +41,7 @@ void Receiver::adopt(Link& link) {
     if (recv_link_ == nullptr) introduce(link);
 }
 
-std::unique_lock<std::mutex> Receiver::hold(const Link*& in_use) {
+std::unique_lock<FastLock> Receiver::hold(const Link*& in_use) {
     std::unique_lock lock(recv_mutex_);
     in_use = recv_link_;
     return lock;
@@ -88,6 +89,7 @@ void Receiver::introduce(Link& link) {
 // slot (to the pool), the first k wait for one, the others are unused. Buffers of
 // the old generation then return their slots to the pool. recv_mutex_ held.
 void Receiver::release_grants(std::uint32_t generation, std::uint32_t k) {
+    attention_ = (std::uint32_t{1} << k) - 1;
     for (std::uint32_t i = 0; i < max_outstanding; ++i) {
         const std::uint64_t old = grants_->index[i].exchange(
             Grants::pack(generation, 0, i < k ? Grants::no_slot : Grants::unused_slot), std::memory_order_acq_rel);
@@ -126,7 +128,10 @@ bool Receiver::grant_from_pool(Link& link, std::uint32_t i) {
 // and publishes the large buffers released by the application. rang: the caller
 // wrote a grant too, for which the peer is rung here if it sleeps. Receiver.
 void Receiver::publish_grants(Link& link, bool rang) {
-    for (std::uint32_t i = 0; i < link.k; ++i) {
+    // In index order, as far as the pool lasts; indices not in attention_ hold a slot.
+    for (std::uint32_t left = attention_; left != 0; left &= left - 1) {
+        const auto i = static_cast<std::uint32_t>(std::countr_zero(left));
+        if (i >= link.k) break;
         const std::uint64_t w = grants_->index[i].load(std::memory_order_acquire);
         if (resign_[i]) { // the index's slot stays, for the next round
             resign_[i] = false;
@@ -136,6 +141,7 @@ void Receiver::publish_grants(Link& link, bool rang) {
             if (!grant_from_pool(link, i)) break;
             rang = true;
         }
+        attention_ &= ~(std::uint32_t{1} << i);
     }
     const auto freed = large_release_->freed_published.load(std::memory_order_acquire);
     if (freed != large_published_) {
@@ -219,6 +225,7 @@ BufferPtr Receiver::take_message(Link& link) {
         hot_slot_ = no_slot;
         hot_out_.store(false, std::memory_order_relaxed);
         resign_[i] = true;
+        attention_ |= std::uint32_t{1} << i;
         grants_->index[i].store(Grants::pack(link.generation, next, granted), std::memory_order_release);
     }
     BufferPtr buffer;
@@ -241,6 +248,7 @@ BufferPtr Receiver::take_message(Link& link) {
             return nullptr;
         }
         grants_->index[i].store(Grants::pack(link.generation, next, Grants::no_slot), std::memory_order_release);
+        attention_ |= std::uint32_t{1} << i;
         if (link.k == 1) publish_grants(link);
         if (lend_) return nullptr; // view() lends it from the open batch
         return next_in_batch();
@@ -258,8 +266,10 @@ BufferPtr Receiver::take_message(Link& link) {
         }
         // The index waits for a slot: this buffer's when it is dropped, or one from
         // the pool on the next receive.
-        if (!hot)
+        if (!hot) {
             grants_->index[i].store(Grants::pack(link.generation, next, Grants::no_slot), std::memory_order_release);
+            attention_ |= std::uint32_t{1} << i;
+        }
         if (lend_) {
             lend_alone(link, i, slot, size);
             if (link.k == 1) publish_grants(link);

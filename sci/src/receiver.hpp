@@ -9,6 +9,7 @@
 #include <msgpass/kit/block_cache.hpp>
 #include <msgpass/message_view.hpp>
 
+#include "fast_lock.hpp"
 #include "link.hpp"
 
 #include <array>
@@ -158,7 +159,7 @@ public:
     void offer_hot(Link& link);
 
     void adopt(Link& link) override;
-    [[nodiscard]] std::unique_lock<std::mutex> hold(const Link*& in_use) override;
+    [[nodiscard]] std::unique_lock<FastLock> hold(const Link*& in_use) override;
 
 private:
     void introduce(Link& link);
@@ -184,7 +185,7 @@ private:
     kit::LossLatch& loss_;
     std::uint64_t large_capacity_ = 0;
 
-    std::mutex recv_mutex_;
+    FastLock recv_mutex_; // one atomic operation per locked receive (fast_lock.hpp)
     Link* recv_link_ = nullptr;
     std::shared_ptr<Link> recv_owner_; // recv_link_, for the holds of the slots its messages are in
     std::uint64_t received_ = 0;
@@ -196,6 +197,10 @@ private:
     std::uint64_t large_received_ = 0;
     static constexpr std::uint32_t no_slot = 0xffffffffu;
     std::array<bool, max_outstanding> resign_{}; // the slot stays granted; its ack awaits the next round's signature
+    // Indices publish_grants has to look at (bit i: index i was emptied by a message
+    // taken, or waits for its ack to be re-signed), so that a receive with nothing to
+    // grant does not load every index's word. recv_mutex_ held.
+    std::uint32_t attention_ = 0;
     std::shared_ptr<LargeRelease> large_release_;
     std::uint64_t large_published_ = 0;
     std::uint64_t large_generation_ = 0;

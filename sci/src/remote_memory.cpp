@@ -610,12 +610,12 @@ void Sequence::barrier() noexcept {
     std::atomic_thread_fence(std::memory_order_seq_cst);
 }
 
-void Sequence::copy(std::byte* dst, const void* src, std::size_t n) {
+void Sequence::copy_checked(std::byte* dst, const void* src, std::size_t n) {
     std::span<std::byte> one(static_cast<std::byte*>(const_cast<void*>(src)), n);
     copy(dst, std::span<const std::span<std::byte>>(&one, 1));
 }
 
-void Sequence::write_word(std::uint32_t* word, std::uint32_t value, std::uint32_t stale) {
+void Sequence::write_word_checked(std::uint32_t* word, std::uint32_t value, std::uint32_t stale) {
     std::atomic_ref<std::uint32_t> ref(*word);
     for (int attempt = 0; attempt < max_attempts; ++attempt) {
         if (check()) {

@@ -10,6 +10,7 @@
 #include <msgpass/kit/queued_buffer.hpp>
 #include <msgpass/node.hpp>
 
+#include "fast_lock.hpp"
 #include "link.hpp"
 
 #include <array>
@@ -120,7 +121,7 @@ private:
 
     std::atomic<std::size_t> queue_depth_{0}; // queued_messages_, for readers without the lock
     std::atomic<std::uint64_t> sent_{0};      // written under send_mutex_; read by loss reports
-    std::mutex send_mutex_;
+    FastLock send_mutex_;                     // one atomic operation per send (fast_lock.hpp)
     // The memory of the staged batch that went last, for the next one (before queue_:
     // the batches in it give theirs back here when the node ends).
     struct StagedMemory {

@@ -133,7 +133,7 @@ constexpr std::uint32_t make_note(std::uint32_t sig, bool large, std::uint32_t s
 }
 // status = large_freed:7 | hot signature:7 | closing:1 | asleep:1 | hot slot:16
 inline constexpr std::uint32_t hot_slot_limit = 1u << 16; // slots above cannot be hot
-inline constexpr std::size_t hot_min_size = 256;          // smaller messages keep to their index's slot
+inline constexpr std::size_t hot_min_size = 1024;         // smaller messages keep to their index's slot
 inline constexpr std::uint32_t status_closing = 1u << 17;
 inline constexpr std::uint32_t status_asleep = 1u << 16;
 static_assert(large_in_flight < 128); // large_freed counts mod 128
