@@ -723,7 +723,13 @@ TEST_P(CommConformance, AMessageAboveTheEagerLimitGoesByRendezvousIntoThePostedR
     auto r = b.post_recv(1, 5, into, &user);
     ASSERT_FALSE(r.done.has_value());
     auto s = a.post_send(2, 5, first);
-    EXPECT_FALSE(s.done.has_value()) << "a rendezvous send cannot complete before the receiver cleared it";
+    // The receive's request (EPOS's requested queue) may reach the sender before its
+    // send: then the data goes at once, without the request-to-send round trip (on udp
+    // this happens about every other run); else the send waits for the clear-to-send.
+    const std::uint64_t requested = a.stats().requested_sends;
+    ASSERT_LE(requested, 1u);
+    EXPECT_EQ(s.done.has_value(), requested == 1u)
+        << "a rendezvous send completes at once only when its receiver's request came first";
     auto done = b.wait(r.id, patience);
     ASSERT_TRUE(done.has_value()) << "the rendezvous never delivered";
     EXPECT_EQ(done->status, Status::success);
@@ -732,7 +738,7 @@ TEST_P(CommConformance, AMessageAboveTheEagerLimitGoesByRendezvousIntoThePostedR
     EXPECT_EQ(done->source, 1u);
     EXPECT_EQ(done->user, &user);
     EXPECT_TRUE(std::equal(first.begin(), first.end(), into.begin())) << "the data differs";
-    EXPECT_EQ(b.stats().rendezvous_received, 1u);
+    EXPECT_EQ(b.stats().rendezvous_received, 1u - requested);
     // Sent first: the receiver keeps the 24-byte envelope only, probe sees its size,
     // and the receive posted later is not immediate (the data moves then).
     const auto second = pattern(size, 2);
@@ -790,8 +796,9 @@ TEST_P(CommConformance, AMessageAboveTheEagerLimitGoesByRendezvousIntoThePostedR
     EXPECT_EQ(done->status, Status::truncated);
     EXPECT_EQ(done->size, size);
     EXPECT_TRUE(std::equal(small.begin(), small.end(), pattern(size, 4).begin()));
-    EXPECT_EQ(b.stats().rendezvous_received, 6u);
-    EXPECT_EQ(a.stats().rendezvous_sent, 6u);
+    EXPECT_EQ(a.stats().requested_sends, requested) << "only the first send had a request waiting for it";
+    EXPECT_EQ(b.stats().rendezvous_received, 6u - requested);
+    EXPECT_EQ(a.stats().rendezvous_sent, 6u - requested);
     EXPECT_EQ(b.stats().unexpected_bytes, 0u);
     EXPECT_EQ(b.stats().rendezvous_awaiting, 0u);
 }
