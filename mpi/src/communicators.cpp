@@ -15,6 +15,18 @@ namespace {
 // comm::Context is 16 bits; the last one is the sentinels'.
 constexpr int last_context = sentinel_context - 1;
 
+// The communicator of the world ranks of a group (MPI_Comm_create, _create_group): this
+// rank at index rank of it, contexts from base.
+CommInfo group_comm(const std::vector<int>& world, std::ptrdiff_t rank, int base) {
+    CommInfo n;
+    n.size = static_cast<int>(world.size());
+    n.rank = static_cast<int>(rank);
+    n.p2p = base;
+    n.coll = base + 1;
+    n.world = std::make_shared<const std::vector<int>>(world);
+    return n;
+}
+
 } // namespace
 
 CommInfo Engine::info(MPI_Comm comm) const {
@@ -172,13 +184,7 @@ MPI_Comm Engine::create(MPI_Comm comm, const std::vector<int>& world) {
     const int base = take_contexts(agreed);
     const auto self = std::find(world.begin(), world.end(), c.world_rank(c.rank));
     if (self == world.end()) return MPI_COMM_NULL;
-    CommInfo n;
-    n.size = static_cast<int>(world.size());
-    n.rank = static_cast<int>(self - world.begin());
-    n.p2p = base;
-    n.coll = base + 1;
-    n.world = std::make_shared<const std::vector<int>>(world);
-    return add_comm(std::move(n));
+    return add_comm(group_comm(world, self - world.begin(), base));
 }
 
 MPI_Comm Engine::create_group(MPI_Comm comm, const std::vector<int>& world, int tag) {
@@ -218,13 +224,7 @@ MPI_Comm Engine::create_group(MPI_Comm comm, const std::vector<int>& world, int 
             throw MpiError(MPI_ERR_OTHER, "MPI_Comm_create_group: the first member sent a context of the wrong size");
     }
     const int base = take_contexts(agreed);
-    CommInfo n;
-    n.size = static_cast<int>(world.size());
-    n.rank = static_cast<int>(self - world.begin());
-    n.p2p = base;
-    n.coll = base + 1;
-    n.world = std::make_shared<const std::vector<int>>(world);
-    return add_comm(std::move(n));
+    return add_comm(group_comm(world, self - world.begin(), base));
 }
 
 MPI_Comm Engine::intercomm_create(MPI_Comm local_comm, int local_leader, MPI_Comm peer_comm, int remote_leader,
