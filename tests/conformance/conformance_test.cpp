@@ -12,6 +12,7 @@
 
 #include "../support/bounded.hpp"
 #include "../support/partition.hpp"
+#include "../support/tcp_connections.hpp"
 #include "../support/threads.hpp"
 #include "hostile.hpp"
 
@@ -411,25 +412,6 @@ TEST_P(Conformance, FourSenderThreadsEachKeepTheirOrderAndIntegrity) {
     EXPECT_EQ(nothing_more_once_quiet(*to_b, *from_a), "") << "more messages than were sent";
     EXPECT_EQ(from_a->stats().messages_received, threads * (per_thread + 1));
     EXPECT_EQ(to_b->stats().messages_sent, threads * (per_thread + 1));
-}
-
-// The ESTABLISHED TCP connections of this host whose local port is one of ports: the
-// acceptor's end of each connection to those listeners (/proc/net/tcp, IPv4).
-std::size_t established_to(const std::vector<std::uint16_t>& ports) {
-    std::ifstream in("/proc/net/tcp");
-    std::string line;
-    std::getline(in, line); // the column names
-    std::size_t n = 0;
-    while (std::getline(in, line)) {
-        std::istringstream fields(line);
-        std::string slot, local, remote, state;
-        fields >> slot >> local >> remote >> state;
-        const auto colon = local.find(':');
-        if (colon == std::string::npos || state != "01") continue;
-        const auto port = static_cast<std::uint16_t>(std::stoul(local.substr(colon + 1), nullptr, 16));
-        if (std::find(ports.begin(), ports.end(), port) != ports.end()) ++n;
-    }
-    return n;
 }
 
 // Both nodes of a pair send their first message at the same moment (two threads

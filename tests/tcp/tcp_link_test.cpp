@@ -2,6 +2,7 @@
 // configuration, a port already taken, a connection reset mid-stream between live
 // processes, and a receiver process killed and restarted with the same node id.
 // (Peer life on every technology: tests/conformance/peer_life_test.cpp.)
+#include "../support/tcp_connections.hpp"
 #include "tcp_test_support.hpp"
 
 #include <fstream>
@@ -549,25 +550,6 @@ TEST_F(TcpPeerLife, ARestartedReceiverWithTheSameNodeIdGetsNewTrafficOnly) {
 }
 
 // ------------------------------------------------ one two-way connection per pair
-
-// The ESTABLISHED TCP connections of this host whose local port is one of ports: the
-// acceptor's end of each connection to those listeners (/proc/net/tcp, IPv4).
-std::size_t established_to(const std::vector<std::uint16_t>& ports) {
-    std::ifstream in("/proc/net/tcp");
-    std::string line;
-    std::getline(in, line); // the column names
-    std::size_t n = 0;
-    while (std::getline(in, line)) {
-        std::istringstream fields(line);
-        std::string slot, local, remote, state;
-        fields >> slot >> local >> remote >> state;
-        const auto colon = local.find(':');
-        if (colon == std::string::npos || state != "01") continue;
-        const auto port = static_cast<std::uint16_t>(std::stoul(local.substr(colon + 1), nullptr, 16));
-        if (std::find(ports.begin(), ports.end(), port) != ports.end()) ++n;
-    }
-    return n;
-}
 
 // Both nodes send to each other at the same moment, so each opens a connection to
 // the other: the tie-break keeps one (the lower id's), the other is refused as
