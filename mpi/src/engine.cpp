@@ -609,6 +609,10 @@ void Engine::free_request(MPI_Request* handle) {
 bool Engine::cancel(MPI_Request handle) {
     if (const Request& p = request(handle); p.restart) return p.inner != MPI_REQUEST_NULL && cancel(p.inner);
     Request& r = request(handle);
+    if (r.schedule && r.schedule->cancel) {
+        r.schedule->cancel(r.complete);
+        return false;
+    }
     if (r.schedule) throw MpiError(MPI_ERR_REQUEST, "a non-blocking collective cannot be cancelled (MPI 3.1, 5.12)");
     if (r.is_send) {
         if (r.complete) return false;
@@ -801,6 +805,10 @@ MPI_Request Engine::start(std::unique_ptr<Schedule> schedule) {
     // from 2^27 up: the blocking collectives of collectives.cpp use small ones.
     std::uint32_t& seq = coll_seq_[schedule->comm.coll];
     schedule->tag = (1 << 27) | static_cast<int>(seq++ & ((1U << 27) - 1));
+    return start_local(std::move(schedule));
+}
+
+MPI_Request Engine::start_local(std::unique_ptr<Schedule> schedule) {
     const MPI_Request h = new_request();
     Request& r = request(h);
     r.schedule = std::move(schedule);
@@ -860,9 +868,14 @@ void Engine::step(Request& r) {
         }
         s.pending.clear();
         if (s.error != MPI_SUCCESS || s.next == s.rounds.size()) {
+            if (s.gate && !s.gate()) return;
             if (s.error == MPI_SUCCESS)
                 for (const auto& f : s.finish)
                     f();
+            if (s.query) {
+                const int error = s.query(r.status);
+                if (s.error == MPI_SUCCESS) s.error = error;
+            }
             for (const auto& f : s.always)
                 f();
             r.status.MPI_ERROR = s.error;

@@ -108,6 +108,12 @@ struct Schedule {
     std::vector<std::function<void()>> finish;
     // Run when the schedule completed, with an error or without (after finish).
     std::vector<std::function<void()>> always;
+    // A generalized request (MPI_Grequest_start: a schedule of no rounds, of this rank
+    // alone): it completes once gate says so; query then gives its status and returns
+    // its error; cancel is its MPI_Cancel (told whether it completed already).
+    std::function<bool()> gate;
+    std::function<int(MPI_Status&)> query;
+    std::function<void(bool)> cancel;
     // progress
     std::size_t next = 0;
     std::vector<std::pair<MPI_Request, Transfer>> pending;
@@ -289,6 +295,8 @@ public:
     // Collectives as schedules: start posts the first round and returns the request
     // (non-blocking collectives); run waits for it and throws its error (blocking).
     MPI_Request start(std::unique_ptr<Schedule> schedule);
+    // A schedule of this rank alone (a generalized request): no collective number.
+    MPI_Request start_local(std::unique_ptr<Schedule> schedule);
     void run(std::unique_ptr<Schedule> schedule);
 
     // MPI_Finalize: a barrier over the world, every message handed to its peer, the

@@ -516,3 +516,40 @@ int MPI_Unpack(const void* inbuf, int insize, int* position, void* outbuf, int o
 }
 
 } // extern "C"
+
+extern "C" {
+
+int MPI_Type_match_size(int typeclass, int size, MPI_Datatype* datatype) {
+    return guarded("MPI_Type_match_size", MPI_COMM_WORLD, [&] {
+        check_out(datatype);
+        MPI_Datatype t = MPI_DATATYPE_NULL;
+        switch (typeclass) {
+        case MPI_TYPECLASS_INTEGER:
+            t = size == 1   ? MPI_SIGNED_CHAR
+                : size == 2 ? MPI_SHORT
+                : size == 4 ? MPI_INT
+                : size == 8 ? MPI_LONG_LONG
+                            : MPI_DATATYPE_NULL;
+            break;
+        case MPI_TYPECLASS_REAL:
+            t = size == 4 ? MPI_FLOAT : size == 8 ? MPI_DOUBLE : size == 16 ? MPI_LONG_DOUBLE : MPI_DATATYPE_NULL;
+            break;
+        case MPI_TYPECLASS_COMPLEX:
+            t = size == 8    ? MPI_C_FLOAT_COMPLEX
+                : size == 16 ? MPI_C_DOUBLE_COMPLEX
+                : size == 32 ? MPI_C_LONG_DOUBLE_COMPLEX
+                             : MPI_DATATYPE_NULL;
+            break;
+        default:
+            throw MpiError(MPI_ERR_ARG,
+                           "typeclass " + std::to_string(typeclass) + " (MPI_TYPECLASS_INTEGER, _REAL or _COMPLEX)");
+        }
+        if (t == MPI_DATATYPE_NULL)
+            throw MpiError(MPI_ERR_ARG, "no predefined type of typeclass " + std::to_string(typeclass) + " has " +
+                                            std::to_string(size) + " bytes");
+        *datatype = t;
+        return MPI_SUCCESS;
+    });
+}
+
+} // extern "C"

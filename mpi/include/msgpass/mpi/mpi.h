@@ -31,6 +31,9 @@ typedef int MPI_Message;
 typedef ptrdiff_t MPI_Aint;
 typedef long long MPI_Count;
 typedef long long MPI_Offset;
+/* A Fortran INTEGER: the handle conversions below are the identity (handles are
+ * integers already), for C code that keeps handles as MPI_Fint. */
+typedef int MPI_Fint;
 
 typedef struct MPI_Status {
     int MPI_SOURCE;
@@ -71,9 +74,9 @@ typedef struct MPI_Status {
 #define MPI_HOST 0x64400002
 #define MPI_IO 0x64400003
 #define MPI_WTIME_IS_GLOBAL 0x64400004
-#define MPI_APPNUM 0x64400005 /* 0: msgpass-run starts one program */
+#define MPI_APPNUM 0x64400005        /* 0: msgpass-run starts one program */
 #define MPI_UNIVERSE_SIZE 0x64400006 /* the size of MPI_COMM_WORLD */
-#define MPI_LASTUSEDCODE 0x64400007 /* the largest class or code of MPI_Add_error_class/_code */
+#define MPI_LASTUSEDCODE 0x64400007  /* the largest class or code of MPI_Add_error_class/_code */
 
 /* Attributes of the application: a keyval names one; copy_fn decides what
  * MPI_Comm_dup gives the new communicator, delete_fn is called when the attribute is
@@ -162,6 +165,27 @@ int MPI_Cart_map(MPI_Comm comm, int ndims, const int dims[], const int periods[]
 #define MPI_C_DOUBLE_COMPLEX ((MPI_Datatype)0x4c002610)
 #define MPI_C_LONG_DOUBLE_COMPLEX ((MPI_Datatype)0x4c002720)
 #define MPI_C_COMPLEX MPI_C_FLOAT_COMPLEX
+/* C++'s bool and std::complex, and the Fortran types a C program names (msgpass has
+ * no Fortran binding): each is the C type of the same representation, by the same
+ * handle, so MPI_Type_get_name says the C name. */
+#define MPI_CXX_BOOL MPI_C_BOOL
+#define MPI_CXX_FLOAT_COMPLEX MPI_C_FLOAT_COMPLEX
+#define MPI_CXX_DOUBLE_COMPLEX MPI_C_DOUBLE_COMPLEX
+#define MPI_CXX_LONG_DOUBLE_COMPLEX MPI_C_LONG_DOUBLE_COMPLEX
+#define MPI_CHARACTER MPI_CHAR
+#define MPI_INTEGER MPI_INT
+#define MPI_LOGICAL MPI_INT
+#define MPI_REAL MPI_FLOAT
+#define MPI_DOUBLE_PRECISION MPI_DOUBLE
+#define MPI_COMPLEX MPI_C_FLOAT_COMPLEX
+#define MPI_DOUBLE_COMPLEX MPI_C_DOUBLE_COMPLEX
+/* MPI_Type_match_size: the predefined type of a class and a size in bytes (INTEGER:
+ * 1, 2, 4, 8; REAL: 4, 8, 16 (long double); COMPLEX: 8, 16, 32); another size is
+ * MPI_ERR_ARG. */
+#define MPI_TYPECLASS_REAL 1
+#define MPI_TYPECLASS_INTEGER 2
+#define MPI_TYPECLASS_COMPLEX 3
+int MPI_Type_match_size(int typeclass, int size, MPI_Datatype* datatype);
 /* The pair types of MPI_MAXLOC and MPI_MINLOC: each element is the C struct
  * {value; int index;} with the compiler's padding, e.g. MPI_DOUBLE_INT is
  * struct { double value; int index; } (16 bytes on x86-64: the size MPI_Type_size
@@ -432,6 +456,15 @@ int MPI_Pack(const void* inbuf, int incount, MPI_Datatype datatype, void* outbuf
 int MPI_Unpack(const void* inbuf, int insize, int* position, void* outbuf, int outcount, MPI_Datatype datatype,
                MPI_Comm comm);
 int MPI_Pack_size(int incount, MPI_Datatype datatype, MPI_Comm comm, int* size);
+/* The same in "external32" (the only data representation): each predefined element
+ * big-endian at the standard's fixed size, no padding; MPI_LONG and MPI_UNSIGNED_LONG
+ * in 4 bytes (a value that does not fit is MPI_ERR_ARG), long double as IEEE
+ * binary128. */
+int MPI_Pack_external(const char datarep[], const void* inbuf, int incount, MPI_Datatype datatype, void* outbuf,
+                      MPI_Aint outsize, MPI_Aint* position);
+int MPI_Unpack_external(const char datarep[], const void* inbuf, MPI_Aint insize, MPI_Aint* position, void* outbuf,
+                        int outcount, MPI_Datatype datatype);
+int MPI_Pack_external_size(const char datarep[], int incount, MPI_Datatype datatype, MPI_Aint* size);
 int MPI_Type_commit(MPI_Datatype* datatype);
 int MPI_Type_free(MPI_Datatype* datatype);
 int MPI_Type_size(MPI_Datatype datatype, int* size);
@@ -594,6 +627,38 @@ int MPI_Iscan(const void* sendbuf, void* recvbuf, int count, MPI_Datatype dataty
               MPI_Request* request);
 int MPI_Iexscan(const void* sendbuf, void* recvbuf, int count, MPI_Datatype datatype, MPI_Op op, MPI_Comm comm,
                 MPI_Request* request);
+
+/* Generalized requests: an operation the application runs itself gets a request the
+ * completion calls complete. MPI_Grequest_complete says it is done; the wait or test
+ * that completes it then calls query_fn for its status (its return is the request's
+ * error) and free_fn; MPI_Cancel calls cancel_fn with whether it completed. */
+typedef int MPI_Grequest_query_function(void* extra_state, MPI_Status* status);
+typedef int MPI_Grequest_free_function(void* extra_state);
+typedef int MPI_Grequest_cancel_function(void* extra_state, int complete);
+int MPI_Grequest_start(MPI_Grequest_query_function* query_fn, MPI_Grequest_free_function* free_fn,
+                       MPI_Grequest_cancel_function* cancel_fn, void* extra_state, MPI_Request* request);
+int MPI_Grequest_complete(MPI_Request request);
+
+/* Handle conversions to and from Fortran integers (the identity), and the profiling
+ * names of the message's. */
+MPI_Fint MPI_Comm_c2f(MPI_Comm comm);
+MPI_Comm MPI_Comm_f2c(MPI_Fint comm);
+MPI_Fint MPI_Type_c2f(MPI_Datatype datatype);
+MPI_Datatype MPI_Type_f2c(MPI_Fint datatype);
+MPI_Fint MPI_Group_c2f(MPI_Group group);
+MPI_Group MPI_Group_f2c(MPI_Fint group);
+MPI_Fint MPI_Request_c2f(MPI_Request request);
+MPI_Request MPI_Request_f2c(MPI_Fint request);
+MPI_Fint MPI_Op_c2f(MPI_Op op);
+MPI_Op MPI_Op_f2c(MPI_Fint op);
+MPI_Fint MPI_Info_c2f(MPI_Info info);
+MPI_Info MPI_Info_f2c(MPI_Fint info);
+MPI_Fint MPI_Errhandler_c2f(MPI_Errhandler errhandler);
+MPI_Errhandler MPI_Errhandler_f2c(MPI_Fint errhandler);
+MPI_Fint MPI_Message_c2f(MPI_Message message);
+MPI_Message MPI_Message_f2c(MPI_Fint message);
+MPI_Fint PMPI_Message_c2f(MPI_Message message);
+MPI_Message PMPI_Message_f2c(MPI_Fint message);
 
 #ifdef __cplusplus
 }
