@@ -407,8 +407,11 @@ Sched make_alltoallw(const void* sendbuf, const Sizes& send_sizes, Sizes send_di
     if (c.local)
         return st.into(
             msgpass::mpi::inter_alltoallw_schedule(c, send, send_sizes, send_displs, recv, recv_sizes, recv_displs));
-    return st.into(msgpass::mpi::alltoallw_schedule(c, in_place ? nullptr : send, send_sizes, send_displs, recv,
-                                                    recv_sizes, recv_displs));
+    // (the schedule takes a null send for MPI_IN_PLACE: a NULL sendbuf of zero counts,
+    // which the standard allows, is no in-place call)
+    static constexpr std::byte nothing{};
+    const void* out = in_place ? nullptr : send != nullptr ? send : &nothing;
+    return st.into(msgpass::mpi::alltoallw_schedule(c, out, send_sizes, send_displs, recv, recv_sizes, recv_displs));
 }
 
 Sched make_alltoall(const void* sendbuf, int sendcount, MPI_Datatype sendtype, void* recvbuf, int recvcount,
