@@ -90,6 +90,63 @@ MPI_Datatype vector_of(int count, int blocklength, std::ptrdiff_t stride, MPI_Da
     return msgpass::mpi::type_create(disps, Counts(disps.size(), blocklength), Types(disps.size(), old), false);
 }
 
+// MPI_Type_create_darray's distribution of one dimension (MPI 3.1, 4.1.4): dimension
+// dim of gsizes, over nprocs processes of which this is number rank, laid over the
+// type built for the faster dimensions (inner, whose extent is one step along dim;
+// oldtype for the first). stride is the bytes of one step along dim. Returns the new type and sets start, this process's
+// first index along dim (0 where the type places it already).
+struct DarrayStep {
+    MPI_Datatype type;
+    std::ptrdiff_t start;
+};
+
+DarrayStep darray_block(int global, int nprocs, int rank, int darg, std::ptrdiff_t stride, bool first,
+                        MPI_Datatype inner) {
+    int block = (global + nprocs - 1) / nprocs;
+    if (darg != MPI_DISTRIBUTE_DFLT_DARG) {
+        if (darg <= 0 || static_cast<long long>(darg) * nprocs < global)
+            throw MpiError(MPI_ERR_ARG, "block size " + std::to_string(darg) + " over " + std::to_string(nprocs) +
+                                            " processes does not cover the dimension's " + std::to_string(global) +
+                                            " elements");
+        block = darg;
+    }
+    const int mine = std::max(0, std::min(block, global - block * rank));
+    const MPI_Datatype t = first ? msgpass::mpi::type_contiguous(mine, inner) : vector_of(mine, 1, stride, inner);
+    return {t, mine == 0 ? 0 : static_cast<std::ptrdiff_t>(block) * rank};
+}
+
+DarrayStep darray_cyclic(int global, int nprocs, int rank, int darg, std::ptrdiff_t stride, std::ptrdiff_t extent,
+                         bool first, MPI_Datatype inner) {
+    const int block = darg == MPI_DISTRIBUTE_DFLT_DARG ? 1 : darg;
+    if (block <= 0) throw MpiError(MPI_ERR_ARG, "cyclic block size " + std::to_string(darg) + " is not positive");
+    const long long first_index = static_cast<long long>(rank) * block;
+    long long mine = 0;
+    if (first_index < global) {
+        const long long span = global - first_index;
+        const long long round = static_cast<long long>(nprocs) * block;
+        mine = span / round * block + std::min<long long>(span % round, block);
+    }
+    const int count = static_cast<int>(mine / block);
+    const int rest = static_cast<int>(mine % block);
+    const std::ptrdiff_t step = stride * nprocs * block;
+    MPI_Datatype t = vector_of(count, block, step, inner);
+    if (rest > 0) {
+        const MPI_Datatype both =
+            msgpass::mpi::type_create({0, static_cast<std::ptrdiff_t>(count) * step}, {1, rest}, {t, inner}, false);
+        msgpass::mpi::type_free(t);
+        t = both;
+    }
+    if (first) { // placed here already: this process's first block, in an extent of the whole dimension
+        const MPI_Datatype placed =
+            msgpass::mpi::type_create({static_cast<std::ptrdiff_t>(first_index) * extent}, {1}, {t}, false);
+        msgpass::mpi::type_free(t);
+        t = msgpass::mpi::type_resized(placed, 0, extent * global);
+        msgpass::mpi::type_free(placed);
+        return {t, 0};
+    }
+    return {t, mine == 0 ? 0 : static_cast<std::ptrdiff_t>(first_index)};
+}
+
 // Block i of counts[i] old elements at disps[i] * unit bytes.
 template <class D>
 MPI_Datatype indexed_of(int count, const int* counts, int same_count, const D* disps, std::ptrdiff_t unit,
@@ -274,6 +331,87 @@ int MPI_Type_create_subarray(int ndims, const int sizes[], const int subsizes[],
         ints.insert(ints.end(), starts, starts + ndims);
         ints.push_back(order);
         record(*newtype, MPI_COMBINER_SUBARRAY, std::move(ints), {}, {oldtype});
+        return MPI_SUCCESS;
+    });
+}
+
+// The block of a distributed array (HPF's BLOCK, CYCLIC(k) or none per dimension over
+// a grid of processes, row-major) that process `rank` of `size` holds, in the array's
+// order, with the whole array's extent (built as ROMIO does: fastest dimension first).
+int MPI_Type_create_darray(int size, int rank, int ndims, const int gsizes[], const int distribs[], const int dargs[],
+                           const int psizes[], int order, MPI_Datatype oldtype, MPI_Datatype* newtype) {
+    return guarded("MPI_Type_create_darray", MPI_COMM_WORLD, [&] {
+        check_out(newtype);
+        if (ndims <= 0) throw MpiError(MPI_ERR_ARG, "ndims " + std::to_string(ndims) + " is not positive");
+        check_array(gsizes, ndims, "array_of_gsizes");
+        check_array(distribs, ndims, "array_of_distribs");
+        check_array(dargs, ndims, "array_of_dargs");
+        check_array(psizes, ndims, "array_of_psizes");
+        if (order != MPI_ORDER_C && order != MPI_ORDER_FORTRAN)
+            throw MpiError(MPI_ERR_ARG,
+                           "order " + std::to_string(order) + " is neither MPI_ORDER_C nor MPI_ORDER_FORTRAN");
+        long long processes = 1;
+        for (int d = 0; d < ndims; ++d) {
+            const std::string dim = " of dimension " + std::to_string(d);
+            if (gsizes[d] < 1)
+                throw MpiError(MPI_ERR_ARG, "global size " + std::to_string(gsizes[d]) + dim + " is not positive");
+            if (psizes[d] < 1)
+                throw MpiError(MPI_ERR_ARG, "process count " + std::to_string(psizes[d]) + dim + " is not positive");
+            if (distribs[d] != MPI_DISTRIBUTE_BLOCK && distribs[d] != MPI_DISTRIBUTE_CYCLIC &&
+                distribs[d] != MPI_DISTRIBUTE_NONE)
+                throw MpiError(MPI_ERR_ARG, "distribution " + std::to_string(distribs[d]) + dim +
+                                                " (MPI_DISTRIBUTE_BLOCK, _CYCLIC or _NONE)");
+            if (distribs[d] == MPI_DISTRIBUTE_NONE && psizes[d] != 1)
+                throw MpiError(MPI_ERR_ARG, "dimension " + std::to_string(d) + " is not distributed but has " +
+                                                std::to_string(psizes[d]) + " processes");
+            processes *= psizes[d];
+        }
+        if (processes != size)
+            throw MpiError(MPI_ERR_ARG, "the process grid has " + std::to_string(processes) + " processes, size is " +
+                                            std::to_string(size));
+        if (rank < 0 || rank >= size)
+            throw MpiError(MPI_ERR_ARG, "rank " + std::to_string(rank) + " is not below size " + std::to_string(size));
+        // This process's coordinates in the grid (row-major whatever the order).
+        std::vector<int> coords(static_cast<std::size_t>(ndims));
+        int left = rank;
+        int per = size;
+        for (int d = 0; d < ndims; ++d) {
+            per /= psizes[d];
+            coords[static_cast<std::size_t>(d)] = left / per;
+            left %= per;
+        }
+        const auto extent = static_cast<std::ptrdiff_t>(msgpass::mpi::type_info(oldtype).extent());
+        std::ptrdiff_t stride = extent; // of one step along the dimension at hand
+        std::ptrdiff_t disp = 0;        // of this process's first element, in bytes
+        MPI_Datatype built = oldtype;
+        for (int i = 0; i < ndims; ++i) {
+            const int d = order == MPI_ORDER_C ? ndims - 1 - i : i;
+            const auto du = static_cast<std::size_t>(d);
+            const bool first = i == 0;
+            // One step along d is one extent of the faster dimensions' type: stride bytes.
+            const MPI_Datatype element = first ? built : msgpass::mpi::type_resized(built, 0, stride);
+            if (!first) msgpass::mpi::type_free(built);
+            DarrayStep step{};
+            if (distribs[d] == MPI_DISTRIBUTE_CYCLIC)
+                step = darray_cyclic(gsizes[d], psizes[d], coords[du], dargs[d], stride, extent, first, element);
+            else if (distribs[d] == MPI_DISTRIBUTE_BLOCK)
+                step = darray_block(gsizes[d], psizes[d], coords[du], dargs[d], stride, first, element);
+            else
+                step = darray_block(gsizes[d], 1, 0, MPI_DISTRIBUTE_DFLT_DARG, stride, first, element);
+            if (!first) msgpass::mpi::type_free(element);
+            built = step.type;
+            disp += step.start * stride;
+            stride *= gsizes[d];
+        }
+        const MPI_Datatype placed = msgpass::mpi::type_create({disp}, {1}, {built}, false);
+        msgpass::mpi::type_free(built);
+        *newtype = msgpass::mpi::type_resized(placed, 0, stride); // stride: now the whole array's extent
+        msgpass::mpi::type_free(placed);
+        std::vector<int> ints{size, rank, ndims};
+        for (const int* a : {gsizes, distribs, dargs, psizes})
+            ints.insert(ints.end(), a, a + ndims);
+        ints.push_back(order);
+        record(*newtype, MPI_COMBINER_DARRAY, std::move(ints), {}, {oldtype});
         return MPI_SUCCESS;
     });
 }

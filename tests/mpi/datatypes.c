@@ -646,6 +646,94 @@ static void test_envelopes(void) {
     MPI_Type_free(&sub);
 }
 
+/* MPI_Type_create_darray: a 5 x 7 array of ints over a grid of processes (size x 1,
+ * or 2 x 2 on 4 ranks), rows BLOCK, columns CYCLIC(2), in C and in Fortran order:
+ * every process's type packs exactly the elements the distribution gives it, in the
+ * array's order, and the types of all processes cover the array once; the extent is
+ * the whole array's. Then the blocks are gathered to rank 0 with the types. */
+static void test_darray(void) {
+    WHERE("MPI_Type_create_darray");
+    enum { G0 = 5, G1 = 7 };
+    const int gsizes[2] = {G0, G1};
+    const int distribs[2] = {MPI_DISTRIBUTE_BLOCK, MPI_DISTRIBUTE_CYCLIC};
+    const int dargs[2] = {MPI_DISTRIBUTE_DFLT_DARG, 2};
+    const int psizes[2] = {size_ == 4 ? 2 : size_, size_ == 4 ? 2 : 1};
+    int array[G0 * G1];
+    for (int i = 0; i < G0 * G1; ++i)
+        array[i] = i;
+    for (int fortran = 0; fortran <= 1; ++fortran) {
+        const int order = fortran ? MPI_ORDER_FORTRAN : MPI_ORDER_C;
+        int covered[G0 * G1] = {0};
+        for (int r = 0; r < size_; ++r) {
+            MPI_Datatype t;
+            MPI_Type_create_darray(size_, r, 2, gsizes, distribs, dargs, psizes, order, MPI_INT, &t);
+            MPI_Type_commit(&t);
+            MPI_Aint lb = -1, extent = 0;
+            MPI_Type_get_extent(t, &lb, &extent);
+            CHECK(lb == 0 && extent == (MPI_Aint)sizeof array, "darray extent %ld lb %ld", (long)extent, (long)lb);
+            const int c0 = r / psizes[1], c1 = r % psizes[1];
+            const int block0 = (G0 + psizes[0] - 1) / psizes[0];
+            int expected[G0 * G1], n = 0;
+            /* in the array's memory order: C row-major, Fortran column-major (index i + j * G0) */
+            for (int outer = 0; outer < (fortran ? G1 : G0); ++outer)
+                for (int inner = 0; inner < (fortran ? G0 : G1); ++inner) {
+                    const int i = fortran ? inner : outer, j = fortran ? outer : inner;
+                    if (i / block0 == c0 && (j / 2) % psizes[1] == c1)
+                        expected[n++] = fortran ? i + j * G0 : i * G1 + j;
+                }
+            int size = 0;
+            MPI_Type_size(t, &size);
+            CHECK(size == n * (int)sizeof(int), "rank %d's block: %d bytes, %d elements expected", r, size, n);
+            int packed[G0 * G1], position = 0;
+            MPI_Pack(array, 1, t, packed, sizeof packed, &position, MPI_COMM_WORLD);
+            CHECK(position == size, "packed %d bytes", position);
+            for (int k = 0; k < n; ++k) {
+                CHECK(packed[k] == expected[k], "order %d, rank %d: element %d is %d, %d expected", order, r, k,
+                      packed[k], expected[k]);
+                ++covered[packed[k]];
+            }
+            MPI_Type_free(&t);
+        }
+        for (int i = 0; i < G0 * G1; ++i)
+            CHECK(covered[i] == 1, "element %d held %d times", i, covered[i]);
+    }
+    WHERE("gathering a distributed array with its darray types");
+    MPI_Datatype mine;
+    MPI_Type_create_darray(size_, rank_, 2, gsizes, distribs, dargs, psizes, MPI_ORDER_C, MPI_INT, &mine);
+    MPI_Type_commit(&mine);
+    int local[G0 * G1];
+    for (int i = 0; i < G0 * G1; ++i)
+        local[i] = 1000 * (rank_ + 1) + i;
+    int whole[G0 * G1];
+    for (int i = 0; i < G0 * G1; ++i)
+        whole[i] = -1;
+    int count = 0;
+    MPI_Type_size(mine, &count);
+    count /= (int)sizeof(int);
+    if (rank_ == 0) {
+        for (int r = 0; r < size_; ++r) {
+            MPI_Datatype theirs;
+            MPI_Type_create_darray(size_, r, 2, gsizes, distribs, dargs, psizes, MPI_ORDER_C, MPI_INT, &theirs);
+            MPI_Type_commit(&theirs);
+            if (r == 0)
+                MPI_Sendrecv(local, 1, mine, 0, 9, whole, 1, theirs, 0, 9, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
+            else
+                MPI_Recv(whole, 1, theirs, r, 9, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
+            MPI_Type_free(&theirs);
+        }
+        const int block0 = (G0 + psizes[0] - 1) / psizes[0];
+        for (int i = 0; i < G0; ++i)
+            for (int j = 0; j < G1; ++j) {
+                const int owner = (i / block0) * psizes[1] + (j / 2) % psizes[1];
+                CHECK(whole[i * G1 + j] == 1000 * (owner + 1) + i * G1 + j, "element (%d, %d) is %d", i, j,
+                      whole[i * G1 + j]);
+            }
+    } else {
+        MPI_Send(local, 1, mine, 0, 9, MPI_COMM_WORLD);
+    }
+    MPI_Type_free(&mine);
+}
+
 int main(int argc, char** argv) {
     MPI_Init(&argc, &argv);
     MPI_Comm_rank(MPI_COMM_WORLD, &rank_);
@@ -660,6 +748,7 @@ int main(int argc, char** argv) {
     test_misc();
     test_bottom();
     test_envelopes();
+    test_darray();
     MPI_Barrier(MPI_COMM_WORLD);
     if (rank_ == 0) printf("datatypes: passed on %d ranks\n", size_);
     MPI_Finalize();

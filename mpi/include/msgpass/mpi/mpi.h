@@ -503,6 +503,16 @@ int MPI_Type_set_name(MPI_Datatype datatype, const char* type_name);
 int MPI_Type_get_name(MPI_Datatype datatype, char* type_name, int* resultlen);
 /* inoutbuf = inbuf op inoutbuf, element by element, on this rank alone. */
 int MPI_Reduce_local(const void* inbuf, void* inoutbuf, int count, MPI_Datatype datatype, MPI_Op op);
+/* MPI_Type_create_darray: a process's block of a distributed array (per dimension
+ * MPI_DISTRIBUTE_BLOCK, _CYCLIC with a block size or MPI_DISTRIBUTE_DFLT_DARG, or
+ * _NONE; processes row-major over psizes), with the whole array's extent. */
+#define MPI_DISTRIBUTE_BLOCK 121
+#define MPI_DISTRIBUTE_CYCLIC 122
+#define MPI_DISTRIBUTE_NONE 123
+#define MPI_DISTRIBUTE_DFLT_DARG (-49767)
+int MPI_Type_create_darray(int size, int rank, int ndims, const int array_of_gsizes[], const int array_of_distribs[],
+                           const int array_of_dargs[], const int array_of_psizes[], int order, MPI_Datatype oldtype,
+                           MPI_Datatype* newtype);
 int MPI_Type_create_subarray(int ndims, const int array_of_sizes[], const int array_of_subsizes[],
                              const int array_of_starts[], int order, MPI_Datatype oldtype, MPI_Datatype* newtype);
 int MPI_Type_get_true_extent(MPI_Datatype datatype, MPI_Aint* true_lb, MPI_Aint* true_extent);
