@@ -275,6 +275,7 @@ void Engine::complete(Request& r, const comm::Completion& c) {
     r.comm_id = 0;
     if (r.is_send) {
         if (c.status == comm::Status::peer_lost) r.status.MPI_ERROR = MPI_ERR_PROC_FAILED;
+        if (c.status == comm::Status::cancelled) r.status.msgpass_cancelled = 1;
         return;
     }
     switch (c.status) {
@@ -615,9 +616,13 @@ bool Engine::cancel(MPI_Request handle) {
     }
     if (r.schedule) throw MpiError(MPI_ERR_REQUEST, "a non-blocking collective cannot be cancelled (MPI 3.1, 5.12)");
     if (r.is_send) {
-        if (r.complete) return false;
-        throw MpiError(MPI_ERR_UNSUPPORTED_OPERATION,
-                       "cancelling a send is not provided (its message may already be with the receiver)");
+        // A send the communicator still holds (announced, not yet taken: a large or a
+        // synchronous one) is withdrawn and completes cancelled, unless a receive took
+        // it first; any other completes as sent (MPI_Test_cancelled says which).
+        if (r.complete || r.comm_id == 0 || !comm_->cancel(r.comm_id)) return false;
+        const comm::RequestId id = r.comm_id;
+        if (auto done = comm_->test(id)) this->handle(std::move(*done));
+        return true;
     }
     if (r.complete || !comm_->cancel(r.comm_id)) return false; // taken already: it completes with its message
     const comm::RequestId id = r.comm_id;

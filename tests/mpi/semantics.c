@@ -7,7 +7,11 @@
  * - MPI_Waitall returns MPI_ERR_IN_STATUS when one request failed (a truncated receive),
  *   with that request's error in its status and the others' MPI_SUCCESS;
  * - MPI_Request_free of an active send still delivers the message, and of a posted
- *   receive still takes the message it matches (it is not left unexpected).
+ *   receive still takes the message it matches (it is not left unexpected);
+ * - MPI_Cancel of a send no receive has taken (a synchronous one, a large one, one to
+ *   this rank itself) withdraws it: MPI_Test_cancelled says so and the receiver never
+ *   sees it; of a small send already handed over it is no error, the message arrives
+ *   and MPI_Test_cancelled says it was not cancelled.
  * `semantics abort`: rank 1 calls MPI_Abort with code 7 while rank 0 waits in a receive;
  * the launcher reports that rank's exit code 7 (the ctest checks the output).
  * `semantics dead`: rank 1 leaves at once; rank 0's receive from it returns
@@ -185,6 +189,63 @@ static void request_status(int rank) {
           "MPI_REQUEST_NULL: complete, empty status");
 }
 
+static void cancelled_sends(int rank) {
+    WHERE("semantics: MPI_Cancel of sends");
+    enum { large = 1 << 20 };
+    static char big[large];
+    int flag = -1;
+    MPI_Status status;
+    /* (a synchronous send to this rank itself, taken back after a probe saw it) */
+    MPI_Request own;
+    MPI_Issend(NULL, 0, MPI_BYTE, 0, 123, MPI_COMM_SELF, &own);
+    MPI_Probe(MPI_ANY_SOURCE, MPI_ANY_TAG, MPI_COMM_SELF, &status);
+    CHECK(status.MPI_TAG == 123, "probe of the send to itself: tag %d", status.MPI_TAG);
+    CHECK(MPI_Cancel(&own) == MPI_SUCCESS, "cancel of a send to itself");
+    MPI_Wait(&own, &status);
+    MPI_Test_cancelled(&status, &flag);
+    CHECK(flag == 1, "the send to itself was not cancelled");
+    MPI_Iprobe(0, 123, MPI_COMM_SELF, &flag, MPI_STATUS_IGNORE);
+    CHECK(flag == 0, "the cancelled send to itself can still be received");
+    if (rank == 0) {
+        int value = 5;
+        MPI_Request sync, bulk, small;
+        MPI_Issend(&value, 1, MPI_INT, 1, 30, MPI_COMM_WORLD, &sync);
+        MPI_Isend(big, large, MPI_BYTE, 1, 31, MPI_COMM_WORLD, &bulk);
+        MPI_Isend(&value, 1, MPI_INT, 1, 32, MPI_COMM_WORLD, &small);
+        MPI_Wait(&small, &status); /* a small send completes once handed over */
+        MPI_Cancel(&sync);
+        MPI_Cancel(&bulk);
+        MPI_Wait(&sync, &status);
+        MPI_Test_cancelled(&status, &flag);
+        CHECK(flag == 1, "the synchronous send nobody received was not cancelled");
+        MPI_Wait(&bulk, &status);
+        MPI_Test_cancelled(&status, &flag);
+        CHECK(flag == 1, "the large send nobody received was not cancelled");
+        MPI_Request late;
+        MPI_Isend(&value, 1, MPI_INT, 1, 33, MPI_COMM_WORLD, &late);
+        MPI_Barrier(MPI_COMM_WORLD); /* rank 1 has received tag 33 */
+        CHECK(MPI_Cancel(&late) == MPI_SUCCESS, "MPI_Cancel of a send already received is no error");
+        MPI_Wait(&late, &status);
+        MPI_Test_cancelled(&status, &flag);
+        CHECK(flag == 0, "a send the receiver took was called cancelled");
+    } else if (rank == 1) {
+        int value = 0;
+        MPI_Recv(&value, 1, MPI_INT, 0, 32, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
+        MPI_Recv(&value, 1, MPI_INT, 0, 33, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
+        CHECK(value == 5, "tag 33 brought %d", value);
+        MPI_Barrier(MPI_COMM_WORLD);
+    } else {
+        MPI_Barrier(MPI_COMM_WORLD);
+    }
+    MPI_Barrier(MPI_COMM_WORLD);
+    if (rank == 1) {
+        for (int tag = 30; tag <= 31; ++tag) {
+            MPI_Iprobe(0, tag, MPI_COMM_WORLD, &flag, MPI_STATUS_IGNORE);
+            CHECK(flag == 0, "the cancelled send of tag %d arrived", tag);
+        }
+    }
+}
+
 int main(int argc, char** argv) {
     MPI_Init(&argc, &argv);
     int rank = 0;
@@ -227,6 +288,7 @@ int main(int argc, char** argv) {
     waitall_errors(rank);
     freed_requests(rank);
     request_status(rank);
+    cancelled_sends(rank);
     MPI_Barrier(MPI_COMM_WORLD);
     if (rank == 0) printf("semantics: %d ranks ok\n", size);
     WHERE("semantics: MPI_Finalize");
