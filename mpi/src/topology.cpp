@@ -155,6 +155,39 @@ Neighbors neighbors_of(MPI_Comm comm) {
 
 } // namespace msgpass::mpi::api
 
+namespace {
+
+bool weighted_by(const int* weights) {
+    return weights != MPI_UNWEIGHTED;
+}
+
+std::vector<int> weights_of(const int* weights, int degree) {
+    if (!weighted_by(weights) || weights == MPI_WEIGHTS_EMPTY || degree == 0) return std::vector<int>(degree, 1);
+    if (weights == nullptr) throw MpiError(MPI_ERR_ARG, "weights are NULL (MPI_UNWEIGHTED says there are none)");
+    return {weights, weights + degree};
+}
+
+void check_ranks(const char* what, const int* ranks, int n, int size) {
+    if (n < 0) throw MpiError(MPI_ERR_ARG, std::string("the number of ") + what + " is negative");
+    if (n > 0 && ranks == nullptr) throw MpiError(MPI_ERR_ARG, std::string(what) + " is NULL");
+    for (int i = 0; i < n; ++i)
+        if (ranks[i] < 0 || ranks[i] >= size)
+            throw MpiError(MPI_ERR_RANK, std::string(what) + "[" + std::to_string(i) + "] " + std::to_string(ranks[i]) +
+                                             " is not a rank of the communicator (0 to " + std::to_string(size - 1) +
+                                             ")");
+}
+
+// The distributed graph's communicator: a duplicate of comm_old with g.
+int make_dist_graph(MPI_Comm comm_old, Graph g, MPI_Comm* made) {
+    const int code = MPI_Comm_dup(comm_old, made);
+    if (code != MPI_SUCCESS) return code;
+    grids.erase(*made); // (comm_old's own topology, which the duplicate took)
+    graphs[*made] = std::move(g);
+    return MPI_SUCCESS;
+}
+
+} // namespace
+
 extern "C" {
 
 // Fills the zero entries of dims with a balanced factorisation of nnodes divided by
@@ -471,39 +504,6 @@ int MPI_Graph_map(MPI_Comm comm, int nnodes, const int index[], const int edges[
         return MPI_SUCCESS;
     });
 }
-
-namespace {
-
-bool weighted_by(const int* weights) {
-    return weights != MPI_UNWEIGHTED;
-}
-
-std::vector<int> weights_of(const int* weights, int degree) {
-    if (!weighted_by(weights) || weights == MPI_WEIGHTS_EMPTY || degree == 0) return std::vector<int>(degree, 1);
-    if (weights == nullptr) throw MpiError(MPI_ERR_ARG, "weights are NULL (MPI_UNWEIGHTED says there are none)");
-    return {weights, weights + degree};
-}
-
-void check_ranks(const char* what, const int* ranks, int n, int size) {
-    if (n < 0) throw MpiError(MPI_ERR_ARG, std::string("the number of ") + what + " is negative");
-    if (n > 0 && ranks == nullptr) throw MpiError(MPI_ERR_ARG, std::string(what) + " is NULL");
-    for (int i = 0; i < n; ++i)
-        if (ranks[i] < 0 || ranks[i] >= size)
-            throw MpiError(MPI_ERR_RANK, std::string(what) + "[" + std::to_string(i) + "] " + std::to_string(ranks[i]) +
-                                             " is not a rank of the communicator (0 to " + std::to_string(size - 1) +
-                                             ")");
-}
-
-// The distributed graph's communicator: a duplicate of comm_old with g.
-int make_dist_graph(MPI_Comm comm_old, Graph g, MPI_Comm* made) {
-    const int code = MPI_Comm_dup(comm_old, made);
-    if (code != MPI_SUCCESS) return code;
-    grids.erase(*made); // (comm_old's own topology, which the duplicate took)
-    graphs[*made] = std::move(g);
-    return MPI_SUCCESS;
-}
-
-} // namespace
 
 int MPI_Dist_graph_create_adjacent(MPI_Comm comm_old, int indegree, const int sources[], const int sourceweights[],
                                    int outdegree, const int destinations[], const int destweights[], MPI_Info info,
