@@ -118,7 +118,17 @@ BufferPtr TcpNode::receive() {
         std::unique_lock lock(in_mutex_);
         if (inbox_.empty() && fd_ >= 0 && framed_) {
             last_app_read_.store(Clock::now().time_since_epoch().count(), std::memory_order_relaxed);
-            const Control c = read_in_side();
+            // This thread's read: what it parses goes straight to taken_ (empty: take_taken
+            // found nothing), not through the inbox.
+            Control c;
+            {
+                struct Off {
+                    bool& on;
+                    ~Off() { on = false; }
+                } off{direct_};
+                direct_ = true;
+                c = read_in_side();
+            }
             after_read(lock, c);
         }
         if (auto m = take_locked(lock)) return m;

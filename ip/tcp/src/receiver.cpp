@@ -115,6 +115,10 @@ bool Receiver::ack_due() const {
 void Receiver::deliver(BufferPtr message) {
     message->set_source(id_);
     in_window_.delivered(message->size());
+    if (direct_ && inbox_.empty()) { // behind a marker, the inbox keeps the order
+        taken_.push_back(std::move(message));
+        return;
+    }
     ++inbox_count_;
     inbox_.push(std::move(message));
 }
@@ -263,7 +267,7 @@ Receiver::Control Receiver::read_in_side() {
         rx_end_ += static_cast<std::size_t>(got);
         parse_in_buffer(c);
         if (c.bad_ack) break;
-        if (!inbox_.empty() && rx_end_ < rx_.size()) break; // the socket is drained for now
+        if ((c.delivered || !inbox_.empty()) && rx_end_ < rx_.size()) break; // the socket is drained for now
     }
     if (c.delivered) ack_avail_.store(in_window_.expected(), std::memory_order_release);
     return c;

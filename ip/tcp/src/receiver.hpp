@@ -48,12 +48,16 @@ protected:
     ip::Inbox inbox_; // with a marker where a restarted peer's old incarnation was lost
     std::size_t inbox_count_ = 0;
     // Messages moved out of the inbox in one take of in_mutex_ (at most take_batch),
-    // handed out one by one by the receiving thread without it: only one thread
-    // receives from a node (msgpass/node.hpp), and these are older than anything
-    // still in the inbox.
+    // or parsed by the receiving thread's own read (direct_), handed out one by one
+    // by the receiving thread without it: only one thread receives from a node
+    // (msgpass/node.hpp), and these are older than anything still in the inbox.
     static constexpr std::size_t take_batch = 256;
     std::vector<BufferPtr> taken_;
     std::size_t taken_at_ = 0;
+    // in_mutex_: the receiving thread reads (TcpNode::receive, taken_ handed out): a
+    // message parsed while the inbox is empty goes straight to taken_, not through
+    // the inbox's deque (a push and a move per message of a stream).
+    bool direct_ = false;
     std::vector<Outgoing> rx_acknowledged_; // acknowledged by what the receiver read: freed outside out_mutex_
     bool in_goodbye_ = false;
     std::string violation_;                      // reported once by receive()
