@@ -623,7 +623,10 @@ TEST(TcpOneConnection, TwoNodesThatConnectToEachOtherAtOnceKeepOneConnectionAndL
 // its reply: no acknowledgement goes alone (one every ack_every messages went before
 // the reply that carried it a moment later, until the count of what is due took the
 // carried ones in). The exchange runs in one thread, so no receive ever waits for
-// ack_delay (the other reason for one alone).
+// ack_delay; but a loaded machine may stop the thread for a millisecond between a
+// request and its reply, and then the background thread acknowledges the request
+// alone (idle_acks, as it must for an application that went elsewhere): those are
+// left out of the count.
 TEST(TcpOneConnection, AcknowledgementsRideOnTheRepliesOfAnExchange) {
     const auto text = local_partition(partition_for_test(), 2, 2000ms);
     ASSERT_EQ(text.nodes.size(), 2u) << "no free ports";
@@ -647,8 +650,10 @@ TEST(TcpOneConnection, AcknowledgementsRideOnTheRepliesOfAnExchange) {
     auto* node_2 = dynamic_cast<tcp::TcpNode*>(to_a.get());
     ASSERT_NE(node_1, nullptr);
     ASSERT_NE(node_2, nullptr);
-    const std::uint64_t alone = node_1->standalone_acks() + node_2->standalone_acks();
-    EXPECT_LT(alone, 2 * n / 1000) << alone << " acknowledgements written alone for " << 2 * n << " messages";
+    const std::uint64_t idle = node_1->idle_acks() + node_2->idle_acks();
+    const std::uint64_t alone = node_1->standalone_acks() + node_2->standalone_acks() - idle;
+    EXPECT_LT(alone, 2 * n / 1000) << alone << " acknowledgements written alone for " << 2 * n << " messages (and "
+                                   << idle << " for requests left unanswered for ack_delay)";
     EXPECT_EQ(tcp_of(*a).listener_stats().accepted + tcp_of(*b).listener_stats().accepted, 1u)
         << "the exchange used more than one connection";
 }

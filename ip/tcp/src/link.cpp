@@ -253,7 +253,10 @@ Clock::time_point TcpNode::tick(Clock::time_point now) {
                 ack_watch_ = avail;
                 ack_watch_since_ = now;
             } else if (now - ack_watch_since_ >= ack_delay) {
+                const std::uint64_t alone = standalone_acks_.load(std::memory_order_relaxed);
                 send_ack_locked();
+                if (standalone_acks_.load(std::memory_order_relaxed) != alone)
+                    idle_acks_.fetch_add(1, std::memory_order_relaxed);
             }
         }
         batch_timed_ = false; // the next batch wakes this thread again

@@ -103,6 +103,7 @@ protected:
     std::atomic<bool> ack_wanted_{false}; // a standalone acknowledgement the receiver could not write
     std::atomic<std::uint64_t> acked_base_{0};
     std::atomic<std::uint64_t> standalone_acks_{0};
+    std::atomic<std::uint64_t> idle_acks_{0};         // of those, the background thread's for messages left unread
     std::atomic<std::uint64_t> sends_{0};             // messages handed to send (written under out_mutex_)
     std::uint64_t sends_seen_ = 0;                    // background thread: sends_ when it last looked (sending())
     std::uint64_t ack_watch_ = 0;                     // background thread: ack_avail_ left unacknowledged at a tick

@@ -45,6 +45,9 @@ public:
     [[nodiscard]] std::uint64_t standalone_acks() const noexcept {
         return standalone_acks_.load(std::memory_order_relaxed);
     }
+    // Of those, the ones the background thread wrote for messages the application
+    // had taken and then left unacknowledged for ack_delay (it was busy or not running).
+    [[nodiscard]] std::uint64_t idle_acks() const noexcept { return idle_acks_.load(std::memory_order_relaxed); }
 
     // --- background thread only ---
     // Runs timers (reconnect, connect timeout, loss deadline, reading for
