@@ -321,10 +321,12 @@ struct Communicator::Impl {
     void release_locked(NodeId id);
     // Whether a message of the peer waits to be read, or a request waits on it (mutex).
     [[nodiscard]] bool holds_locked(NodeId id) const;
-    // The id is of a run-time client this communicator's factory saw (it may have been
-    // released since).
+    // The id is of a run-time client this communicator looked at already (taken in, or
+    // gone before it could be): not a peer now means released.
+    std::atomic<std::uint32_t> runtime_looked{0}; // runtime_taken, for readers without mutex
     [[nodiscard]] bool runtime_client(NodeId id) const noexcept {
-        return id >= first_runtime_id && id != any_source && id - first_runtime_id < factory.runtime_peers_seen();
+        return id >= first_runtime_id && id != any_source &&
+               id - first_runtime_id < runtime_looked.load(std::memory_order_acquire);
     }
     // Sends in place whose data message the nodes still hold (Request::releasing).
     std::vector<RequestId> releasing;

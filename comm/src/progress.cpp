@@ -78,6 +78,7 @@ void Communicator::Impl::admit_runtime_locked() {
     while (runtime_taken < seen) {
         const NodeId id = first_runtime_id + runtime_taken++;
         if (auto node = factory.runtime_peer(id)) add_peer_locked(id, std::move(node)); // null: gone already
+        runtime_looked.store(runtime_taken, std::memory_order_release);
     }
     join_locked();
     // Clients the technology forgot (they left, everything they sent read): released
