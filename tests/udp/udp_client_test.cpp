@@ -1,12 +1,13 @@
 // Clients in no nodes file over udp (docs/udp.md, "Clients in no nodes file"): a
 // server with udp.max_clients takes a newcomer's hello under the next run-time id, a
 // client looks it up by "udp://host:port" and they exchange messages; the same
-// address gives the same node; a flood of newcomer hellos is bounded by max_clients
-// (the rest counted as too many) and the silent ones are lost and forgotten; a server
-// without max_clients drops newcomers; with auth_key_file a client without the key, or
-// with another, is refused with the reason and no node is made for it, and forged
-// cookies and proofs are counted as bad proofs; a client that leaves is forgotten and
-// its id never used again; a client the application forgets is forgotten at once.
+// address gives the same node; a node of another nodes file looks it up too; a flood
+// of newcomer hellos is bounded by max_clients (the rest counted as too many) and the
+// silent ones are lost and forgotten; a server without max_clients drops newcomers;
+// with auth_key_file a client without the key, or with another, is refused with the
+// reason and no node is made for it, and forged cookies and proofs are counted as bad
+// proofs; a client that leaves is forgotten and its id never used again; a client the
+// application forgets is forgotten at once.
 #include <msgpass/ip/auth.hpp>
 #include <msgpass/msgpass.hpp>
 #include <msgpass/udp/factory.hpp>
@@ -159,6 +160,30 @@ TEST_F(UdpClient, AClientLooksTheServerUpAndTheyExchangeMessages) {
     ASSERT_TRUE(got);
     EXPECT_EQ(got->size(), large.size());
     EXPECT_THROW((void)client->lookup("tcp://127.0.0.1:" + std::to_string(port())), UsageError);
+}
+
+// A node of another nodes file (of the same partition) looks the server up: the
+// server addresses it by the run-time id it gave, which it takes as its own from
+// that server alone.
+TEST_F(UdpClient, ANodeOfAnotherNodesFileLooksTheServerUpAndIsAnsweredUnderItsRunTimeId) {
+    start_server(4);
+    auto other = make_configuration("udp", partition_, 1, [](config::Configuration& c) {
+        c.peer_timeout = 400ms;
+        c.nodes.at(0).id = 5;
+    });
+    auto node5 = NodeFactory::create(other, 5);
+    auto to_server = node5->lookup(address());
+    EXPECT_EQ(to_server->id(), 1u);
+    to_server->send(text_buffer(*node5, "from node 5"));
+    auto from_node5 = client_node(0);
+    ASSERT_TRUE(from_node5);
+    auto m = from_node5->receive(patience);
+    ASSERT_TRUE(m);
+    EXPECT_EQ(text_of(*m), "from node 5");
+    from_node5->send(text_buffer(*server_, "to the run-time id"));
+    auto answer = to_server->receive(patience);
+    ASSERT_TRUE(answer);
+    EXPECT_EQ(text_of(*answer), "to the run-time id");
 }
 
 TEST_F(UdpClient, AServerWithoutMaxClientsDropsNewcomersAndTheLookupSaysWhy) {

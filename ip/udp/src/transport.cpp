@@ -222,7 +222,9 @@ Transport::Transport(const config::Configuration& configuration, NodeId self)
     if (p.options.multicasting() && !client) open_multicast(me, where);
     expect_ = Expect{p.partition_hash, p.self, p.max_message_size, p.datagram_size, &Transport::knows, this};
     expect_.newcomers = p.options.max_clients > 0 && !client;
-    expect_.client = client;
+    // Any process may look a udp server up, which then addresses it by the run-time
+    // id it gave: `to` is checked per node (handle), against the id it knows us by.
+    expect_.client = true;
     // udp.inject_*: every fault goes through the one interface of ip/common (fault.hpp).
     const ip::FaultRates rates{p.options.inject_loss, p.options.inject_duplicate, p.options.inject_reorder,
                                p.options.inject_multicast_loss, p.options.inject_seed};
@@ -362,10 +364,10 @@ UdpNode* Transport::handle(std::span<const std::byte> bytes, Clock::time_point n
             shared_->count(Drop::unknown_sender);
             return nullptr;
         }
-        if (expect_.client && d.header.to != n->self_as_seen()) {
-            shared_->count(Drop::wrong_target);
-            return nullptr;
-        }
+    }
+    if (d.header.to != n->self_as_seen()) [[unlikely]] {
+        shared_->count(Drop::wrong_target);
+        return nullptr;
     }
     n->on_datagram(d, bytes, now);
     return n;

@@ -189,9 +189,9 @@ struct Expect {
     bool (*knows)(const void* context, std::uint32_t id) = nullptr; // is `from` a peer of the nodes file?
     const void* context = nullptr;
     // Peers found at run time (docs/udp.md, "Clients in no nodes file"): this node
-    // takes newcomers' hellos (from 0: udp.max_clients above 0); this process is a
-    // client (self 0), whose datagrams are addressed to the run-time id each server
-    // gave it (checked per node by the transport, not here).
+    // takes newcomers' hellos (from 0: udp.max_clients above 0); the caller checks
+    // `to` per sender (a server this process looked up addresses it by the run-time
+    // id it gave, not by this node's id), not this function.
     bool newcomers = false;
     bool client = false;
 };
@@ -307,7 +307,7 @@ struct Decoded {
         d.header.reserved = 0;
         d.group = true;
     }
-    if (type == DatagramType::hello && h.from == 0 && !expect.client && h.incarnation != 0 &&
+    if (type == DatagramType::hello && h.from == 0 && expect.self != 0 && h.incarnation != 0 &&
         (h.to == 0 || h.to == expect.self)) {
         if (!expect.newcomers) return drop(Drop::unknown_sender);
         d.ok = true;
