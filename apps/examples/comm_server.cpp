@@ -17,9 +17,10 @@
 //   msgpass-run --config server/network.yaml --nodes server/nodes.yaml -- msgpass-comm-server
 // (msgpass-run --technology tcp, udp or auto runs it over another technology).
 // Clients in no nodes file (BMI's peers found at run time, docs/communicator.md): a
-// process started with --lookup tcp://HOST:PORT and --config alone (no nodes file,
-// no node id) is a client of the server listening there, which takes it when its
-// network file sets tcp.max_clients; the server then names the clients by the
+// process started with --lookup tcp://HOST:PORT (or udp://HOST:PORT) and --config
+// alone (no nodes file, no node id) is a client of the server listening there, which
+// takes it when its network file sets tcp.max_clients (udp.max_clients); the server
+// then names the clients by the
 // run-time ids it gave them (2147483648 and up), and waits for --clients of them:
 //   msgpass-comm-server --config net.yaml --nodes nodes.yaml --node-id 1 --clients 2 --set tcp.max_clients=2 &
 //   msgpass-comm-server --config net.yaml --lookup tcp://localhost:7000 &   (twice)
@@ -69,7 +70,8 @@ Settings parse_settings(const std::vector<std::string>& args) {
         "window", po::value(&s.window), "requests in flight per client (default 4)")(
         "clients", po::value(&clients), "clients the server waits for (default: every other node)")(
         "timeout", po::value(&timeout_s), "seconds a wait may last before it gives up (default 10)")(
-        "lookup", po::value(&s.lookup), "tcp://HOST:PORT: a client in no nodes file, of the server there");
+        "lookup", po::value(&s.lookup),
+        "tcp://HOST:PORT or udp://HOST:PORT: a client in no nodes file, of the server there");
     po::variables_map vm;
     po::store(po::command_line_parser(args).options(desc).run(), vm);
     po::notify(vm);
@@ -298,8 +300,10 @@ int run_lookup_client(int argc, char** argv) {
         } catch (const msgpass::UsageError&) {
             throw;
         } catch (const msgpass::Error& e) {
-            // Refused by the server: say why. Not reachable (yet): ask again.
-            if (std::string(e.what()).find(": connect:") == std::string::npos ||
+            // Refused by the server: say why. Not reachable (yet): ask again (tcp: the
+            // connection refused; udp: no welcome within peer_timeout).
+            const std::string what = e.what();
+            if ((what.find(": connect:") == std::string::npos && what.find("no welcome") == std::string::npos) ||
                 std::chrono::steady_clock::now() >= deadline)
                 throw;
             std::this_thread::sleep_for(100ms);

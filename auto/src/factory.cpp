@@ -2,6 +2,8 @@
 // msgpass/auto/factory.hpp).
 #include <msgpass/auto/factory.hpp>
 
+#include <msgpass/tcp/options.hpp>
+#include <msgpass/udp/options.hpp>
 #include <msgpass/wait.hpp>
 
 #include <algorithm>
@@ -34,10 +36,12 @@ AutoNodeFactory::AutoNodeFactory(const config::Configuration& configuration, Nod
     const auto& nodes = this->configuration().nodes;
     const bool remote =
         std::any_of(nodes.begin(), nodes.end(), [&](const config::NodeConfig& n) { return !same_machine(me, n); });
-    if (remote && inter_host_ == "udp") {
+    const bool takes_clients = inter_host_ == "udp" ? this->configuration().section<udp::Options>().max_clients > 0
+                                                    : this->configuration().section<tcp::Options>().max_clients > 0;
+    if ((remote || takes_clients) && inter_host_ == "udp") {
         udp_ = std::make_unique<udp::UdpNodeFactory>(this->configuration(), self);
         udp_->ring_on_input(sci_->bell());
-    } else if (remote) {
+    } else if (remote || takes_clients) {
         tcp_ = std::make_unique<tcp::TcpNodeFactory>(this->configuration(), self);
         tcp_->ring_on_input(sci_->bell());
     }
@@ -52,6 +56,8 @@ AutoNodeFactory::~AutoNodeFactory() {
 }
 
 std::string_view AutoNodeFactory::technology_of(NodeId id) const {
+    // A peer found at run time is in no nodes file: the part between machines has it.
+    if (configuration().find_node(id) == nullptr) return inter_host_ == "udp" ? "udp" : "tcp";
     if (same_machine(configuration().node(self_id()), configuration().node(id))) return "sci";
     return inter_host_ == "udp" ? "udp" : "tcp";
 }
@@ -71,8 +77,46 @@ std::unique_ptr<BasicGroup> AutoNodeFactory::make_group(std::string name) {
 }
 
 bool AutoNodeFactory::made(const Node& node) {
-    if (node.id() == self_id() || configuration().find_node(node.id()) == nullptr) return false;
-    return create_node(node.id()).get() == &node;
+    const NodeId id = node.id();
+    if (id == self_id()) return false;
+    if (configuration().find_node(id) != nullptr) return create_node(id).get() == &node;
+    if (between() == nullptr) return false;
+    // A client's id (it may have been forgotten by that part since it was handed out).
+    if (id >= first_runtime_id) return id - first_runtime_id < between()->runtime_peers_seen();
+    std::lock_guard lock(looked_up_mutex_);
+    return looked_up_.count(id) != 0;
+}
+
+NodePtr AutoNodeFactory::lookup(std::string_view address) {
+    if (between() == nullptr) {
+        throw UsageError("lookup of '" + std::string(address) + "': this auto factory has no " + inter_host_ +
+                         " part (no node of the nodes file is on another machine, and " + inter_host_ +
+                         ".max_clients is 0)");
+    }
+    auto node = between()->lookup(address);
+    adopt(*node);
+    std::lock_guard lock(looked_up_mutex_);
+    looked_up_.insert(node->id());
+    return node;
+}
+
+std::uint32_t AutoNodeFactory::runtime_peers_seen() const noexcept {
+    return between() != nullptr ? between()->runtime_peers_seen() : 0;
+}
+
+NodePtr AutoNodeFactory::runtime_peer(NodeId id) {
+    if (between() == nullptr) return nullptr;
+    auto node = between()->runtime_peer(id);
+    if (node) adopt(*node);
+    return node;
+}
+
+void AutoNodeFactory::forget_runtime_peer(NodeId id) {
+    if (between() != nullptr) between()->forget_runtime_peer(id);
+}
+
+std::uint32_t AutoNodeFactory::runtime_peers_forgotten() const noexcept {
+    return between() != nullptr ? between()->runtime_peers_forgotten() : 0;
 }
 
 BufferPtr AutoGroup::wait(std::chrono::nanoseconds timeout) {

@@ -63,6 +63,11 @@ Communicator::Communicator(NodeFactory& factory, const std::vector<NodeId>& peer
 Communicator::~Communicator() = default;
 
 void Communicator::Impl::not_a_peer(NodeId id, const char* what) const {
+    if (runtime_client(id)) { // released: it is not coming back
+        throw PeerLost(id, std::string("comm: ") + what + ": node " + std::to_string(id) +
+                               " was a client found at run time; it was dropped, or lost, or it left, and was "
+                               "released (its id is not used again)");
+    }
     std::string known;
     std::lock_guard lock(peers_mutex);
     for (const auto& [n, _] : nodes)
@@ -282,6 +287,7 @@ void Communicator::drop(NodeId peer) {
         it = im.lane_unread.erase(it);
     }
     im.handle_loss_locked(peer, reason);
+    im.release_retired_locked(); // a run-time client: released now (or once no thread waits in the nodes)
 }
 
 bool Communicator::usable() const noexcept {

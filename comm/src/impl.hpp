@@ -299,11 +299,35 @@ struct Communicator::Impl {
     // factory's runtime_peer ids, polled by admit_runtime_locked) and the servers a
     // client looked up. Their nodes join `nodes` and `added` at once (sends find them,
     // node_of), and the group (receives) when no thread waits in it (join_locked).
-    // Nodes are never removed: a Node* node_of returned stays valid.
+    // A client (a run-time id) dropped or lost is released once nothing of it is
+    // left to read and no thread waits in the nodes (release_retired_locked): its
+    // node leaves `nodes`, `added` and the group, and the factory forgets it, so that
+    // a server's memory does not grow with every client that came and went. The
+    // constructor's nodes and looked-up servers are never removed. A Node* of an
+    // added peer is therefore used only under mutex or with the node held
+    // (node_for_send).
     mutable std::mutex peers_mutex;     // nodes, added: for readers without mutex
     std::map<NodeId, Node*> added;      // under peers_mutex
     std::atomic<bool> has_added{false}; // !added.empty()
     std::vector<NodePtr> unjoined;      // added, not in the group yet (mutex)
+    std::set<NodeId> retiring;          // run-time clients dropped or lost, not released yet (mutex)
+    std::uint32_t forgotten_seen = 0;   // the factory's runtime_peers_forgotten() at the last look (mutex)
+    // mutex: a run-time client dropped or lost is to be released.
+    void retire_locked(NodeId id) {
+        if (id >= first_runtime_id && id != any_source && added.count(id) != 0) retiring.insert(id);
+    }
+    // mutex, not pulling: the retiring clients of which nothing is queued are released.
+    void release_retired_locked();
+    void release_locked(NodeId id);
+    // Whether a message of the peer waits to be read, or a request waits on it (mutex).
+    [[nodiscard]] bool holds_locked(NodeId id) const;
+    // The id is of a run-time client this communicator looked at already (taken in, or
+    // gone before it could be): not a peer now means released.
+    std::atomic<std::uint32_t> runtime_looked{0}; // runtime_taken, for readers without mutex
+    [[nodiscard]] bool runtime_client(NodeId id) const noexcept {
+        return id >= first_runtime_id && id != any_source &&
+               id - first_runtime_id < runtime_looked.load(std::memory_order_acquire);
+    }
     // Sends in place whose data message the nodes still hold (Request::releasing).
     std::vector<RequestId> releasing;
     // Those whose memory the nodes let go complete (mutex).
@@ -456,17 +480,39 @@ struct Communicator::Impl {
         return s;
     }
 
-    // The node of a peer, or null when id is not one.
-    Node* node_of(NodeId id) const noexcept {
+    // The node of one of the constructor's peers, or null.
+    Node* indexed_node(NodeId id) const noexcept {
         if (Node* one = single.load(std::memory_order_relaxed); one != nullptr && id == index.front().first) return one;
         auto it = std::lower_bound(index.begin(), index.end(), id,
                                    [](const std::pair<NodeId, Node*>& e, NodeId n) { return e.first < n; });
-        if (it != index.end() && it->first == id) return it->second;
+        return it != index.end() && it->first == id ? it->second : nullptr;
+    }
+    // The node of a peer, or null when id is not one. An added peer's may be released
+    // by another thread once the caller lets go of mutex: only a null test then.
+    Node* node_of(NodeId id) const noexcept {
+        if (Node* n = indexed_node(id)) return n;
         if (!has_added.load(std::memory_order_acquire)) [[likely]]
             return nullptr;
         std::lock_guard lock(peers_mutex);
         auto a = added.find(id);
         return a != added.end() ? a->second : nullptr;
+    }
+    // The same for a send without mutex: an added peer's node is held in keep, so that
+    // a release meanwhile does not free it under the send.
+    Node* node_for_send(NodeId id, NodePtr& keep) const {
+        if (Node* n = indexed_node(id)) return n;
+        if (!has_added.load(std::memory_order_acquire)) [[likely]]
+            return nullptr;
+        std::lock_guard lock(peers_mutex);
+        auto a = nodes.find(id);
+        if (a == nodes.end()) return nullptr;
+        keep = a->second;
+        return keep.get();
+    }
+    // The node of a peer under mutex, or null (a run-time client released).
+    Node* node_locked(NodeId id) const {
+        auto it = nodes.find(id);
+        return it != nodes.end() ? it->second.get() : nullptr;
     }
 
     // A peer, or this node itself (self_ok: sends and receives in a context).

@@ -217,6 +217,7 @@ void Communicator::Impl::handle_loss_locked(NodeId peer, const std::string& reas
         sync_backlogged_locked();
     }
     rendezvous_loss_locked(peer, reason);
+    retire_locked(peer);
     changed.notify_all();
 }
 

@@ -2,6 +2,8 @@
 // backlogged sends (docs/communicator.md, "Progress and threads").
 #include "impl.hpp"
 
+#include <msgpass/log.hpp>
+
 namespace msgpass::comm {
 
 // Takes one message from the nodes (pulling set by this thread, mutex not held).
@@ -76,8 +78,77 @@ void Communicator::Impl::admit_runtime_locked() {
     while (runtime_taken < seen) {
         const NodeId id = first_runtime_id + runtime_taken++;
         if (auto node = factory.runtime_peer(id)) add_peer_locked(id, std::move(node)); // null: gone already
+        runtime_looked.store(runtime_taken, std::memory_order_release);
     }
     join_locked();
+    // Clients the technology forgot (they left, everything they sent read): released
+    // here too, or a server's memory would grow with every client that came and went.
+    if (const std::uint32_t forgotten = factory.runtime_peers_forgotten(); forgotten != forgotten_seen) {
+        forgotten_seen = forgotten;
+        for (const auto& [id, node] : added)
+            if (id >= first_runtime_id && !factory.runtime_peer(id)) retiring.insert(id);
+    }
+    if (!retiring.empty()) release_retired_locked();
+}
+
+bool Communicator::Impl::holds_locked(NodeId id) const {
+    auto from = [id](const Arrived& m) { return m.source == id; };
+    if (std::any_of(unexpected.begin(), unexpected.end(), from) ||
+        std::any_of(bmi_unexpected.begin(), bmi_unexpected.end(), from))
+        return true;
+    if (backlog.count(id) != 0) return true;
+    return std::any_of(expected.begin(), expected.end(), [&](RequestId r) { return requests.at(r).peer == id; });
+}
+
+void Communicator::Impl::release_retired_locked() {
+    if (pulling) return; // the group may not change under the thread that waits in it
+    for (auto it = retiring.begin(); it != retiring.end();) {
+        if (holds_locked(*it)) {
+            ++it;
+            continue;
+        }
+        release_locked(*it);
+        it = retiring.erase(it);
+    }
+}
+
+// mutex, not pulling: everything this communicator keeps of the client goes (what
+// is keyed by its id), then the factory forgets it; its node is freed with the last
+// reference (a send that holds it: node_for_send).
+void Communicator::Impl::release_locked(NodeId id) {
+    NodePtr node;
+    {
+        std::lock_guard lock(peers_mutex);
+        if (auto n = nodes.find(id); n != nodes.end()) {
+            node = std::move(n->second);
+            nodes.erase(n);
+        }
+        added.erase(id);
+        has_added.store(!added.empty(), std::memory_order_release);
+    }
+    (void)group->remove(id);
+    std::erase_if(unjoined, [id](const NodePtr& n) { return n->id() == id; });
+    lost.erase(id);
+    announced_count.erase(id);
+    returned.erase(id);
+    control_backlog.erase(id);
+    single_copy_peers.erase(id);
+    if (requested.erase(id) != 0) any_requested.store(!requested.empty(), std::memory_order_release);
+    auto of = [id](const auto& entry) { return entry.first.first == id; };
+    std::erase_if(lane_in_flight, of);
+    std::erase_if(lane_backlog, of);
+    std::erase_if(lane_freed, of);
+    for (auto it = lane_unread.begin(); it != lane_unread.end();) {
+        if (it->first.first != id) {
+            ++it;
+            continue;
+        }
+        lanes_held -= std::min(it->second, lanes_held);
+        it = lane_unread.erase(it);
+    }
+    ++counters.runtime_peers_released;
+    factory.forget_runtime_peer(id);
+    MSGPASS_LOG(comm, debug, "msgpass comm: client " + std::to_string(id) + " released");
 }
 
 // Non-blocking: retries queued sends, takes what arrived (up to drain_limit

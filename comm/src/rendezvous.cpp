@@ -309,10 +309,12 @@ void Communicator::Impl::send_control_locked(NodeId peer, std::uint8_t kind, std
     write_envelope(message->data(), context, tag, static_cast<std::size_t>(size), kind, id);
     if (!body.empty()) std::memcpy(message->data() + header_size, body.data(), body.size());
     BufferPtr whole = std::move(message);
+    Node* node = node_locked(peer);
+    if (node == nullptr) return; // a client released: nothing more goes to it
     auto& queue = control_backlog[peer];
     if (queue.empty()) {
         try {
-            nodes.at(peer)->send(std::move(whole)); // a refused buffer stays with us
+            node->send(std::move(whole)); // a refused buffer stays with us
         } catch (const SendQueueFull&) {
         } catch (const PeerLost& e) {
             control_backlog.erase(peer);
@@ -331,8 +333,10 @@ void Communicator::Impl::retry_control_locked() {
     for (auto c = control_backlog.begin(); c != control_backlog.end();) {
         auto& queue = c->second;
         try {
+            Node* node = node_locked(c->first);
+            if (node == nullptr) queue.clear(); // a client released
             while (!queue.empty()) {
-                nodes.at(c->first)->send(std::move(queue.front()));
+                node->send(std::move(queue.front()));
                 queue.pop_front();
             }
         } catch (const SendQueueFull&) {

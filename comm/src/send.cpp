@@ -102,7 +102,10 @@ bool Communicator::Impl::try_send_locked(Request& r) {
     const bool announcing = (r.rdv_data || r.kept) && !r.announced;
     if (announcing && announced_count[r.peer] >= limits.rendezvous_window) return false;
     try {
-        nodes.at(r.peer)->send(std::move(r.pending));
+        Node* node = node_locked(r.peer);
+        if (node == nullptr) // a client released between the post's check and here
+            throw PeerLost(r.peer, "comm: " + describe(r.peer) + " was dropped or lost, and released");
+        node->send(std::move(r.pending));
         r.completion.status = Status::success;
     } catch (const SendQueueFull&) {
         return false; // the buffer stays in r.pending
@@ -121,7 +124,7 @@ bool Communicator::Impl::try_send_locked(Request& r) {
         r.rdv_data.reset();
         r.completion.status = Status::peer_lost;
         r.completion.error = e.what();
-        lost.insert(e.peer());
+        if (nodes.count(e.peer()) != 0) lost.insert(e.peer());
         r.done = true;
         return true;
     }
@@ -159,8 +162,11 @@ BufferPtr Communicator::Impl::make_view_message(Request& r, std::uint8_t kind) {
 bool Communicator::Impl::send_now(NodeId dest, Tag tag, BufferPtr& whole) {
     if (backlogged.load(std::memory_order_acquire)) return false;
     if (!limits.tag_queues.empty() && lane_of(tag) >= 0) return false;
+    NodePtr keep; // a peer found at run time: held through the send
+    Node* node = node_for_send(dest, keep);
+    if (node == nullptr) not_a_peer(dest, "send"); // a client released since the check
     try {
-        node_of(dest)->send(std::move(whole));
+        node->send(std::move(whole));
         return true;
     } catch (const SendQueueFull&) {
         return false; // whole stays ours
@@ -175,8 +181,8 @@ bool Communicator::Impl::send_now(NodeId dest, Tag tag, BufferPtr& whole) {
 Node* Communicator::Impl::stalled_node_locked() const {
     for (const auto& [peer, queue] : backlog) {
         if (queue.empty()) continue;
-        auto& node = *nodes.at(peer);
-        if (node.stats().queue_depth > 0) return &node;
+        Node* node = node_locked(peer);
+        if (node != nullptr && node->stats().queue_depth > 0) return node;
     }
     return nullptr;
 }

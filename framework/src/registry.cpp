@@ -68,9 +68,10 @@ std::vector<std::pair<std::string, Leftovers>> TechnologyRegistry::leftovers() c
 namespace msgpass {
 
 NodePtr NodeFactory::lookup(std::string_view address) {
-    throw UsageError("lookup of '" + std::string(address) + "': the " + std::string(technology()) +
-                     " technology has no peers found at run time (only tcp has: docs/communicator.md, \"Peers found "
-                     "at run time\")");
+    throw UsageError(
+        "lookup of '" + std::string(address) + "': the " + std::string(technology()) +
+        " technology has no peers found at run time (tcp, udp and auto have: docs/communicator.md, \"Peers found "
+        "at run time\")");
 }
 
 } // namespace msgpass

@@ -1,11 +1,17 @@
 // The communicator with peers found at run time (docs/communicator.md, "Peers found
-// at run time"), over tcp: a client with no nodes file of its own looks the server up
-// (Communicator::lookup) and is answered; the server takes it in as a peer (peers(),
-// matching by source, BMI's unexpected messages); a client without the key is refused
-// with the reason; two clients at once; drop; a client process killed is PeerLost at
-// the server within peer_timeout.
+// at run time"), over tcp, udp and technology auto (either part between machines): a
+// client with no nodes file of its own looks the server up (Communicator::lookup) and
+// is answered; the server takes it in as a peer (peers(), matching by source, BMI's
+// unexpected messages); a client without the key is refused with the reason; two
+// clients at once; drop; a client process killed is PeerLost at the server within
+// peer_timeout; clients that were dropped or left are released (their node objects
+// freed).
+#include <msgpass/auto/options.hpp>
 #include <msgpass/comm.hpp>
+#include <msgpass/tcp/factory.hpp>
 #include <msgpass/tcp/options.hpp>
+#include <msgpass/udp/factory.hpp>
+#include <msgpass/udp/options.hpp>
 
 #include "../support/bounded.hpp"
 #include "../support/partition.hpp"
@@ -14,6 +20,7 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <memory>
 #include <string>
 
 namespace msgpass::test {
@@ -35,26 +42,39 @@ std::string text_of(const Buffer& b) {
     return std::string(reinterpret_cast<const char*>(s->data()), s->size());
 }
 
-class CommClients : public ::testing::Test {
+class CommClients : public ::testing::TestWithParam<std::string> {
 protected:
     void SetUp() override { start_server(); }
     void start_server(std::optional<config::AuthKey> key = {}) {
-        server_config_ = make_configuration("tcp", partition_, 1, [&](config::Configuration& c) {
+        server_config_ = make_configuration(technology(), partition_, 1, [&](config::Configuration& c) {
             c.peer_timeout = 500ms;
             c.edit_section<tcp::Options>().max_clients = 8;
+            c.edit_section<udp::Options>().max_clients = 8;
+            if (between() == "udp") c.edit_section<auto_::Options>().inter_host = "udp";
             c.auth_key = key;
         });
         comm_.reset();
+        factory_.reset(); // (its node id is taken until it ends: sci's segment under auto)
         factory_ = NodeFactory::create(server_config_, 1);
         comm_ = std::make_unique<Communicator>(*factory_, server_config_);
     }
     // The client's side: the network file's settings alone (config::load_network).
     config::Configuration client_config(std::optional<config::AuthKey> key = {}) const {
-        auto c = config::load_network_text("partition: " + partition_ + "\ntechnology: tcp\npeer_timeout: 500ms\n");
+        auto c = config::load_network_text("partition: " + partition_ + "\ntechnology: " + technology() +
+                                           "\npeer_timeout: 500ms\n" +
+                                           (technology() == "auto" ? "auto: {inter_host: " + between() + "}\n" : ""));
         c.auth_key = key;
         return c;
     }
-    std::string address() const { return "tcp://127.0.0.1:" + std::to_string(server_config_.nodes.at(0).port); }
+    std::string address() const {
+        return between() + "://127.0.0.1:" + std::to_string(server_config_.nodes.at(0).port);
+    }
+    // The parameter: tcp, udp, auto (its tcp part), auto-udp (inter_host udp).
+    std::string technology() const { return GetParam().substr(0, GetParam().find('-')); }
+    std::string between() const {
+        if (GetParam() == "auto") return "tcp";
+        return GetParam() == "auto-udp" ? "udp" : GetParam();
+    }
 
     std::string partition_ = unique_partition(::testing::UnitTest::GetInstance()->current_test_info()->name());
     config::Configuration server_config_;
@@ -73,7 +93,7 @@ struct Client {
     }
 };
 
-TEST_F(CommClients, AClientWithNoNodesFileReachesTheServerAndGetsAReply) {
+TEST_P(CommClients, AClientWithNoNodesFileReachesTheServerAndGetsAReply) {
     Client client(client_config(), address());
     EXPECT_EQ(client.server, 1u);
     EXPECT_EQ(client.comm->peers(), std::vector<NodeId>{1});
@@ -94,7 +114,7 @@ TEST_F(CommClients, AClientWithNoNodesFileReachesTheServerAndGetsAReply) {
     EXPECT_EQ(answer.substr(0, done->bytes), "1.25");
 }
 
-TEST_F(CommClients, AClientThatSentAndLeftBeforeTheServerLookedIsStillHeard) {
+TEST_P(CommClients, AClientThatSentAndLeftBeforeTheServerLookedIsStillHeard) {
     {
         Client client(client_config(), address());
         client.comm->send(client.server, 4, bytes_of("sent, then gone"));
@@ -105,7 +125,7 @@ TEST_F(CommClients, AClientThatSentAndLeftBeforeTheServerLookedIsStillHeard) {
     EXPECT_GE(m->source, first_runtime_id);
 }
 
-TEST_F(CommClients, TwoClientsAtOnceAreMatchedEachByItsSource) {
+TEST_P(CommClients, TwoClientsAtOnceAreMatchedEachByItsSource) {
     Client a(client_config(), address());
     Client b(client_config(), address());
     a.comm->send(a.server, 5, bytes_of("from a"));
@@ -135,7 +155,7 @@ TEST_F(CommClients, TwoClientsAtOnceAreMatchedEachByItsSource) {
     EXPECT_EQ(text_of(*m->buffer), "again a");
 }
 
-TEST_F(CommClients, AClientWithoutTheKeyIsRefusedWithAClearError) {
+TEST_P(CommClients, AClientWithoutTheKeyIsRefusedWithAClearError) {
     start_server(test_auth_key(3));
     try {
         Client c(client_config(), address());
@@ -152,7 +172,7 @@ TEST_F(CommClients, AClientWithoutTheKeyIsRefusedWithAClearError) {
     EXPECT_EQ(text_of(*m->buffer), "with the key");
 }
 
-TEST_F(CommClients, ADroppedClientsMessagesAreDiscardedAndItsReceivesFail) {
+TEST_P(CommClients, ADroppedClientsMessagesAreDiscardedAndItsReceivesFail) {
     Client client(client_config(), address());
     client.comm->send(client.server, 2, bytes_of("first"));
     auto first = comm_->recv(any_source, 2, patience);
@@ -168,10 +188,67 @@ TEST_F(CommClients, ADroppedClientsMessagesAreDiscardedAndItsReceivesFail) {
     EXPECT_EQ(failed->status, Status::peer_lost);
     EXPECT_NE(failed->error.find("dropped"), std::string::npos) << failed->error;
     EXPECT_EQ(comm_->stats().dropped_messages, 1u);
-    EXPECT_FALSE(comm_->iprobe(who, 3));
+    // Released with the drop: its id is not a peer any more, and says why.
+    EXPECT_EQ(comm_->stats().runtime_peers_released, 1u);
+    try {
+        (void)comm_->iprobe(who, 3);
+        FAIL() << "a dropped client is still a peer";
+    } catch (const PeerLost& e) {
+        EXPECT_EQ(e.peer(), who);
+        EXPECT_NE(std::string(e.what()).find("released"), std::string::npos) << e.what();
+    }
+    EXPECT_THROW(comm_->send(who, 1, bytes_of("to a dropped client")), PeerLost);
 }
 
-TEST_F(CommClients, AClientProcessKilledIsPeerLostAtTheServerWithinPeerTimeout) {
+// A server that serves client after client keeps nothing of those that went: each
+// client's node object is freed (its weak reference expires), the communicator's
+// peers and the technology's clients are back to what they were before the first.
+// Half are dropped by the server (BMI's drop of an address), half leave themselves.
+TEST_P(CommClients, ClientsThatWereDroppedOrLeftAreReleasedAndTheirNodesFreed) {
+    const auto peers_before = comm_->peers();
+    auto* tcp_factory = dynamic_cast<tcp::TcpNodeFactory*>(factory_.get()); // (auto's part is not reachable)
+    auto* udp_factory = dynamic_cast<udp::UdpNodeFactory*>(factory_.get());
+    auto clients_held = [&] {
+        if (tcp_factory != nullptr) return tcp_factory->listener_stats().clients;
+        return udp_factory != nullptr ? udp_factory->clients() : 0u;
+    };
+    constexpr int clients = 16;
+    std::vector<std::weak_ptr<Node>> nodes;
+    for (int i = 0; i < clients; ++i) {
+        Client client(client_config(), address());
+        client.comm->send(client.server, 1, bytes_of("client " + std::to_string(i)));
+        auto m = comm_->recv(any_source, 1, patience);
+        ASSERT_TRUE(m);
+        EXPECT_EQ(text_of(*m->buffer), "client " + std::to_string(i));
+        const NodeId who = m->source;
+        auto node = factory_->runtime_peer(who);
+        ASSERT_TRUE(node) << "client " << i << " is held while it is connected";
+        nodes.push_back(node);
+        comm_->send(who, 2, bytes_of("answer"));
+        ASSERT_TRUE(client.comm->recv(client.server, 2, patience));
+        if (i % 2 == 0) comm_->drop(who); // else: the client leaves (its factory says goodbye)
+    }
+    // The server goes on receiving (nothing comes): the clients that left are released
+    // once their technology forgot them.
+    auto freed = [&] {
+        return std::all_of(nodes.begin(), nodes.end(), [](const std::weak_ptr<Node>& w) { return w.expired(); });
+    };
+    const auto deadline = std::chrono::steady_clock::now() + patience;
+    while ((!freed() || clients_held() != 0) && std::chrono::steady_clock::now() < deadline)
+        EXPECT_FALSE(comm_->recv(any_source, 3, 20ms));
+    EXPECT_TRUE(freed()) << "a node object of a client that went is still alive";
+    EXPECT_EQ(clients_held(), 0u);
+    EXPECT_EQ(comm_->peers(), peers_before);
+    EXPECT_EQ(comm_->stats().runtime_peers_released, static_cast<std::uint64_t>(clients));
+    // And the server still takes clients.
+    Client again(client_config(), address());
+    again.comm->send(again.server, 4, bytes_of("again"));
+    auto m = comm_->recv(any_source, 4, patience);
+    ASSERT_TRUE(m);
+    EXPECT_EQ(comm_->peers().size(), peers_before.size() + 1);
+}
+
+TEST_P(CommClients, AClientProcessKilledIsPeerLostAtTheServerWithinPeerTimeout) {
     ChildProcess client({COMM_PEER, "--client", partition_, address()});
     auto hi = comm_->recv(any_source, 1, patience); // the client's "hi"
     ASSERT_TRUE(hi);
@@ -184,9 +261,25 @@ TEST_F(CommClients, AClientProcessKilledIsPeerLostAtTheServerWithinPeerTimeout) 
     auto lost = comm_->wait(waiting.id, patience);
     ASSERT_TRUE(lost);
     EXPECT_EQ(lost->status, Status::peer_lost);
-    EXPECT_NE(lost->error.find("did not connect again within peer_timeout"), std::string::npos) << lost->error;
+    const char* why = between() == "tcp" ? "did not connect again within peer_timeout" : "silent for peer_timeout";
+    EXPECT_NE(lost->error.find(why), std::string::npos) << lost->error;
+    EXPECT_THROW((void)comm_->recv(who, 2, patience), PeerLost);
+    // Released at the server's next look at its nodes.
+    const auto deadline = std::chrono::steady_clock::now() + patience;
+    while (comm_->stats().runtime_peers_released == 0 && std::chrono::steady_clock::now() < deadline)
+        EXPECT_FALSE(comm_->recv(any_source, 3, 20ms));
+    EXPECT_EQ(comm_->stats().runtime_peers_released, 1u);
     EXPECT_THROW((void)comm_->recv(who, 2, patience), PeerLost);
 }
+
+// A server of technology auto takes clients through its tcp part; a client whose
+// network file says auto is a tcp client.
+INSTANTIATE_TEST_SUITE_P(Technologies, CommClients, ::testing::Values("tcp", "udp", "auto", "auto-udp"),
+                         [](const auto& info) {
+                             std::string name = info.param;
+                             std::replace(name.begin(), name.end(), '-', '_');
+                             return name;
+                         });
 
 } // namespace
 } // namespace msgpass::test

@@ -12,7 +12,7 @@
 // no progress: the data of tag 9 is never taken, 10 and 11 are never cleared.
 // --receive-in-place: the same with a receive posted in place (post_recv_in_place):
 // its clear-to-send names its buffer, for node 1 to write into (one copy).
-//   comm_peer --client PARTITION ADDRESS: a tcp client in no nodes file (run_client).
+//   comm_peer --client PARTITION ADDRESS: a tcp or udp client in no nodes file (run_client).
 #include <msgpass/comm.hpp>
 #include <msgpass/msgpass.hpp>
 
@@ -26,14 +26,15 @@
 #include <vector>
 
 namespace {
-// --client PARTITION ADDRESS: a client in no nodes file (tcp, peer_timeout 300 ms):
+// --client PARTITION ADDRESS: a client in no nodes file (tcp, or udp for a udp://
+// address; peer_timeout 300 ms):
 // it looks the server up, sends "hi" with tag 1, prints "ready", then receives until
 // killed.
 int run_client(const char* partition, const char* address) {
     using namespace msgpass;
     try {
         config::Configuration c;
-        c.technology = "tcp";
+        c.technology = std::string(address).rfind("udp://", 0) == 0 ? "udp" : "tcp"; // the address says which
         c.partition = partition;
         c.peer_timeout = std::chrono::milliseconds(300);
         auto factory = NodeFactory::create_client(c);

@@ -1,14 +1,15 @@
 #!/usr/bin/env bash
 # Runs msgpass-comm-server with clients in no nodes file (BMI's peers found at run
 # time, docs/communicator.md): the server is node 1 of a one-node nodes file over tcp
-# with tcp.max_clients, and three clients started with the network file alone and
-# --lookup tcp://127.0.0.1:PORT. Checks that every client got every answer right and
-# that the server answered three clients under run-time ids. A port taken by another
-# process makes the server fail at start: another port is tried.
-# Usage: run_clients_example.sh PROGRAM
+# (or udp) with max_clients, and three clients started with the network file alone
+# and --lookup tcp://127.0.0.1:PORT (udp://...). Checks that every client got every
+# answer right and that the server answered three clients under run-time ids. A port
+# taken by another process makes the server fail at start: another port is tried.
+# Usage: run_clients_example.sh PROGRAM [tcp|udp]
 set -euo pipefail
 
 program=$1
+technology=${2:-tcp}
 dir=$(mktemp -d)
 pids=()
 cleanup() {
@@ -19,9 +20,9 @@ trap cleanup EXIT
 
 cat >"$dir/network.yaml" <<YAML
 partition: clients-$$-$RANDOM
-technology: tcp
+technology: $technology
 peer_timeout: 2s
-tcp: {max_clients: 3}
+$technology: {max_clients: 3}
 groups:
   server: [1]
 YAML
@@ -35,14 +36,14 @@ for attempt in 1 2 3 4 5; do
     pids=("$server")
     clients=()
     for c in 1 2 3; do
-        "$program" --config "$dir/network.yaml" --lookup "tcp://127.0.0.1:$port" --requests 20 --window 4 \
+        "$program" --config "$dir/network.yaml" --lookup "$technology://127.0.0.1:$port" --requests 20 --window 4 \
             --timeout 30 >"$dir/client$c.out" 2>&1 &
         clients+=($!)
         pids+=($!)
     done
     status=0
     wait "$server" || status=$?
-    if ((status == 2)) && grep -q "cannot listen" "$dir/server.out"; then
+    if ((status == 2)) && grep -Eq "cannot (listen|bind)" "$dir/server.out"; then
         for pid in "${clients[@]}"; do kill -9 "$pid" 2>/dev/null || true; done
         continue # the port was taken: another one
     fi
@@ -53,7 +54,7 @@ for attempt in 1 2 3 4 5; do
         wait "${clients[$((c - 1))]}" || client_status=$?
         cat "$dir/client$c.out"
         ((client_status == 0)) || failed=1
-        grep -Eq '^client of tcp://127\.0\.0\.1:[0-9]+: 20 answers of server 1 right$' "$dir/client$c.out" || failed=1
+        grep -Eq "^client of $technology://127\\.0\\.0\\.1:[0-9]+: 20 answers of server 1 right\$" "$dir/client$c.out" || failed=1
     done
     ((status == 0)) || failed=1
     grep -Eq '^answered 60 requests of 3 clients it had not known \(nodes 2147483648, 2147483649, 2147483650\), 0 malformed$' \

@@ -50,10 +50,17 @@ std::unique_ptr<NodeFactory> NodeFactory::create(const config::Configuration& co
 
 std::unique_ptr<NodeFactory> NodeFactory::create_client(const config::Configuration& configuration) {
     register_builtin_technologies();
-    if (configuration.technology != "tcp") {
-        throw UsageError("a client in no nodes file needs the tcp technology; the configuration names '" +
-                         configuration.technology +
-                         "' (udp and sci have no peers found at run time: docs/communicator.md)");
+    // technology: auto: a client is on no machine of the nodes file, so its sci part
+    // would have no peer; it is the client of auto's technology between machines.
+    if (configuration.technology == "auto") {
+        config::Configuration between = configuration;
+        between.technology = configuration.section<auto_::Options>().inter_host;
+        return TechnologyRegistry::instance().create(between.technology, between, no_node);
+    }
+    if (configuration.technology != "tcp" && configuration.technology != "udp") {
+        throw UsageError("a client in no nodes file needs the tcp or udp technology (or auto); the configuration "
+                         "names '" +
+                         configuration.technology + "' (sci has no peers found at run time: docs/communicator.md)");
     }
     return TechnologyRegistry::instance().create(configuration.technology, configuration, no_node);
 }

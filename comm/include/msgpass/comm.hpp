@@ -165,6 +165,9 @@ struct CommStats {
     std::uint64_t requests_held = 0;
     // Messages discarded by drop(): the dropped peer's, queued at the time.
     std::uint64_t dropped_messages = 0;
+    // Run-time clients released (dropped, or lost, and nothing of them left to read):
+    // their nodes gone from the communicator and forgotten by the technology.
+    std::uint64_t runtime_peers_released = 0;
     // Announced sends withdrawn by cancel() and confirmed by their receiver.
     std::uint64_t rendezvous_withdrawn = 0;
     // Per-tag queues: sends held back now because their lane's bound at the receiver
@@ -208,11 +211,13 @@ public:
     [[nodiscard]] NodeId self_id() const noexcept;
     // The peers: the nodes file's (or the constructor's list), then those found at
     // run time: clients that reached this process's factory (a server's, with
-    // tcp.max_clients), taken in when a call finds nothing to receive (their ids are
-    // first_runtime_id and up), and the servers lookup() reached.
+    // tcp.max_clients or udp.max_clients), taken in when a call finds nothing to
+    // receive (their ids are first_runtime_id and up), and the servers lookup()
+    // reached. A client dropped, lost or gone is released (no longer listed) once
+    // nothing of it is left to read (docs/communicator.md, "Peers found at run time").
     [[nodiscard]] std::vector<NodeId> peers() const;
     // BMI_addr_lookup: the peer listening at address ("tcp://host:port",
-    // msgpass/address.hpp), which need not be in any nodes file, becomes a peer of
+    // "udp://host:port", msgpass/address.hpp), which need not be in any nodes file, becomes a peer of
     // this communicator; returns its node id. A client (a factory of
     // NodeFactory::create_client, no nodes file of its own) reaches its servers so.
     // Throws what NodeFactory::lookup throws (the server's refusal, named).
@@ -350,7 +355,9 @@ public:
     // BMI_set_info(BMI_DROP_ADDR): forgets what is pending with peer: its receives and
     // sends complete peer_lost ("dropped by the application"), its queued messages are
     // discarded (stats().dropped_messages), and a receive from it completes peer_lost
-    // until it sends again (then it is a peer like a restarted one).
+    // until it sends again (then it is a peer like a restarted one). A client found at
+    // run time is released instead: its node freed, its technology told to forget it,
+    // and every later call naming it throws PeerLost.
     void drop(NodeId peer);
     // BMI_get_info(BMI_CHECK_INIT): whether the communicator may be used (its factory
     // still lives).

@@ -6,7 +6,7 @@
 // technology's code.
 //
 //   tcp://host:port        host: a name, an IPv4 address or [an IPv6 address]
-//   udp://host:port        parsed, but udp has no run-time peers (lookup refuses it)
+//   udp://host:port        a udp node (docs/udp.md, "Clients in no nodes file")
 //   sci://...              not an address form: sci peers share one host's memory and
 //                          are the nodes of the nodes file (parse refuses it, saying why)
 #pragma once

@@ -65,7 +65,8 @@ public:
     static std::unique_ptr<NodeFactory> create(const config::Options& options);
     // The factory of a client: a process in no nodes file (configuration has no nodes,
     // config::load_network), whose peers are the servers it looks up. Throws
-    // UsageError for a technology without run-time peers (only tcp has them).
+    // UsageError for a technology without run-time peers (sci; tcp, udp and auto
+    // have them).
     static std::unique_ptr<NodeFactory> create_client(const config::Configuration& configuration);
 
     [[nodiscard]] virtual std::string_view technology() const noexcept = 0;
@@ -102,6 +103,18 @@ public:
         (void)id;
         return nullptr;
     }
+    // The application is done with run-time client id (BMI_set_info's drop: a
+    // communicator calls it once the client was dropped, or lost, and nothing of it is
+    // left to read): the technology closes its connection, discards what it still
+    // holds of it and forgets it, so that its node object is freed once the caller's
+    // references go; should it come back it is refused. No effect for another id (the
+    // default: no run-time peers).
+    virtual void forget_runtime_peer(NodeId id) { (void)id; }
+    // How many run-time clients the technology forgot so far, for any reason (they
+    // left or were lost and everything they sent was read, or forget_runtime_peer):
+    // runtime_peer gives null for them from then on. One atomic load; a communicator
+    // polls it to release what it holds of a client that left.
+    [[nodiscard]] virtual std::uint32_t runtime_peers_forgotten() const noexcept { return 0; }
 
     // A buffer of size bytes to fill and send; from the technology's send pool when
     // it has one, else from the heap. Throws MessageTooLarge beyond max_message_size.

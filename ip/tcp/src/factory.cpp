@@ -45,6 +45,14 @@ NodePtr TcpNodeFactory::runtime_peer(NodeId id) {
     return node;
 }
 
+void TcpNodeFactory::forget_runtime_peer(NodeId id) {
+    transport_->forget_client(id);
+}
+
+std::uint32_t TcpNodeFactory::runtime_peers_forgotten() const noexcept {
+    return transport_->shared().clients_forgotten.load(std::memory_order_acquire);
+}
+
 TcpNodeFactory::~TcpNodeFactory() {
     const auto deadline = deadline_after(configuration().peer_timeout);
     close(time_left(deadline));
@@ -74,6 +82,7 @@ ListenerStats TcpNodeFactory::listener_stats() const noexcept {
     const auto& shared = transport_->shared();
     s.accepted = shared.accepted.load();
     s.crossed = shared.crossed.load();
+    s.clients = transport_->live_clients();
     for (std::size_t i = 0; i < s.refused.size(); ++i)
         s.refused[i] = shared.refused[i].load();
     return s;

@@ -623,8 +623,16 @@ void TcpNode::adopt_connection(int fd, const Welcome& w) {
 
 bool TcpNode::forgettable() {
     if (!gone_.load()) return false;
+    if (forgotten_.load()) return true;
     std::unique_lock lock(in_mutex_, std::try_to_lock);
     return lock.owns_lock() && inbox_count_ == 0;
+}
+
+void TcpNode::forget_client() {
+    close();
+    forgotten_.store(true);
+    gone_.store(true);
+    shared_->client_gone.store(true);
 }
 
 void TcpNode::make_client(const std::string& from) {

@@ -47,6 +47,9 @@ protected:
     // before it is lost, and once lost or gone cleanly it is gone (forgotten).
     bool client_ = false;
     std::atomic<bool> gone_{false};
+    // The application forgot the client (forget_runtime_peer): what its inbox holds
+    // is never read, and does not keep it.
+    std::atomic<bool> forgotten_{false};
     StatsCounters stats_;
     std::atomic<std::size_t> queue_depth_{0};
 

@@ -66,6 +66,10 @@ public:
     // transport forgets it then. Background thread (in_mutex_ only tried).
     [[nodiscard]] bool forgettable();
     [[nodiscard]] bool gone() const noexcept { return gone_.load(); }
+    // Server side, the application is done with this client (NodeFactory::
+    // forget_runtime_peer): goodbye and close, as at shutdown; then gone and
+    // forgettable whatever its inbox holds.
+    void forget_client();
     // Client side: the connection fd, whose handshake as a client (Transport::lookup)
     // ended with welcome w (w.to: the id the server gave this process), becomes this
     // node's own, as if this node had opened it. The node is not in the transport yet.

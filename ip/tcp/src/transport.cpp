@@ -367,12 +367,26 @@ std::shared_ptr<TcpNode> Transport::new_client(const Pending& p) {
     return node;
 }
 
+void Transport::forget_client(NodeId id) {
+    if (id < first_runtime_id) return;
+    auto node = find(id);
+    if (!node) return;
+    node->forget_client();
+    shared_->wake_io();
+}
+
+std::uint32_t Transport::live_clients() const {
+    std::lock_guard lock(nodes_mutex_);
+    return live_clients_;
+}
+
 void Transport::forget_gone_clients() {
     std::lock_guard lock(nodes_mutex_);
     for (auto it = nodes_.lower_bound(first_runtime_id); it != nodes_.end();) {
         if (it->second->forgettable()) {
             it = nodes_.erase(it);
             --live_clients_;
+            shared_->clients_forgotten.fetch_add(1, std::memory_order_release);
             continue;
         }
         if (it->second->gone()) shared_->client_gone.store(true); // its messages are read first: later

@@ -135,6 +135,7 @@ struct Shared {
     // whether one of them is gone (it left, or was lost) for the background thread
     // to forget.
     std::atomic<std::uint32_t> clients_seen{0};
+    std::atomic<std::uint32_t> clients_forgotten{0}; // of those, forgotten (forget_gone_clients)
     std::atomic<bool> client_gone{false};
 
     explicit Shared(Parameters p);
@@ -184,6 +185,11 @@ public:
     std::shared_ptr<TcpNode> node(NodeId id);
     // The node of a run-time client or of a looked-up peer, or null.
     std::shared_ptr<TcpNode> find(NodeId id) const;
+    // A run-time client the application is done with: closed now, forgotten by the
+    // background thread (its id is never used again). No effect for other ids.
+    void forget_client(NodeId id);
+    // The run-time clients held now (not forgotten yet).
+    [[nodiscard]] std::uint32_t live_clients() const;
     // The node of the process listening at address (text: as the caller wrote it):
     // connects and runs the handshake as a client now (in the caller's thread, at
     // most peer_timeout), then the node keeps the connection as its own. Throws

@@ -4,6 +4,7 @@
 
 #include "transport.hpp"
 
+#include <msgpass/address.hpp>
 #include <msgpass/kit/errors.hpp>
 
 namespace msgpass::udp {
@@ -38,6 +39,40 @@ NodePtr UdpNodeFactory::make_node(NodeId id) {
 
 std::unique_ptr<BasicGroup> UdpNodeFactory::make_group(std::string name) {
     return make_udp_group(std::move(name), transport_->shared_ptr());
+}
+
+NodePtr UdpNodeFactory::lookup(std::string_view address) {
+    const PeerAddress a = parse_address(address);
+    if (a.technology != "udp") {
+        throw UsageError("lookup of '" + std::string(address) + "': this factory's technology is udp; a " +
+                         a.technology + " address is not one of its peers");
+    }
+    auto node = transport_->lookup(a.host, a.port, std::string(address));
+    adopt(*node);
+    return node;
+}
+
+std::uint32_t UdpNodeFactory::runtime_peers_seen() const noexcept {
+    return transport_->shared().clients_seen.load(std::memory_order_acquire);
+}
+
+NodePtr UdpNodeFactory::runtime_peer(NodeId id) {
+    if (id < first_runtime_id) return nullptr;
+    auto node = transport_->runtime_node(id);
+    if (node) adopt(*node);
+    return node;
+}
+
+void UdpNodeFactory::forget_runtime_peer(NodeId id) {
+    transport_->forget_client(id);
+}
+
+std::uint32_t UdpNodeFactory::runtime_peers_forgotten() const noexcept {
+    return transport_->shared().clients_forgotten.load(std::memory_order_acquire);
+}
+
+std::uint32_t UdpNodeFactory::clients() const {
+    return transport_->live_clients();
 }
 
 BufferPtr UdpNodeFactory::create_buffer(std::size_t size) {

@@ -282,6 +282,7 @@ void UdpNode::on_datagram(const Decoded& d, std::span<const std::byte> bytes, Cl
         reset_receive_side();
         peer_incarnation_ = 0;
         ended_incarnation_ = incarnation;
+        if (client_) gone_ = true; // a client that left: its id is not used again
         shared_->ring();
         break;
     }
@@ -328,6 +329,7 @@ Clock::time_point UdpNode::tick(Clock::time_point now) {
         lose("silent for peer_timeout (" +
                  std::to_string(std::chrono::duration_cast<std::chrono::milliseconds>(p.peer_timeout).count()) + " ms)",
              messages_queued(), true, true);
+        if (client_) gone_ = true; // a client lost is forgotten: should it come back, it is unknown
         return next;
     }
     pump(now, false); // with the skip first, when the peer may lack datagrams dropped at its loss

@@ -20,7 +20,8 @@ namespace msgpass::udp {
 // ---------------------------------------------------------------- node: application side
 
 UdpNode::UdpNode(std::shared_ptr<Shared> shared, const config::NodeConfig& peer, ip::Address address)
-    : shared_(std::move(shared)), id_(peer.id), name_(peer.name), address_(std::move(address)) {
+    : shared_(std::move(shared)), id_(peer.id), name_(peer.name), self_(shared_->parameters.self),
+      address_(std::move(address)) {
     staging_.resize(shared_->parameters.datagram_size);
     backoff_state_ = shared_->incarnation ^ (std::uint64_t{id_} * 0x9e3779b97f4a7c15ull);
     if (shared_->parameters.auth_key) {

@@ -155,6 +155,8 @@ struct Shared {
     std::atomic<bool> multicast_up{false};
     sockaddr_in multicast_address{};
     std::atomic<std::uint64_t> multicast_sent{0}, multicast_repairs{0}, naks_coalesced{0}, naks_withheld{0};
+    // Run-time clients (first_runtime_id up): ids given so far, and of those forgotten.
+    std::atomic<std::uint32_t> clients_seen{0}, clients_forgotten{0};
     // udp.inject_*: the fault injection (ip/common's interface), made by the transport
     // before any node sends. On receipt it is the background thread's; its
     // withhold_multicast (udp.inject_multicast_loss: a group datagram's first
@@ -351,6 +353,21 @@ public:
     // latch, made with the transport before that, now tells the statistics page too.
     void observe_health_scopes() { loss_.observe_current_scopes(); }
 
+    // --- peers found at run time (clients.cpp) ---
+    // Before any datagram: the node is a run-time client of this server (client) or a
+    // server this client looked up, which calls this process self_as_seen. Its
+    // datagrams leave by the factory's socket (the peer answers to the address it
+    // heard from).
+    void make_runtime(NodeId self_as_seen, bool client);
+    [[nodiscard]] NodeId self_as_seen() const noexcept { return self_; }
+    // Client side: the welcome that answered the lookup (proven already, under
+    // auth_key_file) makes the server's incarnation this node's peer.
+    void adopt_welcome(const DatagramHeader& h, Clock::time_point now);
+    // Server side: the client said goodbye, or was lost, and nothing it sent waits
+    // unread; or the application forgot it (forget_client: goodbye sent, then closed).
+    [[nodiscard]] bool forgettable();
+    void forget_client();
+
     // --- background thread ---
     // A datagram from this peer that passed decode_datagram.
     void on_datagram(const Decoded& d, std::span<const std::byte> bytes, Clock::time_point now);
@@ -484,7 +501,13 @@ private:
     std::shared_ptr<Shared> shared_;
     const NodeId id_;
     const std::string name_;
-    const ip::Address address_; // empty: the peer has no port (receive only)
+    // The id in the `from` of our datagrams: this factory's, or the run-time id a
+    // server looked up gave this client (make_runtime, before any datagram).
+    NodeId self_ = 0;
+    bool client_ = false;                // a run-time client of this server
+    bool gone_ = false;                  // such a client said goodbye or was lost (mutex_)
+    std::atomic<bool> forgotten_{false}; // forget_client
+    const ip::Address address_;          // empty: the peer has no port (receive only)
     StatsCounters stats_;
     std::atomic<std::uint64_t> queue_depth_{0};
 

@@ -13,7 +13,7 @@ const std::vector<std::string>& Options::keys() {
     static const std::vector<std::string> list = {
         "datagram_size",  "socket_buffer",         "window",      "inject_loss",     "inject_duplicate",
         "inject_reorder", "inject_multicast_loss", "inject_seed", "multicast_group", "multicast",
-        "multicast_ttl",  "multicast_interface"};
+        "multicast_ttl",  "multicast_interface",   "max_clients"};
     return list;
 }
 
@@ -49,6 +49,8 @@ void Options::set(const std::string& key, const config::Value& value) {
         }
     } else if (key == "window") {
         if (auto n = value.integer(16, 65536)) window = *n;
+    } else if (key == "max_clients") {
+        if (auto n = value.integer(0, 65536)) max_clients = static_cast<std::uint32_t>(*n);
     } else if (key == "inject_loss") {
         fraction(value, inject_loss);
     } else if (key == "inject_duplicate") {

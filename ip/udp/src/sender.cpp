@@ -19,8 +19,7 @@ bool UdpNode::send_control(DatagramType type, std::uint64_t seq, std::uint64_t l
                            std::span<const std::byte> payload, const ip::Nonce* sign_for, std::uint32_t offset) {
     const int fd = shared_->fd.load();
     if (address_.empty() || fd < 0 || closed_) return false;
-    DatagramHeader h =
-        header_of(type, shared_->parameters.self, shared_->parameters.partition_hash, shared_->incarnation);
+    DatagramHeader h = header_of(type, self_, shared_->parameters.partition_hash, shared_->incarnation);
     h.to = id_;
     h.peer_incarnation = peer_incarnation_;
     h.seq = seq;
@@ -210,7 +209,7 @@ bool UdpNode::prepare(std::uint64_t dseq, DatagramBatch& out) {
     const auto& p = shared_->parameters;
     if (!m.pack.empty()) {
         DatagramHeader& h = out.header[out.count];
-        h = header_of(DatagramType::data, p.self, p.partition_hash, shared_->incarnation);
+        h = header_of(DatagramType::data, self_, p.partition_hash, shared_->incarnation);
         h.to = id_;
         h.peer_incarnation = peer_incarnation_;
         h.seq = dseq;
@@ -233,7 +232,7 @@ bool UdpNode::prepare(std::uint64_t dseq, DatagramBatch& out) {
     const std::uint64_t offset = (dseq - m.first) * p.payload;
     const std::size_t piece = static_cast<std::size_t>(std::min<std::uint64_t>(p.payload, m.size - offset));
     DatagramHeader& h = out.header[out.count];
-    h = header_of(DatagramType::data, p.self, p.partition_hash, shared_->incarnation);
+    h = header_of(DatagramType::data, self_, p.partition_hash, shared_->incarnation);
     h.to = id_;
     h.peer_incarnation = peer_incarnation_;
     h.seq = dseq;

@@ -146,11 +146,6 @@ void Shared::log_refusal(const std::string& line) {
 // ---------------------------------------------------------------- transport
 
 namespace {
-bool knows_peer(const void* context, std::uint32_t id) {
-    const auto* nodes = static_cast<const std::map<NodeId, std::shared_ptr<UdpNode>>*>(context);
-    return nodes->contains(id);
-}
-
 // SO_RCVBUF / SO_SNDBUF as asked (forced when the process may), with one warning
 // per process when the kernel gives less. Returns the receive buffer the kernel
 // accounts (SO_RCVBUF as read back: twice what was set, overhead included).
@@ -179,9 +174,19 @@ std::uint64_t size_buffers(int fd, std::uint64_t want, const std::string& where)
 
 Transport::Transport(const config::Configuration& configuration, NodeId self)
     : configuration_(configuration), shared_(std::make_shared<Shared>(Parameters::from(configuration, self))) {
-    const auto& me = configuration_.node(self);
-    const std::string where = configuration_.nodes_file.string() + ": node " + std::to_string(self);
-    if (me.port == 0) throw ConfigError(where + ": port: the udp technology needs a port for every node");
+    // A client (NodeFactory::create_client) has no node of the nodes file: its socket
+    // is bound to a port of the system's choosing, and its peers are the servers it
+    // looks up (clients.cpp).
+    const bool client = self == no_node;
+    config::NodeConfig me;
+    if (client) {
+        me.host = "0.0.0.0";
+    } else {
+        me = configuration_.node(self);
+    }
+    const std::string where =
+        client ? std::string("udp client") : configuration_.nodes_file.string() + ": node " + std::to_string(self);
+    if (me.port == 0 && !client) throw ConfigError(where + ": port: the udp technology needs a port for every node");
     for (const auto& n : configuration_.nodes) {
         if (n.id == self) continue;
         ip::Address address;
@@ -193,6 +198,13 @@ Transport::Transport(const config::Configuration& configuration, NodeId self)
     }
     shared_->self_address = ip::resolve(me.host, me.port, SOCK_DGRAM, true, where + ": host");
     shared_->fd = ip::bind_socket(shared_->self_address, SOCK_DGRAM, 0, where);
+    if (client) { // the port bound, on loopback: the empty datagram of a wake-up goes there
+        sockaddr_in bound{};
+        socklen_t length = sizeof bound;
+        (void)::getsockname(shared_->fd, reinterpret_cast<sockaddr*>(&bound), &length);
+        shared_->self_address = ip::resolve("127.0.0.1", ntohs(bound.sin_port), SOCK_DGRAM, false, where);
+        me.port = ntohs(bound.sin_port);
+    }
     // Blocking, so that the receiver the socket is lent to can block in recvmmsg();
     // every other call on it says MSG_DONTWAIT.
     if (const int flags = ::fcntl(shared_->fd, F_GETFL); flags >= 0)
@@ -207,8 +219,12 @@ Transport::Transport(const config::Configuration& configuration, NodeId self)
     // this buffer.)
     auto& p = shared_->parameters;
     p.window = std::min<std::uint64_t>(p.window, std::max<std::uint64_t>(16, buffer / (p.datagram_size + 512)));
-    if (p.options.multicasting()) open_multicast(me, where);
-    expect_ = Expect{p.partition_hash, p.self, p.max_message_size, p.datagram_size, knows_peer, &nodes_};
+    if (p.options.multicasting() && !client) open_multicast(me, where);
+    expect_ = Expect{p.partition_hash, p.self, p.max_message_size, p.datagram_size, &Transport::knows, this};
+    expect_.newcomers = p.options.max_clients > 0 && !client;
+    // Any process may look a udp server up, which then addresses it by the run-time
+    // id it gave: `to` is checked per node (handle), against the id it knows us by.
+    expect_.client = true;
     // udp.inject_*: every fault goes through the one interface of ip/common (fault.hpp).
     const ip::FaultRates rates{p.options.inject_loss, p.options.inject_duplicate, p.options.inject_reorder,
                                p.options.inject_multicast_loss, p.options.inject_seed};
@@ -303,9 +319,14 @@ std::shared_ptr<UdpNode> Transport::node(NodeId id) const {
 void Transport::shutdown(SteadyTime deadline) {
     if (stopped_) return;
     stopped_ = true;
+    const auto runtime = runtime_nodes();
     for (auto& [id, n] : nodes_)
         (void)n->wait_acknowledged(deadline);
+    for (const auto& n : runtime)
+        (void)n->wait_acknowledged(deadline);
     for (auto& [id, n] : nodes_)
+        n->close();
+    for (const auto& n : runtime)
         n->close();
     // No receiver may sleep on the socket or read it once it is closed: none is lent
     // it any more, and the one inside is woken and leaves.
@@ -321,20 +342,40 @@ void Transport::shutdown(SteadyTime deadline) {
     if (multicast_fd_ >= 0) ::close(std::exchange(multicast_fd_, -1));
 }
 
-UdpNode* Transport::handle(std::span<const std::byte> bytes, Clock::time_point now) {
+UdpNode* Transport::handle(std::span<const std::byte> bytes, Clock::time_point now, Source from) {
     const Decoded d = decode_datagram(bytes, expect_);
     if (!d.ok) {
+        // (the answer of a server this process is looking up comes from no node yet)
+        if ((d.drop == Drop::unknown_sender || d.drop == Drop::wrong_target) && answer_lookup(bytes, from))
+            return nullptr;
         shared_->count(d.drop);
         return nullptr;
     }
-    UdpNode* n = nodes_.find(d.header.from)->second.get();
+    if (d.newcomer) [[unlikely]]
+        return on_newcomer(d, bytes, from, now);
+    UdpNode* n = nullptr;
+    if (auto it = nodes_.find(d.header.from); it != nodes_.end()) [[likely]] {
+        n = it->second.get();
+    } else {
+        // A run-time peer: it stays in runtime_ while this batch holds the pointer
+        // (it leaves only with read_mutex, or in this background thread).
+        n = runtime_node(d.header.from).get();
+        if (n == nullptr) { // forgotten since the decode
+            shared_->count(Drop::unknown_sender);
+            return nullptr;
+        }
+    }
+    if (d.header.to != n->self_as_seen()) [[unlikely]] {
+        shared_->count(Drop::wrong_target);
+        return nullptr;
+    }
     n->on_datagram(d, bytes, now);
     return n;
 }
 
 // udp.inject_* (Shared::faults): a data, status, NAK or skip datagram is dropped, handled twice, or held
 // back behind the next datagram.
-UdpNode* Transport::inject(std::span<const std::byte> bytes, Clock::time_point now, Batch& batch) {
+UdpNode* Transport::inject(std::span<const std::byte> bytes, Clock::time_point now, Batch& batch, Source from) {
     bool subject = false;
     if (bytes.size() >= header_size) {
         DatagramHeader h;
@@ -352,12 +393,12 @@ UdpNode* Transport::inject(std::span<const std::byte> bytes, Clock::time_point n
         held_.assign(bytes.begin(), bytes.end());
         return nullptr;
     }
-    UdpNode* n = handle(bytes, now);
-    if (action == ip::FaultInjector::Action::duplicate) handle(bytes, now);
+    UdpNode* n = handle(bytes, now, from);
+    if (action == ip::FaultInjector::Action::duplicate) handle(bytes, now, from);
     if (!held_.empty()) {
         std::vector<std::byte> later;
         later.swap(held_);
-        if (UdpNode* m = handle(later, now); m != nullptr && m != n) batch.touched.push_back(m);
+        if (UdpNode* m = handle(later, now, Source{}); m != nullptr && m != n) batch.touched.push_back(m);
     }
     return n;
 }
@@ -437,7 +478,8 @@ void Transport::take(Batch& b, int fd, int n, Clock::time_point now) {
                 std::memcpy(&from, bytes.data() + offsetof(DatagramHeader, from), sizeof from);
                 if (from == shared_->parameters.self) continue;
             }
-            UdpNode* node = injecting_ ? inject(bytes, now, b) : handle(bytes, now);
+            const Source from{&b.from[static_cast<std::size_t>(i)], m.msg_hdr.msg_namelen};
+            UdpNode* node = injecting_ ? inject(bytes, now, b, from) : handle(bytes, now, from);
             if (node != nullptr && std::find(b.touched.begin(), b.touched.end(), node) == b.touched.end())
                 b.touched.push_back(node);
             if (segment == 0) break;
@@ -576,11 +618,16 @@ void Transport::run() {
             if (!held_.empty()) {
                 std::vector<std::byte> later;
                 later.swap(held_);
-                handle(later, now);
+                handle(later, now, Source{});
             }
             next_tick = now + std::chrono::milliseconds(50);
             for (auto& [id, node] : nodes_)
                 next_tick = std::min(next_tick, node->tick(now));
+            if (has_runtime_.load(std::memory_order_acquire)) { // peers found at run time (clients.cpp)
+                for (const auto& node : runtime_nodes())
+                    next_tick = std::min(next_tick, node->tick(now));
+                forget_gone_clients();
+            }
             // Receivers read the socket: the statuses they come to owe are sent from here
             // without waking this thread (after_receiver_read).
             if (shared_->lent.load(std::memory_order_relaxed)) next_tick = std::min(next_tick, now + status_delay);

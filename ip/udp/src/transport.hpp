@@ -11,13 +11,23 @@
 
 #include <array>
 #include <atomic>
+#include <condition_variable>
 #include <map>
 #include <memory>
+#include <mutex>
 #include <random>
+#include <string>
 #include <thread>
 #include <vector>
 
 namespace msgpass::udp {
+
+// Where a datagram came from (a newcomer's answers go there); none for one held back
+// by fault injection.
+struct Source {
+    const sockaddr_storage* address = nullptr;
+    socklen_t length = 0;
+};
 
 class Transport final : public SocketReader {
 public:
@@ -27,6 +37,18 @@ public:
     Transport& operator=(const Transport&) = delete;
 
     std::shared_ptr<UdpNode> node(NodeId id) const; // null: not a peer
+
+    // Peers found at run time (clients.cpp; docs/udp.md, "Clients in no nodes file").
+    // The node of a run-time client of this server, or of a server this client looked
+    // up (null: none, or forgotten).
+    std::shared_ptr<UdpNode> runtime_node(NodeId id) const;
+    // The node of the process listening at host:port (text: the address as the caller
+    // wrote it): the newcomer's hello (and, under auth_key_file, the cookie exchange)
+    // in the caller's thread, at most peer_timeout. Throws Error naming text and why.
+    std::shared_ptr<UdpNode> lookup(const std::string& host, std::uint16_t port, const std::string& text);
+    // A client the application is done with: goodbye, then forgotten. No effect for other ids.
+    void forget_client(NodeId id);
+    [[nodiscard]] std::uint32_t live_clients() const;
     [[nodiscard]] const Shared& shared() const noexcept { return *shared_; }
     [[nodiscard]] Shared& shared() noexcept { return *shared_; }
     [[nodiscard]] const std::shared_ptr<Shared>& shared_ptr() const noexcept { return shared_; }
@@ -41,9 +63,23 @@ public:
 private:
     void run();
     // The node the datagram went to (null: dropped).
-    UdpNode* handle(std::span<const std::byte> bytes, Clock::time_point now);
+    UdpNode* handle(std::span<const std::byte> bytes, Clock::time_point now, Source from);
     struct Batch;
-    UdpNode* inject(std::span<const std::byte> bytes, Clock::time_point now, Batch& batch);
+    UdpNode* inject(std::span<const std::byte> bytes, Clock::time_point now, Batch& batch, Source from);
+    // --- peers found at run time (clients.cpp) ---
+    static bool knows(const void* transport, std::uint32_t id);
+    // A newcomer's hello (read_mutex): a node for it (null: refused, or answered with
+    // a cookie under auth_key_file).
+    UdpNode* on_newcomer(const Decoded& d, std::span<const std::byte> bytes, Source from, Clock::time_point now);
+    // A datagram from no known node that answers a lookup in progress (true: taken).
+    bool answer_lookup(std::span<const std::byte> bytes, Source from);
+    // The cookie a keyed server gives a newcomer at this address and incarnation.
+    [[nodiscard]] std::array<std::uint64_t, 2> cookie(Source from, std::uint64_t incarnation) const;
+    // Background thread: the clients that left or were lost, and whose messages were
+    // read, or that the application forgot, are forgotten (read_mutex taken).
+    void forget_gone_clients();
+    // Every run-time node, for the timers and the shutdown.
+    [[nodiscard]] std::vector<std::shared_ptr<UdpNode>> runtime_nodes() const;
     // Reads at most `most` datagrams of fd into their nodes (a recvmmsg() per 16); the
     // nodes touched go into the batch's list. Returns how many it read; fewer than
     // `most`: the socket had no more.
@@ -97,6 +133,29 @@ private:
     bool injecting_ = false;
     std::atomic<std::int64_t> next_tick_ns_{0}; // when the background thread runs the timers next
     std::thread thread_;
+
+    // Peers found at run time: a server's clients (first_runtime_id up) and the
+    // servers a client looked up, under runtime_mutex_ (handle() looks here only
+    // when `from` is not in nodes_ and has_runtime_ is set). A client's newcomer
+    // hello is known by its address and incarnation (a repeated hello gets the same
+    // node). Nodes leave only with read_mutex held too (no batch holds a pointer).
+    mutable std::mutex runtime_mutex_;
+    std::map<NodeId, std::shared_ptr<UdpNode>> runtime_;
+    std::map<std::pair<std::string, std::uint64_t>, NodeId> newcomers_;
+    std::atomic<bool> has_runtime_{false};
+    std::uint32_t live_clients_ = 0;            // runtime_mutex_
+    std::array<std::uint64_t, 4> cookie_key_{}; // the keyed server's secret of its cookies
+    // Lookups in progress (client side): the answers of their servers.
+    struct Lookup {
+        ip::Address address;
+        std::vector<std::byte> answer; // the last datagram from there (a welcome)
+        bool answered = false;
+    };
+    std::mutex lookups_mutex_;
+    std::condition_variable lookups_changed_;
+    std::vector<Lookup*> lookups_;
+    std::atomic<int> lookups_pending_{0};
+    std::map<std::string, NodeId> looked_up_; // address text -> node (runtime_mutex_)
 };
 
 } // namespace msgpass::udp

@@ -16,6 +16,9 @@
 
 #include <functional>
 #include <memory>
+#include <mutex>
+#include <set>
+#include <string_view>
 
 namespace msgpass::auto_ {
 
@@ -29,7 +32,9 @@ void register_technology();
 class AutoNodeFactory final : public kit::FactoryBase {
 public:
     // Makes the sci factory always and the tcp or udp factory (auto.inter_host) when
-    // a node of the nodes file is on another machine (this node then needs a port).
+    // a node of the nodes file is on another machine, or when this node takes clients
+    // in no nodes file (tcp.max_clients or udp.max_clients above 0); this node then
+    // needs a port.
     AutoNodeFactory(const config::Configuration& configuration, NodeId self);
     ~AutoNodeFactory() override;
 
@@ -46,8 +51,20 @@ public:
     [[nodiscard]] BufferPtr wait(const std::function<BufferPtr()>& poll, std::chrono::nanoseconds timeout) {
         return sci_->wait(poll, timeout);
     }
-    // True when node is one this factory made (through its sci, tcp or udp part).
+    // True when node is one this factory made (through its sci, tcp or udp part),
+    // a peer found at run time included.
     [[nodiscard]] bool made(const Node& node);
+
+    // Peers found at run time (docs/communicator.md) are those of the part between
+    // machines (auto.inter_host: tcp or udp): its clients (tcp.max_clients,
+    // udp.max_clients) and the servers looked up by "tcp://host:port" or
+    // "udp://host:port". Without that part (no node elsewhere and max_clients 0)
+    // there are none: lookup is a UsageError saying why.
+    NodePtr lookup(std::string_view address) override;
+    [[nodiscard]] std::uint32_t runtime_peers_seen() const noexcept override;
+    NodePtr runtime_peer(NodeId id) override;
+    void forget_runtime_peer(NodeId id) override;
+    [[nodiscard]] std::uint32_t runtime_peers_forgotten() const noexcept override;
 
 private:
     NodePtr make_node(NodeId id) override;
@@ -56,6 +73,13 @@ private:
     std::unique_ptr<tcp::TcpNodeFactory> tcp_;
     std::unique_ptr<udp::UdpNodeFactory> udp_;
     std::string inter_host_;
+    // The tcp or udp part (null: none).
+    [[nodiscard]] NodeFactory* between() const noexcept {
+        return tcp_ ? static_cast<NodeFactory*>(tcp_.get()) : static_cast<NodeFactory*>(udp_.get());
+    }
+    // The servers looked up through the tcp part (one entry per server, not per client).
+    std::mutex looked_up_mutex_;
+    std::set<NodeId> looked_up_;
 };
 
 // A group whose members may be sci and tcp nodes. A blocking receive waits as an

@@ -39,6 +39,7 @@ class TcpNode;   // one peer (src/node.hpp)
 struct ListenerStats {
     std::uint64_t accepted = 0; // handshakes that succeeded
     std::uint64_t crossed = 0;  // Hellos refused by the tie-break of two crossing connections (not faults)
+    std::uint32_t clients = 0;  // run-time clients held now: came, not forgotten yet (left, lost or forgotten)
     std::array<std::uint64_t, static_cast<std::size_t>(Refusal::kinds)> refused{};
     [[nodiscard]] std::uint64_t refused_total() const noexcept {
         std::uint64_t n = 0;
@@ -67,6 +68,8 @@ public:
     NodePtr lookup(std::string_view address) override;
     [[nodiscard]] std::uint32_t runtime_peers_seen() const noexcept override;
     NodePtr runtime_peer(NodeId id) override;
+    void forget_runtime_peer(NodeId id) override;
+    [[nodiscard]] std::uint32_t runtime_peers_forgotten() const noexcept override;
 
     // The port this factory listens on (the nodes file's port).
     [[nodiscard]] std::uint16_t port() const noexcept;

@@ -48,7 +48,8 @@ struct DatagramStats {
 class UdpNodeFactory final : public kit::FactoryBase {
 public:
     // Binds this node's host and port. Throws ConfigError (no port, partition name
-    // too long), ResourceError (the port cannot be bound).
+    // too long), ResourceError (the port cannot be bound). A client (self no_node,
+    // NodeFactory::create_client) binds a port of the system's choosing.
     UdpNodeFactory(const config::Configuration& configuration, NodeId self);
     // Flushes every node, waits at most peer_timeout for the acknowledgements, says
     // goodbye to every peer, then closes; what could not be handed over is reported
@@ -57,6 +58,16 @@ public:
 
     [[nodiscard]] std::string_view technology() const noexcept override { return "udp"; }
     BufferPtr create_buffer(std::size_t size) override;
+    // Peers found at run time (docs/udp.md, "Clients in no nodes file"): a client
+    // (self no_node) looks a server up by "udp://host:port"; a server with
+    // udp.max_clients takes such clients, each under a run-time id.
+    NodePtr lookup(std::string_view address) override;
+    [[nodiscard]] std::uint32_t runtime_peers_seen() const noexcept override;
+    NodePtr runtime_peer(NodeId id) override;
+    void forget_runtime_peer(NodeId id) override;
+    [[nodiscard]] std::uint32_t runtime_peers_forgotten() const noexcept override;
+    // The run-time clients held now (came, not forgotten yet).
+    [[nodiscard]] std::uint32_t clients() const;
     [[nodiscard]] std::uint16_t port() const noexcept;
     [[nodiscard]] DatagramStats datagram_stats() const noexcept;
     // For technology: auto: from now on, a message delivered (or a peer lost) also

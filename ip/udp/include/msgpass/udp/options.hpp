@@ -42,6 +42,9 @@ struct Options {
     std::uint64_t multicast_ttl = 1;
     std::string multicast_interface;
     config::Location multicast_group_at; // where multicast_group was written (the group check)
+    // Clients in no nodes file this node takes at once (docs/udp.md, "Clients in no
+    // nodes file"): 0 (the default) to 65536; 0: a newcomer's hello is dropped.
+    std::uint32_t max_clients = 0;
 
     static const std::vector<std::string>& keys();
     void set(const std::string& key, const config::Value& value);

@@ -165,13 +165,15 @@ enum class Drop : std::uint32_t {
     bad_frame = 15,       // a packed datagram whose frames do not tile it: a frame length below its
                           // header, past the datagram's end or beyond max_message_size, a reserved
                           // field not zero, a frame count or byte count not the header's
-    kinds = 16,
+    too_many = 16,        // a newcomer's hello (a client in no nodes file) while udp.max_clients
+                          // clients are here already
+    kinds = 17,
 };
 
 inline constexpr std::array<std::string_view, static_cast<std::size_t>(Drop::kinds)> drop_names{
     "too short",       "bad magic", "bad version",   "bad type",     "wrong partition", "unknown sender",
     "wrong target",    "stale",     "beyond window", "bad fragment", "duplicate",       "injected loss",
-    "unauthenticated", "bad proof", "bad skip",      "bad frame"};
+    "unauthenticated", "bad proof", "bad skip",      "bad frame",    "too many clients"};
 
 [[nodiscard]] constexpr std::string_view describe(Drop d) noexcept {
     const auto i = static_cast<std::size_t>(d);
@@ -186,6 +188,12 @@ struct Expect {
     std::size_t datagram_size = default_datagram_size;
     bool (*knows)(const void* context, std::uint32_t id) = nullptr; // is `from` a peer of the nodes file?
     const void* context = nullptr;
+    // Peers found at run time (docs/udp.md, "Clients in no nodes file"): this node
+    // takes newcomers' hellos (from 0: udp.max_clients above 0); the caller checks
+    // `to` per sender (a server this process looked up addresses it by the run-time
+    // id it gave, not by this node's id), not this function.
+    bool newcomers = false;
+    bool client = false;
 };
 
 // A datagram judged: its header, or why it is dropped (ok false).
@@ -195,6 +203,10 @@ struct Decoded {
     DatagramHeader header{};
     std::span<const std::byte> payload{};
     bool group = false; // it came as group_data (sent to udp.multicast); header is this member's data
+    // A newcomer's hello: from 0 (a client in no nodes file), to 0 or this node; only
+    // when Expect::newcomers. Its seq and length carry the cookie of a keyed server's
+    // answer, when it has one (docs/udp.md).
+    bool newcomer = false;
 };
 
 // The frames of a packed datagram's payload: each at least its header, within the
@@ -295,7 +307,14 @@ struct Decoded {
         d.header.reserved = 0;
         d.group = true;
     }
-    if (h.to != expect.self) return drop(Drop::wrong_target);
+    if (type == DatagramType::hello && h.from == 0 && expect.self != 0 && h.incarnation != 0 &&
+        (h.to == 0 || h.to == expect.self)) {
+        if (!expect.newcomers) return drop(Drop::unknown_sender);
+        d.ok = true;
+        d.newcomer = true;
+        return d;
+    }
+    if (h.to != expect.self && !expect.client) return drop(Drop::wrong_target);
     if (h.from == expect.self || h.incarnation == 0 || expect.knows == nullptr ||
         !expect.knows(expect.context, h.from)) {
         return drop(Drop::unknown_sender);
