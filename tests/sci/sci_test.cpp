@@ -459,8 +459,9 @@ struct BadOption {
     const char* reported;
 };
 
-// The send and receive locks (FastLock): one exchange to take, a plain store to let
-// go. Threads that find it held spin, then sleep on it; every increment made under
+// The send and receive locks (FastLock): one exchange to take, a store and
+// std::atomic's notify_one to let go. Threads that find it held spin, then wait on
+// it (std::atomic::wait); every increment made under
 // it is kept, try_lock fails while it is held, and a holder that keeps it for a while
 // (as the copy of a large message does) lets the sleepers in when it lets go.
 TEST(SciFastLock, ExcludesTheOtherThreadsAndLetsTheSleepersInWhenLetGo) {
