@@ -1,13 +1,13 @@
-// The sender's and the receiver's lock of one peer (Sender, Receiver): taken with one
-// atomic exchange and let go with a plain store, where a std::mutex's unlock is a
-// second atomic operation (an exchange that looks for sleepers), about 20 cycles and
-// 25 instructions on every message of a small-message stream. Several threads may
-// send to one node, and a send may hold the lock for the copy of a large message, so
-// a thread that finds it held spins for a few microseconds and then sleeps on the
-// word. The store that lets the lock go is not ordered before the look at the
-// sleepers (the fence that would order it costs what the plain store saves): a
-// thread that starts to sleep at that very moment may not be woken, so it sleeps at
-// most sleep_step_ns and then looks again.
+// The sender's and the receiver's lock of one peer (Sender, Receiver): one word,
+// taken with one atomic exchange and let go with a release store followed by the
+// standard library's notify_one (C++20 std::atomic wait and notify), which makes no
+// atomic read-modify-write when nobody waits (libstdc++ looks at a count of waiters
+// kept beside the word). A std::mutex's unlock is a second atomic operation (an
+// exchange that looks for sleepers), about 20 cycles and 25 instructions on every
+// message of a small-message stream. Several threads may send to one node, and a
+// send may hold the lock for the copy of a large message, so a thread that finds it
+// held spins for a few microseconds, then waits on the word (std::atomic::wait: the
+// library's own short spin, then a futex).
 #pragma once
 
 #include <atomic>
@@ -17,10 +17,6 @@ namespace msgpass::sci {
 
 class FastLock {
 public:
-    // How long a thread that waits for the lock sleeps before it looks again, when
-    // it was not woken (see above), in nanoseconds.
-    static constexpr long sleep_step_ns = 100'000;
-
     FastLock() = default;
     FastLock(const FastLock&) = delete;
     FastLock& operator=(const FastLock&) = delete;
@@ -34,16 +30,13 @@ public:
     }
     void unlock() noexcept {
         state_.store(0, std::memory_order_release);
-        if (sleepers_.load(std::memory_order_relaxed) != 0) [[unlikely]]
-            wake();
+        state_.notify_one();
     }
 
 private:
     void lock_slow() noexcept;
-    void wake() noexcept;
 
     std::atomic<std::uint32_t> state_{0}; // 1 while held
-    std::atomic<std::uint32_t> sleepers_{0};
 };
 
 } // namespace msgpass::sci

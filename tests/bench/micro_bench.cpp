@@ -6,11 +6,14 @@
 // thread, header signing and checking (msgpass/sci/protocol.hpp), the gather
 // copy of a FragmentList, and the implementer kit's buffer pool that tcp and udp
 // take every message from (small ones made by one thread and dropped by another),
-// and one snapshot of a factory's statistics page.
+// one snapshot of a factory's statistics page, the send and receive locks
+// (FastLock), alone and with two threads taking turns, and a receive that finds
+// nothing (a turn of a waiting receive's spin).
 // Run: build-dir/tests/bench/micro_bench.
 #include "transport.hpp"
 
 #include "batch.hpp"
+#include "fast_lock.hpp"
 #include "send_pool.hpp"
 #include <msgpass/kit/block_cache.hpp>
 #include <msgpass/kit/factory_base.hpp>
@@ -26,6 +29,7 @@
 
 #include <cstring>
 #include <memory>
+#include <span>
 #include <thread>
 #include <vector>
 
@@ -137,6 +141,30 @@ void SendPoolGetPutTwoThreads(benchmark::State& state) {
     if (state.thread_index() == 0) pool->close(); // ends when the other thread's last buffer is back
 }
 BENCHMARK(SendPoolGetPutTwoThreads)->Threads(2);
+
+// The send lock of a message: taken and let go by one thread.
+void FastLockAlone(benchmark::State& state) {
+    sci::FastLock lock;
+    std::uint64_t n = 0;
+    for (auto _ : state) {
+        lock.lock();
+        benchmark::DoNotOptimize(++n);
+        lock.unlock();
+    }
+}
+BENCHMARK(FastLockAlone);
+
+// Two threads taking one lock in turns (two senders to one node).
+void FastLockTwoThreads(benchmark::State& state) {
+    static sci::FastLock lock;
+    static std::uint64_t n = 0;
+    for (auto _ : state) {
+        lock.lock();
+        benchmark::DoNotOptimize(++n);
+        lock.unlock();
+    }
+}
+BENCHMARK(FastLockTwoThreads)->Threads(2);
 
 // A heap send buffer of 64 bytes whose object and bytes share one cached block.
 void SmallHeapBuffer(benchmark::State& state) {
@@ -289,6 +317,35 @@ void SciBytesOneThread(benchmark::State& state) {
     state.SetItemsProcessed(static_cast<std::int64_t>(state.iterations() * burst));
 }
 BENCHMARK(SciBytesOneThread)->ArgsProduct({{8, 64, 256, 1024}, {0}})->ArgsProduct({{64}, {1, 2}});
+
+// A receive that finds nothing (arg 0: receive_view, 1: receive): what each turn of
+// a waiting receive's spin cost before the spin looked at the next note alone
+// (Receiver::ready, wait_with's Sleeper::ready), and still costs one turn in 16.
+void SciEmptyPoll(benchmark::State& state) {
+    register_builtin_technologies();
+    std::string partition = "micro-empty-"; // (test::unique_partition trips GCC 12's -Wrestrict at -O3)
+    partition += std::to_string(::getpid());
+    partition += '-';
+    partition += std::to_string(state.range(0));
+    const test::SegmentCleanup segments(partition);
+    auto c = test::make_configuration("sci", segments.partition(), 2, [](config::Configuration&) {});
+    auto a = NodeFactory::create(c, 1);
+    auto b = NodeFactory::create(c, 2);
+    auto to_b = a->create_node(2);
+    auto from_a = b->create_node(1);
+    const std::uint64_t one = 1;
+    to_b->send_bytes(std::as_bytes(std::span(&one, 1))); // both introduced
+    while (!from_a->receive_view()) {
+    }
+    for (auto _ : state) {
+        if (state.range(0) == 0) {
+            benchmark::DoNotOptimize(from_a->receive_view());
+        } else {
+            benchmark::DoNotOptimize(from_a->receive());
+        }
+    }
+}
+BENCHMARK(SciEmptyPoll)->Arg(0)->Arg(1);
 
 // One snapshot of the statistics page (msgpass/kit/stats_page.hpp) of a factory
 // with arg peers, as its publisher thread writes one every 200 ms: the nodes'

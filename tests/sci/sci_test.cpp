@@ -23,6 +23,7 @@
 #include <functional>
 #include <optional>
 #include <pwd.h>
+#include <span>
 #include <sys/file.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
@@ -459,8 +460,9 @@ struct BadOption {
     const char* reported;
 };
 
-// The send and receive locks (FastLock): one exchange to take, a plain store to let
-// go. Threads that find it held spin, then sleep on it; every increment made under
+// The send and receive locks (FastLock): one exchange to take, a store and
+// std::atomic's notify_one to let go. Threads that find it held spin, then wait on
+// it (std::atomic::wait); every increment made under
 // it is kept, try_lock fails while it is held, and a holder that keeps it for a while
 // (as the copy of a large message does) lets the sleepers in when it lets go.
 TEST(SciFastLock, ExcludesTheOtherThreadsAndLetsTheSleepersInWhenLetGo) {
@@ -800,6 +802,78 @@ TEST(SciIdle, AReceiverIdleInABlockingReceiveSleepsInsteadOfSpinning) {
     clock_gettime(CLOCK_THREAD_CPUTIME_ID, &after);
     const double cpu = (after.tv_sec - before.tv_sec) + (after.tv_nsec - before.tv_nsec) * 1e-9;
     EXPECT_LT(cpu, 0.1) << "an idle receive of 1 s used " << cpu << " s of CPU";
+}
+
+// ------------------------------------------------------------------ spin
+
+// A waiting receive spins on a look at the next note (Receiver::ready) and makes a
+// whole poll one turn in 16: every message of a ping-pong whose echo arrives while
+// the other end spins, and of bursts that travel in batches of a slot, is found in
+// order, on both APIs, with one outstanding message and with seven.
+TEST(SciSpin, AWaitingReceiveFindsEveryMessageOfAPingPongAndOfBurstsOnBothApis) {
+    for (const std::uint32_t outstanding : {1u, 7u}) {
+        SCOPED_TRACE("max_outst_buffers " + std::to_string(outstanding));
+        auto c = sci_configuration(partition_for_test() + "-" + std::to_string(outstanding), 2);
+        c.edit_section<sci::Options>().max_outst_buffers = outstanding;
+        auto a = NodeFactory::create(c, 1);
+        auto b = NodeFactory::create(c, 2);
+        auto to_b = a->create_node(2);
+        auto to_a = b->create_node(1);
+        constexpr std::uint64_t rounds = 2000;
+        constexpr std::uint64_t bursts = 20;
+        constexpr std::uint64_t burst = 40;
+        std::string echo_error;
+        std::jthread echo([&] { // joined on every way out
+            // Echoes every message it takes, through receive_view and send_bytes.
+            for (std::uint64_t n = 0; n < rounds + bursts * burst; ++n) {
+                auto v = to_a->receive_view(10s);
+                if (!v) {
+                    echo_error = "the echo found nothing within 10 s at message " + std::to_string(n);
+                    return;
+                }
+                to_a->send_bytes(v.bytes());
+            }
+            if (!to_a->flush(10s)) echo_error = "the echo's last messages did not leave within 10 s";
+        });
+        auto seq_of = [](std::span<const std::byte> bytes) {
+            PayloadHeader h{};
+            std::memcpy(&h, bytes.data(), sizeof h);
+            return h.seq;
+        };
+        std::uint64_t seq = 0;
+        for (std::uint64_t r = 0; r < rounds; ++r, ++seq) {
+            to_b->send(make_message(*a, sizeof(PayloadHeader) + 8 * (r % 8), 0, seq));
+            if (r % 2 == 0) {
+                auto m = to_b->receive(10s);
+                ASSERT_NE(m, nullptr) << "round " << r;
+                EXPECT_EQ(check_payload(*m).seq, seq);
+            } else {
+                auto v = to_b->receive_view(10s);
+                ASSERT_TRUE(v) << "round " << r;
+                EXPECT_EQ(seq_of(v.bytes()), seq);
+            }
+        }
+        for (std::uint64_t k = 0; k < bursts; ++k) {
+            const std::uint64_t first = seq;
+            for (std::uint64_t i = 0; i < burst; ++i)
+                to_b->send(make_message(*a, 64, 0, seq++));
+            ASSERT_TRUE(to_b->flush(10s));
+            for (std::uint64_t i = 0; i < burst; ++i) {
+                if (i % 3 == 0) {
+                    auto m = to_b->receive(10s);
+                    ASSERT_NE(m, nullptr) << "burst " << k << " message " << i;
+                    EXPECT_EQ(check_payload(*m).seq, first + i);
+                } else {
+                    auto v = to_b->receive_view(10s);
+                    ASSERT_TRUE(v) << "burst " << k << " message " << i;
+                    EXPECT_EQ(seq_of(v.bytes()), first + i);
+                }
+            }
+        }
+        echo.join();
+        EXPECT_EQ(echo_error, "");
+        EXPECT_EQ(to_b->receive(std::chrono::milliseconds(0)), nullptr);
+    }
 }
 
 // ------------------------------------------------------------------ wake-up
