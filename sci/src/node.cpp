@@ -55,7 +55,7 @@ BufferPtr SciNode::receive() {
 BufferPtr SciNode::receive(std::chrono::nanoseconds timeout) {
     check_factory("receive");
     if (auto b = receive()) return b; // a stream's usual case, without setting up a wait (~40 instructions)
-    return links_.transport->wait([this] { return receive(); }, [this] { return receiver_.ready(); }, timeout);
+    return links_.transport->wait([this] { return receive(); }, timeout);
 }
 
 // A message of an open batch is lent as a view; any other (the first of a batch, a
@@ -70,8 +70,7 @@ MessageView SciNode::receive_view() {
 MessageView SciNode::receive_view(std::chrono::nanoseconds timeout) {
     check_factory("receive");
     MessageView v = poll_view(); // a stream's usual case, without setting up a wait
-    if (!v)
-        v = links_.transport->wait([this] { return receive_view(); }, [this] { return receiver_.ready(); }, timeout);
+    if (!v) v = links_.transport->wait([this] { return receive_view(); }, timeout);
     return v;
 }
 

@@ -83,7 +83,6 @@ void Receiver::introduce(Link& link) {
     store(link.header->epoch, transport_->epoch32());
     recv_link_ = &link;
     recv_owner_ = link.shared_from_this();
-    expect_next();
 }
 
 // Starts a new generation of grants: every index of the old one lets go of its
@@ -102,19 +101,6 @@ void Receiver::release_grants(std::uint32_t generation, std::uint32_t k) {
 // The next message of the receive side's incarnation: one of a batch already
 // taken, or the next notification. recv_mutex_ held.
 BufferPtr Receiver::take_next() {
-    BufferPtr b = take_next_note();
-    expect_next();
-    return b;
-}
-
-// What ready() compares the next note with. recv_mutex_ held.
-void Receiver::expect_next() noexcept {
-    const bool whole = recv_link_ == nullptr || !pending_.empty() || !violation_.empty();
-    expect_.store(whole ? 0 : std::uint64_t{recv_index_} << 32 | signature_mod(recv_round_[recv_index_], recv_salt255_),
-                  std::memory_order_relaxed);
-}
-
-BufferPtr Receiver::take_next_note() {
     if (batch_.link != nullptr) return next_in_batch();
     if (!pending_.empty()) {
         auto b = std::move(pending_.front());
@@ -476,7 +462,6 @@ MessageView Receiver::view() {
     lend_ = true;
     BufferPtr b = take_message(*recv_link_);
     lend_ = false;
-    expect_next();
     if (b) return MessageView(std::move(b)); // a large message
     if (batch_.link != nullptr) return view_in_batch();
     return {};

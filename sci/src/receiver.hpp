@@ -148,16 +148,6 @@ public:
     // message, a descriptor of a batch already taken, a restart, a violation): the
     // caller then polls.
     MessageView view();
-    // A look without the lock whether a poll may find something: a new note on the
-    // index the next message comes on (false: nothing new there; anything else, a
-    // restart, a loss, a released large buffer, is for the whole poll that a wait
-    // still makes now and then). For the spin of a receive that found nothing, so
-    // no batch is open: only the receiving thread's whole polls open one, and they
-    // hand out its first message at once.
-    [[nodiscard]] bool ready() const noexcept {
-        const std::uint64_t e = expect_.load(std::memory_order_relaxed);
-        return e == 0 || sig_of(load(local_header_->index[e >> 32].note)) == static_cast<std::uint32_t>(e);
-    }
     // Writes the grants a receive call would write (indices whose message was taken,
     // releases of large buffers), so that a peer sees every taken message
     // acknowledged when this process ends cleanly without receiving again.
@@ -174,8 +164,6 @@ public:
 private:
     void introduce(Link& link);
     BufferPtr take_next();
-    BufferPtr take_next_note();
-    void expect_next() noexcept;
     BufferPtr take_message(Link& link);
     bool open_batch(Link& link, std::uint32_t i, std::uint32_t slot, std::uint32_t size, std::uint64_t number);
     void lend_alone(Link& link, std::uint32_t i, std::uint32_t slot, std::uint32_t size);
@@ -206,10 +194,6 @@ private:
     std::uint32_t recv_index_ = 0;
     std::array<std::uint8_t, max_outstanding> recv_round_{};
     std::uint32_t recv_salt255_ = 0; // of the peer's epoch: its notes' signatures
-    // For ready(): the index of the next note (upper half) and the signature it must
-    // carry (lower half, never 0), or 0 when the whole poll has to look (no link,
-    // descriptors pending, a violation to report). Set by each locked receive.
-    std::atomic<std::uint64_t> expect_{0};
     std::uint64_t large_received_ = 0;
     static constexpr std::uint32_t no_slot = 0xffffffffu;
     std::array<bool, max_outstanding> resign_{}; // the slot stays granted; its ack awaits the next round's signature

@@ -29,8 +29,6 @@
 #include <mutex>
 #include <optional>
 #include <thread>
-#include <type_traits>
-#include <utility>
 #include <vector>
 
 namespace msgpass::sci {
@@ -117,13 +115,7 @@ public:
     // recent answers took and sleeps without yielding (shared_spin_ns_ below;
     // docs/sci-protocol.md, "How a node waits").
     template <class Poll>
-    auto wait(Poll&& poll, std::chrono::nanoseconds timeout) -> decltype(poll()) {
-        return wait(std::forward<Poll>(poll), nullptr, timeout);
-    }
-    // The same with a cheap look (ready(), a bool()) made in the spin instead of most
-    // polls (wait_with's Sleeper::ready); nullptr: none.
-    template <class Poll, class Ready>
-    auto wait(Poll&& poll, Ready&& ready, std::chrono::nanoseconds timeout) -> decltype(poll());
+    auto wait(Poll&& poll, std::chrono::nanoseconds timeout) -> decltype(poll());
 
     // A buffer of size bytes to send: from the send pool when use_send_pool is set
     // and size fits send_buffer_size and a buffer is free, else from the heap (a
@@ -192,8 +184,6 @@ private:
     // to wake tells them again; announcements are made one at a time.
     class Asleep;
     class Sleeper;
-    template <class Ready>
-    class ReadySleeper;
     void announce_sleep();
     void withdraw_sleep();
     std::mutex sleep_mutex_; // order: sleep_mutex_ -> the driver's lock -> a node's receiver lock
@@ -231,43 +221,25 @@ private:
     Transport& transport_;
 };
 
-// A Sleeper with a cheap look for the spin (wait_with: Sleeper::ready).
-template <class Ready>
-class Transport::ReadySleeper : public Transport::Sleeper {
-public:
-    ReadySleeper(Transport& local, Ready& ready) : Sleeper(local), ready_(ready) {}
-    [[nodiscard]] bool ready() { return ready_(); }
-
-private:
-    Ready& ready_;
-};
-
-template <class Poll, class Ready>
-auto Transport::wait(Poll&& poll, Ready&& ready, std::chrono::nanoseconds timeout) -> decltype(poll()) {
-    auto sleeper = [&] {
-        if constexpr (std::is_null_pointer_v<std::remove_cvref_t<Ready>>) {
-            return Sleeper(*this);
-        } else {
-            return ReadySleeper<std::remove_reference_t<Ready>>(*this, ready);
-        }
-    };
+template <class Poll>
+auto Transport::wait(Poll&& poll, std::chrono::nanoseconds timeout) -> decltype(poll()) {
     WaitPolicy policy;
     if (barrier_failed_.load(std::memory_order_relaxed)) policy.max_sleep = std::chrono::microseconds(1000);
-    if (!yields_.shared()) return wait_with(std::forward<Poll>(poll), timeout, sleeper(), policy);
+    if (!yields_.shared()) return wait_with(std::forward<Poll>(poll), timeout, Sleeper(*this), policy);
     if (partition_fills_cpus_) {
         // The partition's own nodes share the CPUs (more nodes than CPUs): a yield
         // hands the CPU to a partner, whose answer is what this wait waits for, so
         // the wait yields (no spin) before it sleeps. A sleep per message halved the
         // DAQ example's rate (7 nodes on 2 CPUs: docs/benchmarks.md).
         policy.spin = std::chrono::microseconds(0);
-        return wait_with(std::forward<Poll>(poll), timeout, sleeper(), policy);
+        return wait_with(std::forward<Poll>(poll), timeout, Sleeper(*this), policy);
     }
     if ((shared_waits_.fetch_add(1, std::memory_order_relaxed) & (probe_every - 1)) == 0) probe_shared();
     policy.spin = std::chrono::ceil<std::chrono::microseconds>(
         std::chrono::nanoseconds(shared_spin_ns_.load(std::memory_order_relaxed)));
     policy.yield = policy.spin; // no yield phase
     const auto start = std::chrono::steady_clock::now();
-    auto r = wait_with(std::forward<Poll>(poll), timeout, sleeper(), policy);
+    auto r = wait_with(std::forward<Poll>(poll), timeout, Sleeper(*this), policy);
     if (r) learn_shared_spin(std::chrono::steady_clock::now() - start);
     return r;
 }

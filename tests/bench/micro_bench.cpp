@@ -319,8 +319,7 @@ void SciBytesOneThread(benchmark::State& state) {
 BENCHMARK(SciBytesOneThread)->ArgsProduct({{8, 64, 256, 1024}, {0}})->ArgsProduct({{64}, {1, 2}});
 
 // A receive that finds nothing (arg 0: receive_view, 1: receive): what each turn of
-// a waiting receive's spin cost before the spin looked at the next note alone
-// (Receiver::ready, wait_with's Sleeper::ready), and still costs one turn in 16.
+// a waiting receive's spin costs.
 void SciEmptyPoll(benchmark::State& state) {
     register_builtin_technologies();
     std::string partition = "micro-empty-"; // (test::unique_partition trips GCC 12's -Wrestrict at -O3)

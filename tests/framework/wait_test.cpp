@@ -9,7 +9,6 @@
 
 #include <atomic>
 #include <chrono>
-#include <functional>
 #include <latch>
 #include <memory>
 #include <optional>
@@ -181,64 +180,6 @@ TEST(WaitWith, TellsTheSleeperOfEachYieldAndAnnouncesNothingWhenItNeverSleeps) {
     EXPECT_EQ(sleeper.yields, 2); // polls 2 and 3 failed and yielded
     EXPECT_EQ(sleeper.announcements, 0);
     EXPECT_TRUE(sleeper.steps.empty());
-}
-
-// A sleeper with a cheap look (ready()): while the wait spins it makes one whole
-// poll in 16 and otherwise polls only when ready() says so; the yield and sleep
-// phases poll every time, whatever ready() says.
-struct ReadySleeper : RecordingSleeper {
-    int looks = 0;
-    std::function<bool()> says = [] { return false; };
-    bool ready() {
-        ++looks;
-        return says();
-    }
-};
-
-TEST(WaitWith, WhileSpinningPollsOnlyWhenTheSleeperSaysReadyAndOneTimeInSixteen) {
-    ReadySleeper sleeper;
-    int polls = 0;
-    // Never ready: only the spin's whole polls (one in 16 turns) find the value.
-    const auto r = wait_with(
-        [&]() -> std::optional<int> {
-            if (++polls == 4) return 3;
-            return std::nullopt;
-        },
-        10s, sleeper, WaitPolicy{10s, 10s, 100ms});
-    ASSERT_TRUE(r.has_value());
-    EXPECT_EQ(*r, 3);
-    EXPECT_EQ(polls, 4); // the first poll, then turns 0, 16 and 32 of the spin
-    EXPECT_EQ(sleeper.looks, 15 + 15);
-
-    // Ready at the fifth look: the poll follows the look at once.
-    ReadySleeper ready;
-    ready.says = [&] { return ready.looks == 5; };
-    int found_at_look = -1;
-    const auto r2 = wait_with(
-        [&]() -> std::optional<int> {
-            if (ready.looks == 5) found_at_look = ready.looks;
-            if (ready.looks == 5) return 9;
-            return std::nullopt;
-        },
-        10s, ready, WaitPolicy{10s, 10s, 100ms});
-    ASSERT_TRUE(r2.has_value());
-    EXPECT_EQ(*r2, 9);
-    EXPECT_EQ(found_at_look, 5);
-}
-
-TEST(WaitWith, OutsideTheSpinEveryPollIsMadeWhateverTheSleeperSays) {
-    ReadySleeper sleeper; // never ready
-    int polls = 0;
-    const auto r = wait_with(
-        [&]() -> std::optional<int> {
-            if (++polls == 6) return 5;
-            return std::nullopt;
-        },
-        std::chrono::nanoseconds::max(), sleeper, WaitPolicy{0us, 0us, 1000us});
-    ASSERT_TRUE(r.has_value());
-    EXPECT_EQ(*r, 5);
-    EXPECT_EQ(sleeper.looks, 0);
-    EXPECT_EQ(sleeper.steps.size(), 4u);
 }
 
 // The last step ends at the deadline, not max_sleep later.

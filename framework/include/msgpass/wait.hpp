@@ -72,11 +72,6 @@ struct WaitPhase {
 //   void yielded(std::chrono::nanoseconds took);  told how long each yield took
 //   auto announce();  called once before the first sleep; what it returns is held
 //                     until the wait returns (sci tells its partners that it sleeps)
-//   bool ready();     a cheap look whether poll() may find something: while it
-//                     spins, the wait then makes one poll in 16 and otherwise polls
-//                     only when ready() says so (sci: a whole receive poll takes
-//                     three locks and two looks at the notes, 40-60 ns, and a
-//                     message that arrives during one waits for its end)
 // DoorbellSleeper sleeps on a futex; tcp sleeps in ppoll() on its sockets.
 template <class Poll, class Sleeper>
 auto wait_with(Poll&& poll, std::chrono::nanoseconds timeout, Sleeper&& sleeper, const WaitPolicy& policy = {})
@@ -89,11 +84,7 @@ auto wait_with(Poll&& poll, std::chrono::nanoseconds timeout, Sleeper&& sleeper,
     const auto spin_end = std::min(deadline, start + policy.spin);
     for (auto now = start; now < spin_end; now = Clock::now()) {
         for (int i = 0; i < 32; ++i) {
-            bool look = true;
-            if constexpr (requires { sleeper.ready(); }) look = (i & 15) == 0 || sleeper.ready();
-            if (look) {
-                if (auto r = poll()) return r;
-            }
+            if (auto r = poll()) return r;
 #if defined(__x86_64__) || defined(__i386__)
             __builtin_ia32_pause();
 #endif
