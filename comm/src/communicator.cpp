@@ -386,6 +386,7 @@ void Communicator::send(Context context, NodeId dest, Tag tag, std::span<const s
     }
     im.check_peer(dest, false, "send");
     Impl::check_tag(tag, false, "send");
+    if (im.send_bytes_now(context, dest, tag, bytes)) return;
     auto whole = im.make_message(context, tag, bytes);
     if (im.send_now(dest, tag, whole)) return;
     finish_send(*this, im.post_send(context, dest, tag, std::move(whole), bytes.size(), nullptr), dest,

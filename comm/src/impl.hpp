@@ -136,6 +136,9 @@ constexpr std::size_t gather_above = 4096;
 // memory (kit::BufferPool), which keeps up to pool_keep_bytes of freed blocks: a
 // window of 16 MiB in flight reuses it whole.
 constexpr std::size_t pooled_from = 4096;
+// The largest payload send() puts together on the stack for Node::send_bytes (an
+// MPI_Send's small message: no Buffer object to make and free per message).
+constexpr std::size_t bytes_send_limit = 1024;
 constexpr std::size_t pool_keep_bytes = 32 * 1024 * 1024;
 
 // The payload of a message: a view past the envelope, owning the whole (a received
@@ -742,6 +745,11 @@ struct Communicator::Impl {
     // A tag of a per-tag queue is never sent here: its lane's count is kept under the
     // mutex (post_send).
     bool send_now(NodeId dest, Tag tag, BufferPtr& whole);
+    // The same for a small eager message (payload up to bytes_send_limit) with no
+    // Buffer at all: its envelope and payload are put together on the stack and the
+    // node copies them (Node::send_bytes; sci straight into the peer's slot, tcp into
+    // its window). False when it must wait or go by another way (nothing was sent).
+    bool send_bytes_now(Context context, NodeId dest, Tag tag, std::span<const std::byte> bytes);
     // A node whose send queue holds messages that the backlog waits behind, if any.
     Node* stalled_node_locked() const;
 

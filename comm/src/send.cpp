@@ -178,6 +178,25 @@ bool Communicator::Impl::send_now(NodeId dest, Tag tag, BufferPtr& whole) {
     }
 }
 
+bool Communicator::Impl::send_bytes_now(Context context, NodeId dest, Tag tag, std::span<const std::byte> bytes) {
+    if (bytes.size() > bytes_send_limit || backlogged.load(std::memory_order_acquire)) return false;
+    if (!limits.tag_queues.empty() && lane_of(tag) >= 0) return false;
+    alignas(WireEnvelope) std::byte whole[header_size + bytes_send_limit];
+    write_envelope(whole, context, tag, bytes.size(), kind_eager, 0);
+    if (!bytes.empty()) std::memcpy(whole + header_size, bytes.data(), bytes.size());
+    try {
+        node_of(dest)->send_bytes(std::span<const std::byte>(whole, header_size + bytes.size()));
+        return true;
+    } catch (const SendQueueFull&) {
+        return false;
+    } catch (const PeerLost& e) {
+        const std::string reason = e.what();
+        std::lock_guard lock(mutex);
+        handle_loss_locked(dest, reason);
+        throw PeerLost(dest, "comm: send to " + describe(dest) + ": " + reason);
+    }
+}
+
 Node* Communicator::Impl::stalled_node_locked() const {
     for (const auto& [peer, queue] : backlog) {
         if (queue.empty()) continue;

@@ -210,7 +210,8 @@ int send_common(const char* call, const void* buf, int count, MPI_Datatype type,
         check_rank(c, dest, false);
         check_send_tag(tag);
         if (dest == MPI_PROC_NULL) return MPI_SUCCESS;
-        if (!sync && engine->can_recv_now() && is_dense(type) && bytes <= engine->eager_limit()) {
+        if (!sync && engine->can_recv_now() && bytes <= engine->eager_limit() &&
+            (!is_derived(type) || is_dense(type))) {
             engine->send_now(c, dest, tag, buf, bytes); // no request (the 8-byte latency's path)
             return MPI_SUCCESS;
         }

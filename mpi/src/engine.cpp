@@ -159,6 +159,7 @@ void Engine::release(MPI_Request handle) {
 
 MPI_Request Engine::isend(const CommInfo& c, int dest, int tag, const void* buf, std::size_t bytes, bool sync,
                           std::vector<std::byte> staging, bool in_place) {
+    let_go();
     if (auto lost = lost_.find(c.world_rank(dest)); lost != lost_.end())
         throw MpiError(MPI_ERR_PROC_FAILED, "rank " + std::to_string(dest) + " was lost: " + lost->second);
     const std::span<const std::byte> data(static_cast<const std::byte*>(buf), bytes);
@@ -197,6 +198,7 @@ void Engine::send_now(const CommInfo& c, int dest, int tag, const void* buf, std
     try {
         comm_->send(context(c.p2p), node_of(c, dest), tag,
                     std::span<const std::byte>(static_cast<const std::byte*>(buf), bytes));
+        let_go(); // after the message went (held_)
     } catch (const PeerLost& e) {
         throw MpiError(MPI_ERR_PROC_FAILED, "rank " + std::to_string(dest) + " was lost: " + e.what());
     }
@@ -204,6 +206,7 @@ void Engine::send_now(const CommInfo& c, int dest, int tag, const void* buf, std
 
 MPI_Request Engine::irecv(const CommInfo& c, int source, int tag, void* buf, std::size_t capacity,
                           std::vector<std::byte> staging, std::function<void(std::size_t)> unpack, bool in_place) {
+    let_go();
     const NodeId node = source == MPI_ANY_SOURCE ? comm::any_source : node_of(c, source);
     const std::span<std::byte> into(static_cast<std::byte*>(buf), capacity);
     const comm::Posted posted = in_place && staging.empty() && !unpack
@@ -228,6 +231,7 @@ MPI_Request Engine::irecv(const CommInfo& c, int source, int tag, void* buf, std
 }
 
 int Engine::recv_now(const CommInfo& c, int source, int tag, void* buf, std::size_t capacity, MPI_Status& status) {
+    let_go();
     const NodeId node = source == MPI_ANY_SOURCE ? comm::any_source : node_of(c, source);
     std::optional<comm::Message> m;
     try {
@@ -267,6 +271,7 @@ int Engine::recv_now(const CommInfo& c, int source, int tag, void* buf, std::siz
     status.MPI_ERROR = size > capacity ? MPI_ERR_TRUNCATE : MPI_SUCCESS;
     status.msgpass_cancelled = 0;
     status.msgpass_bytes = n;
+    held_ = std::move(m->buffer);
     return status.MPI_ERROR;
 }
 
@@ -334,6 +339,7 @@ void Engine::handle(comm::Completion&& c) {
 }
 
 void Engine::progress() {
+    let_go();
     step_schedules();
     if (!comm_ || leader_) return; // the leader takes what comes (block_once)
     try {
@@ -386,6 +392,7 @@ bool Engine::as_leader(Wait&& wait) {
 }
 
 void Engine::block_once() {
+    let_go();
     if (!comm_) return;
     std::vector<comm::RequestId> ids;
     ids.reserve(inflight_.size() + sentinels_.size());
@@ -608,6 +615,7 @@ void Engine::free_request(MPI_Request* handle) {
 }
 
 bool Engine::cancel(MPI_Request handle) {
+    let_go();
     if (const Request& p = request(handle); p.restart) return p.inner != MPI_REQUEST_NULL && cancel(p.inner);
     Request& r = request(handle);
     if (r.schedule && r.schedule->cancel) {
@@ -633,6 +641,7 @@ bool Engine::cancel(MPI_Request handle) {
 // ----------------------------------------------------------------------- probe
 
 bool Engine::iprobe(const CommInfo& c, int source, int tag, MPI_Status* status) {
+    let_go();
     step_schedules();
     const NodeId node = source == MPI_ANY_SOURCE ? comm::any_source : node_of(c, source);
     const auto found = comm_->iprobe(context(c.p2p), node, tag);
@@ -690,6 +699,7 @@ MPI_Request Engine::receive_matched(MPI_Request message, std::size_t capacity,
 }
 
 void Engine::probe(const CommInfo& c, int source, int tag, MPI_Status* status) {
+    let_go();
     Request wanted; // not in the table: describes what is waited for
     wanted.peer = source;
     wanted.tag = tag;
@@ -922,6 +932,7 @@ void Engine::step_schedules() {
 // ----------------------------------------------------------------------- finalize
 
 void Engine::finalize() {
+    let_go();
     if (!comm_) return;
     barrier(*this, info(MPI_COMM_WORLD));
     for (const auto& [id, _] : sentinels_)

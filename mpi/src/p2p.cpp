@@ -82,7 +82,8 @@ int MPI_Recv(void* buf, int count, MPI_Datatype type, int source, int tag, MPI_C
         }
         MPI_Status own{};
         int code = MPI_SUCCESS;
-        if (engine->can_recv_now() && msgpass::mpi::is_dense(type) && bytes <= engine->eager_limit()) {
+        if (engine->can_recv_now() && bytes <= engine->eager_limit() &&
+            (!msgpass::mpi::is_derived(type) || msgpass::mpi::is_dense(type))) { // (a predefined type: no lookup)
             code = engine->recv_now(c, source, tag, buf, bytes, own);
         } else {
             MPI_Request h = irecv_typed(c, source, tag, buf, count, type, bytes);
