@@ -393,14 +393,29 @@ bool Engine::as_leader(Wait&& wait) {
 
 void Engine::block_once() {
     let_go();
-    if (!comm_) return;
+    // Nothing to wait for in comm (a single rank, or only generalized requests):
+    // under MPI_THREAD_MULTIPLE the thread that will complete what is waited for
+    // (MPI_Grequest_complete) needs the big lock, so it is let go for a moment.
+    auto let_others_in = [this] {
+        if (lock_ == nullptr) return;
+        lock_->unlock();
+        std::this_thread::yield();
+        lock_->lock();
+    };
+    if (!comm_) {
+        let_others_in();
+        return;
+    }
     std::vector<comm::RequestId> ids;
     ids.reserve(inflight_.size() + sentinels_.size());
     for (const auto& [id, _] : inflight_)
         ids.push_back(id);
     for (const auto& [id, _] : sentinels_)
         ids.push_back(id);
-    if (ids.empty()) return;
+    if (ids.empty()) {
+        let_others_in();
+        return;
+    }
     try {
         std::vector<comm::Completion> completions;
         if (!as_leader([&] { completions = comm_->wait_some(ids, slice); })) return;
