@@ -417,8 +417,11 @@ TEST(ConfigPartitionSizes, WrittenSizesTooSmallForThePartitionAreRefusedWhenLoad
               "network.yaml:1:22: sci.recv_seg_size: expected at least header_area_size (12800) + recv_buffer_no "
               "(198) * recv_buffer_size (8192) = 1634816 bytes for 100 nodes (or leave it out: it follows the node "
               "count), found 1048576");
-    // Only where sci serves the partition.
+    // Only where sci serves the partition (auto uses it between the nodes of a host).
     EXPECT_EQ(errors_of("technology: tcp\nsci: {header_area_size: 8KiB}\n", many_nodes(100)), "");
+    EXPECT_NE(errors_of("technology: auto\nsci: {header_area_size: 8KiB}\n", many_nodes(100))
+                  .find("sci.header_area_size: expected one 128-byte header per node"),
+              std::string::npos);
 }
 
 // Numbers whose product does not fit 64 bits are compared exactly (long double) and
