@@ -34,24 +34,25 @@ Settings parse(int argc, char** argv, bool& help) {
         ("iterations", po::value(&s.budget.iterations)->value_name("N"), "timed messages (or round trips) per point") //
         ("seconds", po::value(&s.budget.seconds)->value_name("SECONDS"),                                              //
          "time per point when --iterations is not given (default 0.4; idle: 5)")                                      //
-        ("members", po::value(&s.members)->value_name("N"), "group size for broadcast and gather (default 4)")        //
-        ("json", po::bool_switch(&s.json), "one JSON object per line on stdout, nothing else")                        //
-        ("cpu", po::value(&cpus)->value_name("A,B"), "pin the driver to CPU A and the peers to B,...")                //
-        ("reference", po::bool_switch(&s.reference), "measure the floors of this machine instead of msgpass")         //
-        ("floors", po::value(&floors)->value_name("LIST"),                                                            //
-         "with --reference: the floors to run, of shm,memcpy,tcp,udp (default: all)")                                 //
-        ("floor-addresses", po::value(&floor_addresses)->value_name("A,B"),                                           //
-         "with --reference: IPv4 addresses of the two ends of the tcp and udp floors (127.0.0.1,127.0.0.1)")          //
-        ("floor-netns", po::value(&s.floor_netns)->value_name("NAME"),                                                //
-         "with --reference: run the second end of the tcp and udp floors in this network namespace (ip netns)")       //
-        ("config", po::value<std::string>()->value_name("FILE"),                                                      //
-         "network file: run one side only (with --nodes, --node-id)")                                                 //
-        ("nodes", po::value<std::string>()->value_name("FILE"), "nodes file (one-side mode)")                         //
-        ("node-id", po::value<NodeId>()->value_name("ID"),                                                            //
-         "own node id (one-side mode; else MSGPASS_NODE_ID or the launcher's rank)")                                  //
-        ("wait", po::value(&wait)->value_name("MODE"),                                                                //
-         "block: receive(timeout), the layer's wait (default); spin: poll receive()")                                 //
-        ("api", po::value(&api)->value_name("API"),                                                                   //
+        ("members", po::value(&s.members)->value_name("N"),
+         "group size for broadcast and gather, 1..1023 (default 4)")                                            //
+        ("json", po::bool_switch(&s.json), "one JSON object per line on stdout, nothing else")                  //
+        ("cpu", po::value(&cpus)->value_name("A,B"), "pin the driver to CPU A and the peers to B,...")          //
+        ("reference", po::bool_switch(&s.reference), "measure the floors of this machine instead of msgpass")   //
+        ("floors", po::value(&floors)->value_name("LIST"),                                                      //
+         "with --reference: the floors to run, of shm,memcpy,tcp,udp (default: all)")                           //
+        ("floor-addresses", po::value(&floor_addresses)->value_name("A,B"),                                     //
+         "with --reference: IPv4 addresses of the two ends of the tcp and udp floors (127.0.0.1,127.0.0.1)")    //
+        ("floor-netns", po::value(&s.floor_netns)->value_name("NAME"),                                          //
+         "with --reference: run the second end of the tcp and udp floors in this network namespace (ip netns)") //
+        ("config", po::value<std::string>()->value_name("FILE"),                                                //
+         "network file: run one side only (with --nodes, --node-id)")                                           //
+        ("nodes", po::value<std::string>()->value_name("FILE"), "nodes file (one-side mode)")                   //
+        ("node-id", po::value<NodeId>()->value_name("ID"),                                                      //
+         "own node id (one-side mode; else MSGPASS_NODE_ID or the launcher's rank)")                            //
+        ("wait", po::value(&wait)->value_name("MODE"),                                                          //
+         "block: receive(timeout), the layer's wait (default); spin: poll receive()")                           //
+        ("api", po::value(&api)->value_name("API"),                                                             //
          "buffer: send(BufferPtr) and receive() (default); bytes: the Buffer-free send_bytes and receive_view "
          "(pingpong and stream; rows pingpong-bytes, stream-bytes)") //
         ("contention", po::value(&s.contention)->value_name("N"),    //
@@ -120,7 +121,10 @@ Settings parse(int argc, char** argv, bool& help) {
         (!s.pattern || s.reference || s.layer == "comm" || s.pattern == std::optional<std::string>("idle")))
         throw po::error(
             "--contention goes with --pattern pingpong, stream, broadcast or gather (not --reference or --layer comm)");
-    if (s.members == 0 || s.members > 64) throw po::error("--members must be in 1..64");
+    if (s.members == 0 || s.members > max_members)
+        throw po::error("--members must be in 1.." + std::to_string(max_members) + " (a partition of at most " +
+                        std::to_string(max_members + 1) + " processes on this host), found " +
+                        std::to_string(s.members));
     if (wait == "spin")
         s.wait = Wait::spin;
     else if (wait != "block")

@@ -14,6 +14,10 @@ namespace msgpass::bench {
 inline const std::vector<std::uint64_t> default_sizes = {8,    16,   32,   64,    128,   256,    512,     1024,
                                                          2048, 4096, 8192, 16384, 65536, 262144, 1048576, 4194304};
 
+// The largest --members: a self-spawned partition of the driver and its members stays
+// within 1024 processes on this host (its sizes follow the node count, docs/configuration.md).
+inline constexpr std::uint32_t max_members = 1023;
+
 struct Settings {
     std::optional<std::string> technology;
     std::optional<std::string> pattern;
@@ -21,7 +25,7 @@ struct Settings {
     std::vector<std::uint64_t> sizes = default_sizes;
     Budget budget;
     bool timed_by_default = true;
-    std::uint32_t members = 4;
+    std::uint32_t members = 4; // 1..max_members
     bool json = false;
     std::vector<int> cpus;
     std::optional<std::string> config_file;

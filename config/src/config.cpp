@@ -80,6 +80,8 @@ Configuration load_documents(Problems& problems, const std::optional<std::string
         problems.know(*source);
     if (!override_sources.empty()) problems.know(override_sources.front());
     for (const auto& schema : schemas.list())
+        if (schema->resolve) schema->resolve(c);
+    for (const auto& schema : schemas.list())
         if (schema->check) schema->check(c, Reporter(problems));
     return c;
 }

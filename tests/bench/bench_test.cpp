@@ -310,6 +310,25 @@ TEST(BenchJson, GatherFromTwoMembersPrintsOneLineNamingTheMembers) {
     EXPECT_EQ(parse(run.lines[0]).members.at("members").number, 2);
 }
 
+// More members than the 64 it once took: a partition of 71 processes whose sci sizes
+// (header area, receive slots) follow the node count; beyond 1023 a clear refusal.
+TEST(BenchJson, GatherFromSeventyMembersRunsAndTooManyAreRefused) {
+    const auto run =
+        run_bench({"--json", "--pattern", "gather", "--members", "70", "--sizes", "64", "--iterations", "20"});
+    EXPECT_TRUE(exited_with(run.status, 0)) << "status " << run.status;
+    ASSERT_EQ(run.lines.size(), 1U);
+    expect_result_line(run.lines[0], "sci", "gather", 64, false);
+    EXPECT_EQ(parse(run.lines[0]).members.at("members").number, 70);
+    const auto bad = run_bench({"--pattern", "gather", "--members", "1024"}, true);
+    EXPECT_TRUE(exited_with(bad.status, 2)) << "status " << bad.status;
+    std::string all;
+    for (const auto& line : bad.lines)
+        all += line + "\n";
+    EXPECT_NE(all.find("--members must be in 1..1023 (a partition of at most 1024 processes on this host), found 1024"),
+              std::string::npos)
+        << all;
+}
+
 // The tcp technology refuses a node without a port, so these runs finish only when
 // the generated nodes file gives every node one.
 TEST(BenchJson, PingpongOverTcpRunsOnTheGeneratedNodesPorts) {

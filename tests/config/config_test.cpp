@@ -350,24 +350,92 @@ TEST(ConfigErrors, ZeroNegativeAndHugeSizesAreRefused) {
 }
 
 TEST(ConfigErrors, SegmentTooSmallForItsBuffersNamesBothNumbers) {
-    EXPECT_EQ(errors_of("sci:\n  recv_buffer_no: 255\n"),
+    EXPECT_EQ(errors_of("sci:\n  recv_buffer_no: 255\n  recv_seg_size: 1MiB\n"),
               "network.yaml:2:3: sci.recv_seg_size: expected recv_seg_size >= header_area_size (8192) + "
               "recv_buffer_no (255) * recv_buffer_size (8192) = 2097152, found recv_seg_size 1048576");
+    // Not written, it follows them.
+    EXPECT_EQ(load_text("sci:\n  recv_buffer_no: 255\n", two_nodes).section<SciOptions>().recv_seg_size, 2 * MiB);
+    const auto c = load_text("", "nodes:\n  - id: 1\n    sci: {recv_buffer_size: 16KiB}\n");
+    EXPECT_EQ(c.section<SciOptions>(c.node(1)).recv_seg_size, 8 * KiB + 127 * 16 * KiB);
     // The node's resolved context is checked too.
-    EXPECT_EQ(errors_of("", "nodes:\n  - id: 1\n    sci: {recv_buffer_size: 16KiB}\n"),
+    EXPECT_EQ(errors_of("", "nodes:\n  - id: 1\n    sci: {recv_buffer_size: 16KiB, recv_seg_size: 1MiB}\n"),
               "nodes.yaml:3:10: nodes[0].sci.recv_seg_size: expected recv_seg_size >= header_area_size (8192) + "
               "recv_buffer_no (127) * recv_buffer_size (16384) = 2088960, found recv_seg_size 1048576");
     // A node may repair what it inherits.
     EXPECT_EQ(errors_of("", "nodes:\n  - id: 1\n    sci: {recv_buffer_size: 16KiB, recv_seg_size: 2MiB}\n"), "");
 }
 
+std::string many_nodes(int n) {
+    std::string nodes = "nodes:\n";
+    for (int id = 1; id <= n; ++id)
+        nodes += "  - {id: " + std::to_string(id) + "}\n";
+    return nodes;
+}
+
+// The header area, the receive slots and the segment follow the node count when they
+// are not written (the 8KiB header area of the seed holds 64 nodes, 127 slots serve 127
+// peers of max_outst_buffers 1); a node's own section is sized for its own peers.
+TEST(ConfigPartitionSizes, UnwrittenSizesFollowTheNodeCount) {
+    const auto c =
+        load_text("sci: {max_outst_buffers: 2}\n", many_nodes(300) + "  - {id: 301, sci: {max_outst_buffers: 15}}\n");
+    const auto& top = c.section<SciOptions>();
+    EXPECT_EQ(top.header_area_size, 301 * 128u);
+    // The node granted most: 299 others of 2 and one of 15, plus a spare slot per peer.
+    EXPECT_EQ(top.recv_buffer_no, 299u * 2 + 15 + 300);
+    EXPECT_EQ(top.recv_seg_size, top.header_area_size + std::uint64_t{top.recv_buffer_no} * top.recv_buffer_size);
+    const auto& own = c.section<SciOptions>(c.node(301));
+    EXPECT_EQ(own.header_area_size, 301 * 128u);
+    EXPECT_EQ(own.recv_buffer_no, 300u * 2 + 300);
+    // Small partitions keep the seed's values.
+    const auto small = load_text("", two_nodes);
+    EXPECT_EQ(small.section<SciOptions>().header_area_size, 8 * KiB);
+    EXPECT_EQ(small.section<SciOptions>().recv_buffer_no, 127u);
+    EXPECT_EQ(small.section<SciOptions>().recv_seg_size, 1 * MiB);
+    // A written value that fits is kept as written.
+    const auto kept =
+        load_text("sci: {header_area_size: 64KiB, recv_buffer_no: 400, recv_seg_size: 8MiB}\n", many_nodes(300));
+    EXPECT_EQ(kept.section<SciOptions>().header_area_size, 64 * KiB);
+    EXPECT_EQ(kept.section<SciOptions>().recv_buffer_no, 400u);
+    EXPECT_EQ(kept.section<SciOptions>().recv_seg_size, 8 * MiB);
+}
+
+TEST(ConfigPartitionSizes, WrittenSizesTooSmallForThePartitionAreRefusedWhenLoaded) {
+    EXPECT_EQ(errors_of("sci:\n  header_area_size: 8KiB\n", many_nodes(300)),
+              "network.yaml:2:21: sci.header_area_size: expected one 128-byte header per node of the nodes file: at "
+              "least 38400 bytes for 300 nodes (or leave it out: it follows the node count), found 8192");
+    // Once for the key, not once per node.
+    EXPECT_EQ(errors_of("sci: {recv_buffer_no: 127}\n", many_nodes(200)),
+              "network.yaml:1:23: sci.recv_buffer_no: expected at least the sum of the other nodes' max_outst_buffers: "
+              "199 slots for node 1 of 200 nodes (or leave it out: it follows the node count), found 127");
+    // A node's own value, at its place.
+    EXPECT_EQ(errors_of("", many_nodes(99) + "  - {id: 100, sci: {header_area_size: 128}}\n"),
+              "nodes.yaml:101:39: nodes[99].sci.header_area_size: expected one 128-byte header per node of the nodes "
+              "file: at "
+              "least 12800 bytes for 100 nodes (or leave it out: it follows the node count), found 128");
+    // A written segment that the sizing outgrew.
+    EXPECT_EQ(errors_of("sci: {recv_seg_size: 1MiB}\n", many_nodes(100)),
+              "network.yaml:1:22: sci.recv_seg_size: expected at least header_area_size (12800) + recv_buffer_no "
+              "(198) * recv_buffer_size (8192) = 1634816 bytes for 100 nodes (or leave it out: it follows the node "
+              "count), found 1048576");
+    // Only where sci serves the partition (auto uses it between the nodes of a host).
+    EXPECT_EQ(errors_of("technology: tcp\nsci: {header_area_size: 8KiB}\n", many_nodes(100)), "");
+    EXPECT_NE(errors_of("technology: auto\nsci: {header_area_size: 8KiB}\n", many_nodes(100))
+                  .find("sci.header_area_size: expected one 128-byte header per node"),
+              std::string::npos);
+}
+
 // Numbers whose product does not fit 64 bits are compared exactly (long double) and
 // named as such; a send pool beyond 16GiB is refused only when it is used.
 TEST(ConfigErrors, ProductsBeyondTheirBoundsAreRefusedWithoutOverflow) {
-    EXPECT_EQ(errors_of("sci:\n  recv_buffer_no: 4294967295\n  recv_buffer_size: 16GiB\n"),
+    EXPECT_EQ(errors_of("sci:\n  recv_buffer_no: 4294967295\n  recv_buffer_size: 16GiB\n  recv_seg_size: 1MiB\n"),
               "network.yaml:2:3: sci.recv_seg_size: expected recv_seg_size >= header_area_size (8192) + "
               "recv_buffer_no (4294967295) * recv_buffer_size (17179869184) = more than 2^64, found recv_seg_size "
-              "1048576");
+              "1048576\n"
+              "network.yaml:2:19: sci.recv_buffer_no: expected at most 16777215, found 4294967295");
+    EXPECT_EQ(errors_of("sci:\n  recv_buffer_no: 2000000\n  recv_buffer_size: 16KiB\n"),
+              "network.yaml:2:3: sci.recv_seg_size: expected a segment of at most 16GiB: header_area_size (8192) + "
+              "recv_buffer_no (2000000) * recv_buffer_size (16384) = 32768008192 bytes, found recv_seg_size not "
+              "written");
     // (A rule over several keys is reported at their section.)
     EXPECT_EQ(errors_of("sci: {use_send_pool: true, send_buffer_no: 3, send_buffer_size: 16GiB}\n"),
               "network.yaml:1:6: sci.send_buffer_no: expected a send pool (send_buffer_no * send_buffer_size) of at "

@@ -105,6 +105,10 @@ struct TechnologySchema {
         check = std::move(rule);
         return *this;
     }
+    TechnologySchema& with_resolve(std::function<void(Configuration&)> rule) {
+        resolve = std::move(rule);
+        return *this;
+    }
 
     std::string name;                   // the value of `technology:` that selects it, lower case
     std::optional<SectionType> section; // `<name>:` at the top of the network file, and --set <name>.<key>
@@ -113,6 +117,9 @@ struct TechnologySchema {
     // Rules over the whole loaded configuration (several nodes or machines), run once
     // both files and the overrides are in, whatever the configured technology.
     std::function<void(const Configuration&, const Reporter&)> check;
+    // Fills in what depends on the whole partition (a default that follows the node
+    // count), run once both files and the overrides are in, before every check.
+    std::function<void(Configuration&)> resolve;
 };
 
 // The technologies the configuration knows, by name. Thread-safe; load() takes a

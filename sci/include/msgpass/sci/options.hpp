@@ -17,7 +17,8 @@
 namespace msgpass::sci {
 
 // The SCI context. A node's own keys override those of the top level, which override
-// these defaults.
+// these defaults. header_area_size, recv_buffer_no and recv_seg_size not written in
+// the files follow the partition (size_for); these are their floors.
 struct Options {
     std::uint32_t max_outst_buffers = 1;              // outstanding sends of this node to each partner (1..15)
     std::uint32_t recv_seg_id = 8;                    // segment identifier
@@ -32,11 +33,26 @@ struct Options {
     double inject_error_rate = 0.0;      // emulated transfer error probability
     std::uint64_t inject_error_seed = 1; // seed of the error injection
 
+    // Where header_area_size, recv_buffer_no and recv_seg_size were written (file or
+    // --set); unset: not written, the value follows the partition.
+    std::optional<config::Location> header_area_size_at;
+    std::optional<config::Location> recv_buffer_no_at;
+    std::optional<config::Location> recv_seg_size_at;
+
     // The keys, in the order of the seed.
     static const std::vector<std::string>& keys();
     void set(const std::string& key, const config::Value& value);
     // The segment holds its headers and slots; a send pool stays within 16GiB.
     void check(const config::Value& section) const;
+    // Raises the keys that were not written to what a node of a partition of
+    // node_count nodes needs, whose other nodes may have peer_outstanding messages
+    // towards it (the sum of their max_outst_buffers); written keys stay as given.
+    // Never lowers a value, so applying it twice changes nothing. load() applies it
+    // (the schema's resolve rule); a Configuration built in code keeps what it sets.
+    //   header_area_size = max(8 KiB, 128 x node_count)
+    //   recv_buffer_no   = max(127, peer_outstanding + node_count - 1)   (a spare slot per peer)
+    //   recv_seg_size    = max(1 MiB, header_area_size + recv_buffer_no x recv_buffer_size)
+    void size_for(std::uint64_t node_count, std::uint64_t peer_outstanding);
 };
 
 // The SCI context of a machine (machines.yaml of the seed).
