@@ -99,6 +99,17 @@ BufferPtr Communicator::Impl::make_message(Context context, Tag tag, BufferPtr&&
 // an announcement beyond the peer's rendezvous window). An announcement that went
 // leaves the send pending until the receiver clears it.
 bool Communicator::Impl::try_send_locked(Request& r) {
+    if (lost.count(r.peer) != 0) {
+        // The loss reached comm first (a receive took it from the node, which then
+        // takes new messages for the peer's next incarnation): a message handed over
+        // now would wait there, and a send of the caller's memory would never complete.
+        r.pending.reset();
+        r.rdv_data.reset();
+        r.completion.status = Status::peer_lost;
+        r.completion.error = "comm: " + describe(r.peer) + " was lost before this message was handed over";
+        r.done = true;
+        return true;
+    }
     const bool announcing = (r.rdv_data || r.kept) && !r.announced;
     if (announcing && announced_count[r.peer] >= limits.rendezvous_window) return false;
     try {
