@@ -154,4 +154,23 @@ int guarded(const char* call, MPI_Comm comm, F&& body) {
     }
 }
 
+// A collective's entry point: make builds its schedule (checking the arguments);
+// blocking runs it to completion, nonblocking starts it and returns its request.
+template <class Make>
+int blocking(const char* call, MPI_Comm comm, Make&& make) {
+    return guarded(call, comm, [&] {
+        engine->run(make());
+        return MPI_SUCCESS;
+    });
+}
+
+template <class Make>
+int nonblocking(const char* call, MPI_Comm comm, MPI_Request* request, Make&& make) {
+    return guarded(call, comm, [&] {
+        if (request == nullptr) throw MpiError(MPI_ERR_REQUEST, "request is NULL");
+        *request = engine->start(make());
+        return MPI_SUCCESS;
+    });
+}
+
 } // namespace msgpass::mpi::api

@@ -203,23 +203,6 @@ Sched make_alltoallw(const void* sendbuf, const int sendcounts[], const MPI_Aint
                              typed("recv", recvbuf, recvcounts, rdispls, recvtypes, nb.sources.size()));
 }
 
-template <class Make>
-int blocking(const char* call, MPI_Comm comm, Make&& make) {
-    return guarded(call, comm, [&] {
-        engine->run(make());
-        return MPI_SUCCESS;
-    });
-}
-
-template <class Make>
-int nonblocking(const char* call, MPI_Comm comm, MPI_Request* request, Make&& make) {
-    return guarded(call, comm, [&] {
-        if (request == nullptr) throw MpiError(MPI_ERR_REQUEST, "request is NULL");
-        *request = engine->start(make());
-        return MPI_SUCCESS;
-    });
-}
-
 } // namespace
 
 extern "C" {

@@ -562,23 +562,6 @@ Sched make_scan(const void* sendbuf, void* recvbuf, int count, MPI_Datatype type
     return st.into(msgpass::mpi::scan_schedule(c, send, recv, count, type, op, exclusive));
 }
 
-template <class Make>
-int blocking(const char* call, MPI_Comm comm, Make&& make) {
-    return guarded(call, comm, [&] {
-        engine->run(make());
-        return MPI_SUCCESS;
-    });
-}
-
-template <class Make>
-int nonblocking(const char* call, MPI_Comm comm, MPI_Request* request, Make&& make) {
-    return guarded(call, comm, [&] {
-        if (request == nullptr) throw MpiError(MPI_ERR_REQUEST, "request is NULL");
-        *request = engine->start(make());
-        return MPI_SUCCESS;
-    });
-}
-
 } // namespace
 
 extern "C" {
