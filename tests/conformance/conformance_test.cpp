@@ -11,6 +11,7 @@
 #include <msgpass/udp/options.hpp>
 
 #include "../support/bounded.hpp"
+#include "../support/multicast.hpp"
 #include "../support/partition.hpp"
 #include "../support/tcp_connections.hpp"
 #include "../support/threads.hpp"
@@ -581,14 +582,8 @@ TEST_P(Conformance, AGroupBroadcastThroughALossyNetworkReachesEveryMemberOnceInO
     auto c = make(4, [&](config::Configuration& c) {
         c.groups["farm"] = {2, 3, 4};
         if (!multicast) return;
+        loopback_multicast(c, "farm", 254, port);
         auto& o = c.edit_section<udp::Options>();
-        o.multicast_group = "farm";
-        o.multicast_address = (239u << 24) | (254u << 16) | (static_cast<std::uint32_t>(::getpid()) & 0xffff);
-        o.multicast_port = port;
-        in_addr a{htonl(o.multicast_address)};
-        char text[INET_ADDRSTRLEN];
-        o.multicast = std::string(::inet_ntop(AF_INET, &a, text, sizeof text)) + ":" + std::to_string(port);
-        o.multicast_interface = "127.0.0.1";
         o.inject_multicast_loss = 0.05;
         o.inject_seed = 13;
     });

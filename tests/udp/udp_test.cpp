@@ -9,6 +9,7 @@
 
 #include "../support/bounded.hpp"
 #include "../support/environment.hpp"
+#include "../support/multicast.hpp"
 #include "../support/partition.hpp"
 #include "../support/udp_packed.hpp"
 
@@ -632,14 +633,7 @@ config::Configuration multicast_partition(const std::string& tag, int members,
         for (int i = 2; i <= members + 1; ++i)
             farm.push_back(static_cast<NodeId>(i));
         c.groups["farm"] = farm;
-        auto& o = c.edit_section<udp::Options>();
-        o.multicast_group = "farm";
-        o.multicast_address = (239u << 24) | (255u << 16) | ((static_cast<std::uint32_t>(::getpid()) & 0xffff) << 0);
-        o.multicast_port = port;
-        in_addr a{htonl(o.multicast_address)};
-        char text[INET_ADDRSTRLEN];
-        o.multicast = std::string(::inet_ntop(AF_INET, &a, text, sizeof text)) + ":" + std::to_string(port);
-        o.multicast_interface = "127.0.0.1";
+        loopback_multicast(c, "farm", 255, port);
         if (tweak) tweak(c);
     });
 }
