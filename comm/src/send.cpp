@@ -99,7 +99,7 @@ BufferPtr Communicator::Impl::make_message(Context context, Tag tag, BufferPtr&&
 // an announcement beyond the peer's rendezvous window). An announcement that went
 // leaves the send pending until the receiver clears it.
 bool Communicator::Impl::try_send_locked(Request& r) {
-    if (lost.count(r.peer) != 0) {
+    if (!lost.empty() && lost.count(r.peer) != 0) {
         // The loss reached comm first (a receive took it from the node, which then
         // takes new messages for the peer's next incarnation): a message handed over
         // now would wait there, and a send of the caller's memory would never complete.
