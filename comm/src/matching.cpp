@@ -211,6 +211,14 @@ void Communicator::Impl::handle_loss_locked(NodeId peer, const std::string& reas
         r.done = true;
         it = expected.erase(it);
     }
+    // Sends of the caller's memory the node still holds: not acknowledged, so they
+    // complete as lost when the node lets the memory go (it drops them with the loss).
+    for (RequestId id : releasing)
+        if (auto r = requests.find(id);
+            r != requests.end() && r->second.peer == peer && !r->second.released->load(std::memory_order_acquire)) {
+            r->second.completion.status = Status::peer_lost;
+            r->second.completion.error = reason;
+        }
     if (auto b = backlog.find(peer); b != backlog.end()) {
         fail_sends_locked(b->second, reason);
         backlog.erase(b);

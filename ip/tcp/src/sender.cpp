@@ -61,6 +61,16 @@ void TcpNode::enqueue(std::size_t size, Push&& push) {
     }
     throw_if_lost();
     std::unique_lock lock(out_mutex_);
+    if (loss_.pending()) {
+        // Raised by the background thread since the look above: taken here, or the
+        // message would wait for the peer's next incarnation although this send came
+        // before the loss was reported (a send of the caller's memory would never be
+        // released). Another thread that took it first reported it; then the message
+        // is for the next incarnation.
+        lock.unlock();
+        throw_if_lost();
+        lock.lock();
+    }
     if (address_.empty() && !client_)
         throw UsageError("node " + std::to_string(id_) + " has no port in the nodes file");
     // The acknowledgements the background thread read while this thread sends

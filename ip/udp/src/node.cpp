@@ -173,7 +173,12 @@ void UdpNode::send_impl(B& buffer) {
     if (!buffer) kit::throw_null_buffer(*this);
     check_size(buffer->size());
     throw_if_lost();
-    std::lock_guard lock(mutex_);
+    std::unique_lock lock(mutex_);
+    if (loss_.pending()) { // raised since the look above: reported now, not queued for the next incarnation
+        lock.unlock();
+        throw_if_lost();
+        lock.lock();
+    }
     const std::uint64_t made = next_dseq_;
     (void)enqueue(buffer);
     // Into the pack the last pump held (the peer busy with what went before): it stays
