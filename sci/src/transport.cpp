@@ -97,6 +97,12 @@ Transport::Transport(TransportParameters parameters)
         throw ConfigError(where + "max_outst_buffers: expected 1.." + std::to_string(max_outstanding) + ", found " +
                           std::to_string(sci.max_outst_buffers));
     }
+    if (parameters_.node_count > max_nodes) {
+        throw ConfigError("node " + std::to_string(parameters_.self) + ": the nodes file: expected at most " +
+                          std::to_string(max_nodes) +
+                          " nodes in an sci partition (one ready mark each in the control block), found " +
+                          std::to_string(parameters_.node_count));
+    }
     if (sci.header_area_size % header_size != 0 || sci.header_area_size / header_size < parameters_.node_count) {
         throw ConfigError(where + "header_area_size: expected a multiple of " + std::to_string(header_size) +
                           " bytes with one header per node (" + std::to_string(parameters_.node_count * header_size) +

@@ -65,6 +65,23 @@ public:
     [[nodiscard]] Doorbell& bell() const noexcept { return control_->bell; }
     [[nodiscard]] std::uint32_t epoch32() const noexcept { return static_cast<std::uint32_t>(control_->epoch); }
 
+    // The ready marks of our control block (protocol.hpp): mark_ready sets the mark of
+    // the node at a position of the nodes file, for work a later receive from it must
+    // do (any thread); take_ready clears the marks of mask in word w and returns those
+    // that were set (the receiving thread), with the messages published before them.
+    void mark_ready(std::size_t position) noexcept {
+        std::atomic_ref<std::uint64_t>(control_->ready[position / 64])
+            .fetch_or(std::uint64_t{1} << (position % 64), std::memory_order_seq_cst);
+    }
+    std::uint64_t take_ready(std::size_t w, std::uint64_t mask) noexcept {
+        std::atomic_ref<std::uint64_t> word(control_->ready[w]);
+        if ((word.load(std::memory_order_relaxed) & mask) == 0) return 0; // no write to a line senders write
+        return word.fetch_and(~mask, std::memory_order_acq_rel) & mask;
+    }
+    // Whether this process makes a process barrier when it announces a sleep (the
+    // partners then write their notes without a fence).
+    [[nodiscard]] bool makes_barriers() const noexcept { return barrier_; }
+
     // The header where the node at position index writes to us. Each index is
     // handed out once until released (exclusive access). Throws UsageError.
     Header* allocate_local_header(std::size_t index);
