@@ -62,6 +62,7 @@ void SciGroup::rebuild() {
 // (its next incarnation is looked at next).
 BufferPtr SciGroup::look(std::size_t p) {
     const std::uint64_t bit = std::uint64_t{1} << (p % 64);
+    ++looks_;
     try {
         if (auto b = at_[p]->receive()) {
             pending_[p / 64] |= bit;
@@ -83,7 +84,7 @@ BufferPtr SciGroup::collect() {
     // queues of this process move while it waits here.
     transport_->driver().progress();
     if (const std::int64_t now = coarse_now_ns(); now >= next_sweep_ns_) {
-        next_sweep_ns_ = now + std::chrono::nanoseconds(sweep_interval).count();
+        next_sweep_ns_ = now + sweep_interval_.count();
         for (const std::size_t w : words_)
             pending_[w] = mask_[w];
     }
@@ -111,6 +112,11 @@ BufferPtr SciGroup::collect() {
         }
     }
     return nullptr;
+}
+
+void SciGroup::set_sweep_interval(std::chrono::nanoseconds interval) noexcept {
+    sweep_interval_ = interval;
+    next_sweep_ns_ = coarse_now_ns() + interval.count();
 }
 
 BufferPtr SciGroup::wait(std::chrono::nanoseconds timeout) {

@@ -28,12 +28,12 @@ class SciNode;
 // members are taken into pending_ (cleared in the segment before the members are
 // looked at, so a message published after the take brings a new mark), and the start
 // rotates among the pending members: a member that had a message is looked at again
-// only after every other pending one. Every sweep_interval every member is looked at
+// only after every other pending one. Every 50 ms (sweep_interval_) every member is looked at
 // once, in case a mark was spent on a look that could not take its message yet (a
 // connection made at most every 2 ms, a peer check every peer_timeout / 4): a loss, a
 // restart or a new peer is found within it. Its cost per message does not grow with
 // the group: at most a word of marks per 64 members, one look per message and one
-// sweep per sweep_interval (docs/sci-protocol.md, "Ready marks").
+// sweep per 50 ms (docs/sci-protocol.md, "Ready marks").
 class SciGroup final : public kit::GroupBase {
 public:
     SciGroup(std::string name, std::shared_ptr<Transport> transport);
@@ -43,6 +43,10 @@ public:
     // in the environment when the group is made): every receive looks at every member,
     // as before the ready marks. Not for production.
     [[nodiscard]] bool scans_all() const noexcept { return scan_all_; }
+    // For the tests: how many times a member was looked at, and the sweep's period
+    // (a test that sets it long sees only what the marks bring).
+    [[nodiscard]] std::uint64_t looks() const noexcept { return looks_; }
+    void set_sweep_interval(std::chrono::nanoseconds interval) noexcept;
 
 protected:
     // Throws UsageError when the node is not an SCINode.
@@ -51,8 +55,6 @@ protected:
     [[nodiscard]] BufferPtr wait(std::chrono::nanoseconds timeout) override;
 
 private:
-    static constexpr std::chrono::milliseconds sweep_interval{50};
-    BufferPtr sweep();
     BufferPtr look(std::size_t position);
     void rebuild();
 
@@ -64,8 +66,9 @@ private:
     std::vector<std::uint64_t> mask_;               // the members' bits, per word
     std::vector<std::uint64_t> pending_;            // marks taken and not looked at yet, per word
     std::size_t cursor_ = 0;                        // the look starts at the first pending position from here
+    std::chrono::nanoseconds sweep_interval_{std::chrono::milliseconds(50)};
     std::int64_t next_sweep_ns_ = 0;
-    std::uint32_t calls_ = 0;
+    std::uint64_t looks_ = 0;
 };
 
 } // namespace msgpass::sci
