@@ -181,6 +181,11 @@ private:
     // More nodes in the partition than CPUs here: the CPU is shared by the
     // partition itself, not (only) by other programs' busy tasks (see wait()).
     const bool partition_fills_cpus_;
+    // MSGPASS_SCI_WAIT=sleep in the environment: a wait sleeps on the doorbell after
+    // its first poll, without spinning or yielding, so that msgpass-bench's fanin
+    // pattern measures the receive's own CPU time rather than the wait's. For
+    // measurements; a receiver that must not burn a core while it waits may use it.
+    const bool sleep_at_once_;
     static constexpr std::chrono::nanoseconds min_shared_spin{5000};
     static constexpr std::chrono::nanoseconds max_shared_spin{100000};
     void learn_shared_spin(std::chrono::nanoseconds took) noexcept;
@@ -242,6 +247,11 @@ template <class Poll>
 auto Transport::wait(Poll&& poll, std::chrono::nanoseconds timeout) -> decltype(poll()) {
     WaitPolicy policy;
     if (barrier_failed_.load(std::memory_order_relaxed)) policy.max_sleep = std::chrono::microseconds(1000);
+    if (sleep_at_once_) {
+        policy.spin = std::chrono::microseconds(0);
+        policy.yield = std::chrono::microseconds(0);
+        return wait_with(std::forward<Poll>(poll), timeout, Sleeper(*this), policy);
+    }
     if (!yields_.shared()) return wait_with(std::forward<Poll>(poll), timeout, Sleeper(*this), policy);
     if (partition_fills_cpus_) {
         // The partition's own nodes share the CPUs (more nodes than CPUs): a yield
