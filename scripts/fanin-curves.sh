@@ -18,6 +18,7 @@
 #   --total  the series sci-total: the senders share this many messages per second
 #            (each total / N), so that every N has the same wake-ups per second and
 #            only the group's size changes (default 2560; 0: none)
+#   --plot-only  no measurement: the table and the plot from OUT/fanin.jsonl
 # sci's waits sleep after their first poll (MSGPASS_SCI_WAIT=sleep): the default
 # wait spins for 50 us and yields for 1 ms, and at these rates that, not the receive,
 # is the receiver's CPU time (the sci-default rows, measured too, show it).
@@ -31,6 +32,7 @@ rate=100
 seconds=2
 technologies="sci tcp"
 total=2560
+plot_only=0
 while (($#)); do
     case $1 in
     --build) build=$2; shift 2 ;;
@@ -40,6 +42,7 @@ while (($#)); do
     --seconds) seconds=$2; shift 2 ;;
     --technologies) technologies=$2; shift 2 ;;
     --total) total=$2; shift 2 ;;
+    --plot-only) plot_only=1; shift ;;
     -h | --help) sed -n '2,20p' "$0"; exit 0 ;;
     *) echo "fanin-curves: unknown argument '$1' (see --help)" >&2; exit 2 ;;
     esac
@@ -60,7 +63,7 @@ install_gnuplot() {
                 gnuplot-nox >>"$out/apt.log" 2>&1; }
 }
 
-: >"$out/fanin.jsonl"
+((plot_only)) || : >"$out/fanin.jsonl"
 point() { # label, rate, then the environment and arguments of msgpass-bench
     local label=$1 each=$2
     shift 2
@@ -68,6 +71,7 @@ point() { # label, rate, then the environment and arguments of msgpass-bench
     flock /tmp/msgpass-bench.lock env "$@" --json --pattern fanin --sizes 64 --seconds "$seconds" --rate "$each" |
         sed "s/^{/{\"series\":\"$label\",/" >>"$out/fanin.jsonl"
 }
+((plot_only)) && counts=""
 for n in $counts; do
     for t in $technologies; do
         case $t in
@@ -125,17 +129,23 @@ curve() { # series, column, title
     echo "set key opaque"
     echo "set yrange [0:*]"
     echo "set multiplot layout 1,3 title 'msgpass fanin: one receiver, N senders at a fixed low rate ($(date -u +%F), $(nproc) CPUs)'"
-    echo "set ylabel 'us'"
+    echo "set logscale y"
+    echo "set yrange [*:*]"
+    echo "set ylabel 'us (log)'"
     echo "set title 'receiver thread CPU time per message'"
     plot="plot"
     for s in $series; do plot+=$(curve "$s" 3 "$s"); done
     echo "${plot%,}"
+    echo "unset logscale y"
+    echo "set yrange [0:*]"
     echo "set ylabel 'seconds'"
     echo "set title 'partition start: spawn until every node reached its peers'"
     plot="plot"
     for s in $series; do [[ $s == *-scan ]] || plot+=$(curve "$s" 5 "$s"); done
     echo "${plot%,}"
-    echo "set ylabel 'KiB per node'"
+    echo "set logscale y"
+    echo "set yrange [*:*]"
+    echo "set ylabel 'KiB per node (log)'"
     echo "set title 'memory per node'"
     plot="plot"
     for s in $series; do
