@@ -162,7 +162,7 @@ bool Sender::try_transfer(Link& link, const Buffer& buffer, BufferPtr* owned, co
     }
     advance_send(n);
     stats_.sent_serialized(size);
-    grants_->wake(link);
+    grants_->notify(link);
     return true;
 }
 
@@ -263,7 +263,7 @@ std::size_t Sender::try_transfer_batch(Link& link) {
     sequence_.write_word(&link.header->index[i].note, note, last_note_[i]);
     last_note_[i] = note;
     advance_send(n);
-    grants_->wake(link);
+    grants_->notify(link);
     return count;
 }
 
@@ -425,7 +425,7 @@ std::size_t Sender::try_transfer_staged(Link& link, Staged& staged) {
     last_note_[i] = note;
     advance_send(n);
     staged.consumed(plan.count, plan.size - table);
-    grants_->wake(link);
+    grants_->notify(link);
     return plan.count;
 }
 
@@ -476,7 +476,7 @@ std::size_t Sender::try_transfer_coalesced(Link& link) {
     sequence_.write_word(&link.header->index[i].note, note, last_note_[i]);
     last_note_[i] = note;
     advance_send(n);
-    grants_->wake(link);
+    grants_->notify(link);
     return plan.count;
 }
 
@@ -592,7 +592,7 @@ bool Sender::fast_bytes(std::span<const std::byte> bytes) {
         last_note_[i] = note;
         advance_send(n);
         stats_.sent_serialized(size);
-        grants_->wake(*link);
+        grants_->notify(*link);
         return true;
     }
     if (staged_back_ == nullptr || queued_messages_ >= parameters_.send_queue_limit || slot_granted(*link) ||
