@@ -1001,17 +1001,23 @@ TEST_P(Conformance, FlushToAPeerThatNeverStartsReturnsFalseAfterTheTimeout) {
     auto a = NodeFactory::create(c, 1);
     auto to_b = a->create_node(2); // node 2 never starts
     to_b->send(make_message(*a, 32, 0, 0));
+    // Every flush lasts at least the timeout; the fastest of three ends within what a
+    // wake-up costs on a loaded machine (one flush descheduled past the bound is the
+    // machine; a flush that overslept or waited twice is slow every time).
     constexpr auto timeout = 100ms;
-    auto start = Clock::now();
-    EXPECT_FALSE(to_b->flush(timeout)) << "a message to a peer that never ran was handed over";
-    auto waited = Clock::now() - start;
-    EXPECT_GE(waited, timeout);
-    EXPECT_LT(waited, timeout + 250ms);
-    start = Clock::now();
-    EXPECT_FALSE(a->flush(timeout)) << "the factory's flush reported every queue empty";
-    waited = Clock::now() - start;
-    EXPECT_GE(waited, timeout);
-    EXPECT_LT(waited, timeout + 250ms);
+    auto fastest_of_three = [&](const auto& flush, const char* what) {
+        auto fastest = std::chrono::nanoseconds::max();
+        for (int round = 0; round < 3; ++round) {
+            const auto start = Clock::now();
+            EXPECT_FALSE(flush()) << what << ", round " << round;
+            const auto waited = Clock::now() - start;
+            EXPECT_GE(waited, timeout) << what << ", round " << round;
+            fastest = std::min(fastest, std::chrono::duration_cast<std::chrono::nanoseconds>(waited));
+        }
+        EXPECT_LT(fastest, timeout + 250ms) << what << ": flush(100 ms) took at least " << fastest / 1ms << " ms";
+    };
+    fastest_of_three([&] { return to_b->flush(timeout); }, "a message to a peer that never ran was handed over");
+    fastest_of_three([&] { return a->flush(timeout); }, "the factory's flush reported every queue empty");
     EXPECT_EQ(to_b->stats().queue_depth, 1u);
     EXPECT_EQ(to_b->stats().messages_sent, 0u);
 }
