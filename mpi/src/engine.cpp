@@ -470,14 +470,14 @@ void Engine::settle_idup() {
 namespace {
 
 void fill(MPI_Status* status, const Request& r) {
-    if (status != MPI_STATUS_IGNORE) *status = r.status;
+    give_status(status, r.status);
 }
 
 } // namespace
 
 int Engine::wait(MPI_Request* handle, MPI_Status* status) {
     if (is_inactive(*handle)) {
-        if (status != MPI_STATUS_IGNORE) *status = MPI_Status{MPI_ANY_SOURCE, MPI_ANY_TAG, MPI_SUCCESS, 0, 0};
+        give_status(status, MPI_Status{MPI_ANY_SOURCE, MPI_ANY_TAG, MPI_SUCCESS, 0, 0});
         return MPI_SUCCESS;
     }
     if (Request& p = request(*handle); p.restart) {
@@ -497,7 +497,7 @@ int Engine::wait(MPI_Request* handle, MPI_Status* status) {
 bool Engine::test(MPI_Request* handle, MPI_Status* status, int* error) {
     *error = MPI_SUCCESS;
     if (is_inactive(*handle)) {
-        if (status != MPI_STATUS_IGNORE) *status = MPI_Status{MPI_ANY_SOURCE, MPI_ANY_TAG, MPI_SUCCESS, 0, 0};
+        give_status(status, MPI_Status{MPI_ANY_SOURCE, MPI_ANY_TAG, MPI_SUCCESS, 0, 0});
         return true;
     }
     if (Request& p = request(*handle); p.restart) {
@@ -519,7 +519,7 @@ bool Engine::test(MPI_Request* handle, MPI_Status* status, int* error) {
 bool Engine::peek(MPI_Request handle, MPI_Status* status, int* error) {
     *error = MPI_SUCCESS;
     if (is_inactive(handle)) {
-        if (status != MPI_STATUS_IGNORE) *status = MPI_Status{MPI_ANY_SOURCE, MPI_ANY_TAG, MPI_SUCCESS, 0, 0};
+        give_status(status, MPI_Status{MPI_ANY_SOURCE, MPI_ANY_TAG, MPI_SUCCESS, 0, 0});
         return true;
     }
     if (const Request& p = request(handle); p.restart) return peek(p.inner, status, error);
@@ -558,6 +558,15 @@ void Engine::start_persistent(MPI_Request handle) {
         throw MpiError(MPI_ERR_REQUEST, "request " + std::to_string(handle) + " is active already");
     const MPI_Request inner = r.restart(); // (may grow the table: r is kept by pointer)
     request(handle).inner = inner;
+}
+
+MPI_Request Engine::completed_proc_null() {
+    const MPI_Request h = new_request();
+    Request& r = request(h);
+    r.complete = true;
+    r.peer = MPI_PROC_NULL;
+    r.status = MPI_Status{MPI_PROC_NULL, MPI_ANY_TAG, MPI_SUCCESS, 0, 0};
+    return h;
 }
 
 MPI_Request Engine::completed_send(int dest, int tag, std::size_t bytes) {
@@ -665,7 +674,7 @@ bool Engine::iprobe(const CommInfo& c, int source, int tag, MPI_Status* status) 
     if (status != MPI_STATUS_IGNORE) {
         const auto w = rank_of_.find(found->source);
         const int rank = c.rank_of_world(w == rank_of_.end() ? -1 : w->second);
-        *status = MPI_Status{rank, found->tag, MPI_SUCCESS, 0, found->size};
+        give_status(status, MPI_Status{rank, found->tag, MPI_SUCCESS, 0, found->size});
     }
     return true;
 }
@@ -680,7 +689,7 @@ bool Engine::improbe(const CommInfo& c, int source, int tag, MPI_Request* messag
     const MPI_Request h = irecv(c, found.MPI_SOURCE, found.MPI_TAG, at, found.msgpass_bytes, std::move(into));
     request(h).matched = true;
     *message = h;
-    if (status != MPI_STATUS_IGNORE) *status = found;
+    give_status(status, found);
     return true;
 }
 

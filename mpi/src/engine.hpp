@@ -37,6 +37,16 @@ private:
     int code_;
 };
 
+// Writes a completion's status into the caller's, leaving its MPI_ERROR as the caller
+// set it: MPI writes that field only from the completions of several requests that
+// return MPI_ERR_IN_STATUS (MPI 4.0 3.2.5), and programs rely on it.
+inline void give_status(MPI_Status* to, const MPI_Status& from) {
+    if (to == MPI_STATUS_IGNORE) return;
+    const int error = to->MPI_ERROR;
+    *to = from;
+    to->MPI_ERROR = error;
+}
+
 // The comm contexts of the predefined communicators; a communicator made at run
 // time takes the next free pair (point to point, then collectives), agreed by its
 // members. The sentinel context is never sent: a receive per peer is posted in it
@@ -266,6 +276,9 @@ public:
     [[nodiscard]] bool is_inactive(MPI_Request request);
     // A send request that completed already (a buffered send's, whose message was copied).
     MPI_Request completed_send(int dest, int tag, std::size_t bytes);
+    // A request complete already, with the status of an operation on MPI_PROC_NULL
+    // (MPI_Irecv, MPI_Isend, MPI_Imrecv of MPI_MESSAGE_NO_PROC).
+    MPI_Request completed_proc_null();
     bool cancel(MPI_Request request);
     [[nodiscard]] bool is_complete(MPI_Request request);
     void check_request(MPI_Request request) const; // throws MPI_ERR_REQUEST

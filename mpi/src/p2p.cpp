@@ -8,6 +8,7 @@
 
 using namespace msgpass::mpi::api; // NOLINT(google-build-using-namespace): the entry points' shared state and checks
 using msgpass::mpi::CommInfo;
+using msgpass::mpi::give_status;
 using msgpass::mpi::MpiError;
 
 extern "C" {
@@ -26,8 +27,8 @@ int isend_common(const char* name, const void* buf, int count, MPI_Datatype type
         check_rank(c, dest, false);
         check_send_tag(tag);
         if (request == nullptr) throw MpiError(MPI_ERR_REQUEST, "request is NULL");
-        *request =
-            dest == MPI_PROC_NULL ? MPI_REQUEST_NULL : isend_typed(c, dest, tag, buf, count, type, bytes, synchronous);
+        *request = dest == MPI_PROC_NULL ? engine->completed_proc_null()
+                                         : isend_typed(c, dest, tag, buf, count, type, bytes, synchronous);
         return MPI_SUCCESS;
     });
 }
@@ -65,7 +66,8 @@ int MPI_Irecv(void* buf, int count, MPI_Datatype type, int source, int tag, MPI_
         check_rank(c, source, true);
         check_recv_tag(tag);
         if (request == nullptr) throw MpiError(MPI_ERR_REQUEST, "request is NULL");
-        *request = source == MPI_PROC_NULL ? MPI_REQUEST_NULL : irecv_typed(c, source, tag, buf, count, type, bytes);
+        *request = source == MPI_PROC_NULL ? engine->completed_proc_null()
+                                           : irecv_typed(c, source, tag, buf, count, type, bytes);
         return MPI_SUCCESS;
     });
 }
@@ -89,7 +91,7 @@ int MPI_Recv(void* buf, int count, MPI_Datatype type, int source, int tag, MPI_C
             MPI_Request h = irecv_typed(c, source, tag, buf, count, type, bytes);
             code = engine->wait(&h, &own);
         }
-        if (status != MPI_STATUS_IGNORE) *status = own;
+        give_status(status, own);
         return request_error(code, own);
     });
 }
@@ -117,7 +119,7 @@ int exchange(const CommInfo& c, int dest, int sendtag, const void* out, std::siz
     MPI_Status own{};
     const int recv_code = engine->wait(&r, &own);
     if (source == MPI_PROC_NULL) proc_null_status(&own);
-    if (status != MPI_STATUS_IGNORE) *status = own;
+    give_status(status, own);
     if (send_code != MPI_SUCCESS) return request_error(send_code, sent);
     return request_error(recv_code, own);
 }
@@ -144,10 +146,29 @@ int MPI_Wait(MPI_Request* request, MPI_Status* status) {
         if (request == nullptr) throw MpiError(MPI_ERR_REQUEST, "request is NULL");
         MPI_Status own{};
         const int code = engine->wait(request, &own);
-        if (status != MPI_STATUS_IGNORE) *status = own;
+        give_status(status, own);
         return request_error(code, own);
     });
 }
+
+namespace {
+
+// The result of a completion of several requests whose codes are codes (statuses in
+// the same order): MPI_ERR_IN_STATUS, every status' MPI_ERROR then set, when one
+// failed; otherwise MPI_SUCCESS, the MPI_ERROR fields left as the caller set them.
+int in_status(const std::vector<int>& codes, MPI_Status statuses[]) {
+    bool failed = false;
+    for (const int code : codes)
+        failed = failed || code != MPI_SUCCESS;
+    if (!failed) return MPI_SUCCESS;
+    if (statuses != MPI_STATUSES_IGNORE)
+        for (std::size_t i = 0; i < codes.size(); ++i)
+            statuses[i].MPI_ERROR = codes[i];
+    last_message = "a request failed; see the MPI_ERROR of its status";
+    return MPI_ERR_IN_STATUS;
+}
+
+} // namespace
 
 int MPI_Waitall(int count, MPI_Request requests[], MPI_Status statuses[]) {
     return guarded("MPI_Waitall", MPI_COMM_WORLD, [&] {
@@ -155,16 +176,13 @@ int MPI_Waitall(int count, MPI_Request requests[], MPI_Status statuses[]) {
         if (count > 0 && requests == nullptr) throw MpiError(MPI_ERR_REQUEST, "requests is NULL");
         for (int i = 0; i < count; ++i)
             if (requests[i] != MPI_REQUEST_NULL) engine->check_request(requests[i]);
-        bool failed = false;
+        std::vector<int> codes(static_cast<std::size_t>(count), MPI_SUCCESS);
         for (int i = 0; i < count; ++i) { // in order: each wait makes progress for all
             MPI_Status own{};
-            const int code = engine->wait(&requests[i], &own);
-            own.MPI_ERROR = code;
-            if (statuses != MPI_STATUSES_IGNORE) statuses[i] = own;
-            if (code != MPI_SUCCESS) failed = true;
+            codes[static_cast<std::size_t>(i)] = engine->wait(&requests[i], &own);
+            if (statuses != MPI_STATUSES_IGNORE) give_status(&statuses[i], own);
         }
-        if (failed) last_message = "a request failed; see the MPI_ERROR of its status";
-        return failed ? MPI_ERR_IN_STATUS : MPI_SUCCESS;
+        return in_status(codes, statuses);
     });
 }
 
@@ -176,12 +194,12 @@ int MPI_Waitany(int count, MPI_Request requests[], int* index, MPI_Status* statu
             if (requests[i] != MPI_REQUEST_NULL) engine->check_request(requests[i]);
         *index = engine->wait_any(count, requests);
         if (*index == MPI_UNDEFINED) {
-            if (status != MPI_STATUS_IGNORE) *status = MPI_Status{MPI_ANY_SOURCE, MPI_ANY_TAG, MPI_SUCCESS, 0, 0};
+            give_status(status, MPI_Status{MPI_ANY_SOURCE, MPI_ANY_TAG, MPI_SUCCESS, 0, 0});
             return MPI_SUCCESS;
         }
         MPI_Status own{};
         const int code = engine->wait(&requests[*index], &own);
-        if (status != MPI_STATUS_IGNORE) *status = own;
+        give_status(status, own);
         return request_error(code, own);
     });
 }
@@ -191,21 +209,19 @@ namespace {
 // Takes every completed request of the array (Testsome, Waitsome): its index and
 // status; MPI_ERR_IN_STATUS when one failed.
 int collect_completed(int count, MPI_Request requests[], int* outcount, int indices[], MPI_Status statuses[]) {
-    bool failed = false;
+    std::vector<int> codes;
     *outcount = 0;
     for (int i = 0; i < count; ++i) {
         if (engine->is_inactive(requests[i]) || !engine->is_complete(requests[i])) continue;
         MPI_Status own{};
         int code = MPI_SUCCESS;
         (void)engine->test(&requests[i], &own, &code);
-        own.MPI_ERROR = code;
         indices[*outcount] = i;
-        if (statuses != MPI_STATUSES_IGNORE) statuses[*outcount] = own;
+        if (statuses != MPI_STATUSES_IGNORE) give_status(&statuses[*outcount], own);
         ++*outcount;
-        if (code != MPI_SUCCESS) failed = true;
+        codes.push_back(code);
     }
-    if (failed) last_message = "a request failed; see the MPI_ERROR of its status";
-    return failed ? MPI_ERR_IN_STATUS : MPI_SUCCESS;
+    return in_status(codes, statuses);
 }
 
 void check_requests(int count, MPI_Request requests[]) {
@@ -229,7 +245,7 @@ int MPI_Testany(int count, MPI_Request requests[], int* index, int* flag, MPI_St
         *index = MPI_UNDEFINED;
         if (!any_active(count, requests)) { // nothing active: true, with an empty status
             *flag = 1;
-            if (status != MPI_STATUS_IGNORE) *status = MPI_Status{MPI_ANY_SOURCE, MPI_ANY_TAG, MPI_SUCCESS, 0, 0};
+            give_status(status, MPI_Status{MPI_ANY_SOURCE, MPI_ANY_TAG, MPI_SUCCESS, 0, 0});
             return MPI_SUCCESS;
         }
         engine->poke();
@@ -241,7 +257,7 @@ int MPI_Testany(int count, MPI_Request requests[], int* index, int* flag, MPI_St
             (void)engine->test(&requests[i], &own, &code);
             *index = i;
             *flag = 1;
-            if (status != MPI_STATUS_IGNORE) *status = own;
+            give_status(status, own);
             return request_error(code, own);
         }
         return MPI_SUCCESS;
@@ -294,7 +310,7 @@ int MPI_Test(MPI_Request* request, int* flag, MPI_Status* status) {
         MPI_Status own{};
         int code = MPI_SUCCESS;
         *flag = engine->test(request, &own, &code) ? 1 : 0;
-        if (*flag != 0 && status != MPI_STATUS_IGNORE) *status = own;
+        if (*flag != 0) give_status(status, own);
         return request_error(code, own);
     });
 }
@@ -305,7 +321,7 @@ int MPI_Request_get_status(MPI_Request request, int* flag, MPI_Status* status) {
         MPI_Status own{};
         int code = MPI_SUCCESS;
         *flag = engine->peek(request, &own, &code) ? 1 : 0;
-        if (*flag != 0 && status != MPI_STATUS_IGNORE) *status = own;
+        if (*flag != 0) give_status(status, own);
         return request_error(code, own);
     });
 }
@@ -323,18 +339,14 @@ int MPI_Testall(int count, MPI_Request requests[], int* flag, MPI_Status statuse
                 return MPI_SUCCESS;
             }
         }
-        bool failed = false;
+        std::vector<int> codes(static_cast<std::size_t>(count), MPI_SUCCESS);
         for (int i = 0; i < count; ++i) {
             MPI_Status own{};
-            int code = MPI_SUCCESS;
-            (void)engine->test(&requests[i], &own, &code);
-            own.MPI_ERROR = code;
-            if (statuses != MPI_STATUSES_IGNORE) statuses[i] = own;
-            if (code != MPI_SUCCESS) failed = true;
+            (void)engine->test(&requests[i], &own, &codes[static_cast<std::size_t>(i)]);
+            if (statuses != MPI_STATUSES_IGNORE) give_status(&statuses[i], own);
         }
         *flag = 1;
-        if (failed) last_message = "a request failed; see the MPI_ERROR of its status";
-        return failed ? MPI_ERR_IN_STATUS : MPI_SUCCESS;
+        return in_status(codes, statuses);
     });
 }
 
@@ -416,14 +428,14 @@ int mprobe_common(const char* name, int source, int tag, MPI_Comm comm, int* fla
 }
 
 // The receive of MPI_Mrecv and MPI_Imrecv: the request of the matched message,
-// told where the message goes; MPI_REQUEST_NULL for MPI_MESSAGE_NO_PROC.
+// told where the message goes; a completed one for MPI_MESSAGE_NO_PROC.
 MPI_Request matched_receive(void* buf, int count, MPI_Datatype type, MPI_Message* message) {
     if (message == nullptr) throw MpiError(MPI_ERR_ARG, "message is NULL");
     if (*message == MPI_MESSAGE_NULL) throw MpiError(MPI_ERR_REQUEST, "MPI_MESSAGE_NULL has no message to receive");
     const auto bytes = bytes_of(buf, count, type);
     if (*message == MPI_MESSAGE_NO_PROC) {
         *message = MPI_MESSAGE_NULL;
-        return MPI_REQUEST_NULL;
+        return engine->completed_proc_null();
     }
     const auto m = msgpass::mpi::typemap_of(type);
     const MPI_Request h = engine->receive_matched(
@@ -446,15 +458,10 @@ int MPI_Improbe(int source, int tag, MPI_Comm comm, int* flag, MPI_Message* mess
 
 int MPI_Mrecv(void* buf, int count, MPI_Datatype type, MPI_Message* message, MPI_Status* status) {
     return guarded("MPI_Mrecv", MPI_COMM_WORLD, [&] {
-        const bool no_proc = message != nullptr && *message == MPI_MESSAGE_NO_PROC;
         MPI_Request h = matched_receive(buf, count, type, message);
-        if (no_proc) {
-            proc_null_status(status);
-            return MPI_SUCCESS;
-        }
         MPI_Status own{};
         const int code = engine->wait(&h, &own);
-        if (status != MPI_STATUS_IGNORE) *status = own;
+        give_status(status, own);
         return request_error(code, own);
     });
 }
