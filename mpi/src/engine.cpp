@@ -456,15 +456,6 @@ void Engine::wait_until(Done done, const std::vector<const Request*>& waiting) {
     }
 }
 
-// communicators.cpp's: one agreement of contexts at a time (Engine::idup).
-void Engine::settle_idup() {
-    if (idup_done_ && !*idup_done_) {
-        const std::shared_ptr<bool> done = idup_done_;
-        wait_until([&] { return *done; }, {});
-    }
-    idup_done_.reset();
-}
-
 // ----------------------------------------------------------------------- completion
 
 namespace {
@@ -906,6 +897,16 @@ void Engine::step(Request& r) {
             release(h);
         }
         s.pending.clear();
+        if (s.error == MPI_SUCCESS && s.next == s.rounds.size() && s.more) {
+            bool again = false;
+            try {
+                again = s.more(s);
+            } catch (const MpiError& e) {
+                s.error = e.code();
+                s.error_text = e.what();
+            }
+            if (again) continue;
+        }
         if (s.error != MPI_SUCCESS || s.next == s.rounds.size()) {
             if (s.gate && !s.gate()) return;
             if (s.error == MPI_SUCCESS)
