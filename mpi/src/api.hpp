@@ -173,4 +173,20 @@ int nonblocking(const char* call, MPI_Comm comm, MPI_Request* request, Make&& ma
     });
 }
 
+// A persistent collective's entry point (MPI_Bcast_init...): make (which keeps copies
+// of the arguments) is checked now and builds the schedule anew at each MPI_Start,
+// with the collective number the call took (Engine::next_tag).
+template <class Make>
+int persistent_collective(const char* call, MPI_Comm comm, MPI_Request* request, Make make) {
+    return guarded(call, comm, [&] {
+        if (request == nullptr) throw MpiError(MPI_ERR_REQUEST, "request is NULL");
+        const auto first = make();
+        if (first->comm.local && !first->inter)
+            throw MpiError(MPI_ERR_COMM, std::string(first->name) + " on an intercommunicator is not provided");
+        const int tag = engine->next_tag(first->comm);
+        *request = engine->persistent([make, tag] { return engine->start_tagged(make(), tag); });
+        return MPI_SUCCESS;
+    });
+}
+
 } // namespace msgpass::mpi::api

@@ -826,15 +826,24 @@ void Schedule::reduce(void* inout, const void* in, int count, MPI_Datatype type,
     last().locals.push_back(l);
 }
 
-MPI_Request Engine::start(std::unique_ptr<Schedule> schedule) {
-    if (schedule->comm.local && !schedule->inter)
-        throw MpiError(MPI_ERR_COMM, std::string(schedule->name) + " on an intercommunicator is not provided "
-                                                                   "(only point to point; MPI_Intercomm_merge)");
+int Engine::next_tag(const CommInfo& c) {
     // Every rank numbers the collectives of a communicator alike (MPI: all call them
     // in the same order), so concurrent ones never take each other's messages. Tags
     // from 2^27 up: the blocking collectives of collectives.cpp use small ones.
-    std::uint32_t& seq = coll_seq_[schedule->comm.coll];
-    schedule->tag = (1 << 27) | static_cast<int>(seq++ & ((1U << 27) - 1));
+    std::uint32_t& seq = coll_seq_[c.coll];
+    return (1 << 27) | static_cast<int>(seq++ & ((1U << 27) - 1));
+}
+
+MPI_Request Engine::start(std::unique_ptr<Schedule> schedule) {
+    const int tag = schedule->comm.local && !schedule->inter ? 0 : next_tag(schedule->comm);
+    return start_tagged(std::move(schedule), tag);
+}
+
+MPI_Request Engine::start_tagged(std::unique_ptr<Schedule> schedule, int tag) {
+    if (schedule->comm.local && !schedule->inter)
+        throw MpiError(MPI_ERR_COMM, std::string(schedule->name) + " on an intercommunicator is not provided "
+                                                                   "(only point to point; MPI_Intercomm_merge)");
+    schedule->tag = tag;
     return start_local(std::move(schedule));
 }
 

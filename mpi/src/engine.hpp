@@ -311,6 +311,12 @@ public:
     // Collectives as schedules: start posts the first round and returns the request
     // (non-blocking collectives); run waits for it and throws its error (blocking).
     MPI_Request start(std::unique_ptr<Schedule> schedule);
+    // A persistent collective (MPI_Bcast_init...) takes its number among c's
+    // collectives once, when it is made (next_tag), and every start of it runs with
+    // that number (start_tagged): ranks may start their persistent collectives in
+    // different orders.
+    int next_tag(const CommInfo& c);
+    MPI_Request start_tagged(std::unique_ptr<Schedule> schedule, int tag);
     // A schedule of this rank alone (a generalized request): no collective number.
     MPI_Request start_local(std::unique_ptr<Schedule> schedule);
     void run(std::unique_ptr<Schedule> schedule);
