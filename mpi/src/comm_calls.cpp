@@ -208,10 +208,7 @@ int MPI_Comm_dup(MPI_Comm comm, MPI_Comm* newcomm) {
     });
 }
 
-// The duplicate is made at the call (the contexts agreed as MPI_Comm_dup does, which
-// every rank of comm reaches at its call of MPI_Comm_idup) and the request is
-// complete at once: a program that calls MPI_Comm_idup on overlapping communicators
-// in different orders on different ranks waits at the call instead.
+// The handle at once; its contexts when the request completes (Engine::idup).
 int MPI_Comm_idup(MPI_Comm comm, MPI_Comm* newcomm, MPI_Request* request) {
     return guarded("MPI_Comm_idup", comm, [&] {
         check_out(request, "request");
@@ -265,6 +262,12 @@ int MPI_Comm_free(MPI_Comm* comm) {
         *comm = MPI_COMM_NULL;
         return MPI_SUCCESS;
     });
+}
+
+int MPI_Comm_disconnect(MPI_Comm* comm) {
+    if (comm == nullptr) return MPI_Comm_free(comm); // (its error)
+    const int code = MPI_Barrier(*comm);
+    return code != MPI_SUCCESS ? code : MPI_Comm_free(comm);
 }
 
 int MPI_Comm_compare(MPI_Comm comm1, MPI_Comm comm2, int* result) {

@@ -1,7 +1,9 @@
 // The C entry points of msgpass's MPI (mpi.h), point to point: send and receive,
 // requests, probe, counts. Every entry point goes through api::guarded.
+#include <array>
 #include <climits>
 #include <cstddef>
+#include <memory>
 #include <vector>
 
 #include "api.hpp"
@@ -301,6 +303,76 @@ int MPI_Sendrecv_replace(void* buf, int count, MPI_Datatype type, int dest, int 
         msgpass::mpi::pack(*msgpass::mpi::typemap_of(type), buf, static_cast<std::size_t>(count), out.data());
         return exchange(c, dest, sendtag, out.data(), bytes, {static_cast<int>(bytes), MPI_BYTE}, source, recvtag, buf,
                         bytes, {count, type}, status);
+    });
+}
+
+namespace {
+
+// The one request of MPI_Isendrecv and MPI_Isendrecv_replace over the receive r and
+// the send s (posted in that order): a schedule of this rank alone, complete when
+// both are, with the receive's status and the send's error first. keep: the packed
+// copy the send goes out of (replace), kept until then.
+MPI_Request sendrecv_request(MPI_Request r, MPI_Request s, std::shared_ptr<std::vector<std::byte>> keep) {
+    auto schedule = std::make_unique<msgpass::mpi::Schedule>();
+    schedule->comm = engine->info(MPI_COMM_SELF);
+    schedule->name = "MPI_Isendrecv";
+    auto both = std::make_shared<std::array<MPI_Request, 2>>(std::array<MPI_Request, 2>{r, s});
+    schedule->gate = [both] { return engine->is_complete((*both)[0]) && engine->is_complete((*both)[1]); };
+    schedule->query = [both, keep = std::move(keep)](MPI_Status& status) {
+        MPI_Status sent{};
+        const int send_code = engine->wait(&(*both)[1], &sent);
+        const int recv_code = engine->wait(&(*both)[0], &status);
+        return send_code != MPI_SUCCESS ? send_code : recv_code;
+    };
+    // (MPI_Cancel of it cancels neither: the pair completes as it would.)
+    schedule->cancel = [](bool) {};
+    return engine->start_local(std::move(schedule));
+}
+
+} // namespace
+
+int MPI_Isendrecv(const void* sendbuf, int sendcount, MPI_Datatype sendtype, int dest, int sendtag, void* recvbuf,
+                  int recvcount, MPI_Datatype recvtype, int source, int recvtag, MPI_Comm comm, MPI_Request* request) {
+    return guarded("MPI_Isendrecv", comm, [&] {
+        const auto c = engine->info(comm);
+        const auto send_bytes = bytes_of(sendbuf, sendcount, sendtype, "sendbuf");
+        const auto recv_bytes = bytes_of(recvbuf, recvcount, recvtype, "recvbuf");
+        check_rank(c, dest, false);
+        check_rank(c, source, true);
+        check_send_tag(sendtag);
+        check_recv_tag(recvtag);
+        if (request == nullptr) throw MpiError(MPI_ERR_REQUEST, "request is NULL");
+        const MPI_Request r = source == MPI_PROC_NULL
+                                  ? engine->completed_proc_null()
+                                  : irecv_typed(c, source, recvtag, recvbuf, recvcount, recvtype, recv_bytes);
+        const MPI_Request s = dest == MPI_PROC_NULL
+                                  ? engine->completed_proc_null()
+                                  : isend_typed(c, dest, sendtag, sendbuf, sendcount, sendtype, send_bytes, false);
+        *request = sendrecv_request(r, s, nullptr);
+        return MPI_SUCCESS;
+    });
+}
+
+int MPI_Isendrecv_replace(void* buf, int count, MPI_Datatype type, int dest, int sendtag, int source, int recvtag,
+                          MPI_Comm comm, MPI_Request* request) {
+    return guarded("MPI_Isendrecv_replace", comm, [&] {
+        const auto c = engine->info(comm);
+        const auto bytes = bytes_of(buf, count, type);
+        check_rank(c, dest, false);
+        check_rank(c, source, true);
+        check_send_tag(sendtag);
+        check_recv_tag(recvtag);
+        if (request == nullptr) throw MpiError(MPI_ERR_REQUEST, "request is NULL");
+        // The buffer is received into: what it sends goes out of a packed copy.
+        auto out = std::make_shared<std::vector<std::byte>>(bytes);
+        msgpass::mpi::pack(*msgpass::mpi::typemap_of(type), buf, static_cast<std::size_t>(count), out->data());
+        const MPI_Request r = source == MPI_PROC_NULL ? engine->completed_proc_null()
+                                                      : irecv_typed(c, source, recvtag, buf, count, type, bytes);
+        const MPI_Request s = dest == MPI_PROC_NULL ? engine->completed_proc_null()
+                                                    : isend_typed(c, dest, sendtag, out->data(),
+                                                                  static_cast<int>(bytes), MPI_BYTE, bytes, false);
+        *request = sendrecv_request(r, s, std::move(out));
+        return MPI_SUCCESS;
     });
 }
 
