@@ -126,6 +126,17 @@ Keyval& keyval_of(int keyval, bool in_use = false, bool for_types = false) {
     return it->second;
 }
 
+// The keyval an MPI_Comm_free_keyval or MPI_Type_free_keyval frees: freeing one that
+// was freed already is accepted while attributes still hold it (as a reference each,
+// which MPICH's tests rely on: a delete function that frees its keyval, then the
+// program freeing its own copy of the handle); once none holds it, "was freed".
+Keyval& keyval_to_free(int keyval, bool for_types) {
+    const auto it = keyvals.find(keyval);
+    if (it != keyvals.end() && it->second.freed && it->second.uses > 0 && it->second.for_types == for_types)
+        return it->second;
+    return keyval_of(keyval, false, for_types);
+}
+
 // A freed keyval's record stays (without uses it costs a map entry), so that a later
 // use of its handle is told "was freed".
 void release_keyval(int keyval) {
@@ -435,7 +446,7 @@ int MPI_Comm_free_keyval(int* keyval) {
         check_out(keyval, "comm_keyval");
         if (predefined_keyval(*keyval))
             throw MpiError(MPI_ERR_KEYVAL, "keyval " + std::to_string(*keyval) + " is predefined and cannot be freed");
-        Keyval& k = keyval_of(*keyval);
+        Keyval& k = keyval_to_free(*keyval, false);
         k.freed = true; // the attributes set with it keep it until they are deleted
         *keyval = MPI_KEYVAL_INVALID;
         return MPI_SUCCESS;
@@ -487,7 +498,7 @@ int MPI_Type_create_keyval(MPI_Type_copy_attr_function* copy_fn, MPI_Type_delete
 int MPI_Type_free_keyval(int* keyval) {
     return guarded("MPI_Type_free_keyval", MPI_COMM_WORLD, [&] {
         check_out(keyval, "type_keyval");
-        keyval_of(*keyval, false, true).freed = true;
+        keyval_to_free(*keyval, true).freed = true;
         *keyval = MPI_KEYVAL_INVALID;
         return MPI_SUCCESS;
     });
