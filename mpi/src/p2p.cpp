@@ -19,6 +19,13 @@ extern "C" {
 
 namespace {
 
+// A receive's bytes; from MPI_PROC_NULL, nothing of MPI_DATATYPE_NULL is accepted too
+// (it receives nothing: MPICH's recvnull).
+std::size_t recv_bytes_of(void* buf, int count, MPI_Datatype type, int source) {
+    if (source == MPI_PROC_NULL && count == 0 && type == MPI_DATATYPE_NULL) return 0;
+    return bytes_of(buf, count, type);
+}
+
 // MPI_Isend, MPI_Issend and MPI_Irsend: a synchronous one completes when the receiver
 // matched it; a ready send is a standard one (the receive is posted, as it promises).
 int isend_common(const char* name, const void* buf, int count, MPI_Datatype type, int dest, int tag, MPI_Comm comm,
@@ -64,7 +71,7 @@ int MPI_Ssend(const void* buf, int count, MPI_Datatype type, int dest, int tag, 
 int MPI_Irecv(void* buf, int count, MPI_Datatype type, int source, int tag, MPI_Comm comm, MPI_Request* request) {
     return guarded("MPI_Irecv", comm, [&] {
         const auto c = engine->info(comm);
-        const auto bytes = bytes_of(buf, count, type);
+        const auto bytes = recv_bytes_of(buf, count, type, source);
         check_rank(c, source, true);
         check_recv_tag(tag);
         if (request == nullptr) throw MpiError(MPI_ERR_REQUEST, "request is NULL");
@@ -77,7 +84,7 @@ int MPI_Irecv(void* buf, int count, MPI_Datatype type, int source, int tag, MPI_
 int MPI_Recv(void* buf, int count, MPI_Datatype type, int source, int tag, MPI_Comm comm, MPI_Status* status) {
     return guarded("MPI_Recv", comm, [&] {
         const auto c = engine->info(comm);
-        const auto bytes = bytes_of(buf, count, type);
+        const auto bytes = recv_bytes_of(buf, count, type, source);
         check_rank(c, source, true);
         check_recv_tag(tag);
         if (source == MPI_PROC_NULL) {

@@ -160,6 +160,14 @@ int main(int argc, char** argv) {
         CHECK(flag && r == MPI_REQUEST_NULL && st.MPI_SOURCE == MPI_PROC_NULL && st.MPI_TAG == MPI_ANY_TAG &&
                   count == 0 && st.MPI_ERROR == MPI_ERR_DIMS,
               "irecv of MPI_PROC_NULL: flag %d source %d tag %d count %d", flag, st.MPI_SOURCE, st.MPI_TAG, count);
+        /* (nothing of MPI_DATATYPE_NULL from MPI_PROC_NULL is accepted too) */
+        MPI_Irecv(NULL, 0, MPI_DATATYPE_NULL, MPI_PROC_NULL, 0, MPI_COMM_WORLD, &r);
+        MPI_Waitall(1, &r, &st);
+        CHECK(st.MPI_SOURCE == MPI_PROC_NULL && st.MPI_TAG == MPI_ANY_TAG, "irecv of MPI_DATATYPE_NULL: source %d",
+              st.MPI_SOURCE);
+        st.MPI_SOURCE = 0;
+        MPI_Recv(NULL, 0, MPI_DATATYPE_NULL, MPI_PROC_NULL, 0, MPI_COMM_WORLD, &st);
+        CHECK(st.MPI_SOURCE == MPI_PROC_NULL, "recv of MPI_DATATYPE_NULL: source %d", st.MPI_SOURCE);
         MPI_Isend(&x, 1, MPI_INT, MPI_PROC_NULL, 0, MPI_COMM_WORLD, &r);
         CHECK(r != MPI_REQUEST_NULL, "isend to MPI_PROC_NULL gave MPI_REQUEST_NULL");
         MPI_Wait(&r, MPI_STATUS_IGNORE);
