@@ -43,8 +43,9 @@ std::string read_file(const char* path) {
 
 // MPI_INFO_ENV's keys, made at its first use: the command line from /proc/self/cmdline
 // (MPI_Init may have been given no argv), the world's size, the thread level, the host
-// and the working directory.
-Entries environment() {
+// and the working directory; without run, only what is the same before MPI_Init and
+// after it (MPI_Info_create_env): the command line, the host, the directory.
+Entries environment(bool run = true) {
     Entries e;
     const std::string cmdline = read_file("/proc/self/cmdline");
     std::string command;
@@ -61,10 +62,10 @@ Entries environment() {
     }
     e.emplace_back("command", command);
     e.emplace_back("argv", args);
-    if (engine) e.emplace_back("maxprocs", std::to_string(engine->info(MPI_COMM_WORLD).size));
+    if (run && engine) e.emplace_back("maxprocs", std::to_string(engine->info(MPI_COMM_WORLD).size));
     static const char* const levels[] = {"MPI_THREAD_SINGLE", "MPI_THREAD_FUNNELED", "MPI_THREAD_SERIALIZED",
                                          "MPI_THREAD_MULTIPLE"};
-    e.emplace_back("thread_level", levels[thread_level]);
+    if (run) e.emplace_back("thread_level", levels[thread_level]);
     char host[256] = {};
     if (::gethostname(host, sizeof host - 1) == 0) e.emplace_back("host", host);
     char cwd[4096] = {};
@@ -162,6 +163,16 @@ int MPI_Info_get(MPI_Info info, const char* key, int valuelen, char* value, int*
         const std::size_t n = std::min(it->second.size(), static_cast<std::size_t>(valuelen));
         std::memcpy(value, it->second.data(), n);
         value[n] = '\0';
+        return MPI_SUCCESS;
+    });
+}
+
+int MPI_Info_create_env(int argc, char* argv[], MPI_Info* info) {
+    (void)argc; // (the command line is read from /proc/self/cmdline, as MPI_INFO_ENV's)
+    (void)argv;
+    return info_guarded("MPI_Info_create_env", [&] {
+        if (info == nullptr) throw MpiError(MPI_ERR_ARG, "info is NULL");
+        *info = new_info(environment(false));
         return MPI_SUCCESS;
     });
 }

@@ -1,17 +1,18 @@
 /* Calls of MPI-4 and of MPI-1 that programs use, by their documented behaviour:
  * MPI_Info objects made and read before MPI_Init and after MPI_Finalize;
- * MPI_Info_get_string (the length with its NUL, the value cut to the buffer);
- * MPI_Isendrecv (one request: the receive's status, complete when both are) and
- * MPI_Isendrecv_replace (the buffer sent, then received into), with MPI_PROC_NULL;
- * MPI_Comm_idup_with_info; MPI_Comm_disconnect; MPI_Errhandler_set and
- * MPI_Errhandler_get as MPI_Comm_set_errhandler and _get. Runs with any number of
- * ranks (1 too). */
+ * MPI_Info_create_env (the same before and after MPI_Init); MPI_Info_get_string (the length with its NUL, the value cut
+ * to the buffer); MPI_Isendrecv (one request: the receive's status, complete when both are) and MPI_Isendrecv_replace
+ * (the buffer sent, then received into), with MPI_PROC_NULL; MPI_Comm_idup_with_info; MPI_Comm_disconnect;
+ * MPI_Errhandler_set and MPI_Errhandler_get as MPI_Comm_set_errhandler and _get. Runs with any number of ranks (1 too).
+ */
 #include "check.h"
 
 int main(int argc, char** argv) {
     MPI_Info before;
     CHECK(MPI_Info_create(&before) == MPI_SUCCESS, "MPI_Info_create before MPI_Init");
     CHECK(MPI_Info_set(before, "colour", "blue") == MPI_SUCCESS, "MPI_Info_set before MPI_Init");
+    MPI_Info env_before;
+    CHECK(MPI_Info_create_env(argc, argv, &env_before) == MPI_SUCCESS, "MPI_Info_create_env before MPI_Init");
     CHECK(MPI_Init(&argc, &argv) == MPI_SUCCESS, "init");
     int rank = 0, size = 0;
     MPI_Comm_rank(MPI_COMM_WORLD, &rank);
@@ -33,6 +34,24 @@ int main(int argc, char** argv) {
     CHECK(flag == 1 && buflen == 5, "buflen 0: the length only (%d)", buflen);
     MPI_Info_get_string(before, "shape", &buflen, value, &flag);
     CHECK(flag == 0, "a missing key: flag %d", flag);
+
+    WHERE("calls: MPI_Info_create_env, the same before MPI_Init and after");
+    MPI_Info env_after;
+    MPI_Info_create_env(argc, argv, &env_after);
+    const char* keys[] = {"command", "argv", "host", "wdir"};
+    for (int i = 0; i < 4; ++i) {
+        char v1[MPI_MAX_INFO_VAL], v2[MPI_MAX_INFO_VAL];
+        int n1 = MPI_MAX_INFO_VAL, n2 = MPI_MAX_INFO_VAL, f1 = 0, f2 = 0;
+        MPI_Info_get_string(env_before, keys[i], &n1, v1, &f1);
+        MPI_Info_get_string(env_after, keys[i], &n2, v2, &f2);
+        CHECK(f1 == f2 && (!f1 || strcmp(v1, v2) == 0), "create_env's %s differs: %s, %s", keys[i], f1 ? v1 : "-",
+              f2 ? v2 : "-");
+    }
+    int n_env = 0;
+    MPI_Info_get_string(env_after, "command", &n_env, NULL, &flag);
+    CHECK(flag == 1 && n_env > 1, "create_env has the command");
+    MPI_Info_free(&env_before);
+    MPI_Info_free(&env_after);
 
     WHERE("calls: MPI_Isendrecv");
     int out = rank, in = -1;

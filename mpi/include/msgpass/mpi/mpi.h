@@ -566,6 +566,9 @@ int MPI_Info_get(MPI_Info info, const char* key, int valuelen, char* value, int*
 /* MPI-4: *buflen in, the size of value; out, the value's length and its NUL (value
  * holds as much of it as fits, NUL-terminated; buflen 0: only the length). */
 int MPI_Info_get_string(MPI_Info info, const char* key, int* buflen, char* value, int* flag);
+/* MPI-4: a new info object of the keys of MPI_INFO_ENV that are the same before
+ * MPI_Init and after it: command, argv, host, wdir (callable before MPI_Init). */
+int MPI_Info_create_env(int argc, char* argv[], MPI_Info* info);
 int MPI_Info_get_valuelen(MPI_Info info, const char* key, int* valuelen, int* flag);
 int MPI_Info_get_nkeys(MPI_Info info, int* nkeys);
 int MPI_Info_get_nthkey(MPI_Info info, int n, char* key);
