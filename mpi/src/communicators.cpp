@@ -53,15 +53,17 @@ CommInfo group_comm(const std::vector<int>& world, std::ptrdiff_t rank, int base
 
 struct Engine::Agreement {
     int stripe = 0; // of the round in flight (or next)
+    int step = 1;   // to the next round's (odd: the rounds go through every stripe)
     int pairs = 1;  // wanted
     int fruitless = 0;
     bool holding = false;   // this rank holds stripe for the round in flight
     std::vector<int> bases; // the agreed pairs' point-to-point contexts
+    // From key (the same on every member) and the pairs wanted.
+    void start(int key, int wanted);
 };
 
-int Engine::first_stripe(const CommInfo& c) {
-    const std::uint32_t seq = agreement_seq_[c.coll]++;
-    return static_cast<int>((static_cast<std::uint32_t>(c.coll / 2) + seq) % stripes);
+int Engine::agreement_key(const CommInfo& c) {
+    return static_cast<int>((static_cast<std::uint32_t>(c.coll / 2) + agreement_seq_[c.coll]++) & 0x7fffffffU);
 }
 
 void Engine::contribute(Agreement& a, std::uint32_t* words) {
@@ -104,7 +106,7 @@ bool Engine::conclude(Agreement& a, const std::uint32_t* words) {
     if ((words[stripe_words + 1] & 1U) != 0 && ++a.fruitless >= stripes)
         throw MpiError(MPI_ERR_INTERN, "no context left for a new communicator (" + std::to_string(pair_count) +
                                            " pairs of contexts, every one held by a communicator of some member)");
-    a.stripe = (a.stripe + 1) % stripes;
+    a.stripe = (a.stripe + a.step) % stripes;
     return false;
 }
 
@@ -116,11 +118,18 @@ void Engine::release_pair(int p2p) {
     agreement_seq_.erase(p2p + 1);
 }
 
-std::vector<int> Engine::agree(int stripe, int pairs,
+void Engine::Agreement::start(int key, int wanted) {
+    // Two agreements of one rank with the same first stripe most often step apart,
+    // rather than meeting at every stripe after it.
+    stripe = key % stripes;
+    step = 1 + 2 * (key / stripes % (stripes / 2));
+    pairs = wanted;
+}
+
+std::vector<int> Engine::agree(int key, int pairs,
                                const std::function<void(const std::uint32_t*, std::uint32_t*)>& and_all) {
     Agreement a;
-    a.stripe = stripe;
-    a.pairs = pairs;
+    a.start(key, pairs);
     std::array<std::uint32_t, agreement_words> in{}, out{};
     while (true) {
         contribute(a, in.data());
@@ -152,7 +161,7 @@ std::unique_ptr<Schedule> and_schedule(const CommInfo& c, const std::uint32_t* i
 
 std::vector<int> Engine::agree_over(const CommInfo& c, int pairs) {
     std::array<std::uint32_t, agreement_words> local{};
-    return agree(first_stripe(c), pairs,
+    return agree(agreement_key(c), pairs,
                  [&](const std::uint32_t* in, std::uint32_t* out) { run(and_schedule(c, in, out, local.data())); });
 }
 
@@ -207,8 +216,7 @@ MPI_Request Engine::idup(MPI_Comm comm, MPI_Comm* newcomm) {
         bool started = false;
     };
     auto state = std::make_shared<State>();
-    state->a.stripe = first_stripe(c);
-    state->a.pairs = c.local ? 2 : 1; // an intercommunicator: the local group's own pair too
+    state->a.start(agreement_key(c), c.local ? 2 : 1); // an intercommunicator: the local group's own pair too
     auto s = std::make_unique<Schedule>();
     s->comm = c;
     s->inter = c.local != nullptr;
@@ -326,9 +334,9 @@ MPI_Comm Engine::create_group(MPI_Comm comm, const std::vector<int>& world, int 
     // so that concurrent calls with other tags, or of disjoint groups, keep apart.
     const int t = (1 << 26) | (tag & ((1 << 26) - 1));
     constexpr std::size_t bytes = agreement_words * sizeof(std::uint32_t);
-    const int stripe = static_cast<int>((static_cast<std::uint32_t>(c.coll / 2) + static_cast<std::uint32_t>(tag)) %
-                                        static_cast<std::uint32_t>(stripes));
-    const int base = agree(stripe, 1, [&](const std::uint32_t* in, std::uint32_t* out) {
+    const int key =
+        static_cast<int>((static_cast<std::uint32_t>(c.coll / 2) + static_cast<std::uint32_t>(tag)) & 0x7fffffffU);
+    const int base = agree(key, 1, [&](const std::uint32_t* in, std::uint32_t* out) {
         std::copy(in, in + agreement_words, out);
         if (self == world.begin()) {
             std::array<std::uint32_t, agreement_words> theirs{};
@@ -391,7 +399,7 @@ MPI_Comm Engine::intercomm_create(MPI_Comm local_comm, int local_leader, MPI_Com
     run(bcast_schedule(l, remote.data(), remote.size() * sizeof(int), local_leader));
     constexpr std::size_t bytes = agreement_words * sizeof(std::uint32_t);
     const std::vector<int> bases =
-        agree(static_cast<int>(static_cast<std::uint32_t>(tag) % stripes), 2,
+        agree(static_cast<int>(static_cast<std::uint32_t>(tag) & 0x7fffffffU), 2,
               [&](const std::uint32_t* in, std::uint32_t* out) {
                   run(allreduce_schedule(l, in, out, agreement_words, MPI_UNSIGNED, MPI_BAND));
                   if (p != nullptr) {

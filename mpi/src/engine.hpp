@@ -392,11 +392,12 @@ private:
     void contribute(Agreement& a, std::uint32_t* words);
     bool conclude(Agreement& a, const std::uint32_t* words);
     void abandon(Agreement& a);
-    // The first stripe of an agreement over c (the same on every member).
-    int first_stripe(const CommInfo& c);
-    // A blocking agreement of pairs pairs; and_all combines the members'
+    // The key of an agreement over c (the same on every member): its first stripe
+    // and its step to the next.
+    int agreement_key(const CommInfo& c);
+    // A blocking agreement of pairs pairs, from key; and_all combines the members'
     // contributions (a bitwise and of every member's words into its second argument).
-    std::vector<int> agree(int stripe, int pairs,
+    std::vector<int> agree(int key, int pairs,
                            const std::function<void(const std::uint32_t*, std::uint32_t*)>& and_all);
     // The same over every member of c (both groups of an intercommunicator).
     std::vector<int> agree_over(const CommInfo& c, int pairs);
