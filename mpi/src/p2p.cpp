@@ -4,6 +4,7 @@
 #include <climits>
 #include <cstddef>
 #include <memory>
+#include <utility>
 #include <vector>
 
 #include "api.hpp"
@@ -162,17 +163,21 @@ int MPI_Wait(MPI_Request* request, MPI_Status* status) {
 
 namespace {
 
-// The result of a completion of several requests whose codes are codes (statuses in
-// the same order): MPI_ERR_IN_STATUS, every status' MPI_ERROR then set, when one
-// failed; otherwise MPI_SUCCESS, the MPI_ERROR fields left as the caller set them.
-int in_status(const std::vector<int>& codes, MPI_Status statuses[]) {
-    bool failed = false;
-    for (const int code : codes)
-        failed = failed || code != MPI_SUCCESS;
-    if (!failed) return MPI_SUCCESS;
-    if (statuses != MPI_STATUSES_IGNORE)
-        for (std::size_t i = 0; i < codes.size(); ++i)
-            statuses[i].MPI_ERROR = codes[i];
+// The requests that failed in a completion of several: (index of its status, code).
+// Empty, and so never allocated, when all succeeded.
+using Failures = std::vector<std::pair<int, int>>;
+
+// The result of a completion of n requests (statuses[0..n)): MPI_ERR_IN_STATUS, every
+// status' MPI_ERROR then set, when one failed; otherwise MPI_SUCCESS, the MPI_ERROR
+// fields left as the caller set them.
+int in_status(int n, const Failures& failures, MPI_Status statuses[]) {
+    if (failures.empty()) return MPI_SUCCESS;
+    if (statuses != MPI_STATUSES_IGNORE) {
+        for (int i = 0; i < n; ++i)
+            statuses[i].MPI_ERROR = MPI_SUCCESS;
+        for (const auto& [i, code] : failures)
+            statuses[i].MPI_ERROR = code;
+    }
     last_message = "a request failed; see the MPI_ERROR of its status";
     return MPI_ERR_IN_STATUS;
 }
@@ -185,13 +190,14 @@ int MPI_Waitall(int count, MPI_Request requests[], MPI_Status statuses[]) {
         if (count > 0 && requests == nullptr) throw MpiError(MPI_ERR_REQUEST, "requests is NULL");
         for (int i = 0; i < count; ++i)
             if (requests[i] != MPI_REQUEST_NULL) engine->check_request(requests[i]);
-        std::vector<int> codes(static_cast<std::size_t>(count), MPI_SUCCESS);
+        Failures failures;
         for (int i = 0; i < count; ++i) { // in order: each wait makes progress for all
             MPI_Status own{};
-            codes[static_cast<std::size_t>(i)] = engine->wait(&requests[i], &own);
+            const int code = engine->wait(&requests[i], &own);
             if (statuses != MPI_STATUSES_IGNORE) give_status(&statuses[i], own);
+            if (code != MPI_SUCCESS) failures.emplace_back(i, code);
         }
-        return in_status(codes, statuses);
+        return in_status(count, failures, statuses);
     });
 }
 
@@ -218,7 +224,7 @@ namespace {
 // Takes every completed request of the array (Testsome, Waitsome): its index and
 // status; MPI_ERR_IN_STATUS when one failed.
 int collect_completed(int count, MPI_Request requests[], int* outcount, int indices[], MPI_Status statuses[]) {
-    std::vector<int> codes;
+    Failures failures;
     *outcount = 0;
     for (int i = 0; i < count; ++i) {
         if (engine->is_inactive(requests[i]) || !engine->is_complete(requests[i])) continue;
@@ -227,10 +233,10 @@ int collect_completed(int count, MPI_Request requests[], int* outcount, int indi
         (void)engine->test(&requests[i], &own, &code);
         indices[*outcount] = i;
         if (statuses != MPI_STATUSES_IGNORE) give_status(&statuses[*outcount], own);
+        if (code != MPI_SUCCESS) failures.emplace_back(*outcount, code);
         ++*outcount;
-        codes.push_back(code);
     }
-    return in_status(codes, statuses);
+    return in_status(*outcount, failures, statuses);
 }
 
 void check_requests(int count, MPI_Request requests[]) {
@@ -418,14 +424,16 @@ int MPI_Testall(int count, MPI_Request requests[], int* flag, MPI_Status statuse
                 return MPI_SUCCESS;
             }
         }
-        std::vector<int> codes(static_cast<std::size_t>(count), MPI_SUCCESS);
+        Failures failures;
         for (int i = 0; i < count; ++i) {
             MPI_Status own{};
-            (void)engine->test(&requests[i], &own, &codes[static_cast<std::size_t>(i)]);
+            int code = MPI_SUCCESS;
+            (void)engine->test(&requests[i], &own, &code);
             if (statuses != MPI_STATUSES_IGNORE) give_status(&statuses[i], own);
+            if (code != MPI_SUCCESS) failures.emplace_back(i, code);
         }
         *flag = 1;
-        return in_status(codes, statuses);
+        return in_status(count, failures, statuses);
     });
 }
 
