@@ -170,7 +170,7 @@ void check_op(MPI_Op op, MPI_Datatype type) {
 }
 
 void proc_null_status(MPI_Status* status) {
-    if (status != MPI_STATUS_IGNORE) *status = MPI_Status{MPI_PROC_NULL, MPI_ANY_TAG, MPI_SUCCESS, 0, 0};
+    give_status(status, MPI_Status{MPI_PROC_NULL, MPI_ANY_TAG, MPI_SUCCESS, 0, 0});
 }
 
 // A request's own error, with the message of what happened to it.

@@ -131,13 +131,15 @@ private:
     std::vector<std::function<void()>> unpacks_;
 };
 
+// any_phase: a call MPI allows before MPI_Init and after MPI_Finalize (the MPI_Info
+// calls, MPI-4 11.2.1).
 template <class F>
-int guarded(const char* call, MPI_Comm comm, F&& body) {
+int guarded(const char* call, MPI_Comm comm, F&& body, bool any_phase = false) {
     std::unique_lock<std::recursive_mutex> hold(big_lock, std::defer_lock);
     if (thread_level == MPI_THREAD_MULTIPLE) hold.lock();
     try {
-        if (phase == Phase::before) throw MpiError(MPI_ERR_OTHER, "called before MPI_Init");
-        if (phase == Phase::finalized) throw MpiError(MPI_ERR_OTHER, "called after MPI_Finalize");
+        if (phase == Phase::before && !any_phase) throw MpiError(MPI_ERR_OTHER, "called before MPI_Init");
+        if (phase == Phase::finalized && !any_phase) throw MpiError(MPI_ERR_OTHER, "called after MPI_Finalize");
         const int code = body();
         if (code != MPI_SUCCESS) return fail(call, comm, code, last_message.empty() ? class_text(code) : last_message);
         return MPI_SUCCESS;
@@ -169,6 +171,22 @@ int nonblocking(const char* call, MPI_Comm comm, MPI_Request* request, Make&& ma
     return guarded(call, comm, [&] {
         if (request == nullptr) throw MpiError(MPI_ERR_REQUEST, "request is NULL");
         *request = engine->start(make());
+        return MPI_SUCCESS;
+    });
+}
+
+// A persistent collective's entry point (MPI_Bcast_init...): make (which keeps copies
+// of the arguments) is checked now and builds the schedule anew at each MPI_Start,
+// with the collective number the call took (Engine::next_tag).
+template <class Make>
+int persistent_collective(const char* call, MPI_Comm comm, MPI_Request* request, Make make) {
+    return guarded(call, comm, [&] {
+        if (request == nullptr) throw MpiError(MPI_ERR_REQUEST, "request is NULL");
+        const auto first = make();
+        if (first->comm.local && !first->inter)
+            throw MpiError(MPI_ERR_COMM, std::string(first->name) + " on an intercommunicator is not provided");
+        const int tag = engine->next_tag(first->comm);
+        *request = engine->persistent([make, tag] { return engine->start_tagged(make(), tag); });
         return MPI_SUCCESS;
     });
 }

@@ -456,28 +456,19 @@ void Engine::wait_until(Done done, const std::vector<const Request*>& waiting) {
     }
 }
 
-// communicators.cpp's: one agreement of contexts at a time (Engine::idup).
-void Engine::settle_idup() {
-    if (idup_done_ && !*idup_done_) {
-        const std::shared_ptr<bool> done = idup_done_;
-        wait_until([&] { return *done; }, {});
-    }
-    idup_done_.reset();
-}
-
 // ----------------------------------------------------------------------- completion
 
 namespace {
 
 void fill(MPI_Status* status, const Request& r) {
-    if (status != MPI_STATUS_IGNORE) *status = r.status;
+    give_status(status, r.status);
 }
 
 } // namespace
 
 int Engine::wait(MPI_Request* handle, MPI_Status* status) {
     if (is_inactive(*handle)) {
-        if (status != MPI_STATUS_IGNORE) *status = MPI_Status{MPI_ANY_SOURCE, MPI_ANY_TAG, MPI_SUCCESS, 0, 0};
+        give_status(status, MPI_Status{MPI_ANY_SOURCE, MPI_ANY_TAG, MPI_SUCCESS, 0, 0});
         return MPI_SUCCESS;
     }
     if (Request& p = request(*handle); p.restart) {
@@ -497,7 +488,7 @@ int Engine::wait(MPI_Request* handle, MPI_Status* status) {
 bool Engine::test(MPI_Request* handle, MPI_Status* status, int* error) {
     *error = MPI_SUCCESS;
     if (is_inactive(*handle)) {
-        if (status != MPI_STATUS_IGNORE) *status = MPI_Status{MPI_ANY_SOURCE, MPI_ANY_TAG, MPI_SUCCESS, 0, 0};
+        give_status(status, MPI_Status{MPI_ANY_SOURCE, MPI_ANY_TAG, MPI_SUCCESS, 0, 0});
         return true;
     }
     if (Request& p = request(*handle); p.restart) {
@@ -519,7 +510,7 @@ bool Engine::test(MPI_Request* handle, MPI_Status* status, int* error) {
 bool Engine::peek(MPI_Request handle, MPI_Status* status, int* error) {
     *error = MPI_SUCCESS;
     if (is_inactive(handle)) {
-        if (status != MPI_STATUS_IGNORE) *status = MPI_Status{MPI_ANY_SOURCE, MPI_ANY_TAG, MPI_SUCCESS, 0, 0};
+        give_status(status, MPI_Status{MPI_ANY_SOURCE, MPI_ANY_TAG, MPI_SUCCESS, 0, 0});
         return true;
     }
     if (const Request& p = request(handle); p.restart) return peek(p.inner, status, error);
@@ -558,6 +549,15 @@ void Engine::start_persistent(MPI_Request handle) {
         throw MpiError(MPI_ERR_REQUEST, "request " + std::to_string(handle) + " is active already");
     const MPI_Request inner = r.restart(); // (may grow the table: r is kept by pointer)
     request(handle).inner = inner;
+}
+
+MPI_Request Engine::completed_proc_null() {
+    const MPI_Request h = new_request();
+    Request& r = request(h);
+    r.complete = true;
+    r.peer = MPI_PROC_NULL;
+    r.status = MPI_Status{MPI_PROC_NULL, MPI_ANY_TAG, MPI_SUCCESS, 0, 0};
+    return h;
 }
 
 MPI_Request Engine::completed_send(int dest, int tag, std::size_t bytes) {
@@ -665,7 +665,7 @@ bool Engine::iprobe(const CommInfo& c, int source, int tag, MPI_Status* status) 
     if (status != MPI_STATUS_IGNORE) {
         const auto w = rank_of_.find(found->source);
         const int rank = c.rank_of_world(w == rank_of_.end() ? -1 : w->second);
-        *status = MPI_Status{rank, found->tag, MPI_SUCCESS, 0, found->size};
+        give_status(status, MPI_Status{rank, found->tag, MPI_SUCCESS, 0, found->size});
     }
     return true;
 }
@@ -680,7 +680,7 @@ bool Engine::improbe(const CommInfo& c, int source, int tag, MPI_Request* messag
     const MPI_Request h = irecv(c, found.MPI_SOURCE, found.MPI_TAG, at, found.msgpass_bytes, std::move(into));
     request(h).matched = true;
     *message = h;
-    if (status != MPI_STATUS_IGNORE) *status = found;
+    give_status(status, found);
     return true;
 }
 
@@ -826,15 +826,24 @@ void Schedule::reduce(void* inout, const void* in, int count, MPI_Datatype type,
     last().locals.push_back(l);
 }
 
-MPI_Request Engine::start(std::unique_ptr<Schedule> schedule) {
-    if (schedule->comm.local && !schedule->inter)
-        throw MpiError(MPI_ERR_COMM, std::string(schedule->name) + " on an intercommunicator is not provided "
-                                                                   "(only point to point; MPI_Intercomm_merge)");
+int Engine::next_tag(const CommInfo& c) {
     // Every rank numbers the collectives of a communicator alike (MPI: all call them
     // in the same order), so concurrent ones never take each other's messages. Tags
     // from 2^27 up: the blocking collectives of collectives.cpp use small ones.
-    std::uint32_t& seq = coll_seq_[schedule->comm.coll];
-    schedule->tag = (1 << 27) | static_cast<int>(seq++ & ((1U << 27) - 1));
+    std::uint32_t& seq = coll_seq_[c.coll];
+    return (1 << 27) | static_cast<int>(seq++ & ((1U << 27) - 1));
+}
+
+MPI_Request Engine::start(std::unique_ptr<Schedule> schedule) {
+    const int tag = schedule->comm.local && !schedule->inter ? 0 : next_tag(schedule->comm);
+    return start_tagged(std::move(schedule), tag);
+}
+
+MPI_Request Engine::start_tagged(std::unique_ptr<Schedule> schedule, int tag) {
+    if (schedule->comm.local && !schedule->inter)
+        throw MpiError(MPI_ERR_COMM, std::string(schedule->name) + " on an intercommunicator is not provided "
+                                                                   "(only point to point; MPI_Intercomm_merge)");
+    schedule->tag = tag;
     return start_local(std::move(schedule));
 }
 
@@ -897,6 +906,16 @@ void Engine::step(Request& r) {
             release(h);
         }
         s.pending.clear();
+        if (s.error == MPI_SUCCESS && s.next == s.rounds.size() && s.more) {
+            bool again = false;
+            try {
+                again = s.more(s);
+            } catch (const MpiError& e) {
+                s.error = e.code();
+                s.error_text = e.what();
+            }
+            if (again) continue;
+        }
         if (s.error != MPI_SUCCESS || s.next == s.rounds.size()) {
             if (s.gate && !s.gate()) return;
             if (s.error == MPI_SUCCESS)

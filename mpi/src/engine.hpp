@@ -37,6 +37,16 @@ private:
     int code_;
 };
 
+// Writes a completion's status into the caller's, leaving its MPI_ERROR as the caller
+// set it: MPI writes that field only from the completions of several requests that
+// return MPI_ERR_IN_STATUS (MPI 4.0 3.2.5), and programs rely on it.
+inline void give_status(MPI_Status* to, const MPI_Status& from) {
+    if (to == MPI_STATUS_IGNORE) return;
+    const int error = to->MPI_ERROR;
+    *to = from;
+    to->MPI_ERROR = error;
+}
+
 // The comm contexts of the predefined communicators; a communicator made at run
 // time takes the next free pair (point to point, then collectives), agreed by its
 // members. The sentinel context is never sent: a receive per peer is posted in it
@@ -114,6 +124,10 @@ struct Schedule {
     std::function<bool()> gate;
     std::function<int(MPI_Status&)> query;
     std::function<void(bool)> cancel;
+    // Asked when every round completed without error: appends the rounds to run next
+    // and returns true, or returns false (the schedule is done). An agreement of
+    // contexts (MPI_Comm_idup) repeats its round until the members found a pair.
+    std::function<bool(Schedule&)> more;
     // progress
     std::size_t next = 0;
     std::vector<std::pair<MPI_Request, Transfer>> pending;
@@ -185,15 +199,14 @@ public:
 
     // Communicators made at run time (docs/mpi.md, *Communicators*). Each is
     // collective over comm: every member calls it, in the same order. Their contexts
-    // are agreed by the members themselves: the largest next free context among them
-    // (an allreduce, or the allgather of the split), so no two communicators that
-    // share a member ever share a context.
+    // are agreed by the members themselves: a pair free on every member (a bitwise
+    // and of their free pairs, communicators.cpp *Contexts*), so no two communicators
+    // that share a member ever share a context; MPI_Comm_free gives them back.
     MPI_Comm dup(MPI_Comm comm);
     // MPI_Comm_idup: the handle now, its contexts when the request completes (the
     // members' agreement runs as a non-blocking Allreduce, over both groups of an
-    // intercommunicator).
-    // One agreement of contexts runs at a time on a rank: a later idup, or any call
-    // that makes a communicator, first waits for the pending one.
+    // intercommunicator). Several agreements may be in flight on a rank at once (two
+    // idups, an idup and a blocking call), in any order on different ranks.
     MPI_Request idup(MPI_Comm comm, MPI_Comm* newcomm);
     // MPI_COMM_NULL where color is MPI_UNDEFINED; ranks ordered by key, then by rank in comm.
     MPI_Comm split(MPI_Comm comm, int color, int key);
@@ -266,6 +279,9 @@ public:
     [[nodiscard]] bool is_inactive(MPI_Request request);
     // A send request that completed already (a buffered send's, whose message was copied).
     MPI_Request completed_send(int dest, int tag, std::size_t bytes);
+    // A request complete already, with the status of an operation on MPI_PROC_NULL
+    // (MPI_Irecv, MPI_Isend, MPI_Imrecv of MPI_MESSAGE_NO_PROC).
+    MPI_Request completed_proc_null();
     bool cancel(MPI_Request request);
     [[nodiscard]] bool is_complete(MPI_Request request);
     void check_request(MPI_Request request) const; // throws MPI_ERR_REQUEST
@@ -295,6 +311,12 @@ public:
     // Collectives as schedules: start posts the first round and returns the request
     // (non-blocking collectives); run waits for it and throws its error (blocking).
     MPI_Request start(std::unique_ptr<Schedule> schedule);
+    // A persistent collective (MPI_Bcast_init...) takes its number among c's
+    // collectives once, when it is made (next_tag), and every start of it runs with
+    // that number (start_tagged): ranks may start their persistent collectives in
+    // different orders.
+    int next_tag(const CommInfo& c);
+    MPI_Request start_tagged(std::unique_ptr<Schedule> schedule, int tag);
     // A schedule of this rank alone (a generalized request): no collective number.
     MPI_Request start_local(std::unique_ptr<Schedule> schedule);
     void run(std::unique_ptr<Schedule> schedule);
@@ -359,13 +381,27 @@ private:
     std::map<MPI_Comm, CommInfo> comms_;
     std::map<MPI_Comm, std::string> names_;
     MPI_Comm next_comm_ = MPI_COMM_SELF + 1;
-    int next_context_ = first_free_context; // the first context no communicator of this rank took
     MPI_Comm add_comm(CommInfo info);
-    // The context pair of a new communicator: base (agreed), and what this rank takes next.
-    int take_contexts(int base);
-    // Waits until the pending idup's agreement (if any) completed.
-    void settle_idup();
-    std::shared_ptr<bool> idup_done_; // the pending idup's: its schedule completed
+    // Contexts (communicators.cpp, *Contexts*): a bit per pair this rank's
+    // communicators hold, the stripes an agreement's round in flight looks at, and
+    // per communicator (its collective context) the number of its next agreement.
+    struct Agreement;
+    std::vector<std::uint32_t> pairs_used_;
+    std::vector<bool> stripe_held_;
+    std::map<int, std::uint32_t> agreement_seq_;
+    void contribute(Agreement& a, std::uint32_t* words);
+    bool conclude(Agreement& a, const std::uint32_t* words);
+    void abandon(Agreement& a);
+    // The key of an agreement over c (the same on every member): its first stripe
+    // and its step to the next.
+    int agreement_key(const CommInfo& c);
+    // A blocking agreement of pairs pairs, from key; and_all combines the members'
+    // contributions (a bitwise and of every member's words into its second argument).
+    std::vector<int> agree(int key, int pairs,
+                           const std::function<void(const std::uint32_t*, std::uint32_t*)>& and_all);
+    // The same over every member of c (both groups of an intercommunicator).
+    std::vector<int> agree_over(const CommInfo& c, int pairs);
+    void release_pair(int p2p);
     // The leaders (local rank 0) of intercommunicator c swap out for in (each side's
     // bytes as the other expects them) over its collective context, then each tells
     // its group: in holds the remote group's bytes on every rank.

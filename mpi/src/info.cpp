@@ -43,8 +43,9 @@ std::string read_file(const char* path) {
 
 // MPI_INFO_ENV's keys, made at its first use: the command line from /proc/self/cmdline
 // (MPI_Init may have been given no argv), the world's size, the thread level, the host
-// and the working directory.
-Entries environment() {
+// and the working directory; without run, only what is the same before MPI_Init and
+// after it (MPI_Info_create_env): the command line, the host, the directory.
+Entries environment(bool run = true) {
     Entries e;
     const std::string cmdline = read_file("/proc/self/cmdline");
     std::string command;
@@ -61,10 +62,10 @@ Entries environment() {
     }
     e.emplace_back("command", command);
     e.emplace_back("argv", args);
-    e.emplace_back("maxprocs", std::to_string(engine->info(MPI_COMM_WORLD).size));
+    if (run && engine) e.emplace_back("maxprocs", std::to_string(engine->info(MPI_COMM_WORLD).size));
     static const char* const levels[] = {"MPI_THREAD_SINGLE", "MPI_THREAD_FUNNELED", "MPI_THREAD_SERIALIZED",
                                          "MPI_THREAD_MULTIPLE"};
-    e.emplace_back("thread_level", levels[thread_level]);
+    if (run) e.emplace_back("thread_level", levels[thread_level]);
     char host[256] = {};
     if (::gethostname(host, sizeof host - 1) == 0) e.emplace_back("host", host);
     char cwd[4096] = {};
@@ -109,10 +110,20 @@ MPI_Info new_info(Entries entries) {
 
 } // namespace
 
+namespace {
+
+// The MPI_Info calls may be made before MPI_Init and after MPI_Finalize.
+template <class F>
+int info_guarded(const char* call, F&& body) {
+    return guarded(call, MPI_COMM_WORLD, std::forward<F>(body), true);
+}
+
+} // namespace
+
 extern "C" {
 
 int MPI_Info_create(MPI_Info* info) {
-    return guarded("MPI_Info_create", MPI_COMM_WORLD, [&] {
+    return info_guarded("MPI_Info_create", [&] {
         if (info == nullptr) throw MpiError(MPI_ERR_ARG, "info is NULL");
         *info = new_info({});
         return MPI_SUCCESS;
@@ -120,7 +131,7 @@ int MPI_Info_create(MPI_Info* info) {
 }
 
 int MPI_Info_set(MPI_Info info, const char* key, const char* value) {
-    return guarded("MPI_Info_set", MPI_COMM_WORLD, [&] {
+    return info_guarded("MPI_Info_set", [&] {
         Entries& e = writable(info);
         const std::string k = checked_key(key);
         if (value == nullptr) throw MpiError(MPI_ERR_INFO_VALUE, "value is NULL");
@@ -140,7 +151,7 @@ int MPI_Info_set(MPI_Info info, const char* key, const char* value) {
 }
 
 int MPI_Info_get(MPI_Info info, const char* key, int valuelen, char* value, int* flag) {
-    return guarded("MPI_Info_get", MPI_COMM_WORLD, [&] {
+    return info_guarded("MPI_Info_get", [&] {
         Entries& e = entries_of(info);
         const std::string k = checked_key(key);
         if (valuelen < 0) throw MpiError(MPI_ERR_ARG, "negative valuelen " + std::to_string(valuelen));
@@ -156,8 +167,39 @@ int MPI_Info_get(MPI_Info info, const char* key, int valuelen, char* value, int*
     });
 }
 
+int MPI_Info_create_env(int argc, char* argv[], MPI_Info* info) {
+    (void)argc; // (the command line is read from /proc/self/cmdline, as MPI_INFO_ENV's)
+    (void)argv;
+    return info_guarded("MPI_Info_create_env", [&] {
+        if (info == nullptr) throw MpiError(MPI_ERR_ARG, "info is NULL");
+        *info = new_info(environment(false));
+        return MPI_SUCCESS;
+    });
+}
+
+int MPI_Info_get_string(MPI_Info info, const char* key, int* buflen, char* value, int* flag) {
+    return info_guarded("MPI_Info_get_string", [&] {
+        Entries& e = entries_of(info);
+        const std::string k = checked_key(key);
+        if (buflen == nullptr || flag == nullptr) throw MpiError(MPI_ERR_ARG, "buflen or flag is NULL");
+        if (*buflen < 0) throw MpiError(MPI_ERR_ARG, "negative buflen " + std::to_string(*buflen));
+        if (*buflen > 0 && value == nullptr) throw MpiError(MPI_ERR_ARG, "value is NULL");
+        const auto it = find_key(e, k);
+        *flag = it != e.end() ? 1 : 0;
+        if (it == e.end()) return MPI_SUCCESS;
+        const int given = *buflen;
+        *buflen = static_cast<int>(it->second.size()) + 1;
+        if (given > 0) {
+            const std::size_t n = std::min(it->second.size(), static_cast<std::size_t>(given - 1));
+            std::memcpy(value, it->second.data(), n);
+            value[n] = '\0';
+        }
+        return MPI_SUCCESS;
+    });
+}
+
 int MPI_Info_get_valuelen(MPI_Info info, const char* key, int* valuelen, int* flag) {
-    return guarded("MPI_Info_get_valuelen", MPI_COMM_WORLD, [&] {
+    return info_guarded("MPI_Info_get_valuelen", [&] {
         Entries& e = entries_of(info);
         const std::string k = checked_key(key);
         if (valuelen == nullptr || flag == nullptr) throw MpiError(MPI_ERR_ARG, "valuelen or flag is NULL");
@@ -169,7 +211,7 @@ int MPI_Info_get_valuelen(MPI_Info info, const char* key, int* valuelen, int* fl
 }
 
 int MPI_Info_get_nkeys(MPI_Info info, int* nkeys) {
-    return guarded("MPI_Info_get_nkeys", MPI_COMM_WORLD, [&] {
+    return info_guarded("MPI_Info_get_nkeys", [&] {
         Entries& e = entries_of(info);
         if (nkeys == nullptr) throw MpiError(MPI_ERR_ARG, "nkeys is NULL");
         *nkeys = static_cast<int>(e.size());
@@ -178,7 +220,7 @@ int MPI_Info_get_nkeys(MPI_Info info, int* nkeys) {
 }
 
 int MPI_Info_get_nthkey(MPI_Info info, int n, char* key) {
-    return guarded("MPI_Info_get_nthkey", MPI_COMM_WORLD, [&] {
+    return info_guarded("MPI_Info_get_nthkey", [&] {
         Entries& e = entries_of(info);
         if (n < 0 || static_cast<std::size_t>(n) >= e.size())
             throw MpiError(MPI_ERR_ARG, "key number " + std::to_string(n) + " of an info with " +
@@ -191,7 +233,7 @@ int MPI_Info_get_nthkey(MPI_Info info, int n, char* key) {
 }
 
 int MPI_Info_delete(MPI_Info info, const char* key) {
-    return guarded("MPI_Info_delete", MPI_COMM_WORLD, [&] {
+    return info_guarded("MPI_Info_delete", [&] {
         Entries& e = writable(info);
         const std::string k = checked_key(key);
         const auto it = find_key(e, k);
@@ -202,7 +244,7 @@ int MPI_Info_delete(MPI_Info info, const char* key) {
 }
 
 int MPI_Info_dup(MPI_Info info, MPI_Info* newinfo) {
-    return guarded("MPI_Info_dup", MPI_COMM_WORLD, [&] {
+    return info_guarded("MPI_Info_dup", [&] {
         Entries copy = entries_of(info);
         if (newinfo == nullptr) throw MpiError(MPI_ERR_ARG, "newinfo is NULL");
         *newinfo = new_info(std::move(copy));
@@ -211,7 +253,7 @@ int MPI_Info_dup(MPI_Info info, MPI_Info* newinfo) {
 }
 
 int MPI_Info_free(MPI_Info* info) {
-    return guarded("MPI_Info_free", MPI_COMM_WORLD, [&] {
+    return info_guarded("MPI_Info_free", [&] {
         if (info == nullptr) throw MpiError(MPI_ERR_ARG, "info is NULL");
         (void)writable(*info);
         infos.erase(*info);
@@ -244,6 +286,14 @@ int MPI_Comm_dup_with_info(MPI_Comm comm, MPI_Info info, MPI_Comm* newcomm) {
         return MPI_SUCCESS;
     });
     return code != MPI_SUCCESS ? code : MPI_Comm_dup(comm, newcomm);
+}
+
+int MPI_Comm_idup_with_info(MPI_Comm comm, MPI_Info info, MPI_Comm* newcomm, MPI_Request* request) {
+    const int code = guarded("MPI_Comm_idup_with_info", comm, [&] {
+        if (info != MPI_INFO_NULL) (void)entries_of(info);
+        return MPI_SUCCESS;
+    });
+    return code != MPI_SUCCESS ? code : MPI_Comm_idup(comm, newcomm, request);
 }
 
 } // extern "C"

@@ -186,6 +186,14 @@ int MPI_Comm_get_errhandler(MPI_Comm comm, MPI_Errhandler* handler) {
     });
 }
 
+int MPI_Errhandler_set(MPI_Comm comm, MPI_Errhandler handler) {
+    return MPI_Comm_set_errhandler(comm, handler);
+}
+
+int MPI_Errhandler_get(MPI_Comm comm, MPI_Errhandler* handler) {
+    return MPI_Comm_get_errhandler(comm, handler);
+}
+
 int MPI_Error_string(int errorcode, char* string, int* resultlen) {
     const char* text = class_text(errorcode);
     std::string out = text != nullptr ? text : "unknown error code " + std::to_string(errorcode);

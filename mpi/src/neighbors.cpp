@@ -280,4 +280,50 @@ int MPI_Ineighbor_alltoallw(const void* sendbuf, const int sendcounts[], const M
     });
 }
 
+// ------------------------------------------------------------------- persistent (MPI-4)
+
+int MPI_Neighbor_allgather_init(const void* sendbuf, int sendcount, MPI_Datatype sendtype, void* recvbuf, int recvcount,
+                                MPI_Datatype recvtype, MPI_Comm comm, MPI_Info info, MPI_Request* request) {
+    (void)info; // (no hints are taken)
+    return persistent_collective("MPI_Neighbor_allgather_init", comm, request, [=] {
+        return make_allgather(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm);
+    });
+}
+
+int MPI_Neighbor_allgatherv_init(const void* sendbuf, int sendcount, MPI_Datatype sendtype, void* recvbuf,
+                                 const int recvcounts[], const int displs[], MPI_Datatype recvtype, MPI_Comm comm,
+                                 MPI_Info info, MPI_Request* request) {
+    (void)info; // (no hints are taken)
+    return persistent_collective("MPI_Neighbor_allgatherv_init", comm, request, [=] {
+        return make_allgatherv(sendbuf, sendcount, sendtype, recvbuf, recvcounts, displs, recvtype, comm);
+    });
+}
+
+int MPI_Neighbor_alltoall_init(const void* sendbuf, int sendcount, MPI_Datatype sendtype, void* recvbuf, int recvcount,
+                               MPI_Datatype recvtype, MPI_Comm comm, MPI_Info info, MPI_Request* request) {
+    (void)info; // (no hints are taken)
+    return persistent_collective("MPI_Neighbor_alltoall_init", comm, request, [=] {
+        return make_alltoall(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm);
+    });
+}
+
+int MPI_Neighbor_alltoallv_init(const void* sendbuf, const int sendcounts[], const int sdispls[], MPI_Datatype sendtype,
+                                void* recvbuf, const int recvcounts[], const int rdispls[], MPI_Datatype recvtype,
+                                MPI_Comm comm, MPI_Info info, MPI_Request* request) {
+    (void)info; // (no hints are taken)
+    return persistent_collective("MPI_Neighbor_alltoallv_init", comm, request, [=] {
+        return make_alltoallv(sendbuf, sendcounts, sdispls, sendtype, recvbuf, recvcounts, rdispls, recvtype, comm);
+    });
+}
+
+int MPI_Neighbor_alltoallw_init(const void* sendbuf, const int sendcounts[], const MPI_Aint sdispls[],
+                                const MPI_Datatype sendtypes[], void* recvbuf, const int recvcounts[],
+                                const MPI_Aint rdispls[], const MPI_Datatype recvtypes[], MPI_Comm comm, MPI_Info info,
+                                MPI_Request* request) {
+    (void)info; // (no hints are taken)
+    return persistent_collective("MPI_Neighbor_alltoallw_init", comm, request, [=] {
+        return make_alltoallw(sendbuf, sendcounts, sdispls, sendtypes, recvbuf, recvcounts, rdispls, recvtypes, comm);
+    });
+}
+
 } // extern "C"

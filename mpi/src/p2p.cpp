@@ -1,13 +1,17 @@
 // The C entry points of msgpass's MPI (mpi.h), point to point: send and receive,
 // requests, probe, counts. Every entry point goes through api::guarded.
+#include <array>
 #include <climits>
 #include <cstddef>
+#include <memory>
+#include <utility>
 #include <vector>
 
 #include "api.hpp"
 
 using namespace msgpass::mpi::api; // NOLINT(google-build-using-namespace): the entry points' shared state and checks
 using msgpass::mpi::CommInfo;
+using msgpass::mpi::give_status;
 using msgpass::mpi::MpiError;
 
 extern "C" {
@@ -15,6 +19,13 @@ extern "C" {
 // ------------------------------------------------------------------- point to point
 
 namespace {
+
+// A receive's bytes; from MPI_PROC_NULL, nothing of MPI_DATATYPE_NULL is accepted too
+// (it receives nothing: MPICH's recvnull).
+std::size_t recv_bytes_of(void* buf, int count, MPI_Datatype type, int source) {
+    if (source == MPI_PROC_NULL && count == 0 && type == MPI_DATATYPE_NULL) return 0;
+    return bytes_of(buf, count, type);
+}
 
 // MPI_Isend, MPI_Issend and MPI_Irsend: a synchronous one completes when the receiver
 // matched it; a ready send is a standard one (the receive is posted, as it promises).
@@ -26,8 +37,8 @@ int isend_common(const char* name, const void* buf, int count, MPI_Datatype type
         check_rank(c, dest, false);
         check_send_tag(tag);
         if (request == nullptr) throw MpiError(MPI_ERR_REQUEST, "request is NULL");
-        *request =
-            dest == MPI_PROC_NULL ? MPI_REQUEST_NULL : isend_typed(c, dest, tag, buf, count, type, bytes, synchronous);
+        *request = dest == MPI_PROC_NULL ? engine->completed_proc_null()
+                                         : isend_typed(c, dest, tag, buf, count, type, bytes, synchronous);
         return MPI_SUCCESS;
     });
 }
@@ -61,11 +72,12 @@ int MPI_Ssend(const void* buf, int count, MPI_Datatype type, int dest, int tag, 
 int MPI_Irecv(void* buf, int count, MPI_Datatype type, int source, int tag, MPI_Comm comm, MPI_Request* request) {
     return guarded("MPI_Irecv", comm, [&] {
         const auto c = engine->info(comm);
-        const auto bytes = bytes_of(buf, count, type);
+        const auto bytes = recv_bytes_of(buf, count, type, source);
         check_rank(c, source, true);
         check_recv_tag(tag);
         if (request == nullptr) throw MpiError(MPI_ERR_REQUEST, "request is NULL");
-        *request = source == MPI_PROC_NULL ? MPI_REQUEST_NULL : irecv_typed(c, source, tag, buf, count, type, bytes);
+        *request = source == MPI_PROC_NULL ? engine->completed_proc_null()
+                                           : irecv_typed(c, source, tag, buf, count, type, bytes);
         return MPI_SUCCESS;
     });
 }
@@ -73,7 +85,7 @@ int MPI_Irecv(void* buf, int count, MPI_Datatype type, int source, int tag, MPI_
 int MPI_Recv(void* buf, int count, MPI_Datatype type, int source, int tag, MPI_Comm comm, MPI_Status* status) {
     return guarded("MPI_Recv", comm, [&] {
         const auto c = engine->info(comm);
-        const auto bytes = bytes_of(buf, count, type);
+        const auto bytes = recv_bytes_of(buf, count, type, source);
         check_rank(c, source, true);
         check_recv_tag(tag);
         if (source == MPI_PROC_NULL) {
@@ -89,7 +101,7 @@ int MPI_Recv(void* buf, int count, MPI_Datatype type, int source, int tag, MPI_C
             MPI_Request h = irecv_typed(c, source, tag, buf, count, type, bytes);
             code = engine->wait(&h, &own);
         }
-        if (status != MPI_STATUS_IGNORE) *status = own;
+        give_status(status, own);
         return request_error(code, own);
     });
 }
@@ -117,7 +129,7 @@ int exchange(const CommInfo& c, int dest, int sendtag, const void* out, std::siz
     MPI_Status own{};
     const int recv_code = engine->wait(&r, &own);
     if (source == MPI_PROC_NULL) proc_null_status(&own);
-    if (status != MPI_STATUS_IGNORE) *status = own;
+    give_status(status, own);
     if (send_code != MPI_SUCCESS) return request_error(send_code, sent);
     return request_error(recv_code, own);
 }
@@ -144,10 +156,33 @@ int MPI_Wait(MPI_Request* request, MPI_Status* status) {
         if (request == nullptr) throw MpiError(MPI_ERR_REQUEST, "request is NULL");
         MPI_Status own{};
         const int code = engine->wait(request, &own);
-        if (status != MPI_STATUS_IGNORE) *status = own;
+        give_status(status, own);
         return request_error(code, own);
     });
 }
+
+namespace {
+
+// The requests that failed in a completion of several: (index of its status, code).
+// Empty, and so never allocated, when all succeeded.
+using Failures = std::vector<std::pair<int, int>>;
+
+// The result of a completion of n requests (statuses[0..n)): MPI_ERR_IN_STATUS, every
+// status' MPI_ERROR then set, when one failed; otherwise MPI_SUCCESS, the MPI_ERROR
+// fields left as the caller set them.
+int in_status(int n, const Failures& failures, MPI_Status statuses[]) {
+    if (failures.empty()) return MPI_SUCCESS;
+    if (statuses != MPI_STATUSES_IGNORE) {
+        for (int i = 0; i < n; ++i)
+            statuses[i].MPI_ERROR = MPI_SUCCESS;
+        for (const auto& [i, code] : failures)
+            statuses[i].MPI_ERROR = code;
+    }
+    last_message = "a request failed; see the MPI_ERROR of its status";
+    return MPI_ERR_IN_STATUS;
+}
+
+} // namespace
 
 int MPI_Waitall(int count, MPI_Request requests[], MPI_Status statuses[]) {
     return guarded("MPI_Waitall", MPI_COMM_WORLD, [&] {
@@ -155,16 +190,14 @@ int MPI_Waitall(int count, MPI_Request requests[], MPI_Status statuses[]) {
         if (count > 0 && requests == nullptr) throw MpiError(MPI_ERR_REQUEST, "requests is NULL");
         for (int i = 0; i < count; ++i)
             if (requests[i] != MPI_REQUEST_NULL) engine->check_request(requests[i]);
-        bool failed = false;
+        Failures failures;
         for (int i = 0; i < count; ++i) { // in order: each wait makes progress for all
             MPI_Status own{};
             const int code = engine->wait(&requests[i], &own);
-            own.MPI_ERROR = code;
-            if (statuses != MPI_STATUSES_IGNORE) statuses[i] = own;
-            if (code != MPI_SUCCESS) failed = true;
+            if (statuses != MPI_STATUSES_IGNORE) give_status(&statuses[i], own);
+            if (code != MPI_SUCCESS) failures.emplace_back(i, code);
         }
-        if (failed) last_message = "a request failed; see the MPI_ERROR of its status";
-        return failed ? MPI_ERR_IN_STATUS : MPI_SUCCESS;
+        return in_status(count, failures, statuses);
     });
 }
 
@@ -176,12 +209,12 @@ int MPI_Waitany(int count, MPI_Request requests[], int* index, MPI_Status* statu
             if (requests[i] != MPI_REQUEST_NULL) engine->check_request(requests[i]);
         *index = engine->wait_any(count, requests);
         if (*index == MPI_UNDEFINED) {
-            if (status != MPI_STATUS_IGNORE) *status = MPI_Status{MPI_ANY_SOURCE, MPI_ANY_TAG, MPI_SUCCESS, 0, 0};
+            give_status(status, MPI_Status{MPI_ANY_SOURCE, MPI_ANY_TAG, MPI_SUCCESS, 0, 0});
             return MPI_SUCCESS;
         }
         MPI_Status own{};
         const int code = engine->wait(&requests[*index], &own);
-        if (status != MPI_STATUS_IGNORE) *status = own;
+        give_status(status, own);
         return request_error(code, own);
     });
 }
@@ -191,21 +224,19 @@ namespace {
 // Takes every completed request of the array (Testsome, Waitsome): its index and
 // status; MPI_ERR_IN_STATUS when one failed.
 int collect_completed(int count, MPI_Request requests[], int* outcount, int indices[], MPI_Status statuses[]) {
-    bool failed = false;
+    Failures failures;
     *outcount = 0;
     for (int i = 0; i < count; ++i) {
         if (engine->is_inactive(requests[i]) || !engine->is_complete(requests[i])) continue;
         MPI_Status own{};
         int code = MPI_SUCCESS;
         (void)engine->test(&requests[i], &own, &code);
-        own.MPI_ERROR = code;
         indices[*outcount] = i;
-        if (statuses != MPI_STATUSES_IGNORE) statuses[*outcount] = own;
+        if (statuses != MPI_STATUSES_IGNORE) give_status(&statuses[*outcount], own);
+        if (code != MPI_SUCCESS) failures.emplace_back(*outcount, code);
         ++*outcount;
-        if (code != MPI_SUCCESS) failed = true;
     }
-    if (failed) last_message = "a request failed; see the MPI_ERROR of its status";
-    return failed ? MPI_ERR_IN_STATUS : MPI_SUCCESS;
+    return in_status(*outcount, failures, statuses);
 }
 
 void check_requests(int count, MPI_Request requests[]) {
@@ -229,7 +260,7 @@ int MPI_Testany(int count, MPI_Request requests[], int* index, int* flag, MPI_St
         *index = MPI_UNDEFINED;
         if (!any_active(count, requests)) { // nothing active: true, with an empty status
             *flag = 1;
-            if (status != MPI_STATUS_IGNORE) *status = MPI_Status{MPI_ANY_SOURCE, MPI_ANY_TAG, MPI_SUCCESS, 0, 0};
+            give_status(status, MPI_Status{MPI_ANY_SOURCE, MPI_ANY_TAG, MPI_SUCCESS, 0, 0});
             return MPI_SUCCESS;
         }
         engine->poke();
@@ -241,7 +272,7 @@ int MPI_Testany(int count, MPI_Request requests[], int* index, int* flag, MPI_St
             (void)engine->test(&requests[i], &own, &code);
             *index = i;
             *flag = 1;
-            if (status != MPI_STATUS_IGNORE) *status = own;
+            give_status(status, own);
             return request_error(code, own);
         }
         return MPI_SUCCESS;
@@ -288,13 +319,83 @@ int MPI_Sendrecv_replace(void* buf, int count, MPI_Datatype type, int dest, int 
     });
 }
 
+namespace {
+
+// The one request of MPI_Isendrecv and MPI_Isendrecv_replace over the receive r and
+// the send s (posted in that order): a schedule of this rank alone, complete when
+// both are, with the receive's status and the send's error first. keep: the packed
+// copy the send goes out of (replace), kept until then.
+MPI_Request sendrecv_request(MPI_Request r, MPI_Request s, std::shared_ptr<std::vector<std::byte>> keep) {
+    auto schedule = std::make_unique<msgpass::mpi::Schedule>();
+    schedule->comm = engine->info(MPI_COMM_SELF);
+    schedule->name = "MPI_Isendrecv";
+    auto both = std::make_shared<std::array<MPI_Request, 2>>(std::array<MPI_Request, 2>{r, s});
+    schedule->gate = [both] { return engine->is_complete((*both)[0]) && engine->is_complete((*both)[1]); };
+    schedule->query = [both, keep = std::move(keep)](MPI_Status& status) {
+        MPI_Status sent{};
+        const int send_code = engine->wait(&(*both)[1], &sent);
+        const int recv_code = engine->wait(&(*both)[0], &status);
+        return send_code != MPI_SUCCESS ? send_code : recv_code;
+    };
+    // (MPI_Cancel of it cancels neither: the pair completes as it would.)
+    schedule->cancel = [](bool) {};
+    return engine->start_local(std::move(schedule));
+}
+
+} // namespace
+
+int MPI_Isendrecv(const void* sendbuf, int sendcount, MPI_Datatype sendtype, int dest, int sendtag, void* recvbuf,
+                  int recvcount, MPI_Datatype recvtype, int source, int recvtag, MPI_Comm comm, MPI_Request* request) {
+    return guarded("MPI_Isendrecv", comm, [&] {
+        const auto c = engine->info(comm);
+        const auto send_bytes = bytes_of(sendbuf, sendcount, sendtype, "sendbuf");
+        const auto recv_bytes = bytes_of(recvbuf, recvcount, recvtype, "recvbuf");
+        check_rank(c, dest, false);
+        check_rank(c, source, true);
+        check_send_tag(sendtag);
+        check_recv_tag(recvtag);
+        if (request == nullptr) throw MpiError(MPI_ERR_REQUEST, "request is NULL");
+        const MPI_Request r = source == MPI_PROC_NULL
+                                  ? engine->completed_proc_null()
+                                  : irecv_typed(c, source, recvtag, recvbuf, recvcount, recvtype, recv_bytes);
+        const MPI_Request s = dest == MPI_PROC_NULL
+                                  ? engine->completed_proc_null()
+                                  : isend_typed(c, dest, sendtag, sendbuf, sendcount, sendtype, send_bytes, false);
+        *request = sendrecv_request(r, s, nullptr);
+        return MPI_SUCCESS;
+    });
+}
+
+int MPI_Isendrecv_replace(void* buf, int count, MPI_Datatype type, int dest, int sendtag, int source, int recvtag,
+                          MPI_Comm comm, MPI_Request* request) {
+    return guarded("MPI_Isendrecv_replace", comm, [&] {
+        const auto c = engine->info(comm);
+        const auto bytes = bytes_of(buf, count, type);
+        check_rank(c, dest, false);
+        check_rank(c, source, true);
+        check_send_tag(sendtag);
+        check_recv_tag(recvtag);
+        if (request == nullptr) throw MpiError(MPI_ERR_REQUEST, "request is NULL");
+        // The buffer is received into: what it sends goes out of a packed copy.
+        auto out = std::make_shared<std::vector<std::byte>>(bytes);
+        msgpass::mpi::pack(*msgpass::mpi::typemap_of(type), buf, static_cast<std::size_t>(count), out->data());
+        const MPI_Request r = source == MPI_PROC_NULL ? engine->completed_proc_null()
+                                                      : irecv_typed(c, source, recvtag, buf, count, type, bytes);
+        const MPI_Request s = dest == MPI_PROC_NULL ? engine->completed_proc_null()
+                                                    : isend_typed(c, dest, sendtag, out->data(),
+                                                                  static_cast<int>(bytes), MPI_BYTE, bytes, false);
+        *request = sendrecv_request(r, s, std::move(out));
+        return MPI_SUCCESS;
+    });
+}
+
 int MPI_Test(MPI_Request* request, int* flag, MPI_Status* status) {
     return guarded("MPI_Test", MPI_COMM_WORLD, [&] {
         if (request == nullptr) throw MpiError(MPI_ERR_REQUEST, "request is NULL");
         MPI_Status own{};
         int code = MPI_SUCCESS;
         *flag = engine->test(request, &own, &code) ? 1 : 0;
-        if (*flag != 0 && status != MPI_STATUS_IGNORE) *status = own;
+        if (*flag != 0) give_status(status, own);
         return request_error(code, own);
     });
 }
@@ -305,7 +406,7 @@ int MPI_Request_get_status(MPI_Request request, int* flag, MPI_Status* status) {
         MPI_Status own{};
         int code = MPI_SUCCESS;
         *flag = engine->peek(request, &own, &code) ? 1 : 0;
-        if (*flag != 0 && status != MPI_STATUS_IGNORE) *status = own;
+        if (*flag != 0) give_status(status, own);
         return request_error(code, own);
     });
 }
@@ -323,18 +424,16 @@ int MPI_Testall(int count, MPI_Request requests[], int* flag, MPI_Status statuse
                 return MPI_SUCCESS;
             }
         }
-        bool failed = false;
+        Failures failures;
         for (int i = 0; i < count; ++i) {
             MPI_Status own{};
             int code = MPI_SUCCESS;
             (void)engine->test(&requests[i], &own, &code);
-            own.MPI_ERROR = code;
-            if (statuses != MPI_STATUSES_IGNORE) statuses[i] = own;
-            if (code != MPI_SUCCESS) failed = true;
+            if (statuses != MPI_STATUSES_IGNORE) give_status(&statuses[i], own);
+            if (code != MPI_SUCCESS) failures.emplace_back(i, code);
         }
         *flag = 1;
-        if (failed) last_message = "a request failed; see the MPI_ERROR of its status";
-        return failed ? MPI_ERR_IN_STATUS : MPI_SUCCESS;
+        return in_status(count, failures, statuses);
     });
 }
 
@@ -416,14 +515,14 @@ int mprobe_common(const char* name, int source, int tag, MPI_Comm comm, int* fla
 }
 
 // The receive of MPI_Mrecv and MPI_Imrecv: the request of the matched message,
-// told where the message goes; MPI_REQUEST_NULL for MPI_MESSAGE_NO_PROC.
+// told where the message goes; a completed one for MPI_MESSAGE_NO_PROC.
 MPI_Request matched_receive(void* buf, int count, MPI_Datatype type, MPI_Message* message) {
     if (message == nullptr) throw MpiError(MPI_ERR_ARG, "message is NULL");
     if (*message == MPI_MESSAGE_NULL) throw MpiError(MPI_ERR_REQUEST, "MPI_MESSAGE_NULL has no message to receive");
     const auto bytes = bytes_of(buf, count, type);
     if (*message == MPI_MESSAGE_NO_PROC) {
         *message = MPI_MESSAGE_NULL;
-        return MPI_REQUEST_NULL;
+        return engine->completed_proc_null();
     }
     const auto m = msgpass::mpi::typemap_of(type);
     const MPI_Request h = engine->receive_matched(
@@ -446,15 +545,10 @@ int MPI_Improbe(int source, int tag, MPI_Comm comm, int* flag, MPI_Message* mess
 
 int MPI_Mrecv(void* buf, int count, MPI_Datatype type, MPI_Message* message, MPI_Status* status) {
     return guarded("MPI_Mrecv", MPI_COMM_WORLD, [&] {
-        const bool no_proc = message != nullptr && *message == MPI_MESSAGE_NO_PROC;
         MPI_Request h = matched_receive(buf, count, type, message);
-        if (no_proc) {
-            proc_null_status(status);
-            return MPI_SUCCESS;
-        }
         MPI_Status own{};
         const int code = engine->wait(&h, &own);
-        if (status != MPI_STATUS_IGNORE) *status = own;
+        give_status(status, own);
         return request_error(code, own);
     });
 }

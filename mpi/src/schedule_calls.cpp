@@ -754,4 +754,138 @@ int MPI_Iexscan(const void* sendbuf, void* recvbuf, int count, MPI_Datatype type
                        [&] { return make_scan(sendbuf, recvbuf, count, type, op, comm, true); });
 }
 
+// ------------------------------------------------------------------- persistent (MPI-4)
+
+int MPI_Barrier_init(MPI_Comm comm, MPI_Info info, MPI_Request* request) {
+    (void)info; // (no hints are taken)
+    return persistent_collective("MPI_Barrier_init", comm, request, [=] { return make_barrier(comm); });
+}
+
+int MPI_Bcast_init(void* buffer, int count, MPI_Datatype type, int root, MPI_Comm comm, MPI_Info info,
+                   MPI_Request* request) {
+    (void)info; // (no hints are taken)
+    return persistent_collective("MPI_Bcast_init", comm, request,
+                                 [=] { return make_bcast(buffer, count, type, root, comm); });
+}
+
+int MPI_Reduce_init(const void* sendbuf, void* recvbuf, int count, MPI_Datatype type, MPI_Op op, int root,
+                    MPI_Comm comm, MPI_Info info, MPI_Request* request) {
+    (void)info; // (no hints are taken)
+    return persistent_collective("MPI_Reduce_init", comm, request,
+                                 [=] { return make_reduce(sendbuf, recvbuf, count, type, op, root, comm); });
+}
+
+int MPI_Allreduce_init(const void* sendbuf, void* recvbuf, int count, MPI_Datatype type, MPI_Op op, MPI_Comm comm,
+                       MPI_Info info, MPI_Request* request) {
+    (void)info; // (no hints are taken)
+    return persistent_collective("MPI_Allreduce_init", comm, request,
+                                 [=] { return make_allreduce(sendbuf, recvbuf, count, type, op, comm); });
+}
+
+int MPI_Gather_init(const void* sendbuf, int sendcount, MPI_Datatype sendtype, void* recvbuf, int recvcount,
+                    MPI_Datatype recvtype, int root, MPI_Comm comm, MPI_Info info, MPI_Request* request) {
+    (void)info; // (no hints are taken)
+    return persistent_collective("MPI_Gather_init", comm, request, [=] {
+        return make_gather(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, root, comm);
+    });
+}
+
+int MPI_Gatherv_init(const void* sendbuf, int sendcount, MPI_Datatype sendtype, void* recvbuf, const int recvcounts[],
+                     const int displs[], MPI_Datatype recvtype, int root, MPI_Comm comm, MPI_Info info,
+                     MPI_Request* request) {
+    (void)info; // (no hints are taken)
+    return persistent_collective("MPI_Gatherv_init", comm, request, [=] {
+        return make_gatherv(sendbuf, sendcount, sendtype, recvbuf, recvcounts, displs, recvtype, root, comm);
+    });
+}
+
+int MPI_Scatter_init(const void* sendbuf, int sendcount, MPI_Datatype sendtype, void* recvbuf, int recvcount,
+                     MPI_Datatype recvtype, int root, MPI_Comm comm, MPI_Info info, MPI_Request* request) {
+    (void)info; // (no hints are taken)
+    return persistent_collective("MPI_Scatter_init", comm, request, [=] {
+        return make_scatter(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, root, comm);
+    });
+}
+
+int MPI_Scatterv_init(const void* sendbuf, const int sendcounts[], const int displs[], MPI_Datatype sendtype,
+                      void* recvbuf, int recvcount, MPI_Datatype recvtype, int root, MPI_Comm comm, MPI_Info info,
+                      MPI_Request* request) {
+    (void)info; // (no hints are taken)
+    return persistent_collective("MPI_Scatterv_init", comm, request, [=] {
+        return make_scatterv(sendbuf, sendcounts, displs, sendtype, recvbuf, recvcount, recvtype, root, comm);
+    });
+}
+
+int MPI_Allgather_init(const void* sendbuf, int sendcount, MPI_Datatype sendtype, void* recvbuf, int recvcount,
+                       MPI_Datatype recvtype, MPI_Comm comm, MPI_Info info, MPI_Request* request) {
+    (void)info; // (no hints are taken)
+    return persistent_collective("MPI_Allgather_init", comm, request, [=] {
+        return make_allgather(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm);
+    });
+}
+
+int MPI_Allgatherv_init(const void* sendbuf, int sendcount, MPI_Datatype sendtype, void* recvbuf,
+                        const int recvcounts[], const int displs[], MPI_Datatype recvtype, MPI_Comm comm, MPI_Info info,
+                        MPI_Request* request) {
+    (void)info; // (no hints are taken)
+    return persistent_collective("MPI_Allgatherv_init", comm, request, [=] {
+        return make_allgatherv(sendbuf, sendcount, sendtype, recvbuf, recvcounts, displs, recvtype, comm);
+    });
+}
+
+int MPI_Alltoall_init(const void* sendbuf, int sendcount, MPI_Datatype sendtype, void* recvbuf, int recvcount,
+                      MPI_Datatype recvtype, MPI_Comm comm, MPI_Info info, MPI_Request* request) {
+    (void)info; // (no hints are taken)
+    return persistent_collective("MPI_Alltoall_init", comm, request, [=] {
+        return make_alltoall(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm);
+    });
+}
+
+int MPI_Alltoallv_init(const void* sendbuf, const int sendcounts[], const int sdispls[], MPI_Datatype sendtype,
+                       void* recvbuf, const int recvcounts[], const int rdispls[], MPI_Datatype recvtype, MPI_Comm comm,
+                       MPI_Info info, MPI_Request* request) {
+    (void)info; // (no hints are taken)
+    return persistent_collective("MPI_Alltoallv_init", comm, request, [=] {
+        return make_alltoallv(sendbuf, sendcounts, sdispls, sendtype, recvbuf, recvcounts, rdispls, recvtype, comm);
+    });
+}
+
+int MPI_Alltoallw_init(const void* sendbuf, const int sendcounts[], const int sdispls[], const MPI_Datatype sendtypes[],
+                       void* recvbuf, const int recvcounts[], const int rdispls[], const MPI_Datatype recvtypes[],
+                       MPI_Comm comm, MPI_Info info, MPI_Request* request) {
+    (void)info; // (no hints are taken)
+    return persistent_collective("MPI_Alltoallw_init", comm, request, [=] {
+        return make_alltoallw(sendbuf, sendcounts, sdispls, sendtypes, recvbuf, recvcounts, rdispls, recvtypes, comm);
+    });
+}
+
+int MPI_Reduce_scatter_init(const void* sendbuf, void* recvbuf, const int recvcounts[], MPI_Datatype type, MPI_Op op,
+                            MPI_Comm comm, MPI_Info info, MPI_Request* request) {
+    (void)info; // (no hints are taken)
+    return persistent_collective("MPI_Reduce_scatter_init", comm, request,
+                                 [=] { return make_reduce_scatter(sendbuf, recvbuf, recvcounts, type, op, comm); });
+}
+
+int MPI_Reduce_scatter_block_init(const void* sendbuf, void* recvbuf, int recvcount, MPI_Datatype type, MPI_Op op,
+                                  MPI_Comm comm, MPI_Info info, MPI_Request* request) {
+    (void)info; // (no hints are taken)
+    return persistent_collective("MPI_Reduce_scatter_block_init", comm, request, [=] {
+        return make_reduce_scatter_block(sendbuf, recvbuf, recvcount, type, op, comm);
+    });
+}
+
+int MPI_Scan_init(const void* sendbuf, void* recvbuf, int count, MPI_Datatype type, MPI_Op op, MPI_Comm comm,
+                  MPI_Info info, MPI_Request* request) {
+    (void)info; // (no hints are taken)
+    return persistent_collective("MPI_Scan_init", comm, request,
+                                 [=] { return make_scan(sendbuf, recvbuf, count, type, op, comm, false); });
+}
+
+int MPI_Exscan_init(const void* sendbuf, void* recvbuf, int count, MPI_Datatype type, MPI_Op op, MPI_Comm comm,
+                    MPI_Info info, MPI_Request* request) {
+    (void)info; // (no hints are taken)
+    return persistent_collective("MPI_Exscan_init", comm, request,
+                                 [=] { return make_scan(sendbuf, recvbuf, count, type, op, comm, true); });
+}
+
 } // extern "C"

@@ -3,7 +3,8 @@
  * hands on (MPI_COMM_DUP_FN the value, MPI_COMM_NULL_COPY_FN nothing, a function of
  * the application whatever it says); its delete function runs when the attribute is
  * replaced, deleted, its communicator freed, and at MPI_Finalize for MPI_COMM_SELF
- * before MPI_COMM_WORLD; a freed keyval keeps the attributes set with it; the MPI-1
+ * before MPI_COMM_WORLD; a freed keyval keeps the attributes set with it (and may be
+ * freed again while they hold it); the MPI-1
  * names do the same. Group_range_incl/excl take {first, last, stride} triplets,
  * strides below zero included. MPI_Comm_split_type(MPI_COMM_TYPE_SHARED) groups the
  * ranks of one host. A subarray of a 3-D array in C and in Fortran order travels
@@ -95,6 +96,11 @@ static void attributes(void) {
     CHECK(MPI_Comm_free_keyval(&kc) == MPI_SUCCESS && kc == MPI_KEYVAL_INVALID, "free c");
     MPI_Comm_get_attr(comm, kc_handle, &got, &flag); /* a freed keyval still reads what it set */
     CHECK(flag == 1 && got == &vc, "the freed keyval's attribute is gone");
+    /* Freed again through another copy of its handle while attributes hold it:
+     * accepted (each attribute keeps a reference); once none does, "was freed". */
+    int kc_again = kc_handle;
+    CHECK(MPI_Comm_free_keyval(&kc_again) == MPI_SUCCESS && kc_again == MPI_KEYVAL_INVALID,
+          "a second free while attributes hold the keyval");
     deleted_count = 0;
     MPI_Comm_free(&comm); /* deletes b and c: both functions run */
     CHECK(deleted_count == 2 && strchr(deleted, 'b') && strchr(deleted, 'c'), "freeing comm called '%s'", deleted);
@@ -105,6 +111,8 @@ static void attributes(void) {
     WHERE("attributes: errors");
     MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_RETURN);
     expect_error(MPI_Comm_set_attr(MPI_COMM_WORLD, kc_handle, &va), MPI_ERR_KEYVAL, "was freed");
+    kc_again = kc_handle;
+    expect_error(MPI_Comm_free_keyval(&kc_again), MPI_ERR_KEYVAL, "was freed");
     expect_error(MPI_Comm_set_attr(MPI_COMM_WORLD, MPI_TAG_UB, &va), MPI_ERR_KEYVAL, "predefined");
     expect_error(MPI_Comm_delete_attr(MPI_COMM_WORLD, ka), MPI_ERR_KEYVAL, "has no attribute");
     int kr = MPI_KEYVAL_INVALID;

@@ -4,7 +4,11 @@
  * and MPI_MESSAGE_NULL) and MPI_Imrecv into a strided type; a 1 MiB message (the
  * rendezvous path); a matched message larger than the receive buffer is
  * MPI_ERR_TRUNCATE; MPI_PROC_NULL gives MPI_MESSAGE_NO_PROC; MPI_Mrecv of
- * MPI_MESSAGE_NULL is MPI_ERR_REQUEST. */
+ * MPI_MESSAGE_NULL is MPI_ERR_REQUEST. A completion of one request (MPI_Recv, MPI_Wait,
+ * MPI_Test, MPI_Mrecv, the probes, MPI_Waitany) leaves the status' MPI_ERROR as the
+ * program set it; MPI_Waitall and MPI_Testall write it only when they return
+ * MPI_ERR_IN_STATUS. MPI_Irecv, MPI_Isend and MPI_Imrecv of MPI_PROC_NULL give a
+ * request, complete at once with MPI_PROC_NULL's status. */
 #include "check.h"
 
 static int rank_;
@@ -96,6 +100,101 @@ int main(int argc, char** argv) {
     MPI_Wait(&s[0], MPI_STATUS_IGNORE);
     free(big);
     free(in);
+
+    WHERE("mprobe: MPI_ERROR left alone by a completion of one request");
+    {
+        MPI_Status st;
+        int x = rank_, y = -1;
+        MPI_Request q[2];
+        /* MPI_Mprobe, MPI_Mrecv */
+        MPI_Isend(&x, 1, MPI_INT, next, 5, MPI_COMM_WORLD, &s[0]);
+        st.MPI_ERROR = MPI_ERR_DIMS;
+        MPI_Mprobe(prev, 5, MPI_COMM_WORLD, &m, &st);
+        CHECK(st.MPI_ERROR == MPI_ERR_DIMS && st.MPI_SOURCE == prev, "mprobe wrote MPI_ERROR %d", st.MPI_ERROR);
+        st.MPI_ERROR = MPI_ERR_TOPOLOGY;
+        MPI_Mrecv(&y, 1, MPI_INT, &m, &st);
+        CHECK(st.MPI_ERROR == MPI_ERR_TOPOLOGY && y == prev, "mrecv wrote MPI_ERROR %d", st.MPI_ERROR);
+        st.MPI_ERROR = MPI_ERR_DIMS;
+        MPI_Wait(&s[0], &st);
+        CHECK(st.MPI_ERROR == MPI_ERR_DIMS, "wait of a send wrote MPI_ERROR %d", st.MPI_ERROR);
+        /* MPI_Probe, MPI_Iprobe, MPI_Recv */
+        MPI_Isend(&x, 1, MPI_INT, next, 6, MPI_COMM_WORLD, &s[0]);
+        st.MPI_ERROR = MPI_ERR_DIMS;
+        MPI_Probe(prev, 6, MPI_COMM_WORLD, &st);
+        CHECK(st.MPI_ERROR == MPI_ERR_DIMS, "probe wrote MPI_ERROR %d", st.MPI_ERROR);
+        flag = 0;
+        st.MPI_ERROR = MPI_ERR_TOPOLOGY;
+        MPI_Iprobe(prev, 6, MPI_COMM_WORLD, &flag, &st);
+        CHECK(flag && st.MPI_ERROR == MPI_ERR_TOPOLOGY, "iprobe wrote MPI_ERROR %d", st.MPI_ERROR);
+        st.MPI_ERROR = MPI_ERR_DIMS;
+        MPI_Recv(&y, 1, MPI_INT, prev, 6, MPI_COMM_WORLD, &st);
+        CHECK(st.MPI_ERROR == MPI_ERR_DIMS && st.MPI_TAG == 6, "recv wrote MPI_ERROR %d", st.MPI_ERROR);
+        MPI_Wait(&s[0], MPI_STATUS_IGNORE);
+        /* MPI_Test, MPI_Waitany; MPI_PROC_NULL */
+        MPI_Irecv(&y, 1, MPI_INT, prev, 7, MPI_COMM_WORLD, &r);
+        MPI_Send(&x, 1, MPI_INT, next, 7, MPI_COMM_WORLD);
+        flag = 0;
+        while (!flag) {
+            st.MPI_ERROR = MPI_ERR_TOPOLOGY;
+            MPI_Test(&r, &flag, &st);
+            CHECK(st.MPI_ERROR == MPI_ERR_TOPOLOGY, "test wrote MPI_ERROR %d", st.MPI_ERROR);
+        }
+        MPI_Irecv(&y, 1, MPI_INT, prev, 8, MPI_COMM_WORLD, &q[0]);
+        q[1] = MPI_REQUEST_NULL;
+        MPI_Send(&x, 1, MPI_INT, next, 8, MPI_COMM_WORLD);
+        int index = -1;
+        st.MPI_ERROR = MPI_ERR_DIMS;
+        MPI_Waitany(2, q, &index, &st);
+        CHECK(index == 0 && st.MPI_ERROR == MPI_ERR_DIMS, "waitany wrote MPI_ERROR %d", st.MPI_ERROR);
+        st.MPI_ERROR = MPI_ERR_DIMS;
+        MPI_Recv(&y, 1, MPI_INT, MPI_PROC_NULL, 0, MPI_COMM_WORLD, &st);
+        CHECK(st.MPI_ERROR == MPI_ERR_DIMS && st.MPI_SOURCE == MPI_PROC_NULL, "recv of MPI_PROC_NULL wrote MPI_ERROR");
+        /* A non-blocking operation on MPI_PROC_NULL is a request, complete at once,
+         * with the status of MPI_PROC_NULL. */
+        MPI_Irecv(&y, 1, MPI_INT, MPI_PROC_NULL, 0, MPI_COMM_WORLD, &r);
+        CHECK(r != MPI_REQUEST_NULL, "irecv of MPI_PROC_NULL gave MPI_REQUEST_NULL");
+        flag = 0;
+        st.MPI_ERROR = MPI_ERR_DIMS;
+        MPI_Test(&r, &flag, &st);
+        MPI_Get_count(&st, MPI_INT, &count);
+        CHECK(flag && r == MPI_REQUEST_NULL && st.MPI_SOURCE == MPI_PROC_NULL && st.MPI_TAG == MPI_ANY_TAG &&
+                  count == 0 && st.MPI_ERROR == MPI_ERR_DIMS,
+              "irecv of MPI_PROC_NULL: flag %d source %d tag %d count %d", flag, st.MPI_SOURCE, st.MPI_TAG, count);
+        /* (nothing of MPI_DATATYPE_NULL from MPI_PROC_NULL is accepted too) */
+        MPI_Irecv(NULL, 0, MPI_DATATYPE_NULL, MPI_PROC_NULL, 0, MPI_COMM_WORLD, &r);
+        MPI_Waitall(1, &r, &st);
+        CHECK(st.MPI_SOURCE == MPI_PROC_NULL && st.MPI_TAG == MPI_ANY_TAG, "irecv of MPI_DATATYPE_NULL: source %d",
+              st.MPI_SOURCE);
+        st.MPI_SOURCE = 0;
+        MPI_Recv(NULL, 0, MPI_DATATYPE_NULL, MPI_PROC_NULL, 0, MPI_COMM_WORLD, &st);
+        CHECK(st.MPI_SOURCE == MPI_PROC_NULL, "recv of MPI_DATATYPE_NULL: source %d", st.MPI_SOURCE);
+        MPI_Isend(&x, 1, MPI_INT, MPI_PROC_NULL, 0, MPI_COMM_WORLD, &r);
+        CHECK(r != MPI_REQUEST_NULL, "isend to MPI_PROC_NULL gave MPI_REQUEST_NULL");
+        MPI_Wait(&r, MPI_STATUS_IGNORE);
+        MPI_Mprobe(MPI_PROC_NULL, 0, MPI_COMM_WORLD, &m, &st);
+        MPI_Imrecv(&y, 1, MPI_INT, &m, &r);
+        CHECK(r != MPI_REQUEST_NULL && m == MPI_MESSAGE_NULL, "imrecv of MPI_MESSAGE_NO_PROC");
+        st.MPI_SOURCE = 0;
+        MPI_Wait(&r, &st);
+        CHECK(st.MPI_SOURCE == MPI_PROC_NULL, "imrecv of MPI_MESSAGE_NO_PROC: source %d", st.MPI_SOURCE);
+        /* MPI_Waitall that succeeds leaves them; one that fails writes every one. */
+        MPI_Status sts[2];
+        MPI_Irecv(&y, 1, MPI_INT, prev, 9, MPI_COMM_WORLD, &q[0]);
+        MPI_Isend(&x, 1, MPI_INT, next, 9, MPI_COMM_WORLD, &q[1]);
+        sts[0].MPI_ERROR = sts[1].MPI_ERROR = MPI_ERR_DIMS;
+        CHECK(MPI_Waitall(2, q, sts) == MPI_SUCCESS, "waitall");
+        CHECK(sts[0].MPI_ERROR == MPI_ERR_DIMS && sts[1].MPI_ERROR == MPI_ERR_DIMS && sts[0].MPI_SOURCE == prev,
+              "a waitall that succeeded wrote MPI_ERROR (%d, %d)", sts[0].MPI_ERROR, sts[1].MPI_ERROR);
+        int small = 0, pair[2] = {x, x};
+        MPI_Irecv(&small, 1, MPI_INT, prev, 10, MPI_COMM_WORLD, &q[0]);
+        MPI_Isend(pair, 2, MPI_INT, next, 10, MPI_COMM_WORLD, &q[1]);
+        sts[0].MPI_ERROR = sts[1].MPI_ERROR = MPI_ERR_DIMS;
+        MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_RETURN);
+        CHECK(MPI_Waitall(2, q, sts) == MPI_ERR_IN_STATUS, "a truncated receive in waitall");
+        MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_ARE_FATAL);
+        CHECK(sts[0].MPI_ERROR == MPI_ERR_TRUNCATE && sts[1].MPI_ERROR == MPI_SUCCESS,
+              "a failed waitall's errors (%d, %d)", sts[0].MPI_ERROR, sts[1].MPI_ERROR);
+    }
 
     WHERE("mprobe: errors");
     MPI_Isend(four, 4, MPI_INT, next, 4, MPI_COMM_WORLD, &s[0]);
