@@ -402,12 +402,14 @@ bool Receiver::open_records(Link& link, std::uint32_t i, std::uint32_t slot, std
     hold.refs.store(open_refs, std::memory_order_relaxed);
     hold.index = i;
     hold.owner = recv_owner_;
-    batch_ = Batch{&link, slot, 0, 0, 0, false, true, static_cast<std::uint32_t>(number)};
+    batch_ =
+        Batch{&link,    slot, 0, 0, 0, false, true, static_cast<std::uint32_t>(number), transport_->slot_address(slot),
+              slot_size};
     return true;
 }
 
 Receiver::Record Receiver::peek_record() const {
-    std::byte* at = transport_->slot_address(batch_.slot) + batch_.offset;
+    std::byte* at = batch_.base + batch_.offset;
     const std::uint64_t word =
         std::atomic_ref<std::uint64_t>(*reinterpret_cast<std::uint64_t*>(at)).load(std::memory_order_acquire);
     const auto length = static_cast<std::uint32_t>(word);
@@ -415,7 +417,7 @@ Receiver::Record Receiver::peek_record() const {
     if (length == record_close) return {Record::closed, nullptr, 0};
     // Room for this record and a close after it, as the sender keeps.
     if (length > parameters_.max_message_size ||
-        batch_.offset + 2 * record_header_size + batch_align_up(length) > transport_->control().slot_size)
+        batch_.offset + 2 * record_header_size + batch_align_up(length) > batch_.size)
         return {Record::bad, nullptr, length};
     return {Record::message, at + record_header_size, length};
 }

@@ -224,6 +224,8 @@ private:
         // slot's hold starts at open_refs, taken down by the close.
         bool records = false;
         std::uint32_t sequence = 0; // of the note that opened it
+        std::byte* base = nullptr;  // the slot's memory and size (records: read per message)
+        std::uint64_t size = 0;
     };
     // The hold of an open slot until its close record: more than it can have records,
     // so that releases before the close never bring it to 0.
