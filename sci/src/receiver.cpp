@@ -416,14 +416,13 @@ Receiver::Record Receiver::peek_record() const {
     if (static_cast<std::uint32_t>(word >> 32) != record_check_of(batch_.sequence, batch_.next, length)) return {};
     if (length == record_close) return {Record::closed, nullptr, 0};
     // Room for this record and a close after it, as the sender keeps.
-    if (length > parameters_.max_message_size ||
-        batch_.offset + 2 * record_header_size + batch_align_up(length) > batch_.size)
+    if (length > parameters_.max_message_size || record_next(batch_.offset, length) + record_header_size > batch_.size)
         return {Record::bad, nullptr, length};
     return {Record::message, at + record_header_size, length};
 }
 
 void Receiver::advance_record(const Record& r) noexcept {
-    batch_.offset += static_cast<std::uint32_t>(record_header_size + batch_align_up(r.length));
+    batch_.offset = static_cast<std::uint32_t>(record_next(batch_.offset, r.length));
     ++batch_.next;
 }
 

@@ -95,12 +95,14 @@ private:
     [[nodiscard]] bool fast_bytes(std::span<const std::byte> bytes);
     // Whether a message of size bytes may open a slot of link to records (with its
     // close record after it).
-    [[nodiscard]] static bool record_fits_slot(const Link& link, std::size_t size) noexcept;
+    [[nodiscard]] bool record_fits_slot(const Link& link, std::size_t size) const noexcept;
     // Appends the message to the open slot as its next record. Send lock held, room checked.
     void write_record(std::span<const std::byte> bytes);
     // Writes the open slot's close record (the receiver goes on to the next note) and
     // rings the receiver if it sleeps. Send lock held.
     void close_records();
+    // The close record alone: the caller rings.
+    void close_quietly();
     [[nodiscard]] bool fast_buffer(BufferPtr& buffer);
     std::size_t try_transfer_staged(Link& link, Staged& staged);
     std::optional<std::uint64_t> place_large(std::uint64_t size);
@@ -126,6 +128,7 @@ private:
     Sequence& sequence_;
     StatsCounters& stats_;
     const std::uint32_t send_k_;
+    const bool records_; // sci.records: small messages as records of an open slot
 
     std::atomic<std::size_t> queue_depth_{0}; // queued_messages_, for readers without the lock
     std::atomic<std::uint64_t> sent_{0};      // written under send_mutex_; read by loss reports

@@ -243,6 +243,15 @@ constexpr std::uint32_t record_check_of(std::uint32_t sequence, std::uint32_t k,
     h ^= h >> 13;
     return h == 0 ? 1 : h;
 }
+// Where the record after one of length bytes at offset starts: right after it (on
+// 8 bytes) for a record that fits a cache line, else on the next cache line of the
+// slot, so that a reader spinning on the next word does not hold a line that the
+// sender still writes message bytes into.
+inline constexpr std::uint64_t record_line = 64;
+constexpr std::uint64_t record_next(std::uint64_t offset, std::uint64_t length) noexcept {
+    const std::uint64_t end = offset + record_header_size + batch_align_up(length);
+    return record_header_size + length <= record_line ? end : (end + record_line - 1) / record_line * record_line;
+}
 constexpr std::uint64_t make_record(std::uint32_t sequence, std::uint32_t k, std::uint32_t length) noexcept {
     return (std::uint64_t{record_check_of(sequence, k, length)} << 32) | length;
 }
