@@ -53,8 +53,9 @@ int run(int argc, char** argv) {
     }
 
     const bool table = !s.pattern.has_value();
-    const std::vector<std::string> patterns =
+    std::vector<std::string> patterns =
         table ? std::vector<std::string>{"pingpong", "stream"} : std::vector<std::string>{*s.pattern};
+    if (s.compare_scan) patterns = {"fanin-scan", "fanin"};
     if (table && s.timed_by_default) s.budget.seconds = 0.4;
     // The communicator's messages carry a 24-byte envelope: room for it.
     const std::uint64_t max_size = *std::max_element(s.sizes.begin(), s.sizes.end()) + (s.layer == "comm" ? 64 : 0);
@@ -81,6 +82,7 @@ int run(int argc, char** argv) {
         std::vector<NodeId> peers(ids.begin() + 1, ids.end());
         Driver driver(*factory, peers, {}, s.wait);
         driver.use_bytes(s.bytes_api);
+        driver.fanin(s.rate, std::nullopt, configuration.partition);
         driver.static_groups(configuration.groups);
         auto results = drive(driver, s, patterns, progress);
         driver.quit();
@@ -121,6 +123,7 @@ int run(int argc, char** argv) {
     const StaleSegments cleanup(configuration.partition);
     Peers peers;
     auto factory = NodeFactory::create(configuration, 1);
+    const auto spawned = std::chrono::steady_clock::now();
     peers.start(s, configuration.partition, count, max_size);
     std::vector<NodeId> peer_ids;
     for (NodeId id = 2; id <= count; ++id)
@@ -129,6 +132,7 @@ int run(int argc, char** argv) {
         *factory, peer_ids, [&] { peers.check(); }, s.wait);
     driver.use_bytes(s.bytes_api);
     driver.static_groups(configuration.groups);
+    driver.fanin(s.rate, spawned, configuration.partition);
     auto results = drive(driver, s, patterns, progress, floors);
     driver.quit();
     if (s.layer == "comm") {

@@ -25,17 +25,23 @@ Settings parse(int argc, char** argv, bool& help) {
         "Without options: starts its peer, runs pingpong and stream over sci for 8 B..4 MiB\n"
         "and prints a table beside the SCI seed's 1999 figures and this machine's floors.\n\n"
         "Options");
-    visible.add_options()                                                                                             //
-        ("help,h", "this help")                                                                                       //
-        ("technology", po::value<std::string>()->value_name("NAME"),                                                  //
-         "sci | tcp | udp | auto (default: the configuration's, sci)")                                                //
-        ("pattern", po::value<std::string>()->value_name("NAME"), "pingpong | stream | broadcast | gather | idle")    //
+    visible.add_options()                                              //
+        ("help,h", "this help")                                        //
+        ("technology", po::value<std::string>()->value_name("NAME"),   //
+         "sci | tcp | udp | auto (default: the configuration's, sci)") //
+        ("pattern", po::value<std::string>()->value_name("NAME"),
+         "pingpong | stream | broadcast | gather | fanin | idle")                                                     //
         ("sizes", po::value(&sizes)->value_name("LIST"), "message sizes, e.g. 8,64,1KiB,4MiB")                        //
         ("iterations", po::value(&s.budget.iterations)->value_name("N"), "timed messages (or round trips) per point") //
         ("seconds", po::value(&s.budget.seconds)->value_name("SECONDS"),                                              //
          "time per point when --iterations is not given (default 0.4; idle: 5)")                                      //
         ("members", po::value(&s.members)->value_name("N"),
-         "group size for broadcast and gather, 1..1023 (default 4)")                                            //
+         "group size for broadcast and gather, 1..1023 (default 4)") //
+        ("rate", po::value(&s.rate)->value_name("R"),
+         "fanin: messages per second each member sends, 1..100000 (default 100)") //
+        ("compare-scan", po::bool_switch(&s.compare_scan),
+         "fanin: each point first with the group receive looking at every member "
+         "(MSGPASS_SCI_GROUP_SCAN=all, sci's receive before its ready marks), rows fanin-scan")                 //
         ("json", po::bool_switch(&s.json), "one JSON object per line on stdout, nothing else")                  //
         ("cpu", po::value(&cpus)->value_name("A,B"), "pin the driver to CPU A and the peers to B,...")          //
         ("reference", po::bool_switch(&s.reference), "measure the floors of this machine instead of msgpass")   //
@@ -88,6 +94,10 @@ Settings parse(int argc, char** argv, bool& help) {
         throw po::error("--seconds must be in (0, 3600)");
     }
     if (s.pattern == "idle" && !vm.count("seconds")) s.budget.seconds = 5;
+    if (s.pattern == "fanin" && !vm.count("seconds")) s.budget.seconds = 3;
+    if (s.pattern == "fanin" && vm.count("iterations")) throw po::error("fanin runs for --seconds, not --iterations");
+    if (!(s.rate >= 1 && s.rate <= 100000)) throw po::error("--rate must be in 1..100000");
+    if (s.compare_scan && s.pattern != "fanin") throw po::error("--compare-scan goes with --pattern fanin");
     if (s.layer != "node" && s.layer != "comm") throw po::error("--layer is node or comm, not '" + s.layer + "'");
     if (s.layer == "comm" && (s.pattern || s.reference || s.json || vm.count("config") || vm.count("nodes")))
         throw po::error("--layer comm runs its own table (self-spawning; no --pattern, --reference, --json, --config)");
@@ -152,8 +162,9 @@ Settings parse(int argc, char** argv, bool& help) {
     }
     if (s.pattern && *s.pattern != "pingpong" && *s.pattern != "stream" && !group_pattern(*s.pattern) &&
         *s.pattern != "idle") {
-        throw po::error("unknown pattern '" + *s.pattern + "' (pingpong, stream, broadcast, gather, idle)");
+        throw po::error("unknown pattern '" + *s.pattern + "' (pingpong, stream, broadcast, gather, fanin, idle)");
     }
+    if (s.pattern == "fanin-scan") throw po::error("the fanin-scan rows come from --pattern fanin --compare-scan");
     return s;
 }
 

@@ -26,6 +26,8 @@ struct Settings {
     Budget budget;
     bool timed_by_default = true;
     std::uint32_t members = 4; // 1..max_members
+    double rate = 100;         // fanin: messages per second of each member
+    bool compare_scan = false; // fanin: each point also with every member looked at (rows fanin-scan)
     bool json = false;
     std::vector<int> cpus;
     std::optional<std::string> config_file;
@@ -54,7 +56,7 @@ struct Settings {
 };
 
 inline bool group_pattern(const std::string& p) {
-    return p == "broadcast" || p == "gather";
+    return p == "broadcast" || p == "gather" || p == "fanin" || p == "fanin-scan";
 }
 
 // Parses the command line; with --help, prints the help, sets `help` and returns.

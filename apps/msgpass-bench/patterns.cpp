@@ -6,9 +6,14 @@
 #include "patterns.hpp"
 
 #include <algorithm>
+#include <cstdlib>
 #include <cstring>
+#include <ctime>
+#include <filesystem>
 #include <fstream>
+#include <set>
 #include <sstream>
+#include <sys/stat.h>
 #include <thread>
 #include <unistd.h>
 
@@ -36,14 +41,14 @@ std::chrono::nanoseconds flush_step() {
     return wait_mode == Wait::spin ? std::chrono::nanoseconds(0) : std::chrono::nanoseconds(1ms);
 }
 
-enum class Op : std::uint32_t { pong = 1, stream = 2, listen = 3, quit = 4 };
+enum class Op : std::uint32_t { pong = 1, stream = 2, listen = 3, quit = 4, trickle = 5 };
 
 struct Command {
     std::uint64_t tag;
     Op op;
     std::uint32_t spin;  // 1: wait by polling receive() (Wait::spin)
     std::uint32_t bytes; // 1: send_bytes and receive_view (--api bytes)
-    std::uint32_t reserved;
+    std::uint32_t rate;  // trickle: messages per second
     std::uint64_t size;
     std::uint64_t count;      // timed messages; 0: by duration
     std::int64_t duration_ns; // timed part when count is 0
@@ -315,6 +320,67 @@ struct Tally {
     [[nodiscard]] double seconds() const { return ns_between(first, last) / 1e9; }
 };
 
+std::int64_t thread_cpu_ns() {
+    timespec ts{};
+    ::clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
+    return static_cast<std::int64_t>(ts.tv_sec) * 1000000000 + ts.tv_nsec;
+}
+
+// VmRSS of this process, in bytes (0 when /proc is not there).
+std::uint64_t rss_bytes() {
+    std::ifstream in("/proc/self/status");
+    std::string line;
+    while (std::getline(in, line)) {
+        if (line.rfind("VmRSS:", 0) == 0) return std::strtoull(line.c_str() + 6, nullptr, 10) * 1024;
+    }
+    return 0;
+}
+
+// The shared-memory objects of a partition in /dev/shm: their number and the bytes
+// they use (allocated blocks, not their sparse apparent size).
+std::pair<std::uint64_t, std::uint64_t> shm_usage(const std::string& partition) {
+    std::uint64_t objects = 0;
+    std::uint64_t bytes = 0;
+    std::error_code ec;
+    for (const auto& entry : std::filesystem::directory_iterator("/dev/shm", ec)) {
+        const std::string name = entry.path().filename().string();
+        if (partition.empty() || name.find(partition) == std::string::npos) continue;
+        struct stat st {};
+        if (::stat(entry.path().c_str(), &st) != 0) continue;
+        ++objects;
+        bytes += static_cast<std::uint64_t>(st.st_blocks) * 512;
+    }
+    return {objects, bytes};
+}
+
+// The sends of a fanin member: one message at once (the partition's start is timed
+// to it), then rate per second, the first at a place of the period that depends on
+// the node id so that the members do not send in step; warm-up, timed part, end marker.
+void trickle(NodeFactory& factory, Node& node, NodeId self, const Command& c) {
+    const auto period = std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(1.0 / c.rate));
+    Pacer pacer(c.size);
+    std::uint64_t seq = 0;
+    auto emit = [&](std::uint64_t flags) {
+        auto b = factory.create_buffer(c.size);
+        set_tag(*b, seq++ | flags);
+        pacer.send(node, std::move(b));
+    };
+    emit(warm_flag);
+    auto next = Clock::now() + period * (static_cast<double>((self * 2654435761u) % 1000) / 1000.0);
+    auto phase = [&](std::int64_t ns, std::uint64_t flags) {
+        const auto end = Clock::now() + std::chrono::nanoseconds(ns);
+        for (;;) {
+            std::this_thread::sleep_until(next);
+            next += period;
+            if (Clock::now() >= end) break;
+            emit(flags);
+        }
+    };
+    phase(c.warm_ns, warm_flag);
+    phase(c.duration_ns, 0);
+    emit(end_flag);
+}
+
 void fill_rates(Result& r, std::uint64_t count, std::uint64_t bytes, double seconds) {
     r.iterations = count;
     r.msgs_per_s = seconds > 0 ? static_cast<double>(count) / seconds : 0;
@@ -402,8 +468,10 @@ Result Driver::run(const std::string& pattern, std::uint64_t size, const Budget&
         r = broadcast(size, budget, members);
     else if (pattern == "gather")
         r = gather(size, budget, members);
+    else if (pattern == "fanin" || pattern == "fanin-scan")
+        r = fanin(size, budget, members, pattern == "fanin-scan");
     else
-        throw UsageError("unknown pattern '" + pattern + "' (pingpong, stream, broadcast, gather, idle)");
+        throw UsageError("unknown pattern '" + pattern + "' (pingpong, stream, broadcast, gather, fanin, idle)");
     r.technology = std::string(factory_.technology());
     r.pattern = bytes_ ? pattern + "-bytes" : pattern;
     r.size = size;
@@ -543,6 +611,84 @@ Result Driver::gather(std::uint64_t size, const Budget& budget, std::uint32_t me
     return r;
 }
 
+// Each member sends at a fixed low rate; the driver receives through a group as an
+// event builder does (receive(timeout)) and counts its thread's CPU time from the
+// first timed message to the last end marker. scan_all: a group made with
+// MSGPASS_SCI_GROUP_SCAN=all, which looks at every member on every receive.
+Result Driver::fanin(std::uint64_t size, const Budget& budget, std::uint32_t members, bool scan_all) {
+    if (scan_all) ::setenv("MSGPASS_SCI_GROUP_SCAN", "all", 1);
+    std::unique_ptr<DynamicGroup> group;
+    try {
+        group = factory_.create_group();
+        for (std::uint32_t i = 0; i < members; ++i)
+            group->add(peer(i));
+    } catch (...) {
+        if (scan_all) ::unsetenv("MSGPASS_SCI_GROUP_SCAN");
+        throw;
+    }
+    if (scan_all) ::unsetenv("MSGPASS_SCI_GROUP_SCAN");
+    auto c = make_command(Op::trickle, size, Budget{0, budget.seconds});
+    c.rate = static_cast<std::uint32_t>(fanin_rate_);
+    for (std::uint32_t i = 0; i < members; ++i)
+        send_control(factory_, *peer(i), &c, sizeof c, check_);
+    std::set<NodeId> heard;
+    std::optional<double> start_s;
+    std::uint32_t ended = 0;
+    std::uint32_t reports = 0;
+    std::uint64_t count = 0;
+    std::uint64_t bytes = 0;
+    std::uint64_t member_rss = 0;
+    bool started = false;
+    std::int64_t cpu0 = 0;
+    std::int64_t cpu1 = 0;
+    Clock::time_point first{};
+    Clock::time_point last{};
+    while (reports < members) {
+        auto b = wait_from(*group, 0, check_);
+        const auto tag = tag_of(*b);
+        if (tag == report_tag && b->size() == sizeof(Report)) {
+            Report rep{};
+            b->copy_to(std::as_writable_bytes(std::span(&rep, 1)));
+            member_rss += rep.bytes;
+            ++reports;
+            continue;
+        }
+        sink = sink + touch(*b);
+        if (spawned_ && heard.insert(b->source()).second && heard.size() == members) {
+            start_s = ns_between(*spawned_, Clock::now()) / 1e9;
+            spawned_.reset(); // the first point only
+        }
+        if ((tag & warm_flag) != 0 && (tag & end_flag) == 0) continue;
+        if (!started) {
+            started = true;
+            cpu0 = thread_cpu_ns();
+            first = Clock::now();
+            last = first;
+            continue;
+        }
+        ++count;
+        bytes += b->size();
+        if ((tag & end_flag) != 0 && ++ended == members) {
+            cpu1 = thread_cpu_ns();
+            last = Clock::now();
+        }
+    }
+    Result r;
+    r.members = members;
+    fill_rates(r, count, bytes, ns_between(first, last) / 1e9);
+    if (count > 0) r.cpu_us_per_msg = static_cast<double>(cpu1 - cpu0) / 1e3 / static_cast<double>(count);
+    r.rate_per_member = fanin_rate_;
+    r.start_s = start_s;
+    const auto [objects, used] = shm_usage(partition_);
+    if (!partition_.empty()) {
+        r.shm_kib_per_node = static_cast<double>(used) / 1024.0 / (members + 1);
+        r.shm_objects_per_node = static_cast<double>(objects) / (members + 1);
+    }
+    r.rss_kib = static_cast<double>(rss_bytes()) / 1024.0;
+    r.member_rss_kib = static_cast<double>(member_rss) / 1024.0 / members;
+    return r;
+}
+
 Result Driver::idle(double seconds) {
     auto node = peer(0);
     const double cpu0 = process_cpu_seconds();
@@ -621,6 +767,13 @@ int serve(NodeFactory& factory, NodeId driver) {
             }
             const Report rep{report_tag, t.count, t.bytes,
                              std::chrono::duration_cast<std::chrono::nanoseconds>(t.last - t.first).count()};
+            send_control(factory, *node, &rep, sizeof rep, {});
+            break;
+        }
+        case Op::trickle: {
+            // The member's report after its end marker: what it sent and its RSS.
+            trickle(factory, *node, factory.self_id(), c);
+            const Report rep{report_tag, 0, rss_bytes(), 0};
             send_control(factory, *node, &rep, sizeof rep, {});
             break;
         }

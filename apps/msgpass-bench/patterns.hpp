@@ -13,6 +13,7 @@
 #include <functional>
 #include <map>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -47,6 +48,14 @@ public:
     Result run(const std::string& pattern, std::uint64_t size, const Budget& budget, std::uint32_t members);
     // Sits in receive(timeout) for seconds and reports the CPU it used.
     Result idle(double seconds);
+    // The fanin pattern: each member sends rate messages per second; the first point
+    // also reports how long the partition took to start when spawned is set (when the
+    // members were started), and every point the memory per node of partition.
+    void fanin(double rate, std::optional<std::chrono::steady_clock::time_point> spawned, std::string partition) {
+        fanin_rate_ = rate;
+        spawned_ = spawned;
+        partition_ = std::move(partition);
+    }
     // Tells every peer to exit.
     void quit();
     // The static groups of the network file: a broadcast goes through the one whose
@@ -59,6 +68,7 @@ private:
     Result stream(std::uint64_t size, const Budget& budget);
     Result broadcast(std::uint64_t size, const Budget& budget, std::uint32_t members);
     Result gather(std::uint64_t size, const Budget& budget, std::uint32_t members);
+    Result fanin(std::uint64_t size, const Budget& budget, std::uint32_t members, bool scan_all);
     NodePtr peer(std::size_t index);
 
     NodeFactory& factory_;
@@ -67,6 +77,9 @@ private:
     Wait wait_;
     bool bytes_ = false;
     std::map<std::string, std::vector<NodeId>> static_groups_;
+    double fanin_rate_ = 100;
+    std::optional<std::chrono::steady_clock::time_point> spawned_;
+    std::string partition_;
 };
 
 // A peer: serves the driver's commands until it says quit. Returns the exit code.

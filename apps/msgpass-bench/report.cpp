@@ -71,6 +71,16 @@ std::string to_json(const Result& r) {
     }
     o << ",\"size\":" << r.size << ",\"iterations\":" << r.iterations;
     if (r.members) o << ",\"members\":" << *r.members;
+    auto optional = [&](const char* key, const std::optional<double>& v) {
+        if (v) o << ",\"" << key << "\":" << number(*v);
+    };
+    optional("cpu_us_per_msg", r.cpu_us_per_msg);
+    optional("rate_per_member", r.rate_per_member);
+    optional("start_s", r.start_s);
+    optional("shm_kib_per_node", r.shm_kib_per_node);
+    optional("shm_objects_per_node", r.shm_objects_per_node);
+    optional("rss_kib", r.rss_kib);
+    optional("member_rss_kib", r.member_rss_kib);
     if (r.one_way_us) {
         const auto& l = *r.one_way_us;
         o << ",\"one_way_us\":{\"mean\":" << number(l.mean) << ",\"p50\":" << number(l.p50)

@@ -30,6 +30,18 @@ struct Result {
     std::optional<std::uint32_t> members;
     std::optional<double> cpu_percent; // idle pattern only
     std::optional<double> seconds;     // idle pattern only
+    // fanin only: the receiver thread's CPU time per message (us), the rate each
+    // member sent at, how long the partition took until the driver and every member
+    // had reached each other (from the spawn of the members; the first point only),
+    // and the memory per node: /dev/shm bytes used and objects of the partition over
+    // its nodes, the driver's RSS and the members' mean RSS (KiB).
+    std::optional<double> cpu_us_per_msg;
+    std::optional<double> rate_per_member;
+    std::optional<double> start_s;
+    std::optional<double> shm_kib_per_node;
+    std::optional<double> shm_objects_per_node;
+    std::optional<double> rss_kib;
+    std::optional<double> member_rss_kib;
 };
 
 // Summarises samples (microseconds); sorts them. Empty input gives zeros.

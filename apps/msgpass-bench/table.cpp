@@ -52,6 +52,18 @@ void print_results(const std::vector<Result>& results) {
                         *r.seconds, r.cpu_percent.value_or(0));
             continue;
         }
+        if (r.cpu_us_per_msg) {
+            std::printf("%-20s %-10s %8s x%-4u %.0f/s each: receiver CPU %.3f us/msg, %s msgs/s", r.technology.c_str(),
+                        r.pattern.c_str(), size_label(r.size).c_str(), r.members.value_or(0),
+                        r.rate_per_member.value_or(0), *r.cpu_us_per_msg, compact(r.msgs_per_s).c_str());
+            if (r.start_s) std::printf(", start %.2f s", *r.start_s);
+            if (r.shm_kib_per_node)
+                std::printf(", /dev/shm %.0f KiB and %.1f objects per node", *r.shm_kib_per_node,
+                            r.shm_objects_per_node.value_or(0));
+            std::printf(", RSS driver %.0f KiB, member %.0f KiB\n", r.rss_kib.value_or(0),
+                        r.member_rss_kib.value_or(0));
+            continue;
+        }
         std::string pattern = r.pattern + (r.members ? " x" + std::to_string(*r.members) : "");
         auto lat = [&](double Latency::*f) { return r.one_way_us ? fixed((*r.one_way_us).*f, 2) : std::string("-"); };
         std::printf("%-20s %-10s %8s %10s %10s %10s %10s %10s %10s\n", r.technology.c_str(), pattern.c_str(),

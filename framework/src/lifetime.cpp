@@ -24,7 +24,7 @@ void GroupBase::send(BufferPtr&& buffer) {
 
 BufferPtr GroupBase::receive() {
     check_factory("receive");
-    return BasicGroup::receive();
+    return collect();
 }
 
 BufferPtr GroupBase::receive(std::chrono::nanoseconds timeout) {

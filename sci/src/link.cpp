@@ -82,7 +82,10 @@ Link* Links::establish() {
     if (links_.size() > 1) retired_.store(true, std::memory_order_relaxed);
     link_.store(raw, std::memory_order_release);
     // A peer that sleeps before we ever connected could not tell us so: its bell's
-    // sleeper count is read here, once per connection (not on the data path).
+    // sleeper count is read here, once per connection (not on the data path). Our
+    // ready mark there makes a group of the peer look at us (and connect to us).
+    std::atomic_ref<std::uint64_t>(raw->control->ready[transport->parameters().self_index / 64])
+        .fetch_or(std::uint64_t{1} << (transport->parameters().self_index % 64), std::memory_order_seq_cst);
     raw->control->bell.ring();
     return raw;
 }

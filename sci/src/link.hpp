@@ -176,6 +176,28 @@ struct Grants {
         }
         if (asleep_of(load(local_header->status))) link.control->bell.wake();
     }
+    // After a note was written to the peer: when the peer receives from us through a
+    // group (the marks bit of the status it wrote here), our ready mark in its control
+    // block, then the peer's doorbell as wake rings it. The status is read after the
+    // fence of wake, so that a peer that asked for marks meanwhile either is seen
+    // asking or sees the note (SciGroup marks a new member itself after asking); it is
+    // read again after the mark, a full barrier, so that a peer whose last poll before
+    // its sleep missed the mark is seen asleep (docs/sci-protocol.md, "Ready marks").
+    void notify(Link& link) const {
+        if (link.barrier) {
+            std::atomic_signal_fence(std::memory_order_seq_cst);
+        } else {
+            std::atomic_thread_fence(std::memory_order_seq_cst);
+        }
+        std::uint32_t status = load(local_header->status);
+        if (marks_of(status)) {
+            const std::size_t position = transport->parameters().self_index;
+            std::atomic_ref<std::uint64_t>(link.control->ready[position / 64])
+                .fetch_or(std::uint64_t{1} << (position % 64), std::memory_order_seq_cst);
+            status = std::atomic_ref<std::uint32_t>(local_header->status).load(std::memory_order_seq_cst);
+        }
+        if (asleep_of(status)) link.control->bell.wake();
+    }
     // The last received buffer of slot is gone: the slot goes to the index its hold
     // names, or to the pool. The slot may be granted and filled again as soon as it
     // is offered, so its hold is emptied first. Any thread.

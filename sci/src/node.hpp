@@ -44,6 +44,10 @@ public:
     bool flush(std::chrono::nanoseconds timeout) override;
     // Writes the grants a receive call would write (Receiver::publish_pending).
     void publish_pending() { receiver_.publish_pending(); }
+    // The peer's position in the nodes file: its ready mark in our control block.
+    [[nodiscard]] std::size_t position() const noexcept { return links_.parameters.peer_index; }
+    // Asks the peer for its ready mark after each message (Receiver::want_marks).
+    void want_marks() { receiver_.want_marks(); }
     // Messages waiting in the send queue.
     [[nodiscard]] std::size_t queued() const noexcept { return sender_.queued(); }
 

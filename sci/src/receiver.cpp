@@ -19,6 +19,7 @@ Receiver::Receiver(Links& links, Sender& sender)
       local_header_(links.local_header), grants_(links.grants.get()), stats_(links.stats), loss_(links.loss) {
     large_release_ = std::make_shared<LargeRelease>();
     large_release_->transport = links.transport;
+    large_release_->peer_position = parameters_.peer_index;
     // The region where this peer writes large messages for us: the ring plus room
     // for one message of max_message_size that starts at its end; sparse until touched.
     large_capacity_ = round_up(std::max<std::uint64_t>(parameters_.max_message_size, 64), 4096);
@@ -144,7 +145,12 @@ void Receiver::publish_grants(Link& link, bool rang) {
             grants_->write_ack(link, i, Grants::round_of(w), Grants::slot_of(w));
             rang = true;
         } else if (Grants::slot_of(w) == Grants::no_slot) {
-            if (!grant_from_pool(link, i)) break;
+            if (!grant_from_pool(link, i)) {
+                // The pool is empty: a later receive grants it, which a group makes
+                // only for a member with a ready mark.
+                transport_->mark_ready(parameters_.peer_index);
+                break;
+            }
             rang = true;
         }
         attention_ &= ~(std::uint32_t{1} << i);
@@ -165,7 +171,22 @@ void Receiver::publish_grants(Link& link, bool rang) {
 void Receiver::store_status(Link& link) {
     const std::uint32_t sig = hot_slot_ == no_slot ? 0 : hot_signature(hot_issued_ - 1, salt_of(transport_->epoch32()));
     store(link.header->status, make_status(large_published_, sig, hot_slot_ == no_slot ? 0 : hot_slot_,
-                                           transport_->asleep(), transport_->closing()));
+                                           transport_->asleep(), transport_->closing(), marks_));
+}
+
+void Receiver::want_marks() {
+    {
+        std::lock_guard lock(recv_mutex_);
+        if (marks_) return;
+        marks_ = true;
+        if (recv_link_ != nullptr) store_status(*recv_link_); // else introduce writes it, before any grant
+    }
+    // A peer that read our status before this store and wrote a note after it (its
+    // fence between the two, or our barrier standing for it) is found by the look
+    // that our own mark brings.
+    std::atomic_thread_fence(std::memory_order_seq_cst);
+    if (transport_->makes_barriers()) process_barrier();
+    transport_->mark_ready(parameters_.peer_index);
 }
 
 void Receiver::write_status() {

@@ -37,6 +37,7 @@ struct LargeRelease {
     std::uint64_t freed = 0;                       // messages released in order since the introduction
     std::array<bool, large_in_flight> early{};     // released ahead of an older one, by sequence mod large_in_flight
     std::atomic<std::uint64_t> freed_published{0}; // freed, for the receiver thread
+    std::size_t peer_position = 0;                 // of the peer in the nodes file: its ready mark
 
     void release(std::uint64_t of_generation, std::uint64_t sequence) {
         std::lock_guard lock(mutex);
@@ -116,7 +117,9 @@ public:
           mapping_(std::move(mapping)) {}
     ~LargeRecvBuffer() override {
         release_->release(generation_, sequence_);
-        release_->transport->bell().ring(); // the receiver thread publishes the release
+        // The receiver thread publishes the release: a group looks at the peer for it.
+        release_->transport->mark_ready(release_->peer_position);
+        release_->transport->bell().ring();
     }
 
 private:
@@ -157,6 +160,11 @@ public:
     void write_status();
     // Grants the peer a hot slot when it has none (before a send's note).
     void offer_hot(Link& link);
+    // From now on the peer sets its ready mark in our control block after each
+    // message (a group receives from it): written into our status at the peer, then
+    // a barrier, then our own mark of the peer, so that a message the peer wrote
+    // without seeing the request is found (docs/sci-protocol.md, "Ready marks").
+    void want_marks();
 
     void adopt(Link& link) override;
     [[nodiscard]] std::unique_lock<FastLock> hold(const Link*& in_use) override;
@@ -208,6 +216,7 @@ private:
     std::uint32_t hot_slot_ = no_slot; // the hot slot granted to the peer, not used yet
     std::uint64_t hot_issued_ = 0;     // hot slots granted since the introduction
     std::atomic<bool> hot_out_{false}; // hot_slot_ != no_slot, read by senders without the lock
+    bool marks_ = false;               // the peer is asked for ready marks (status_marks); recv_mutex_
     std::string violation_;            // a protocol violation seen by the receiver, reported outside the lock
     std::deque<BufferPtr> pending_;    // taken from a batch of descriptors, not handed out yet
     // The batch of small messages being handed out (link null when none): one per

@@ -164,7 +164,7 @@ bool Sender::try_transfer(Link& link, const Buffer& buffer, BufferPtr* owned, co
     }
     advance_send(n);
     stats_.sent_serialized(size);
-    grants_->wake(link);
+    grants_->notify(link);
     return true;
 }
 
@@ -266,7 +266,7 @@ std::size_t Sender::try_transfer_batch(Link& link) {
     sequence_.write_word(&link.header->index[i].note, note, last_note_[i]);
     last_note_[i] = note;
     advance_send(n);
-    grants_->wake(link);
+    grants_->notify(link);
     return count;
 }
 
@@ -429,7 +429,7 @@ std::size_t Sender::try_transfer_staged(Link& link, Staged& staged) {
     last_note_[i] = note;
     advance_send(n);
     staged.consumed(plan.count, plan.size - table);
-    grants_->wake(link);
+    grants_->notify(link);
     return plan.count;
 }
 
@@ -481,7 +481,7 @@ std::size_t Sender::try_transfer_coalesced(Link& link) {
     sequence_.write_word(&link.header->index[i].note, note, last_note_[i]);
     last_note_[i] = note;
     advance_send(n);
-    grants_->wake(link);
+    grants_->notify(link);
     return plan.count;
 }
 
@@ -593,7 +593,9 @@ void Sender::write_record(std::span<const std::byte> bytes) {
 void Sender::close_records() {
     Link& link = *open_.link;
     close_quietly();
-    grants_->wake(link); // a receiver asleep on the open slot goes on to give it back
+    // A receiver asleep on the open slot (or a group receive that looks only at the
+    // members with a mark) goes on to give it back.
+    grants_->notify(link);
 }
 
 void Sender::close_quietly() {
@@ -658,7 +660,7 @@ bool Sender::fast_bytes(std::span<const std::byte> bytes) {
         // instead of ringing once per record of the slot (a look at a word of our own
         // segment, not the wake-up's check: closing a slot is always allowed).
         if (open_.link != nullptr && asleep_of(load(local_header_->status))) close_quietly();
-        grants_->wake(*link);
+        grants_->notify(*link);
         return true;
     }
     if (staged_back_ == nullptr || queued_messages_ >= parameters_.send_queue_limit || slot_granted(*link) ||

@@ -6,8 +6,10 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cstdlib>
 #include <ctime>
 #include <random>
+#include <string_view>
 #include <sys/resource.h>
 #include <thread>
 #include <unistd.h>
@@ -23,6 +25,10 @@ std::uint64_t new_epoch() {
                       static_cast<std::uint64_t>(::getpid());
     if (static_cast<std::uint32_t>(e) == 0) e |= 1; // the low 32 bits go into headers, 0 means "none"
     return e;
+}
+bool sleep_at_once_from_environment() {
+    const char* v = std::getenv("MSGPASS_SCI_WAIT");
+    return v != nullptr && std::string_view(v) == "sleep";
 }
 } // namespace
 
@@ -90,12 +96,19 @@ struct Transport::Broadcast {
 
 Transport::Transport(TransportParameters parameters)
     : parameters_(std::move(parameters)), device_(parameters_.partition, parameters_.sci_node_ids),
-      partition_fills_cpus_(parameters_.node_count > std::max(1u, std::thread::hardware_concurrency())) {
+      partition_fills_cpus_(parameters_.node_count > std::max(1u, std::thread::hardware_concurrency())),
+      sleep_at_once_(sleep_at_once_from_environment()) {
     const auto& sci = parameters_.sci;
     const std::string where = "node " + std::to_string(parameters_.self) + ": sci.";
     if (sci.max_outst_buffers < 1 || sci.max_outst_buffers > max_outstanding) {
         throw ConfigError(where + "max_outst_buffers: expected 1.." + std::to_string(max_outstanding) + ", found " +
                           std::to_string(sci.max_outst_buffers));
+    }
+    if (parameters_.node_count > max_nodes) {
+        throw ConfigError("node " + std::to_string(parameters_.self) + ": the nodes file: expected at most " +
+                          std::to_string(max_nodes) +
+                          " nodes in an sci partition (one ready mark each in the control block), found " +
+                          std::to_string(parameters_.node_count));
     }
     if (sci.header_area_size % header_size != 0 || sci.header_area_size / header_size < parameters_.node_count) {
         throw ConfigError(where + "header_area_size: expected a multiple of " + std::to_string(header_size) +

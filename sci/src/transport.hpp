@@ -65,6 +65,23 @@ public:
     [[nodiscard]] Doorbell& bell() const noexcept { return control_->bell; }
     [[nodiscard]] std::uint32_t epoch32() const noexcept { return static_cast<std::uint32_t>(control_->epoch); }
 
+    // The ready marks of our control block (protocol.hpp): mark_ready sets the mark of
+    // the node at a position of the nodes file, for work a later receive from it must
+    // do (any thread); take_ready clears the marks of mask in word w and returns those
+    // that were set (the receiving thread), with the messages published before them.
+    void mark_ready(std::size_t position) noexcept {
+        std::atomic_ref<std::uint64_t>(control_->ready[position / 64])
+            .fetch_or(std::uint64_t{1} << (position % 64), std::memory_order_seq_cst);
+    }
+    std::uint64_t take_ready(std::size_t w, std::uint64_t mask) noexcept {
+        std::atomic_ref<std::uint64_t> word(control_->ready[w]);
+        if ((word.load(std::memory_order_relaxed) & mask) == 0) return 0; // no write to a line senders write
+        return word.fetch_and(~mask, std::memory_order_acq_rel) & mask;
+    }
+    // Whether this process makes a process barrier when it announces a sleep (the
+    // partners then write their notes without a fence).
+    [[nodiscard]] bool makes_barriers() const noexcept { return barrier_; }
+
     // The header where the node at position index writes to us. Each index is
     // handed out once until released (exclusive access). Throws UsageError.
     Header* allocate_local_header(std::size_t index);
@@ -164,6 +181,11 @@ private:
     // More nodes in the partition than CPUs here: the CPU is shared by the
     // partition itself, not (only) by other programs' busy tasks (see wait()).
     const bool partition_fills_cpus_;
+    // MSGPASS_SCI_WAIT=sleep in the environment: a wait sleeps on the doorbell after
+    // its first poll, without spinning or yielding, so that msgpass-bench's fanin
+    // pattern measures the receive's own CPU time rather than the wait's. For
+    // measurements; a receiver that must not burn a core while it waits may use it.
+    const bool sleep_at_once_;
     static constexpr std::chrono::nanoseconds min_shared_spin{5000};
     static constexpr std::chrono::nanoseconds max_shared_spin{100000};
     void learn_shared_spin(std::chrono::nanoseconds took) noexcept;
@@ -225,6 +247,11 @@ template <class Poll>
 auto Transport::wait(Poll&& poll, std::chrono::nanoseconds timeout) -> decltype(poll()) {
     WaitPolicy policy;
     if (barrier_failed_.load(std::memory_order_relaxed)) policy.max_sleep = std::chrono::microseconds(1000);
+    if (sleep_at_once_) {
+        policy.spin = std::chrono::microseconds(0);
+        policy.yield = std::chrono::microseconds(0);
+        return wait_with(std::forward<Poll>(poll), timeout, Sleeper(*this), policy);
+    }
     if (!yields_.shared()) return wait_with(std::forward<Poll>(poll), timeout, Sleeper(*this), policy);
     if (partition_fills_cpus_) {
         // The partition's own nodes share the CPUs (more nodes than CPUs): a yield

@@ -310,6 +310,32 @@ TEST(BenchJson, GatherFromTwoMembersPrintsOneLineNamingTheMembers) {
     EXPECT_EQ(parse(run.lines[0]).members.at("members").number, 2);
 }
 
+// The fanin pattern: members sending at a fixed rate, the receiver's CPU per message,
+// the partition's start (first point only) and the memory per node; with
+// --compare-scan the same point first through a group that looks at every member.
+TEST(BenchJson, FaninFromThreeMembersReportsTheReceiversCpuBeforeAndAfterTheMarks) {
+    const auto run = run_bench({"--json", "--pattern", "fanin", "--compare-scan", "--members", "3", "--sizes", "64",
+                                "--seconds", "0.5", "--rate", "200"});
+    EXPECT_TRUE(exited_with(run.status, 0)) << "status " << run.status;
+    ASSERT_EQ(run.lines.size(), 2U);
+    const std::vector<std::string> patterns{"fanin-scan", "fanin"};
+    for (std::size_t i = 0; i < 2; ++i) {
+        SCOPED_TRACE(run.lines[i]);
+        auto j = parse(run.lines[i]);
+        EXPECT_EQ(j.members["pattern"].text, patterns[i]);
+        EXPECT_EQ(j.members["members"].number, 3);
+        EXPECT_EQ(j.members["rate_per_member"].number, 200);
+        EXPECT_GT(j.members["iterations"].number, 0);
+        EXPECT_GT(j.members["cpu_us_per_msg"].number, 0);
+        EXPECT_GT(j.members["shm_kib_per_node"].number, 0);
+        EXPECT_GT(j.members["rss_kib"].number, 0);
+        EXPECT_GT(j.members["member_rss_kib"].number, 0);
+        EXPECT_EQ(j.members.count("start_s"), i == 0 ? 1U : 0U) << "the start is timed on the first point only";
+    }
+    const auto bad = run_bench({"--pattern", "gather", "--compare-scan"}, true);
+    EXPECT_TRUE(exited_with(bad.status, 2)) << "status " << bad.status;
+}
+
 // More members than the 64 it once took: a partition of 71 processes whose sci sizes
 // (header area, receive slots) follow the node count; beyond 1023 a clear refusal.
 TEST(BenchJson, GatherFromSeventyMembersRunsAndTooManyAreRefused) {

@@ -1001,17 +1001,23 @@ TEST_P(Conformance, FlushToAPeerThatNeverStartsReturnsFalseAfterTheTimeout) {
     auto a = NodeFactory::create(c, 1);
     auto to_b = a->create_node(2); // node 2 never starts
     to_b->send(make_message(*a, 32, 0, 0));
+    // Every flush lasts at least the timeout; the fastest of three ends within what a
+    // wake-up costs on a loaded machine (one flush descheduled past the bound is the
+    // machine; a flush that overslept or waited twice is slow every time).
     constexpr auto timeout = 100ms;
-    auto start = Clock::now();
-    EXPECT_FALSE(to_b->flush(timeout)) << "a message to a peer that never ran was handed over";
-    auto waited = Clock::now() - start;
-    EXPECT_GE(waited, timeout);
-    EXPECT_LT(waited, timeout + 250ms);
-    start = Clock::now();
-    EXPECT_FALSE(a->flush(timeout)) << "the factory's flush reported every queue empty";
-    waited = Clock::now() - start;
-    EXPECT_GE(waited, timeout);
-    EXPECT_LT(waited, timeout + 250ms);
+    auto fastest_of_three = [&](const auto& flush, const char* what) {
+        auto fastest = std::chrono::nanoseconds::max();
+        for (int round = 0; round < 3; ++round) {
+            const auto start = Clock::now();
+            EXPECT_FALSE(flush()) << what << ", round " << round;
+            const auto waited = Clock::now() - start;
+            EXPECT_GE(waited, timeout) << what << ", round " << round;
+            fastest = std::min(fastest, std::chrono::duration_cast<std::chrono::nanoseconds>(waited));
+        }
+        EXPECT_LT(fastest, timeout + 250ms) << what << ": flush(100 ms) took at least " << fastest / 1ms << " ms";
+    };
+    fastest_of_three([&] { return to_b->flush(timeout); }, "a message to a peer that never ran was handed over");
+    fastest_of_three([&] { return a->flush(timeout); }, "the factory's flush reported every queue empty");
     EXPECT_EQ(to_b->stats().queue_depth, 1u);
     EXPECT_EQ(to_b->stats().messages_sent, 0u);
 }
@@ -1765,6 +1771,63 @@ TEST_P(Conformance, ViewsMayBeReleasedFromAnotherThreadAndAfterTheirNodeIsDroppe
     }
     ASSERT_TRUE(v);
     EXPECT_EQ(check_view(v).seq, n);
+}
+
+// A receiver that keeps up to 100 views at once, released oldest first, while a
+// stream of small messages goes on (tcp lends them from its read chunks, and reads
+// on in other chunks while some are held): every message comes once, in order, and a
+// held view keeps its bytes until released.
+TEST_P(Conformance, ManyViewsHeldAtOnceWhileTheStreamGoesOnKeepTheirBytesAndComeInOrder) {
+    auto c = make(2);
+    auto a = NodeFactory::create(c, 1);
+    auto b = NodeFactory::create(c, 2);
+    auto to_b = a->create_node(2);
+    auto from_a = b->create_node(1);
+    constexpr std::uint64_t n = 6000;
+    auto size_of = [](std::uint64_t i) { return sizeof(PayloadHeader) + (i * 53) % 300; };
+    std::thread sender([&] {
+        std::vector<std::byte> bytes;
+        for (std::uint64_t i = 0; i < n; ++i) {
+            bytes.resize(size_of(i));
+            fill_payload(bytes, 0, i);
+            for (;;) {
+                try {
+                    to_b->send_bytes(bytes);
+                    break;
+                } catch (const SendQueueFull&) {
+                    to_b->flush(1ms);
+                }
+            }
+        }
+        to_b->send(make_end_marker(*a, n));
+        to_b->flush(patience);
+    });
+    std::deque<std::pair<MessageView, std::uint64_t>> held;
+    auto release_oldest = [&] {
+        auto& [v, seq] = held.front();
+        EXPECT_EQ(check_view(v).seq, seq) << "a held view changed";
+        v.release();
+        held.pop_front();
+    };
+    for (std::uint64_t i = 0; i < n; ++i) {
+        auto v = from_a->receive_view(patience);
+        ASSERT_TRUE(v) << "message " << i << " never arrived";
+        ASSERT_EQ(v.size(), size_of(i)) << "message " << i;
+        PayloadHeader h{};
+        ASSERT_NO_THROW(h = check_view(v)) << "message " << i;
+        ASSERT_EQ(h.seq, i);
+        held.emplace_back(std::move(v), i);
+        if (held.size() > 100) release_oldest();
+    }
+    while (!held.empty())
+        release_oldest();
+    auto end = from_a->receive_view(patience);
+    ASSERT_TRUE(end);
+    EXPECT_EQ(check_view(end).stream, end_stream);
+    end.release();
+    sender.join();
+    EXPECT_EQ(nothing_more(*from_a), "");
+    EXPECT_EQ(from_a->stats().messages_received, n + 1);
 }
 
 class AuthConformance : public Conformance {

@@ -7,6 +7,7 @@
 #include <msgpass/sci/options.hpp>
 
 #include "fast_lock.hpp"
+#include "group.hpp"
 #include "node.hpp"
 #include "remote_memory.hpp"
 #include "transport.hpp"
@@ -18,9 +19,11 @@
 
 #include <gtest/gtest.h>
 
+#include <atomic>
 #include <cstring>
 #include <fcntl.h>
 #include <functional>
+#include <map>
 #include <optional>
 #include <pwd.h>
 #include <span>
@@ -552,6 +555,102 @@ TEST(SciGroups, ADynamicGroupRefusesANodeOfAnotherTechnologyAndNull) {
     EXPECT_EQ(group->size(), 0u);
     group->add(f->create_node(2));
     EXPECT_EQ(group->members(), std::vector<NodeId>{2});
+}
+
+// The ready marks (docs/sci-protocol.md, "Ready marks"): with the sweep put off, a
+// group of 40 members finds each message of a member that sent through that
+// member's mark alone, looking at no other member: at most two looks per message
+// (the one that takes it, and one more that finds the member empty).
+TEST(SciGroups, AGroupReceiveLooksOnlyAtTheMembersThatMarkedAMessage) {
+    constexpr int members = 40;
+    const SegmentCleanup segments(partition_for_test());
+    auto c = sci_configuration(segments.partition(), members + 1);
+    c.edit_section<sci::Options>().max_outst_buffers = 2; // 80 of the 127 slots
+    std::vector<std::unique_ptr<NodeFactory>> factories;
+    for (int id = 1; id <= members + 1; ++id)
+        factories.push_back(NodeFactory::create(c, static_cast<NodeId>(id)));
+    auto& one = *factories.front();
+    auto group = one.create_group();
+    for (int id = 2; id <= members + 1; ++id)
+        group->add(one.create_node(static_cast<NodeId>(id)));
+    std::vector<NodePtr> to_one;
+    for (int id = 2; id <= members + 1; ++id)
+        to_one.push_back(factories[static_cast<std::size_t>(id - 1)]->create_node(1));
+    // Every member once, through the first sweep and the marks of their admission.
+    for (int k = 0; k < members; ++k)
+        to_one[static_cast<std::size_t>(k)]->send(
+            make_message(*factories[static_cast<std::size_t>(k) + 1], 64, static_cast<std::uint32_t>(k + 2), 0));
+    for (int k = 0; k < members; ++k)
+        ASSERT_NE(group->receive(10s), nullptr) << "message " << k << " of the first round";
+    auto& sci_group = dynamic_cast<sci::SciGroup&>(*group);
+    sci_group.set_sweep_interval(std::chrono::hours(1));
+    EXPECT_EQ(group->receive(), nullptr);
+    const auto looks_before = sci_group.looks();
+    constexpr int rounds = 30;
+    for (int r = 0; r < rounds; ++r) {
+        const std::size_t k = static_cast<std::size_t>(r * 7) % members;
+        to_one[k]->send(make_message(*factories[k + 1], 64, static_cast<std::uint32_t>(k + 2), 1 + r));
+        auto m = group->receive(10s);
+        ASSERT_NE(m, nullptr) << "round " << r << ": the message of node " << k + 2 << " was not found by its mark";
+        EXPECT_EQ(m->source(), static_cast<NodeId>(k + 2));
+    }
+    EXPECT_EQ(group->receive(), nullptr);
+    EXPECT_LE(sci_group.looks() - looks_before, 2u * rounds + 2) << "a receive looked at members that had no message";
+}
+
+// The race of the mark with the receive and with the sleep: 12 members, each in its
+// own thread, send 60 messages each with pauses of up to 2 ms, so that the receiver
+// often sleeps on its doorbell between them; with the sweep put off, a mark that a
+// receive cleared without seeing its message, or a sender that missed the sleep,
+// leaves a member's last message unfound.
+TEST(SciGroups, MarksOfConcurrentSendersAreNeverLostWhileTheReceiverSleeps) {
+    constexpr int members = 12;
+    constexpr std::uint64_t per_member = 60;
+    const SegmentCleanup segments(partition_for_test());
+    const auto c = sci_configuration(segments.partition(), members + 1);
+    std::vector<std::unique_ptr<NodeFactory>> factories;
+    for (int id = 1; id <= members + 1; ++id)
+        factories.push_back(NodeFactory::create(c, static_cast<NodeId>(id)));
+    auto& one = *factories.front();
+    auto group = one.create_group();
+    for (int id = 2; id <= members + 1; ++id)
+        group->add(one.create_node(static_cast<NodeId>(id)));
+    std::vector<NodePtr> to_one;
+    for (int id = 2; id <= members + 1; ++id)
+        to_one.push_back(factories[static_cast<std::size_t>(id - 1)]->create_node(1));
+    EXPECT_EQ(group->receive(), nullptr); // the first sweep
+    dynamic_cast<sci::SciGroup&>(*group).set_sweep_interval(std::chrono::hours(1));
+    std::atomic<bool> failed{false};
+    std::vector<std::thread> senders;
+    for (int k = 0; k < members; ++k) {
+        senders.emplace_back([&, k] {
+            auto& f = *factories[static_cast<std::size_t>(k) + 1];
+            auto& node = *to_one[static_cast<std::size_t>(k)];
+            std::uint32_t pause = static_cast<std::uint32_t>(k) * 2654435761u;
+            for (std::uint64_t i = 0; i < per_member; ++i) {
+                node.send(make_message(f, 64, static_cast<std::uint32_t>(k + 2), i));
+                pause = pause * 1664525u + 1013904223u;
+                std::this_thread::sleep_for(std::chrono::microseconds(pause % 2000)); // load shaping, not a wait
+            }
+            if (!node.flush(30s)) failed = true;
+        });
+    }
+    std::map<NodeId, std::uint64_t> next;
+    std::uint64_t received = 0;
+    for (; received < members * per_member; ++received) {
+        auto m = group->receive(10s);
+        if (m == nullptr) break;
+        const auto h = check_payload(*m);
+        EXPECT_EQ(h.seq, next[m->source()]++) << "from node " << m->source();
+    }
+    for (auto& t : senders)
+        t.join();
+    EXPECT_FALSE(failed.load());
+    EXPECT_EQ(received, members * per_member) << "a message was never found: its mark was lost";
+    std::string short_of;
+    for (NodeId id = 2; id <= members + 1; ++id)
+        if (next[id] != per_member) short_of += " node " + std::to_string(id) + ": " + std::to_string(next[id]);
+    EXPECT_EQ(short_of, "");
 }
 
 // ---------------------------------------------------------- segment ownership

@@ -111,27 +111,29 @@ void TcpNode::close() {
 
 // ---------------------------------------------------------------- receive
 
-BufferPtr TcpNode::receive() {
-    check_factory("receive");
-    if (auto m = take_taken()) return m;
+// in_mutex_ taken here: when nothing waits in the inbox, reads the socket (what this
+// thread parses goes straight to taken_, lent from the read buffer when lend is set),
+// then moves what the inbox holds to taken_. Whether taken_ has a message; throws the
+// protocol error or the loss when that is why nothing came.
+bool TcpNode::fill_taken(bool lend) {
     {
         std::unique_lock lock(in_mutex_);
         if (inbox_.empty() && fd_ >= 0 && framed_) {
             last_app_read_.store(Clock::now().time_since_epoch().count(), std::memory_order_relaxed);
-            // This thread's read: what it parses goes straight to taken_ (empty: take_taken
-            // found nothing), not through the inbox.
             Control c;
             {
                 struct Off {
-                    bool& on;
-                    ~Off() { on = false; }
-                } off{direct_};
+                    bool& direct;
+                    bool& lend;
+                    ~Off() { direct = lend = false; }
+                } off{direct_, lend_};
                 direct_ = true;
+                lend_ = lend;
                 c = read_in_side();
             }
             after_read(lock, c);
         }
-        if (auto m = take_locked(lock)) return m;
+        if (take_locked(lock)) return true;
         if (!violation_.empty()) {
             std::string v = std::move(violation_);
             violation_.clear();
@@ -140,7 +142,19 @@ BufferPtr TcpNode::receive() {
         }
     }
     throw_if_lost();
-    return nullptr;
+    return false;
+}
+
+BufferPtr TcpNode::receive() {
+    check_factory("receive");
+    if (!has_taken() && !fill_taken(false)) return nullptr;
+    return take_taken();
+}
+
+MessageView TcpNode::receive_view() {
+    check_factory("receive");
+    if (!has_taken() && !fill_taken(true)) return {};
+    return lend_taken();
 }
 
 int TcpNode::prepare_to_sleep(bool acknowledge) {
@@ -150,18 +164,30 @@ int TcpNode::prepare_to_sleep(bool acknowledge) {
 }
 
 BufferPtr TcpNode::take_ready() {
-    if (auto m = take_taken()) return m; // without the lock
-    std::unique_lock lock(in_mutex_);
-    return take_locked(lock);
+    if (!has_taken()) { // else without the lock
+        std::unique_lock lock(in_mutex_);
+        if (!take_locked(lock)) return nullptr;
+    }
+    return take_taken();
+}
+
+MessageView TcpNode::lend_ready() {
+    if (!has_taken()) {
+        std::unique_lock lock(in_mutex_);
+        if (!take_locked(lock)) return {};
+    }
+    return lend_taken();
 }
 
 // Sleeps in poll() first and reads after: when the message is not there yet (a
 // request-response exchange), that is one system call less than trying to read
 // first, and a receive costs what a blocking read on a raw socket costs.
-BufferPtr TcpNode::receive(std::chrono::nanoseconds timeout) {
+// receive_now is receive() or receive_view(), ready take_ready() or lend_ready().
+template <class R, class Now, class Ready>
+R TcpNode::receive_within(std::chrono::nanoseconds timeout, Now&& receive_now, Ready&& ready) {
     check_factory("receive");
-    if (auto m = take_ready()) return m; // a stream: no clock, no system call
-    if (timeout <= std::chrono::nanoseconds::zero()) return receive();
+    if (has_taken()) return ready(); // a stream: no clock, no system call, no lock
+    if (timeout <= std::chrono::nanoseconds::zero()) return receive_now();
     // Busy reads first (receive_spin): a reply that comes within it costs no
     // wake-up. A spin that found nothing (the peer may share this CPU, and spinning
     // only delays it) is not tried again for the next 2, 6, 14, ... waits (at most 64).
@@ -173,7 +199,7 @@ BufferPtr TcpNode::receive(std::chrono::nanoseconds timeout) {
         } else {
             const auto start = Clock::now();
             do {
-                if (auto m = receive()) {
+                if (R m = receive_now()) {
                     spin_backoff_.store(0, std::memory_order_relaxed);
                     return m;
                 }
@@ -185,13 +211,23 @@ BufferPtr TcpNode::receive(std::chrono::nanoseconds timeout) {
             timeout -= spin;
         }
     }
-    SocketSleeper sleeper{shared_->recv_wake,
-                          [this](bool idle, std::vector<int>& fds) {
-                              if (const int fd = prepare_to_sleep(idle); fd >= 0) fds.push_back(fd);
-                          },
-                          [this] { return receive(); }};
-    if (auto m = wait_with([this] { return take_ready(); }, timeout, sleeper, socket_wait)) return m;
-    return receive(); // the loss or the protocol error, if that is why nothing came
+    BasicSocketSleeper<R> sleeper{shared_->recv_wake,
+                                  [this](bool idle, std::vector<int>& fds) {
+                                      if (const int fd = prepare_to_sleep(idle); fd >= 0) fds.push_back(fd);
+                                  },
+                                  receive_now};
+    if (R m = wait_with(ready, timeout, sleeper, socket_wait)) return m;
+    return receive_now(); // the loss or the protocol error, if that is why nothing came
+}
+
+BufferPtr TcpNode::receive(std::chrono::nanoseconds timeout) {
+    return receive_within<BufferPtr>(
+        timeout, [this] { return receive(); }, [this] { return take_ready(); });
+}
+
+MessageView TcpNode::receive_view(std::chrono::nanoseconds timeout) {
+    return receive_within<MessageView>(
+        timeout, [this] { return receive_view(); }, [this] { return lend_ready(); });
 }
 
 } // namespace msgpass::tcp

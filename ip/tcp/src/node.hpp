@@ -29,11 +29,15 @@ public:
     void send_bytes(std::span<const std::byte> bytes) override;
     [[nodiscard]] BufferPtr receive() override;
     [[nodiscard]] BufferPtr receive(std::chrono::nanoseconds timeout) override;
+    // Small messages lent from the read buffer (read_chunk.hpp), no buffer per message.
+    [[nodiscard]] MessageView receive_view() override;
+    [[nodiscard]] MessageView receive_view(std::chrono::nanoseconds timeout) override;
     bool flush(std::chrono::nanoseconds timeout) override;
     [[nodiscard]] NodeStats stats() const noexcept override;
 
     // A message already parsed, without a system call; null when none.
     [[nodiscard]] BufferPtr take_ready();
+    [[nodiscard]] MessageView lend_ready();
     [[nodiscard]] std::size_t queued() const noexcept { return queue_depth_.load(std::memory_order_relaxed); }
 
     // For the receive wait: sends the acknowledgement owed when acknowledge is set
@@ -84,6 +88,9 @@ public:
     void close();
 
 private:
+    bool fill_taken(bool lend);
+    template <class R, class Now, class Ready>
+    R receive_within(std::chrono::nanoseconds timeout, Now&& receive_now, Ready&& ready);
     template <class B>
     void send_impl(B& buffer);
     // Numbers and queues one message (push() puts it in the window, under

@@ -62,7 +62,7 @@ bool TcpNode::accept_connection(int fd, std::uint64_t incarnation) {
 // in_mutex_. Forgets what was read of the connection: a partial frame is sent again.
 void Receiver::reset_in() {
     assembling_.reset();
-    rx_begin_ = rx_end_ = 0;
+    rx_.clear(); // a message lent from the read buffer stays as it is (read_chunk.hpp)
 }
 
 // in_mutex_. Writes the acknowledgement owed alone, when out_mutex_ is free (else
@@ -128,6 +128,19 @@ void Receiver::deliver(BufferPtr message) {
 // the message being assembled, read straight into its buffer.
 void Receiver::parse_in_buffer(Control& c) {
     const auto& p = shared_->parameters;
+    std::size_t& rx_begin_ = rx_.begin;
+    std::size_t& rx_end_ = rx_.end;
+    // Messages lent from the chunk by this parse: its count of references grows by
+    // them in one step at the end, before any is handed out.
+    std::size_t lent = 0;
+    struct Lend {
+        ReadBuffer& rx;
+        std::size_t& n;
+        ~Lend() {
+            if (n > 0) rx.chunk()->lend(n);
+        }
+    } lend{rx_, lent};
+    const bool lending = lend_ && direct_ && inbox_.empty();
     while (!assembling_ && rx_end_ - rx_begin_ >= sizeof(FrameHeader)) {
         FrameHeader h = decode(rx_.data() + rx_begin_);
         if (h.length == 0 && (h.type == static_cast<std::uint32_t>(FrameType::ack) ||
@@ -210,9 +223,20 @@ void Receiver::parse_in_buffer(Control& c) {
         }
         const std::size_t have = rx_end_ - rx_begin_ - sizeof h;
         if (have >= h.length) {
+            if (lending && inbox_.empty()) { // a marker stops the lending: the inbox keeps the order
+                const auto size = static_cast<std::size_t>(h.length);
+                taken_.emplace_back(rx_.data() + rx_begin_ + sizeof h, size, rx_.chunk());
+                ++lent;
+                if (size >= large_ack_size) c.large = true;
+                in_window_.delivered(size);
+                rx_begin_ += sizeof h + size;
+                c.delivered = true;
+                continue;
+            }
             auto m = shared_->pool->make(static_cast<std::size_t>(h.length));
             std::memcpy(m->single()->data(), rx_.data() + rx_begin_ + sizeof h, static_cast<std::size_t>(h.length));
             rx_begin_ += sizeof h + h.length;
+            if (h.length >= large_ack_size) c.large = true;
             deliver(std::move(m));
             c.delivered = true;
             continue;
@@ -224,26 +248,25 @@ void Receiver::parse_in_buffer(Control& c) {
         assembling_data_ = assembling_->single()->data();
         std::memcpy(assembling_data_, rx_.data() + rx_begin_ + sizeof h, have);
         assembled_ = have;
-        rx_begin_ = rx_end_ = 0;
+        rx_begin_ = rx_end_;
+        rx_.rewind(lent == 0);
     }
-    if (rx_begin_ == rx_end_) rx_begin_ = rx_end_ = 0;
+    rx_.rewind(lent == 0);
 }
 
 // in_mutex_. Reads what the socket holds (a few rounds of the read buffer) and
 // parses it.
 Receiver::Control Receiver::read_in_side() {
     Control c;
-    if (rx_.empty()) rx_.resize(rx_capacity);
+    rx_.ensure(rx_capacity);
+    std::size_t& rx_begin_ = rx_.begin;
+    std::size_t& rx_end_ = rx_.end;
     for (int round = 0; round < 4 && fd_ >= 0 && framed_; ++round) {
         ssize_t got = 0;
         if (assembling_) {
             got = ::recv(fd_, assembling_data_ + assembled_, assembling_->size() - assembled_, MSG_DONTWAIT);
         } else {
-            if (rx_begin_ > 0 && rx_.size() - rx_end_ < sizeof(FrameHeader) + 4096) {
-                std::memmove(rx_.data(), rx_.data() + rx_begin_, rx_end_ - rx_begin_);
-                rx_end_ -= rx_begin_;
-                rx_begin_ = 0;
-            }
+            if (rx_begin_ > 0 && rx_.size() - rx_end_ < sizeof(FrameHeader) + 4096) rx_.compact();
             got = ::recv(fd_, rx_.data() + rx_end_, rx_.size() - rx_end_, MSG_DONTWAIT);
         }
         if (got == 0) {
@@ -258,9 +281,14 @@ Receiver::Control Receiver::read_in_side() {
         if (assembling_) {
             assembled_ += static_cast<std::size_t>(got);
             if (assembled_ == assembling_->size()) {
+                const bool large = assembled_ >= large_ack_size;
                 deliver(std::move(assembling_));
                 c.delivered = true;
                 assembled_ = 0;
+                if (large) { // its acknowledgement goes now (after_read); the rest is read next time
+                    c.large = true;
+                    break;
+                }
             }
             continue;
         }
@@ -295,7 +323,7 @@ void TcpNode::apply(const Control& c) {
         broken(c.bad_ack ? "protocol error from the peer" : "connection closed by the peer");
         return;
     }
-    if (c.delivered && ack_due()) send_ack_locked();
+    if (c.delivered && (c.large || ack_due())) send_ack_locked();
     if (state_ == State::established && !window_.all_written() && !armed_write_) write_pending();
 }
 
@@ -334,7 +362,7 @@ void TcpNode::after_read(std::unique_lock<std::mutex>& in_lock, const Control& c
             }
         }
     }
-    if (c.delivered && ack_due()) send_ack();
+    if (c.delivered && (c.large || ack_due())) send_ack();
 }
 
 // Background thread: reads the connection for the acknowledgements the application
@@ -351,16 +379,17 @@ void TcpNode::read_background() {
     if (c.delivered || c.bad_ack || c.closed) shared_->wake_receivers();
 }
 
-// in_mutex_. The next message of the inbox, with the messages behind it up to the
-// next marker (at most take_batch) moved to the receiving thread's own list, which
-// take_taken() empties without the lock; at the marker of a restarted peer, the loss
-// of its old incarnation is raised (unless a send raised it already).
-BufferPtr Receiver::take_locked(std::unique_lock<std::mutex>& lock) {
-    if (BufferPtr m = take_taken()) return m; // taken before this lock: they come first
+// in_mutex_. Moves the next messages of the inbox, up to the next marker (at most
+// take_batch), to the receiving thread's own list, which take_taken() and
+// lend_taken() empty without the lock; at the marker of a restarted peer, the loss of
+// its old incarnation is raised (unless a send raised it already). Whether the list
+// has a message.
+bool Receiver::take_locked(std::unique_lock<std::mutex>& lock) {
+    if (has_taken()) return true; // taken before this lock: they come first
     while (!inbox_.empty()) {
         if (const std::size_t moved = inbox_.pop_messages(taken_, take_batch); moved > 0) {
             inbox_count_ -= moved;
-            return take_taken();
+            return true;
         }
         auto next = inbox_.pop();
         if (next.gap) { // the peer dropped messages to us here
@@ -372,15 +401,25 @@ BufferPtr Receiver::take_locked(std::unique_lock<std::mutex>& lock) {
         throw_if_lost(); // the lock is not held while the exception leaves
         lock.lock();
     }
-    return nullptr;
+    return false;
+}
+
+// A message lent and then taken by receive(): copied into a buffer, as before views.
+BufferPtr Held::copy_out(BufferPool& pool, NodeId source) {
+    auto m = pool.make(size_);
+    if (size_ > 0) std::memcpy(m->single()->data(), data_, size_);
+    m->set_source(source);
+    chunk_->release();
+    return m;
 }
 
 // The receiving thread (one at a time, node.hpp): the next message moved out of the
-// inbox by take_locked. The statistics are counted as each message is handed out,
-// by loads and stores (one writer), not locked read-modify-writes.
-BufferPtr Receiver::take_taken() noexcept {
+// inbox by take_locked, or parsed by its own read. The statistics are counted as each
+// message is handed out, by loads and stores (one writer), not locked
+// read-modify-writes.
+BufferPtr Receiver::take_taken() {
     if (taken_at_ == taken_.size()) return nullptr;
-    BufferPtr m = std::move(taken_[taken_at_++]);
+    BufferPtr m = taken_[taken_at_++].to_buffer(*shared_->pool, id_);
     if (taken_at_ == taken_.size()) {
         taken_.clear();
         taken_at_ = 0;
@@ -388,6 +427,19 @@ BufferPtr Receiver::take_taken() noexcept {
     stats_.received_serialized(m->size());
     takes_.store(takes_.load(std::memory_order_relaxed) + 1, std::memory_order_relaxed);
     return m;
+}
+
+// As take_taken, lent: no buffer for a message lent from the read buffer.
+MessageView Receiver::lend_taken() {
+    if (taken_at_ == taken_.size()) return {};
+    MessageView v = taken_[taken_at_++].to_view(id_);
+    if (taken_at_ == taken_.size()) {
+        taken_.clear();
+        taken_at_ = 0;
+    }
+    stats_.received_serialized(v.size());
+    takes_.store(takes_.load(std::memory_order_relaxed) + 1, std::memory_order_relaxed);
+    return v;
 }
 
 } // namespace msgpass::tcp

@@ -9,13 +9,58 @@
 #pragma once
 
 #include "link.hpp"
+#include "read_chunk.hpp"
+
+#include <type_traits>
 
 namespace msgpass::tcp {
+
+// A message handed out by the receiving thread: a buffer (a message copied out of
+// the read buffer, or read straight into its own), or bytes lent from a read chunk,
+// of which it holds one reference. Trivially copyable, so that the list of them
+// (Receiver::taken_) is cleared without a pass over it: it owns its buffer or its
+// reference until to_buffer or to_view hands it over, and the list's owner drops
+// those never handed out (Receiver's destructor).
+class Held {
+public:
+    // Implicit: the inbox's messages are moved into the list (Inbox::pop_messages).
+    Held(BufferPtr buffer) noexcept : buffer_(buffer.release()) {}
+    Held(const std::byte* data, std::size_t size, ReadChunk* chunk) noexcept
+        : data_(data), size_(size), chunk_(chunk) {}
+
+    // The message as a buffer: the lent bytes are copied into one from pool.
+    BufferPtr to_buffer(BufferPool& pool, NodeId source) {
+        if (buffer_ != nullptr) return BufferPtr(buffer_);
+        return copy_out(pool, source);
+    }
+    // The message as a view: the lent bytes with their reference, or the buffer held.
+    MessageView to_view(NodeId source) {
+        if (buffer_ != nullptr) return MessageView(BufferPtr(buffer_));
+        return MessageView({data_, size_}, source, &chunk_lender, chunk_, 0);
+    }
+    // What it holds, for a message never handed out.
+    void drop() noexcept {
+        const BufferPtr owned(buffer_); // freed here
+        if (chunk_ != nullptr) chunk_->release();
+    }
+
+private:
+    BufferPtr copy_out(BufferPool& pool, NodeId source);
+
+    Buffer* buffer_ = nullptr;
+    const std::byte* data_ = nullptr;
+    std::size_t size_ = 0;
+    ReadChunk* chunk_ = nullptr;
+};
+static_assert(std::is_trivially_copyable_v<Held> && std::is_trivially_destructible_v<Held>);
 
 class Receiver : public virtual Link {
 protected:
     Receiver(std::shared_ptr<Shared> shared, const config::NodeConfig& peer) : Link(std::move(shared), peer) {}
-    ~Receiver() override = default;
+    ~Receiver() override {
+        for (std::size_t i = taken_at_; i < taken_.size(); ++i)
+            taken_[i].drop();
+    }
 
     // What one parse found beside messages, applied under out_mutex_ after it.
     struct Control {
@@ -27,7 +72,13 @@ protected:
         bool bad_ack = false; // a frame broke the protocol (violation_ says how)
         bool closed = false;  // the connection ended (after the frames parsed)
         bool delivered = false;
+        bool large = false; // a message of large_ack_size or more arrived whole: acknowledged at once
     };
+    // A message this large is acknowledged as soon as it has been read whole, not
+    // after ack_every messages or ack_bytes: its sender holds it (comm's send of the
+    // caller's memory completes) until then, and one frame of 24 bytes per such
+    // message costs nothing beside it.
+    static constexpr std::size_t large_ack_size = 128 * 1024;
 
     // under in_mutex_
     Control read_in_side();
@@ -35,14 +86,16 @@ protected:
     void reset_in();
     [[nodiscard]] bool ack_due() const;
     void deliver(BufferPtr message);
-    BufferPtr take_locked(std::unique_lock<std::mutex>& lock);
-    // the receiving thread, without in_mutex_
-    BufferPtr take_taken() noexcept;
+    // Moves the next messages of the inbox to taken_ (see below); whether taken_ has one.
+    bool take_locked(std::unique_lock<std::mutex>& lock);
+    // the receiving thread, without in_mutex_: the next message of taken_ (null or empty when none)
+    [[nodiscard]] bool has_taken() const noexcept { return taken_at_ != taken_.size(); }
+    BufferPtr take_taken();
+    MessageView lend_taken();
 
-    ReceiveWindow in_window_;   // the peer incarnation's next expected message, acknowledgements owed
-    std::vector<std::byte> rx_; // read buffer
-    std::size_t rx_begin_ = 0, rx_end_ = 0;
-    BufferPtr assembling_; // a message larger than what rx_ holds (a SingleBuffer)
+    ReceiveWindow in_window_; // the peer incarnation's next expected message, acknowledgements owed
+    ReadBuffer rx_;           // the read buffer: chunks from which small messages are lent (read_chunk.hpp)
+    BufferPtr assembling_;    // a message larger than what rx_ holds (a SingleBuffer)
     std::byte* assembling_data_ = nullptr;
     std::size_t assembled_ = 0;
     ip::Inbox inbox_; // with a marker where a restarted peer's old incarnation was lost
@@ -52,12 +105,15 @@ protected:
     // by the receiving thread without it: only one thread receives from a node
     // (msgpass/node.hpp), and these are older than anything still in the inbox.
     static constexpr std::size_t take_batch = 256;
-    std::vector<BufferPtr> taken_;
+    std::vector<Held> taken_;
     std::size_t taken_at_ = 0;
     // in_mutex_: the receiving thread reads (TcpNode::receive, taken_ handed out): a
     // message parsed while the inbox is empty goes straight to taken_, not through
     // the inbox's deque (a push and a move per message of a stream).
     bool direct_ = false;
+    // ... and, when the read is receive_view's, a message that lies whole in the read
+    // buffer goes to taken_ as its bytes lent from the chunk, with no buffer made.
+    bool lend_ = false;
     std::vector<Outgoing> rx_acknowledged_; // acknowledged by what the receiver read: freed outside out_mutex_
     bool in_goodbye_ = false;
     std::string violation_;                      // reported once by receive()

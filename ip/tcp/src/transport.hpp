@@ -73,22 +73,25 @@ inline constexpr WaitPolicy socket_wait{std::chrono::microseconds(0), std::chron
 // then; from then on each node acknowledges what it holds before the wait sleeps
 // (collect(idle, fds) gives the sockets, and acknowledges when idle). After a wake-up
 // by a socket, after_wake() reads (a poll of the wait only takes what was read).
-struct SocketSleeper {
+// R is what the wait returns: a BufferPtr, or a MessageView (TcpNode::receive_view).
+template <class R>
+struct BasicSocketSleeper {
     const ip::WakeFd& wake;
     std::function<void(bool idle, std::vector<int>& fds)> collect;
-    std::function<BufferPtr()> after_wake;
+    std::function<R()> after_wake;
     std::vector<int> fds{};
 
     template <class Poll>
-    BufferPtr sleep(Poll& /*poll*/, std::chrono::nanoseconds step, const WaitPhase& at) {
+    R sleep(Poll& /*poll*/, std::chrono::nanoseconds step, const WaitPhase& at) {
         const bool idle = at.now >= at.start + ack_delay;
         if (!idle) step = std::min<std::chrono::nanoseconds>(step, ack_delay - (at.now - at.start));
         fds.clear();
         collect(idle, fds);
-        if (!ip::wait_readable(wake, fds, step)) return nullptr;
-        return after_wake ? after_wake() : nullptr;
+        if (!ip::wait_readable(wake, fds, step)) return R{};
+        return after_wake ? after_wake() : R{};
     }
 };
+using SocketSleeper = BasicSocketSleeper<BufferPtr>;
 // A send that follows the previous write of its node by less than batch_window is
 // part of a stream and joins a batch, written by the sender at batch_messages or by
 // the background thread batch_window after the batch began (see TcpNode::send).

@@ -157,14 +157,19 @@ std::uint64_t UdpNode::messages_queued() const noexcept {
 }
 
 void UdpNode::dispatch(Clock::time_point now) {
-    if (peer_incarnation_ == 0 && now >= next_hello_) { // first contact: at once, not at the next tick
-        send_hello();
-        next_hello_ = now + hello_backoff_;
+    if (peer_incarnation_ == 0) {
+        if (now == Clock::time_point{}) now = Clock::now();
+        if (now >= next_hello_) { // first contact: at once, not at the next tick
+            send_hello();
+            next_hello_ = now + hello_backoff_;
+        }
     }
-    pump(now);
+    now = pump(now);
     if (sent_upto_ < next_dseq_) stats_.queued_serialized();
     queue_depth_.store(untransmitted_, std::memory_order_relaxed);
-    shared_->reclaim_if_idle(now); // the acknowledgements: a receiver that left the socket for long reads it no more
+    // The acknowledgements: a receiver that left the socket for long reads it no more.
+    if (shared_->lent.load(std::memory_order_relaxed))
+        shared_->reclaim_if_idle(now != Clock::time_point{} ? now : Clock::now());
 }
 
 template <class B>
@@ -189,7 +194,7 @@ void UdpNode::send_impl(B& buffer) {
         queue_depth_.store(untransmitted_, std::memory_order_relaxed);
         return;
     }
-    dispatch(Clock::now());
+    dispatch(Clock::time_point{}); // the clock read when needed, else after the datagram left
 }
 
 BufferPtr UdpNode::take_locked() {
@@ -231,14 +236,35 @@ BufferPtr UdpNode::receive() {
     return nullptr;
 }
 
+namespace {
+
+// SocketSleeper for UdpNode::receive: the poll after a sleep reads the clock again.
+struct CountingSleeper : SocketSleeper {
+    std::uint32_t& polls;
+
+    template <class Poll>
+    auto sleep(Poll& poll, std::chrono::nanoseconds step, const WaitPhase& phase) -> decltype(poll()) {
+        polls = 0;
+        return SocketSleeper::sleep(poll, step, phase);
+    }
+};
+
+} // namespace
+
+// The spin polls the socket with a time read every 16 polls (a poll takes about a
+// microsecond), so that a datagram it finds is handled without a clock read first
+// (poll_socket); after a sleep the next poll reads the clock again.
 BufferPtr UdpNode::receive(std::chrono::nanoseconds timeout) {
     check_factory("receive");
+    Clock::time_point recent{};
+    std::uint32_t polls = 0;
     return wait_with(
-        [this] {
+        [&] {
             if (auto m = receive()) return m;
-            return shared_->poll_socket() ? receive() : nullptr;
+            if ((polls++ & 15) == 0) recent = Clock::now();
+            return shared_->poll_socket(recent) ? receive() : nullptr;
         },
-        timeout, SocketSleeper{*shared_}, socket_wait);
+        timeout, CountingSleeper{{*shared_}, polls}, socket_wait);
 }
 
 bool UdpNode::flush(std::chrono::nanoseconds timeout) {

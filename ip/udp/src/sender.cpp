@@ -359,21 +359,27 @@ bool UdpNode::send_multicast_repair(const OutMessage& m, std::uint64_t index) {
 // While it holds, the datagrams before it wait too until more than hold_batch are
 // ready: they leave together in one sendmmsg(), and wake the receiver once rather
 // than once each.
-bool UdpNode::holds(std::uint64_t dseq, Clock::time_point now) const noexcept {
+bool UdpNode::holds(std::uint64_t dseq, Clock::time_point& now) const noexcept {
     if (out_.empty() || out_.back().pack.empty() || out_.back().first + 1 != next_dseq_ ||
-        dseq - acked_ < hold_in_flight || now - last_ack_ >= hold_fresh) {
+        dseq - acked_ < hold_in_flight) {
         return false;
     }
+    if (now == Clock::time_point{}) now = Clock::now();
+    if (now - last_ack_ >= hold_fresh) return false;
     return dseq + 1 == next_dseq_ || (dseq == sent_upto_ && std::min(next_dseq_, peer_limit_) - dseq <= hold_batch);
 }
 
 // Transmits the datagrams not sent yet, as far as the peer's window goes, up to 16 at
 // a time (send_batch); a message whose last datagram went out is handed over (counted
 // as sent).
-void UdpNode::pump(Clock::time_point now, bool hold) {
+Clock::time_point UdpNode::pump(Clock::time_point now, bool hold) {
     holding_ = false;
-    if (peer_incarnation_ == 0 || closed_ || !send_skip_if_due(now)) return;
-    if (address_.empty() || shared_->fd.load() < 0) return;
+    if (peer_incarnation_ == 0 || closed_) return now;
+    if (skip_to_ != 0) {
+        if (now == Clock::time_point{}) now = Clock::now();
+        if (!send_skip_if_due(now)) return now;
+    }
+    if (address_.empty() || shared_->fd.load() < 0) return now;
     const std::uint64_t before = sent_upto_;
     DatagramBatch& out = DatagramBatch::of_this_thread();
     out.clear();
@@ -393,7 +399,10 @@ void UdpNode::pump(Clock::time_point now, bool hold) {
         sent_upto_ += sent;
         if (sent < ready || !more) break;
     }
+    if (sent_upto_ == before) return now;
+    if (now == Clock::time_point{}) now = last_sent_; // read by send_batch, after the datagrams left
     transmitted(before, now);
+    return now;
 }
 
 void UdpNode::transmitted(std::uint64_t before, Clock::time_point now) {

@@ -101,10 +101,10 @@ void Shared::wake_socket() const noexcept {
         (void)::sendto(socket, nullptr, 0, MSG_DONTWAIT | MSG_NOSIGNAL, self_address.get(), self_address.length);
 }
 
-bool Shared::poll_socket() noexcept {
+bool Shared::poll_socket(Clock::time_point recent) noexcept {
     if (!lend()) return false;
     bool got = false;
-    Clock::time_point now{}; // read by the reader once something came
+    Clock::time_point now = recent; // else read by the reader once something came
     {
         std::unique_lock lock(read_mutex, std::try_to_lock);
         // One datagram a poll (with GRO, one run of a peer's datagrams): a recvmmsg()
@@ -528,16 +528,26 @@ Clock::time_point Transport::end_of_batch(Batch& b, Clock::time_point now) {
 // on the receiver's way to its message and, on a process pinned to one CPU, a switch
 // to the background thread before the reply (one every 16 messages or so, when the
 // status the 16th message sends had made the thread's next tick a late one).
-void Transport::after_receiver_read(Batch& b, Clock::time_point now) {
-    const auto due = std::min(end_of_batch(b, now), now + resend_timeout) + status_delay;
-    if (next_tick_ns_.load(std::memory_order_relaxed) > due.time_since_epoch().count()) wake_.ring();
+// A time given by the caller (given) may be some microseconds old: before the thread
+// is woken for it, the clock says whether it must be.
+void Transport::after_receiver_read(Batch& b, Clock::time_point now, bool given) {
+    const auto owed = end_of_batch(b, now);
+    auto due = std::min(owed, now + resend_timeout) + status_delay;
+    if (next_tick_ns_.load(std::memory_order_relaxed) <= due.time_since_epoch().count()) return;
+    if (given) {
+        const auto fresh = Clock::now();
+        due = std::min(owed, fresh + resend_timeout) + status_delay;
+        if (next_tick_ns_.load(std::memory_order_relaxed) <= due.time_since_epoch().count()) return;
+    }
+    wake_.ring();
 }
 
 int Transport::read_socket(Clock::time_point& now, int most) {
     const int fd = shared_->fd.load();
     if (fd < 0) return 0;
+    const bool given = now != Clock::time_point{};
     const int got = read_from(fd, now, most);
-    if (got > 0) after_receiver_read(unicast_, now);
+    if (got > 0) after_receiver_read(unicast_, now, given);
     return got;
 }
 

@@ -90,7 +90,7 @@ private:
     Clock::time_point end_of_batch(Batch& b, Clock::time_point now);
     // After a receiver's read: the background thread is woken when its timers are not
     // due before what that read made due.
-    void after_receiver_read(Batch& b, Clock::time_point now);
+    void after_receiver_read(Batch& b, Clock::time_point now, bool given = false);
     void open_multicast(const config::NodeConfig& me, const std::string& where);
 
     config::Configuration configuration_;

@@ -74,8 +74,12 @@ protected:
     [[nodiscard]] virtual BufferPtr wait(std::chrono::nanoseconds timeout) { return BasicGroup::receive(timeout); }
     // Adds a member: BasicGroup's unless the technology checks the node first.
     virtual void admit(NodePtr node) { BasicGroup::add(std::move(node)); }
+    // One non-blocking receive from the members: BasicGroup's (every member polled,
+    // the start rotating) unless the technology knows which members have something
+    // (sci's ready marks).
+    [[nodiscard]] virtual BufferPtr collect() { return BasicGroup::receive(); }
     // One poll of the members without the check, for a technology's wait.
-    [[nodiscard]] BufferPtr poll() { return BasicGroup::receive(); }
+    [[nodiscard]] BufferPtr poll() { return collect(); }
 };
 
 } // namespace msgpass::kit

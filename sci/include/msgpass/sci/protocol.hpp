@@ -4,7 +4,7 @@
 //   [ control block: 4 KiB ][ header area: header_area_size ][ receive slots ]
 //
 // The control block identifies the segment (magic, version, owner id, epoch,
-// geometry) and holds the owner's doorbell. The header area holds one 128-byte
+// geometry) and holds the owner's doorbell and ready marks. The header area holds one 128-byte
 // header per node of the nodes file (by position), written only by that node.
 // Receive slots are recv_buffer_no slots of recv_buffer_size bytes.
 #pragma once
@@ -17,8 +17,13 @@
 namespace msgpass::sci {
 
 inline constexpr std::uint64_t segment_magic = 0x3149435353504d4dULL; // "MMPSSCI1"
-inline constexpr std::uint32_t protocol_version = 9;                  // 9: records of an open slot
+// 9: the ready marks of the control block; 10: records of an open slot
+inline constexpr std::uint32_t protocol_version = 10;
 inline constexpr std::size_t control_block_size = 4096;
+// Ready marks of the control block: one bit per node of the nodes file, which
+// therefore holds at most max_nodes nodes.
+inline constexpr std::size_t ready_words = 256;
+inline constexpr std::size_t max_nodes = ready_words * 64;
 // The seed's 64-byte header held 15 outstanding messages per direction by packing
 // two 16-bit fields per word; a signed 32-bit word per notification and per grant
 // needs two cache lines for as many.
@@ -66,19 +71,27 @@ struct alignas(64) ControlBlock {
     // from a crash even when a new process of the same node id already introduced
     // itself (and so cleared the closing bit of its header).
     alignas(64) std::uint32_t closed;
+    // The ready marks: bit p (word p / 64, bit p % 64) is set, with an atomic OR, by
+    // the node at position p of the nodes file after it published a message here when
+    // the owner asked it to (status_marks), and by the owner itself for work it left
+    // for a later receive; an sci group receive takes the marks of its members and
+    // looks only at those (docs/sci-protocol.md, "Ready marks").
+    alignas(64) std::uint64_t ready[ready_words];
 };
 static_assert(sizeof(ControlBlock) <= control_block_size);
 inline constexpr std::uint32_t control_barrier = 1u << 0;
 
 // One header: written by one remote node W into the segment of its partner O.
 //   epoch         W's epoch (low 32 bits, never 0) once W connected to O
-//   status        large_freed:7 | hot signature:7 | closing:1 | asleep:1 | hot slot:16
+//   status        large_freed:7 | hot signature:7 | closing:1 | asleep:1 | marks:1 | hot slot:15
 //                   large_freed: how many of O's large messages W released, in the
 //                   order they were sent (mod 128; at most large_in_flight unreleased)
 //                   closing: W's process ended cleanly (O is not told "lost")
 //                   asleep: a thread of W sleeps on W's doorbell: O rings it after
 //                   writing a message or a grant for W (O reads this word in its own
 //                   segment: the send path reads no remote memory)
+//                   marks: W receives from O through a group: O sets O's ready mark in
+//                   W's control block after each message it writes here
 //                   hot slot: a slot of W's segment that O may use for any one message
 //                   instead of the slot of its index (the slot W freed last, still in
 //                   cache), valid when the signature is that of O's next hot use
@@ -131,20 +144,22 @@ constexpr std::uint32_t make_note(std::uint32_t sig, bool large, std::uint32_t s
     return (sig << 24) | (large ? note_large_flag : 0) | (hot ? note_hot_flag : 0) | (batch ? note_batch_flag : 0) |
            (size & note_size_mask);
 }
-// status = large_freed:7 | hot signature:7 | closing:1 | asleep:1 | hot slot:16
-inline constexpr std::uint32_t hot_slot_limit = 1u << 16; // slots above cannot be hot
+// status = large_freed:7 | hot signature:7 | closing:1 | asleep:1 | marks:1 | hot slot:15
+inline constexpr std::uint32_t hot_slot_limit = 1u << 15; // slots above cannot be hot
 inline constexpr std::size_t hot_min_size = 1024;         // smaller messages keep to their index's slot
 inline constexpr std::uint32_t status_closing = 1u << 17;
 inline constexpr std::uint32_t status_asleep = 1u << 16;
+inline constexpr std::uint32_t status_marks = 1u << 15;
 static_assert(large_in_flight < 128); // large_freed counts mod 128
 // The signature of the h-th hot slot a node grants: 1..127, salted as signature().
 constexpr std::uint32_t hot_signature(std::uint64_t h, std::uint32_t salt) noexcept {
     return 1 + static_cast<std::uint32_t>((h + salt) % 127);
 }
 constexpr std::uint32_t make_status(std::uint64_t freed, std::uint32_t hot_sig, std::uint32_t hot_slot, bool asleep,
-                                    bool closing) noexcept {
+                                    bool closing, bool marks = false) noexcept {
     return (static_cast<std::uint32_t>(freed & 0x7f) << 25) | ((hot_sig & 0x7f) << 18) |
-           (closing ? status_closing : 0) | (asleep ? status_asleep : 0) | (hot_slot & 0xffff);
+           (closing ? status_closing : 0) | (asleep ? status_asleep : 0) | (marks ? status_marks : 0) |
+           (hot_slot & (hot_slot_limit - 1));
 }
 constexpr std::uint32_t freed_of(std::uint32_t word) noexcept {
     return word >> 25;
@@ -153,10 +168,13 @@ constexpr std::uint32_t hot_sig_of(std::uint32_t word) noexcept {
     return (word >> 18) & 0x7f;
 }
 constexpr std::uint32_t hot_slot_of(std::uint32_t word) noexcept {
-    return word & 0xffff;
+    return word & (hot_slot_limit - 1);
 }
 constexpr bool asleep_of(std::uint32_t word) noexcept {
     return (word & status_asleep) != 0;
+}
+constexpr bool marks_of(std::uint32_t word) noexcept {
+    return (word & status_marks) != 0;
 }
 constexpr bool closing_of(std::uint32_t word) noexcept {
     return (word & status_closing) != 0;
