@@ -16,10 +16,10 @@ constexpr std::uint64_t u32 = std::numeric_limits<std::uint32_t>::max();
 } // namespace
 
 const std::vector<std::string>& Options::keys() {
-    static const std::vector<std::string> list = {"max_outst_buffers", "recv_seg_id",      "recv_seg_size",
-                                                  "header_area_size",  "recv_buffer_no",   "recv_buffer_size",
-                                                  "use_send_pool",     "send_buffer_no",   "send_buffer_size",
-                                                  "inject_error_rate", "inject_error_seed"};
+    static const std::vector<std::string> list = {"max_outst_buffers", "recv_seg_id",       "recv_seg_size",
+                                                  "header_area_size",  "recv_buffer_no",    "recv_buffer_size",
+                                                  "use_send_pool",     "send_buffer_no",    "send_buffer_size",
+                                                  "inject_error_rate", "inject_error_seed", "records"};
     return list;
 }
 
@@ -55,6 +55,8 @@ void Options::set(const std::string& key, const config::Value& value) {
                 recv_buffer_size = *n;
             }
         }
+    } else if (key == "records") {
+        if (auto b = value.boolean()) records = *b;
     } else if (key == "use_send_pool") {
         if (auto b = value.boolean()) use_send_pool = *b;
     } else if (key == "send_buffer_no") {

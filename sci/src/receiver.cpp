@@ -102,7 +102,13 @@ void Receiver::release_grants(std::uint32_t generation, std::uint32_t k) {
 // The next message of the receive side's incarnation: one of a batch already
 // taken, or the next notification. recv_mutex_ held.
 BufferPtr Receiver::take_next() {
-    if (batch_.link != nullptr) return next_in_batch();
+    if (batch_.link != nullptr) {
+        if (!batch_.records) return next_in_batch();
+        Record r;
+        if (records_ready(r)) return record_buffer(r);
+        if (batch_.link != nullptr) return nullptr; // nothing yet: no other note comes before its close
+    }
+    if (!violation_.empty()) return nullptr; // reported by the caller; nothing after it is taken
     if (!pending_.empty()) {
         auto b = std::move(pending_.front());
         pending_.pop_front();
@@ -257,6 +263,8 @@ BufferPtr Receiver::take_message(Link& link) {
         if (large || hot) {
             violation_ = "node " + std::to_string(parameters_.peer) + " sent a malformed batch (flagged " +
                          (large ? "large" : "hot") + " too)";
+        } else if (size == 0) {
+            opened = open_records(link, i, slot, number); // opens_records(note)
         } else {
             opened = open_batch(link, i, slot, size, number);
         }
@@ -272,6 +280,10 @@ BufferPtr Receiver::take_message(Link& link) {
         attention_ |= std::uint32_t{1} << i;
         if (link.k == 1) publish_grants(link);
         if (lend_) return nullptr; // view() lends it from the open batch
+        if (batch_.records) {
+            Record r;
+            return records_ready(r) ? record_buffer(r) : nullptr;
+        }
         return next_in_batch();
     }
     if (!large) {
@@ -397,6 +409,94 @@ void Receiver::lend_alone(Link& link, std::uint32_t i, std::uint32_t slot, std::
     batch_ = Batch{&link, slot, 0, 1, 0, true};
 }
 
+// Opens slot (announced by note number `number` on index i) to records: the next
+// receive calls hand out its records until the close. Receiver.
+bool Receiver::open_records(Link& link, std::uint32_t i, std::uint32_t slot, std::uint64_t number) {
+    const std::uint64_t slot_size = transport_->control().slot_size;
+    if (slot_size % record_header_size != 0 || transport_->control().slot_offset % record_header_size != 0 ||
+        slot_size < 2 * record_header_size) {
+        violation_ = "node " + std::to_string(parameters_.peer) + " opened a slot of " + std::to_string(slot_size) +
+                     " bytes to records, which it cannot take";
+        return false;
+    }
+    Transport::SlotHold& hold = transport_->slot_hold(slot);
+    hold.refs.store(open_refs, std::memory_order_relaxed);
+    hold.index = i;
+    hold.owner = recv_owner_;
+    batch_ =
+        Batch{&link,    slot, 0, 0, 0, false, true, static_cast<std::uint32_t>(number), transport_->slot_address(slot),
+              slot_size};
+    return true;
+}
+
+Receiver::Record Receiver::peek_record() const {
+    std::byte* at = batch_.base + batch_.offset;
+    const std::uint64_t word =
+        std::atomic_ref<std::uint64_t>(*reinterpret_cast<std::uint64_t*>(at)).load(std::memory_order_acquire);
+    const auto length = static_cast<std::uint32_t>(word);
+    if (static_cast<std::uint32_t>(word >> 32) != record_check_of(batch_.sequence, batch_.next, length)) return {};
+    if (length == record_close) return {Record::closed, nullptr, 0};
+    // Room for this record and a close after it, as the sender keeps.
+    if (length > parameters_.max_message_size || record_next(batch_.offset, length) + record_header_size > batch_.size)
+        return {Record::bad, nullptr, length};
+    return {Record::message, at + record_header_size, length};
+}
+
+void Receiver::advance_record(const Record& r) noexcept {
+    batch_.offset = static_cast<std::uint32_t>(record_next(batch_.offset, r.length));
+    ++batch_.next;
+}
+
+void Receiver::close_records() {
+    Link& link = *batch_.link;
+    const std::uint32_t slot = batch_.slot;
+    const std::uint32_t unused = open_refs - batch_.next; // the hold beyond the records handed out
+    batch_.link = nullptr;
+    batch_.records = false;
+    if (transport_->slot_hold(slot).refs.fetch_sub(unused, std::memory_order_acq_rel) == unused)
+        link.grants->give_back(link, slot);
+}
+
+bool Receiver::records_ready(Record& r) {
+    r = peek_record();
+    switch (r.kind) {
+    case Record::message:
+        return true;
+    case Record::none:
+        return false;
+    case Record::closed:
+        close_records();
+        return false;
+    case Record::bad:
+        violation_ = "node " + std::to_string(parameters_.peer) + " sent a malformed record of " +
+                     std::to_string(r.length) + " bytes at offset " + std::to_string(batch_.offset) +
+                     " of its open slot";
+        close_records();
+        return false;
+    }
+    return false;
+}
+
+BufferPtr Receiver::record_buffer(const Record& r) {
+    auto b = std::make_unique<RecvBuffer>(*batch_.link, batch_.slot, r.data, r.length, true);
+    advance_record(r);
+    b->set_source(parameters_.peer);
+    stats_.received_serialized(r.length);
+    return b;
+}
+
+namespace {
+SlotLender slot_lender;
+}
+
+MessageView Receiver::record_view(const Record& r) {
+    Link* link = batch_.link;
+    const std::uint64_t token = batch_.slot;
+    advance_record(r);
+    stats_.received_serialized(r.length);
+    return MessageView({r.data, r.length}, parameters_.peer, &slot_lender, link, token);
+}
+
 // The next message of the open batch, a view into its slot. Receiver.
 BufferPtr Receiver::next_in_batch() {
     const std::uint32_t length = batch_lengths_[batch_.next];
@@ -412,7 +512,6 @@ BufferPtr Receiver::next_in_batch() {
 // The next message of the open batch, lent: no object, the slot's hold counts it
 // as it counts a RecvBuffer. Receiver.
 MessageView Receiver::view_in_batch() {
-    static SlotLender lender;
     const std::uint32_t length = batch_lengths_[batch_.next];
     const std::byte* data = transport_->slot_address(batch_.slot) + batch_.offset;
     Link* link = batch_.link;
@@ -420,13 +519,14 @@ MessageView Receiver::view_in_batch() {
     batch_.offset = static_cast<std::uint32_t>(batch_align_up(batch_.offset + length));
     if (++batch_.next == batch_.count) batch_.link = nullptr;
     stats_.received_serialized(length);
-    return MessageView({data, length}, parameters_.peer, &lender, link, token);
+    return MessageView({data, length}, parameters_.peer, &slot_lender, link, token);
 }
 
 // The messages of the open batch that were never handed out let go of its slot (the
 // node ends). Receiver lock held.
 void Receiver::abandon_batch() {
     if (batch_.link == nullptr) return;
+    if (batch_.records) return close_records();
     const std::uint32_t left = batch_.count - batch_.next;
     Link& link = *batch_.link;
     batch_.link = nullptr;
@@ -440,8 +540,12 @@ void Receiver::publish_pending() {
 }
 
 BufferPtr Receiver::poll() {
-    if (batch_.link != nullptr) return next_in_batch(); // as in view(): no lock for an open batch
-    Link* link = links_.current();                      // compared, not read: declare_lost reads only the current link
+    if (batch_.link != nullptr) { // as in view(): no lock for an open batch
+        if (!batch_.records) return next_in_batch();
+        const Record r = peek_record();
+        if (r.kind == Record::message) return record_buffer(r);
+    }
+    Link* link = links_.current(); // compared, not read: declare_lost reads only the current link
     std::string violation;
     {
         std::lock_guard lock(recv_mutex_);
@@ -475,16 +579,28 @@ BufferPtr Receiver::poll() {
 }
 
 MessageView Receiver::view() {
-    if (batch_.link != nullptr) return view_in_batch(); // a stream's usual case: no lock
+    if (batch_.link != nullptr) { // a stream's usual case: no lock
+        if (!batch_.records) return view_in_batch();
+        const Record r = peek_record();
+        if (r.kind == Record::message) return record_view(r);
+    }
     std::lock_guard lock(recv_mutex_);
-    if (batch_.link != nullptr) return view_in_batch();
+    Record r;
+    if (batch_.link != nullptr) {
+        if (!batch_.records) return view_in_batch();
+        if (records_ready(r)) return record_view(r);
+        if (batch_.link != nullptr) return {}; // nothing yet
+    }
     if (!pending_.empty() || recv_link_ == nullptr || !violation_.empty()) return {};
     publish_grants(*recv_link_);
     lend_ = true;
     BufferPtr b = take_message(*recv_link_);
     lend_ = false;
     if (b) return MessageView(std::move(b)); // a large message
-    if (batch_.link != nullptr) return view_in_batch();
+    if (batch_.link != nullptr) {
+        if (!batch_.records) return view_in_batch();
+        if (records_ready(r)) return record_view(r);
+    }
     return {};
 }
 

@@ -174,6 +174,7 @@ private:
     BufferPtr take_next();
     BufferPtr take_message(Link& link);
     bool open_batch(Link& link, std::uint32_t i, std::uint32_t slot, std::uint32_t size, std::uint64_t number);
+    bool open_records(Link& link, std::uint32_t i, std::uint32_t slot, std::uint64_t number);
     void lend_alone(Link& link, std::uint32_t i, std::uint32_t slot, std::uint32_t size);
     BufferPtr next_in_batch();
     MessageView view_in_batch();
@@ -227,7 +228,35 @@ private:
         std::uint32_t count = 0;
         std::uint32_t offset = 0; // of message `next` in the slot
         bool alone = false;       // a message alone in its slot, lent (lend_alone): no count in the slot's hold
+        // A slot open to records (protocol.hpp, "An open slot"): `next` counts the
+        // records handed out, `offset` is where the next record's word is, and the
+        // slot's hold starts at open_refs, taken down by the close.
+        bool records = false;
+        std::uint32_t sequence = 0; // of the note that opened it
+        std::byte* base = nullptr;  // the slot's memory and size (records: read per message)
+        std::uint64_t size = 0;
     };
+    // The hold of an open slot until its close record: more than it can have records,
+    // so that releases before the close never bring it to 0.
+    static constexpr std::uint32_t open_refs = 1u << 31;
+    // The next record of the open slot, read without taking it.
+    struct Record {
+        enum Kind { none, message, closed, bad } kind = none;
+        std::byte* data = nullptr;
+        std::uint32_t length = 0;
+    };
+    [[nodiscard]] Record peek_record() const;
+    // Takes the record peek_record found (a message): the slot's hold counts it.
+    void advance_record(const Record& r) noexcept;
+    // The open slot's close (or a bad record, or the node's end): the slot goes back
+    // once the last of its messages is dropped.
+    void close_records();
+    // Under the receive lock: what the open slot has for the caller (a message, as a
+    // buffer or lent), or nothing yet (false, batch_ still open), or it was closed
+    // (false, batch_ closed: the next note may be looked at). A bad record is a violation.
+    bool records_ready(Record& r);
+    BufferPtr record_buffer(const Record& r);
+    MessageView record_view(const Record& r);
     Batch batch_;
     std::vector<std::uint32_t> batch_lengths_; // of the open batch, copied out of the slot
     // take_message is called for view(): a batch is left open for view_in_batch and a

@@ -93,6 +93,16 @@ private:
     [[nodiscard]] Staged* staged_of(const Queued& q) const;
     bool stage(const Link& link, const Buffer& buffer);
     [[nodiscard]] bool fast_bytes(std::span<const std::byte> bytes);
+    // Whether a message of size bytes may open a slot of link to records (with its
+    // close record after it).
+    [[nodiscard]] bool record_fits_slot(const Link& link, std::size_t size) const noexcept;
+    // Appends the message to the open slot as its next record. Send lock held, room checked.
+    void write_record(std::span<const std::byte> bytes);
+    // Writes the open slot's close record (the receiver goes on to the next note) and
+    // rings the receiver if it sleeps. Send lock held.
+    void close_records();
+    // The close record alone: the caller rings.
+    void close_quietly();
     [[nodiscard]] bool fast_buffer(BufferPtr& buffer);
     std::size_t try_transfer_staged(Link& link, Staged& staged);
     std::optional<std::uint64_t> place_large(std::uint64_t size);
@@ -118,6 +128,7 @@ private:
     Sequence& sequence_;
     StatsCounters& stats_;
     const std::uint32_t send_k_;
+    const bool records_; // sci.records: small messages as records of an open slot
 
     std::atomic<std::size_t> queue_depth_{0}; // queued_messages_, for readers without the lock
     std::atomic<std::uint64_t> sent_{0};      // written under send_mutex_; read by loss reports
@@ -157,6 +168,18 @@ private:
     std::uint64_t large_copies_ = 0;
     std::array<double, 2> copy_cost_{}; // ns per byte of large copies: cached, streaming (0: not measured)
     std::array<std::uint32_t, max_outstanding> last_note_{};
+    // The slot of the peer open to records (protocol.hpp, "An open slot"): small
+    // messages sent while the queue is empty are appended to it, each a signed record,
+    // without a note or a grant of their own. Closed before any other note is written.
+    struct OpenSlot {
+        Link* link = nullptr; // null: no slot is open
+        std::byte* base = nullptr;
+        std::uint64_t used = 0;     // where the next record goes
+        std::uint64_t capacity = 0; // the slot's size
+        std::uint32_t sequence = 0; // of the note that opened it (mod 2^32)
+        std::uint32_t count = 0;    // records written
+    };
+    OpenSlot open_;
     std::vector<std::uint32_t> batch_table_; // header and lengths of the batch being sent
     std::vector<std::uint64_t> batch_sizes_; // of the messages it may take
 

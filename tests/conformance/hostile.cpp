@@ -33,8 +33,10 @@ namespace {
 using namespace std::chrono_literals;
 constexpr auto patience = 10s;
 
-// The good message every hostile peer delivers first: 100 bytes, stream 2, message 0.
-constexpr std::size_t good_size = 100;
+// The good message every hostile peer delivers first: 1 KiB, stream 2, message 0 (on
+// sci alone in its slot: a smaller one would open the slot to records, and the
+// victim would look at no other note, the forged one, until that slot's close).
+constexpr std::size_t good_size = sci::hot_min_size;
 
 // drive: what the sender must do meanwhile (sci: a queued message moves when its
 // process calls in again).

@@ -10,7 +10,9 @@
 // descriptor's sequence, check and reserved word right, so the fuzzer's offset, size
 // and region reach the region checks; bit 1 makes a batch header's sequence, check
 // and reserved word right (for the note's size), so the fuzzer's count and lengths
-// reach the length checks][slot bytes].
+// reach the length checks; bit 2 signs the records of an open slot (a note of batch
+// and size 0) for the lengths the input gives them, so they reach the record
+// checks][slot bytes].
 // The contract: whatever the note says, node 1 either delivers messages no larger
 // than max_message_size whose bytes lie in its own memory, or reports node 2 lost
 // once (PeerLost naming the break); it never reads outside its segment or regions
@@ -60,7 +62,7 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
     auto b = NodeFactory::create(c, 2);
     auto from_b = a->create_node(2);
     auto to_a = b->create_node(1);
-    to_a->send(test::make_message(*b, 64, 0, 0));
+    to_a->send(test::make_message(*b, sci::hot_min_size, 0, 0)); // alone: a smaller one opens index 0 to records
     BufferPtr first;
     for (int i = 0; i < 1000 && !first; ++i)
         first = from_b->receive(1ms);
@@ -81,6 +83,7 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
     std::memcpy(&low, data, sizeof low);
     const bool fix_descriptors = (data[4] & 1) != 0;
     const bool fix_batch = (data[4] & 2) != 0;
+    const bool fix_records = (data[4] & 4) != 0;
     const std::uint8_t* slot_bytes = data + 5;
     const std::size_t slot_length = std::min<std::size_t>(size - 5, control.slot_size);
     for (std::uint32_t s = 0; s < control.slot_count; ++s) {
@@ -103,6 +106,17 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
             h.reserved = 0;
             h.check = sci::batch_check_of(h.sequence, h.count, low & sci::note_size_mask);
             std::memcpy(slot, &h, sizeof h);
+        }
+        if (fix_records) { // opened by the note of message 1
+            std::uint64_t at = 0;
+            for (std::uint32_t r = 0; at + sci::record_header_size <= slot_length; ++r) {
+                std::uint64_t word = 0;
+                std::memcpy(&word, slot + at, sizeof word);
+                const auto length = static_cast<std::uint32_t>(word);
+                word = sci::make_record(1, r, length);
+                std::memcpy(slot + at, &word, sizeof word);
+                at += sci::record_header_size + sci::batch_align_up(length & ~sci::record_close);
+            }
         }
     }
     // One message was taken: the next is message 1, on index 1 of round 0.

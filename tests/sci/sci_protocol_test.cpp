@@ -429,9 +429,9 @@ TEST(SciOutstandingBuffers, EachSenderHasItsOwnMaxOutstBuffersOutstandingAtTheSa
     auto b_to_r = b->create_node(3);
 
     constexpr std::uint64_t first = 20;
-    for (std::uint64_t i = 0; i < first; ++i) {
-        a_to_r->send(make_message(*a, 100, 1, i));
-        b_to_r->send(make_message(*b, 100, 2, i));
+    for (std::uint64_t i = 0; i < first; ++i) { // each alone in its slot (smaller ones would share an open slot)
+        a_to_r->send(make_message(*a, sci::hot_min_size, 1, i));
+        b_to_r->send(make_message(*b, sci::hot_min_size, 2, i));
     }
     EXPECT_EQ(a_to_r->stats().messages_sent, 15u);
     EXPECT_EQ(a_to_r->stats().queue_depth, first - 15) << "node 1 (max_outst_buffers 15)";
@@ -517,8 +517,11 @@ TEST(SciOutstandingBuffers, AReceiverWithFewerSlotsThanItsSendersReserveFailsCle
 struct Place {
     std::uintptr_t data = 0;
     std::size_t size = 0;
+    // (or, for records of an open slot, after the next record's word)
     [[nodiscard]] bool followed_by(const Buffer& b) const {
-        return data != 0 && reinterpret_cast<std::uintptr_t>(b.single()->data()) == data + sci::batch_align_up(size);
+        const auto next = reinterpret_cast<std::uintptr_t>(b.single()->data());
+        return data != 0 && (next == data + sci::batch_align_up(size) ||
+                             next == data + sci::batch_align_up(size) + sci::record_header_size);
     }
 };
 Place place_of(const Buffer& b) {
@@ -560,7 +563,9 @@ void queued_small_messages_travel_in_batches(double error_rate) {
     while (!queued.load() && Clock::now() < until)
         std::this_thread::yield();
     ASSERT_TRUE(queued.load()) << "the sender did not queue its stream";
-    EXPECT_GE(to_b->stats().queue_depth, n - 2);
+    // What did not fit the 2 slots open to records (at most one record per 8 + 32 bytes).
+    EXPECT_GE(to_b->stats().queue_depth,
+              n - 2 * c.section<sci::Options>().recv_buffer_size / (sci::record_header_size + 32));
     std::uint64_t together = 0;
     Place last;
     std::string error;
@@ -613,8 +618,8 @@ TEST(SciBatches, ASlotReturnsToTheSenderOnlyWhenTheLastMessageOfItsBatchIsDroppe
     auto b = NodeFactory::create(c, 2);
     auto to_b = a->create_node(2);
     auto from_a = b->create_node(1);
-    for (std::uint64_t i = 0; i < 4; ++i)
-        to_b->send(make_message(*a, 40 + i, 1, i));
+    for (std::uint64_t i = 0; i < 4; ++i) // the first alone in the slot (a smaller one would open it to records)
+        to_b->send(make_message(*a, i == 0 ? sci::hot_min_size : 40 + i, 1, i));
     ASSERT_EQ(to_b->stats().queue_depth, 3u);
     auto first = from_a->receive(10s);
     ASSERT_NE(first, nullptr);
@@ -657,7 +662,9 @@ public:
                                 })),
           a_(NodeFactory::create(c_, 1)), b_(NodeFactory::create(c_, 2)), from_b_(a_->create_node(2)),
           to_a_(b_->create_node(1)), device_(c_.partition) {
-        to_a_->send(make_message(*b_, 64, 2, 0));
+        // Alone in its slot, not a record: a small message would open its slot to
+        // records, and node 1 would look at no other note until that slot's close.
+        to_a_->send(make_message(*b_, sci::hot_min_size, 2, 0));
         auto good = from_b_->receive(10s);
         EXPECT_NE(good, nullptr) << "the good message never arrived";
         const std::uint32_t seg = c_.section<sci::Options>().recv_seg_id;
@@ -669,6 +676,8 @@ public:
     [[nodiscard]] const sci::ControlBlock& control() const {
         return *reinterpret_cast<const sci::ControlBlock*>(theirs_.address());
     }
+    // Node 2 as node 1 sees it: where the forged messages come from.
+    [[nodiscard]] Node& receiver() const { return *from_b_; }
     // Writes content into the slot node 1 granted for message 1, then the note.
     void forge(std::uint32_t flags_and_size, std::span<const std::byte> content) {
         auto* header = reinterpret_cast<sci::Header*>(theirs_.address() + control().header_offset + sci::header_size);
@@ -808,6 +817,218 @@ TEST(SciBatches, AMalformedBatchIsReportedOnceAndDeliversNothing) {
     }
 }
 
+// The records of an open slot (protocol.hpp, "An open slot") as a sender lays them
+// out after the note of message 1 (sequence 1): each a signed word and its bytes,
+// the close last unless close is false; tweak may change a record's word (by index).
+std::vector<std::byte> records_of(const std::vector<std::uint32_t>& lengths, bool close = true,
+                                  const std::function<void(std::size_t, std::uint64_t&)>& tweak = {}) {
+    std::vector<std::byte> content;
+    auto put = [&](std::uint32_t k, std::uint32_t length, std::size_t bytes) {
+        std::uint64_t word = sci::make_record(1, k, length);
+        if (tweak) tweak(k, word);
+        const std::size_t at = content.size();
+        content.resize(at + sci::record_header_size + sci::batch_align_up(bytes));
+        std::memcpy(content.data() + at, &word, sizeof word);
+        std::memset(content.data() + at + sci::record_header_size, 'a' + static_cast<int>(k), bytes);
+    };
+    for (std::uint32_t k = 0; k < lengths.size(); ++k)
+        put(k, lengths[k], lengths[k]);
+    if (close) put(static_cast<std::uint32_t>(lengths.size()), sci::record_close, 0);
+    return content;
+}
+
+// A well-formed open slot, as a sender of another build could write it (an empty
+// message between two others): node 1 delivers each record as a message with its
+// own length and bytes, from node 2, through buffers and through lent views.
+TEST(SciRecords, AForgedOpenSlotIsDeliveredRecordByRecord) {
+    for (const bool views : {false, true}) {
+        SCOPED_TRACE(views ? "views" : "buffers");
+        ForgedBatch peer;
+        peer.forge(sci::note_batch_flag, records_of({5, 0, 17}));
+        std::vector<std::vector<std::byte>> got;
+        for (const auto until = Clock::now() + 10s; got.size() < 3 && Clock::now() < until;) {
+            if (views) {
+                if (auto v = peer.receiver().receive_view(10ms)) got.emplace_back(v.bytes().begin(), v.bytes().end());
+            } else if (auto m = peer.receiver().receive(10ms)) {
+                got.emplace_back(m->single()->bytes().begin(), m->single()->bytes().end());
+            }
+        }
+        ASSERT_EQ(got.size(), 3u);
+        const std::array<std::size_t, 3> sizes{5, 0, 17};
+        for (std::size_t k = 0; k < 3; ++k) {
+            EXPECT_EQ(got[k].size(), sizes[k]);
+            for (const auto byte : got[k])
+                EXPECT_EQ(byte, static_cast<std::byte>('a' + k));
+        }
+        auto o = peer.take();
+        EXPECT_TRUE(o.losses.empty()) << o.losses.front();
+        EXPECT_TRUE(o.delivered.empty()) << "a record delivered twice, or the close as a message";
+    }
+}
+
+// A record that is not there yet (an unsigned or stale word) is waited for, not
+// delivered: records of an earlier opening of the slot (another sequence) and a
+// damaged check word deliver nothing and report nothing.
+TEST(SciRecords, AStaleOrUnsignedRecordIsNotTakenForANewOne) {
+    for (const auto& [what, tweak] :
+         std::vector<std::pair<std::string, std::function<void(std::size_t, std::uint64_t&)>>>{
+             {"an earlier sequence", [](std::size_t k, std::uint64_t&w) { w = sci::make_record(0, k, 8); }},
+             {"a damaged check", [](std::size_t, std::uint64_t&w) { w ^= std::uint64_t{1} << 40; }},
+             {"zeros", [](std::size_t, std::uint64_t&w) { w = 0; }}}) {
+        SCOPED_TRACE(what);
+        ForgedBatch peer;
+        peer.forge(sci::note_batch_flag, records_of({8}, true, tweak));
+        auto o = peer.take();
+        EXPECT_TRUE(o.delivered.empty()) << o.delivered.size() << " messages delivered";
+        EXPECT_TRUE(o.losses.empty()) << o.losses.front();
+    }
+}
+
+// "A malformed record is a protocol break reported once, never a crash": a signed
+// record whose length runs past the slot (or leaves no room for the close), or
+// exceeds max_message_size, ends in one PeerLost naming it, after the good records
+// before it.
+TEST(SciRecords, AMalformedRecordIsReportedOnceAfterTheGoodOnes) {
+    for (const std::uint32_t bad : {std::uint32_t{8192}, std::uint32_t{8192 - 16 - 8}, std::uint32_t{0x7fffffff}}) {
+        SCOPED_TRACE(bad);
+        ForgedBatch peer;
+        auto content = records_of({8}, false);
+        const std::uint64_t word = sci::make_record(1, 1, bad);
+        const std::size_t at = content.size();
+        content.resize(at + sci::record_header_size);
+        std::memcpy(content.data() + at, &word, sizeof word);
+        peer.forge(sci::note_batch_flag, content);
+        auto o = peer.take();
+        ASSERT_EQ(o.delivered.size(), 1u);
+        EXPECT_EQ(o.delivered[0]->size(), 8u);
+        ASSERT_EQ(o.losses.size(), 1u);
+        EXPECT_NE(o.losses.front().find("malformed record"), std::string::npos) << o.losses.front();
+    }
+}
+
+// "A slot open to records goes back to the sender only once it is closed and the
+// last of its messages is dropped". The receiver has two slots, both granted to the
+// sender (two outstanding messages): the first message goes alone (the send side
+// meets the link then), the next ones fill the other slot as records, and the rest
+// queue. The receiver takes every message it can, holding the first of each slot;
+// the sender is then stuck until the held messages are dropped, and they are never
+// overwritten.
+TEST(SciRecords, AnOpenSlotReturnsOnlyWhenClosedAndItsLastMessageIsDropped) {
+    auto c = make_configuration("sci", partition_for_test(), 2, [](config::Configuration& c) {
+        c.edit_section<sci::Options>().max_outst_buffers = 2;
+        c.edit_section<sci::Options>().recv_buffer_no = 2;
+        c.edit_section<sci::Options>().records = true;
+    });
+    auto a = NodeFactory::create(c, 1);
+    auto b = NodeFactory::create(c, 2);
+    auto to_b = a->create_node(2);
+    auto from_a = b->create_node(1);
+    constexpr std::size_t size = sizeof(PayloadHeader); // one record: 8 + this
+    std::uint64_t sent = 0;
+    while (to_b->stats().queue_depth == 0 && sent < 10000)
+        to_b->send(make_message(*a, size, 1, sent++));
+    ASSERT_GT(sent, c.section<sci::Options>().recv_buffer_size / (sci::record_header_size + 64))
+        << "the messages did not share their slots";
+    for (int more = 0; more < 10; ++more)
+        to_b->send(make_message(*a, size, 1, sent++));
+    std::vector<BufferPtr> held;
+    std::uint64_t next = 0;
+    const std::byte* slot_of_held = nullptr;
+    for (BufferPtr m; (m = from_a->receive(50ms)) != nullptr; ++next) {
+        ASSERT_EQ(check_payload(*m).seq, next);
+        // The first message of a slot: not right after the one before.
+        if (held.empty() || m->single()->data() < slot_of_held ||
+            m->single()->data() >= slot_of_held + c.section<sci::Options>().recv_buffer_size) {
+            slot_of_held = m->single()->data();
+            held.push_back(std::move(m));
+        }
+    }
+    ASSERT_LT(next, sent) << "every message arrived while the first of each slot was held";
+    EXPECT_FALSE(to_b->flush(50ms)) << "a slot went back while one of its messages was held";
+    for (std::size_t k = 0; k < held.size(); ++k)
+        EXPECT_NO_THROW(check_payload(*held[k])) << "held message " << k << " was overwritten";
+    held.clear();
+    for (const auto until = Clock::now() + 10s; next < sent && Clock::now() < until;) {
+        (void)to_b->flush(0ns);
+        if (auto m = from_a->receive(1ms)) {
+            ASSERT_EQ(check_payload(*m).seq, next);
+            ++next;
+        }
+    }
+    EXPECT_EQ(next, sent);
+    EXPECT_TRUE(to_b->flush(10s));
+}
+
+// With sci.records a stream of small messages travels as records of open slots, with
+// now and then a message that takes the general path (1 KiB and more: alone in its
+// slot, or through the large region) and so closes the open slot: every message
+// arrives once, in order, intact, through buffers and lent views alike, some of them
+// held for a while.
+TEST(SciRecords, AStreamOfRecordsAndOtherMessagesArrivesOnceInOrderIntact) {
+    auto c = make_configuration("sci", partition_for_test(), 2, [](config::Configuration& c) {
+        c.edit_section<sci::Options>().max_outst_buffers = 3;
+        c.edit_section<sci::Options>().records = true;
+        c.max_message_size = 64 * 1024;
+    });
+    auto a = NodeFactory::create(c, 1);
+    auto b = NodeFactory::create(c, 2);
+    auto to_b = a->create_node(2);
+    auto from_a = b->create_node(1);
+    constexpr std::uint64_t n = 20000;
+    auto size_of = [](std::uint64_t i) -> std::size_t {
+        if (i % 997 == 996) return 20000; // the large region
+        if (i % 101 == 100) return 1500;  // alone in its slot
+        return sizeof(PayloadHeader) + (i * 37) % 200;
+    };
+    std::thread sender([&] {
+        for (std::uint64_t i = 0; i < n; ++i) {
+            auto m = make_message(*a, size_of(i), 1, i);
+            if (i % 2 == 0) {
+                to_b->send(std::move(m));
+            } else {
+                to_b->send_bytes(m->single()->bytes());
+            }
+            if (to_b->stats().queue_depth > 500) (void)to_b->flush(10s);
+        }
+        (void)to_b->flush(30s);
+    });
+    std::string error;
+    std::deque<MessageView> held;
+    for (std::uint64_t i = 0; i < n && error.empty(); ++i) {
+        MessageView v;
+        BufferPtr m;
+        if (i % 3 == 0) {
+            m = from_a->receive(20s);
+        } else {
+            v = from_a->receive_view(20s);
+        }
+        std::span<const std::byte> bytes = m ? std::span<const std::byte>(m->single()->bytes()) : v.bytes();
+        if (!m && !v) {
+            error = "stalled at message " + std::to_string(i);
+            break;
+        }
+        try {
+            class View final : public SingleBuffer {
+            public:
+                explicit View(std::span<const std::byte> b)
+                    : SingleBuffer(const_cast<std::byte*>(b.data()), b.size(), b.size()) {}
+            };
+            const auto h = check_payload(View(bytes));
+            if (h.seq != i) error = "message " + std::to_string(h.seq) + " when " + std::to_string(i) + " was due";
+        } catch (const std::string& e) {
+            error = e;
+        }
+        if (bytes.size() != size_of(i)) error = "message " + std::to_string(i) + ": size";
+        if (v && i % 7 == 0) held.push_back(std::move(v)); // released later, out of turn
+        if (held.size() > 20) held.pop_front();
+    }
+    held.clear();
+    sender.join();
+    EXPECT_EQ(error, "");
+    EXPECT_EQ(from_a->receive(), nullptr) << "a message was delivered twice";
+    EXPECT_EQ(from_a->stats().messages_received, n);
+}
+
 // ------------------------------------------------------------ receive slots
 
 // "A released receive buffer gives its offset back to the sender without waiting
@@ -825,8 +1046,8 @@ TEST(SciReceiveSlots, ADroppedBufferGivesItsSlotBackToTheSenderWithoutAnotherRec
     auto b = NodeFactory::create(c, 2);
     auto to_b = a->create_node(2);
     auto from_a = b->create_node(1);
-    for (std::uint64_t i = 0; i <= k; ++i)
-        to_b->send(make_message(*a, 100, 1, i));
+    for (std::uint64_t i = 0; i <= k; ++i) // each alone in its slot (smaller ones would share an open slot)
+        to_b->send(make_message(*a, sci::hot_min_size, 1, i));
     ASSERT_EQ(to_b->stats().queue_depth, 1u) << "the sender had more than " << k << " slots";
     std::vector<BufferPtr> held;
     for (std::uint64_t i = 0; i < k; ++i) {

@@ -32,6 +32,12 @@ struct Options {
     // msgpass extensions
     double inject_error_rate = 0.0;      // emulated transfer error probability
     std::uint64_t inject_error_seed = 1; // seed of the error injection
+    // Small messages sent while the queue is empty go as records of an open slot
+    // (docs/sci-protocol.md, "Records of an open slot"). Off by default: measured on
+    // the loaded 2-CPU VM it helped the Buffer API's 8 B stream and slowed 64-256 B
+    // and the Buffer-free path (docs/benchmarks.md, seventh session). A receiver
+    // takes records whatever its own setting.
+    bool records = false;
 
     // Where header_area_size, recv_buffer_no and recv_seg_size were written (file or
     // --set); unset: not written, the value follows the partition.

@@ -17,7 +17,8 @@
 namespace msgpass::sci {
 
 inline constexpr std::uint64_t segment_magic = 0x3149435353504d4dULL; // "MMPSSCI1"
-inline constexpr std::uint32_t protocol_version = 9;                  // 9: the ready marks of the control block
+// 9: the ready marks of the control block; 10: records of an open slot
+inline constexpr std::uint32_t protocol_version = 10;
 inline constexpr std::size_t control_block_size = 4096;
 // Ready marks of the control block: one bit per node of the nodes file, which
 // therefore holds at most max_nodes nodes.
@@ -233,6 +234,49 @@ constexpr std::uint64_t batch_data_offset(std::uint64_t count) noexcept {
 }
 // A sender puts at most this many messages into one batch.
 inline constexpr std::uint32_t batch_max_count = 1024;
+
+// An open slot: a note with the batch flag and size 0 (an empty batch, which a
+// batch note never is) opens the slot granted for its index to records, small
+// messages that the sender appends one after the other, each signed on its own, so
+// that a stream of small messages costs one note and one grant per slot instead of
+// per message, and its messages lie next to each other (several per cache line):
+//   record k at offset o (o = 0 for the first, each next one at
+//   o + record_header_size + batch_align_up(length)):
+//     word (64 bits, written last, release) = check:32 | length:32, then length bytes
+//   check = record_check_of(sequence, k, length): sequence is the number of the note
+//   that opened the slot (mod 2^32), so a record left by an earlier round of the slot
+//   is not taken for a new one; a word of all zeros is never a record.
+//   The last record is the close (length = record_close, no bytes): the receiver
+//   then looks at the next note. A sender keeps room for it: a message is appended
+//   only while offset + 8 + batch_align_up(length) + 8 fits the slot.
+// The slot goes back to the sender (its grant) once it is closed and the last of its
+// messages is dropped, as a batch's slot does.
+inline constexpr std::uint32_t record_close = 1u << 31;
+inline constexpr std::uint64_t record_header_size = 8;
+inline constexpr std::uint32_t record_check = 0x7ec0bd51;
+constexpr std::uint32_t record_check_of(std::uint32_t sequence, std::uint32_t k, std::uint32_t length) noexcept {
+    std::uint32_t h = (sequence * 0x9e3779b9u) ^ (k * 0x85ebca6bu) ^ record_check;
+    h ^= h >> 15;
+    h = (h * 0x2c1b3c6du) ^ (length * 0xc2b2ae35u);
+    h ^= h >> 13;
+    return h == 0 ? 1 : h;
+}
+// Where the record after one of length bytes at offset starts: right after it (on
+// 8 bytes) for a record that fits a cache line, else on the next cache line of the
+// slot, so that a reader spinning on the next word does not hold a line that the
+// sender still writes message bytes into.
+inline constexpr std::uint64_t record_line = 64;
+constexpr std::uint64_t record_next(std::uint64_t offset, std::uint64_t length) noexcept {
+    const std::uint64_t end = offset + record_header_size + batch_align_up(length);
+    return record_header_size + length <= record_line ? end : (end + record_line - 1) / record_line * record_line;
+}
+constexpr std::uint64_t make_record(std::uint32_t sequence, std::uint32_t k, std::uint32_t length) noexcept {
+    return (std::uint64_t{record_check_of(sequence, k, length)} << 32) | length;
+}
+// The note that opens a slot to records.
+constexpr bool opens_records(std::uint32_t note) noexcept {
+    return (note & (note_large_flag | note_hot_flag | note_batch_flag | note_size_mask)) == note_batch_flag;
+}
 
 // Shared messages of at least this size go through the broadcast region.
 inline constexpr std::size_t broadcast_min_size = 1024;
