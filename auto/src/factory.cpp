@@ -24,9 +24,7 @@ void register_technology() {
 }
 
 bool same_machine(const config::NodeConfig& a, const config::NodeConfig& b) {
-    if (!a.machine.empty() || !b.machine.empty()) return a.machine == b.machine;
-    const auto local = [](const std::string& h) { return h == "localhost" || h.rfind("127.", 0) == 0 || h == "::1"; };
-    return a.host == b.host || (local(a.host) && local(b.host));
+    return config::same_machine(a, b);
 }
 
 AutoNodeFactory::AutoNodeFactory(const config::Configuration& configuration, NodeId self)
@@ -34,8 +32,8 @@ AutoNodeFactory::AutoNodeFactory(const config::Configuration& configuration, Nod
     const auto& me = this->configuration().node(self);
     sci_ = std::make_unique<sci::SciNodeFactory>(this->configuration(), self);
     const auto& nodes = this->configuration().nodes;
-    const bool remote =
-        std::any_of(nodes.begin(), nodes.end(), [&](const config::NodeConfig& n) { return !same_machine(me, n); });
+    const bool remote = std::any_of(nodes.begin(), nodes.end(),
+                                    [&](const config::NodeConfig& n) { return !config::same_machine(me, n); });
     const bool takes_clients = inter_host_ == "udp" ? this->configuration().section<udp::Options>().max_clients > 0
                                                     : this->configuration().section<tcp::Options>().max_clients > 0;
     if ((remote || takes_clients) && inter_host_ == "udp") {
@@ -58,7 +56,7 @@ AutoNodeFactory::~AutoNodeFactory() {
 std::string_view AutoNodeFactory::technology_of(NodeId id) const {
     // A peer found at run time is in no nodes file: the part between machines has it.
     if (configuration().find_node(id) == nullptr) return inter_host_ == "udp" ? "udp" : "tcp";
-    if (same_machine(configuration().node(self_id()), configuration().node(id))) return "sci";
+    if (config::same_machine(configuration().node(self_id()), configuration().node(id))) return "sci";
     return inter_host_ == "udp" ? "udp" : "tcp";
 }
 

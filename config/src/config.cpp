@@ -45,6 +45,16 @@ const Machine* Configuration::find_machine(const std::string& name) const noexce
     return nullptr;
 }
 
+bool same_machine(const NodeConfig& a, const NodeConfig& b) noexcept {
+    if (!a.machine.empty() || !b.machine.empty()) return a.machine == b.machine;
+    const auto local = [](const std::string& h) { return h == "localhost" || h.rfind("127.", 0) == 0 || h == "::1"; };
+    return a.host == b.host || (local(a.host) && local(b.host));
+}
+
+bool Configuration::sci_partners(const NodeConfig& a, const NodeConfig& b) const noexcept {
+    return technology != "auto" || same_machine(a, b);
+}
+
 namespace {
 
 using namespace detail;

@@ -104,8 +104,8 @@ void Options::check(const config::Value& section) const {
     }
 }
 
-void Options::size_for(std::uint64_t node_count, std::uint64_t peer_outstanding) {
-    const std::uint64_t peers = node_count > 0 ? node_count - 1 : 0;
+void Options::size_for(std::uint64_t node_count, std::uint64_t partners, std::uint64_t peer_outstanding) {
+    const std::uint64_t peers = partners;
     if (!header_area_size_at) header_area_size = std::max(header_area_size, header_size * node_count);
     if (!recv_buffer_no_at) {
         // At most the ack word's slot field: a partition past that must write its own
@@ -156,22 +156,37 @@ void one_machine_per_sci_node_id(const config::Configuration& c, const config::R
     }
 }
 
+} // namespace
+
+Partners partners_of(const config::Configuration& c, const config::NodeConfig& node) {
+    Partners p;
+    for (const auto& other : c.nodes)
+        if (other.id != node.id && c.sci_partners(node, other)) {
+            ++p.count;
+            p.outstanding += c.section<Options>(other).max_outst_buffers;
+        }
+    return p;
+}
+
+namespace {
+
 // The defaults that follow the partition (Options::size_for): the top level for the
 // node granted most, each node's own section exactly.
 void size_for_partition(config::Configuration& c) {
     if (c.nodes.empty()) return; // a client: no nodes file
-    std::uint64_t total = 0;
-    for (const auto& node : c.nodes)
-        total += c.section<Options>(node).max_outst_buffers;
-    std::uint64_t most = 0;
-    for (const auto& node : c.nodes)
-        most = std::max(most, total - c.section<Options>(node).max_outst_buffers);
-    c.edit_section<Options>().size_for(c.nodes.size(), most);
-    for (auto& node : c.nodes)
-        if (node.sections.find<Options>() != nullptr) {
-            auto& own = node.sections.edit<Options>();
-            own.size_for(c.nodes.size(), total - own.max_outst_buffers);
-        }
+    std::uint64_t most_partners = 0;
+    std::uint64_t most_outstanding = 0;
+    std::vector<Partners> each;
+    each.reserve(c.nodes.size());
+    for (const auto& node : c.nodes) {
+        each.push_back(partners_of(c, node));
+        most_partners = std::max(most_partners, each.back().count);
+        most_outstanding = std::max(most_outstanding, each.back().outstanding);
+    }
+    c.edit_section<Options>().size_for(c.nodes.size(), most_partners, most_outstanding);
+    for (std::size_t i = 0; i < c.nodes.size(); ++i)
+        if (c.nodes[i].sections.find<Options>() != nullptr)
+            c.nodes[i].sections.edit<Options>().size_for(c.nodes.size(), each[i].count, each[i].outstanding);
 }
 
 std::string nodes_text(std::uint64_t n) {
@@ -183,9 +198,6 @@ std::string nodes_text(std::uint64_t n) {
 void written_sizes_fit_partition(const config::Configuration& c, const config::Reporter& reporter) {
     if (c.technology != "sci" && c.technology != "auto") return;
     const std::uint64_t n = c.nodes.size();
-    std::uint64_t total = 0;
-    for (const auto& node : c.nodes)
-        total += c.section<Options>(node).max_outst_buffers;
     std::set<std::string> reported;
     std::string prefix; // "nodes[i]." for a key written in node i of the nodes file
     const auto report = [&](const config::Location& at, const std::string& key, const std::string& expected,
@@ -205,11 +217,12 @@ void written_sizes_fit_partition(const config::Configuration& c, const config::R
                        " (or leave it out: it follows the node count)",
                    std::to_string(o.header_area_size));
         }
-        const std::uint64_t others = total - o.max_outst_buffers;
+        const std::uint64_t others = partners_of(c, node).outstanding;
         if (o.recv_buffer_no_at && o.recv_buffer_no < others) {
             report(*o.recv_buffer_no_at, "recv_buffer_no",
                    "at least the sum of the other nodes' max_outst_buffers: " + std::to_string(others) +
                        " slots for node " + std::to_string(node.id) + " of " + nodes_text(n) +
+                       (c.technology == "auto" ? " (its machine's under auto)" : "") +
                        " (or leave it out: it follows the node count)",
                    std::to_string(o.recv_buffer_no));
         }

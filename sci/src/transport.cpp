@@ -38,8 +38,9 @@ TransportParameters TransportParameters::from(const config::Configuration& confi
     p.node_count = configuration.nodes.size();
     p.self_index = configuration.node_index(self);
     p.sci = configuration.section<Options>(configuration.nodes[p.self_index]);
-    for (const auto& node : configuration.nodes)
-        if (node.id != self) p.peer_outstanding += configuration.section<Options>(node).max_outst_buffers;
+    const auto partners = partners_of(configuration, configuration.nodes[p.self_index]);
+    p.partners = partners.count;
+    p.peer_outstanding = partners.outstanding;
     p.max_message_size = configuration.max_message_size;
     p.partition = configuration.partition;
     for (const auto& node : configuration.nodes)
@@ -123,7 +124,7 @@ Transport::Transport(TransportParameters parameters)
         throw ConfigError(where + "recv_buffer_no: expected at most " + std::to_string(ack_slot_mask) + ", found " +
                           std::to_string(sci.recv_buffer_no));
     }
-    const std::uint64_t peers = parameters_.node_count > 0 ? parameters_.node_count - 1 : 0;
+    const std::uint64_t peers = parameters_.partners;
     if (sci.recv_buffer_no < parameters_.peer_outstanding) {
         throw ConfigError(where + "recv_buffer_no: expected at least the sum of the other nodes' max_outst_buffers = " +
                           std::to_string(parameters_.peer_outstanding) + " slots, found " +

@@ -39,8 +39,10 @@ struct TransportParameters {
     NodeId self = 0;
     std::size_t self_index = 0; // position of self in the nodes file
     std::size_t node_count = 0; // nodes in the nodes file
-    // Receive slots reserved for the other nodes: the sum of their max_outst_buffers
-    // (a receiver grants each sender as many slots as the sender's value).
+    // The nodes that reach this one by sci (all the others, or under auto those of
+    // its machine), and the receive slots reserved for them: the sum of their
+    // max_outst_buffers (a receiver grants each sender as many slots as its value).
+    std::uint64_t partners = 0;
     std::uint64_t peer_outstanding = 0;
     Options sci; // the SCI context of this node
     std::uint64_t max_message_size = 64 * config::MiB;

@@ -399,6 +399,58 @@ TEST(ConfigPartitionSizes, UnwrittenSizesFollowTheNodeCount) {
     EXPECT_EQ(kept.section<SciOptions>().recv_seg_size, 8 * MiB);
 }
 
+// Under technology auto sci serves only the nodes of one machine (the others talk by
+// tcp or udp): the receive slots follow the nodes of the machine, the header area
+// the whole file (its headers are indexed by the position in the file). A thousand
+// nodes over a hundred hosts would otherwise reserve slots for 999 peers per node
+// where 9 use them (docs/architecture.md, "A thousand nodes over a hundred hosts").
+std::string two_machines() {
+    std::string nodes = "nodes:\n";
+    const auto add = [&](int id, const char* host, const std::string& extra) {
+        nodes += "  - {id: " + std::to_string(id) + ", host: " + host + ", port: " + std::to_string(9000 + id) + extra +
+                 "}\n";
+    };
+    for (int id = 1; id <= 3; ++id)
+        add(id, "a", "");
+    for (int id = 4; id <= 300; ++id)
+        add(id, "b", "");
+    add(301, "a", ", sci: {max_outst_buffers: 3}");
+    return nodes;
+}
+
+TEST(ConfigPartitionSizes, UnderAutoTheReceiveSlotsFollowTheNodesOfTheMachine) {
+    const auto c = load_text("technology: auto\nsci: {max_outst_buffers: 15}\n", two_machines());
+    const auto& top = c.section<SciOptions>();
+    EXPECT_EQ(top.header_area_size, 301 * 128u);
+    // The node granted most is on host b: 296 partners of 15, a spare slot each.
+    EXPECT_EQ(top.recv_buffer_no, 296u * 15 + 296);
+    // Node 301 on host a: partners 1, 2 and 3 (45 slots and 3 spares): the seed's 127.
+    const auto& own = c.section<SciOptions>(c.node(301));
+    EXPECT_EQ(own.header_area_size, 301 * 128u);
+    EXPECT_EQ(own.recv_buffer_no, 127u);
+    // The same files under sci: every other node is a partner.
+    const auto all = load_text("technology: sci\nsci: {max_outst_buffers: 15}\n", two_machines());
+    EXPECT_EQ(all.section<SciOptions>().recv_buffer_no, 300u * 15 + 300); // granted most: node 301
+    EXPECT_EQ(all.section<SciOptions>(all.node(301)).recv_buffer_no, 300u * 15 + 300);
+    // A written value that serves the machine is accepted under auto, and refused
+    // under sci, naming the machine's rule.
+    std::string small = "nodes:\n  - {id: 1, host: a, port: 9001}\n  - {id: 2, host: a, port: 9002, sci: "
+                        "{recv_buffer_no: 20}}\n";
+    for (int id = 3; id <= 40; ++id)
+        small += "  - {id: " + std::to_string(id) + ", host: b, port: " + std::to_string(9000 + id) + "}\n";
+    EXPECT_EQ(errors_of("technology: auto\nsci: {max_outst_buffers: 15}\n", small), "");
+    EXPECT_NE(errors_of("technology: sci\nsci: {max_outst_buffers: 15}\n", small)
+                  .find("nodes[1].sci.recv_buffer_no: expected at least the sum of the other nodes' "
+                        "max_outst_buffers: 585 slots for node 2 of 40 nodes"),
+              std::string::npos);
+    EXPECT_NE(errors_of("technology: auto\nsci: {max_outst_buffers: 15}\n",
+                        "nodes:\n  - {id: 1, host: a, port: 9001}\n  - {id: 2, host: a, port: 9002}\n  - {id: 3, "
+                        "host: a, port: 9003, sci: {recv_buffer_no: 20}}\n")
+                  .find("sci.recv_buffer_no: expected at least the sum of the other nodes' max_outst_buffers: 30 "
+                        "slots for node 3 of 3 nodes (its machine's under auto)"),
+              std::string::npos);
+}
+
 TEST(ConfigPartitionSizes, WrittenSizesTooSmallForThePartitionAreRefusedWhenLoaded) {
     EXPECT_EQ(errors_of("sci:\n  header_area_size: 8KiB\n", many_nodes(300)),
               "network.yaml:2:21: sci.header_area_size: expected one 128-byte header per node of the nodes file: at "

@@ -62,6 +62,11 @@ struct NodeConfig {
     Location where;
 };
 
+// True when the two nodes are on the same machine: both name the same `machine`,
+// or neither names one and they have the same host (localhost, 127.* and ::1 are
+// one). technology auto uses sci between such nodes.
+[[nodiscard]] bool same_machine(const NodeConfig& a, const NodeConfig& b) noexcept;
+
 struct Configuration {
     std::string partition = "msgpass";            // scopes shared-memory names and handshakes
     std::string technology = "sci";               // a name registered with SchemaRegistry
@@ -90,6 +95,11 @@ struct Configuration {
     // The position of node id in the nodes file (its rank); throws as node().
     [[nodiscard]] std::size_t node_index(NodeId id) const;
     [[nodiscard]] const Machine* find_machine(const std::string& name) const noexcept;
+    // True when b reaches a by emulated SCI (shared memory) under this configuration:
+    // any two nodes when the technology is sci, only two nodes of the same machine
+    // when it is auto (the others talk by tcp or udp). Sizes that follow the partition
+    // (the sci receive slots) count these partners only.
+    [[nodiscard]] bool sci_partners(const NodeConfig& a, const NodeConfig& b) const noexcept;
     // The members of a static group; throws ConfigError naming the known groups.
     [[nodiscard]] const std::vector<NodeId>& group(const std::string& name) const;
 

@@ -51,15 +51,26 @@ struct Options {
     // The segment holds its headers and slots; a send pool stays within 16GiB.
     void check(const config::Value& section) const;
     // Raises the keys that were not written to what a node of a partition of
-    // node_count nodes needs, whose other nodes may have peer_outstanding messages
-    // towards it (the sum of their max_outst_buffers); written keys stay as given.
-    // Never lowers a value, so applying it twice changes nothing. load() applies it
-    // (the schema's resolve rule); a Configuration built in code keeps what it sets.
-    //   header_area_size = max(8 KiB, 128 x node_count)
-    //   recv_buffer_no   = max(127, peer_outstanding + node_count - 1)   (a spare slot per peer)
+    // node_count nodes needs, of which `partners` reach it by sci (all the others
+    // under technology sci, those of its machine under auto) and may have
+    // peer_outstanding messages towards it (the sum of their max_outst_buffers);
+    // written keys stay as given. Never lowers a value, so applying it twice changes
+    // nothing. load() applies it (the schema's resolve rule); a Configuration built
+    // in code keeps what it sets.
+    //   header_area_size = max(8 KiB, 128 x node_count)         (a header per node of the file)
+    //   recv_buffer_no   = max(127, peer_outstanding + partners) (a spare slot per partner)
     //   recv_seg_size    = max(1 MiB, header_area_size + recv_buffer_no x recv_buffer_size)
-    void size_for(std::uint64_t node_count, std::uint64_t peer_outstanding);
+    void size_for(std::uint64_t node_count, std::uint64_t partners, std::uint64_t peer_outstanding);
 };
+
+// The nodes that reach a node by sci (config::Configuration::sci_partners: every
+// other node under technology sci, those of its machine under auto) and the sum of
+// their max_outst_buffers: the receive slots the node must be able to grant them.
+struct Partners {
+    std::uint64_t count = 0;
+    std::uint64_t outstanding = 0;
+};
+[[nodiscard]] Partners partners_of(const config::Configuration& c, const config::NodeConfig& node);
 
 // The SCI context of a machine (machines.yaml of the seed).
 struct MachineOptions {
