@@ -25,6 +25,7 @@ Sender::Sender(Links& links, Receiver& receiver, const Node& node)
 
 Sender::~Sender() {
     if (!queue_.empty()) transport_->driver().queued_changed(-1);
+    if (records_pending_.load(std::memory_order_relaxed)) transport_->driver().queued_changed(-1);
     forget_large();
 }
 
@@ -43,7 +44,9 @@ void Sender::sync_send_side(Link* link) {
         peer_salt255_ = salt_of(link->epoch32) % 255;
         own_salt255_ = salt_of(transport_->epoch32()) % 255;
         last_note_.fill(0);
-        open_ = {}; // the previous incarnation's open slot is gone with it
+        open_ = {}; // the previous incarnation's open slot is gone with it (and its staged records)
+        records_batched_ = false;
+        if (records_pending_.exchange(false, std::memory_order_relaxed)) transport_->driver().queued_changed(-1);
     }
     // After send_link_ took the link this call uses, which is therefore kept.
     if (links_.retired()) links_.reclaim(send_link_);
@@ -534,11 +537,16 @@ void Sender::flush_locked(Link* link) {
 }
 
 bool Sender::try_flush() {
-    if (queue_depth_.load(std::memory_order_relaxed) == 0) return true;
+    if (queue_depth_.load(std::memory_order_relaxed) == 0 && !records_pending_.load(std::memory_order_relaxed))
+        return true;
     std::unique_lock lock(send_mutex_, std::try_to_lock);
     if (!lock.owns_lock()) return false;
     Link* link = links_.current();
     sync_send_side(link);
+    if (records_pending_.load(std::memory_order_relaxed) && open_.link != nullptr) {
+        publish_records();
+        grants_->notify(*open_.link);
+    }
     flush_deferring(link);
     return queue_.empty();
 }
@@ -573,6 +581,7 @@ bool Sender::record_fits_slot(const Link& link, std::size_t size) const noexcept
 }
 
 void Sender::write_record(std::span<const std::byte> bytes) {
+    if (open_.published != open_.used) publish_records(); // the staged ones come first
     std::byte* at = open_.base + open_.used;
     // The receiver spins on the cache line of this record's word: the bytes that
     // share that line go last, next to the word, so that the line leaves its cache
@@ -587,7 +596,58 @@ void Sender::write_record(std::span<const std::byte> bytes) {
     std::atomic_ref<std::uint64_t>(*reinterpret_cast<std::uint64_t*>(at))
         .store(make_record(open_.sequence, open_.count, length), std::memory_order_release);
     open_.used = record_next(open_.used, length);
+    open_.published = open_.used;
     ++open_.count;
+}
+
+bool Sender::receiver_behind() const noexcept {
+    if (send_k_ < 2) return false; // the slot before the open one is the open one
+    // The open slot took index send_index_ - 1; the one before it, send_index_ - 2,
+    // comes back (a grant signed for its next round) once the receiver read its last
+    // message and the application dropped it.
+    const std::uint32_t prev = send_index_ >= 2 ? send_index_ - 2 : send_index_ + send_k_ - 2;
+    const std::uint32_t ack = load(local_header_->index[prev].ack);
+    return sig_of(ack) != signature_mod(send_round_[prev], peer_salt255_);
+}
+
+void Sender::stage_record(std::span<const std::byte> bytes) {
+    if (records_stage_size_ < open_.capacity) {
+        records_stage_ =
+            std::make_unique<std::byte[]>(static_cast<std::size_t>(open_.capacity)); // zeros: no stale padding
+        records_stage_size_ = open_.capacity;
+    }
+    std::byte* at = records_stage_.get() + open_.used;
+    const auto length = static_cast<std::uint32_t>(bytes.size());
+    const std::uint64_t word = make_record(open_.sequence, open_.count, length);
+    std::memcpy(at, &word, sizeof word);
+    if (length != 0) std::memcpy(at + record_header_size, bytes.data(), length);
+    if (!records_pending_.load(std::memory_order_relaxed)) {
+        records_pending_.store(true, std::memory_order_relaxed);
+        transport_->driver().queued_changed(1);
+    }
+    open_.used = record_next(open_.used, length);
+    ++open_.count;
+    if (open_.used - open_.published >= open_.capacity / 4) publish_records();
+}
+
+void Sender::publish_records() {
+    const std::uint64_t from = open_.published;
+    const std::uint64_t to = open_.used;
+    if (from == to) return;
+    const std::byte* stage = records_stage_.get();
+    // Everything but the first word (the padding between records too: one copy),
+    // then the first word, which the receiver polls, with a release store: the
+    // records after it were written before it, as one record's bytes before its word.
+    if (to - from > record_header_size)
+        sequence_.copy(open_.base + from + record_header_size, stage + from + record_header_size,
+                       to - from - record_header_size);
+    std::uint64_t word = 0;
+    std::memcpy(&word, stage + from, sizeof word);
+    std::atomic_ref<std::uint64_t>(*reinterpret_cast<std::uint64_t*>(open_.base + from))
+        .store(word, std::memory_order_release);
+    open_.published = to;
+    records_pending_.store(false, std::memory_order_relaxed);
+    transport_->driver().queued_changed(-1);
 }
 
 void Sender::close_records() {
@@ -599,6 +659,7 @@ void Sender::close_records() {
 }
 
 void Sender::close_quietly() {
+    if (open_.published != open_.used) publish_records();
     std::byte* at = open_.base + open_.used;
     std::atomic_ref<std::uint64_t>(*reinterpret_cast<std::uint64_t*>(at))
         .store(make_record(open_.sequence, open_.count, record_close), std::memory_order_release);
@@ -628,7 +689,14 @@ bool Sender::fast_bytes(std::span<const std::byte> bytes) {
             if (record_next(open_.used, size) + record_header_size > open_.capacity) {
                 close_records(); // full: the message opens the next slot
             } else {
-                write_record(bytes); // no note of its own
+                // Every records_check records: is the receiver behind? Then the next
+                // ones are staged and go a block at a time (publish_records).
+                if (open_.count % records_check == 0) records_batched_ = receiver_behind();
+                if (records_batched_) {
+                    stage_record(bytes);
+                } else {
+                    write_record(bytes); // no note of its own
+                }
                 appended = true;
             }
         }
@@ -693,7 +761,10 @@ void Sender::send(B& buffer, const kit::Progressing* self) {
         kit::throw_message_too_large(node_, size, parameters_.max_message_size);
     }
     // Queues towards other peers move too (this one's below, under the lock).
-    transport_->driver().progress(self, queue_depth_.load(std::memory_order_relaxed) != 0);
+    // (This node's staged records count as its queue: they never coexist with one,
+    // a message that queues closes the open slot first.)
+    transport_->driver().progress(self, queue_depth_.load(std::memory_order_relaxed) != 0 ||
+                                            records_pending_.load(std::memory_order_relaxed));
     std::lock_guard lock(send_mutex_);
     // The usual cases first (fast_bytes), under the same lock: a message that takes
     // the general path below pays for one lock, not two.

@@ -101,8 +101,17 @@ private:
     // Writes the open slot's close record (the receiver goes on to the next note) and
     // rings the receiver if it sleeps. Send lock held.
     void close_records();
-    // The close record alone: the caller rings.
+    // The close record alone (after the staged records): the caller rings.
     void close_quietly();
+    // Whether the receiver is behind the open slot: it has not given back the slot
+    // we sent before it (a word of our own segment). Then the next records are staged.
+    [[nodiscard]] bool receiver_behind() const noexcept;
+    // Appends the message to the open slot's staged records, in our memory laid out
+    // as in the slot; published (copied) once a quarter of the slot is staged.
+    void stage_record(std::span<const std::byte> bytes);
+    // Copies the staged records into the open slot in one block, the first record's
+    // word written last (their publication). Send lock held.
+    void publish_records();
     [[nodiscard]] bool fast_buffer(BufferPtr& buffer);
     std::size_t try_transfer_staged(Link& link, Staged& staged);
     std::optional<std::uint64_t> place_large(std::uint64_t size);
@@ -174,12 +183,24 @@ private:
     struct OpenSlot {
         Link* link = nullptr; // null: no slot is open
         std::byte* base = nullptr;
-        std::uint64_t used = 0;     // where the next record goes
-        std::uint64_t capacity = 0; // the slot's size
-        std::uint32_t sequence = 0; // of the note that opened it (mod 2^32)
-        std::uint32_t count = 0;    // records written
+        std::uint64_t used = 0;      // where the next record goes
+        std::uint64_t capacity = 0;  // the slot's size
+        std::uint32_t sequence = 0;  // of the note that opened it (mod 2^32)
+        std::uint32_t count = 0;     // records written
+        std::uint64_t published = 0; // where the staged records start (all before it are in the slot)
     };
     OpenSlot open_;
+    // Batched records: while the receiver is behind (receiver_behind, asked every
+    // records_check records) small messages are staged in records_stage_ and copied
+    // into the open slot a block at a time, so that a lagging receiver costs the
+    // sender one copy per block as a staged batch does, instead of each record's
+    // cache lines at the send lock. records_pending_: staged and not yet published
+    // (try_flush publishes them; the progress driver counts them as a queue).
+    static constexpr std::uint32_t records_check = 16;
+    bool records_batched_ = false;
+    std::atomic<bool> records_pending_{false};
+    std::unique_ptr<std::byte[]> records_stage_;
+    std::uint64_t records_stage_size_ = 0;
     std::vector<std::uint32_t> batch_table_; // header and lengths of the batch being sent
     std::vector<std::uint64_t> batch_sizes_; // of the messages it may take
 
