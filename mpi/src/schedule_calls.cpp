@@ -569,11 +569,34 @@ extern "C" {
 // ------------------------------------------------------------------- blocking
 
 int MPI_Barrier(MPI_Comm comm) {
-    return blocking("MPI_Barrier", comm, [&] { return make_barrier(comm); });
+    return guarded("MPI_Barrier", comm, [&] {
+        if (const auto c = engine->info(comm); !c.local && engine->can_recv_now()) {
+            msgpass::mpi::barrier_now(*engine, c, engine->next_tag(c));
+            return MPI_SUCCESS;
+        }
+        engine->run(make_barrier(comm));
+        return MPI_SUCCESS;
+    });
 }
 
 int MPI_Allreduce(const void* sendbuf, void* recvbuf, int count, MPI_Datatype type, MPI_Op op, MPI_Comm comm) {
-    return blocking("MPI_Allreduce", comm, [&] { return make_allreduce(sendbuf, recvbuf, count, type, op, comm); });
+    return guarded("MPI_Allreduce", comm, [&] {
+        if (const auto c = engine->info(comm);
+            !c.local && engine->can_recv_now() && (c.size & (c.size - 1)) == 0 && !msgpass::mpi::is_derived(type)) {
+            // The checks of make_allreduce, then the small vector's way.
+            check_op(op, type);
+            const bool in_place = sendbuf == MPI_IN_PLACE;
+            const std::size_t bytes = bytes_of(in_place ? recvbuf : sendbuf, count, type, "sendbuf");
+            (void)bytes_of(recvbuf, count, type, "recvbuf");
+            if (bytes < msgpass::mpi::allreduce_now_limit) {
+                msgpass::mpi::allreduce_now(*engine, c, engine->next_tag(c), in_place ? recvbuf : sendbuf, recvbuf,
+                                            count, type, op);
+                return MPI_SUCCESS;
+            }
+        }
+        engine->run(make_allreduce(sendbuf, recvbuf, count, type, op, comm));
+        return MPI_SUCCESS;
+    });
 }
 
 int MPI_Allgather(const void* sendbuf, int sendcount, MPI_Datatype sendtype, void* recvbuf, int recvcount,
