@@ -281,6 +281,11 @@ void barrier_now(Engine& e, const CommInfo& c, int tag) {
     }
 }
 
+void exchange_now(Engine& e, const CommInfo& c, int tag, int peer, const void* out, void* in, std::size_t bytes) {
+    e.send_bytes(c, peer, tag, out, bytes);
+    check_size(e.recv_bytes(c, peer, tag, in, bytes), bytes, peer);
+}
+
 void allreduce_now(Engine& e, const CommInfo& c, int tag, const void* send, void* recv, int count, MPI_Datatype type,
                    MPI_Op op) {
     const std::size_t bytes = static_cast<std::size_t>(count) * element_bytes(type);

@@ -424,6 +424,8 @@ void barrier(Engine& e, const CommInfo& c);
 // freeing the schedule cost MPI_Allreduce about 5 800 instructions per call at 8
 // bytes (callgrind), more than the exchange itself.
 void barrier_now(Engine& e, const CommInfo& c, int tag);
+// One message each way with peer (MPI_Allgather and MPI_Alltoall at two ranks).
+void exchange_now(Engine& e, const CommInfo& c, int tag, int peer, const void* out, void* in, std::size_t bytes);
 inline constexpr std::size_t allreduce_now_limit = 2048; // (from there the schedule is Rabenseifner's)
 void allreduce_now(Engine& e, const CommInfo& c, int tag, const void* send, void* recv, int count, MPI_Datatype type,
                    MPI_Op op);
