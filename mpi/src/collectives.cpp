@@ -6,6 +6,7 @@
 // application can take them (docs/mpi.md).
 #include "engine.hpp"
 
+#include <array>
 #include <climits>
 #include <complex>
 #include <cstddef>
@@ -270,6 +271,33 @@ void barrier(Engine& e, const CommInfo& c) {
         if (vr + mask < c.size) check_size(e.recv_bytes(c, vr + mask, tag_barrier_in, nullptr, 0), 0, vr + mask);
     }
     bcast_tagged(e, c, nullptr, 0, 0, tag_barrier_out);
+}
+
+void barrier_now(Engine& e, const CommInfo& c, int tag) {
+    for (int dist = 1; dist < c.size; dist <<= 1) { // dissemination, as barrier_schedule
+        e.send_bytes(c, (c.rank + dist) % c.size, tag, nullptr, 0);
+        check_size(e.recv_bytes(c, (c.rank - dist + c.size) % c.size, tag, nullptr, 0), 0,
+                   (c.rank - dist + c.size) % c.size);
+    }
+}
+
+void exchange_now(Engine& e, const CommInfo& c, int tag, int peer, const void* out, void* in, std::size_t bytes) {
+    e.send_bytes(c, peer, tag, out, bytes);
+    check_size(e.recv_bytes(c, peer, tag, in, bytes), bytes, peer);
+}
+
+void allreduce_now(Engine& e, const CommInfo& c, int tag, const void* send, void* recv, int count, MPI_Datatype type,
+                   MPI_Op op) {
+    const std::size_t bytes = static_cast<std::size_t>(count) * element_bytes(type);
+    auto* acc = static_cast<std::byte*>(recv);
+    if (bytes > 0 && send != recv) std::memcpy(acc, send, bytes);
+    std::array<std::byte, allreduce_now_limit> in{};
+    for (int mask = 1; mask < c.size; mask <<= 1) { // recursive doubling, as allreduce_schedule
+        const int partner = c.rank ^ mask;
+        e.send_bytes(c, partner, tag, acc, bytes);
+        check_size(e.recv_bytes(c, partner, tag, in.data(), bytes), bytes, partner);
+        combine(type, op, acc, in.data(), count, partner < c.rank);
+    }
 }
 
 void reduce(Engine& e, const CommInfo& c, const void* send, void* recv, int count, MPI_Datatype type, MPI_Op op,

@@ -739,6 +739,10 @@ void Engine::probe(const CommInfo& c, int source, int tag, MPI_Status* status) {
 void Engine::send_bytes(const CommInfo& c, int dest, int tag, const void* buf, std::size_t bytes) {
     CommInfo coll = c;
     coll.p2p = c.coll;
+    if (can_recv_now() && bytes <= eager_limit_) { // no request (as MPI_Send)
+        send_now(coll, dest, tag, buf, bytes);
+        return;
+    }
     MPI_Request h = isend(coll, dest, tag, buf, bytes, false);
     if (const int error = wait(&h, MPI_STATUS_IGNORE); error != MPI_SUCCESS)
         throw MpiError(error, "collective: send to rank " + std::to_string(dest) + " failed");
@@ -747,9 +751,14 @@ void Engine::send_bytes(const CommInfo& c, int dest, int tag, const void* buf, s
 std::size_t Engine::recv_bytes(const CommInfo& c, int source, int tag, void* buf, std::size_t capacity) {
     CommInfo coll = c;
     coll.p2p = c.coll;
-    MPI_Request h = irecv(coll, source, tag, buf, capacity);
     MPI_Status status{};
-    const int error = wait(&h, &status);
+    int error = MPI_SUCCESS;
+    if (can_recv_now() && capacity <= eager_limit_) { // no request (as MPI_Recv)
+        error = recv_now(coll, source, tag, buf, capacity, status);
+    } else {
+        MPI_Request h = irecv(coll, source, tag, buf, capacity);
+        error = wait(&h, &status);
+    }
     if (error == MPI_ERR_TRUNCATE)
         throw MpiError(error, "collective: rank " + std::to_string(source) +
                                   " sent more than this rank expects (the ranks' counts or types differ)");
@@ -859,6 +868,10 @@ MPI_Request Engine::start_local(std::unique_ptr<Schedule> schedule) {
 }
 
 void Engine::run(std::unique_ptr<Schedule> schedule) {
+    if (can_run_now(*schedule)) {
+        run_now(*schedule);
+        return;
+    }
     MPI_Request h = start(std::move(schedule));
     Request& r = request(h);
     wait_until([&] { return r.complete; }, {&r});
@@ -866,6 +879,64 @@ void Engine::run(std::unique_ptr<Schedule> schedule) {
     std::string text = r.schedule ? r.schedule->error_text : std::string();
     release(h);
     if (error != MPI_SUCCESS) throw MpiError(error, text);
+}
+
+bool Engine::can_run_now(const Schedule& s) const {
+    if (!can_recv_now() || s.comm.local || s.inter || s.more || s.gate || s.query) return false;
+    for (const Round& round : s.rounds)
+        for (const Transfer& t : round.transfers)
+            if (t.local || t.bytes > eager_limit_) return false;
+    return true;
+}
+
+// The rounds in order, each one's sends first (eager: they never wait for their
+// receive, as a posted send does not), then its receives, one at a time. What a
+// schedule's requests would report, the same errors; the tag is the one start gives.
+void Engine::run_now(Schedule& s) {
+    s.tag = next_tag(s.comm);
+    CommInfo coll = s.comm;
+    coll.p2p = coll.coll;
+    for (const Round& round : s.rounds) {
+        for (const LocalOp& l : round.locals) {
+            if (l.reduce)
+                combine(l.type, l.op, l.dst, l.src, l.count, l.in_first);
+            else
+                std::memmove(l.dst, l.src, l.bytes);
+        }
+        try {
+            for (const Transfer& t : round.transfers)
+                if (t.send) send_now(coll, t.peer, s.tag, t.buf, t.bytes);
+        } catch (const MpiError& e) {
+            s.error = e.code();
+            s.error_text = e.what();
+            break;
+        }
+        for (const Transfer& t : round.transfers) {
+            if (t.send) continue;
+            MPI_Status st{};
+            const int error = recv_now(coll, t.peer, s.tag, t.buf, t.bytes, st);
+            if (error != MPI_SUCCESS) {
+                s.error = error;
+                s.error_text = "receive from rank " + std::to_string(t.peer) +
+                               (error == MPI_ERR_TRUNCATE ? " brought more than " + std::to_string(t.bytes) +
+                                                                " bytes (the ranks' counts or types differ)"
+                                                          : " failed");
+            } else if (st.msgpass_bytes != t.bytes) {
+                s.error = MPI_ERR_TRUNCATE;
+                s.error_text = "rank " + std::to_string(t.peer) + " sent " + std::to_string(st.msgpass_bytes) +
+                               " bytes where " + std::to_string(t.bytes) +
+                               " were expected (the ranks' counts or types differ)";
+            }
+            if (s.error != MPI_SUCCESS) break;
+        }
+        if (s.error != MPI_SUCCESS) break;
+    }
+    if (s.error == MPI_SUCCESS)
+        for (const auto& f : s.finish)
+            f();
+    for (const auto& f : s.always)
+        f();
+    if (s.error != MPI_SUCCESS) throw MpiError(s.error, s.error_text);
 }
 
 void Engine::post_transfer(Schedule& s, const Transfer& t) {

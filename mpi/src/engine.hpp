@@ -320,6 +320,12 @@ public:
     // A schedule of this rank alone (a generalized request): no collective number.
     MPI_Request start_local(std::unique_ptr<Schedule> schedule);
     void run(std::unique_ptr<Schedule> schedule);
+    // A blocking collective of an intracommunicator whose messages are all eager, when
+    // can_recv_now(): run by this thread through send_now and recv_now, no request or
+    // schedule progress (at 2 ranks and 8 bytes the posted requests cost 2 to 5x Open
+    // MPI's time per collective, OSU, docs/mpi.md).
+    [[nodiscard]] bool can_run_now(const Schedule& s) const;
+    void run_now(Schedule& s);
 
     // MPI_Finalize: a barrier over the world, every message handed to its peer, the
     // nodes closed.
@@ -410,6 +416,19 @@ private:
 
 // Collectives (collectives.cpp), over Engine::send_bytes/recv_bytes.
 void barrier(Engine& e, const CommInfo& c);
+// MPI_Barrier and MPI_Allreduce on the calling thread (Engine::can_recv_now(), an
+// intracommunicator), without a schedule: the same messages as barrier_schedule and
+// allreduce_schedule (dissemination; recursive doubling over a power-of-two number of
+// ranks of a vector under allreduce_now_limit bytes of a predefined type) with the
+// schedule's tag, so a rank that runs the schedule instead meets them. Building and
+// freeing the schedule cost MPI_Allreduce about 5 800 instructions per call at 8
+// bytes (callgrind), more than the exchange itself.
+void barrier_now(Engine& e, const CommInfo& c, int tag);
+// One message each way with peer (MPI_Allgather and MPI_Alltoall at two ranks).
+void exchange_now(Engine& e, const CommInfo& c, int tag, int peer, const void* out, void* in, std::size_t bytes);
+inline constexpr std::size_t allreduce_now_limit = 2048; // (from there the schedule is Rabenseifner's)
+void allreduce_now(Engine& e, const CommInfo& c, int tag, const void* send, void* recv, int count, MPI_Datatype type,
+                   MPI_Op op);
 void bcast(Engine& e, const CommInfo& c, void* buf, std::size_t bytes, int root);
 void reduce(Engine& e, const CommInfo& c, const void* send, void* recv, int count, MPI_Datatype type, MPI_Op op,
             int root);

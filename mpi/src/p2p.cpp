@@ -108,6 +108,30 @@ int MPI_Recv(void* buf, int count, MPI_Datatype type, int source, int tag, MPI_C
 
 namespace {
 
+// The checks every send-and-receive pair makes after its buffers': the destination,
+// the source (MPI_ANY_SOURCE allowed) and both tags.
+void check_pair(const CommInfo& c, int dest, int sendtag, int source, int recvtag) {
+    check_rank(c, dest, false);
+    check_rank(c, source, true);
+    check_send_tag(sendtag);
+    check_recv_tag(recvtag);
+}
+
+// The checked arguments of MPI_Sendrecv and MPI_Isendrecv: the bytes to send and to
+// receive (each buffer named in an error).
+struct PairBytes {
+    std::size_t send;
+    std::size_t recv;
+};
+
+PairBytes checked_pair(const CommInfo& c, const void* sendbuf, int sendcount, MPI_Datatype sendtype, int dest,
+                       int sendtag, void* recvbuf, int recvcount, MPI_Datatype recvtype, int source, int recvtag) {
+    const PairBytes bytes{bytes_of(sendbuf, sendcount, sendtype, "sendbuf"),
+                          bytes_of(recvbuf, recvcount, recvtype, "recvbuf")};
+    check_pair(c, dest, sendtag, source, recvtag);
+    return bytes;
+}
+
 // The exchange of MPI_Sendrecv and MPI_Sendrecv_replace, once their arguments are
 // checked: the receive is posted before the send, both are waited for, and a send
 // error is reported before a receive error.
@@ -140,14 +164,10 @@ int MPI_Sendrecv(const void* sendbuf, int sendcount, MPI_Datatype sendtype, int 
                  int recvcount, MPI_Datatype recvtype, int source, int recvtag, MPI_Comm comm, MPI_Status* status) {
     return guarded("MPI_Sendrecv", comm, [&] {
         const auto c = engine->info(comm);
-        const auto send_bytes = bytes_of(sendbuf, sendcount, sendtype, "sendbuf");
-        const auto recv_bytes = bytes_of(recvbuf, recvcount, recvtype, "recvbuf");
-        check_rank(c, dest, false);
-        check_rank(c, source, true);
-        check_send_tag(sendtag);
-        check_recv_tag(recvtag);
-        return exchange(c, dest, sendtag, sendbuf, send_bytes, {sendcount, sendtype}, source, recvtag, recvbuf,
-                        recv_bytes, {recvcount, recvtype}, status);
+        const auto bytes =
+            checked_pair(c, sendbuf, sendcount, sendtype, dest, sendtag, recvbuf, recvcount, recvtype, source, recvtag);
+        return exchange(c, dest, sendtag, sendbuf, bytes.send, {sendcount, sendtype}, source, recvtag, recvbuf,
+                        bytes.recv, {recvcount, recvtype}, status);
     });
 }
 
@@ -182,31 +202,43 @@ int in_status(int n, const Failures& failures, MPI_Status statuses[]) {
     return MPI_ERR_IN_STATUS;
 }
 
+// Completes *request, known complete unless wait (then waited for): its status goes
+// to statuses[at] (unless ignored), its failure, if any, into failures under at.
+void complete_into(MPI_Request* request, bool wait, int at, MPI_Status statuses[], Failures& failures) {
+    MPI_Status own{};
+    int code = MPI_SUCCESS;
+    if (wait)
+        code = engine->wait(request, &own);
+    else
+        (void)engine->test(request, &own, &code);
+    if (statuses != MPI_STATUSES_IGNORE) give_status(&statuses[at], own);
+    if (code != MPI_SUCCESS) failures.emplace_back(at, code);
+}
+
+// The checks of an array of requests: a count not negative, the array there when
+// count > 0, every request not MPI_REQUEST_NULL one of this process.
+void check_requests(int count, MPI_Request requests[]) {
+    if (count < 0) throw MpiError(MPI_ERR_COUNT, "negative count " + std::to_string(count));
+    if (count > 0 && requests == nullptr) throw MpiError(MPI_ERR_REQUEST, "requests is NULL");
+    for (int i = 0; i < count; ++i)
+        if (requests[i] != MPI_REQUEST_NULL) engine->check_request(requests[i]);
+}
+
 } // namespace
 
 int MPI_Waitall(int count, MPI_Request requests[], MPI_Status statuses[]) {
     return guarded("MPI_Waitall", MPI_COMM_WORLD, [&] {
-        if (count < 0) throw MpiError(MPI_ERR_COUNT, "negative count " + std::to_string(count));
-        if (count > 0 && requests == nullptr) throw MpiError(MPI_ERR_REQUEST, "requests is NULL");
-        for (int i = 0; i < count; ++i)
-            if (requests[i] != MPI_REQUEST_NULL) engine->check_request(requests[i]);
+        check_requests(count, requests);
         Failures failures;
-        for (int i = 0; i < count; ++i) { // in order: each wait makes progress for all
-            MPI_Status own{};
-            const int code = engine->wait(&requests[i], &own);
-            if (statuses != MPI_STATUSES_IGNORE) give_status(&statuses[i], own);
-            if (code != MPI_SUCCESS) failures.emplace_back(i, code);
-        }
+        for (int i = 0; i < count; ++i) // in order: each wait makes progress for all
+            complete_into(&requests[i], true, i, statuses, failures);
         return in_status(count, failures, statuses);
     });
 }
 
 int MPI_Waitany(int count, MPI_Request requests[], int* index, MPI_Status* status) {
     return guarded("MPI_Waitany", MPI_COMM_WORLD, [&] {
-        if (count < 0) throw MpiError(MPI_ERR_COUNT, "negative count " + std::to_string(count));
-        if (count > 0 && requests == nullptr) throw MpiError(MPI_ERR_REQUEST, "requests is NULL");
-        for (int i = 0; i < count; ++i)
-            if (requests[i] != MPI_REQUEST_NULL) engine->check_request(requests[i]);
+        check_requests(count, requests);
         *index = engine->wait_any(count, requests);
         if (*index == MPI_UNDEFINED) {
             give_status(status, MPI_Status{MPI_ANY_SOURCE, MPI_ANY_TAG, MPI_SUCCESS, 0, 0});
@@ -228,22 +260,11 @@ int collect_completed(int count, MPI_Request requests[], int* outcount, int indi
     *outcount = 0;
     for (int i = 0; i < count; ++i) {
         if (engine->is_inactive(requests[i]) || !engine->is_complete(requests[i])) continue;
-        MPI_Status own{};
-        int code = MPI_SUCCESS;
-        (void)engine->test(&requests[i], &own, &code);
         indices[*outcount] = i;
-        if (statuses != MPI_STATUSES_IGNORE) give_status(&statuses[*outcount], own);
-        if (code != MPI_SUCCESS) failures.emplace_back(*outcount, code);
+        complete_into(&requests[i], false, *outcount, statuses, failures);
         ++*outcount;
     }
     return in_status(*outcount, failures, statuses);
-}
-
-void check_requests(int count, MPI_Request requests[]) {
-    if (count < 0) throw MpiError(MPI_ERR_COUNT, "negative count " + std::to_string(count));
-    if (count > 0 && requests == nullptr) throw MpiError(MPI_ERR_REQUEST, "requests is NULL");
-    for (int i = 0; i < count; ++i)
-        if (requests[i] != MPI_REQUEST_NULL) engine->check_request(requests[i]);
 }
 
 bool any_active(int count, const MPI_Request requests[]) {
@@ -307,10 +328,7 @@ int MPI_Sendrecv_replace(void* buf, int count, MPI_Datatype type, int dest, int 
     return guarded("MPI_Sendrecv_replace", comm, [&] {
         const auto c = engine->info(comm);
         const auto bytes = bytes_of(buf, count, type);
-        check_rank(c, dest, false);
-        check_rank(c, source, true);
-        check_send_tag(sendtag);
-        check_recv_tag(recvtag);
+        check_pair(c, dest, sendtag, source, recvtag);
         // The buffer is received into: what it sends goes out of a packed copy.
         std::vector<std::byte> out(bytes);
         msgpass::mpi::pack(*msgpass::mpi::typemap_of(type), buf, static_cast<std::size_t>(count), out.data());
@@ -348,19 +366,15 @@ int MPI_Isendrecv(const void* sendbuf, int sendcount, MPI_Datatype sendtype, int
                   int recvcount, MPI_Datatype recvtype, int source, int recvtag, MPI_Comm comm, MPI_Request* request) {
     return guarded("MPI_Isendrecv", comm, [&] {
         const auto c = engine->info(comm);
-        const auto send_bytes = bytes_of(sendbuf, sendcount, sendtype, "sendbuf");
-        const auto recv_bytes = bytes_of(recvbuf, recvcount, recvtype, "recvbuf");
-        check_rank(c, dest, false);
-        check_rank(c, source, true);
-        check_send_tag(sendtag);
-        check_recv_tag(recvtag);
+        const auto bytes =
+            checked_pair(c, sendbuf, sendcount, sendtype, dest, sendtag, recvbuf, recvcount, recvtype, source, recvtag);
         if (request == nullptr) throw MpiError(MPI_ERR_REQUEST, "request is NULL");
         const MPI_Request r = source == MPI_PROC_NULL
                                   ? engine->completed_proc_null()
-                                  : irecv_typed(c, source, recvtag, recvbuf, recvcount, recvtype, recv_bytes);
+                                  : irecv_typed(c, source, recvtag, recvbuf, recvcount, recvtype, bytes.recv);
         const MPI_Request s = dest == MPI_PROC_NULL
                                   ? engine->completed_proc_null()
-                                  : isend_typed(c, dest, sendtag, sendbuf, sendcount, sendtype, send_bytes, false);
+                                  : isend_typed(c, dest, sendtag, sendbuf, sendcount, sendtype, bytes.send, false);
         *request = sendrecv_request(r, s, nullptr);
         return MPI_SUCCESS;
     });
@@ -371,10 +385,7 @@ int MPI_Isendrecv_replace(void* buf, int count, MPI_Datatype type, int dest, int
     return guarded("MPI_Isendrecv_replace", comm, [&] {
         const auto c = engine->info(comm);
         const auto bytes = bytes_of(buf, count, type);
-        check_rank(c, dest, false);
-        check_rank(c, source, true);
-        check_send_tag(sendtag);
-        check_recv_tag(recvtag);
+        check_pair(c, dest, sendtag, source, recvtag);
         if (request == nullptr) throw MpiError(MPI_ERR_REQUEST, "request is NULL");
         // The buffer is received into: what it sends goes out of a packed copy.
         auto out = std::make_shared<std::vector<std::byte>>(bytes);
@@ -413,10 +424,7 @@ int MPI_Request_get_status(MPI_Request request, int* flag, MPI_Status* status) {
 
 int MPI_Testall(int count, MPI_Request requests[], int* flag, MPI_Status statuses[]) {
     return guarded("MPI_Testall", MPI_COMM_WORLD, [&] {
-        if (count < 0) throw MpiError(MPI_ERR_COUNT, "negative count " + std::to_string(count));
-        if (count > 0 && requests == nullptr) throw MpiError(MPI_ERR_REQUEST, "requests is NULL");
-        for (int i = 0; i < count; ++i)
-            if (requests[i] != MPI_REQUEST_NULL) engine->check_request(requests[i]);
+        check_requests(count, requests);
         engine->poke(); // one progress for all, then all or nothing
         for (int i = 0; i < count; ++i) {
             if (!engine->is_complete(requests[i])) {
@@ -425,13 +433,8 @@ int MPI_Testall(int count, MPI_Request requests[], int* flag, MPI_Status statuse
             }
         }
         Failures failures;
-        for (int i = 0; i < count; ++i) {
-            MPI_Status own{};
-            int code = MPI_SUCCESS;
-            (void)engine->test(&requests[i], &own, &code);
-            if (statuses != MPI_STATUSES_IGNORE) give_status(&statuses[i], own);
-            if (code != MPI_SUCCESS) failures.emplace_back(i, code);
-        }
+        for (int i = 0; i < count; ++i)
+            complete_into(&requests[i], false, i, statuses, failures);
         *flag = 1;
         return in_status(count, failures, statuses);
     });

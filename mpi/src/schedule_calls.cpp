@@ -562,6 +562,21 @@ Sched make_scan(const void* sendbuf, void* recvbuf, int count, MPI_Datatype type
     return st.into(msgpass::mpi::scan_schedule(c, send, recv, count, type, op, exclusive));
 }
 
+// Whether an Allgather or Alltoall of an
+// intracommunicator of two ranks can run on the calling thread (exchange_now): valid
+// arguments of predefined types, equal blocks within the eager limit, not in place,
+// nothing else in flight. Anything else takes the schedule, which reports the errors.
+bool exchange_of_two(const CommInfo& c, const void* sendbuf, int sendcount, MPI_Datatype sendtype, void* recvbuf,
+                     int recvcount, MPI_Datatype recvtype) {
+    if (c.local || c.size != 2 || !engine->can_recv_now() || sendbuf == MPI_IN_PLACE || sendcount < 0 ||
+        recvcount < 0 || sendtype == MPI_DATATYPE_NULL || recvtype == MPI_DATATYPE_NULL ||
+        msgpass::mpi::is_derived(sendtype) || msgpass::mpi::is_derived(recvtype))
+        return false;
+    const std::size_t out = static_cast<std::size_t>(sendcount) * type_size(sendtype);
+    const std::size_t block = static_cast<std::size_t>(recvcount) * type_size(recvtype);
+    return out == block && block <= engine->eager_limit() && (block == 0 || (sendbuf != nullptr && recvbuf != nullptr));
+}
+
 } // namespace
 
 extern "C" {
@@ -569,17 +584,54 @@ extern "C" {
 // ------------------------------------------------------------------- blocking
 
 int MPI_Barrier(MPI_Comm comm) {
-    return blocking("MPI_Barrier", comm, [&] { return make_barrier(comm); });
+    return guarded("MPI_Barrier", comm, [&] {
+        if (const auto c = engine->info(comm); !c.local && engine->can_recv_now()) {
+            msgpass::mpi::barrier_now(*engine, c, engine->next_tag(c));
+            return MPI_SUCCESS;
+        }
+        engine->run(make_barrier(comm));
+        return MPI_SUCCESS;
+    });
 }
 
 int MPI_Allreduce(const void* sendbuf, void* recvbuf, int count, MPI_Datatype type, MPI_Op op, MPI_Comm comm) {
-    return blocking("MPI_Allreduce", comm, [&] { return make_allreduce(sendbuf, recvbuf, count, type, op, comm); });
+    return guarded("MPI_Allreduce", comm, [&] {
+        if (const auto c = engine->info(comm);
+            !c.local && engine->can_recv_now() && (c.size & (c.size - 1)) == 0 && !msgpass::mpi::is_derived(type)) {
+            // The checks of make_allreduce, then the small vector's way.
+            check_op(op, type);
+            const bool in_place = sendbuf == MPI_IN_PLACE;
+            const std::size_t bytes = bytes_of(in_place ? recvbuf : sendbuf, count, type, "sendbuf");
+            (void)bytes_of(recvbuf, count, type, "recvbuf");
+            if (bytes < msgpass::mpi::allreduce_now_limit) {
+                msgpass::mpi::allreduce_now(*engine, c, engine->next_tag(c), in_place ? recvbuf : sendbuf, recvbuf,
+                                            count, type, op);
+                return MPI_SUCCESS;
+            }
+        }
+        engine->run(make_allreduce(sendbuf, recvbuf, count, type, op, comm));
+        return MPI_SUCCESS;
+    });
 }
 
 int MPI_Allgather(const void* sendbuf, int sendcount, MPI_Datatype sendtype, void* recvbuf, int recvcount,
                   MPI_Datatype recvtype, MPI_Comm comm) {
-    return blocking("MPI_Allgather", comm,
-                    [&] { return make_allgather(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm); });
+    return guarded("MPI_Allgather", comm, [&] {
+        if (const auto c = engine->info(comm);
+            exchange_of_two(c, sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype)) {
+            // The ring of allgatherv_schedule at two ranks: one block each way.
+            const std::size_t block = static_cast<std::size_t>(recvcount) * msgpass::mpi::api::type_size(recvtype);
+            auto* out = static_cast<std::byte*>(recvbuf);
+            const int other = 1 - c.rank;
+            if (block > 0) std::memmove(out + static_cast<std::size_t>(c.rank) * block, sendbuf, block);
+            msgpass::mpi::exchange_now(*engine, c, engine->next_tag(c), other,
+                                       out + static_cast<std::size_t>(c.rank) * block,
+                                       out + static_cast<std::size_t>(other) * block, block);
+            return MPI_SUCCESS;
+        }
+        engine->run(make_allgather(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm));
+        return MPI_SUCCESS;
+    });
 }
 
 int MPI_Gatherv(const void* sendbuf, int sendcount, MPI_Datatype sendtype, void* recvbuf, const int recvcounts[],
@@ -605,8 +657,24 @@ int MPI_Allgatherv(const void* sendbuf, int sendcount, MPI_Datatype sendtype, vo
 
 int MPI_Alltoall(const void* sendbuf, int sendcount, MPI_Datatype sendtype, void* recvbuf, int recvcount,
                  MPI_Datatype recvtype, MPI_Comm comm) {
-    return blocking("MPI_Alltoall", comm,
-                    [&] { return make_alltoall(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm); });
+    return guarded("MPI_Alltoall", comm, [&] {
+        if (const auto c = engine->info(comm);
+            exchange_of_two(c, sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype)) {
+            // alltoallw_schedule at two ranks: the own block copied, the other's each way.
+            const std::size_t block = static_cast<std::size_t>(recvcount) * msgpass::mpi::api::type_size(recvtype);
+            const auto* in = static_cast<const std::byte*>(sendbuf);
+            auto* out = static_cast<std::byte*>(recvbuf);
+            const auto me = static_cast<std::size_t>(c.rank);
+            const int other = 1 - c.rank;
+            if (block > 0) std::memmove(out + me * block, in + me * block, block);
+            msgpass::mpi::exchange_now(*engine, c, engine->next_tag(c), other,
+                                       in + static_cast<std::size_t>(other) * block,
+                                       out + static_cast<std::size_t>(other) * block, block);
+            return MPI_SUCCESS;
+        }
+        engine->run(make_alltoall(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm));
+        return MPI_SUCCESS;
+    });
 }
 
 int MPI_Alltoallv(const void* sendbuf, const int sendcounts[], const int sdispls[], MPI_Datatype sendtype,
