@@ -1601,18 +1601,6 @@ TEST_P(Conformance, TheSameErrorReadsTheSameOnEveryTechnology) {
 // talks tcp.
 // ------------------------------------------- the Buffer-free path (send_bytes, receive_view)
 
-// check_payload for the bytes of a view.
-PayloadHeader check_view(const MessageView& v) {
-    if (v.size() < sizeof(PayloadHeader)) throw std::string("payload too short");
-    PayloadHeader h{};
-    std::memcpy(&h, v.data(), sizeof h);
-    if (crc_of(v.data() + sizeof h, v.size() - sizeof h) != h.crc) {
-        throw std::string("checksum mismatch in stream ") + std::to_string(h.stream) + " message " +
-            std::to_string(h.seq);
-    }
-    return h;
-}
-
 // Every size from 0 to the maximum, sent as bytes and lent back as a view: the bytes
 // arrive intact, and the caller's memory is free again when send_bytes returns.
 TEST_P(Conformance, BytesSentAndViewsLentArriveIntactAtEverySizeFromZeroToTheMaximum) {
