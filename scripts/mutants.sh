@@ -219,11 +219,11 @@ baseline_failed=""
 # run_tests NAMES LOG MAX: runs the tests named in file NAMES and stops after MAX of
 # them failed (0: no limit); the failed names go to LOG.failed, one a line.
 run_tests() {
-    local names=$1 log=$2 max=$3
+    local names_file=$1 log=$2 max=$3
     : >"$log.failed"
-    tests_file "$names" "$log.numbers"
+    tests_file "$names_file" "$log.numbers"
     if [[ ! -s "$log.numbers" ]]; then
-        echo "mutants: no test to run of $names" >"$log"
+        echo "mutants: no test to run of $names_file" >"$log"
         return 0
     fi
     setsid ctest --test-dir "$build" -j "$msgpass_jobs" --timeout "$timeout" -I "$log.numbers" >"$log" 2>&1 &
