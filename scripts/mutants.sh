@@ -189,15 +189,21 @@ EOF
             >"$work/contract.ok" || true
         contract_list=$work/contract.ok
     fi
-    contract_regex=$(regex_of "$contract_list")
-    other_regex=$(regex_of "$work/other.txt")
 }
-regex_of() { # a ctest -R regex matching exactly the names in file $1
-    python3 - "$1" <<'EOF'
-import re, sys
-names = [l.strip() for l in open(sys.argv[1]) if l.strip()]
-print("^(" + "|".join(re.escape(n) for n in names) + ")$" if names else "^$")
-EOF
+# tests_file NAMES OUT: writes into OUT the ctest -I list ("0,0,0" and the numbers) of the
+# tests named in file NAMES, one a line. By number, not by one -R regex: ctest's
+# regular expressions have a size limit, and the ~570 contract names passed it
+# ("Expression too big", so no test ran and every mutant a first run missed survived).
+# The numbers are read afresh each time: building more targets adds tests.
+tests_file() {
+    ctest --test-dir "$build" --show-only=json-v1 >"$work/numbers.json"
+    python3 - "$work/numbers.json" "$1" "$2" <<'PY'
+import json, sys
+tests = json.load(open(sys.argv[1]))["tests"]
+want = {l.rstrip("\n") for l in open(sys.argv[2]) if l.strip()}
+numbers = [str(i + 1) for i, t in enumerate(tests) if t["name"] in want]
+open(sys.argv[3], "w").write(",".join(["0", "0", "0"] + numbers) + "\n" if numbers else "")
+PY
 }
 [[ -n "$tests" ]] && full=0 contract_only=1
 classify_tests
@@ -210,12 +216,17 @@ filter_note=""
 echo "mutants: $(wc -l <"$work/contract.txt") contract tests (install, bench, examples and layers left out$filter_note)"
 baseline_failed=""
 
-# run_tests REGEX LOG MAX: runs the tests matching REGEX and stops after MAX of them
-# failed (0: no limit); the failed names go to LOG.failed, one a line.
+# run_tests NAMES LOG MAX: runs the tests named in file NAMES and stops after MAX of
+# them failed (0: no limit); the failed names go to LOG.failed, one a line.
 run_tests() {
-    local regex=$1 log=$2 max=$3
+    local names_file=$1 log=$2 max=$3
     : >"$log.failed"
-    setsid ctest --test-dir "$build" -j "$msgpass_jobs" --timeout "$timeout" -R "$regex" >"$log" 2>&1 &
+    tests_file "$names_file" "$log.numbers"
+    if [[ ! -s "$log.numbers" ]]; then
+        echo "mutants: no test to run of $names_file" >"$log"
+        return 0
+    fi
+    setsid ctest --test-dir "$build" -j "$msgpass_jobs" --timeout "$timeout" -I "$log.numbers" >"$log" 2>&1 &
     local pid=$!
     while kill -0 "$pid" 2>/dev/null; do
         if ((max > 0)) && (($(grep -cE '\*\*\*(Failed|Timeout|Exception)|Not Run' "$log" || true) >= max)); then
@@ -240,7 +251,7 @@ shorten() { # up to 3 names of file $1, then "+N more"
 # The unmutated tree must pass the contract tests, or a failure proves nothing.
 if ((baseline)); then
     echo "mutants: running the contract tests on the unmutated copy"
-    run_tests "$contract_regex" "$logs/baseline-contract.log" 0
+    run_tests "$contract_list" "$logs/baseline-contract.log" 0
     if [[ -s "$logs/baseline-contract.log.failed" ]]; then
         baseline_failed=$(paste -sd' ' "$logs/baseline-contract.log.failed")
         echo "mutants: WARNING: these contract tests fail without a mutant and are not counted: $baseline_failed" >&2
@@ -267,15 +278,14 @@ for name in "${names[@]}"; do
     # The contract tests that killed this mutant in the last run (its .failed log) run
     # first: a kill is then found in seconds, not after the slowest MPI programs that
     # ctest's cost order puts first. Only when none of them fails does the whole set run.
-    first_regex="^$"
+    : >"$work/first.txt"
     if ((!full)) && [[ -s "$logs/$name-contract.log.failed" ]]; then
         awk 'NR == FNR { want[$1]; next } ($1 in want)' "$logs/$name-contract.log.failed" "$contract_list" \
             >"$work/first.txt"
-        first_regex=$(regex_of "$work/first.txt")
-        [[ "$first_regex" == "^$" ]] || run_tests "$first_regex" "$logs/$name-contract.log" 3
+        [[ -s "$work/first.txt" ]] && run_tests "$work/first.txt" "$logs/$name-contract.log" 3
     fi
-    if [[ "$first_regex" == "^$" || ! -s "$logs/$name-contract.log.failed" ]]; then
-        run_tests "$contract_regex" "$logs/$name-contract.log" $((full ? 0 : 3))
+    if [[ ! -s "$work/first.txt" || ! -s "$logs/$name-contract.log.failed" ]]; then
+        run_tests "$contract_list" "$logs/$name-contract.log" $((full ? 0 : 3))
     fi
     killed_by=$(shorten "$logs/$name-contract.log.failed")
     if [[ -s "$logs/$name-contract.log.failed" ]]; then
@@ -283,7 +293,7 @@ for name in "${names[@]}"; do
         if ((full)); then
             build_copy "$logs/$name-build-all.log" || true
             classify_tests
-            run_tests "$other_regex" "$logs/$name-other.log" 0
+            run_tests "$work/other.txt" "$logs/$name-other.log" 0
         fi
     elif [[ -n "$tests" ]]; then
         verdict="SURVIVED (only tests matching '${tests//|/\\|}' run)"
@@ -296,7 +306,7 @@ for name in "${names[@]}"; do
     else
         build_copy "$logs/$name-build-all.log" || true
         classify_tests
-        run_tests "$other_regex" "$logs/$name-other.log" 3
+        run_tests "$work/other.txt" "$logs/$name-other.log" 3
         if [[ -s "$logs/$name-other.log.failed" ]]; then
             verdict="SURVIVED (unit only)"
             killed_by="$(shorten "$logs/$name-other.log.failed")"

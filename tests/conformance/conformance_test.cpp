@@ -1169,6 +1169,39 @@ TEST_P(Conformance, GroupReceiveRotatesStartNodeForFairness) {
     }
 }
 
+// A group's receive takes a message from whichever member sent it, without waiting
+// for a look at every member now and then (sci: the ready mark a sender sets after
+// each note, the group's periodic sweep only a safety net). On sci a flush that
+// returned means the message lies in the receiver's memory, so the group's next
+// receive that does not wait must take it; on the other technologies a flush means
+// handed to the kernel, and the receive waits for it.
+TEST_P(Conformance, AGroupReceiveTakesEachMembersMessageOnceItsSendIsComplete) {
+    const std::vector<NodeId> source_ids{2, 3, 4};
+    auto c = make(4, [&](config::Configuration& c) { c.groups["sources"] = source_ids; });
+    auto builder = NodeFactory::create(c, 1);
+    std::vector<std::unique_ptr<NodeFactory>> factories;
+    std::vector<NodePtr> to_builder;
+    for (NodeId id : source_ids) {
+        factories.push_back(NodeFactory::create(c, id));
+        to_builder.push_back(factories.back()->create_node(1));
+    }
+    auto sources = builder->create_group("sources");
+    EXPECT_EQ(sources->receive(), nullptr) << "a message before any was sent";
+    const bool in_memory = GetParam() == "sci";
+    for (std::uint64_t i = 0; i < 60; ++i) {
+        const std::size_t s = (i * 2 + i / 3) % source_ids.size(); // not a plain rotation
+        to_builder[s]->send(make_message(*factories[s], 64, source_ids[s], i));
+        ASSERT_TRUE(to_builder[s]->flush(patience));
+        auto m = in_memory ? sources->receive() : sources->receive(patience);
+        ASSERT_NE(m, nullptr) << "message " << i << " from node " << source_ids[s]
+                              << (in_memory ? " was not taken by the group's next receive after its flush returned"
+                                            : " never arrived");
+        EXPECT_EQ(m->source(), source_ids[s]) << "message " << i;
+        EXPECT_EQ(check_payload(*m).seq, i);
+    }
+    EXPECT_EQ(sources->receive(), nullptr) << "a message more than was sent";
+}
+
 TEST_P(Conformance, DynamicGroupAddsAndRemovesMembersAtRunTime) {
     auto c = make(3);
     auto f1 = NodeFactory::create(c, 1);
@@ -1601,18 +1634,6 @@ TEST_P(Conformance, TheSameErrorReadsTheSameOnEveryTechnology) {
 // talks tcp.
 // ------------------------------------------- the Buffer-free path (send_bytes, receive_view)
 
-// check_payload for the bytes of a view.
-PayloadHeader check_view(const MessageView& v) {
-    if (v.size() < sizeof(PayloadHeader)) throw std::string("payload too short");
-    PayloadHeader h{};
-    std::memcpy(&h, v.data(), sizeof h);
-    if (crc_of(v.data() + sizeof h, v.size() - sizeof h) != h.crc) {
-        throw std::string("checksum mismatch in stream ") + std::to_string(h.stream) + " message " +
-            std::to_string(h.seq);
-    }
-    return h;
-}
-
 // Every size from 0 to the maximum, sent as bytes and lent back as a view: the bytes
 // arrive intact, and the caller's memory is free again when send_bytes returns.
 TEST_P(Conformance, BytesSentAndViewsLentArriveIntactAtEverySizeFromZeroToTheMaximum) {
@@ -1828,6 +1849,176 @@ TEST_P(Conformance, ManyViewsHeldAtOnceWhileTheStreamGoesOnKeepTheirBytesAndCome
     sender.join();
     EXPECT_EQ(nothing_more(*from_a), "");
     EXPECT_EQ(from_a->stats().messages_received, n + 1);
+}
+
+// Small messages of mixed sizes with sci.records on and off (on sci, records of an
+// open slot: each with its check, the slot's close sending the receiver on to the
+// next note), through both APIs while a sender thread streams and the receiver holds
+// some views: every message once, in order, intact. The other technologies ignore the
+// option and run the same stream twice.
+TEST_P(Conformance, ASmallMessageStreamArrivesOnceInOrderIntactWithSciRecordsOnAndOff) {
+    for (const bool records : {true, false}) {
+        SCOPED_TRACE(records ? "sci.records on" : "sci.records off");
+        auto c = make(2, [&](config::Configuration& c) { c.edit_section<sci::Options>().records = records; });
+        auto a = NodeFactory::create(c, 1);
+        auto b = NodeFactory::create(c, 2);
+        auto to_b = a->create_node(2);
+        auto from_a = b->create_node(1);
+        constexpr std::uint64_t n = 4000;
+        auto size_of = [](std::uint64_t i) { return sizeof(PayloadHeader) + (i * 37) % 200; };
+        std::thread sender([&] {
+            std::vector<std::byte> bytes;
+            for (std::uint64_t i = 0; i < n; ++i) {
+                for (;;) {
+                    try {
+                        if (i % 5 == 0) {
+                            to_b->send(make_message(*a, size_of(i), 0, i));
+                        } else {
+                            bytes.resize(size_of(i));
+                            fill_payload(bytes, 0, i);
+                            to_b->send_bytes(bytes);
+                        }
+                        break;
+                    } catch (const SendQueueFull&) {
+                        to_b->flush(1ms);
+                    }
+                }
+                if (i % 500 == 0) to_b->flush(patience); // a pause: the open slot closes, a new one opens
+            }
+            to_b->send(make_end_marker(*a, n));
+            to_b->flush(patience);
+        });
+        std::deque<std::pair<MessageView, std::uint64_t>> held;
+        for (std::uint64_t i = 0; i < n; ++i) {
+            SCOPED_TRACE("message " + std::to_string(i));
+            if (i % 3 == 0) {
+                auto m = from_a->receive(patience);
+                ASSERT_NE(m, nullptr) << "never arrived";
+                ASSERT_EQ(m->size(), size_of(i));
+                PayloadHeader h{};
+                ASSERT_NO_THROW(h = check_payload(*m));
+                ASSERT_EQ(h.seq, i);
+            } else {
+                auto v = from_a->receive_view(patience);
+                ASSERT_TRUE(v) << "never arrived";
+                ASSERT_EQ(v.size(), size_of(i));
+                PayloadHeader h{};
+                ASSERT_NO_THROW(h = check_view(v));
+                ASSERT_EQ(h.seq, i);
+                held.emplace_back(std::move(v), i);
+                if (held.size() > 1 + i % 5) {
+                    EXPECT_EQ(check_view(held.front().first).seq, held.front().second) << "a held view changed";
+                    held.front().first.release();
+                    held.pop_front();
+                }
+            }
+        }
+        for (auto& [v, seq] : held) {
+            EXPECT_EQ(check_view(v).seq, seq) << "a held view changed";
+            v.release();
+        }
+        held.clear();
+        auto end = from_a->receive(patience);
+        ASSERT_NE(end, nullptr) << "the end marker never arrived";
+        EXPECT_EQ(check_payload(*end).stream, end_stream);
+        sender.join();
+        EXPECT_EQ(nothing_more_once_quiet(*to_b, *from_a), "");
+        EXPECT_EQ(from_a->stats().messages_received, n + 1);
+        // Then one message at a time, each taken before the next is sent, and a receive
+        // that does not wait after each: it finds nothing (on sci the word after the
+        // last record of the open slot, not written yet, or left there by an earlier
+        // use of the slot, is no record: its check tells).
+        std::vector<std::byte> bytes;
+        for (std::uint64_t i = n + 1; i < n + 1 + 600; ++i) {
+            SCOPED_TRACE("message " + std::to_string(i) + " sent alone");
+            bytes.resize(size_of(i));
+            fill_payload(bytes, 0, i);
+            to_b->send_bytes(bytes);
+            auto v = from_a->receive_view(patience);
+            if (!v) {
+                ASSERT_TRUE(to_b->flush(patience));
+                v = from_a->receive_view(patience);
+            }
+            ASSERT_TRUE(v) << "never arrived";
+            ASSERT_EQ(v.size(), size_of(i));
+            ASSERT_EQ(check_view(v).seq, i);
+            v.release();
+            auto more = from_a->receive_view();
+            ASSERT_FALSE(more) << "a message of " << more.size() << " bytes that was never sent";
+        }
+    }
+}
+
+// The process's resident memory, from /proc/self/statm.
+std::size_t resident_bytes() {
+    std::ifstream statm("/proc/self/statm");
+    std::size_t pages = 0, resident = 0;
+    statm >> pages >> resident;
+    return resident * static_cast<std::size_t>(::sysconf(_SC_PAGESIZE));
+}
+
+// A view released gives its memory back to the layer (tcp: the read chunk it was lent
+// from is read into again once its views are all released; sci: its slot goes back):
+// after two warm-up rounds of 256 MiB taken as views and released at once, a third
+// round grows the process's resident memory by far less than it carried (a layer that
+// kept what it lent would grow by all of it). Two rounds first: by then ASan's
+// quarantine of freed memory (256 MiB) is full, and the pools have their size. Only
+// the message's number is checked, not its bytes: the others tests do that.
+TEST_P(Conformance, ViewsReleasedAsTheyComeGiveTheirMemoryBack) {
+    NodePair pair(make(2));
+    auto& [a, b, to_b, from_a] = pair;
+    constexpr std::size_t size = 8 * 1024;
+    constexpr std::uint64_t per_round = (std::uint64_t{256} << 20) / size;
+    constexpr std::uint64_t n = 3 * per_round;
+    std::string failure;
+    std::thread sender([&] {
+        std::vector<std::byte> bytes(size, std::byte{0x5a});
+        try {
+            for (std::uint64_t i = 0; i < n; ++i) {
+                std::memcpy(bytes.data(), &i, sizeof i);
+                for (;;) {
+                    try {
+                        to_b->send_bytes(bytes);
+                        break;
+                    } catch (const SendQueueFull&) {
+                        to_b->flush(1ms);
+                    }
+                }
+            }
+            if (!to_b->flush(patience)) failure = "the stream could not be flushed";
+        } catch (const std::exception& e) {
+            failure = e.what();
+        }
+    });
+    std::size_t before = 0;
+    std::string error;
+    for (std::uint64_t i = 0; i < n && error.empty(); ++i) {
+        if (i == 2 * per_round) before = resident_bytes();
+        auto v = from_a->receive_view(patience);
+        std::uint64_t seq = 0;
+        if (!v) {
+            error = "message " + std::to_string(i) + " never arrived";
+        } else if (v.size() != size) {
+            error = "message " + std::to_string(i) + " of " + std::to_string(v.size()) + " bytes";
+        } else if (std::memcpy(&seq, v.data(), sizeof seq); seq != i) {
+            error = "message " + std::to_string(seq) + " where " + std::to_string(i) + " was due";
+        }
+    }
+    const std::size_t after = resident_bytes();
+    sender.join();
+    ASSERT_EQ(failure, "");
+    ASSERT_EQ(error, "");
+    const std::size_t grown = after > before ? after - before : 0;
+    std::printf("[ memory    ] resident %zu MiB before the last round, %zu MiB after\n", before >> 20, after >> 20);
+#if defined(__SANITIZE_THREAD__)
+    // Under ThreadSanitizer the resident memory says little of the layer's: its allocator
+    // and shadow grew udp's last round by 222 MiB once under ctest -j2 (nothing when
+    // alone). The stream above is still checked; ASan and plain builds bound the growth.
+    (void)grown;
+#else
+    EXPECT_LT(grown, std::size_t{128} << 20) << "the last 256 MiB of views, each released at once, left the process "
+                                             << (grown >> 20) << " MiB larger: what was lent is not given back";
+#endif
 }
 
 class AuthConformance : public Conformance {

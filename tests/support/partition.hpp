@@ -20,6 +20,7 @@
 #include <exception>
 #include <filesystem>
 #include <functional>
+#include <memory>
 #include <string>
 #include <sys/mman.h>
 #include <unistd.h>
@@ -184,6 +185,30 @@ inline PayloadHeader check_payload(const Buffer& b) {
     }
     return h;
 }
+
+// check_payload for the bytes of a view (Node::receive_view).
+inline PayloadHeader check_view(const MessageView& v) {
+    if (v.size() < sizeof(PayloadHeader)) throw std::string("payload too short");
+    PayloadHeader h{};
+    std::memcpy(&h, v.data(), sizeof h);
+    if (crc_of(v.data() + sizeof h, v.size() - sizeof h) != h.crc) {
+        throw std::string("checksum mismatch in stream ") + std::to_string(h.stream) + " message " +
+            std::to_string(h.seq);
+    }
+    return h;
+}
+
+// Two nodes of a partition as a stream test starts them: the factories of nodes 1 and
+// 2, node 1's node to node 2 and node 2's node to node 1. Taken apart with a structured
+// binding, `auto& [a, b, to_b, from_a] = pair;`; the members go in the reverse order
+// of their declaration, the nodes before their factories.
+struct NodePair {
+    explicit NodePair(const config::Configuration& c)
+        : a(NodeFactory::create(c, 1)), b(NodeFactory::create(c, 2)), to_b(a->create_node(2)),
+          from_a(b->create_node(1)) {}
+    std::unique_ptr<NodeFactory> a, b;
+    NodePtr to_b, from_a;
+};
 
 // After the end marker: nothing more may arrive from a node or group within grace.
 // Returns "" or a description of what came (a message, or an exception).

@@ -128,13 +128,8 @@ TEST(TcpResources, APartitionNameLongerThanTheHelloCarriesIsAConfigErrorNamingTh
 // "both processes live on and reconnect": a reset between live nodes loses and
 // duplicates nothing, whichever side resets, with messages above 64 KiB in flight.
 TEST(TcpConnectionReset, AResetMidStreamWithBothSidesAliveLosesAndDuplicatesNothing) {
-    const auto text = local_partition(partition_for_test(), 2, 2000ms);
-    ASSERT_EQ(text.nodes.size(), 2u) << "no free ports";
-    const auto c = text.load();
-    auto a = NodeFactory::create(c, 1);
-    auto b = NodeFactory::create(c, 2);
-    auto to_b = a->create_node(2);
-    auto from_a = b->create_node(1);
+    NodePair pair(local_pair(2000ms));
+    auto& [a, b, to_b, from_a] = pair;
     constexpr std::uint64_t n = 20000;
     constexpr std::uint64_t window = 1500; // keeps the sender ahead of the receiver, so resets hit data in flight
     std::atomic<std::uint64_t> received{0};
@@ -562,11 +557,8 @@ TEST(TcpOneConnection, TwoNodesThatConnectToEachOtherAtOnceKeepOneConnectionAndL
         SCOPED_TRACE("round " + std::to_string(round));
         const auto text = local_partition(partition_for_test() + "-" + std::to_string(round), 2, 2000ms);
         ASSERT_EQ(text.nodes.size(), 2u) << "no free ports";
-        const auto c = text.load();
-        auto a = NodeFactory::create(c, 1);
-        auto b = NodeFactory::create(c, 2);
-        auto to_b = a->create_node(2);
-        auto to_a = b->create_node(1);
+        NodePair pair(text.load());
+        auto& [a, b, to_b, to_a] = pair;
         std::atomic<int> ready{0};
         std::string errors[2];
         auto side = [&](NodeFactory& f, Node& peer, std::uint32_t stream, std::string& error) {
@@ -628,13 +620,8 @@ TEST(TcpOneConnection, TwoNodesThatConnectToEachOtherAtOnceKeepOneConnectionAndL
 // alone (idle_acks, as it must for an application that went elsewhere): those are
 // left out of the count.
 TEST(TcpOneConnection, AcknowledgementsRideOnTheRepliesOfAnExchange) {
-    const auto text = local_partition(partition_for_test(), 2, 2000ms);
-    ASSERT_EQ(text.nodes.size(), 2u) << "no free ports";
-    const auto c = text.load();
-    auto a = NodeFactory::create(c, 1);
-    auto b = NodeFactory::create(c, 2);
-    auto to_b = a->create_node(2);
-    auto to_a = b->create_node(1);
+    NodePair pair(local_pair(2000ms));
+    auto& [a, b, to_b, to_a] = pair;
     constexpr std::uint64_t n = 5000;
     for (std::uint64_t i = 0; i < n; ++i) {
         to_b->send(make_message(*a, 64, 1, i));

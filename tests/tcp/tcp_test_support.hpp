@@ -47,6 +47,16 @@ inline std::string partition_for_test() {
     return unique_partition(::testing::UnitTest::GetInstance()->current_test_info()->name());
 }
 
+// Two tcp nodes on 127.0.0.1, each on a port free now, with this peer_timeout: the
+// configuration most stream tests start from (as a NodePair of tests/support). Throws
+// when there are no free ports.
+inline config::Configuration local_pair(std::chrono::milliseconds peer_timeout,
+                                        const std::string& partition = partition_for_test()) {
+    const auto text = local_partition(partition, 2, peer_timeout);
+    if (text.nodes.size() != 2) throw std::runtime_error("no free ports for a pair of tcp nodes");
+    return text.load();
+}
+
 inline tcp::TcpNodeFactory& tcp_of(NodeFactory& f) {
     return dynamic_cast<tcp::TcpNodeFactory&>(f);
 }

@@ -12,18 +12,6 @@
 namespace msgpass::test {
 namespace {
 
-// check_payload for the bytes of a view.
-PayloadHeader check_view(const MessageView& v) {
-    if (v.size() < sizeof(PayloadHeader)) throw std::string("payload too short");
-    PayloadHeader h{};
-    std::memcpy(&h, v.data(), sizeof h);
-    if (crc_of(v.data() + sizeof h, v.size() - sizeof h) != h.crc) {
-        throw std::string("checksum mismatch in stream ") + std::to_string(h.stream) + " message " +
-            std::to_string(h.seq);
-    }
-    return h;
-}
-
 // ------------------------------------------------------------ the read chunks
 
 // The read buffer reads on in another chunk when it would overwrite lent bytes, and
@@ -72,13 +60,8 @@ TEST(TcpReadChunk, LentBytesAreNeverOverwrittenAndAChunkIsFreedByItsLastReferenc
 // either side: every message arrives once, in order, and every held view keeps its
 // bytes until it is released.
 TEST(TcpViews, ViewsHeldWhileTheReadBufferMovesOnAndTheConnectionIsResetStayIntactAndComeOnce) {
-    const auto text = local_partition(partition_for_test(), 2, 2000ms);
-    ASSERT_EQ(text.nodes.size(), 2u) << "no free ports";
-    const auto c = text.load();
-    auto a = NodeFactory::create(c, 1);
-    auto b = NodeFactory::create(c, 2);
-    auto to_b = a->create_node(2);
-    auto from_a = b->create_node(1);
+    NodePair pair(local_pair(2000ms));
+    auto& [a, b, to_b, from_a] = pair;
     constexpr std::uint64_t n = 12000;
     constexpr std::uint64_t window = 1500;
     std::atomic<std::uint64_t> received{0};
@@ -211,13 +194,8 @@ TEST(TcpViews, ViewsHeldWhileTheReadBufferMovesOnAndTheConnectionIsResetStayInta
 // receive_view's read and then taken by receive() come as buffers, whole, in order,
 // with their source; views still held are unchanged.
 TEST(TcpViews, MessagesReadForViewsAndTakenAsBuffersComeWholeInOrder) {
-    const auto text = local_partition(partition_for_test(), 2, 2000ms);
-    ASSERT_EQ(text.nodes.size(), 2u) << "no free ports";
-    const auto c = text.load();
-    auto a = NodeFactory::create(c, 1);
-    auto b = NodeFactory::create(c, 2);
-    auto to_b = a->create_node(2);
-    auto from_a = b->create_node(1);
+    NodePair pair(local_pair(2000ms));
+    auto& [a, b, to_b, from_a] = pair;
     constexpr std::uint64_t n = 400;
     for (std::uint64_t i = 0; i < n; ++i)
         to_b->send(make_message(*a, sizeof(PayloadHeader) + i % 50, 0, i));
@@ -250,13 +228,8 @@ TEST(TcpViews, MessagesReadForViewsAndTakenAsBuffersComeWholeInOrder) {
 // that completed it (not after ack_every messages or ack_bytes, nor by the
 // background thread for messages left unacknowledged): its sender lets it go then.
 TEST(TcpLargeAck, ALargeMessageIsAcknowledgedByTheReadThatCompletesIt) {
-    auto text = local_partition(partition_for_test(), 2, 10000ms);
-    ASSERT_EQ(text.nodes.size(), 2u) << "no free ports";
-    const auto c = text.load();
-    auto a = NodeFactory::create(c, 1);
-    auto b = NodeFactory::create(c, 2);
-    auto to_b = a->create_node(2);
-    auto from_a = b->create_node(1);
+    NodePair pair(local_pair(10000ms));
+    auto& [a, b, to_b, from_a] = pair;
     auto* receiving = dynamic_cast<tcp::TcpNode*>(from_a.get());
     ASSERT_NE(receiving, nullptr);
     for (const std::size_t size : {std::size_t{1} << 20, std::size_t{200} * 1024, std::size_t{3} << 20}) {
