@@ -43,7 +43,9 @@ Parameters Parameters::from(const config::Configuration& configuration, NodeId s
     return p;
 }
 
-Shared::Shared(Parameters p) : parameters(std::move(p)), incarnation(ip::new_incarnation()) {}
+Shared::Shared(Parameters p)
+    : parameters(std::move(p)), incarnation(ip::new_incarnation()),
+      compact_frames(parameters.max_message_size <= compact_reader_max_message) {}
 
 Transport::Transport(const config::Configuration& configuration, NodeId self)
     : configuration_(configuration), shared_(std::make_shared<Shared>(Parameters::from(configuration, self))) {

@@ -127,6 +127,8 @@ struct Shared {
     ip::WakeFd io_wake{"tcp"};   // something for the background thread to do
     ip::WakeFd recv_wake{"tcp"}; // wakes receivers sleeping in poll()
     std::uint64_t incarnation = 0;
+    // This side reads compact frames and says so in its handshake (frame.hpp).
+    bool compact_frames = false;
     std::shared_ptr<BufferPool> pool = std::make_shared<BufferPool>(); // large message buffers
     // Set by technology: auto: input on any incoming connection rings this doorbell
     // (the sci one), so that a group mixing sci and tcp nodes sleeps on one futex.
