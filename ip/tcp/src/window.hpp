@@ -490,13 +490,15 @@ private:
     // (the header is staged then, the payload is for append()).
     std::byte* stage_header(std::uint64_t length, std::size_t staged, bool compact) {
         if (compact) {
-            const std::uint32_t c[2] = {compact_word(length, false), 0};
+            // One 8-byte value ({word, ack 0} on a little-endian host): two 4-byte
+            // stores read back as one 8-byte load stalled on store forwarding.
+            const std::uint64_t c = compact_word(length, false);
             std::byte* at = bytes_.claim_contiguous(sizeof c + staged);
             if (at != nullptr) {
-                std::memcpy(at, c, sizeof c);
+                std::memcpy(at, &c, sizeof c);
                 return at + sizeof c;
             }
-            bytes_.append(c, sizeof c);
+            bytes_.append(&c, sizeof c);
             return nullptr;
         }
         const FrameHeader h = data_frame(next_seq_, length);
