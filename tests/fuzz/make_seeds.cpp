@@ -171,6 +171,20 @@ void stream_seeds() {
     goodbye.resize(goodbye.size() + tcp::frame_header_size);
     tcp::encode(tcp::goodbye_frame(0), goodbye.data() + goodbye.size() - tcp::frame_header_size);
     write("tcp_stream", "message-then-goodbye", goodbye);
+    // Compact frames (frame.hpp) between full ones: a plain one, one carrying an
+    // acknowledgement, then a full frame numbered after them.
+    auto compact = [](std::vector<std::byte>& out, std::size_t length, bool acked) {
+        const std::size_t at = out.size();
+        out.resize(at + tcp::compact_header_size + length, std::byte{0x43});
+        const std::uint32_t c[2] = {tcp::compact_word(length, acked), 0};
+        std::memcpy(out.data() + at, c, sizeof c);
+    };
+    std::vector<std::byte> mixed;
+    compact(mixed, 64, false);
+    compact(mixed, 8, true);
+    frame(mixed, 2, 100);
+    compact(mixed, 0, false);
+    write("tcp_stream", "compact-frames", mixed);
 }
 
 // udp_stream: datagrams, each [u16 length][bytes]; the harness makes the identity

@@ -3,7 +3,8 @@
 // that any number of them is one or two pieces of one write; larger payloads go out
 // from the application's memory; bytes an earlier write took are left out, the
 // list stops at max_iov, and only the first frame of a write carries the
-// acknowledgement, which a reconnection takes out again.
+// acknowledgement, which a reconnection takes out again; the compact form of small
+// frames, and the restaging of a window for a peer that reads the other form.
 #include "window.hpp"
 
 #include <gtest/gtest.h>
@@ -37,6 +38,10 @@ std::vector<std::byte> image(const FrameHeader& h, const Buffer& payload) {
     encode(h, out.data());
     payload.copy_to(std::span<std::byte>(out).subspan(frame_header_size));
     return out;
+}
+
+std::size_t frame(std::size_t payload) {
+    return frame_header_size + payload;
 }
 
 void append(std::vector<std::byte>& to, const std::vector<std::byte>& more) {
@@ -217,6 +222,107 @@ TEST(GatheredWrite, TheFirstFrameNotBegunCarriesTheAcknowledgement) {
         EXPECT_EQ(w.header(i).flags, 0u) << i;
     }
     EXPECT_FALSE(w.stamp(0, 43)) << "no frame before the end";
+}
+
+// The compact form of a small frame (frame.hpp): {u32 tag << 24 | length, u32 ack}.
+std::vector<std::byte> compact_image(const Buffer& payload, bool acked = false, std::uint32_t ack = 0) {
+    std::vector<std::byte> out(compact_header_size + payload.size());
+    const std::uint32_t c[2] = {compact_word(payload.size(), acked), ack};
+    std::memcpy(out.data(), c, sizeof c);
+    payload.copy_to(std::span<std::byte>(out).subspan(compact_header_size));
+    return out;
+}
+
+TEST(GatheredWrite, SmallFramesAreCompactForAPeerThatReadsThemAndLargeOnesKeepTheFullHeader) {
+    SendWindow w;
+    w.set_compact(true);
+    const auto a = filled(64, 1), b = filled(100, 2);
+    const auto large = filled(SendWindow::small_payload + 1, 3);
+    w.push_copy(*a);
+    w.push(BufferPtr(filled(large->size(), 3)), large->size());
+    w.push_copy(std::span<const std::byte>(b->data(), b->size()));
+    GatherList g;
+    w.gather(g, w.size());
+    auto expected = compact_image(*a);
+    append(expected, image(data_frame(1, large->size()), *large));
+    append(expected, compact_image(*b));
+    EXPECT_EQ(gathered(g), expected);
+    EXPECT_EQ(w.header(2).seq, 2u) << "a compact frame stands for the next number";
+    EXPECT_EQ(w.header(2).length, 100u);
+    // The statistics count payload bytes, whatever the headers' sizes.
+    const auto took = w.wrote(expected.size());
+    EXPECT_EQ(took.messages, 3u);
+    EXPECT_EQ(took.bytes, 64u + large->size() + 100u);
+    EXPECT_TRUE(w.all_written());
+}
+
+TEST(GatheredWrite, ACompactFrameCarriesTheAcknowledgementInItsSecondWordAndARewindTakesItOut) {
+    SendWindow w;
+    w.set_compact(true);
+    const auto m = filled(8, 1);
+    for (int i = 0; i < 3; ++i)
+        w.push_copy(*m);
+    ASSERT_TRUE(w.stamp(w.size(), 0x1234'5678'9aull));
+    EXPECT_EQ(w.header(0).type, static_cast<std::uint32_t>(FrameType::data_acked));
+    EXPECT_EQ(w.header(0).flags, 0x3456'789au);
+    GatherList g;
+    w.gather(g, w.size());
+    auto expected = compact_image(*m, true, 0x3456'789au);
+    append(expected, compact_image(*m));
+    append(expected, compact_image(*m));
+    EXPECT_EQ(gathered(g), expected);
+    auto took = w.wrote(compact_header_size - 1); // a part of the stamped header: not carried yet
+    EXPECT_FALSE(took.stamp_written);
+    ASSERT_TRUE(w.stamp(w.size(), 43)); // frame 0 is begun: frame 1 carries it
+    EXPECT_EQ(w.header(1).type, static_cast<std::uint32_t>(FrameType::data_acked));
+    EXPECT_EQ(w.header(1).flags, 43u);
+    took = w.wrote(1 + 8 + compact_header_size);
+    EXPECT_TRUE(took.stamp_written);
+    EXPECT_EQ(took.messages, 1u);
+    EXPECT_EQ(took.bytes, 8u);
+    w.rewind();
+    for (std::size_t i = 0; i < w.size(); ++i) {
+        EXPECT_EQ(w.header(i).type, static_cast<std::uint32_t>(FrameType::data)) << i;
+        EXPECT_EQ(w.header(i).flags, 0u) << i;
+        EXPECT_EQ(w.header(i).length, 8u) << i;
+    }
+}
+
+// A reconnection to a peer that reads the other form: every frame in the window is
+// staged again, payloads unchanged, numbers as before.
+TEST(GatheredWrite, AWindowIsRestagedWhenThePeerReadsTheOtherForm) {
+    SendWindow w;
+    const auto a = filled(64, 1), b = filled(100, 2);
+    const auto large = filled(SendWindow::small_payload + 1, 3);
+    w.push_copy(*a);
+    (void)w.wrote(frame(64)); // the first went on a connection
+    ASSERT_TRUE(w.acknowledge(1));
+    w.push_copy(*a);
+    w.push(BufferPtr(filled(large->size(), 3)), large->size());
+    w.push_copy(*b);
+    ASSERT_TRUE(w.resume(1));
+    w.set_compact(true);
+    GatherList g;
+    w.gather(g, w.size());
+    auto expected = compact_image(*a);
+    append(expected, image(data_frame(2, large->size()), *large));
+    append(expected, compact_image(*b));
+    EXPECT_EQ(gathered(g), expected);
+    w.set_compact(false);
+    w.gather(g, w.size());
+    expected = image(data_frame(1, 64), *a);
+    append(expected, image(data_frame(2, large->size()), *large));
+    append(expected, image(data_frame(3, 100), *b));
+    EXPECT_EQ(gathered(g), expected);
+    w.set_compact(true);
+    const auto took = w.wrote(compact_header_size + 64 + frame_header_size + large->size() + 3);
+    EXPECT_EQ(took.messages, 2u);
+    w.push_copy(*a); // staged after the restaged ones, in the new form
+    ASSERT_TRUE(w.acknowledge(3));
+    w.gather(g, w.size());
+    expected = compact_image(*b);
+    append(expected, compact_image(*a));
+    EXPECT_EQ(gathered(g), std::vector<std::byte>(expected.begin() + 3, expected.end()));
 }
 
 } // namespace

@@ -168,6 +168,7 @@ protected:
     void SetUp() override {
         text_ = local_partition(partition_for_test(), 3, peer_timeout);
         ASSERT_EQ(text_.nodes.size(), 3u) << "no free ports";
+        text_.tcp_section = "{compact_frames: true}"; // the good traffic in compact frames
         c_ = text_.load();
         c_.auth_key = key_; // set by an authenticated fixture
         f1_ = NodeFactory::create(c_, 1);
@@ -411,6 +412,27 @@ TEST_F(TcpHostileInput, ADataFrameWithTheWrongSequenceNumberIsOneErrorAndDeliver
     EXPECT_TRUE(s.wait_closed()) << "a frame out of order did not close the connection";
     expect_refused({Refusal::protocol_error});
     expect_error("sent message 5 where 0 was expected");
+}
+
+// The compact form of a small data frame (frame.hpp) has room for an acknowledgement
+// only in its acked form; the plain form with one is refused, and the acceptor's
+// welcome says that it reads compact frames at all.
+TEST_F(TcpHostileInput, APlainCompactFrameWithAnAcknowledgementIsOneErrorAndDeliversNothing) {
+    auto s = RawSocket::connect_to(port());
+    ASSERT_TRUE(s.valid());
+    ASSERT_TRUE(s.send_struct(hello_from(3)));
+    tcp::Welcome w{};
+    ASSERT_EQ(s.read_exact(&w, sizeof w), sizeof w) << "a good Hello got no Welcome";
+    EXPECT_EQ(w.kind, static_cast<std::uint16_t>(tcp::Kind::welcome)) << "refused for " << w.reason;
+    EXPECT_NE(w.reserved & tcp::compact_frames_bit, 0u) << "the welcome does not say the acceptor reads compact frames";
+    std::vector<std::byte> payload(64);
+    fill_payload(payload, 3, 0);
+    const std::uint32_t frame[2] = {tcp::compact_word(payload.size(), false), 7};
+    ASSERT_TRUE(s.send_struct(frame));
+    ASSERT_TRUE(s.send_all(payload.data(), payload.size()));
+    EXPECT_TRUE(s.wait_closed()) << "a compact frame with flags did not close the connection";
+    expect_refused({Refusal::protocol_error});
+    expect_error("sent a compact frame with flags 7");
 }
 
 TEST_F(TcpHostileInput, AFrameOfAnUnknownTypeAfterAGoodHelloIsOneErrorAndDeliversNothing) {

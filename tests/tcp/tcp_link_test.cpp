@@ -31,6 +31,44 @@ TEST(TcpOptions, TheTcpSectionSetsTheEngineParametersAndWithoutItTheDefaultsHold
     EXPECT_EQ(p.receive_spin, 0us);
 }
 
+// tcp.compact_frames (docs/tcp.md, "Compact frames"): each side sends small data
+// frames compact only to a reader that said it reads them. Both ways between a node
+// with the option and one without, messages of every size (small ones compact,
+// large ones with full headers between them, some sent before the connection was
+// made and so restaged for it) arrive whole, once and in order.
+TEST(TcpOptions, CompactFramesGoOnlyToAReaderThatAskedForThemAndEveryMessageArrivesInOrder) {
+    auto text = local_partition(partition_for_test(), 2, 2000ms);
+    ASSERT_EQ(text.nodes.size(), 2u) << "no free ports";
+    EXPECT_FALSE(tcp::Parameters::from(text.load(), 1).compact_frames) << "on by default";
+    const auto plain = text.load();
+    text.tcp_section = "{compact_frames: true}";
+    const auto compact = text.load();
+    EXPECT_TRUE(tcp::Parameters::from(compact, 1).compact_frames);
+    auto a = NodeFactory::create(compact, 1);
+    auto b = NodeFactory::create(plain, 2);
+    auto to_b = a->create_node(2);
+    auto to_a = b->create_node(1);
+    constexpr std::uint64_t n = 600;
+    const auto size = [](std::uint64_t i) { return i % 50 == 7 ? std::size_t{3000} : sizeof(PayloadHeader) + i % 90; };
+    for (std::uint64_t i = 0; i < n; ++i) {
+        send_retrying(*to_b, make_message(*a, size(i), 1, i), "message " + std::to_string(i));
+        send_retrying(*to_a, make_message(*b, size(i), 2, i), "message " + std::to_string(i));
+    }
+    for (auto [from, stream] : {std::pair{b->create_node(1), 1u}, std::pair{a->create_node(2), 2u}}) {
+        for (std::uint64_t i = 0; i < n; ++i) {
+            auto m = from->receive(patience);
+            ASSERT_TRUE(m) << "stream " << stream << ": message " << i << " did not come";
+            const auto h = check_payload(*m);
+            ASSERT_EQ(h.stream, stream);
+            ASSERT_EQ(h.seq, i) << "stream " << stream;
+            ASSERT_EQ(m->size(), size(i));
+        }
+        EXPECT_FALSE(from->receive(50ms)) << "a message came twice";
+    }
+    EXPECT_EQ(to_b->stats().errors, 0u);
+    EXPECT_EQ(to_a->stats().errors, 0u);
+}
+
 // With a peer timeout of 500 ms a silent connection is closed after 500 ms
 // (min(peer_timeout, 2 s)); `tcp: {handshake_timeout: 30s}` keeps it open.
 TEST(TcpOptions, AConfiguredHandshakeTimeoutHoldsASilentConnectionPastTheDefault) {

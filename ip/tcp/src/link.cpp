@@ -605,8 +605,10 @@ void TcpNode::handle_welcome(const Welcome& w) {
     framed_ = true;
     connected_at_ = Clock::now();
     attach_in(w.incarnation);
-    queue_control(resume_frame(in_window_.expected()));
-    if (!resume_window(w.incarnation, w.next_expected)) return;
+    FrameHeader resume = resume_frame(in_window_.expected());
+    if (shared_->compact_frames) resume.flags |= compact_frames_bit;
+    queue_control(resume);
+    if (!resume_window(w.incarnation, w.next_expected, (w.reserved & compact_frames_bit) != 0)) return;
     refusal_logged_ = false;
 }
 
@@ -663,7 +665,7 @@ void TcpNode::attach_in(std::uint64_t incarnation) {
 // welcome, or its resume frame on a connection it opened): the window resends from
 // there, after a skip frame when we dropped messages it never got. False when the
 // connection ended.
-bool TcpNode::resume_window(std::uint64_t incarnation, std::uint64_t next_expected) {
+bool TcpNode::resume_window(std::uint64_t incarnation, std::uint64_t next_expected, bool compact) {
     if (ip::restarted(peer_incarnation_, incarnation)) declare_lost_locked(peer_incarnation_, "it restarted");
     // A new incarnation counts our messages from 0; the one our numbers were for (alive
     // after we gave it up, or after a clean goodbye and a loss) goes on counting them.
@@ -673,6 +675,7 @@ bool TcpNode::resume_window(std::uint64_t incarnation, std::uint64_t next_expect
         window_mismatch(incarnation, next_expected);
         return false;
     }
+    window_.set_compact(compact); // nothing is written on this connection yet
     acked_base_.store(window_.acknowledged_to());
     // We gave this peer up while it lived and dropped messages it never got: the
     // skip frame, before any data, makes it report them lost where they belong in

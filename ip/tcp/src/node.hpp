@@ -103,7 +103,8 @@ private:
     void attempt_failed(bool refused, const std::string& why, Clock::time_point now);
     void handle_challenge(const ip::Challenge& c);
     void read_handshake();
-    bool resume_window(std::uint64_t incarnation, std::uint64_t next_expected);
+    // compact: the peer reads compact frames (its welcome or its resume frame said so).
+    bool resume_window(std::uint64_t incarnation, std::uint64_t next_expected, bool compact);
     void declare_lost_locked(std::uint64_t incarnation, const std::string& reason, bool may_live = false);
     void window_mismatch(std::uint64_t incarnation, std::uint64_t next_expected);
     bool check_answers(Clock::time_point now);

@@ -4,8 +4,8 @@
 namespace msgpass::tcp {
 
 const std::vector<std::string>& Options::keys() {
-    static const std::vector<std::string> list = {"handshake_timeout", "ack_every", "ack_bytes", "receive_spin_us",
-                                                  "max_clients"};
+    static const std::vector<std::string> list = {"handshake_timeout", "ack_every",   "ack_bytes",
+                                                  "receive_spin_us",   "max_clients", "compact_frames"};
     return list;
 }
 
@@ -18,6 +18,8 @@ void Options::set(const std::string& key, const config::Value& value) {
         if (auto n = value.size(config::GiB)) ack_bytes = *n;
     } else if (key == "receive_spin_us") {
         if (auto n = value.integer(0, 10000)) receive_spin_us = *n;
+    } else if (key == "compact_frames") {
+        if (auto b = value.boolean()) compact_frames = *b;
     } else if (key == "max_clients") {
         if (auto n = value.integer(0, 65536)) max_clients = static_cast<std::uint32_t>(*n);
     }

@@ -50,8 +50,8 @@ bool TcpNode::accept_connection(int fd, std::uint64_t incarnation) {
     framed_ = true;
     state_ = State::resuming; // our messages wait for the peer's resume frame
     attach_in(incarnation);
-    const Welcome w =
-        ip::make_welcome(protocol, shared_->parameters.self, id_, shared_->incarnation, in_window_.expected());
+    Welcome w = ip::make_welcome(protocol, shared_->parameters.self, id_, shared_->incarnation, in_window_.expected());
+    if (shared_->compact_frames) w.reserved |= compact_frames_bit;
     (void)::send(fd, &w, sizeof w, MSG_DONTWAIT | MSG_NOSIGNAL); // a fresh socket takes 40 bytes at once
     reconnect_.connected();
     next_answer_check_ = Clock::now() + answer_check_period();
@@ -141,15 +141,40 @@ void Receiver::parse_in_buffer(Control& c) {
         }
     } lend{rx_, lent};
     const bool lending = lend_ && direct_ && inbox_.empty();
-    while (!assembling_ && rx_end_ - rx_begin_ >= sizeof(FrameHeader)) {
-        FrameHeader h = decode(rx_.data() + rx_begin_);
-        if (h.length == 0 && (h.type == static_cast<std::uint32_t>(FrameType::ack) ||
-                              h.type == static_cast<std::uint32_t>(FrameType::goodbye) ||
-                              h.type == static_cast<std::uint32_t>(FrameType::resume))) {
+    const bool compact = shared_->compact_frames;
+    while (!assembling_ && rx_end_ - rx_begin_ >= compact_header_size) {
+        // A compact data frame (frame.hpp) stands for a data frame of the next
+        // expected number; everything else is a full header.
+        std::size_t header = sizeof(FrameHeader);
+        FrameHeader h;
+        std::uint32_t word[2];
+        std::memcpy(word, rx_.data() + rx_begin_, sizeof word);
+        if (const std::uint32_t tag = compact ? compact_tag(word[0]) : 0; tag != 0) {
+            header = compact_header_size;
+            h.length = word[0] & compact_max_length;
+            h.seq = in_window_.expected();
+            h.type = static_cast<std::uint32_t>(tag == compact_data_acked ? FrameType::data_acked : FrameType::data);
+            h.flags = word[1];
+            if (tag == compact_data && word[1] != 0) { // no acknowledgement where none belongs
+                violation_ =
+                    "node " + std::to_string(id_) + " sent a compact frame with flags " + std::to_string(word[1]);
+                shared_->count_refusal(Refusal::protocol_error);
+                c.bad_ack = true;
+                return;
+            }
+        } else {
+            if (rx_end_ - rx_begin_ < sizeof(FrameHeader)) break;
+            h = decode(rx_.data() + rx_begin_);
+        }
+        if (header == sizeof(FrameHeader) && h.length == 0 &&
+            (h.type == static_cast<std::uint32_t>(FrameType::ack) ||
+             h.type == static_cast<std::uint32_t>(FrameType::goodbye) ||
+             h.type == static_cast<std::uint32_t>(FrameType::resume))) {
             rx_begin_ += sizeof h;
             if (h.type == static_cast<std::uint32_t>(FrameType::resume)) {
                 c.resume = true;
                 c.resume_to = h.seq;
+                c.resume_compact = (h.flags & compact_frames_bit) != 0;
                 continue;
             }
             if (!c.ack || h.seq > c.ack_to) c.ack_to = h.seq;
@@ -221,21 +246,21 @@ void Receiver::parse_in_buffer(Control& c) {
             c.bad_ack = true;
             return;
         }
-        const std::size_t have = rx_end_ - rx_begin_ - sizeof h;
+        const std::size_t have = rx_end_ - rx_begin_ - header;
         if (have >= h.length) {
             if (lending && inbox_.empty()) { // a marker stops the lending: the inbox keeps the order
                 const auto size = static_cast<std::size_t>(h.length);
-                taken_.emplace_back(rx_.data() + rx_begin_ + sizeof h, size, rx_.chunk());
+                taken_.emplace_back(rx_.data() + rx_begin_ + header, size, rx_.chunk());
                 ++lent;
                 if (size >= large_ack_size) c.large = true;
                 in_window_.delivered(size);
-                rx_begin_ += sizeof h + size;
+                rx_begin_ += header + size;
                 c.delivered = true;
                 continue;
             }
             auto m = shared_->pool->make(static_cast<std::size_t>(h.length));
-            std::memcpy(m->single()->data(), rx_.data() + rx_begin_ + sizeof h, static_cast<std::size_t>(h.length));
-            rx_begin_ += sizeof h + h.length;
+            std::memcpy(m->single()->data(), rx_.data() + rx_begin_ + header, static_cast<std::size_t>(h.length));
+            rx_begin_ += header + h.length;
             if (h.length >= large_ack_size) c.large = true;
             deliver(std::move(m));
             c.delivered = true;
@@ -243,10 +268,10 @@ void Receiver::parse_in_buffer(Control& c) {
         }
         // The header stays in rx_ until the whole frame is there (its acknowledgement
         // is taken again then, which changes nothing).
-        if (rx_begin_ + sizeof h + h.length <= rx_.size()) break; // fits: wait for the rest in rx_
+        if (rx_begin_ + header + h.length <= rx_.size()) break; // fits: wait for the rest in rx_
         assembling_ = shared_->pool->make(static_cast<std::size_t>(h.length));
         assembling_data_ = assembling_->single()->data();
-        std::memcpy(assembling_data_, rx_.data() + rx_begin_ + sizeof h, have);
+        std::memcpy(assembling_data_, rx_.data() + rx_begin_ + header, have);
         assembled_ = have;
         rx_begin_ = rx_end_;
         rx_.rewind(lent == 0);
@@ -317,7 +342,7 @@ void TcpNode::apply(const Control& c) {
             broken("protocol error from the peer (resume)");
             return;
         }
-        if (!resume_window(in_window_.incarnation(), c.resume_to)) return;
+        if (!resume_window(in_window_.incarnation(), c.resume_to, c.resume_compact)) return;
     }
     if (c.bad_ack || c.closed) {
         broken(c.bad_ack ? "protocol error from the peer" : "connection closed by the peer");

@@ -69,8 +69,9 @@ protected:
         bool goodbye = false;
         bool resume = false;
         std::uint64_t resume_to = 0;
-        bool bad_ack = false; // a frame broke the protocol (violation_ says how)
-        bool closed = false;  // the connection ended (after the frames parsed)
+        bool resume_compact = false; // the resume frame says its writer reads compact frames
+        bool bad_ack = false;        // a frame broke the protocol (violation_ says how)
+        bool closed = false;         // the connection ended (after the frames parsed)
         bool delivered = false;
         bool large = false; // a message of large_ack_size or more arrived whole: acknowledged at once
     };

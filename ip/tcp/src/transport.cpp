@@ -40,10 +40,13 @@ Parameters Parameters::from(const config::Configuration& configuration, NodeId s
     p.backoff_max = std::min<std::chrono::nanoseconds>(std::chrono::milliseconds(100), configuration.peer_timeout / 4);
     p.auth_key = configuration.auth_key;
     p.max_clients = options.max_clients;
+    p.compact_frames = options.compact_frames;
     return p;
 }
 
-Shared::Shared(Parameters p) : parameters(std::move(p)), incarnation(ip::new_incarnation()) {}
+Shared::Shared(Parameters p)
+    : parameters(std::move(p)), incarnation(ip::new_incarnation()),
+      compact_frames(parameters.compact_frames && parameters.max_message_size <= compact_reader_max_message) {}
 
 Transport::Transport(const config::Configuration& configuration, NodeId self)
     : configuration_(configuration), shared_(std::make_shared<Shared>(Parameters::from(configuration, self))) {

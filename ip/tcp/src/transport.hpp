@@ -115,6 +115,7 @@ struct Parameters {
     std::chrono::nanoseconds backoff_max{std::chrono::milliseconds(100)};
     std::optional<ip::AuthKey> auth_key; // auth_key_file: handshakes prove it (ip/auth.hpp)
     std::uint32_t max_clients = 0;       // tcp.max_clients: run-time clients at once
+    bool compact_frames = false;         // tcp.compact_frames
 
     static Parameters from(const config::Configuration& configuration, NodeId self);
 };
@@ -127,6 +128,8 @@ struct Shared {
     ip::WakeFd io_wake{"tcp"};   // something for the background thread to do
     ip::WakeFd recv_wake{"tcp"}; // wakes receivers sleeping in poll()
     std::uint64_t incarnation = 0;
+    // This side reads compact frames and says so in its handshake (frame.hpp).
+    bool compact_frames = false;
     std::shared_ptr<BufferPool> pool = std::make_shared<BufferPool>(); // large message buffers
     // Set by technology: auto: input on any incoming connection rings this doorbell
     // (the sci one), so that a group mixing sci and tcp nodes sleeps on one futex.

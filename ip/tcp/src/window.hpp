@@ -212,7 +212,9 @@ private:
 // ring's start. Frames are staged as data frames; the transport stamps its
 // acknowledgement into the first frame of each write (stamp()), and a reconnection
 // makes them plain data frames again (an acknowledgement from an earlier write would
-// be older than what the peer applied since).
+// be older than what the peer applied since). A frame whose payload is copied is
+// staged in the compact form (frame.hpp, 8 bytes of header instead of 24) while the
+// peer reads it (set_compact()); a connection to a peer that does not restages them.
 class SendWindow {
 public:
     static constexpr std::size_t small_payload = 512;           // copied into the staged bytes up to this
@@ -231,7 +233,7 @@ public:
     // payload up to small_payload bytes.
     std::uint64_t push_copy(const Buffer& payload) {
         const std::uint64_t size = payload.size();
-        std::byte* at = stage_header(size, static_cast<std::size_t>(size));
+        std::byte* at = stage_header(size, static_cast<std::size_t>(size), compact_);
         if (at != nullptr) {
             if (const SingleBuffer* one = payload.single(); one != nullptr) {
                 if (size > 0) std::memcpy(at, one->data(), static_cast<std::size_t>(size));
@@ -242,24 +244,46 @@ public:
             for (const auto& f : payload.fragments())
                 bytes_.append(f.data(), f.size());
         }
-        return finish(size, false);
+        return finish(size, false, compact_);
     }
     std::uint64_t push_copy(std::span<const std::byte> payload) {
-        std::byte* at = stage_header(payload.size(), payload.size());
+        std::byte* at = stage_header(payload.size(), payload.size(), compact_);
         if (at != nullptr) {
             if (!payload.empty()) std::memcpy(at, payload.data(), payload.size());
         } else {
             bytes_.append(payload.data(), payload.size());
         }
-        return finish(payload.size(), false);
+        return finish(payload.size(), false, compact_);
     }
+
+    // Whether the frames of copied payloads are staged in the compact form: what the
+    // peer of the connection now starting reads (called after resume() or a
+    // renumber(), when nothing of the window is written on it yet). A change restages
+    // the frames already in the window in the new form.
+    void set_compact(bool on) {
+        if (on == compact_) return;
+        compact_ = on;
+        if (!entries_.empty()) restage();
+    }
+    [[nodiscard]] bool compact() const noexcept { return compact_; }
 
     // Messages not acknowledged; the ones from written() on are not written on this connection yet.
     [[nodiscard]] std::size_t size() const noexcept { return entries_.size(); }
     [[nodiscard]] bool empty() const noexcept { return entries_.empty(); }
     // The frame header of message i as it stands (tests, and the stamp).
+    // A compact frame's as the full header it stands for.
     [[nodiscard]] FrameHeader header(std::size_t i) const noexcept {
         FrameHeader h;
+        if (entries_[i].compact) {
+            std::uint32_t c[2];
+            bytes_.get(entries_[i].at, c, sizeof c);
+            h.length = c[0] & compact_max_length;
+            h.seq = first_seq_ + i;
+            h.type = static_cast<std::uint32_t>(compact_tag(c[0]) == compact_data_acked ? FrameType::data_acked
+                                                                                        : FrameType::data);
+            h.flags = c[1];
+            return h;
+        }
         bytes_.get(entries_[i].at, &h, sizeof h);
         return h;
     }
@@ -343,7 +367,7 @@ public:
         const std::uint64_t from = wire_start(written_) + offset_;
         const std::uint64_t to = from + bytes;
         if (stamped_ != npos) {
-            w.stamp_written = wire_start(stamped_) + frame_header_size <= to;
+            w.stamp_written = wire_start(stamped_) + header_size(stamped_) <= to;
             stamped_ = npos;
         }
         // The frames now whole: those whose end is at most `to` (ends only grow).
@@ -362,7 +386,9 @@ public:
             const std::size_t fresh_from = std::max(written_, written_once_);
             if (whole > fresh_from) {
                 w.messages = whole - fresh_from;
-                w.bytes = entries_[whole - 1].wire_end - wire_start(fresh_from) - w.messages * frame_header_size;
+                const std::size_t kept = kept_between(fresh_from, whole);
+                w.bytes = entries_[whole - 1].wire_end - wire_start(fresh_from) - kept * frame_header_size -
+                          (w.messages - kept) * (compact_ ? compact_header_size : frame_header_size);
                 written_once_ = whole;
             }
             written_ = whole;
@@ -431,7 +457,7 @@ public:
     void renumber() noexcept {
         for (std::size_t i = 0; i < entries_.size(); ++i) {
             const std::uint64_t seq = i;
-            bytes_.put(entries_[i].at + offsetof(FrameHeader, seq), &seq, sizeof seq);
+            if (!entries_[i].compact) bytes_.put(entries_[i].at + offsetof(FrameHeader, seq), &seq, sizeof seq);
         }
         for (std::size_t k = 0; k < kept_.size(); ++k)
             kept_[k].seq -= first_seq_;
@@ -456,12 +482,25 @@ private:
         std::uint64_t at = 0;
         std::uint64_t wire_end = 0;
         bool kept = false;
+        bool compact = false; // its header is the compact form's
     };
 
     // Stages the header of the next message and room for `staged` bytes of its
     // payload after it; returns where they go, or null when the ring wraps there
     // (the header is staged then, the payload is for append()).
-    std::byte* stage_header(std::uint64_t length, std::size_t staged) {
+    std::byte* stage_header(std::uint64_t length, std::size_t staged, bool compact) {
+        if (compact) {
+            // One 8-byte value ({word, ack 0} on a little-endian host): two 4-byte
+            // stores read back as one 8-byte load stalled on store forwarding.
+            const std::uint64_t c = compact_word(length, false);
+            std::byte* at = bytes_.claim_contiguous(sizeof c + staged);
+            if (at != nullptr) {
+                std::memcpy(at, &c, sizeof c);
+                return at + sizeof c;
+            }
+            bytes_.append(&c, sizeof c);
+            return nullptr;
+        }
         const FrameHeader h = data_frame(next_seq_, length);
         std::byte* at = bytes_.claim_contiguous(sizeof h + staged);
         if (at != nullptr) {
@@ -471,27 +510,75 @@ private:
         bytes_.append(&h, sizeof h);
         return nullptr;
     }
-    std::uint64_t finish(std::uint64_t size, bool kept) {
+    std::uint64_t finish(std::uint64_t size, bool kept, bool compact) {
         Entry& e = entries_.emplace_back();
         e.at = staged_at_;
         staged_at_ = bytes_.end();
-        wire_end_ += frame_header_size + size;
+        wire_end_ += (compact ? compact_header_size : frame_header_size) + size;
         e.wire_end = wire_end_;
         e.kept = kept;
+        e.compact = compact;
         if (entries_.size() == 1) first_seq_ = next_seq_;
         return next_seq_++;
     }
     template <class B>
     std::uint64_t push_kept(B buffer, std::uint64_t size) {
-        (void)stage_header(size, 0);
+        (void)stage_header(size, 0, false);
         Outgoing& k = kept_.emplace_back();
         k.hold(std::move(buffer));
         k.seq = next_seq_;
-        return finish(size, true);
+        return finish(size, true, false);
     }
 
     [[nodiscard]] std::uint64_t wire_start(std::size_t i) const noexcept {
         return i == 0 ? wire_front_ : entries_[i - 1].wire_end;
+    }
+    [[nodiscard]] std::size_t header_size(std::size_t i) const noexcept {
+        return entries_[i].compact ? compact_header_size : frame_header_size;
+    }
+    // How many of messages [from, to) kept their buffers.
+    [[nodiscard]] std::size_t kept_between(std::size_t from, std::size_t to) const noexcept {
+        if (kept_.empty()) return 0;
+        return kept_index(first_seq_ + to) - kept_index(first_seq_ + from);
+    }
+    // Stages every frame of the window again, copied payloads in the form compact_
+    // says (set_compact(): nothing of it is written on the connection yet, and no
+    // acknowledgement is stamped in it).
+    void restage() {
+        StagedBytes fresh;
+        std::vector<std::byte> payload;
+        std::uint64_t old_start = wire_front_;
+        std::uint64_t wire = wire_front_;
+        for (std::size_t i = 0; i < entries_.size(); ++i) {
+            Entry& e = entries_[i];
+            const std::uint64_t old_end = e.wire_end;
+            const std::uint64_t size = old_end - old_start - header_size(i);
+            const std::uint64_t at = fresh.end();
+            if (e.kept) {
+                std::array<std::byte, frame_header_size> h;
+                bytes_.get(e.at, h.data(), h.size());
+                fresh.append(h.data(), h.size());
+            } else {
+                payload.resize(static_cast<std::size_t>(size));
+                bytes_.get(e.at + header_size(i), payload.data(), payload.size());
+                if (compact_) {
+                    const std::uint32_t c[2] = {compact_word(size, false), 0};
+                    fresh.append(c, sizeof c);
+                } else {
+                    const FrameHeader h = data_frame(first_seq_ + i, size);
+                    fresh.append(&h, sizeof h);
+                }
+                fresh.append(payload.data(), payload.size());
+                e.compact = compact_;
+            }
+            e.at = at;
+            wire += (e.compact ? compact_header_size : frame_header_size) + size;
+            old_start = old_end;
+            e.wire_end = wire;
+        }
+        bytes_ = std::move(fresh);
+        staged_at_ = bytes_.end();
+        wire_end_ = wire;
     }
     // Where the staged bytes of messages before `end` end.
     [[nodiscard]] std::uint64_t staged_end(std::size_t end) const noexcept {
@@ -531,6 +618,12 @@ private:
         return !g.full();
     }
     void put_type(std::size_t i, FrameType type, std::uint32_t flags) noexcept {
+        if (entries_[i].compact) {
+            const std::uint64_t length = entries_[i].wire_end - wire_start(i) - compact_header_size;
+            const std::uint32_t c[2] = {compact_word(length, type == FrameType::data_acked), flags};
+            bytes_.put(entries_[i].at, c, sizeof c);
+            return;
+        }
         const std::uint32_t tf[2] = {static_cast<std::uint32_t>(type), flags};
         bytes_.put(entries_[i].at + offsetof(FrameHeader, type), tf, sizeof tf);
     }
@@ -574,6 +667,7 @@ private:
     std::size_t stamped_ = npos;   // the frame the last stamp() marked, for wrote()
     std::uint64_t next_seq_ = 0;
     std::uint64_t acknowledged_to_ = 0; // the peer's cumulative acknowledgement
+    bool compact_ = false;              // copied payloads' frames are staged compact
 };
 
 // The receiver's side: which message comes next from the peer's incarnation, and

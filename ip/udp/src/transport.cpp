@@ -118,7 +118,11 @@ bool Shared::poll_socket(Clock::time_point recent) noexcept {
     if (got) {
         leave(now, now);
     } else {
-        inside.store(false, std::memory_order_seq_cst);
+        // A release store, not an exchange: shutdown waits for inside to be false
+        // (and a receiver that comes next exchanges it), so what this poll did with
+        // the socket happens before either sees it false; a seq_cst store was a
+        // locked instruction on every empty poll.
+        inside.store(false, std::memory_order_release);
     }
     return got;
 }
