@@ -653,6 +653,25 @@ TEST(SciGroups, MarksOfConcurrentSendersAreNeverLostWhileTheReceiverSleeps) {
     EXPECT_EQ(short_of, "");
 }
 
+// Node 1 and `members` senders (nodes 2...) of a partition with sci.records on,
+// node 1 receiving from all of them through one group: the set-up of the records
+// group tests below.
+struct RecordsGroup {
+    explicit RecordsGroup(int members)
+        : segments(partition_for_test()), configuration(sci_configuration(segments.partition(), members + 1)) {
+        configuration.edit_section<sci::Options>().records = true;
+        for (int id = 1; id <= members + 1; ++id)
+            factories.push_back(NodeFactory::create(configuration, static_cast<NodeId>(id)));
+        group = factories.front()->create_group();
+        for (int id = 2; id <= members + 1; ++id)
+            group->add(factories.front()->create_node(static_cast<NodeId>(id)));
+    }
+    SegmentCleanup segments;
+    config::Configuration configuration;
+    std::vector<std::unique_ptr<NodeFactory>> factories;
+    std::unique_ptr<DynamicGroup> group;
+};
+
 // A group receive over members that send records of open slots (sci.records, set
 // here whatever the default): 5 members each leave 300 small messages (16-55 B,
 // about 3 open slots' worth of records per member, the later ones staged while the
@@ -664,16 +683,9 @@ TEST(SciGroups, MarksOfConcurrentSendersAreNeverLostWhileTheReceiverSleeps) {
 TEST(SciGroups, AGroupReceiveOfRecordsGoesRoundTheMembersAndLosesNone) {
     constexpr int members = 5;
     constexpr std::uint64_t per_member = 300;
-    const SegmentCleanup segments(partition_for_test());
-    auto c = sci_configuration(segments.partition(), members + 1);
-    c.edit_section<sci::Options>().records = true;
-    std::vector<std::unique_ptr<NodeFactory>> factories;
-    for (int id = 1; id <= members + 1; ++id)
-        factories.push_back(NodeFactory::create(c, static_cast<NodeId>(id)));
-    auto& one = *factories.front();
-    auto group = one.create_group();
-    for (int id = 2; id <= members + 1; ++id)
-        group->add(one.create_node(static_cast<NodeId>(id)));
+    RecordsGroup partition(members);
+    auto& factories = partition.factories;
+    auto& group = partition.group;
     auto size_of = [](std::uint64_t i) { return sizeof(PayloadHeader) + (i * 13) % 40; };
     for (int k = 0; k < members; ++k) {
         auto& f = *factories[static_cast<std::size_t>(k) + 1];
@@ -730,16 +742,9 @@ TEST(SciGroups, AGroupReceiveOfRecordsGoesRoundTheMembersAndLosesNone) {
 TEST(SciGroups, ConcurrentStreamsOfRecordsThroughAGroupArriveOnceInOrder) {
     constexpr int members = 4;
     constexpr std::uint64_t per_member = 5000;
-    const SegmentCleanup segments(partition_for_test());
-    auto c = sci_configuration(segments.partition(), members + 1);
-    c.edit_section<sci::Options>().records = true;
-    std::vector<std::unique_ptr<NodeFactory>> factories;
-    for (int id = 1; id <= members + 1; ++id)
-        factories.push_back(NodeFactory::create(c, static_cast<NodeId>(id)));
-    auto& one = *factories.front();
-    auto group = one.create_group();
-    for (int id = 2; id <= members + 1; ++id)
-        group->add(one.create_node(static_cast<NodeId>(id)));
+    RecordsGroup partition(members);
+    auto& factories = partition.factories;
+    auto& group = partition.group;
     std::vector<NodePtr> to_one;
     for (int id = 2; id <= members + 1; ++id)
         to_one.push_back(factories[static_cast<std::size_t>(id - 1)]->create_node(1));
