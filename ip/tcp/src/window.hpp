@@ -489,26 +489,20 @@ private:
     // payload after it; returns where they go, or null when the ring wraps there
     // (the header is staged then, the payload is for append()).
     std::byte* stage_header(std::uint64_t length, std::size_t staged, bool compact) {
-        if (compact) {
-            // One 8-byte value ({word, ack 0} on a little-endian host): two 4-byte
-            // stores read back as one 8-byte load stalled on store forwarding.
-            const std::uint64_t c = compact_word(length, false);
-            std::byte* at = bytes_.claim_contiguous(sizeof c + staged);
-            if (at != nullptr) {
-                std::memcpy(at, &c, sizeof c);
-                return at + sizeof c;
+        const auto put = [&](const auto& header) -> std::byte* {
+            std::byte* at = bytes_.claim_contiguous(sizeof header + staged);
+            if (at == nullptr) {
+                bytes_.append(&header, sizeof header);
+                return nullptr;
             }
-            bytes_.append(&c, sizeof c);
-            return nullptr;
-        }
-        const FrameHeader h = data_frame(next_seq_, length);
-        std::byte* at = bytes_.claim_contiguous(sizeof h + staged);
-        if (at != nullptr) {
-            std::memcpy(at, &h, sizeof h);
-            return at + sizeof h;
-        }
-        bytes_.append(&h, sizeof h);
-        return nullptr;
+            std::memcpy(at, &header, sizeof header);
+            return at + sizeof header;
+        };
+        // The compact header as one 8-byte value ({word, ack 0} on a little-endian
+        // host): two 4-byte stores read back as one 8-byte load stalled on store
+        // forwarding.
+        if (compact) return put(std::uint64_t{compact_word(length, false)});
+        return put(data_frame(next_seq_, length));
     }
     std::uint64_t finish(std::uint64_t size, bool kept, bool compact) {
         Entry& e = entries_.emplace_back();
