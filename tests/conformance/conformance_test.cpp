@@ -86,6 +86,28 @@ void expect_stream_then_end(Node& from, std::uint64_t count, std::uint32_t strea
     EXPECT_EQ(nothing_more(from), "");
 }
 
+// Sends message i of a numbered stream (fill_payload's pattern, source 0): every
+// buffer_every-th through a Buffer, the others as bytes (send_bytes), so that a
+// stream mixes both APIs; a full send queue is waited out by flush. bytes is the
+// caller's scratch for the send_bytes messages.
+void send_numbered(Node& to, NodeFactory& factory, std::uint64_t i, std::size_t size, std::uint64_t buffer_every,
+                   std::vector<std::byte>& bytes) {
+    for (;;) {
+        try {
+            if (i % buffer_every == 0) {
+                to.send(make_message(factory, size, 0, i));
+            } else {
+                bytes.resize(size);
+                fill_payload(bytes, 0, i);
+                to.send_bytes(bytes);
+            }
+            return;
+        } catch (const SendQueueFull&) {
+            to.flush(1ms);
+        }
+    }
+}
+
 // Receives from node with a bounded wait; fails the test on timeout.
 BufferPtr must_receive(Node& node) {
     auto b = node.receive(patience);
@@ -1687,20 +1709,7 @@ TEST_P(Conformance, BytesAndBuffersMixInOneStreamInOrderExactlyOnceAndHeldViewsS
     std::thread sender([&] {
         std::vector<std::byte> bytes;
         for (std::uint64_t i = 0; i < n; ++i) {
-            for (;;) {
-                try {
-                    if (i % 3 == 0) {
-                        to_b->send(make_message(*a, size_of(i), 0, i));
-                    } else {
-                        bytes.resize(size_of(i));
-                        fill_payload(bytes, 0, i);
-                        to_b->send_bytes(bytes);
-                    }
-                    break;
-                } catch (const SendQueueFull&) {
-                    to_b->flush(1ms);
-                }
-            }
+            send_numbered(*to_b, *a, i, size_of(i), 3, bytes);
         }
         to_b->send(make_end_marker(*a, n));
         to_b->flush(patience);
@@ -1869,20 +1878,7 @@ TEST_P(Conformance, ASmallMessageStreamArrivesOnceInOrderIntactWithSciRecordsOnA
         std::thread sender([&] {
             std::vector<std::byte> bytes;
             for (std::uint64_t i = 0; i < n; ++i) {
-                for (;;) {
-                    try {
-                        if (i % 5 == 0) {
-                            to_b->send(make_message(*a, size_of(i), 0, i));
-                        } else {
-                            bytes.resize(size_of(i));
-                            fill_payload(bytes, 0, i);
-                            to_b->send_bytes(bytes);
-                        }
-                        break;
-                    } catch (const SendQueueFull&) {
-                        to_b->flush(1ms);
-                    }
-                }
+                send_numbered(*to_b, *a, i, size_of(i), 5, bytes);
                 if (i % 500 == 0) to_b->flush(patience); // a pause: the open slot closes, a new one opens
             }
             to_b->send(make_end_marker(*a, n));
