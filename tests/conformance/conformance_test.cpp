@@ -92,20 +92,14 @@ void expect_stream_then_end(Node& from, std::uint64_t count, std::uint32_t strea
 // caller's scratch for the send_bytes messages.
 void send_numbered(Node& to, NodeFactory& factory, std::uint64_t i, std::size_t size, std::uint64_t buffer_every,
                    std::vector<std::byte>& bytes) {
-    for (;;) {
-        try {
-            if (i % buffer_every == 0) {
-                to.send(make_message(factory, size, 0, i));
-            } else {
-                bytes.resize(size);
-                fill_payload(bytes, 0, i);
-                to.send_bytes(bytes);
-            }
-            return;
-        } catch (const SendQueueFull&) {
-            to.flush(1ms);
-        }
+    const std::string what = "message " + std::to_string(i);
+    if (i % buffer_every == 0) {
+        send_retrying(to, make_message(factory, size, 0, i), what);
+        return;
     }
+    bytes.resize(size);
+    fill_payload(bytes, 0, i);
+    send_bytes_retrying(to, bytes, what);
 }
 
 // Receives from node with a bounded wait; fails the test on timeout.
@@ -1972,14 +1966,7 @@ TEST_P(Conformance, ViewsReleasedAsTheyComeGiveTheirMemoryBack) {
         try {
             for (std::uint64_t i = 0; i < n; ++i) {
                 std::memcpy(bytes.data(), &i, sizeof i);
-                for (;;) {
-                    try {
-                        to_b->send_bytes(bytes);
-                        break;
-                    } catch (const SendQueueFull&) {
-                        to_b->flush(1ms);
-                    }
-                }
+                send_bytes_retrying(*to_b, bytes, "message " + std::to_string(i));
             }
             if (!to_b->flush(patience)) failure = "the stream could not be flushed";
         } catch (const std::exception& e) {

@@ -7,6 +7,7 @@
 #include <msgpass/node.hpp>
 
 #include <chrono>
+#include <span>
 #include <stdexcept>
 #include <string>
 #include <thread>
@@ -38,17 +39,16 @@ public:
     using std::runtime_error::runtime_error;
 };
 
-// Sends buffer to node; while the send queue is full (SendQueueFull) it drives the
-// queue with flush() and tries again, for at most bound, then throws Stalled naming
-// the node and `what` (e.g. "message 17 of stream 2"). Any other exception of send
-// (PeerLost, MessageTooLarge) goes to the caller as it is; the buffer is the
-// caller's again in every failure.
-inline void send_retrying(Node& node, BufferPtr& buffer, const std::string& what,
-                          std::chrono::nanoseconds bound = default_patience) {
+// Calls send_once() until it does not throw SendQueueFull; while the send queue is
+// full it drives the queue with flush() and tries again, for at most bound, then
+// throws Stalled naming the node and `what` (e.g. "message 17 of stream 2"). Any other
+// exception (PeerLost, MessageTooLarge) goes to the caller as it is.
+template <class SendOnce>
+void retry_while_full(Node& node, const std::string& what, std::chrono::nanoseconds bound, SendOnce&& send_once) {
     const auto deadline = Clock::now() + bound;
     for (;;) {
         try {
-            node.send(std::move(buffer));
+            send_once();
             return;
         } catch (const SendQueueFull& e) {
             if (Clock::now() >= deadline) {
@@ -59,6 +59,19 @@ inline void send_retrying(Node& node, BufferPtr& buffer, const std::string& what
             (void)node.flush(std::chrono::milliseconds(1));
         }
     }
+}
+
+// Sends buffer to node as retry_while_full does; the buffer is the caller's again in
+// every failure.
+inline void send_retrying(Node& node, BufferPtr& buffer, const std::string& what,
+                          std::chrono::nanoseconds bound = default_patience) {
+    retry_while_full(node, what, bound, [&] { node.send(std::move(buffer)); });
+}
+
+// The same for the bytes of a message (Node::send_bytes).
+inline void send_bytes_retrying(Node& node, std::span<const std::byte> bytes, const std::string& what,
+                                std::chrono::nanoseconds bound = default_patience) {
+    retry_while_full(node, what, bound, [&] { node.send_bytes(bytes); });
 }
 
 inline void send_retrying(Node& node, BufferPtr&& buffer, const std::string& what,

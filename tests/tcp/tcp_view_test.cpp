@@ -82,14 +82,7 @@ TEST(TcpViews, ViewsHeldWhileTheReadBufferMovesOnAndTheConnectionIsResetStayInta
                 } else {
                     bytes.resize(size);
                     fill_payload(bytes, 0, i);
-                    for (;;) {
-                        try {
-                            to_b->send_bytes(bytes);
-                            break;
-                        } catch (const SendQueueFull&) {
-                            to_b->flush(1ms);
-                        }
-                    }
+                    send_bytes_retrying(*to_b, bytes, "message " + std::to_string(i));
                 }
             } catch (const std::exception& e) {
                 send_error = "message " + std::to_string(i) + ": " + e.what();
