@@ -45,10 +45,22 @@ const Machine* Configuration::find_machine(const std::string& name) const noexce
     return nullptr;
 }
 
+namespace {
+bool local_host(const std::string& h) noexcept {
+    return h == "localhost" || h.rfind("127.", 0) == 0 || h == "::1";
+}
+} // namespace
+
 bool same_machine(const NodeConfig& a, const NodeConfig& b) noexcept {
     if (!a.machine.empty() || !b.machine.empty()) return a.machine == b.machine;
-    const auto local = [](const std::string& h) { return h == "localhost" || h.rfind("127.", 0) == 0 || h == "::1"; };
-    return a.host == b.host || (local(a.host) && local(b.host));
+    return a.host == b.host || (local_host(a.host) && local_host(b.host));
+}
+
+// A named machine, a host, or "this host" for every loopback name: the prefixes keep
+// a machine named like a host apart from that host, as same_machine does.
+std::string machine_key(const NodeConfig& node) {
+    if (!node.machine.empty()) return "machine:" + node.machine;
+    return local_host(node.host) ? std::string("loopback") : "host:" + node.host;
 }
 
 bool Configuration::sci_partners(const NodeConfig& a, const NodeConfig& b) const noexcept {

@@ -8,6 +8,8 @@
 #include <map>
 #include <set>
 #include <sstream>
+#include <unordered_map>
+#include <utility>
 
 namespace msgpass::sci {
 
@@ -168,6 +170,27 @@ Partners partners_of(const config::Configuration& c, const config::NodeConfig& n
     return p;
 }
 
+std::vector<Partners> partners_of_each(const config::Configuration& c) {
+    // The sums of one machine (of the whole partition under sci); a node's partners
+    // are its machine's nodes but itself.
+    std::unordered_map<std::string, Partners> machines;
+    std::vector<std::pair<Partners*, std::uint64_t>> own;
+    own.reserve(c.nodes.size());
+    const bool per_machine = c.technology == "auto";
+    for (const auto& node : c.nodes) {
+        auto& m = machines[per_machine ? config::machine_key(node) : std::string()];
+        const std::uint64_t outstanding = c.section<Options>(node).max_outst_buffers;
+        ++m.count;
+        m.outstanding += outstanding;
+        own.emplace_back(&m, outstanding);
+    }
+    std::vector<Partners> each;
+    each.reserve(c.nodes.size());
+    for (const auto& [m, outstanding] : own)
+        each.push_back(Partners{m->count - 1, m->outstanding - outstanding});
+    return each;
+}
+
 namespace {
 
 // The defaults that follow the partition (Options::size_for): the top level for the
@@ -176,12 +199,10 @@ void size_for_partition(config::Configuration& c) {
     if (c.nodes.empty()) return; // a client: no nodes file
     std::uint64_t most_partners = 0;
     std::uint64_t most_outstanding = 0;
-    std::vector<Partners> each;
-    each.reserve(c.nodes.size());
-    for (const auto& node : c.nodes) {
-        each.push_back(partners_of(c, node));
-        most_partners = std::max(most_partners, each.back().count);
-        most_outstanding = std::max(most_outstanding, each.back().outstanding);
+    const std::vector<Partners> each = partners_of_each(c);
+    for (const auto& p : each) {
+        most_partners = std::max(most_partners, p.count);
+        most_outstanding = std::max(most_outstanding, p.outstanding);
     }
     c.edit_section<Options>().size_for(c.nodes.size(), most_partners, most_outstanding);
     for (std::size_t i = 0; i < c.nodes.size(); ++i)
@@ -206,6 +227,7 @@ void written_sizes_fit_partition(const config::Configuration& c, const config::R
         if (reported.insert(key + "@" + at.str()).second) reporter.report(at, path, expected, found);
     };
     const Options defaults;
+    const std::vector<Partners> each = partners_of_each(c);
     for (std::size_t i = 0; i < c.nodes.size(); ++i) {
         const auto& node = c.nodes[i];
         prefix = "nodes[" + std::to_string(i) + "].";
@@ -217,7 +239,7 @@ void written_sizes_fit_partition(const config::Configuration& c, const config::R
                        " (or leave it out: it follows the node count)",
                    std::to_string(o.header_area_size));
         }
-        const std::uint64_t others = partners_of(c, node).outstanding;
+        const std::uint64_t others = each[i].outstanding;
         if (o.recv_buffer_no_at && o.recv_buffer_no < others) {
             report(*o.recv_buffer_no_at, "recv_buffer_no",
                    "at least the sum of the other nodes' max_outst_buffers: " + std::to_string(others) +

@@ -451,6 +451,42 @@ TEST(ConfigPartitionSizes, UnderAutoTheReceiveSlotsFollowTheNodesOfTheMachine) {
               std::string::npos);
 }
 
+// The partition is split into its machines in one pass (machine_key) rather than by
+// comparing every pair (same_machine): both must say the same of every pair, and the
+// partners counted in one pass must be those counted node by node.
+TEST(ConfigPartitionSizes, MachinesFoundInOnePassAreThoseOfEveryPairwiseComparison) {
+    std::vector<NodeConfig> nodes;
+    const auto add = [&](const char* host, const char* machine) {
+        NodeConfig n;
+        n.id = static_cast<NodeId>(nodes.size() + 1);
+        n.host = host;
+        n.machine = machine;
+        nodes.push_back(n);
+    };
+    for (const char* host : {"localhost", "127.0.0.1", "127.0.1.1", "::1", "a", "b", "machine:a", "host:a", ""})
+        for (const char* machine : {"", "a", "b", "host:a", "loopback"})
+            add(host, machine);
+    for (const auto& x : nodes)
+        for (const auto& y : nodes)
+            EXPECT_EQ(same_machine(x, y), machine_key(x) == machine_key(y))
+                << "host '" << x.host << "' machine '" << x.machine << "' against host '" << y.host << "' machine '"
+                << y.machine << "'";
+
+    for (const char* technology : {"auto", "sci"}) {
+        const auto c =
+            load_text(std::string("technology: ") + technology + "\nsci: {max_outst_buffers: 15}\n",
+                      two_machines() + "  - {id: 302, host: localhost, port: 9302, sci: {max_outst_buffers: 4}}\n"
+                                       "  - {id: 303, host: 127.0.0.1, port: 9303}\n");
+        const auto each = sci::partners_of_each(c);
+        ASSERT_EQ(each.size(), c.nodes.size());
+        for (std::size_t i = 0; i < c.nodes.size(); ++i) {
+            const auto one = sci::partners_of(c, c.nodes[i]);
+            EXPECT_EQ(each[i].count, one.count) << technology << ", node " << c.nodes[i].id;
+            EXPECT_EQ(each[i].outstanding, one.outstanding) << technology << ", node " << c.nodes[i].id;
+        }
+    }
+}
+
 TEST(ConfigPartitionSizes, WrittenSizesTooSmallForThePartitionAreRefusedWhenLoaded) {
     EXPECT_EQ(errors_of("sci:\n  header_area_size: 8KiB\n", many_nodes(300)),
               "network.yaml:2:21: sci.header_area_size: expected one 128-byte header per node of the nodes file: at "

@@ -66,6 +66,10 @@ struct NodeConfig {
 // or neither names one and they have the same host (localhost, 127.* and ::1 are
 // one). technology auto uses sci between such nodes.
 [[nodiscard]] bool same_machine(const NodeConfig& a, const NodeConfig& b) noexcept;
+// The machine a node is on, as a key: same_machine(a, b) exactly when the keys of a and
+// b are equal. Lets a partition be split into its machines in one pass, not by
+// comparing every pair.
+[[nodiscard]] std::string machine_key(const NodeConfig& node);
 
 struct Configuration {
     std::string partition = "msgpass";            // scopes shared-memory names and handshakes
