@@ -41,7 +41,8 @@ Settings parse(int argc, char** argv, bool& help) {
          "fanin: messages per second each member sends, 1..100000 (default 100)") //
         ("compare-scan", po::bool_switch(&s.compare_scan),
          "fanin: each point first with the group receive looking at every member "
-         "(MSGPASS_SCI_GROUP_SCAN=all, sci's receive before its ready marks), rows fanin-scan")                 //
+         "(MSGPASS_{SCI,TCP,UDP}_GROUP_SCAN=all, the receive before the ready marks and tcp's "
+         "epoll set), rows fanin-scan")                                                                         //
         ("json", po::bool_switch(&s.json), "one JSON object per line on stdout, nothing else")                  //
         ("cpu", po::value(&cpus)->value_name("A,B"), "pin the driver to CPU A and the peers to B,...")          //
         ("reference", po::bool_switch(&s.reference), "measure the floors of this machine instead of msgpass")   //

@@ -611,22 +611,34 @@ Result Driver::gather(std::uint64_t size, const Budget& budget, std::uint32_t me
     return r;
 }
 
+namespace {
+void scan_all_unset() {
+    ::unsetenv("MSGPASS_SCI_GROUP_SCAN");
+    ::unsetenv("MSGPASS_TCP_GROUP_SCAN");
+    ::unsetenv("MSGPASS_UDP_GROUP_SCAN");
+}
+} // namespace
+
 // Each member sends at a fixed low rate; the driver receives through a group as an
 // event builder does (receive(timeout)) and counts its thread's CPU time from the
 // first timed message to the last end marker. scan_all: a group made with
-// MSGPASS_SCI_GROUP_SCAN=all, which looks at every member on every receive.
+// MSGPASS_{SCI,TCP,UDP}_GROUP_SCAN=all, which looks at every member on every receive.
 Result Driver::fanin(std::uint64_t size, const Budget& budget, std::uint32_t members, bool scan_all) {
-    if (scan_all) ::setenv("MSGPASS_SCI_GROUP_SCAN", "all", 1);
+    if (scan_all) {
+        ::setenv("MSGPASS_SCI_GROUP_SCAN", "all", 1);
+        ::setenv("MSGPASS_TCP_GROUP_SCAN", "all", 1);
+        ::setenv("MSGPASS_UDP_GROUP_SCAN", "all", 1);
+    }
     std::unique_ptr<DynamicGroup> group;
     try {
         group = factory_.create_group();
         for (std::uint32_t i = 0; i < members; ++i)
             group->add(peer(i));
     } catch (...) {
-        if (scan_all) ::unsetenv("MSGPASS_SCI_GROUP_SCAN");
+        if (scan_all) scan_all_unset();
         throw;
     }
-    if (scan_all) ::unsetenv("MSGPASS_SCI_GROUP_SCAN");
+    if (scan_all) scan_all_unset();
     auto c = make_command(Op::trickle, size, Budget{0, budget.seconds});
     c.rate = static_cast<std::uint32_t>(fanin_rate_);
     for (std::uint32_t i = 0; i < members; ++i)

@@ -1,7 +1,8 @@
-// The tcp factory and group, and the registration of the technology.
+// The tcp factory and the registration of the technology (the group: group.cpp).
 #include <msgpass/tcp/factory.hpp>
 #include <msgpass/tcp/options.hpp>
 
+#include "group.hpp"
 #include "node.hpp"
 
 #include <msgpass/address.hpp>
@@ -94,39 +95,6 @@ void TcpNodeFactory::ring_on_input(Doorbell& bell) {
 
 void TcpNodeFactory::reset_connections(NodeId peer) {
     transport_->node(peer)->reset_connections();
-}
-
-TcpGroup::TcpGroup(std::string name, std::shared_ptr<Transport> transport)
-    : GroupBase(std::move(name)), transport_(std::move(transport)) {}
-
-void TcpGroup::admit(NodePtr node) {
-    auto tcp = std::dynamic_pointer_cast<TcpNode>(node);
-    if (!tcp) throw UsageError("a tcp group takes only tcp nodes");
-    BasicGroup::add(std::move(node));
-    std::lock_guard lock(members_mutex_);
-    if (std::find(members_.begin(), members_.end(), tcp) == members_.end()) members_.push_back(std::move(tcp));
-}
-
-bool TcpGroup::remove(NodeId id) {
-    {
-        std::lock_guard lock(members_mutex_);
-        std::erase_if(members_, [id](const auto& n) { return n->id() == id; });
-    }
-    return BasicGroup::remove(id);
-}
-
-// Polls the members once, then sleeps in poll() on their incoming sockets and on
-// the factory's wake-up descriptor (a connection was installed, a peer was lost).
-BufferPtr TcpGroup::wait(std::chrono::nanoseconds timeout) {
-    SocketSleeper sleeper{transport_->shared().recv_wake,
-                          [this](bool idle, std::vector<int>& fds) {
-                              std::lock_guard lock(members_mutex_);
-                              for (const auto& n : members_) {
-                                  if (const int fd = n->prepare_to_sleep(idle); fd >= 0) fds.push_back(fd);
-                              }
-                          },
-                          nullptr};
-    return wait_with([this] { return poll(); }, timeout, sleeper, socket_wait);
 }
 
 } // namespace msgpass::tcp

@@ -605,6 +605,7 @@ void TcpNode::handle_welcome(const Welcome& w) {
     framed_ = true;
     connected_at_ = Clock::now();
     attach_in(w.incarnation);
+    shared_->wake_receivers(); // a receiver sleeping on its nodes' sockets sleeps on this one too
     FrameHeader resume = resume_frame(in_window_.expected());
     if (shared_->compact_frames) resume.flags |= compact_frames_bit;
     queue_control(resume);

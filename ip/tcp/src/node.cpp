@@ -163,6 +163,22 @@ int TcpNode::prepare_to_sleep(bool acknowledge) {
     return framed_ ? fd_ : -1;
 }
 
+bool TcpNode::watch(const ip::Epoll& set, std::size_t slot, std::int64_t& watched) {
+    std::lock_guard lock(in_mutex_);
+    if (fd_ < 0 || !framed_) return true;
+    if (watched != static_cast<std::int64_t>(generation_)) {
+        const std::uint64_t data = (static_cast<std::uint64_t>(slot) << 32) | generation_;
+        // ADD, or MODIFY when this socket is in the set already (the number of a closed
+        // one is reused only after the kernel dropped the closed one from the set).
+        if (set.add(fd_, EPOLLIN | EPOLLRDHUP, data) || set.modify(fd_, EPOLLIN | EPOLLRDHUP, data)) {
+            watched = generation_;
+        } else {
+            return true; // not watched: looked at on every sweep
+        }
+    }
+    return has_taken() || !inbox_.empty() || !violation_.empty();
+}
+
 BufferPtr TcpNode::take_ready() {
     if (!has_taken()) { // else without the lock
         std::unique_lock lock(in_mutex_);

@@ -44,6 +44,12 @@ public:
     // (the receiver has been idle for ack_delay), and returns the socket to poll (-1
     // when there is none).
     int prepare_to_sleep(bool acknowledge);
+    // For a group (group.hpp), under in_mutex_: a connection other than the one of
+    // generation watched (-1: none) joins the group's epoll set (level-triggered
+    // input, data: slot << 32 | generation) and watched becomes its generation; and
+    // whether a receive may find something without reading the socket (a message read
+    // already, a protocol violation, no connection: a loss to report). Receiving thread.
+    bool watch(const ip::Epoll& set, std::size_t slot, std::int64_t& watched);
 
     // Acknowledgement frames this node wrote alone (not carried by a data frame).
     [[nodiscard]] std::uint64_t standalone_acks() const noexcept {

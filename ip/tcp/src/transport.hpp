@@ -148,7 +148,10 @@ struct Shared {
     Shared(const Shared&) = delete;
     Shared& operator=(const Shared&) = delete;
     void wake_io() const noexcept { io_wake.ring(); }
+    // Rung with recv_wake: a group's receive sweeps its members when it moved (group.hpp).
+    mutable std::atomic<std::uint64_t> receiver_changes{0};
     void wake_receivers() const noexcept {
+        receiver_changes.fetch_add(1, std::memory_order_release);
         recv_wake.ring();
         if (auto* b = bell.load()) b->ring();
     }

@@ -90,6 +90,7 @@ void UdpNode::lose(const std::string& reason, std::uint64_t unacknowledged, bool
     const std::string text = "peer " + std::to_string(id_) + " (" + name_ + ", " + address_.text + ") lost: " + reason +
                              " (" + std::to_string(unacknowledged) + " messages unacknowledged)";
     loss_.raise(incarnation, text, unacknowledged, may_live);
+    mark_ready(); // a group's next receive looks here and reports it
     if (mark) {
         inbox_.mark_loss();
         inbox_datagrams_.push_back(0);

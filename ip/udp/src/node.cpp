@@ -34,6 +34,17 @@ UdpNode::~UdpNode() {
     if (link_fd_ >= 0) ::close(link_fd_);
 }
 
+void UdpNode::watch(std::shared_ptr<ReadyMarks> marks, std::size_t slot) {
+    std::lock_guard lock(mutex_);
+    marks->set(slot); // its first look comes with the group's next receive
+    watchers_.emplace_back(std::move(marks), slot);
+}
+
+void UdpNode::unwatch(const ReadyMarks* marks) {
+    std::lock_guard lock(mutex_);
+    std::erase_if(watchers_, [marks](const auto& w) { return w.first.get() == marks; });
+}
+
 int UdpNode::link_socket() {
     if (link_fd_ != link_unopened) return link_fd_;
     link_fd_ = -1;

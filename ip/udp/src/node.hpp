@@ -46,6 +46,7 @@
 #include <span>
 #include <string>
 #include <thread>
+#include <utility>
 #include <vector>
 
 namespace msgpass::udp {
@@ -334,6 +335,19 @@ struct MulticastMessage {
     std::unique_ptr<std::atomic<std::int64_t>[]> repaired;
 };
 
+// The ready marks of a group (group.cpp): a bit per member, set by the member when
+// its inbox has an entry or its peer was lost, taken (exchanged for 0) by the group's
+// receive, which looks only at the members whose bit it took.
+struct ReadyMarks {
+    explicit ReadyMarks(std::size_t members)
+        : count((members + 63) / 64), words(std::make_unique<std::atomic<std::uint64_t>[]>(count)) {}
+    void set(std::size_t slot) noexcept {
+        words[slot / 64].fetch_or(std::uint64_t{1} << (slot % 64), std::memory_order_release);
+    }
+    const std::size_t count;
+    const std::unique_ptr<std::atomic<std::uint64_t>[]> words;
+};
+
 class UdpNode;
 // The group of a factory (group.cpp): per member, or over udp.multicast when it is
 // udp.multicast_group. It sleeps on the factory's doorbell and keeps it alive.
@@ -357,6 +371,12 @@ public:
     // The factory hands the node out (create_node, under its HealthScope): its loss
     // latch, made with the transport before that, now tells the statistics page too.
     void observe_health_scopes() { loss_.observe_current_scopes(); }
+
+    // A group's ready marks (group.cpp): from now on the node sets its bit, slot, in
+    // marks whenever its inbox has an entry or its peer is lost, and sets it now; until
+    // the group leaves them (unwatch).
+    void watch(std::shared_ptr<ReadyMarks> marks, std::size_t slot);
+    void unwatch(const ReadyMarks* marks);
 
     // --- peers found at run time (clients.cpp) ---
     // Before any datagram: the node is a run-time client of this server (client) or a
@@ -588,7 +608,16 @@ private:
     // the sleepers' flags are (Shared::ring): a receiver that announced its sleep and
     // then found 0 is woken by the delivery that follows.
     std::atomic<std::size_t> inbox_entries_{0};
-    void published() noexcept { inbox_entries_.store(inbox_datagrams_.size(), std::memory_order_seq_cst); }
+    void published() noexcept {
+        inbox_entries_.store(inbox_datagrams_.size(), std::memory_order_seq_cst);
+        if (!inbox_datagrams_.empty()) mark_ready();
+    }
+    // under mutex_: the groups this node is a member of look at it (ReadyMarks).
+    std::vector<std::pair<std::shared_ptr<ReadyMarks>, std::size_t>> watchers_;
+    void mark_ready() noexcept {
+        for (const auto& [marks, slot] : watchers_)
+            marks->set(slot);
+    }
     std::uint64_t held_ = 0; // their sum
     std::uint64_t status_sent_expected_ = 0, status_sent_limit_ = 0, since_status_ = 0;
     bool status_owed_ = false;

@@ -34,6 +34,7 @@ void register_technology();
 
 class Transport; // the sockets, the background thread, the nodes (src/transport.hpp)
 class TcpNode;   // one peer (src/node.hpp)
+class TcpGroup;  // a group of tcp nodes (src/group.hpp)
 
 // Counters of the listening side: connections refused or closed, per reason.
 struct ListenerStats {
@@ -89,24 +90,6 @@ private:
     NodePtr make_node(NodeId id) override;
     std::unique_ptr<BasicGroup> make_group(std::string name) override;
     std::shared_ptr<Transport> transport_;
-};
-
-// The group of the tcp technology: members are tcp nodes; a blocking receive
-// sleeps in poll() on the members' sockets.
-class TcpGroup final : public kit::GroupBase {
-public:
-    TcpGroup(std::string name, std::shared_ptr<Transport> transport);
-    bool remove(NodeId id) override;
-
-protected:
-    // Throws UsageError when the node is not a tcp node.
-    void admit(NodePtr node) override;
-    [[nodiscard]] BufferPtr wait(std::chrono::nanoseconds timeout) override;
-
-private:
-    std::shared_ptr<Transport> transport_;
-    std::mutex members_mutex_;
-    std::vector<std::shared_ptr<TcpNode>> members_; // for the sockets to sleep on
 };
 
 } // namespace msgpass::tcp
