@@ -46,6 +46,7 @@ void Sender::sync_send_side(Link* link) {
         last_note_.fill(0);
         open_ = {}; // the previous incarnation's open slot is gone with it (and its staged records)
         records_batched_ = false;
+        marks_ = {};
         if (records_pending_.exchange(false, std::memory_order_relaxed)) transport_->driver().queued_changed(-1);
     }
     // After send_link_ took the link this call uses, which is therefore kept.
@@ -601,15 +602,19 @@ void Sender::write_record(std::span<const std::byte> bytes) {
 }
 
 bool Sender::receiver_behind() noexcept {
-    // The receiver wrote 0 when it opened the slot and the count each time its next
+    // The receiver wrote 0 when it opened a slot and the count each time its next
     // record passed a quarter: it is behind when it has not reached the quarter
     // before the one that ends here (or not opened this slot when the first ends).
-    // A word of our own segment, checked for this slot's opening note.
-    const bool behind = !taken_reached(load(local_header_->index[taken_index].ack), taken_check_of(open_.sequence),
-                                       open_.quarter_count);
+    // While staging, one quarter more: the staged records of the last quarter went
+    // in only as it ended. A word of our own segment, checked for the slot's opening
+    // note; a word of this slot when the mark is of the slot before is past it.
+    const std::uint32_t word = load(local_header_->index[taken_index].ack);
+    const std::uint32_t check = taken_check_of(open_.sequence);
+    const QuarterMark& need = marks_[records_batched_ ? 1 : 0];
+    const bool behind = !taken_reached(word, need.check, need.count) && !(need.check != check && (word >> 24) == check);
     const std::uint64_t quarter = open_.capacity / 4;
     open_.quarter_at = (open_.used / quarter + 1) * quarter;
-    open_.quarter_count = open_.count;
+    mark_quarter(check, open_.count);
     return behind;
 }
 
@@ -721,8 +726,8 @@ bool Sender::fast_bytes(std::span<const std::byte> bytes) {
                                  static_cast<std::uint32_t>(n),
                                  0,
                                  0,
-                                 send_k_ < max_outstanding ? link->slot_size / 4 : ~std::uint64_t{0},
-                                 0};
+                                 send_k_ < max_outstanding ? link->slot_size / 4 : ~std::uint64_t{0}};
+                mark_quarter(taken_check_of(open_.sequence), 0);
                 write_record(bytes);
                 note = make_note(signature_mod(send_round_[i], own_salt255_), false, 0, false, true);
             } else {

@@ -104,7 +104,8 @@ private:
     // The close record alone (after the staged records): the caller rings.
     void close_quietly();
     // At each quarter of the open slot the sender writes into: whether the receiver
-    // is more than a quarter of the slot behind, by the count of records it took that
+    // is more than a quarter of the slot behind (two quarters while staging: staged
+    // records reach it a quarter at a time), by the count of records it took that
     // it writes into our segment (protocol.hpp, "The taken word"). Then the next
     // records are staged.
     [[nodiscard]] bool receiver_behind() noexcept;
@@ -191,10 +192,21 @@ private:
         std::uint32_t count = 0;     // records written
         std::uint64_t published = 0; // where the staged records start (all before it are in the slot)
         // Where the next quarter of the slot starts (receiver_behind looks then; never
-        // without a taken word), and the records written before the last one started.
+        // without a taken word).
         std::uint64_t quarter_at = ~std::uint64_t{0};
-        std::uint32_t quarter_count = 0;
     };
+    // The last two quarters the sender started (a slot's opening counts as one): the
+    // taken word the receiver writes there, the opening slot's check and the records
+    // written before it. marks_[0] is the newest.
+    struct QuarterMark {
+        std::uint32_t check = 0;
+        std::uint32_t count = 0;
+    };
+    std::array<QuarterMark, 2> marks_{};
+    void mark_quarter(std::uint32_t check, std::uint32_t count) noexcept {
+        marks_[1] = marks_[0];
+        marks_[0] = {check, count};
+    }
     OpenSlot open_;
     // Batched records: while the receiver is more than a quarter of the slot behind
     // (receiver_behind, asked at each quarter of the slot) small messages are staged
