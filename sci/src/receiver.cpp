@@ -423,9 +423,18 @@ bool Receiver::open_records(Link& link, std::uint32_t i, std::uint32_t slot, std
     hold.refs.store(open_refs, std::memory_order_relaxed);
     hold.index = i;
     hold.owner = recv_owner_;
-    batch_ =
-        Batch{&link,    slot, 0, 0, 0, false, true, static_cast<std::uint32_t>(number), transport_->slot_address(slot),
-              slot_size};
+    batch_ = Batch{&link,
+                   slot,
+                   0,
+                   0,
+                   0,
+                   false,
+                   true,
+                   static_cast<std::uint32_t>(number),
+                   transport_->slot_address(slot),
+                   slot_size,
+                   link.k < max_outstanding ? slot_size / 4 : ~std::uint64_t{0}};
+    if (link.k < max_outstanding) report_taken(); // opened: the sender stops staging for a receiver a slot behind
     return true;
 }
 
@@ -445,6 +454,13 @@ Receiver::Record Receiver::peek_record() const {
 void Receiver::advance_record(const Record& r) noexcept {
     batch_.offset = static_cast<std::uint32_t>(record_next(batch_.offset, r.length));
     ++batch_.next;
+    if (batch_.offset >= batch_.report_at) report_taken();
+}
+
+void Receiver::report_taken() noexcept {
+    store(batch_.link->header->index[taken_index].ack, make_taken(taken_check_of(batch_.sequence), batch_.next));
+    const std::uint64_t quarter = batch_.size / 4;
+    batch_.report_at = (batch_.offset / quarter + 1) * quarter;
 }
 
 void Receiver::close_records() {

@@ -235,6 +235,9 @@ private:
         std::uint32_t sequence = 0; // of the note that opened it
         std::byte* base = nullptr;  // the slot's memory and size (records: read per message)
         std::uint64_t size = 0;
+        // Records: the offset past which the taken word is written next (a quarter
+        // of the slot after the last one; never, when the sender has no such word).
+        std::uint64_t report_at = ~std::uint64_t{0};
     };
     // The hold of an open slot until its close record: more than it can have records,
     // so that releases before the close never bring it to 0.
@@ -246,8 +249,12 @@ private:
         std::uint32_t length = 0;
     };
     [[nodiscard]] Record peek_record() const;
-    // Takes the record peek_record found (a message): the slot's hold counts it.
+    // Takes the record peek_record found (a message): the slot's hold counts it,
+    // and each quarter of the slot the sender is told how many were taken.
     void advance_record(const Record& r) noexcept;
+    // Writes the count of records taken from the open slot into our header at the
+    // sender (protocol.hpp, "The taken word").
+    void report_taken() noexcept;
     // The open slot's close (or a bad record, or the node's end): the slot goes back
     // once the last of its messages is dropped.
     void close_records();

@@ -46,6 +46,7 @@ void Sender::sync_send_side(Link* link) {
         last_note_.fill(0);
         open_ = {}; // the previous incarnation's open slot is gone with it (and its staged records)
         records_batched_ = false;
+        marks_ = {};
         if (records_pending_.exchange(false, std::memory_order_relaxed)) transport_->driver().queued_changed(-1);
     }
     // After send_link_ took the link this call uses, which is therefore kept.
@@ -600,14 +601,21 @@ void Sender::write_record(std::span<const std::byte> bytes) {
     ++open_.count;
 }
 
-bool Sender::receiver_behind() const noexcept {
-    if (send_k_ < 2) return false; // the slot before the open one is the open one
-    // The open slot took index send_index_ - 1; the one before it, send_index_ - 2,
-    // comes back (a grant signed for its next round) once the receiver read its last
-    // message and the application dropped it.
-    const std::uint32_t prev = send_index_ >= 2 ? send_index_ - 2 : send_index_ + send_k_ - 2;
-    const std::uint32_t ack = load(local_header_->index[prev].ack);
-    return sig_of(ack) != signature_mod(send_round_[prev], peer_salt255_);
+bool Sender::receiver_behind() noexcept {
+    // The receiver wrote 0 when it opened a slot and the count each time its next
+    // record passed a quarter: it is behind when it has not reached the quarter
+    // before the one that ends here (or not opened this slot when the first ends).
+    // While staging, one quarter more: the staged records of the last quarter went
+    // in only as it ended. A word of our own segment, checked for the slot's opening
+    // note; a word of this slot when the mark is of the slot before is past it.
+    const std::uint32_t word = load(local_header_->index[taken_index].ack);
+    const std::uint32_t check = taken_check_of(open_.sequence);
+    const QuarterMark& need = marks_[records_batched_ ? 1 : 0];
+    const bool behind = !taken_reached(word, need.check, need.count) && !(need.check != check && (word >> 24) == check);
+    const std::uint64_t quarter = open_.capacity / 4;
+    open_.quarter_at = (open_.used / quarter + 1) * quarter;
+    mark_quarter(check, open_.count);
+    return behind;
 }
 
 void Sender::stage_record(std::span<const std::byte> bytes) {
@@ -689,9 +697,10 @@ bool Sender::fast_bytes(std::span<const std::byte> bytes) {
             if (record_next(open_.used, size) + record_header_size > open_.capacity) {
                 close_records(); // full: the message opens the next slot
             } else {
-                // Every records_check records: is the receiver behind? Then the next
-                // ones are staged and go a block at a time (publish_records).
-                if (open_.count % records_check == 0) records_batched_ = receiver_behind();
+                // At each quarter of the slot: is the receiver more than a quarter
+                // behind? Then the next ones are staged and go a block at a time
+                // (publish_records).
+                if (open_.used >= open_.quarter_at) records_batched_ = receiver_behind();
                 if (records_batched_) {
                     stage_record(bytes);
                 } else {
@@ -710,7 +719,15 @@ bool Sender::fast_bytes(std::span<const std::byte> bytes) {
             if (record_fits_slot(*link, size)) {
                 // The message opens the slot to records: the next small ones follow it
                 // there without a note.
-                open_ = OpenSlot{link, link->slot(slot), 0, link->slot_size, static_cast<std::uint32_t>(n), 0};
+                open_ = OpenSlot{link,
+                                 link->slot(slot),
+                                 0,
+                                 link->slot_size,
+                                 static_cast<std::uint32_t>(n),
+                                 0,
+                                 0,
+                                 send_k_ < max_outstanding ? link->slot_size / 4 : ~std::uint64_t{0}};
+                mark_quarter(taken_check_of(open_.sequence), 0);
                 write_record(bytes);
                 note = make_note(signature_mod(send_round_[i], own_salt255_), false, 0, false, true);
             } else {

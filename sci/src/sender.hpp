@@ -103,9 +103,12 @@ private:
     void close_records();
     // The close record alone (after the staged records): the caller rings.
     void close_quietly();
-    // Whether the receiver is behind the open slot: it has not given back the slot
-    // we sent before it (a word of our own segment). Then the next records are staged.
-    [[nodiscard]] bool receiver_behind() const noexcept;
+    // At each quarter of the open slot the sender writes into: whether the receiver
+    // is more than a quarter of the slot behind (two quarters while staging: staged
+    // records reach it a quarter at a time), by the count of records it took that
+    // it writes into our segment (protocol.hpp, "The taken word"). Then the next
+    // records are staged.
+    [[nodiscard]] bool receiver_behind() noexcept;
     // Appends the message to the open slot's staged records, in our memory laid out
     // as in the slot; published (copied) once a quarter of the slot is staged.
     void stage_record(std::span<const std::byte> bytes);
@@ -188,15 +191,30 @@ private:
         std::uint32_t sequence = 0;  // of the note that opened it (mod 2^32)
         std::uint32_t count = 0;     // records written
         std::uint64_t published = 0; // where the staged records start (all before it are in the slot)
+        // Where the next quarter of the slot starts (receiver_behind looks then; never
+        // without a taken word).
+        std::uint64_t quarter_at = ~std::uint64_t{0};
     };
+    // The last two quarters the sender started (a slot's opening counts as one): the
+    // taken word the receiver writes there, the opening slot's check and the records
+    // written before it. marks_[0] is the newest.
+    struct QuarterMark {
+        std::uint32_t check = 0;
+        std::uint32_t count = 0;
+    };
+    std::array<QuarterMark, 2> marks_{};
+    void mark_quarter(std::uint32_t check, std::uint32_t count) noexcept {
+        marks_[1] = marks_[0];
+        marks_[0] = {check, count};
+    }
     OpenSlot open_;
-    // Batched records: while the receiver is behind (receiver_behind, asked every
-    // records_check records) small messages are staged in records_stage_ and copied
-    // into the open slot a block at a time, so that a lagging receiver costs the
-    // sender one copy per block as a staged batch does, instead of each record's
-    // cache lines at the send lock. records_pending_: staged and not yet published
-    // (try_flush publishes them; the progress driver counts them as a queue).
-    static constexpr std::uint32_t records_check = 16;
+    // Batched records: while the receiver is more than a quarter of the slot behind
+    // (receiver_behind, asked at each quarter of the slot) small messages are staged
+    // in records_stage_ and copied into the open slot a block at a time, so that a
+    // lagging receiver costs the sender one copy per block as a staged batch does,
+    // instead of each record's cache lines at the send lock. records_pending_: staged
+    // and not yet published (try_flush publishes them; the progress driver counts
+    // them as a queue).
     bool records_batched_ = false;
     std::atomic<bool> records_pending_{false};
     std::unique_ptr<std::byte[]> records_stage_;

@@ -1029,6 +1029,157 @@ TEST(SciRecords, AStreamOfRecordsAndOtherMessagesArrivesOnceInOrderIntact) {
     EXPECT_EQ(from_a->stats().messages_received, n);
 }
 
+// Two nodes of a partition with sci.records on (max_outst_buffers 2), node 1
+// sending to node 2, the link up both ways (a first message alone in its slot,
+// taken and dropped), and node 2's taken word in node 1's segment (protocol.hpp,
+// "The taken word") mapped for the test to read.
+class RecordsLink {
+public:
+    explicit RecordsLink(const std::string& partition)
+        : c_(make_configuration("sci", partition, 2,
+                                [](config::Configuration& c) {
+                                    c.edit_section<sci::Options>().max_outst_buffers = 2;
+                                    c.edit_section<sci::Options>().records = true;
+                                })),
+          a_(NodeFactory::create(c_, 1)), b_(NodeFactory::create(c_, 2)), to_b_(a_->create_node(2)),
+          from_a_(b_->create_node(1)), device_(partition) {
+        to_b_->send(make_message(*a_, sci::hot_min_size, 1, 0));
+        auto first = from_a_->receive(10s);
+        EXPECT_NE(first, nullptr) << "the first message never arrived";
+        EXPECT_TRUE(segment_.connect(device_.segment_name(1, c_.section<sci::Options>().recv_seg_id)));
+        segment_.map();
+    }
+    [[nodiscard]] Node& to_b() const { return *to_b_; }
+    [[nodiscard]] Node& from_a() const { return *from_a_; }
+    [[nodiscard]] NodeFactory& a() const { return *a_; }
+    [[nodiscard]] std::uint64_t slot_size() const { return c_.section<sci::Options>().recv_buffer_size; }
+    // Node 2's taken word in node 1's segment (node 2's header there: position 1).
+    [[nodiscard]] std::uint32_t taken() const {
+        auto* header = reinterpret_cast<sci::Header*>(segment_.address() + sci::control_block_size + sci::header_size);
+        return std::atomic_ref<std::uint32_t>(header->index[sci::taken_index].ack).load();
+    }
+    // Sends message seq (a record of 8 + 16 bytes).
+    void send(std::uint64_t seq) const { to_b_->send(make_message(*a_, sizeof(PayloadHeader), 1, seq)); }
+
+private:
+    config::Configuration c_;
+    std::unique_ptr<NodeFactory> a_, b_;
+    std::shared_ptr<Node> to_b_, from_a_;
+    sci::VirtualDevice device_;
+    sci::RemoteSegment segment_;
+};
+
+// Where record k (8 + 16 bytes each) of an open slot starts, and how many fit a
+// slot with its close.
+std::uint64_t record_offset(std::uint64_t k) {
+    std::uint64_t o = 0;
+    for (std::uint64_t i = 0; i < k; ++i)
+        o = sci::record_next(o, sizeof(PayloadHeader));
+    return o;
+}
+std::uint64_t records_per_slot(std::uint64_t slot_size) {
+    std::uint64_t k = 0;
+    while (sci::record_next(record_offset(k), sizeof(PayloadHeader)) + sci::record_header_size <= slot_size)
+        ++k;
+    return k;
+}
+
+// "The receiver writes, when it opens the slot (0) and each time its next record's
+// offset passes a quarter of the slot, how many records of that slot it took": a
+// receiver that keeps up (each message taken right after it was sent) finds every
+// message at once (the sender staged none: the receiver was never a quarter behind),
+// in order, once, over three slots, and the word says exactly what it took, signed
+// for each slot anew.
+TEST(SciRecords, TheReceiverWritesTheRecordsItTookEachQuarterSlotAndAKeptUpSenderStagesNone) {
+    const RecordsLink link(partition_for_test());
+    EXPECT_EQ(link.taken(), 0u) << "a taken word before any slot was open to records";
+    const std::uint64_t per_slot = records_per_slot(link.slot_size());
+    const std::uint64_t quarter = link.slot_size() / 4;
+    std::uint64_t seq = 1;
+    std::uint32_t previous_check = 0;
+    for (int slot = 0; slot < 3; ++slot) {
+        std::uint32_t check = 0;
+        std::uint32_t expected = 0;
+        std::uint64_t report_at = quarter;
+        for (std::uint64_t k = 0; k < per_slot; ++k, ++seq) {
+            link.send(seq);
+            auto m = link.from_a().receive(); // no wait: a record the sender wrote is in the slot
+            ASSERT_NE(m, nullptr) << "message " << seq << " (record " << k << " of slot " << slot
+                                  << ") was not in the slot right after its send";
+            ASSERT_EQ(check_payload(*m).seq, seq);
+            if (k == 0) {
+                check = link.taken() >> 24;
+                ASSERT_NE(check, 0u) << "no taken word when slot " << slot << " was opened";
+                ASSERT_NE(check, previous_check) << "slot " << slot << "'s taken word is signed as the one before";
+                expected = sci::make_taken(check, 0);
+            }
+            const std::uint64_t next = record_offset(k + 1);
+            if (next >= report_at) {
+                expected = sci::make_taken(check, static_cast<std::uint32_t>(k + 1));
+                report_at = (next / quarter + 1) * quarter;
+            }
+            ASSERT_EQ(link.taken(), expected) << "after record " << k << " of slot " << slot;
+        }
+        previous_check = check;
+    }
+    link.send(seq); // closes the third slot
+    auto m = link.from_a().receive(10s);
+    ASSERT_NE(m, nullptr);
+    EXPECT_EQ(check_payload(*m).seq, seq);
+    EXPECT_EQ(link.from_a().receive(), nullptr) << "a message was delivered twice";
+}
+
+// A receiver more than a quarter of the slot behind: node 2 takes nothing while
+// node 1 sends. The records of the first quarter go into the slot one by one; at
+// the quarter the sender finds that node 2 has not even opened the slot (its taken
+// word) and stages the next ones, which wait in node 1's memory until a quarter is
+// staged or node 1 calls again (here a flush); then every message arrives, in
+// order, once.
+TEST(SciRecords, ASenderStagesItsRecordsWhileTheReceiverIsMoreThanAQuarterSlotBehind) {
+    const RecordsLink link(partition_for_test());
+    const std::uint64_t quarter = link.slot_size() / 4;
+    std::uint64_t direct = 0; // records that start before the first quarter's end
+    while (record_offset(direct) < quarter)
+        ++direct;
+    constexpr std::uint64_t staged = 10;
+    for (std::uint64_t seq = 1; seq <= direct + staged; ++seq)
+        link.send(seq);
+    std::uint64_t next = 1;
+    for (BufferPtr m; (m = link.from_a().receive()) != nullptr; ++next)
+        ASSERT_EQ(check_payload(*m).seq, next);
+    EXPECT_EQ(next, direct + 1) << "node 2 found " << next - 1 << " messages before node 1's next call, "
+                                << "where the first " << direct << " are written one by one and the next staged";
+    EXPECT_TRUE(link.to_b().flush(10s)); // publishes the staged records
+    for (BufferPtr m; next <= direct + staged && (m = link.from_a().receive(10s)) != nullptr; ++next)
+        ASSERT_EQ(check_payload(*m).seq, next);
+    EXPECT_EQ(next, direct + staged + 1) << "a staged record never arrived";
+    EXPECT_EQ(link.from_a().receive(), nullptr) << "a message was delivered twice";
+}
+
+// A full slot behind a slow receiver: node 1 sends what fills its two slots and
+// more (the rest queues) while node 2 takes nothing. The staged records of each
+// slot go in before its close, the next message opens the other slot, and once
+// node 2 takes them (node 1's flushes moving the queue) every message arrives, in
+// order, once, intact.
+TEST(SciRecords, AFullSlotClosesAfterItsStagedRecordsAndTheStreamGoesOnInOrder) {
+    const RecordsLink link(partition_for_test());
+    const std::uint64_t n = 3 * records_per_slot(link.slot_size()) + 50;
+    for (std::uint64_t seq = 1; seq <= n; ++seq)
+        link.send(seq);
+    EXPECT_GT(link.to_b().stats().queue_depth, 0u) << "two slots held every message";
+    std::uint64_t next = 1;
+    for (const auto until = Clock::now() + 20s; next <= n && Clock::now() < until;) {
+        (void)link.to_b().flush(0ns);
+        if (auto m = link.from_a().receive(1ms)) {
+            ASSERT_EQ(check_payload(*m).seq, next);
+            ++next;
+        }
+    }
+    EXPECT_EQ(next, n + 1);
+    EXPECT_TRUE(link.to_b().flush(10s));
+    EXPECT_EQ(link.from_a().receive(), nullptr) << "a message was delivered twice";
+}
+
 // ------------------------------------------------------------ receive slots
 
 // "A released receive buffer gives its offset back to the sender without waiting

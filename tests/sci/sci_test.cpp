@@ -906,6 +906,61 @@ TEST(SciDataPath, ASenderReadsNothingOfTheReceiversControlBlockOnceConnected) {
                                 : "the sender exited with " + std::to_string(WEXITSTATUS(status)));
 }
 
+// A receiver that dies while the sender writes records into its open slot (stages
+// them behind it, by the count it wrote, or wrote none): the sender reports the loss
+// once (PeerLost, from a send or a flush), never hangs, and the records it still had
+// staged leave nothing behind (ASan). The peer either takes 200 messages and ends
+// (its slot half read, the rest unacknowledged: a loss all the same) or never
+// receives and is killed.
+TEST(SciRecords, ASenderOfRecordsReportsADyingReceiverOnce) {
+    for (const bool killed : {false, true}) {
+        SCOPED_TRACE(killed ? "killed, having taken nothing" : "ended after taking 200");
+        const SegmentCleanup segments(partition_for_test() + (killed ? "k" : "e"));
+        const auto& partition = segments.partition();
+        auto c = sci_configuration(partition, 2);
+        c.edit_section<sci::Options>().records = true;
+        auto self = NodeFactory::create(c, 1);
+        auto to_peer = self->create_node(2);
+        ChildProcess peer(peer_args(partition, 2, 2, 1, killed ? "idle" : "receive", 200, sizeof(PayloadHeader)));
+        ASSERT_EQ(peer.read_line(10s), "ready");
+        std::uint64_t seq = 0;
+        // Fewer than its 4 slots take as records: no send queues before the peer goes.
+        for (; seq < 600; ++seq)
+            to_peer->send(make_message(*self, sizeof(PayloadHeader), 1, seq));
+        if (killed) {
+            peer.kill(SIGKILL);
+        } else {
+            EXPECT_EQ(peer.wait_for_line("received", 10s), "received 200");
+        }
+        (void)peer.wait();
+        int losses = 0;
+        for (const auto until = std::chrono::steady_clock::now() + 20s;
+             losses == 0 && std::chrono::steady_clock::now() < until;) {
+            try {
+                to_peer->send(make_message(*self, sizeof(PayloadHeader), 1, seq++));
+            } catch (const SendQueueFull&) {
+                try {
+                    (void)to_peer->flush(10ms);
+                } catch (const PeerLost&) {
+                    ++losses;
+                }
+            } catch (const PeerLost&) {
+                ++losses;
+            }
+        }
+        EXPECT_EQ(losses, 1) << "the sender never reported the receiver's loss";
+        int more = 0;
+        for (int i = 0; i < 10; ++i) {
+            try {
+                (void)to_peer->flush(0ns);
+            } catch (const PeerLost&) {
+                ++more;
+            }
+        }
+        EXPECT_EQ(more, 0) << "the loss was reported more than once";
+    }
+}
+
 // ---------------------------------------------------------- injected errors
 
 // "1% injected transfer errors over 100k messages: all delivered once, in order,

@@ -17,8 +17,9 @@
 namespace msgpass::sci {
 
 inline constexpr std::uint64_t segment_magic = 0x3149435353504d4dULL; // "MMPSSCI1"
-// 9: the ready marks of the control block; 10: records of an open slot
-inline constexpr std::uint32_t protocol_version = 10;
+// 9: the ready marks of the control block; 10: records of an open slot; 11: the
+// receiver's count of records taken (taken_index)
+inline constexpr std::uint32_t protocol_version = 11;
 inline constexpr std::size_t control_block_size = 4096;
 // Ready marks of the control block: one bit per node of the nodes file, which
 // therefore holds at most max_nodes nodes.
@@ -273,6 +274,32 @@ constexpr std::uint64_t record_next(std::uint64_t offset, std::uint64_t length) 
 constexpr std::uint64_t make_record(std::uint32_t sequence, std::uint32_t k, std::uint32_t length) noexcept {
     return (std::uint64_t{record_check_of(sequence, k, length)} << 32) | length;
 }
+// The taken word: while a slot is open to records, the receiver writes, when it
+// opens the slot (0) and each time its next record's offset passes a quarter of the
+// slot, how many records of that slot it took, into the ack word of index taken_index of its header at the sender
+// (a word no grant uses while the sender's max_outst_buffers is below
+// max_outstanding; with 15 the receiver writes no taken word). The sender reads it
+// in its own segment (no remote read) to tell how far behind the receiver is, and
+// stages its next records while the receiver is more than a quarter of the slot
+// behind. taken = check:8 | count:24, check = taken_check_of(sequence) of the note
+// that opened the slot (1..255, never 0: 0 is "nothing written", as the
+// introduction leaves the word), so that the count of an earlier open slot is not
+// read as this one's. A hint only: a wrong count changes when the sender stages,
+// never what arrives.
+inline constexpr std::uint32_t taken_index = max_outstanding - 1;
+inline constexpr std::uint32_t taken_count_mask = (1u << 24) - 1;
+constexpr std::uint32_t taken_check_of(std::uint32_t sequence) noexcept {
+    return 1 + sequence % 255;
+}
+constexpr std::uint32_t make_taken(std::uint32_t check, std::uint32_t count) noexcept {
+    return (check << 24) | (count & taken_count_mask);
+}
+// Whether a taken word says that at least count records of the slot opened with
+// check were taken (a word of another slot, or none, says not).
+constexpr bool taken_reached(std::uint32_t word, std::uint32_t check, std::uint32_t count) noexcept {
+    return (word >> 24) == check && (word & taken_count_mask) >= count;
+}
+
 // The note that opens a slot to records.
 constexpr bool opens_records(std::uint32_t note) noexcept {
     return (note & (note_large_flag | note_hot_flag | note_batch_flag | note_size_mask)) == note_batch_flag;
