@@ -357,14 +357,14 @@ bool Communicator::flush(std::chrono::nanoseconds timeout) {
     for (;;) {
         if (impl_->factory.flush(std::chrono::nanoseconds::zero())) {
             std::lock_guard lock(impl_->mutex);
-            if (impl_->backlog.empty()) return true;
+            if (impl_->backlog.empty() && impl_->cleared_sends.empty()) return true;
         }
         impl_->progress(); // retries the backlog, takes what arrived (room at the peer)
         const auto left = time_left(deadline);
         if (left <= std::chrono::nanoseconds::zero()) return false;
         if (impl_->factory.flush(std::min<std::chrono::nanoseconds>(left, 1ms))) {
             std::lock_guard lock(impl_->mutex);
-            if (impl_->backlog.empty()) return true;
+            if (impl_->backlog.empty() && impl_->cleared_sends.empty()) return true;
         }
     }
 }

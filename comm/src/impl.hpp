@@ -384,6 +384,18 @@ struct Communicator::Impl {
     std::map<NodeId, std::deque<std::uint32_t>> returned;
     std::uint64_t next_seq = 1; // arrival order of the messages queue_locked sees
     std::map<NodeId, std::deque<BufferPtr>> control_backlog;
+    // Sends whose announcement a receiver cleared, their data not gone yet: the data
+    // goes (written into the receiver's buffer, or as a message) after the messages
+    // that arrived with the clear-to-send were dispatched (progress, recv), not inside
+    // that dispatch, so that a node which writes many large messages still answers its
+    // peer's announcements first and both directions move at once.
+    struct Cleared {
+        RequestId id = 0;
+        NodeId peer = 0;
+        bool has_target = false;
+        SingleCopyTarget target{};
+    };
+    std::deque<Cleared> cleared_sends;
     // One copy: whether it is on (Limits::single_copy and the environment), the peers
     // reached through sci (this host), and per peer the pid its first target named (a
     // later target naming another is refused) or that writing to it is not permitted
@@ -568,6 +580,16 @@ struct Communicator::Impl {
     // sent (the receive took this announcement, not requested data), or 0.
     std::string on_clear_to_send_locked(NodeId source, std::uint32_t id, std::uint64_t withdrawn,
                                         const SingleCopyTarget* target = nullptr);
+    // The oldest cleared send's data goes (cleared_sends): written into the receiver's
+    // buffer, else handed to the node (or behind the peer's backlog).
+    void send_cleared_locked();
+    // Cleared sends' data goes, one at a time, with what arrived meanwhile dispatched
+    // between them (when no other thread takes from the nodes). Throws Error for a
+    // malformed message, as progress.
+    void send_all_cleared_locked();
+    // Up to drain_limit messages taken from the nodes and dispatched (mutex, not
+    // pulling); throws Error for a malformed one.
+    void drain_locked();
     // The data of a cleared announcement: completes its receive. Returns the reason
     // when it belongs to none.
     std::string on_data_locked(NodeId source, const WireEnvelope& w, BufferPtr whole);

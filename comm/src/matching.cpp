@@ -323,6 +323,9 @@ std::optional<Message> Communicator::Impl::recv(Context context, NodeId source, 
     bool first_look = !block;
     for (;;) {
         if (backlogged.load(std::memory_order_relaxed) || !control_backlog.empty()) retry_backlog_locked();
+        // A cleared send's data, one per look at the nodes (its receiver may be what
+        // this receive waits for).
+        if (!cleared_sends.empty()) send_cleared_locked();
         if (!unexpected.empty()) {
             if (auto it = find_unexpected_locked(context, source, tag); it != unexpected.end()) {
                 if (it->kind == kind_rts) break; // a rendezvous: a posted receive clears it
@@ -345,9 +348,10 @@ std::optional<Message> Communicator::Impl::recv(Context context, NodeId source, 
         const bool room = room_locked();
         if (!room && !pulling) ++counters.backpressure_stops;
         if (room && !pulling) {
-            auto b = block ? blocking_pull_locked(lock, std::min(left, slice)) : pull_locked();
+            auto b = block && cleared_sends.empty() ? blocking_pull_locked(lock, std::min(left, slice)) : pull_locked();
             if (first_look) recv_waits = !b;
             first_look = false;
+            if (!b && !cleared_sends.empty()) continue; // the next cleared send's data goes
             if (!b) {
                 if (!block && timeout <= std::chrono::nanoseconds::zero()) return std::nullopt;
                 block = true;

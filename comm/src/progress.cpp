@@ -97,6 +97,8 @@ bool Communicator::Impl::holds_locked(NodeId id) const {
         std::any_of(bmi_unexpected.begin(), bmi_unexpected.end(), from))
         return true;
     if (backlog.count(id) != 0) return true;
+    if (std::any_of(cleared_sends.begin(), cleared_sends.end(), [id](const Cleared& c) { return c.peer == id; }))
+        return true;
     return std::any_of(expected.begin(), expected.end(), [&](RequestId r) { return requests.at(r).peer == id; });
 }
 
@@ -132,6 +134,7 @@ void Communicator::Impl::release_locked(NodeId id) {
     announced_count.erase(id);
     returned.erase(id);
     control_backlog.erase(id);
+    std::erase_if(cleared_sends, [id](const Cleared& c) { return c.peer == id; });
     single_copy_peers.erase(id);
     if (requested.erase(id) != 0) any_requested.store(!requested.empty(), std::memory_order_release);
     auto of = [id](const auto& entry) { return entry.first.first == id; };
@@ -158,7 +161,11 @@ void Communicator::Impl::release_locked(NodeId id) {
 void Communicator::Impl::progress() {
     std::lock_guard lock(mutex);
     retry_backlog_locked();
-    if (pulling) return; // another thread waits in the nodes: it takes what comes
+    if (!pulling) drain_locked(); // else another thread waits in the nodes: it takes what comes
+    send_all_cleared_locked();
+}
+
+void Communicator::Impl::drain_locked() {
     for (int i = 0; i < drain_limit; ++i) {
         if (!room_locked()) {
             ++counters.backpressure_stops;

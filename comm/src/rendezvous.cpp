@@ -58,12 +58,27 @@ std::string Communicator::Impl::on_clear_to_send_locked(NodeId source, std::uint
     const RequestId rid = it->second;
     announced.erase(it);
     if (auto c = announced_count.find(source); c != announced_count.end() && c->second > 0) --c->second;
-    auto& r = requests.at(rid);
-    if (target != nullptr && write_single_copy_locked(r, source, *target)) {
+    // Its data goes once the messages that came with this one were dispatched.
+    Cleared cleared{rid, source, target != nullptr, {}};
+    if (target != nullptr) cleared.target = *target;
+    cleared_sends.push_back(cleared);
+    return {};
+}
+
+void Communicator::Impl::send_cleared_locked() {
+    if (cleared_sends.empty()) return;
+    const Cleared cleared = cleared_sends.front();
+    cleared_sends.pop_front();
+    const NodeId source = cleared.peer;
+    const RequestId rid = cleared.id;
+    auto found = requests.find(rid);
+    if (found == requests.end() || found->second.done) return; // failed meanwhile (its peer lost)
+    auto& r = found->second;
+    if (cleared.has_target && write_single_copy_locked(r, source, cleared.target)) {
         if (r.done) { // the receiver's process is gone
             handle_loss_locked(source, r.completion.error);
             changed.notify_all();
-            return {};
+            return;
         }
     } else {
         // Through the technology: the receive gave no buffer (a list, not posted in
@@ -79,12 +94,22 @@ std::string Communicator::Impl::on_clear_to_send_locked(NodeId source, std::uint
     if (!queue.empty() || !try_send_locked(r)) {
         queue.push_front(rid);
         backlogged.store(true, std::memory_order_release);
-        return {};
+        return;
     }
     if (queue.empty()) backlog.erase(source);
     if (r.completion.status == Status::peer_lost) handle_loss_locked(source, r.completion.error);
     changed.notify_all();
-    return {};
+}
+
+void Communicator::Impl::send_all_cleared_locked() {
+    if (cleared_sends.empty()) return;
+    while (!cleared_sends.empty()) {
+        send_cleared_locked();
+        if (!pulling) drain_locked(); // the peer's announcements are answered between two writes
+    }
+    // What went to the backlog behind an announcement the window held (and those the
+    // clear-to-sends let go now) goes before this thread waits again.
+    if (backlogged.load(std::memory_order_relaxed)) retry_backlog_locked();
 }
 
 std::string Communicator::Impl::on_data_locked(NodeId source, const WireEnvelope& w, BufferPtr whole) {
@@ -365,6 +390,20 @@ void Communicator::Impl::rendezvous_loss_locked(NodeId peer, const std::string& 
         it = announced.erase(it);
     }
     announced_count.erase(peer);
+    // Cleared by it, the data not gone yet: never goes.
+    for (auto it = cleared_sends.begin(); it != cleared_sends.end();) {
+        if (it->peer != peer) {
+            ++it;
+            continue;
+        }
+        if (auto r = requests.find(it->id); r != requests.end() && !r->second.done) {
+            r->second.rdv_data.reset();
+            r->second.completion.status = Status::peer_lost;
+            r->second.completion.error = reason;
+            r->second.done = true;
+        }
+        it = cleared_sends.erase(it);
+    }
     returned.erase(peer);
     single_copy_peers.erase(peer); // a restarted peer is another process
     requested.erase(peer);         // a restarted peer tells its receives anew

@@ -13,6 +13,7 @@
 #include <cstdint>
 #include <cstring>
 #include <type_traits>
+#include <vector>
 
 namespace msgpass::mpi {
 
@@ -298,6 +299,39 @@ void allreduce_now(Engine& e, const CommInfo& c, int tag, const void* send, void
         check_size(e.recv_bytes(c, partner, tag, in.data(), bytes), bytes, partner);
         combine(type, op, acc, in.data(), count, partner < c.rank);
     }
+}
+
+void reduce_scatter_now(Engine& e, const CommInfo& c, int tag, const void* send, void* recv, const int* counts,
+                        MPI_Datatype type, MPI_Op op) {
+    const std::size_t size = element_bytes(type);
+    const auto n = static_cast<std::size_t>(c.size);
+    // Kept from call to call: no allocation per call (the calling thread only,
+    // Engine::can_recv_now excludes MPI_THREAD_MULTIPLE).
+    static std::vector<std::size_t> at; // at[x]: the byte where rank x's block begins; at[n]: the total
+    static std::vector<std::byte> scratch;
+    at.resize(n + 1);
+    at[0] = 0;
+    for (std::size_t i = 0; i < n; ++i)
+        at[i + 1] = at[i] + static_cast<std::size_t>(counts[i]) * size;
+    const std::size_t total = at[n];
+    if (scratch.size() < 2 * total) scratch.resize(2 * total);
+    std::byte* acc = scratch.data();
+    std::byte* in = acc + total;
+    if (total > 0) std::memcpy(acc, send, total);
+    const int r = c.rank;
+    for (int mask = c.size / 2; mask >= 1; mask /= 2) { // as add_halving: each round halves what a rank holds
+        const int partner = r ^ mask;
+        const int lo = r & ~(2 * mask - 1);
+        const auto keep = static_cast<std::size_t>((r & mask) != 0 ? lo + mask : lo);
+        const auto give = static_cast<std::size_t>((r & mask) != 0 ? lo : lo + mask);
+        const auto m = static_cast<std::size_t>(mask);
+        e.send_bytes(c, partner, tag, acc + at[give], at[give + m] - at[give]);
+        const std::size_t kept = at[keep + m] - at[keep];
+        check_size(e.recv_bytes(c, partner, tag, in + at[keep], kept), kept, partner);
+        combine(type, op, acc + at[keep], in + at[keep], static_cast<int>(kept / size));
+    }
+    const auto me = static_cast<std::size_t>(r);
+    if (at[me + 1] > at[me]) std::memcpy(recv, acc + at[me], at[me + 1] - at[me]);
 }
 
 void reduce(Engine& e, const CommInfo& c, const void* send, void* recv, int count, MPI_Datatype type, MPI_Op op,

@@ -429,6 +429,13 @@ void exchange_now(Engine& e, const CommInfo& c, int tag, int peer, const void* o
 inline constexpr std::size_t allreduce_now_limit = 2048; // (from there the schedule is Rabenseifner's)
 void allreduce_now(Engine& e, const CommInfo& c, int tag, const void* send, void* recv, int count, MPI_Datatype type,
                    MPI_Op op);
+// MPI_Reduce_scatter(_block) on the calling thread, without a schedule: recursive
+// halving over a power-of-two number of ranks with a commutative operation, as
+// reduce_scatter_schedule (the same messages, in the same order, with its tag), each
+// rank's block (counts, in elements of a predefined type) left in recv; send is the
+// whole vector (recv's own, in place). At most the eager limit in all.
+void reduce_scatter_now(Engine& e, const CommInfo& c, int tag, const void* send, void* recv, const int* counts,
+                        MPI_Datatype type, MPI_Op op);
 void bcast(Engine& e, const CommInfo& c, void* buf, std::size_t bytes, int root);
 void reduce(Engine& e, const CommInfo& c, const void* send, void* recv, int count, MPI_Datatype type, MPI_Op op,
             int root);

@@ -4,8 +4,10 @@
 // collective's arguments are checked and turned into a schedule once (the make_*
 // functions); the blocking call runs it to completion, the non-blocking one returns
 // its request. Every entry point goes through api::guarded.
+#include <array>
 #include <climits>
 #include <cstring>
+#include <vector>
 
 #include "api.hpp"
 
@@ -577,6 +579,45 @@ bool exchange_of_two(const CommInfo& c, const void* sendbuf, int sendcount, MPI_
     return out == block && block <= engine->eager_limit() && (block == 0 || (sendbuf != nullptr && recvbuf != nullptr));
 }
 
+// MPI_Reduce_scatter (counts) or MPI_Reduce_scatter_block (one count for every
+// rank, block) on the calling thread (reduce_scatter_now) when it can: an
+// intracommunicator of a power-of-two number of ranks, nothing else in flight, a
+// predefined type and a commutative operation, valid counts and buffers, at most the
+// eager limit in all. True when it ran; false leaves the call to the schedule, which
+// reports the errors.
+bool reduce_scatter_of_power(const void* sendbuf, void* recvbuf, const int counts[], const int* block,
+                             MPI_Datatype type, MPI_Op op, MPI_Comm comm) {
+    const auto c = engine->info(comm);
+    if (c.local || c.size < 2 || (c.size & (c.size - 1)) != 0 || !engine->can_recv_now() || type == MPI_DATATYPE_NULL ||
+        msgpass::mpi::is_derived(type) || (counts == nullptr && block == nullptr))
+        return false;
+    check_op(op, type); // as make_reduce_scatter
+    if (!msgpass::mpi::is_commutative(op)) return false;
+    const auto n = static_cast<std::size_t>(c.size);
+    // The counts, one per rank (block: all the same); few ranks on the stack.
+    std::array<int, 64> few{};
+    std::vector<int> many;
+    int* each = few.data();
+    if (n > few.size()) {
+        many.resize(n);
+        each = many.data();
+    }
+    std::size_t elements = 0;
+    for (std::size_t i = 0; i < n; ++i) {
+        each[i] = block != nullptr ? *block : counts[i];
+        if (each[i] < 0) return false;
+        elements += static_cast<std::size_t>(each[i]);
+    }
+    const std::size_t total = elements * type_size(type);
+    const bool in_place = sendbuf == MPI_IN_PLACE;
+    const void* send = in_place ? recvbuf : sendbuf;
+    if (total > engine->eager_limit() || (total > 0 && send == nullptr) ||
+        (each[static_cast<std::size_t>(c.rank)] > 0 && recvbuf == nullptr))
+        return false;
+    msgpass::mpi::reduce_scatter_now(*engine, c, engine->next_tag(c), send, recvbuf, each, type, op);
+    return true;
+}
+
 } // namespace
 
 extern "C" {
@@ -694,14 +735,20 @@ int MPI_Alltoallw(const void* sendbuf, const int sendcounts[], const int sdispls
 
 int MPI_Reduce_scatter(const void* sendbuf, void* recvbuf, const int recvcounts[], MPI_Datatype type, MPI_Op op,
                        MPI_Comm comm) {
-    return blocking("MPI_Reduce_scatter", comm,
-                    [&] { return make_reduce_scatter(sendbuf, recvbuf, recvcounts, type, op, comm); });
+    return guarded("MPI_Reduce_scatter", comm, [&] {
+        if (reduce_scatter_of_power(sendbuf, recvbuf, recvcounts, nullptr, type, op, comm)) return MPI_SUCCESS;
+        engine->run(make_reduce_scatter(sendbuf, recvbuf, recvcounts, type, op, comm));
+        return MPI_SUCCESS;
+    });
 }
 
 int MPI_Reduce_scatter_block(const void* sendbuf, void* recvbuf, int recvcount, MPI_Datatype type, MPI_Op op,
                              MPI_Comm comm) {
-    return blocking("MPI_Reduce_scatter_block", comm,
-                    [&] { return make_reduce_scatter_block(sendbuf, recvbuf, recvcount, type, op, comm); });
+    return guarded("MPI_Reduce_scatter_block", comm, [&] {
+        if (reduce_scatter_of_power(sendbuf, recvbuf, nullptr, &recvcount, type, op, comm)) return MPI_SUCCESS;
+        engine->run(make_reduce_scatter_block(sendbuf, recvbuf, recvcount, type, op, comm));
+        return MPI_SUCCESS;
+    });
 }
 
 int MPI_Scan(const void* sendbuf, void* recvbuf, int count, MPI_Datatype type, MPI_Op op, MPI_Comm comm) {

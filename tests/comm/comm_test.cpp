@@ -1648,6 +1648,110 @@ TEST_P(CommConformance, OneCopyMessagesKeepTheSendersOrderWithEagerOnesBetweenAn
     }
 }
 
+// A cleared large send's data goes after the messages that came with its
+// clear-to-send were dispatched, not inside that dispatch; a blocking receive that
+// waits for the receiver's answer sends it meanwhile (here nothing else makes
+// progress on the sender: the receive would wait forever otherwise).
+TEST_P(CommConformance, ABlockingReceiveSendsTheDataOfALargeSendClearedWhileItWaits) {
+    auto c = make(3);
+    const NodeId peer = one_copy_peer(GetParam());
+    auto fa = NodeFactory::create(c, 1);
+    auto fb = NodeFactory::create(c, peer);
+    Communicator a(*fa, c), b(*fb, c);
+    const std::size_t big = 512 * config::KiB;
+    for (unsigned round = 0; round < 3; ++round) {
+        const auto data = pattern(big, 40 + round);
+        std::vector<std::byte> into(big, std::byte{0xee});
+        auto receiver = std::async(std::launch::async, [&] {
+            auto r = b.post_recv_in_place(comm::Context{}, 1, 20, into);
+            const auto got = r.done ? std::move(*r.done) : wait_for(b, r.id, "the large receive");
+            send_text(b, 1, 21, got.status == Status::success && got.bytes == big ? "whole" : "broken");
+        });
+        auto s = a.post_send_in_place(comm::Context{}, peer, 20, data);
+        EXPECT_EQ(recv_text(a, peer, 21), "whole") << "round " << round;
+        ASSERT_EQ(receiver.wait_for(patience), std::future_status::ready);
+        receiver.get();
+        if (!s.done) {
+            EXPECT_EQ(wait_for(a, s.id, "the large send").status, Status::success);
+        }
+        EXPECT_TRUE(std::equal(data.begin(), data.end(), into.begin())) << "round " << round << ": the data differs";
+    }
+    if (one_copy_expected(GetParam())) {
+        EXPECT_EQ(a.stats().single_copy_sent, 3u);
+    }
+}
+
+// Both ends send windows of large messages to each other at once (osu_bibw's
+// pattern: every receive posted, then every send, then the sends waited for, then
+// the receives): each end answers the other's announcements between its own writes,
+// and every message arrives whole, in the order sent.
+TEST_P(CommConformance, WindowsOfLargeMessagesBothWaysAtOnceArriveWholeAndInOrder) {
+    auto c = make(3);
+    const NodeId peer = one_copy_peer(GetParam());
+    auto fa = NodeFactory::create(c, 1);
+    auto fb = NodeFactory::create(c, peer);
+    Communicator a(*fa, c), b(*fb, c);
+    constexpr int window = 16;
+    const std::size_t big = 256 * config::KiB;
+    auto side = [&](Communicator& self, NodeId other, unsigned seed) {
+        std::vector<std::vector<std::byte>> out, in;
+        std::vector<comm::RequestId> recvs, sends;
+        for (int i = 0; i < window; ++i) {
+            out.push_back(pattern(big, seed + static_cast<unsigned>(i)));
+            in.emplace_back(big, std::byte{0xee});
+        }
+        for (int round = 0; round < 2; ++round) {
+            recvs.clear();
+            sends.clear();
+            for (int i = 0; i < window; ++i) {
+                auto r = self.post_recv_in_place(comm::Context{}, other, 30, in[static_cast<std::size_t>(i)]);
+                if (r.done) { // (tcp, udp: the peer's send went at once with an earlier request)
+                    EXPECT_EQ(r.done->status, Status::success) << r.done->error;
+                    EXPECT_EQ(r.done->bytes, big);
+                } else {
+                    recvs.push_back(r.id);
+                }
+            }
+            for (int i = 0; i < window; ++i) {
+                auto s = self.post_send_in_place(comm::Context{}, other, 30, out[static_cast<std::size_t>(i)]);
+                if (s.done) {
+                    EXPECT_EQ(s.done->status, Status::success) << s.done->error;
+                } else {
+                    sends.push_back(s.id);
+                }
+            }
+            for (auto id : sends)
+                EXPECT_EQ(wait_for(self, id, "a send").status, Status::success);
+            for (auto id : recvs) {
+                const auto got = wait_for(self, id, "a receive");
+                EXPECT_EQ(got.status, Status::success) << got.error;
+                EXPECT_EQ(got.bytes, big);
+            }
+        }
+        // What the node still holds for the peer (the last completions) goes before
+        // this end stops calling it.
+        EXPECT_TRUE(self.flush(patience)) << "the last messages to " << other << " were not handed over";
+        return in;
+    };
+    auto from_b = std::async(std::launch::async, [&] { return side(b, 1, 2000); });
+    const auto got_a = side(a, peer, 1000);
+    ASSERT_EQ(from_b.wait_for(patience), std::future_status::ready);
+    const auto got_b = from_b.get();
+    for (int i = 0; i < window; ++i) {
+        // The i-th receive took the i-th send (one tag, one source: in order).
+        EXPECT_TRUE(got_a[static_cast<std::size_t>(i)] == pattern(big, 2000 + static_cast<unsigned>(i)))
+            << "message " << i << " from " << peer << " differs";
+        EXPECT_TRUE(got_b[static_cast<std::size_t>(i)] == pattern(big, 1000 + static_cast<unsigned>(i)))
+            << "message " << i << " from 1 differs";
+    }
+    if (one_copy_expected(GetParam())) {
+        EXPECT_EQ(a.stats().single_copy_sent, 2u * window);
+        EXPECT_EQ(b.stats().single_copy_sent, 2u * window);
+    }
+    EXPECT_EQ(a.stats().malformed, 0u);
+    EXPECT_EQ(b.stats().malformed, 0u);
+}
+
 // The fallback, decided per message: comm.single_copy false at the receiver (it names
 // no buffer), a receive into a list, a receive not posted in place, and a send of a
 // copy (post_send) into a receive in place: every message arrives whole, once.

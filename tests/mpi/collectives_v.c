@@ -558,6 +558,66 @@ static void test_nonblocking_only(void) {
     MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_ARE_FATAL);
 }
 
+/* A blocking collective on a rank with a non-blocking one in flight runs as a
+ * schedule, while the other ranks run it on the calling thread without one (the
+ * small Reduce_scatter(_block), Allreduce, Allgather, Alltoall, Barrier): the two
+ * ways send the same messages with the same tag and meet. Rank 0 keeps an Ibarrier of
+ * a duplicate of MPI_COMM_WORLD pending through them; the others enter it after. */
+static void test_mixed_ways(void) {
+    WHERE("blocking collectives beside an Ibarrier pending on rank 0");
+    MPI_Comm dup;
+    CHECK(MPI_Comm_dup(MPI_COMM_WORLD, &dup) == MPI_SUCCESS, "MPI_Comm_dup");
+    MPI_Request pending = MPI_REQUEST_NULL;
+    if (rank == 0) CHECK(MPI_Ibarrier(dup, &pending) == MPI_SUCCESS, "MPI_Ibarrier");
+    int counts[16], offset = 0, total = 0;
+    for (int i = 0; i < size; ++i) {
+        counts[i] = (i + 1) % 3; /* a block of 0 among them */
+        if (i < rank) offset += counts[i];
+        total += counts[i];
+    }
+    int in[64], out[64];
+    for (int round = 0; round < 3; ++round) {
+        for (int k = 0; k < total; ++k)
+            in[k] = rank * 100 + k + round;
+        fill(out, 64, gap);
+        CHECK(MPI_Reduce_scatter(in, out, counts, MPI_INT, MPI_SUM, MPI_COMM_WORLD) == MPI_SUCCESS,
+              "MPI_Reduce_scatter");
+        for (int k = 0; k < counts[rank]; ++k)
+            CHECK(out[k] == 100 * size * (size - 1) / 2 + size * (offset + k + round),
+                  "Reduce_scatter beside a schedule: element %d is %d", k, out[k]);
+        CHECK(out[counts[rank]] == gap, "Reduce_scatter wrote past its block");
+    }
+    /* A larger vector (up to 64 KiB at 16 ranks), MPI_MAX, in place. */
+    enum { per = 512 };
+    static double d[16 * per];
+    for (int k = 0; k < size * per; ++k)
+        d[k] = (double)((rank * 31 + k * 7) % 101);
+    CHECK(MPI_Reduce_scatter_block(MPI_IN_PLACE, d, per, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD) == MPI_SUCCESS,
+          "MPI_Reduce_scatter_block in place");
+    for (int k = 0; k < per; ++k) {
+        double want = 0;
+        for (int r = 0; r < size; ++r)
+            if ((r * 31 + (rank * per + k) * 7) % 101 > want) want = (r * 31 + (rank * per + k) * 7) % 101;
+        CHECK(d[k] == want, "Reduce_scatter_block MAX beside a schedule: element %d is %g, want %g", k, d[k], want);
+    }
+    int x = rank + 1, sum = 0;
+    CHECK(MPI_Allreduce(&x, &sum, 1, MPI_INT, MPI_SUM, MPI_COMM_WORLD) == MPI_SUCCESS, "MPI_Allreduce");
+    CHECK(sum == size * (size + 1) / 2, "Allreduce beside a schedule gave %d", sum);
+    int all[16], a2a_in[16], a2a_out[16];
+    for (int j = 0; j < size; ++j)
+        a2a_in[j] = value(rank, j, 3);
+    CHECK(MPI_Allgather(&x, 1, MPI_INT, all, 1, MPI_INT, MPI_COMM_WORLD) == MPI_SUCCESS, "MPI_Allgather");
+    CHECK(MPI_Alltoall(a2a_in, 1, MPI_INT, a2a_out, 1, MPI_INT, MPI_COMM_WORLD) == MPI_SUCCESS, "MPI_Alltoall");
+    for (int i = 0; i < size; ++i) {
+        CHECK(all[i] == i + 1, "Allgather beside a schedule: element %d is %d", i, all[i]);
+        CHECK(a2a_out[i] == value(i, rank, 3), "Alltoall beside a schedule: element %d is %d", i, a2a_out[i]);
+    }
+    CHECK(MPI_Barrier(MPI_COMM_WORLD) == MPI_SUCCESS, "MPI_Barrier");
+    if (rank != 0) CHECK(MPI_Ibarrier(dup, &pending) == MPI_SUCCESS, "MPI_Ibarrier");
+    CHECK(MPI_Wait(&pending, MPI_STATUS_IGNORE) == MPI_SUCCESS, "MPI_Wait of the Ibarrier");
+    CHECK(MPI_Comm_free(&dup) == MPI_SUCCESS, "MPI_Comm_free");
+}
+
 /* Bad arguments of the new calls: their class, under MPI_ERRORS_RETURN. */
 static void test_errors(void) {
     WHERE("errors");
@@ -603,6 +663,7 @@ int main(int argc, char** argv) {
         test_logical_bitwise(comms[c]);
     }
     if (mode != blocking) test_nonblocking_only();
+    test_mixed_ways();
     test_errors();
     WHERE("MPI_Finalize");
     MPI_Finalize();

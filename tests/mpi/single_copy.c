@@ -2,9 +2,10 @@
  * limit, over sci, the sender writes into the receiver's posted buffer itself; over tcp
  * (and with MSGPASS_SINGLE_COPY=0) the data goes through the technology. The program is
  * the same for every path: data whole at 64 KiB + 1, 1 MiB and 16 MiB by Send/Recv,
- * Isend/Irecv both ways at once, Ssend, a receive from any source, a receive posted
- * after the announcement came, the order of large and eager messages of one tag, a
- * receive into a non-contiguous type, and MPI_ERR_TRUNCATE into a short buffer. */
+ * Isend/Irecv both ways at once (one message, and windows of them as osu_bibw), Ssend,
+ * a receive from any source, a receive posted after the announcement came, the order
+ * of large and eager messages of one tag, a receive into a non-contiguous type, and
+ * MPI_ERR_TRUNCATE into a short buffer. */
 #include "check.h"
 
 static void fill(unsigned char* p, int from, int tag, int size) {
@@ -61,6 +62,24 @@ int main(int argc, char** argv) {
             CHECK(MPI_Recv(b, n, MPI_BYTE, 0, 3, MPI_COMM_WORLD, &st) == MPI_SUCCESS, "recv of ssend");
             expect_pattern(b, 0, 3, n, "Ssend");
         }
+    }
+    /* osu_bibw's pattern: a window of receives, then of sends, both ranks at once; the
+     * sends waited for first, then the receives. Each message whole, in order. */
+    for (int round = 0; round < 2; ++round) {
+        enum { window = 8, part = 256 * 1024 };
+        WHERE("single_copy: windows of %d messages of %d bytes both ways, round %d", window, part, round);
+        MPI_Request recvs[window], sends[window];
+        for (int i = 0; i < window; ++i) {
+            fill(a + (size_t)i * part, rank, 10 + i, part);
+            memset(b + (size_t)i * part, 0, part);
+            MPI_Irecv(b + (size_t)i * part, part, MPI_BYTE, other, 10, MPI_COMM_WORLD, &recvs[i]);
+        }
+        for (int i = 0; i < window; ++i)
+            MPI_Isend(a + (size_t)i * part, part, MPI_BYTE, other, 10, MPI_COMM_WORLD, &sends[i]);
+        CHECK(MPI_Waitall(window, sends, MPI_STATUSES_IGNORE) == MPI_SUCCESS, "waitall of the sends");
+        CHECK(MPI_Waitall(window, recvs, MPI_STATUSES_IGNORE) == MPI_SUCCESS, "waitall of the receives");
+        for (int i = 0; i < window; ++i)
+            expect_pattern(b + (size_t)i * part, other, 10 + i, part, "a window both ways");
     }
     /* The receive posted after the announcement came: the small message sent after it
      * is received first. */
