@@ -168,7 +168,7 @@ protected:
     void SetUp() override {
         text_ = local_partition(partition_for_test(), 3, peer_timeout);
         ASSERT_EQ(text_.nodes.size(), 3u) << "no free ports";
-        text_.tcp_section = "{compact_frames: true}"; // the good traffic in compact frames
+        // The good traffic goes in compact frames (the default).
         c_ = text_.load();
         c_.auth_key = key_; // set by an authenticated fixture
         f1_ = NodeFactory::create(c_, 1);

@@ -115,7 +115,7 @@ struct Parameters {
     std::chrono::nanoseconds backoff_max{std::chrono::milliseconds(100)};
     std::optional<ip::AuthKey> auth_key; // auth_key_file: handshakes prove it (ip/auth.hpp)
     std::uint32_t max_clients = 0;       // tcp.max_clients: run-time clients at once
-    bool compact_frames = false;         // tcp.compact_frames
+    bool compact_frames = true;          // tcp.compact_frames
 
     static Parameters from(const config::Configuration& configuration, NodeId self);
 };

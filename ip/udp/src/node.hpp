@@ -120,7 +120,7 @@ inline ip::Mac welcome_mac(const ip::AuthKey& key, std::span<const std::byte> he
 }
 
 // Reads what the factory's socket holds and hands each datagram to its node (the
-// transport: transport.cpp). Called with Shared::read_mutex held. Each returns how many
+// transport: transport.cpp). Called with Shared::read_mutex held (but poll_one, which takes it). Each returns how many
 // datagrams it read, at most `most`; fewer: the socket had no more.
 class SocketReader {
 public:
@@ -130,6 +130,11 @@ public:
     virtual int read_socket(Clock::time_point& now, int most) = 0;
     // Blocks until a datagram comes or timeout passes (0 then).
     virtual int wait_and_read(std::chrono::nanoseconds timeout, int most) = 0;
+    // The poll of the receiver inside the lend: reads one datagram (with GRO, one
+    // run) if the socket has one and read_mutex is free (tried, not waited for), into
+    // room of its own, with recvfrom() when no GRO control message is needed, and
+    // hands it to its node. 1 when it read one, else 0.
+    virtual int poll_one(Clock::time_point& now) = 0;
 
 protected:
     ~SocketReader() = default;
