@@ -108,13 +108,16 @@ public:
         put(end_, p, n);
         end_ += n;
     }
+    // n may be 0 with a null pointer (an empty message's payload): memcpy may not see it.
     void put(std::uint64_t pos, const void* p, std::size_t n) noexcept {
+        if (n == 0) return;
         const std::size_t at = static_cast<std::size_t>(pos) & mask_;
         const std::size_t first = std::min(n, size_ - at);
         std::memcpy(bytes_.get() + at, p, first);
         if (first < n) std::memcpy(bytes_.get(), static_cast<const std::byte*>(p) + first, n - first);
     }
     void get(std::uint64_t pos, void* out, std::size_t n) const noexcept {
+        if (n == 0) return;
         const std::size_t at = static_cast<std::size_t>(pos) & mask_;
         const std::size_t first = std::min(n, size_ - at);
         std::memcpy(out, bytes_.get() + at, first);
