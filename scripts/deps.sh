@@ -28,20 +28,47 @@ MSGPASS_PACKAGES=(
 # scripts/test.sh needs neither).
 MSGPASS_FUZZ_PACKAGES=(clang libclang-rt-dev)
 
-# msgpass_install_deps [PACKAGE...]: the packages given, or MSGPASS_PACKAGES.
-msgpass_install_deps() {
-    local missing=() pkg status
-    local -a wanted=("$@")
-    ((${#wanted[@]} > 0)) || wanted=("${MSGPASS_PACKAGES[@]}")
-    for pkg in "${wanted[@]}"; do
+# msgpass_missing PACKAGE...: prints those that are not installed, one a line.
+msgpass_missing() {
+    local pkg status
+    for pkg in "$@"; do
         status=$(dpkg-query -W -f='${Status}' "$pkg" 2>/dev/null || true)
-        if [[ "$status" != "install ok installed" ]]; then
-            missing+=("$pkg")
-        fi
+        [[ "$status" == "install ok installed" ]] || echo "$pkg"
     done
+}
+
+# msgpass_install_deps [PACKAGE...]: the packages given, or MSGPASS_PACKAGES.
+# Installs run one at a time: tests that install what they need (Slurm, Prometheus) run
+# side by side under ctest -j2, and dpkg refuses a second install while one runs (a
+# test then found its package "missing" and skipped). A lock of msgpass's own orders
+# them, and apt waits for dpkg's lock held by anything else.
+msgpass_install_deps() {
+    local -a wanted=("$@") missing=()
+    ((${#wanted[@]} > 0)) || wanted=("${MSGPASS_PACKAGES[@]}")
+    mapfile -t missing < <(msgpass_missing "${wanted[@]}")
     if ((${#missing[@]} == 0)); then
         return 0
     fi
+    local lock=${TMPDIR:-/tmp}/msgpass-deps.lock lockfd=""
+    if { : >>"$lock" && exec {lockfd}<"$lock"; } 2>/dev/null; then
+        flock -w 1200 "$lockfd" || true
+        # Another install may have brought them while this one waited.
+        mapfile -t missing < <(msgpass_missing "${wanted[@]}")
+        if ((${#missing[@]} == 0)); then
+            exec {lockfd}<&-
+            return 0
+        fi
+    fi
+    local status=0
+    msgpass_install_missing "${missing[@]}" || status=$?
+    [[ -z "$lockfd" ]] || exec {lockfd}<&-
+    return "$status"
+}
+
+# msgpass_install_missing PACKAGE...: apt-get install, refreshing the index once when
+# that fails.
+msgpass_install_missing() {
+    local -a missing=("$@")
 
     local -a sudo=()
     if [[ $(id -u) -ne 0 ]]; then
@@ -57,10 +84,10 @@ msgpass_install_deps() {
     local log
     log=$(mktemp)
     local -a install=("${sudo[@]}" env DEBIAN_FRONTEND=noninteractive
-        apt-get install -y -q --no-install-recommends "${missing[@]}")
+        apt-get -o DPkg::Lock::Timeout=600 install -y -q --no-install-recommends "${missing[@]}")
     if ! "${install[@]}" >"$log" 2>&1; then
         echo "deps: install failed, refreshing the package index and retrying"
-        if ! "${sudo[@]}" apt-get update -q >"$log" 2>&1 || ! "${install[@]}" >"$log" 2>&1; then
+        if ! "${sudo[@]}" apt-get -o DPkg::Lock::Timeout=600 update -q >"$log" 2>&1 || ! "${install[@]}" >"$log" 2>&1; then
             cat "$log" >&2
             rm -f "$log"
             echo "deps: could not install ${missing[*]}" >&2

@@ -29,7 +29,8 @@ mpirun) packages=(openmpi-bin) ;;
     exit 2
     ;;
 esac
-if ! msgpass_install_deps "${packages[@]}" >/dev/null 2>&1; then
+if ! deps_log=$(msgpass_install_deps "${packages[@]}" 2>&1); then
+    echo "$deps_log" >&2
     echo "batch_test: Debian's ${packages[*]} are needed and could not be installed (root?)" >&2
     exit 77
 fi

@@ -19,7 +19,8 @@ repo=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
 # shellcheck source=scripts/deps.sh
 source "$repo/scripts/deps.sh"
 
-if ! msgpass_install_deps prometheus curl >/dev/null 2>&1; then
+if ! deps_log=$(msgpass_install_deps prometheus curl 2>&1); then
+    echo "$deps_log" >&2
     echo "prometheus_test: Debian's prometheus and curl are needed and could not be installed (root?)" >&2
     exit 77
 fi
