@@ -106,7 +106,9 @@ bool Shared::poll_socket(Clock::time_point recent) noexcept {
     Clock::time_point now = recent; // else read by the reader once something came
     // One datagram a poll (with GRO, one run of a peer's datagrams): a recvmmsg()
     // for more tries the socket again after the first, 0.2 us of a 64 B one-way
-    // trip; a receiver that finds no message in it polls again at once.
+    // trip; a receiver that finds no message in it polls again at once. The read
+    // itself takes no lock (the lend is this receiver's alone, and so is the poll's
+    // room): read_mutex only once a datagram came, to hand it to its node.
     const bool got = reader->poll_one(now) > 0;
     // The lend stays. A poll that found nothing reads no clock (a spinning receiver
     // polls every few hundred ns): it leaves as it came, and the time it last left
@@ -555,14 +557,6 @@ int Transport::read_socket(Clock::time_point& now, int most) {
 int Transport::poll_one(Clock::time_point& now) {
     const int fd = shared_->fd.load();
     if (fd < 0) return 0;
-    // Under read_mutex, the read too: a read of the background thread at the same time
-    // (one it began before the socket was lent) would take the datagrams after this
-    // one first, NAK this one as a hole and have it repaired; a stream of 8 KiB
-    // messages then fell silent for peer_timeout (conformance_test,
-    // ViewsReleasedAsTheyComeGiveTheirMemoryBack/udp). Taken by the receiver alone
-    // almost always: a try, and a poll that finds it taken finds nothing.
-    std::unique_lock lock(shared_->read_mutex, std::try_to_lock);
-    if (!lock.owns_lock()) return 0;
     Batch& b = poll_;
     auto& m = b.messages[0];
     if (b.gro) { // the segment size of a run comes in a control message: recvmsg()
@@ -581,6 +575,9 @@ int Transport::poll_one(Clock::time_point& now) {
         m.msg_hdr.msg_flags = cut ? MSG_TRUNC : 0;
         m.msg_hdr.msg_namelen = length;
     }
+    // Handed to its node under read_mutex, as every read (the background thread may
+    // read too, one it started before the socket was lent).
+    std::lock_guard lock(shared_->read_mutex);
     const bool given = now != Clock::time_point{};
     if (!given) now = Clock::now();
     take(b, fd, 1, now);

@@ -129,7 +129,7 @@ private:
         [[nodiscard]] std::size_t segment(std::size_t i) const noexcept;
     };
     Batch unicast_;        // under read_mutex
-    Batch poll_;           // one datagram: the poll of the receiver inside the lend (poll_one, under read_mutex)
+    Batch poll_;           // one datagram: the receiver inside the lend's (poll_one), read without read_mutex
     Batch multicast_;      // the background thread's
     long timeout_us_ = -1; // SO_RCVTIMEO as last set (under read_mutex)
     bool injecting_ = false;
