@@ -120,7 +120,7 @@ inline ip::Mac welcome_mac(const ip::AuthKey& key, std::span<const std::byte> he
 }
 
 // Reads what the factory's socket holds and hands each datagram to its node (the
-// transport: transport.cpp). Called with Shared::read_mutex held (but poll_one). Each returns how many
+// transport: transport.cpp). Called with Shared::read_mutex held. Each returns how many
 // datagrams it read, at most `most`; fewer: the socket had no more.
 class SocketReader {
 public:
@@ -130,11 +130,6 @@ public:
     virtual int read_socket(Clock::time_point& now, int most) = 0;
     // Blocks until a datagram comes or timeout passes (0 then).
     virtual int wait_and_read(std::chrono::nanoseconds timeout, int most) = 0;
-    // The poll of the receiver inside the lend, called WITHOUT read_mutex: reads one
-    // datagram (with GRO, one run) if the socket has one, into room of its own that
-    // only the receiver inside the lend uses, and only then takes read_mutex to hand
-    // it to its node. 1 when it read one, else 0 (an empty poll: no lock taken).
-    virtual int poll_one(Clock::time_point& now) = 0;
 
 protected:
     ~SocketReader() = default;
@@ -192,9 +187,7 @@ struct Shared {
     // as a blocking read on a raw socket, instead of the background thread's wake-up
     // and then the receiver's; whoever must wake it sends the socket an empty datagram
     // of its own: ring()). One thread
-    // reads at a time (read_mutex; but the poll of the receiver inside the lend reads
-    // without it, into room of its own, and takes it only to hand a datagram that came
-    // to its node: an empty poll takes no lock); one receiver at a time uses the lend (inside), the
+    // reads at a time (read_mutex); one receiver at a time uses the lend (inside), the
     // others sleep on the doorbell. The lend outlives a short receive (so that a
     // request-response exchange changes nothing in the epoll set per message): a
     // receive that waited reclaim_after or longer gives it back, and so do the

@@ -103,13 +103,15 @@ void Shared::wake_socket() const noexcept {
 
 bool Shared::poll_socket(Clock::time_point recent) noexcept {
     if (!lend()) return false;
+    bool got = false;
     Clock::time_point now = recent; // else read by the reader once something came
-    // One datagram a poll (with GRO, one run of a peer's datagrams): a recvmmsg()
-    // for more tries the socket again after the first, 0.2 us of a 64 B one-way
-    // trip; a receiver that finds no message in it polls again at once. The read
-    // itself takes no lock (the lend is this receiver's alone, and so is the poll's
-    // room): read_mutex only once a datagram came, to hand it to its node.
-    const bool got = reader->poll_one(now) > 0;
+    {
+        std::unique_lock lock(read_mutex, std::try_to_lock);
+        // One datagram a poll (with GRO, one run of a peer's datagrams): a recvmmsg()
+        // for more tries the socket again after the first, 0.2 us of a 64 B one-way
+        // trip; a receiver that finds no message in it polls again at once.
+        if (lock.owns_lock()) got = reader->read_socket(now, 1) > 0;
+    }
     // The lend stays. A poll that found nothing reads no clock (a spinning receiver
     // polls every few hundred ns): it leaves as it came, and the time it last left
     // is the last read that found something.
@@ -241,7 +243,6 @@ Transport::Transport(const config::Configuration& configuration, NodeId self)
     const int on = 1;
     const bool gro = ::setsockopt(shared_->fd, SOL_UDP, UDP_GRO, &on, sizeof on) == 0;
     unicast_.size(largest, gro);
-    poll_.size(largest, gro, 1);
     if (multicast_fd_ >= 0) multicast_.size(largest);
     unicast_.touched.reserve(nodes_.size());
     multicast_.touched.reserve(nodes_.size());
@@ -406,12 +407,12 @@ UdpNode* Transport::inject(std::span<const std::byte> bytes, Clock::time_point n
     return n;
 }
 
-void Transport::Batch::size(std::size_t bytes, bool with_gro, std::size_t count) {
+void Transport::Batch::size(std::size_t bytes, bool with_gro) {
     largest = bytes;
     gro = with_gro;
     each = gro ? std::size_t{65536} : bytes;
-    storage.assign(count * each, std::byte{0});
-    for (std::size_t i = 0; i < count; ++i) {
+    storage.assign(batch * each, std::byte{0});
+    for (std::size_t i = 0; i < batch; ++i) {
         iov[i] = {storage.data() + i * each, each};
         messages[i] = mmsghdr{};
         messages[i].msg_hdr.msg_iov = &iov[i];
@@ -552,37 +553,6 @@ int Transport::read_socket(Clock::time_point& now, int most) {
     const int got = read_from(fd, now, most);
     if (got > 0) after_receiver_read(unicast_, now, given);
     return got;
-}
-
-int Transport::poll_one(Clock::time_point& now) {
-    const int fd = shared_->fd.load();
-    if (fd < 0) return 0;
-    Batch& b = poll_;
-    auto& m = b.messages[0];
-    if (b.gro) { // the segment size of a run comes in a control message: recvmsg()
-        b.prepare(1);
-        const ssize_t bytes = ::recvmsg(fd, &m.msg_hdr, MSG_DONTWAIT);
-        if (bytes < 0) return 0;
-        m.msg_len = static_cast<unsigned>(bytes);
-    } else { // no control message: recvfrom() copies in no msghdr and no iovec
-        socklen_t length = sizeof(sockaddr_storage);
-        // MSG_TRUNC: the datagram's whole length, also when it was cut to the room
-        const ssize_t bytes = ::recvfrom(fd, b.storage.data(), b.each, MSG_DONTWAIT | MSG_TRUNC,
-                                         reinterpret_cast<sockaddr*>(&b.from[0]), &length);
-        if (bytes < 0) return 0;
-        const bool cut = static_cast<std::size_t>(bytes) > b.each;
-        m.msg_len = static_cast<unsigned>(cut ? b.each : static_cast<std::size_t>(bytes));
-        m.msg_hdr.msg_flags = cut ? MSG_TRUNC : 0;
-        m.msg_hdr.msg_namelen = length;
-    }
-    // Handed to its node under read_mutex, as every read (the background thread may
-    // read too, one it started before the socket was lent).
-    std::lock_guard lock(shared_->read_mutex);
-    const bool given = now != Clock::time_point{};
-    if (!given) now = Clock::now();
-    take(b, fd, 1, now);
-    after_receiver_read(b, now, given);
-    return 1;
 }
 
 int Transport::wait_and_read(std::chrono::nanoseconds timeout, int most) {

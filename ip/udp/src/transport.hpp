@@ -59,7 +59,6 @@ public:
     // (read_mutex held: the background thread, or the receiver the socket is lent to).
     int read_socket(Clock::time_point& now, int most) override;
     int wait_and_read(std::chrono::nanoseconds timeout, int most) override;
-    int poll_one(Clock::time_point& now) override;
 
 private:
     void run();
@@ -123,13 +122,12 @@ private:
         std::array<mmsghdr, batch> messages{};
         std::array<Control, batch> control{};
         std::vector<UdpNode*> touched; // nodes that got datagrams since the end of the last batch
-        void size(std::size_t bytes, bool with_gro = false, std::size_t count = batch); // room for count datagrams
+        void size(std::size_t bytes, bool with_gro = false);
         void prepare(unsigned count); // flags, address and control lengths reset for recvmmsg()
         // The size of the datagrams message i carries (its length when one).
         [[nodiscard]] std::size_t segment(std::size_t i) const noexcept;
     };
     Batch unicast_;        // under read_mutex
-    Batch poll_;           // one datagram: the receiver inside the lend's (poll_one), read without read_mutex
     Batch multicast_;      // the background thread's
     long timeout_us_ = -1; // SO_RCVTIMEO as last set (under read_mutex)
     bool injecting_ = false;
