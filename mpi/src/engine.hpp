@@ -195,7 +195,11 @@ public:
 
     [[nodiscard]] int world_rank() const noexcept { return rank_; }
     [[nodiscard]] int world_size() const noexcept { return static_cast<int>(nodes_.size()); }
-    [[nodiscard]] CommInfo info(MPI_Comm comm) const; // throws MPI_ERR_COMM
+    [[nodiscard]] CommInfo info(MPI_Comm comm) const { // throws MPI_ERR_COMM
+        if (comm == MPI_COMM_WORLD) return CommInfo{world_size(), rank_, world_p2p, world_coll, nullptr, nullptr};
+        return info_of(comm);
+    }
+    [[nodiscard]] CommInfo info_of(MPI_Comm comm) const;
 
     // Communicators made at run time (docs/mpi.md, *Communicators*). Each is
     // collective over comm: every member calls it, in the same order. Their contexts
