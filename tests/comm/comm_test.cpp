@@ -264,7 +264,9 @@ TEST_P(CommConformance, AReceiveIntoTheCallersMemoryCopiesAndCutsTheMessageAndKe
     EXPECT_EQ(e->size, large.size());
     EXPECT_EQ(got, large);
     held.release();
-    if (!sent.done) EXPECT_TRUE(a.wait(sent.id, patience).has_value());
+    if (!sent.done) {
+        EXPECT_TRUE(a.wait(sent.id, patience).has_value());
+    }
     ASSERT_TRUE(b.cancel(other_context.id));
     (void)b.test(other_context.id);
 }
