@@ -442,6 +442,33 @@ std::optional<Message> Communicator::recv(Context context, NodeId source, Tag ta
     return impl_->recv(context, source, tag, timeout);
 }
 
+std::optional<Envelope> Communicator::recv_into(Context context, NodeId source, Tag tag, std::span<std::byte> into,
+                                                MessageView* held, std::chrono::nanoseconds timeout) {
+    auto& im = *impl_;
+    im.check_factory("recv");
+    im.check_peer(source, true, "recv", true);
+    Impl::check_tag(tag, true, "recv");
+    if (timeout == std::chrono::nanoseconds::max() && im.limits.tag_queues.empty())
+        if (Node* one = im.single.load(std::memory_order_relaxed); one != nullptr && source != im.self)
+            if (auto e = im.recv_view_step(one, context, source, tag, into, held)) return e;
+    auto m = im.recv(context, source, tag, timeout);
+    if (!m) return std::nullopt;
+    const std::size_t size = m->buffer->size();
+    const std::size_t n = std::min(size, into.size());
+    if (n > 0) {
+        if (const auto* s = m->buffer->single(); s != nullptr) {
+            std::memcpy(into.data(), s->data(), n);
+        } else {
+            std::vector<std::byte> whole(size);
+            (void)m->buffer->copy_to(whole);
+            std::memcpy(into.data(), whole.data(), n);
+        }
+    }
+    Envelope e{m->source, m->tag, size, m->context};
+    if (held != nullptr) *held = MessageView(std::move(m->buffer));
+    return e;
+}
+
 // A receive that clears an announcement (rendezvous) waits as a posted request.
 std::optional<Message> Communicator::Impl::recv_posted(Context context, NodeId source, Tag tag, SteadyTime deadline) {
     auto posted = post_recv(context, source, tag, false, {}, nullptr);

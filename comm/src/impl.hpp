@@ -356,7 +356,22 @@ struct Communicator::Impl {
     std::deque<Arrived> bmi_unexpected; // post_send_unexpected's messages
     std::size_t unexpected_bytes = 0;
     std::unordered_map<RequestId, Request> requests;
-    std::deque<RequestId> expected;
+    // The posted receives not matched yet, oldest first, with what they match: a
+    // message is checked against them without a look-up of each request (a rank of
+    // msgpass's MPI always has one per peer, in a context no message uses).
+    struct Expected {
+        RequestId id;
+        Context context;
+        NodeId peer;
+        Tag tag;
+    };
+    std::deque<Expected> expected;
+    // Whether a posted receive matches a message of (context, source, tag).
+    [[nodiscard]] bool expected_match_locked(Context context, NodeId source, Tag tag) const noexcept {
+        for (const Expected& e : expected)
+            if (matches(e.context, e.peer, e.tag, context, source, tag)) return true;
+        return false;
+    }
     std::map<NodeId, std::deque<RequestId>> backlog;
     std::set<NodeId> lost;
     RequestId next_id = 1;
@@ -667,6 +682,13 @@ struct Communicator::Impl {
     // recv's fast path (no request): the message, nullopt on timeout; an announcement
     // (rendezvous) is left to a posted receive (recv_posted).
     std::optional<Message> recv(Context context, NodeId source, Tag tag, std::chrono::nanoseconds timeout);
+    // recv_into's fast path: one blocking step of the only peer's node, its message
+    // lent (Node::receive_view). An eager message matching (context, source, tag) and no
+    // older posted receive is copied into into (held takes the view); anything else is
+    // dispatched as a pull's message. nullopt when recv must go on (nothing matching
+    // came, or the step could not be taken).
+    std::optional<Envelope> recv_view_step(Node* one, Context context, NodeId source, Tag tag,
+                                           std::span<std::byte> into, MessageView* held);
     std::optional<Message> recv_posted(Context context, NodeId source, Tag tag, SteadyTime deadline);
 
     std::vector<Message> take_unexpected_locked(std::size_t max);

@@ -53,8 +53,9 @@ std::string Communicator::Impl::dispatch_locked(BufferPtr whole, const Want* wan
             w.size == s->size() - header_size) {
             if (!lost.empty()) lost.erase(source);
             const Context context{w.context};
-            if (expected.empty() && want != nullptr && limits.tag_queues.empty() &&
-                matches(want->context, want->source, want->tag, context, source, w.tag)) {
+            if (want != nullptr && limits.tag_queues.empty() &&
+                matches(want->context, want->source, want->tag, context, source, w.tag) &&
+                (expected.empty() || !expected_match_locked(context, source, w.tag))) {
                 *want->out = Message{source, w.tag, std::make_unique<PayloadBuffer>(std::move(whole), w.size), context};
                 return {};
             }
@@ -169,8 +170,8 @@ std::string Communicator::Impl::dispatch_locked(BufferPtr whole, const Want* wan
 void Communicator::Impl::queue_locked(Arrived&& m, const Want* want) {
     m.seq = next_seq++;
     for (auto it = expected.begin(); it != expected.end(); ++it) {
-        auto& r = requests.at(*it);
-        if (!matches(r.context, r.peer, r.tag, m.context, m.source, m.tag)) continue;
+        if (!matches(it->context, it->peer, it->tag, m.context, m.source, m.tag)) continue;
+        auto& r = requests.at(it->id);
         expected.erase(it);
         if (m.kind == kind_rts) {
             clear_to_send_locked(r, std::move(m));
@@ -197,11 +198,11 @@ void Communicator::Impl::queue_locked(Arrived&& m, const Want* want) {
 void Communicator::Impl::handle_loss_locked(NodeId peer, const std::string& reason) {
     lost.insert(peer);
     for (auto it = expected.begin(); it != expected.end();) {
-        auto& r = requests.at(*it);
-        if (r.peer != peer) {
+        if (it->peer != peer) {
             ++it;
             continue;
         }
+        auto& r = requests.at(it->id);
         r.completion.status = Status::peer_lost;
         r.completion.context = r.context;
         r.completion.source = peer;
@@ -290,7 +291,7 @@ Posted Communicator::Impl::post_recv(Context context, NodeId source, Tag tag, bo
         return p;
     }
     requests.emplace(id, std::move(r));
-    expected.push_back(id);
+    expected.push_back(Expected{id, context, source, tag});
     request_locked(requests.at(id));
     return Posted{id, std::nullopt};
 }
@@ -374,6 +375,58 @@ std::optional<Message> Communicator::Impl::recv(Context context, NodeId source, 
     }
     lock.unlock();
     return recv_posted(context, source, tag, deadline ? *deadline : deadline_after(timeout));
+}
+
+std::optional<Envelope> Communicator::Impl::recv_view_step(Node* one, Context context, NodeId source, Tag tag,
+                                                           std::span<std::byte> into, MessageView* held) {
+    std::unique_lock lock(mutex);
+    // What the loop of recv looks after first: none of it may be pending here.
+    if (pulling || !unexpected.empty() || backlogged.load(std::memory_order_relaxed) || !control_backlog.empty() ||
+        !cleared_sends.empty() || !lost.empty() || !room_locked())
+        return std::nullopt;
+    admit_runtime_locked();
+    if (!releasing.empty()) complete_released_locked();
+    if (single.load(std::memory_order_relaxed) != one) return std::nullopt; // a peer joined meanwhile
+    pulling = true;
+    lock.unlock();
+    MessageView v;
+    try {
+        v = one->receive_view(slice);
+    } catch (const PeerLost& e) {
+        lock.lock();
+        end_pull_locked();
+        handle_loss_locked(e.peer(), e.what());
+        return std::nullopt;
+    } catch (...) {
+        lock.lock();
+        end_pull_locked();
+        throw;
+    }
+    lock.lock();
+    end_pull_locked();
+    if (!v) return std::nullopt;
+    const NodeId from = v.source();
+    WireEnvelope w{};
+    if (v.size() >= header_size) {
+        std::memcpy(&w, v.data(), sizeof w);
+        if (w.magic == wire_magic && w.version == wire_version && w.kind == kind_eager && w.tag >= 0 &&
+            w.size == v.size() - header_size && matches(context, source, tag, Context{w.context}, from, w.tag) &&
+            (expected.empty() || !expected_match_locked(Context{w.context}, from, w.tag))) {
+            lock.unlock();
+            const std::size_t n = std::min<std::size_t>(w.size, into.size());
+            if (n > 0) std::memcpy(into.data(), v.data() + header_size, n);
+            if (held != nullptr) *held = std::move(v);
+            return Envelope{from, w.tag, static_cast<std::size_t>(w.size), Context{w.context}};
+        }
+    }
+    // Anything else as a pull's message: into the matching (a posted receive, the
+    // unexpected queue), where recv finds it.
+    auto whole = std::make_unique<HeapBuffer>(v.bytes());
+    whole->set_source(from);
+    v.release();
+    const std::string bad = dispatch_locked(std::move(whole));
+    if (!bad.empty()) throw Error(bad);
+    return std::nullopt;
 }
 
 namespace {

@@ -99,7 +99,7 @@ bool Communicator::Impl::holds_locked(NodeId id) const {
     if (backlog.count(id) != 0) return true;
     if (std::any_of(cleared_sends.begin(), cleared_sends.end(), [id](const Cleared& c) { return c.peer == id; }))
         return true;
-    return std::any_of(expected.begin(), expected.end(), [&](RequestId r) { return requests.at(r).peer == id; });
+    return std::any_of(expected.begin(), expected.end(), [id](const Expected& e) { return e.peer == id; });
 }
 
 void Communicator::Impl::release_retired_locked() {

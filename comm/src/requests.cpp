@@ -138,7 +138,7 @@ bool Communicator::cancel(RequestId id) {
         im.sync_backlogged_locked();
         r.pending.reset();
     } else {
-        im.expected.erase(std::remove(im.expected.begin(), im.expected.end(), id), im.expected.end());
+        std::erase_if(im.expected, [id](const Impl::Expected& e) { return e.id == id; });
         r.completion.source = r.peer;
         r.completion.tag = r.tag;
         r.completion.user = r.user;

@@ -64,10 +64,27 @@ int world_rank();
 int fail(const char* call, MPI_Comm comm, int code, const std::string& what);
 
 std::size_t type_size(MPI_Datatype type);
-std::size_t bytes_of(const void* buf, int count, MPI_Datatype type, const char* what = "buffer");
-void check_send_tag(int tag);
-void check_recv_tag(int tag);
-void check_rank(const CommInfo& c, int rank, bool any_allowed);
+// The errors of the checks below (inline: every point-to-point call makes them).
+[[noreturn]] void bad_count(int count, const char* what);
+[[noreturn]] void bad_buffer(int count, const char* what);
+[[noreturn]] void bad_tag(int tag);
+[[noreturn]] void bad_rank(const CommInfo& c, int rank);
+inline std::size_t bytes_of(const void* buf, int count, MPI_Datatype type, const char* what = "buffer") {
+    if (count < 0) bad_count(count, what);
+    const std::size_t bytes = static_cast<std::size_t>(count) * element_bytes(type);
+    if (bytes > 0 && buf == nullptr && !absolute_addresses(*typemap_of(type))) bad_buffer(count, what);
+    return bytes;
+}
+inline void check_send_tag(int tag) {
+    if (tag < 0 || tag > MPI_TAG_UB_VALUE) bad_tag(tag);
+}
+inline void check_recv_tag(int tag) {
+    if (tag != MPI_ANY_TAG) check_send_tag(tag);
+}
+inline void check_rank(const CommInfo& c, int rank, bool any_allowed) {
+    if (rank == MPI_PROC_NULL || (any_allowed && rank == MPI_ANY_SOURCE)) return;
+    if (rank < 0 || rank >= c.size) bad_rank(c, rank);
+}
 void check_root(const CommInfo& c, int root);
 // The operation is one of mpi.h and defined on the type.
 void check_op(MPI_Op op, MPI_Datatype type);

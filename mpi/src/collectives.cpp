@@ -6,6 +6,7 @@
 // application can take them (docs/mpi.md).
 #include "engine.hpp"
 
+#include <algorithm>
 #include <array>
 #include <climits>
 #include <complex>
@@ -20,6 +21,9 @@ namespace msgpass::mpi {
 namespace {
 
 enum CollectiveTag : int { tag_barrier_in = 1, tag_barrier_out, tag_bcast, tag_reduce, tag_gather, tag_scatter };
+
+// Reduce accumulates up to this many bytes in memory on the stack.
+constexpr std::size_t small_reduce = 1024;
 
 template <class T>
 void combine_as(MPI_Op op, std::byte* inout, const std::byte* in, int count) {
@@ -292,7 +296,7 @@ void allreduce_now(Engine& e, const CommInfo& c, int tag, const void* send, void
     const std::size_t bytes = static_cast<std::size_t>(count) * element_bytes(type);
     auto* acc = static_cast<std::byte*>(recv);
     if (bytes > 0 && send != recv) std::memcpy(acc, send, bytes);
-    std::array<std::byte, allreduce_now_limit> in{};
+    std::array<std::byte, allreduce_now_limit> in;  // (not zeroed: every byte read was received first)
     for (int mask = 1; mask < c.size; mask <<= 1) { // recursive doubling, as allreduce_schedule
         const int partner = c.rank ^ mask;
         e.send_bytes(c, partner, tag, acc, bytes);
@@ -337,27 +341,84 @@ void reduce_scatter_now(Engine& e, const CommInfo& c, int tag, const void* send,
 void reduce(Engine& e, const CommInfo& c, const void* send, void* recv, int count, MPI_Datatype type, MPI_Op op,
             int root) {
     const std::size_t bytes = static_cast<std::size_t>(count) * element_bytes(type);
-    std::vector<std::byte> acc(bytes);
-    if (bytes > 0) std::memcpy(acc.data(), send, bytes);
-    std::vector<std::byte> in(bytes);
     const int vr = relative(c, root);
+    if ((vr & 1) != 0) { // a leaf: its own data, as it is, to its parent (no copy)
+        e.send_bytes(c, absolute(c, vr - 1, root), tag_reduce, send, bytes);
+        return;
+    }
+    // The root accumulates in recv itself (send is recv in place); another rank in
+    // memory of its own. Up to small_reduce bytes on the stack: no allocation per call
+    // for the small messages whose cost is the call's (osu_reduce at 8 bytes).
+    std::array<std::byte, small_reduce> acc_small;
+    std::array<std::byte, small_reduce> in_small;
+    std::vector<std::byte> acc_large;
+    std::vector<std::byte> in_large;
+    std::byte* acc = nullptr;
+    if (vr == 0) {
+        acc = static_cast<std::byte*>(recv);
+    } else if (bytes <= small_reduce) {
+        acc = acc_small.data();
+    } else {
+        acc_large.resize(bytes);
+        acc = acc_large.data();
+    }
+    if (bytes > 0 && acc != send) std::memcpy(acc, send, bytes);
+    std::byte* in = in_small.data();
+    if (bytes > small_reduce) {
+        in_large.resize(bytes);
+        in = in_large.data();
+    }
     for (int mask = 1; mask < c.size; mask <<= 1) {
         if ((vr & mask) != 0) {
-            e.send_bytes(c, absolute(c, vr - mask, root), tag_reduce, acc.data(), bytes);
+            e.send_bytes(c, absolute(c, vr - mask, root), tag_reduce, acc, bytes);
             return;
         }
         if (vr + mask < c.size) {
             const int child = absolute(c, vr + mask, root);
-            check_size(e.recv_bytes(c, child, tag_reduce, in.data(), bytes), bytes, child);
-            combine(type, op, acc.data(), in.data(), count);
+            check_size(e.recv_bytes(c, child, tag_reduce, in, bytes), bytes, child);
+            combine(type, op, acc, in, count);
         }
     }
-    if (bytes > 0) std::memcpy(recv, acc.data(), bytes); // the root
 }
 
+namespace {
+
+// Whether the blocks of relative ranks [first, first + n) lie in rank order, one after
+// another, in a buffer of the communicator's blocks (no wrap past the last rank).
+bool in_rank_order(const CommInfo& c, int first, int n, int root) {
+    return absolute(c, first, root) + n <= c.size;
+}
+
+} // namespace
+
 // Each rank of the subtree of vr holds the blocks of vr .. vr+n-1 in relative order.
+// A leaf sends its own block as it is, and the root receives each child's blocks
+// straight into recv where they lie there in rank order: at two ranks no copy and no
+// memory of its own (osu_gather at 8 bytes).
 void gather(Engine& e, const CommInfo& c, const void* send, std::size_t block, void* recv, int root) {
     const int vr = relative(c, root);
+    if ((vr & 1) != 0) {
+        e.send_bytes(c, absolute(c, vr - 1, root), tag_gather, send, block);
+        return;
+    }
+    auto* out = static_cast<std::byte*>(recv);
+    if (vr == 0) {
+        bool direct = true;
+        for (int mask = 1; mask < c.size && direct; mask <<= 1)
+            direct = in_rank_order(c, mask, std::min(mask, c.size - mask), root);
+        if (direct) {
+            for (int mask = 1; mask < c.size; mask <<= 1) {
+                const int n = std::min(mask, c.size - mask);
+                const int child = absolute(c, mask, root);
+                std::byte* at = out + static_cast<std::size_t>(child) * block;
+                const std::size_t want = static_cast<std::size_t>(n) * block;
+                check_size(e.recv_bytes(c, child, tag_gather, at, want), want, child);
+            }
+            std::byte* own = out + static_cast<std::size_t>(root) * block;
+            if (block > 0 && own != send) std::memcpy(own, send, block);
+            return;
+        }
+    }
     std::vector<std::byte> held(block * static_cast<std::size_t>(c.size - vr));
     if (block > 0) std::memcpy(held.data(), send, block);
     std::size_t have = 1;
@@ -375,22 +436,46 @@ void gather(Engine& e, const CommInfo& c, const void* send, std::size_t block, v
             have = static_cast<std::size_t>(mask) + n;
         }
     }
-    auto* out = static_cast<std::byte*>(recv); // the root: relative order to rank order
-    for (int v = 0; v < c.size && block > 0; ++v)
+    for (int v = 0; v < c.size && block > 0; ++v) // the root: relative order to rank order
         std::memcpy(out + static_cast<std::size_t>(absolute(c, v, root)) * block,
                     held.data() + static_cast<std::size_t>(v) * block, block);
 }
 
 // The reverse of gather: each rank receives the blocks of its subtree from its parent
-// and hands its children theirs. recv nullptr: the root keeps its block in place.
+// and hands its children theirs. recv nullptr: the root keeps its block in place. A
+// leaf receives its block straight into recv, and the root sends each child's blocks
+// straight from send where they lie there in rank order.
 void scatter(Engine& e, const CommInfo& c, const void* send, std::size_t block, void* recv, int root) {
     const int vr = relative(c, root);
+    if ((vr & 1) != 0) {
+        const int parent = absolute(c, vr - 1, root);
+        check_size(e.recv_bytes(c, parent, tag_scatter, recv, block), block, parent);
+        return;
+    }
+    const auto* in = static_cast<const std::byte*>(send);
+    if (vr == 0) {
+        bool direct = true;
+        for (int mask = 1; mask < c.size && direct; mask <<= 1)
+            direct = in_rank_order(c, mask, std::min(mask, c.size - mask), root);
+        if (direct) {
+            int top = 1;
+            while (top < c.size)
+                top <<= 1;
+            for (int mask = top >> 1; mask > 0; mask >>= 1) { // the order of the tree below
+                const int n = std::min(mask, c.size - mask);
+                const int child = absolute(c, mask, root);
+                e.send_bytes(c, child, tag_scatter, in + static_cast<std::size_t>(child) * block,
+                             static_cast<std::size_t>(n) * block);
+            }
+            if (recv != nullptr && block > 0) std::memcpy(recv, in + static_cast<std::size_t>(root) * block, block);
+            return;
+        }
+    }
     const std::size_t mine = static_cast<std::size_t>(c.size - vr);
     std::vector<std::byte> held;
     int mask = 1;
     if (vr == 0) {
         held.resize(block * static_cast<std::size_t>(c.size));
-        const auto* in = static_cast<const std::byte*>(send);
         for (int v = 0; v < c.size && block > 0; ++v)
             std::memcpy(held.data() + static_cast<std::size_t>(v) * block,
                         in + static_cast<std::size_t>(absolute(c, v, root)) * block, block);

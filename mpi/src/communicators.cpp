@@ -165,7 +165,7 @@ std::vector<int> Engine::agree_over(const CommInfo& c, int pairs) {
                  [&](const std::uint32_t* in, std::uint32_t* out) { run(and_schedule(c, in, out, local.data())); });
 }
 
-CommInfo Engine::info(MPI_Comm comm) const {
+CommInfo Engine::info_of(MPI_Comm comm) const {
     if (comm == MPI_COMM_WORLD) return CommInfo{world_size(), rank_, world_p2p, world_coll, nullptr, nullptr};
     if (comm == MPI_COMM_SELF) return CommInfo{1, 0, self_p2p, self_coll, self_world_, nullptr};
     const auto it = comms_.find(comm);

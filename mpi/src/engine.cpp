@@ -192,11 +192,11 @@ MPI_Request Engine::isend(const CommInfo& c, int dest, int tag, const void* buf,
     return h;
 }
 
-void Engine::send_now(const CommInfo& c, int dest, int tag, const void* buf, std::size_t bytes) {
+void Engine::send_now(const CommInfo& c, int dest, int tag, const void* buf, std::size_t bytes, int in) {
     if (auto lost = lost_.find(c.world_rank(dest)); lost != lost_.end())
         throw MpiError(MPI_ERR_PROC_FAILED, "rank " + std::to_string(dest) + " was lost: " + lost->second);
     try {
-        comm_->send(context(c.p2p), node_of(c, dest), tag,
+        comm_->send(context(in), node_of(c, dest), tag,
                     std::span<const std::byte>(static_cast<const std::byte*>(buf), bytes));
         let_go(); // after the message went (held_)
     } catch (const PeerLost& e) {
@@ -230,16 +230,18 @@ MPI_Request Engine::irecv(const CommInfo& c, int source, int tag, void* buf, std
     return h;
 }
 
-int Engine::recv_now(const CommInfo& c, int source, int tag, void* buf, std::size_t capacity, MPI_Status& status) {
+int Engine::recv_now(const CommInfo& c, int source, int tag, void* buf, std::size_t capacity, MPI_Status& status,
+                     int in) {
     let_go();
     const NodeId node = source == MPI_ANY_SOURCE ? comm::any_source : node_of(c, source);
-    std::optional<comm::Message> m;
+    const std::span<std::byte> into(static_cast<std::byte*>(buf), capacity);
+    std::optional<comm::Envelope> m;
     try {
         // Only this rank could send it: a look without waiting, then "would wait
         // forever" (a message to itself is never a rendezvous, which a look without
         // waiting could not complete).
         if (!c.local && (c.size == 1 || source == c.rank)) {
-            m = comm_->recv(context(c.p2p), node, tag, std::chrono::nanoseconds::zero());
+            m = comm_->recv_into(context(in), node, tag, into, &held_, std::chrono::nanoseconds::zero());
             if (!m) {
                 Request wanted;
                 wanted.peer = source;
@@ -249,30 +251,26 @@ int Engine::recv_now(const CommInfo& c, int source, int tag, void* buf, std::siz
                 check_can_arrive(wanted);
             }
         }
-        if (!m) m = comm_->recv(context(c.p2p), node, tag);
+        if (!m) m = comm_->recv_into(context(in), node, tag, into, &held_);
     } catch (const PeerLost&) {
         status = MPI_Status{source, tag, MPI_ERR_PROC_FAILED, 0, 0};
         return MPI_ERR_PROC_FAILED;
     }
-    const std::size_t size = m->buffer->size();
-    const std::size_t n = std::min(size, capacity);
-    if (n > 0) {
-        if (const auto* s = m->buffer->single(); s != nullptr) { // always, from comm's receive
-            std::memcpy(buf, s->data(), n);
-        } else {
-            std::vector<std::byte> whole(size);
-            (void)m->buffer->copy_to(whole);
-            std::memcpy(buf, whole.data(), n);
-        }
-    }
-    const auto w = rank_of_.find(m->source);
-    status.MPI_SOURCE = c.rank_of_world(w == rank_of_.end() ? -1 : w->second);
+    status.MPI_SOURCE = m->source == nodes_[static_cast<std::size_t>(rank_of_peer_hint_)]
+                            ? c.rank_of_world(rank_of_peer_hint_)
+                            : c.rank_of_world(world_rank_of(m->source));
     status.MPI_TAG = m->tag;
-    status.MPI_ERROR = size > capacity ? MPI_ERR_TRUNCATE : MPI_SUCCESS;
+    status.MPI_ERROR = m->size > capacity ? MPI_ERR_TRUNCATE : MPI_SUCCESS;
     status.msgpass_cancelled = 0;
-    status.msgpass_bytes = n;
-    held_ = std::move(m->buffer);
+    status.msgpass_bytes = std::min(m->size, capacity);
     return status.MPI_ERROR;
+}
+
+int Engine::world_rank_of(NodeId node) {
+    const auto w = rank_of_.find(node);
+    if (w == rank_of_.end()) return -1;
+    rank_of_peer_hint_ = w->second;
+    return w->second;
 }
 
 void Engine::complete(Request& r, const comm::Completion& c) {
@@ -737,25 +735,25 @@ void Engine::probe(const CommInfo& c, int source, int tag, MPI_Status* status) {
 // ----------------------------------------------------------------------- collectives' transfers
 
 void Engine::send_bytes(const CommInfo& c, int dest, int tag, const void* buf, std::size_t bytes) {
-    CommInfo coll = c;
-    coll.p2p = c.coll;
     if (can_recv_now() && bytes <= eager_limit_) { // no request (as MPI_Send)
-        send_now(coll, dest, tag, buf, bytes);
+        send_now(c, dest, tag, buf, bytes, c.coll);
         return;
     }
+    CommInfo coll = c;
+    coll.p2p = c.coll;
     MPI_Request h = isend(coll, dest, tag, buf, bytes, false);
     if (const int error = wait(&h, MPI_STATUS_IGNORE); error != MPI_SUCCESS)
         throw MpiError(error, "collective: send to rank " + std::to_string(dest) + " failed");
 }
 
 std::size_t Engine::recv_bytes(const CommInfo& c, int source, int tag, void* buf, std::size_t capacity) {
-    CommInfo coll = c;
-    coll.p2p = c.coll;
     MPI_Status status{};
     int error = MPI_SUCCESS;
     if (can_recv_now() && capacity <= eager_limit_) { // no request (as MPI_Recv)
-        error = recv_now(coll, source, tag, buf, capacity, status);
+        error = recv_now(c, source, tag, buf, capacity, status, c.coll);
     } else {
+        CommInfo coll = c;
+        coll.p2p = c.coll;
         MPI_Request h = irecv(coll, source, tag, buf, capacity);
         error = wait(&h, &status);
     }
@@ -894,8 +892,7 @@ bool Engine::can_run_now(const Schedule& s) const {
 // schedule's requests would report, the same errors; the tag is the one start gives.
 void Engine::run_now(Schedule& s) {
     s.tag = next_tag(s.comm);
-    CommInfo coll = s.comm;
-    coll.p2p = coll.coll;
+    const CommInfo& coll = s.comm;
     for (const Round& round : s.rounds) {
         for (const LocalOp& l : round.locals) {
             if (l.reduce)
@@ -905,7 +902,7 @@ void Engine::run_now(Schedule& s) {
         }
         try {
             for (const Transfer& t : round.transfers)
-                if (t.send) send_now(coll, t.peer, s.tag, t.buf, t.bytes);
+                if (t.send) send_now(coll, t.peer, s.tag, t.buf, t.bytes, coll.coll);
         } catch (const MpiError& e) {
             s.error = e.code();
             s.error_text = e.what();
@@ -914,7 +911,7 @@ void Engine::run_now(Schedule& s) {
         for (const Transfer& t : round.transfers) {
             if (t.send) continue;
             MPI_Status st{};
-            const int error = recv_now(coll, t.peer, s.tag, t.buf, t.bytes, st);
+            const int error = recv_now(coll, t.peer, s.tag, t.buf, t.bytes, st, coll.coll);
             if (error != MPI_SUCCESS) {
                 s.error = error;
                 s.error_text = "receive from rank " + std::to_string(t.peer) +

@@ -195,7 +195,11 @@ public:
 
     [[nodiscard]] int world_rank() const noexcept { return rank_; }
     [[nodiscard]] int world_size() const noexcept { return static_cast<int>(nodes_.size()); }
-    [[nodiscard]] CommInfo info(MPI_Comm comm) const; // throws MPI_ERR_COMM
+    [[nodiscard]] CommInfo info(MPI_Comm comm) const { // throws MPI_ERR_COMM
+        if (comm == MPI_COMM_WORLD) return CommInfo{world_size(), rank_, world_p2p, world_coll, nullptr, nullptr};
+        return info_of(comm);
+    }
+    [[nodiscard]] CommInfo info_of(MPI_Comm comm) const;
 
     // Communicators made at run time (docs/mpi.md, *Communicators*). Each is
     // collective over comm: every member calls it, in the same order. Their contexts
@@ -256,8 +260,16 @@ public:
     // communicator's blocking send, whose fast path hands the message to the node
     // without a request or the communicator's lock (a posted send and its wait cost
     // about 3 000 instructions more per call, callgrind).
-    void send_now(const CommInfo& c, int dest, int tag, const void* buf, std::size_t bytes);
-    int recv_now(const CommInfo& c, int source, int tag, void* buf, std::size_t capacity, MPI_Status& status);
+    // in: the comm context (c.p2p; c.coll for a collective's messages, without a copy
+    // of c).
+    void send_now(const CommInfo& c, int dest, int tag, const void* buf, std::size_t bytes) {
+        send_now(c, dest, tag, buf, bytes, c.p2p);
+    }
+    void send_now(const CommInfo& c, int dest, int tag, const void* buf, std::size_t bytes, int in);
+    int recv_now(const CommInfo& c, int source, int tag, void* buf, std::size_t capacity, MPI_Status& status) {
+        return recv_now(c, source, tag, buf, capacity, status, c.p2p);
+    }
+    int recv_now(const CommInfo& c, int source, int tag, void* buf, std::size_t capacity, MPI_Status& status, int in);
     // Completes *request (wait) or tells whether it completed (test), fills status,
     // releases the request and sets *request to MPI_REQUEST_NULL. Returns the
     // request's error (MPI_SUCCESS, MPI_ERR_TRUNCATE, MPI_ERR_PROC_FAILED).
@@ -364,11 +376,16 @@ private:
     // slot's release, which took ~190 of the ~1 600 instructions between the message's
     // arrival and the reply (callgrind). One message at most; every other call into
     // the communicator that may wait (receives, probes, progress) lets it go first.
-    BufferPtr held_;
-    void let_go() noexcept { held_.reset(); }
+    // (comm's recv_into lends it: sci's receive slot itself, no Buffer.)
+    MessageView held_;
+    void let_go() noexcept { held_.release(); }
     std::size_t eager_limit_ = comm::Limits{}.eager_limit;
     std::vector<NodeId> nodes_; // rank -> node id
     std::map<NodeId, int> rank_of_;
+    // The world rank of a node id (rank_of_), -1 for none; the last one found is
+    // remembered (a ping-pong's every message comes from the same rank).
+    int world_rank_of(NodeId node);
+    int rank_of_peer_hint_ = 0;
     int rank_ = 0;
     std::shared_ptr<const std::vector<int>> self_world_; // MPI_COMM_SELF's ranks: this one
     std::vector<std::unique_ptr<Request>> table_;

@@ -199,6 +199,78 @@ TEST_P(CommConformance, AMessageGoesToTheEarliestPostedMatchingReceiveThoughABlo
     EXPECT_FALSE(b.iprobe(any_source, any_tag).has_value());
 }
 
+// MPI_Recv's receive (recv_into): the message copied into the caller's memory, cut to
+// it (the envelope keeps its size), with recv's rules: a receive posted before it
+// matches first, a message it does not match waits unexpected, a posted receive of
+// another context (as MPI's per-peer loss receives) is passed by; a large message too.
+TEST_P(CommConformance, AReceiveIntoTheCallersMemoryCopiesAndCutsTheMessageAndKeepsTheMatchingRules) {
+    auto c = make(2);
+    auto fa = NodeFactory::create(c, 1);
+    auto fb = NodeFactory::create(c, 2);
+    Communicator a(*fa, c), b(*fb, c);
+    MessageView held; // (released before the communicators and factories go)
+    const auto other_context = b.post_recv(comm::Context{9}, 1, 0);
+    ASSERT_FALSE(other_context.done.has_value());
+    const auto earlier = b.post_recv(1, 7);
+    ASSERT_FALSE(earlier.done.has_value());
+    Pump pump(a);
+    send_text(a, 2, 7, "first");
+    send_text(a, 2, 5, "other");
+    send_text(a, 2, 7, "second");
+    std::array<std::byte, 16> into{};
+    auto e = b.recv_into(comm::Context{}, 1, 7, into, &held);
+    ASSERT_TRUE(e.has_value());
+    EXPECT_EQ(e->source, 1u);
+    EXPECT_EQ(e->tag, 7);
+    EXPECT_EQ(e->size, 6u);
+    EXPECT_EQ(e->context, comm::Context{});
+    EXPECT_EQ(text_of(std::span(into).first(6)), "second") << "the earlier posted receive takes \"first\"";
+    EXPECT_TRUE(static_cast<bool>(held));
+    held.release();
+    auto first = b.wait(earlier.id, patience);
+    ASSERT_TRUE(first.has_value());
+    EXPECT_EQ(text_of(*first->buffer), "first");
+    EXPECT_EQ(recv_text(b, 1, 5), "other") << "the unmatched message waited unexpected";
+
+    // Cut to the caller's 4 bytes; the bytes past them are untouched; no held memory asked.
+    send_text(a, 2, 8, "a longer message");
+    std::array<std::byte, 8> small{};
+    std::fill(small.begin(), small.end(), std::byte{'#'});
+    e = b.recv_into(comm::Context{}, any_source, any_tag, std::span(small).first(4));
+    ASSERT_TRUE(e.has_value());
+    EXPECT_EQ(e->tag, 8);
+    EXPECT_EQ(e->size, 16u);
+    EXPECT_EQ(text_of(small), "a lo####");
+
+    // Nothing queued, the other context's receive still posted: the message is taken
+    // as it comes, and that receive stays pending.
+    for (int i = 0; i < 100; ++i) {
+        send_text(a, 2, 9, "m" + std::to_string(i));
+        e = b.recv_into(comm::Context{}, 1, 9, into, &held);
+        ASSERT_TRUE(e.has_value());
+        ASSERT_EQ(text_of(std::span(into).first(e->size)), "m" + std::to_string(i));
+    }
+    held.release();
+    EXPECT_FALSE(b.test(other_context.id).has_value()) << "a receive of another context took a message";
+
+    // Above the eager limit (rendezvous).
+    std::vector<std::byte> large(100 * 1024);
+    for (std::size_t i = 0; i < large.size(); ++i)
+        large[i] = static_cast<std::byte>(i * 7 + 3);
+    const auto sent = a.post_send(2, 11, large);
+    std::vector<std::byte> got(large.size());
+    e = b.recv_into(comm::Context{}, 1, 11, got, &held);
+    ASSERT_TRUE(e.has_value());
+    EXPECT_EQ(e->size, large.size());
+    EXPECT_EQ(got, large);
+    held.release();
+    if (!sent.done) {
+        EXPECT_TRUE(a.wait(sent.id, patience).has_value());
+    }
+    ASSERT_TRUE(b.cancel(other_context.id));
+    (void)b.test(other_context.id);
+}
+
 // MPI: a message of one communicator (context) never matches a receive of another,
 // whatever its wildcards; the context travels in the envelope (not in tag bits), so
 // every tag is free in every context.

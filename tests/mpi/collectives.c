@@ -251,6 +251,8 @@ static void check_reductions(MPI_Comm comm) {
     MPI_Comm_size(comm, &size);
     void* send = malloc(1001 * 32);
     void* recv = malloc(1001 * 32);
+    void* kept = malloc(1001 * 32);
+    memset(send, 0, 1001 * 32);
     for (int t = 0; t < n_types; ++t) {
         for (int o = 0; o < n_ops; ++o) {
             if (!defined(o, types[t])) continue;
@@ -262,12 +264,27 @@ static void check_reductions(MPI_Comm comm) {
                     set(types[t], send, i, value(o, rank, i));
                     set(types[t], recv, i, -1);
                 }
+                memcpy(kept, send, 1001 * 32);
                 CHECK(MPI_Reduce(send, recv, n, types[t], ops[o], root, comm) == MPI_SUCCESS, "reduce");
                 if (rank == root)
                     for (int i = 0; i < n; ++i)
                         CHECK(get(types[t], recv, i) == want(types[t], o, size, i),
                               "Reduce %s %s count %d root %d [%d]: %lld, expected %lld", op_names[o], type_names[t], n,
                               root, i, get(types[t], recv, i), want(types[t], o, size, i));
+                CHECK(memcmp(send, kept, 1001 * 32) == 0, "Reduce %s %s count %d changed sendbuf", op_names[o],
+                      type_names[t], n); /* the send buffer is only read */
+                /* in place at the root: its recvbuf holds its own data */
+                if (rank == root)
+                    for (int i = 0; i < n; ++i)
+                        set(types[t], recv, i, value(o, rank, i));
+                CHECK(MPI_Reduce(rank == root ? MPI_IN_PLACE : send, recv, n, types[t], ops[o], root, comm) ==
+                          MPI_SUCCESS,
+                      "reduce in place");
+                if (rank == root)
+                    for (int i = 0; i < n; ++i)
+                        CHECK(get(types[t], recv, i) == want(types[t], o, size, i),
+                              "Reduce in place %s %s count %d root %d [%d]: %lld, expected %lld", op_names[o],
+                              type_names[t], n, root, i, get(types[t], recv, i), want(types[t], o, size, i));
                 CHECK(MPI_Allreduce(send, recv, n, types[t], ops[o], comm) == MPI_SUCCESS, "allreduce");
                 for (int i = 0; i < n; ++i)
                     CHECK(get(types[t], recv, i) == want(types[t], o, size, i),
@@ -286,6 +303,7 @@ static void check_reductions(MPI_Comm comm) {
     }
     free(send);
     free(recv);
+    free(kept);
 }
 
 static void check_moves(MPI_Comm comm) {
@@ -325,6 +343,36 @@ static void check_moves(MPI_Comm comm) {
             CHECK(MPI_Scatter(all, n, MPI_INT, mine, n, MPI_INT, root, comm) == MPI_SUCCESS, "scatter");
             for (int i = 0; i < n; ++i)
                 CHECK(mine[i] == 7 * rank + 1000 * i + root, "Scatter count %d root %d [%d]: %d", n, root, i, mine[i]);
+            /* Gather in place: the root's own block is already where it goes */
+            for (int i = 0; i < n * size; ++i)
+                all[i] = rank == root && i / n == root ? root * 100000 + i % n : -1;
+            for (int i = 0; i < n; ++i)
+                mine[i] = rank * 100000 + i;
+            CHECK(MPI_Gather(rank == root ? MPI_IN_PLACE : mine, n, MPI_INT, all, n, MPI_INT, root, comm) ==
+                      MPI_SUCCESS,
+                  "gather in place");
+            if (rank == root)
+                for (int r = 0; r < size; ++r)
+                    for (int i = 0; i < n; ++i)
+                        CHECK(all[r * n + i] == r * 100000 + i, "Gather in place count %d root %d block %d [%d]: %d", n,
+                              root, r, i, all[r * n + i]);
+            /* Scatter in place: the root receives nothing, its buffer stays as it was */
+            for (int r = 0; r < size; ++r)
+                for (int i = 0; i < n; ++i)
+                    all[r * n + i] = rank == root ? 7 * r + 1000 * i + root : -1;
+            for (int i = 0; i < n; ++i)
+                mine[i] = -1;
+            CHECK(MPI_Scatter(all, n, MPI_INT, rank == root ? MPI_IN_PLACE : mine, n, MPI_INT, root, comm) ==
+                      MPI_SUCCESS,
+                  "scatter in place");
+            for (int i = 0; i < n; ++i)
+                CHECK(mine[i] == (rank == root ? -1 : 7 * rank + 1000 * i + root),
+                      "Scatter in place count %d root %d [%d]: %d", n, root, i, mine[i]);
+            if (rank == root)
+                for (int r = 0; r < size; ++r)
+                    for (int i = 0; i < n; ++i)
+                        CHECK(all[r * n + i] == 7 * r + 1000 * i + root, "Scatter in place changed sendbuf block %d",
+                              r);
         }
         /* Allgather, and in place */
         for (int i = 0; i < n; ++i)

@@ -9,6 +9,7 @@
 #include <msgpass/config.hpp>
 #include <msgpass/config/comm_options.hpp>
 #include <msgpass/error.hpp>
+#include <msgpass/message_view.hpp>
 #include <msgpass/node_factory.hpp>
 
 #include <chrono>
@@ -254,6 +255,19 @@ public:
                                               std::chrono::nanoseconds timeout = std::chrono::nanoseconds::max());
     [[nodiscard]] std::optional<Message> recv(Context context, NodeId source, Tag tag,
                                               std::chrono::nanoseconds timeout = std::chrono::nanoseconds::max());
+    // Blocking receive into the caller's memory (MPI_Recv's): the next message matching
+    // (context, source, tag), as recv takes it, of which min(its size, into.size())
+    // bytes are copied into into; its envelope (size: the message's, larger than
+    // into.size() when it was cut), nullopt on timeout. held, when given, is handed the
+    // memory the message arrived in (sci: its receive slot), which goes back to the
+    // technology when the caller releases it (a reply sent first, then the slot given
+    // back: MPI_Recv then MPI_Send); without held it goes back before the call returns.
+    // Waiting forever with one peer, an eager message is matched and copied straight
+    // from the technology's memory (Node::receive_view: no Buffer, no queueing). Throws
+    // as recv.
+    [[nodiscard]] std::optional<Envelope> recv_into(Context context, NodeId source, Tag tag, std::span<std::byte> into,
+                                                    MessageView* held = nullptr,
+                                                    std::chrono::nanoseconds timeout = std::chrono::nanoseconds::max());
 
     // Non-blocking posts. post_send copies bytes (or owns payload) at once.
     Posted post_send(NodeId dest, Tag tag, std::span<const std::byte> bytes, void* user = nullptr);
