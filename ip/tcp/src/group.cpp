@@ -1,33 +1,16 @@
 // The tcp group (group.hpp): the members' connections in an epoll set of the group,
-// the pending members looked at in turn.
+// the pending members looked at in turn (kit::ReadyGroup).
 #include "group.hpp"
 #include "node.hpp"
 
 #include <msgpass/error.hpp>
 
 #include <algorithm>
-#include <bit>
-#include <cstdlib>
-#include <cstring>
-#include <ctime>
 #include <utility>
 
 namespace msgpass::tcp {
 
 namespace {
-
-bool scan_all_from_environment() {
-    const char* v = std::getenv("MSGPASS_TCP_GROUP_SCAN");
-    return v != nullptr && std::strcmp(v, "all") == 0;
-}
-
-// The sweep's clock, read once per receive: CLOCK_MONOTONIC_COARSE (a few ms of
-// resolution, a few ns to read; sci/src/link.hpp says why).
-std::int64_t coarse_now_ns() {
-    timespec ts{};
-    ::clock_gettime(CLOCK_MONOTONIC_COARSE, &ts);
-    return static_cast<std::int64_t>(ts.tv_sec) * 1000000000 + ts.tv_nsec;
-}
 
 // At most this many readable members are taken from the set per refresh; the others
 // come with the next one (a level-triggered set reports them again, after these).
@@ -36,7 +19,7 @@ constexpr std::size_t most_events = 1024;
 } // namespace
 
 TcpGroup::TcpGroup(std::string name, std::shared_ptr<Transport> transport)
-    : GroupBase(std::move(name)), transport_(std::move(transport)), scan_all_(scan_all_from_environment()),
+    : ReadyGroup(std::move(name), nullptr, "MSGPASS_TCP_GROUP_SCAN"), transport_(std::move(transport)),
       set_(std::make_unique<ip::Epoll>("tcp group")) {}
 
 TcpGroup::~TcpGroup() = default;
@@ -65,9 +48,8 @@ void TcpGroup::rebuild() {
         members_[slot].watched = -1;
         if (members_[slot].owes) owing_.push_back(slot);
     }
-    pending_.assign((members_.size() + 63) / 64, 0);
+    set_slots(members_.size());
     events_.resize(std::min(members_.size() + 1, most_events));
-    cursor_ = 0;
     since_refresh_ = refresh_rounds; // the next receive asks the set first
     swept_ = false;
 }
@@ -77,7 +59,8 @@ void TcpGroup::rebuild() {
 // receive finds without reading its socket becomes pending.
 void TcpGroup::sweep() {
     swept_ = true;
-    next_sweep_ns_ = coarse_now_ns() + sweep_interval_.count();
+    ++sweeps_;
+    swept_now();
     for (std::size_t slot = 0; slot < members_.size(); ++slot) {
         Member& m = members_[slot];
         if (m.node->watch(*set_, slot, m.watched)) mark(slot);
@@ -99,67 +82,35 @@ void TcpGroup::refresh() {
     }
 }
 
-// One receive from the member in slot, whose pending bit was cleared: the bit is set
-// again when it gave a message (more may be parsed behind it) or an error (its loss
-// is reported again on the member's next turn, as every receive from it reports it).
+// One receive from the member in slot (kit::ReadyGroup keeps it pending when it gave
+// a message or threw): a member that gave one owes its acknowledgement at the next
+// idle wait.
 BufferPtr TcpGroup::look(std::size_t slot) {
-    ++looks_;
     Member& m = members_[slot];
-    try {
-        if (auto b = m.node->receive()) {
-            mark(slot);
-            cursor_ = slot + 1;
-            if (!m.owes) {
-                m.owes = true;
-                owing_.push_back(slot);
-            }
-            return b;
-        }
-    } catch (...) {
-        mark(slot);
-        cursor_ = slot + 1;
-        throw;
+    auto b = m.node->receive();
+    if (b && !m.owes) {
+        m.owes = true;
+        owing_.push_back(slot);
     }
-    return nullptr;
-}
-
-// The pending members from the cursor to the last slot, in slot order, until one
-// gives a message; null when none did (the round is over).
-BufferPtr TcpGroup::round() {
-    for (std::size_t w = cursor_ / 64; w < pending_.size(); ++w) {
-        std::uint64_t bits = pending_[w];
-        if (w == cursor_ / 64) bits &= ~std::uint64_t{0} << (cursor_ % 64);
-        while (bits != 0) {
-            const auto b = static_cast<std::size_t>(std::countr_zero(bits));
-            bits &= bits - 1;
-            pending_[w] &= ~(std::uint64_t{1} << b);
-            if (auto m = look(w * 64 + b)) return m;
-        }
-    }
-    cursor_ = members_.size();
-    return nullptr;
+    return b;
 }
 
 BufferPtr TcpGroup::collect() {
-    if (scan_all_) return BasicGroup::receive();
+    if (scans_all()) return BasicGroup::receive();
     if (members_.empty()) return nullptr;
     const std::uint64_t changes = transport_->shared().receiver_changes.load(std::memory_order_acquire);
-    if (!swept_ || changes != seen_changes_ || coarse_now_ns() >= next_sweep_ns_) {
+    if (!swept_ || changes != seen_changes_ || sweep_due()) {
         seen_changes_ = changes;
         sweep();
     }
     if (since_refresh_ >= refresh_rounds) refresh();
     ++since_refresh_;
-    if (auto m = round()) return m;
+    const auto by_slot = [this](std::size_t slot) { return look(slot); };
+    if (auto m = ready_to_end(by_slot)) return m;
     // The round is over: a new one from the first slot, with what is readable now.
-    cursor_ = 0;
+    restart_round();
     refresh();
-    return round();
-}
-
-void TcpGroup::set_sweep_interval(std::chrono::nanoseconds interval) noexcept {
-    sweep_interval_ = interval;
-    next_sweep_ns_ = coarse_now_ns() + interval.count();
+    return ready_to_end(by_slot);
 }
 
 // The acknowledgements owed by the members that gave messages since the last time:
@@ -177,7 +128,7 @@ void TcpGroup::acknowledge_owed() {
 // background thread read a message); once idle for ack_delay, the members that gave
 // messages acknowledge them before each sleep.
 BufferPtr TcpGroup::wait(std::chrono::nanoseconds timeout) {
-    if (scan_all_) {
+    if (scans_all()) {
         SocketSleeper sleeper{transport_->shared().recv_wake,
                               [this](bool idle, std::vector<int>& fds) {
                                   for (const auto& m : members_) {
