@@ -10,6 +10,7 @@
 #include <msgpass/tcp/factory.hpp>
 
 #include "../support/partition.hpp"
+#include "group.hpp" // tcp's (ip/tcp/src)
 
 #include <gtest/gtest.h>
 
@@ -146,14 +147,18 @@ TEST_P(GroupOf32, TheStartRotatesAmongTheMembersWithMessagesAndSkipsTheIdleOnes)
 INSTANTIATE_TEST_SUITE_P(Sockets, GroupOf32, ::testing::Values("tcp", "udp"),
                          [](const ::testing::TestParamInfo<std::string>& info) { return info.param; });
 
-class TcpGroupOf32 : public GroupOf32 {};
+class TcpGroupOf32 : public GroupOf32 {
+protected:
+    tcp::TcpGroup& tcp_group() { return dynamic_cast<tcp::TcpGroup&>(*group_); }
+};
 
-TEST_P(TcpGroupOf32, AMemberWhoseConnectionWasReplacedIsStillHeard) {
+TEST_P(TcpGroupOf32, AMemberWhoseConnectionWasReplacedIsStillHeardWithoutASweepOfEveryMember) {
     ASSERT_NO_FATAL_FAILURE(connect_all());
+    const auto sweeps = tcp_group().sweeps();
     constexpr std::size_t sender = 5;
     for (int reset = 0; reset < 3; ++reset) {
         // The builder's side is torn down (RST): the sender's messages come on a new
-        // connection, which the group watches once the member tells it is there.
+        // connection, which the group watches once the member marked it.
         dynamic_cast<tcp::TcpNodeFactory&>(*builder_).reset_connections(id_of(sender));
         for (std::uint64_t i = 0; i < 20; ++i) {
             send(sender, next_seq_[sender] + i);
@@ -167,6 +172,9 @@ TEST_P(TcpGroupOf32, AMemberWhoseConnectionWasReplacedIsStillHeard) {
         }
     }
     EXPECT_EQ(group_->receive(), nullptr) << "a message more than was sent";
+    // The first connections came with the sweep of the first receive; the sweep's
+    // period is an hour: the new connections came with their member's mark alone.
+    EXPECT_EQ(tcp_group().sweeps(), sweeps) << "every member was swept for the new connections";
 }
 
 INSTANTIATE_TEST_SUITE_P(Tcp, TcpGroupOf32, ::testing::Values("tcp"),

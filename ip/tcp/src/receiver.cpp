@@ -55,7 +55,7 @@ bool TcpNode::accept_connection(int fd, std::uint64_t incarnation) {
     (void)::send(fd, &w, sizeof w, MSG_DONTWAIT | MSG_NOSIGNAL); // a fresh socket takes 40 bytes at once
     reconnect_.connected();
     next_answer_check_ = Clock::now() + answer_check_period();
-    shared_->wake_receivers();
+    tell_receivers();
     return true;
 }
 
@@ -401,7 +401,7 @@ void TcpNode::read_background() {
         std::lock_guard lock(out_mutex_);
         apply(c);
     }
-    if (c.delivered || c.bad_ack || c.closed) shared_->wake_receivers();
+    if (c.delivered || c.bad_ack || c.closed) tell_receivers();
 }
 
 // in_mutex_. Moves the next messages of the inbox, up to the next marker (at most

@@ -32,6 +32,7 @@
 #include <msgpass/ip/reactor.hpp>
 #include <msgpass/ip/socket.hpp>
 #include <msgpass/kit/pool.hpp>
+#include <msgpass/kit/ready_group.hpp>
 
 #include <array>
 #include <atomic>
@@ -148,10 +149,8 @@ struct Shared {
     Shared(const Shared&) = delete;
     Shared& operator=(const Shared&) = delete;
     void wake_io() const noexcept { io_wake.ring(); }
-    // Rung with recv_wake: a group's receive sweeps its members when it moved (group.hpp).
-    mutable std::atomic<std::uint64_t> receiver_changes{0};
+    // A node's receivers (Link::tell_receivers, which marks its groups first).
     void wake_receivers() const noexcept {
-        receiver_changes.fetch_add(1, std::memory_order_release);
         recv_wake.ring();
         if (auto* b = bell.load()) b->ring();
     }

@@ -92,6 +92,10 @@ protected:
     }
     // A sweep ran for another reason: the next is due an interval from now.
     void swept_now() noexcept { next_sweep_ns_ = coarse_now_ns() + sweep_interval_.count(); }
+    // Whether any member is pending.
+    [[nodiscard]] bool any_pending() const noexcept {
+        return std::any_of(words_.begin(), words_.end(), [this](std::size_t w) { return pending_[w] != 0; });
+    }
     // The words of slots that hold a member, in order, and their members' bits.
     [[nodiscard]] const std::vector<std::size_t>& member_words() const noexcept { return words_; }
     [[nodiscard]] std::uint64_t member_bits(std::size_t word) const noexcept { return mask_[word]; }
