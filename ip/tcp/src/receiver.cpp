@@ -18,12 +18,6 @@
 
 namespace msgpass::tcp {
 
-namespace {
-
-constexpr std::size_t rx_capacity = 256 * 1024;
-
-} // namespace
-
 bool TcpNode::crosses() const {
     std::lock_guard lock(out_mutex_);
     return crosses_locked(Clock::now());
@@ -283,7 +277,7 @@ void Receiver::parse_in_buffer(Control& c) {
 // parses it.
 Receiver::Control Receiver::read_in_side() {
     Control c;
-    rx_.ensure(rx_capacity);
+    rx_.ensure(shared_->chunks);
     std::size_t& rx_begin_ = rx_.begin;
     std::size_t& rx_end_ = rx_.end;
     for (int round = 0; round < 4 && fd_ >= 0 && framed_; ++round) {
@@ -323,6 +317,7 @@ Receiver::Control Receiver::read_in_side() {
         if ((c.delivered || !inbox_.empty()) && rx_end_ < rx_.size()) break; // the socket is drained for now
     }
     if (c.delivered) ack_avail_.store(in_window_.expected(), std::memory_order_release);
+    if (!assembling_) rx_.shelve(shared_->chunks); // an idle connection holds no chunk
     return c;
 }
 

@@ -25,6 +25,7 @@
 #include <msgpass/tcp/protocol.hpp>
 #include <msgpass/wait.hpp>
 
+#include "read_chunk.hpp"
 #include "reconnect.hpp"
 #include "window.hpp"
 #include <msgpass/ip/auth.hpp>
@@ -132,6 +133,7 @@ struct Shared {
     // This side reads compact frames and says so in its handshake (frame.hpp).
     bool compact_frames = false;
     std::shared_ptr<BufferPool> pool = std::make_shared<BufferPool>(); // large message buffers
+    ChunkShelf chunks{read_chunk_capacity};                            // the idle read chunks (read_chunk.hpp)
     // Set by technology: auto: input on any incoming connection rings this doorbell
     // (the sci one), so that a group mixing sci and tcp nodes sleeps on one futex.
     std::atomic<Doorbell*> bell{nullptr};
