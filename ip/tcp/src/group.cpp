@@ -1,5 +1,6 @@
-// The tcp group (group.hpp): the members' connections in an epoll set of the group,
-// the pending members looked at in turn.
+// The tcp group (group.hpp): the members' connections and the factory's wake-up
+// descriptor in an epoll set of the group, the members' ready marks, the pending
+// members looked at in turn (kit::ReadyGroup).
 #include "group.hpp"
 #include "node.hpp"
 
@@ -7,39 +8,51 @@
 
 #include <algorithm>
 #include <bit>
-#include <cstdlib>
-#include <cstring>
-#include <ctime>
+#include <cerrno>
 #include <utility>
 
 namespace msgpass::tcp {
 
 namespace {
 
-bool scan_all_from_environment() {
-    const char* v = std::getenv("MSGPASS_TCP_GROUP_SCAN");
-    return v != nullptr && std::strcmp(v, "all") == 0;
-}
-
-// The sweep's clock, read once per receive: CLOCK_MONOTONIC_COARSE (a few ms of
-// resolution, a few ns to read; sci/src/link.hpp says why).
-std::int64_t coarse_now_ns() {
-    timespec ts{};
-    ::clock_gettime(CLOCK_MONOTONIC_COARSE, &ts);
-    return static_cast<std::int64_t>(ts.tv_sec) * 1000000000 + ts.tv_nsec;
-}
-
 // At most this many readable members are taken from the set per refresh; the others
 // come with the next one (a level-triggered set reports them again, after these).
 constexpr std::size_t most_events = 1024;
 
+// The data of the wake-up descriptor's event in the set: its slot (the high 32 bits)
+// is no member's.
+constexpr std::uint64_t wake_event = ~std::uint64_t{0};
+
 } // namespace
 
-TcpGroup::TcpGroup(std::string name, std::shared_ptr<Transport> transport)
-    : GroupBase(std::move(name)), transport_(std::move(transport)), scan_all_(scan_all_from_environment()),
-      set_(std::make_unique<ip::Epoll>("tcp group")) {}
+// How wait() sleeps: until ack_delay has passed it wakes then; from then on the
+// members that gave messages acknowledge them before each sleep (as a node's receive
+// does, TcpNode::receive_within). The sleep is an epoll_wait on the set, whose events
+// make the members pending: the set asked at once.
+struct TcpGroup::Sleeper {
+    TcpGroup& group;
 
-TcpGroup::~TcpGroup() = default;
+    template <class Poll>
+    BufferPtr sleep(Poll& /*poll*/, std::chrono::nanoseconds step, const WaitPhase& at) {
+        const bool idle = at.now >= at.start + ack_delay;
+        if (idle) {
+            group.acknowledge_owed();
+        } else {
+            step = std::min<std::chrono::nanoseconds>(step, ack_delay - (at.now - at.start));
+        }
+        group.sleep(step);
+        return nullptr; // the wait polls again
+    }
+};
+
+TcpGroup::TcpGroup(std::string name, std::shared_ptr<Transport> transport)
+    : ReadyGroup(std::move(name), nullptr, "MSGPASS_TCP_GROUP_SCAN"), transport_(std::move(transport)),
+      set_(std::make_unique<ip::Epoll>("tcp group")), marks_(std::make_shared<kit::ReadyMarks>(0)) {}
+
+TcpGroup::~TcpGroup() {
+    for (const Member& m : members_)
+        m.node->unwatch_marks(marks_.get());
+}
 
 void TcpGroup::admit(NodePtr node) {
     auto tcp = std::dynamic_pointer_cast<TcpNode>(node);
@@ -51,115 +64,129 @@ void TcpGroup::admit(NodePtr node) {
 }
 
 bool TcpGroup::remove(NodeId id) {
+    for (const Member& m : members_)
+        if (m.node->id() == id) m.node->unwatch_marks(marks_.get());
     std::erase_if(members_, [id](const Member& m) { return m.node->id() == id; });
     rebuild();
     return BasicGroup::remove(id);
 }
 
-// The members changed (slots moved): a new set, every member swept at the next
-// receive, a new round.
+// The members changed (slots moved): a new set with the wake-up descriptor, new marks,
+// every member swept at the next receive, a new round.
 void TcpGroup::rebuild() {
-    set_ = std::make_unique<ip::Epoll>("tcp group");
+    auto set = std::make_unique<ip::Epoll>("tcp group");
+    if (!set->add(transport_->shared().recv_wake.fd(), EPOLLIN, wake_event)) {
+        throw ResourceError("tcp group: cannot watch the wake-up descriptor: " + ip::errno_text(errno));
+    }
+    set_ = std::move(set);
+    auto marks = std::make_shared<kit::ReadyMarks>(members_.size());
     owing_.clear();
     for (std::size_t slot = 0; slot < members_.size(); ++slot) {
-        members_[slot].watched = -1;
-        if (members_[slot].owes) owing_.push_back(slot);
+        Member& m = members_[slot];
+        m.watched = -1;
+        m.node->unwatch_marks(marks_.get());
+        m.node->watch_marks(marks, slot);
+        if (m.owes) owing_.push_back(slot);
     }
-    pending_.assign((members_.size() + 63) / 64, 0);
-    events_.resize(std::min(members_.size() + 1, most_events));
-    cursor_ = 0;
+    marks_ = std::move(marks);
+    set_slots(members_.size());
+    events_.resize(std::min(members_.size() + 2, most_events));
     since_refresh_ = refresh_rounds; // the next receive asks the set first
     swept_ = false;
 }
 
 // Every member's state under its receive lock, without a system call: the
 // connections new since the last sweep join the set, and a member with something a
-// receive finds without reading its socket becomes pending.
+// receive finds without reading its socket becomes pending. The marks set before it
+// are spent on it.
 void TcpGroup::sweep() {
     swept_ = true;
-    next_sweep_ns_ = coarse_now_ns() + sweep_interval_.count();
+    ++sweeps_;
+    swept_now();
+    for (std::size_t w = 0; w < marks_->count; ++w)
+        (void)marks_->words[w].exchange(0, std::memory_order_acquire);
     for (std::size_t slot = 0; slot < members_.size(); ++slot) {
         Member& m = members_[slot];
         if (m.node->watch(*set_, slot, m.watched)) mark(slot);
     }
 }
 
-// The members whose connection is readable now (the set's epoll_wait, not waiting)
-// become pending. An event of a connection the member no longer has (it was
-// replaced, the old socket is still open) is not looked at.
-void TcpGroup::refresh() {
+// The members whose mark is set, as a sweep does for every member.
+void TcpGroup::follow_marks() {
+    for (std::size_t w = 0; w < marks_->count; ++w) {
+        if (marks_->words[w].load(std::memory_order_relaxed) == 0) continue;
+        std::uint64_t bits = marks_->words[w].exchange(0, std::memory_order_acquire);
+        while (bits != 0) {
+            const std::size_t slot = w * 64 + static_cast<std::size_t>(std::countr_zero(bits));
+            bits &= bits - 1;
+            Member& m = members_[slot];
+            if (m.node->watch(*set_, slot, m.watched)) mark(slot);
+        }
+    }
+}
+
+// What the set reported: the members whose connection is readable become pending (an
+// event of a connection the member no longer has, replaced while the old socket is
+// still open, is not looked at); the wake-up descriptor is drained (the marks say
+// what it rang for).
+void TcpGroup::mark_readable(int events) {
     since_refresh_ = 0;
-    ++refreshes_;
-    const int n = set_->wait(events_, std::chrono::nanoseconds::zero());
-    for (int i = 0; i < n; ++i) {
+    for (int i = 0; i < events; ++i) {
         const std::uint64_t data = events_[static_cast<std::size_t>(i)].data.u64;
+        if (data == wake_event) {
+            transport_->shared().recv_wake.drain();
+            continue;
+        }
         const auto slot = static_cast<std::size_t>(data >> 32);
         if (slot < members_.size() && members_[slot].watched == static_cast<std::int64_t>(data & 0xffffffffu))
             mark(slot);
     }
 }
 
-// One receive from the member in slot, whose pending bit was cleared: the bit is set
-// again when it gave a message (more may be parsed behind it) or an error (its loss
-// is reported again on the member's next turn, as every receive from it reports it).
-BufferPtr TcpGroup::look(std::size_t slot) {
-    ++looks_;
-    Member& m = members_[slot];
-    try {
-        if (auto b = m.node->receive()) {
-            mark(slot);
-            cursor_ = slot + 1;
-            if (!m.owes) {
-                m.owes = true;
-                owing_.push_back(slot);
-            }
-            return b;
-        }
-    } catch (...) {
-        mark(slot);
-        cursor_ = slot + 1;
-        throw;
-    }
-    return nullptr;
+// The set asked without waiting.
+void TcpGroup::refresh() {
+    ++refreshes_;
+    mark_readable(set_->wait(events_, std::chrono::nanoseconds::zero()));
 }
 
-// The pending members from the cursor to the last slot, in slot order, until one
-// gives a message; null when none did (the round is over).
-BufferPtr TcpGroup::round() {
-    for (std::size_t w = cursor_ / 64; w < pending_.size(); ++w) {
-        std::uint64_t bits = pending_[w];
-        if (w == cursor_ / 64) bits &= ~std::uint64_t{0} << (cursor_ % 64);
-        while (bits != 0) {
-            const auto b = static_cast<std::size_t>(std::countr_zero(bits));
-            bits &= bits - 1;
-            pending_[w] &= ~(std::uint64_t{1} << b);
-            if (auto m = look(w * 64 + b)) return m;
-        }
+// The set asked, waiting at most step.
+void TcpGroup::sleep(std::chrono::nanoseconds step) {
+    mark_readable(set_->wait(events_, step));
+}
+
+// One receive from the member in slot (kit::ReadyGroup keeps it pending when it gave
+// a message or threw): a member that gave one owes its acknowledgement at the next
+// idle wait.
+BufferPtr TcpGroup::look(std::size_t slot) {
+    Member& m = members_[slot];
+    auto b = m.node->receive();
+    if (b && !m.owes) {
+        m.owes = true;
+        owing_.push_back(slot);
     }
-    cursor_ = members_.size();
-    return nullptr;
+    return b;
 }
 
 BufferPtr TcpGroup::collect() {
-    if (scan_all_) return BasicGroup::receive();
+    if (scans_all()) return BasicGroup::receive();
     if (members_.empty()) return nullptr;
-    const std::uint64_t changes = transport_->shared().receiver_changes.load(std::memory_order_acquire);
-    if (!swept_ || changes != seen_changes_ || coarse_now_ns() >= next_sweep_ns_) {
-        seen_changes_ = changes;
+    if (!swept_ || sweep_due()) {
         sweep();
+    } else {
+        follow_marks();
     }
     if (since_refresh_ >= refresh_rounds) refresh();
     ++since_refresh_;
-    if (auto m = round()) return m;
-    // The round is over: a new one from the first slot, with what is readable now.
-    cursor_ = 0;
-    refresh();
-    return round();
-}
-
-void TcpGroup::set_sweep_interval(std::chrono::nanoseconds interval) noexcept {
-    sweep_interval_ = interval;
-    next_sweep_ns_ = coarse_now_ns() + interval.count();
+    const auto by_slot = [this](std::size_t slot) { return look(slot); };
+    if (auto m = ready_to_end(by_slot)) return m;
+    // The round is over: a new one from the first slot, the set asked first when no
+    // member is pending (a wait's sleep asks it next: not twice).
+    restart_round();
+    if (!any_pending()) {
+        if (waiting_) return nullptr;
+        refresh();
+    }
+    return ready_to_end(by_slot);
 }
 
 // The acknowledgements owed by the members that gave messages since the last time:
@@ -172,12 +199,13 @@ void TcpGroup::acknowledge_owed() {
     owing_.clear();
 }
 
-// Sleeps in poll() on the group's set (readable when a member's connection is) and on
-// the factory's wake-up descriptor (a connection was installed, a peer was lost, the
-// background thread read a message); once idle for ack_delay, the members that gave
-// messages acknowledge them before each sleep.
+// Sleeps on the group's set (readable when a member's connection is, or when the
+// factory's wake-up descriptor rang: a member marked a connection installed, a peer
+// lost, a message the background thread read); once idle for ack_delay, the members
+// that gave messages acknowledge them before each sleep. A poll at the deadline asks
+// the set (the polls between sleeps leave that to the sleep).
 BufferPtr TcpGroup::wait(std::chrono::nanoseconds timeout) {
-    if (scan_all_) {
+    if (scans_all()) {
         SocketSleeper sleeper{transport_->shared().recv_wake,
                               [this](bool idle, std::vector<int>& fds) {
                                   for (const auto& m : members_) {
@@ -187,13 +215,17 @@ BufferPtr TcpGroup::wait(std::chrono::nanoseconds timeout) {
                               nullptr};
         return wait_with([this] { return poll(); }, timeout, sleeper, socket_wait);
     }
-    SocketSleeper sleeper{transport_->shared().recv_wake,
-                          [this](bool idle, std::vector<int>& fds) {
-                              if (idle) acknowledge_owed();
-                              fds.push_back(set_->fd());
-                          },
-                          nullptr};
-    return wait_with([this] { return poll(); }, timeout, sleeper, socket_wait);
+    if (timeout <= std::chrono::nanoseconds::zero()) return poll();
+    struct Waiting {
+        bool& flag;
+        explicit Waiting(bool& f) : flag(f) { flag = true; }
+        ~Waiting() { flag = false; }
+    };
+    {
+        const Waiting waiting(waiting_);
+        if (auto m = wait_with([this] { return poll(); }, timeout, Sleeper{*this}, socket_wait)) return m;
+    }
+    return poll();
 }
 
 } // namespace msgpass::tcp

@@ -37,6 +37,15 @@ Link::~Link() {
     if (abandoned_fd_ >= 0) ::close(abandoned_fd_);
 }
 
+void Link::tell_receivers() {
+    {
+        std::lock_guard lock(marks_mutex_);
+        for (const auto& [marks, slot] : marks_)
+            marks->set(slot);
+    }
+    shared_->wake_receivers();
+}
+
 // Both locks. Closes the socket (it leaves the epoll set) and forgets what was
 // read or written of it: a partial frame is sent again whole on the next one.
 void TcpNode::close_fd() {
@@ -439,7 +448,7 @@ void TcpNode::on_event(std::uint32_t generation, std::uint32_t events) {
         // send when this thread cannot (after_read).
         const Control c = read_in_side();
         after_read(in_lock, c, true);
-        if (c.delivered || c.closed || c.bad_ack) shared_->wake_receivers();
+        if (c.delivered || c.closed || c.bad_ack) tell_receivers();
         return;
     }
     std::unique_lock lock(out_mutex_);
@@ -605,7 +614,7 @@ void TcpNode::handle_welcome(const Welcome& w) {
     framed_ = true;
     connected_at_ = Clock::now();
     attach_in(w.incarnation);
-    shared_->wake_receivers(); // a receiver sleeping on its nodes' sockets sleeps on this one too
+    tell_receivers(); // a receiver sleeping on its nodes' sockets sleeps on this one too
     FrameHeader resume = resume_frame(in_window_.expected());
     if (shared_->compact_frames) resume.flags |= compact_frames_bit;
     queue_control(resume);
@@ -725,7 +734,7 @@ void TcpNode::window_mismatch(std::uint64_t incarnation, std::uint64_t next_expe
     reconnect_.refused_by_peer();
     state_ = State::idle;
     out_changed_.notify_all();
-    shared_->wake_receivers();
+    tell_receivers();
     shared_->wake_io();
 }
 

@@ -34,6 +34,11 @@ protected:
     [[nodiscard]] std::chrono::nanoseconds answer_check_period() const;
     // Background thread: whether the application sent within ack_delay.
     bool sending(Clock::time_point now);
+    // Something changed for this node's receivers (a connection installed, the peer
+    // lost, a message the background thread read, a protocol violation): the groups it
+    // is a member of find its ready mark set (TcpGroup looks at it at its next
+    // receive), and the receivers asleep are woken.
+    void tell_receivers();
 
     std::shared_ptr<Shared> shared_;
     const NodeId id_;
@@ -118,6 +123,11 @@ protected:
 
     // --- loss of the peer ---
     kit::LossLatch loss_;
+
+    // --- the groups this node is a member of (TcpGroup): their marks and its slot in
+    // each, under marks_mutex_ (taken last: any thread, holding any other lock) ---
+    std::mutex marks_mutex_;
+    std::vector<std::pair<std::shared_ptr<kit::ReadyMarks>, std::size_t>> marks_;
 };
 
 } // namespace msgpass::tcp

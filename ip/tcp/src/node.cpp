@@ -73,7 +73,7 @@ void TcpNode::declare_lost_locked(std::uint64_t incarnation, const std::string& 
     }
     MSGPASS_LOG(tcp, warn, "msgpass tcp node " + std::to_string(shared_->parameters.self) + ": " + text);
     out_changed_.notify_all();
-    shared_->wake_receivers();
+    tell_receivers();
 }
 
 void TcpNode::reset_connections() {
@@ -177,6 +177,16 @@ bool TcpNode::watch(const ip::Epoll& set, std::size_t slot, std::int64_t& watche
         }
     }
     return has_taken() || !inbox_.empty() || !violation_.empty();
+}
+
+void TcpNode::watch_marks(std::shared_ptr<kit::ReadyMarks> marks, std::size_t slot) {
+    std::lock_guard lock(marks_mutex_);
+    marks_.emplace_back(std::move(marks), slot);
+}
+
+void TcpNode::unwatch_marks(const kit::ReadyMarks* marks) {
+    std::lock_guard lock(marks_mutex_);
+    std::erase_if(marks_, [marks](const auto& m) { return m.first.get() == marks; });
 }
 
 BufferPtr TcpNode::take_ready() {

@@ -50,6 +50,11 @@ public:
     // whether a receive may find something without reading the socket (a message read
     // already, a protocol violation, no connection: a loss to report). Receiving thread.
     bool watch(const ip::Epoll& set, std::size_t slot, std::int64_t& watched);
+    // A group's ready marks (group.hpp): from now on the node sets its bit, slot, in
+    // marks whenever it tells its receivers of something (Link::tell_receivers), until
+    // the group leaves them (unwatch_marks).
+    void watch_marks(std::shared_ptr<kit::ReadyMarks> marks, std::size_t slot);
+    void unwatch_marks(const kit::ReadyMarks* marks);
 
     // Acknowledgement frames this node wrote alone (not carried by a data frame).
     [[nodiscard]] std::uint64_t standalone_acks() const noexcept {

@@ -9,7 +9,8 @@
 // would overwrite bytes (moving the unparsed tail to the front, or starting afresh
 // after a broken connection) it checks whether a message of the chunk is still lent;
 // if one is, it reads on in another chunk (its spare, or a new one) and leaves the old
-// one to its views.
+// one to its views. ChunkShelf keeps the idle chunks of a factory: a connection holds
+// a chunk only while it has bytes read and not parsed, or lent.
 #pragma once
 
 #include <msgpass/message_view.hpp>
@@ -18,7 +19,9 @@
 #include <cstddef>
 #include <cstring>
 #include <memory>
+#include <mutex>
 #include <utility>
+#include <vector>
 
 namespace msgpass::tcp {
 
@@ -62,6 +65,61 @@ public:
 };
 inline ChunkLender chunk_lender;
 
+// The size of a read chunk: one read takes up to this much of a stream.
+inline constexpr std::size_t read_chunk_capacity = 256 * 1024;
+
+// The idle read chunks of a factory's connections (Shared::chunks), nothing lent from
+// any: a read buffer takes one when it reads and gives it back once everything it
+// read is parsed and nothing of it is lent (ReadBuffer::shelve), so that the idle
+// connections of a large partition hold none (a chunk each was 256 KiB of address
+// space and its touched pages), and the reads of many connections in turn use the same
+// few chunks, warm in the cache. At most `most` are kept; any thread, under a mutex
+// held for a push or a pop.
+class ChunkShelf {
+public:
+    explicit ChunkShelf(std::size_t capacity, std::size_t most = 8) : capacity_(capacity), most_(most) {
+        chunks_.reserve(most_);
+    }
+    ChunkShelf(const ChunkShelf&) = delete;
+    ChunkShelf& operator=(const ChunkShelf&) = delete;
+    ~ChunkShelf() {
+        for (ReadChunk* c : chunks_)
+            c->release();
+    }
+
+    // A chunk nothing is lent from, with the caller's reference.
+    [[nodiscard]] ReadChunk* take() {
+        {
+            std::lock_guard lock(mutex_);
+            if (!chunks_.empty()) {
+                ReadChunk* c = chunks_.back();
+                chunks_.pop_back();
+                return c;
+            }
+        }
+        return ReadChunk::make(capacity_);
+    }
+    // A chunk nothing is lent from, with the caller's reference: kept, or freed when
+    // the shelf is full.
+    void give(ReadChunk* c) noexcept {
+        {
+            std::lock_guard lock(mutex_);
+            if (chunks_.size() < most_) {
+                chunks_.push_back(c); // reserved: no allocation
+                return;
+            }
+        }
+        c->release();
+    }
+    [[nodiscard]] std::size_t capacity() const noexcept { return capacity_; }
+
+private:
+    const std::size_t capacity_;
+    const std::size_t most_;
+    std::mutex mutex_;
+    std::vector<ReadChunk*> chunks_;
+};
+
 // The read buffer: the bytes [begin, end) of the current chunk are read and not parsed
 // yet. Only the thread that holds the receiving side's lock uses it.
 class ReadBuffer {
@@ -77,6 +135,17 @@ public:
     // Allocates the first chunk (of capacity bytes) when there is none.
     void ensure(std::size_t capacity) {
         if (chunk_ == nullptr) chunk_ = ReadChunk::make(capacity);
+    }
+    // Takes a chunk of the shelf when there is none.
+    void ensure(ChunkShelf& shelf) {
+        if (chunk_ == nullptr) chunk_ = shelf.take();
+    }
+    // Gives the chunk back to the shelf when everything read is parsed and nothing of
+    // it is lent (the next read takes one again).
+    void shelve(ChunkShelf& shelf) noexcept {
+        if (chunk_ == nullptr || begin != end || chunk_->lent()) return;
+        shelf.give(std::exchange(chunk_, nullptr));
+        begin = end = 0;
     }
     [[nodiscard]] bool empty_capacity() const noexcept { return chunk_ == nullptr; }
     [[nodiscard]] std::byte* data() noexcept { return chunk_->data(); }

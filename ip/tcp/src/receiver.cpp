@@ -18,12 +18,6 @@
 
 namespace msgpass::tcp {
 
-namespace {
-
-constexpr std::size_t rx_capacity = 256 * 1024;
-
-} // namespace
-
 bool TcpNode::crosses() const {
     std::lock_guard lock(out_mutex_);
     return crosses_locked(Clock::now());
@@ -55,7 +49,7 @@ bool TcpNode::accept_connection(int fd, std::uint64_t incarnation) {
     (void)::send(fd, &w, sizeof w, MSG_DONTWAIT | MSG_NOSIGNAL); // a fresh socket takes 40 bytes at once
     reconnect_.connected();
     next_answer_check_ = Clock::now() + answer_check_period();
-    shared_->wake_receivers();
+    tell_receivers();
     return true;
 }
 
@@ -283,7 +277,7 @@ void Receiver::parse_in_buffer(Control& c) {
 // parses it.
 Receiver::Control Receiver::read_in_side() {
     Control c;
-    rx_.ensure(rx_capacity);
+    rx_.ensure(shared_->chunks);
     std::size_t& rx_begin_ = rx_.begin;
     std::size_t& rx_end_ = rx_.end;
     for (int round = 0; round < 4 && fd_ >= 0 && framed_; ++round) {
@@ -323,6 +317,7 @@ Receiver::Control Receiver::read_in_side() {
         if ((c.delivered || !inbox_.empty()) && rx_end_ < rx_.size()) break; // the socket is drained for now
     }
     if (c.delivered) ack_avail_.store(in_window_.expected(), std::memory_order_release);
+    if (!assembling_) rx_.shelve(shared_->chunks); // an idle connection holds no chunk
     return c;
 }
 
@@ -401,7 +396,7 @@ void TcpNode::read_background() {
         std::lock_guard lock(out_mutex_);
         apply(c);
     }
-    if (c.delivered || c.bad_ack || c.closed) shared_->wake_receivers();
+    if (c.delivered || c.bad_ack || c.closed) tell_receivers();
 }
 
 // in_mutex_. Moves the next messages of the inbox, up to the next marker (at most

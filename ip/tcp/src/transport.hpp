@@ -25,6 +25,7 @@
 #include <msgpass/tcp/protocol.hpp>
 #include <msgpass/wait.hpp>
 
+#include "read_chunk.hpp"
 #include "reconnect.hpp"
 #include "window.hpp"
 #include <msgpass/ip/auth.hpp>
@@ -32,6 +33,7 @@
 #include <msgpass/ip/reactor.hpp>
 #include <msgpass/ip/socket.hpp>
 #include <msgpass/kit/pool.hpp>
+#include <msgpass/kit/ready_group.hpp>
 
 #include <array>
 #include <atomic>
@@ -131,6 +133,7 @@ struct Shared {
     // This side reads compact frames and says so in its handshake (frame.hpp).
     bool compact_frames = false;
     std::shared_ptr<BufferPool> pool = std::make_shared<BufferPool>(); // large message buffers
+    ChunkShelf chunks{read_chunk_capacity};                            // the idle read chunks (read_chunk.hpp)
     // Set by technology: auto: input on any incoming connection rings this doorbell
     // (the sci one), so that a group mixing sci and tcp nodes sleeps on one futex.
     std::atomic<Doorbell*> bell{nullptr};
@@ -148,10 +151,8 @@ struct Shared {
     Shared(const Shared&) = delete;
     Shared& operator=(const Shared&) = delete;
     void wake_io() const noexcept { io_wake.ring(); }
-    // Rung with recv_wake: a group's receive sweeps its members when it moved (group.hpp).
-    mutable std::atomic<std::uint64_t> receiver_changes{0};
+    // A node's receivers (Link::tell_receivers, which marks its groups first).
     void wake_receivers() const noexcept {
-        receiver_changes.fetch_add(1, std::memory_order_release);
         recv_wake.ring();
         if (auto* b = bell.load()) b->ring();
     }

@@ -5,15 +5,15 @@
 // follows (acknowledgements, NAKs, flow control, loss) is each pair's, as for a
 // unicast message, but for the repair of a datagram that went to the address: sent
 // there again once for the members that NAK it (sender.cpp, UdpNode::repair;
-// docs/udp.md). It is a kit::GroupBase: once the factory is
+// docs/udp.md). It is a kit::ReadyGroup (a kit::GroupBase): once the factory is
 // destroyed, send, receive and add throw UsageError before reaching a member.
 //
 // A receive looks only at the members whose ready mark it took (ReadyMarks, node.hpp:
 // a member sets its bit when its inbox has an entry or its peer is lost), the start
-// rotating among them as sci's group does: a member that gave a message is looked at
-// again (more may wait) only after every other marked one. Every 50 ms every member
-// is looked at once, in case. Its cost per message does not grow with the group: a
-// word of marks per 64 members, a look per message.
+// rotating among them (kit::ReadyGroup, as sci's and tcp's groups): a member that gave
+// a message is looked at again (more may wait) only after every other marked one.
+// Every 50 ms every member is looked at once, in case. Its cost per message does not
+// grow with the group: a word of marks per 64 members, a look per message.
 // MSGPASS_UDP_GROUP_SCAN=all in the environment when the group is made: every receive
 // looks at every member, as before the marks (msgpass-bench fanin --compare-scan).
 // Not for production.
@@ -21,42 +21,26 @@
 
 #include <msgpass/error.hpp>
 #include <msgpass/kit/errors.hpp>
+#include <msgpass/kit/ready_group.hpp>
 #include <msgpass/log.hpp>
 
 #include <sys/socket.h>
 
 #include <algorithm>
 #include <array>
-#include <bit>
 #include <cerrno>
 #include <cstdio>
-#include <cstdlib>
 #include <cstring>
-#include <ctime>
 
 namespace msgpass::udp {
 
 namespace {
 
-bool scan_all_from_environment() {
-    const char* v = std::getenv("MSGPASS_UDP_GROUP_SCAN");
-    return v != nullptr && std::strcmp(v, "all") == 0;
-}
-
-// The sweep's clock (CLOCK_MONOTONIC_COARSE: a few ns to read, ms resolution).
-std::int64_t coarse_now_ns() {
-    timespec ts{};
-    ::clock_gettime(CLOCK_MONOTONIC_COARSE, &ts);
-    return static_cast<std::int64_t>(ts.tv_sec) * 1000000000 + ts.tv_nsec;
-}
-
-constexpr std::int64_t sweep_interval_ns = 50'000'000;
-
-class UdpGroup final : public kit::GroupBase {
+class UdpGroup final : public kit::ReadyGroup {
 public:
     UdpGroup(std::string name, std::shared_ptr<Shared> shared, bool multicast)
-        : GroupBase(std::move(name), &shared->bell), shared_(std::move(shared)), multicast_(multicast),
-          scan_all_(scan_all_from_environment()) {}
+        : ReadyGroup(std::move(name), &shared->bell, "MSGPASS_UDP_GROUP_SCAN"), shared_(std::move(shared)),
+          multicast_(multicast) {}
     ~UdpGroup() override {
         for (const auto& m : members_)
             m->unwatch(marks_.get());
@@ -83,34 +67,13 @@ protected:
             rebuild();
         }
     }
-    // The marked members from the cursor on, wrapping once (as sci's group).
+    // The marked members from the cursor on, wrapping once (kit::ReadyGroup).
     [[nodiscard]] BufferPtr collect() override {
-        if (scan_all_) return BasicGroup::receive();
-        const std::size_t n = looked_.size();
-        if (n == 0) return nullptr;
-        if (const std::int64_t now = coarse_now_ns(); now >= next_sweep_ns_) {
-            next_sweep_ns_ = now + sweep_interval_ns;
-            for (std::size_t slot = 0; slot < n; ++slot)
-                pending_[slot / 64] |= std::uint64_t{1} << (slot % 64);
-        }
-        for (std::size_t w = 0; w < pending_.size(); ++w)
-            if (marks_->words[w].load(std::memory_order_relaxed) != 0)
-                pending_[w] |= marks_->words[w].exchange(0, std::memory_order_acquire);
-        const std::size_t words = pending_.size();
-        const std::size_t from = cursor_ % n;
-        for (std::size_t k = 0; k <= words; ++k) {
-            const std::size_t w = (from / 64 + k) % words;
-            std::uint64_t bits = pending_[w];
-            if (k == 0) bits &= ~std::uint64_t{0} << (from % 64);
-            if (k == words) bits &= ~(~std::uint64_t{0} << (from % 64));
-            while (bits != 0) {
-                const auto b = static_cast<std::size_t>(std::countr_zero(bits));
-                bits &= bits - 1;
-                pending_[w] &= ~(std::uint64_t{1} << b);
-                if (auto m = look(w * 64 + b)) return m;
-            }
-        }
-        return nullptr;
+        if (scans_all()) return BasicGroup::receive();
+        if (looked_.empty()) return nullptr;
+        if (sweep_due()) mark_all();
+        take_marks(marks_->words.get(), marks_->count);
+        return next_ready([this](std::size_t slot) { return looked_[slot]->receive(); });
     }
     // As a node's receive: sleeping on the socket when it can have it lent.
     [[nodiscard]] BufferPtr wait(std::chrono::nanoseconds timeout) override {
@@ -136,24 +99,6 @@ protected:
     }
 
 private:
-    // One receive from the member in slot, whose pending bit was cleared: the bit is
-    // set again when it gave a message (more may wait) or an error (reported again on
-    // its next turn, as every receive from it reports it).
-    BufferPtr look(std::size_t slot) {
-        const std::uint64_t bit = std::uint64_t{1} << (slot % 64);
-        try {
-            if (auto b = looked_[slot]->receive()) {
-                pending_[slot / 64] |= bit;
-                cursor_ = slot + 1;
-                return b;
-            }
-        } catch (...) {
-            pending_[slot / 64] |= bit;
-            cursor_ = slot + 1;
-            throw;
-        }
-        return nullptr;
-    }
     // under mutex_: new marks for the members' slots, each member marked at once.
     void rebuild() {
         auto marks = std::make_shared<ReadyMarks>(members_.size());
@@ -163,22 +108,17 @@ private:
         }
         marks_ = std::move(marks);
         looked_.assign(members_.begin(), members_.end());
-        pending_.assign(marks_->count, 0);
-        cursor_ = 0;
+        set_slots(looked_.size());
     }
 
     std::shared_ptr<Shared> shared_;
     const bool multicast_;
-    const bool scan_all_;
     std::mutex mutex_;
     std::vector<std::shared_ptr<UdpNode>> members_;
     // The receiver's (add and remove are not concurrent with receive): the members by
-    // slot, their marks, the bits taken and not looked at yet, where the next look starts.
+    // slot and their marks.
     std::vector<std::shared_ptr<UdpNode>> looked_;
     std::shared_ptr<ReadyMarks> marks_ = std::make_shared<ReadyMarks>(0);
-    std::vector<std::uint64_t> pending_;
-    std::size_t cursor_ = 0;
-    std::int64_t next_sweep_ns_ = 0;
 };
 
 } // namespace

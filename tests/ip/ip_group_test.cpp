@@ -1,13 +1,20 @@
-// The tcp group's receive (ip/tcp/src/group.hpp): it looks only at the members whose
-// connection has something to read or that gave a message last time, so that its
-// cost per message does not grow with the group, keeps the seed's fairness among the
-// members that have messages, and follows a member's connection when it is replaced.
-#include "tcp_test_support.hpp"
-
-#include "group.hpp"
+// The group receive of tcp and udp (kit::ReadyGroup, msgpass/kit/ready_group.hpp:
+// tcp's ip/tcp/src/group.hpp, udp's ip/udp/src/group.cpp): it looks only at the
+// members that may have something (tcp: its epoll set of their connections and their
+// marks; udp: their marks), so that its cost per message does not grow with the group,
+// and keeps the seed's fairness among the members that have messages. A builder and a
+// group of 32 sources, of which one, then four, send; the same test for each
+// technology. Then tcp's own: a member whose connection is replaced is followed.
+#include <msgpass/kit/ready_group.hpp>
+#include <msgpass/msgpass.hpp>
+#include <msgpass/tcp/factory.hpp>
 
 #include "../support/partition.hpp"
+#include "group.hpp" // tcp's (ip/tcp/src)
 
+#include <gtest/gtest.h>
+
+#include <chrono>
 #include <memory>
 #include <set>
 #include <string>
@@ -16,37 +23,40 @@
 namespace msgpass::test {
 namespace {
 
+using namespace std::chrono_literals;
+
+constexpr auto patience = 30s; // a bound for waits that succeed in milliseconds
 constexpr NodeId builder_id = 1;
 constexpr std::size_t sources = 32;
 
 // A builder and 32 sources on 127.0.0.1, each in its own factory, the builder's
 // dynamic group of all the sources with a sweep that never comes on its own (only
-// the epoll set and the transport's changes bring a member to a look).
-class TcpGroupOf32 : public ::testing::Test {
+// what the technology learns of its members brings a member to a look).
+class GroupOf32 : public ::testing::TestWithParam<std::string> {
 protected:
     void SetUp() override {
-        auto text = local_partition(partition_for_test(), static_cast<int>(sources) + 1, 5000ms);
-        ASSERT_EQ(text.nodes.size(), sources + 1) << "no free ports";
-        c_ = text.load();
+        c_ = make_configuration(GetParam(), unique_partition(GetParam() + "group"), static_cast<int>(sources) + 1,
+                                [](config::Configuration& c) { c.peer_timeout = 5s; });
+        ASSERT_EQ(c_.nodes.size(), sources + 1);
+        ASSERT_NE(c_.nodes.back().port, 0) << "no free ports";
         builder_ = NodeFactory::create(c_, builder_id);
         group_ = builder_->create_group();
         for (std::size_t s = 0; s < sources; ++s) {
-            const auto id = static_cast<NodeId>(builder_id + 1 + s);
-            factories_.push_back(NodeFactory::create(c_, id));
+            factories_.push_back(NodeFactory::create(c_, id_of(s)));
             to_builder_.push_back(factories_.back()->create_node(builder_id));
-            group_->add(builder_->create_node(id));
+            group_->add(builder_->create_node(id_of(s)));
         }
-        tcp_group().set_sweep_interval(std::chrono::hours(1));
+        ready().set_sweep_interval(std::chrono::hours(1));
     }
 
-    tcp::TcpGroup& tcp_group() { return dynamic_cast<tcp::TcpGroup&>(*group_); }
-    NodeId id_of(std::size_t s) const { return static_cast<NodeId>(builder_id + 1 + s); }
+    kit::ReadyGroup& ready() { return dynamic_cast<kit::ReadyGroup&>(*group_); }
+    static NodeId id_of(std::size_t s) { return static_cast<NodeId>(builder_id + 1 + s); }
     void send(std::size_t s, std::uint64_t seq) {
         to_builder_[s]->send(make_message(*factories_[s], 64, id_of(s), seq));
     }
 
-    // One message from every source, taken through the group: every connection is
-    // made, and a message from each source arrives whatever the others do.
+    // One message from every source, taken through the group: every connection (tcp)
+    // is made, and a message from each source arrives whatever the others do.
     void connect_all() {
         for (std::size_t s = 0; s < sources; ++s) {
             send(s, 0);
@@ -74,12 +84,12 @@ protected:
     std::vector<std::uint64_t> next_seq_;
 };
 
-TEST_F(TcpGroupOf32, OneSenderOfThirtyTwoHasEveryMessageTakenInOrderWithoutLooksAtTheOthers) {
+TEST_P(GroupOf32, OneSenderOfThirtyTwoHasEveryMessageTakenInOrderWithoutLooksAtTheOthers) {
     ASSERT_NO_FATAL_FAILURE(connect_all());
-    ASSERT_FALSE(tcp_group().scans_all()) << "MSGPASS_TCP_GROUP_SCAN is set in the test's environment";
+    ASSERT_FALSE(ready().scans_all()) << "MSGPASS_{TCP,UDP}_GROUP_SCAN is set in the test's environment";
     constexpr std::size_t sender = 17;
     constexpr std::uint64_t messages = 300;
-    const auto looks_before = tcp_group().looks();
+    const auto looks_before = ready().looks();
     for (std::uint64_t i = 0; i < messages; ++i) {
         send(sender, 1 + i);
         if (i % 3 == 0) { // some alone, some in runs
@@ -92,17 +102,18 @@ TEST_F(TcpGroupOf32, OneSenderOfThirtyTwoHasEveryMessageTakenInOrderWithoutLooks
     }
     EXPECT_EQ(group_->receive(), nullptr) << "a message more than was sent";
     // A message is taken by one look at its sender; a look that finds nothing more
-    // ends what one read of the socket parsed. A look at every member per receive (the
-    // scan) is 32 per message.
-    const auto looks = tcp_group().looks() - looks_before;
+    // ends what it had (one read of the socket parsed, or its inbox held). A look at
+    // every member per receive (the scan) is 32 per message.
+    const auto looks = ready().looks() - looks_before;
     EXPECT_LE(looks, 2 * messages + 2) << "the group looked at members that had no message";
 }
 
-TEST_F(TcpGroupOf32, TheStartRotatesAmongTheMembersWithMessagesAndSkipsTheIdleOnes) {
+TEST_P(GroupOf32, TheStartRotatesAmongTheMembersWithMessagesAndSkipsTheIdleOnes) {
     ASSERT_NO_FATAL_FAILURE(connect_all());
     // Four senders spread over the group (first and last slots among them), each with
-    // messages waiting: while all four have some, each run of four receives takes one
-    // message from each.
+    // messages waiting (a flush returns once the builder acknowledged them: they were
+    // read): while all four have some, each run of four receives takes one message
+    // from each.
     const std::vector<std::size_t> senders{0, 9, 22, 31};
     constexpr std::uint64_t per_sender = 6;
     for (std::uint64_t i = 0; i < per_sender; ++i)
@@ -110,7 +121,7 @@ TEST_F(TcpGroupOf32, TheStartRotatesAmongTheMembersWithMessagesAndSkipsTheIdleOn
             send(s, next_seq_[s] + i);
     for (const std::size_t s : senders)
         ASSERT_TRUE(to_builder_[s]->flush(patience));
-    const auto looks_before = tcp_group().looks();
+    const auto looks_before = ready().looks();
     std::vector<NodeId> order;
     std::string said;
     for (std::size_t i = 0; i < per_sender * senders.size(); ++i) {
@@ -128,18 +139,27 @@ TEST_F(TcpGroupOf32, TheStartRotatesAmongTheMembersWithMessagesAndSkipsTheIdleOn
                                               << " did not take one message from each sender; order: " << said;
     }
     EXPECT_EQ(group_->receive(), nullptr) << "a message more than was sent";
-    const auto looks = tcp_group().looks() - looks_before;
+    const auto looks = ready().looks() - looks_before;
     EXPECT_LE(looks, per_sender * senders.size() + 2 * senders.size() + 2)
         << "the group looked at the 28 members that had no message";
 }
 
-TEST_F(TcpGroupOf32, AMemberWhoseConnectionWasReplacedIsStillHeard) {
+INSTANTIATE_TEST_SUITE_P(Sockets, GroupOf32, ::testing::Values("tcp", "udp"),
+                         [](const ::testing::TestParamInfo<std::string>& info) { return info.param; });
+
+class TcpGroupOf32 : public GroupOf32 {
+protected:
+    tcp::TcpGroup& tcp_group() { return dynamic_cast<tcp::TcpGroup&>(*group_); }
+};
+
+TEST_P(TcpGroupOf32, AMemberWhoseConnectionWasReplacedIsStillHeardWithoutASweepOfEveryMember) {
     ASSERT_NO_FATAL_FAILURE(connect_all());
+    const auto sweeps = tcp_group().sweeps();
     constexpr std::size_t sender = 5;
     for (int reset = 0; reset < 3; ++reset) {
         // The builder's side is torn down (RST): the sender's messages come on a new
-        // connection, which the group watches once the transport says it is there.
-        tcp_of(*builder_).reset_connections(id_of(sender));
+        // connection, which the group watches once the member marked it.
+        dynamic_cast<tcp::TcpNodeFactory&>(*builder_).reset_connections(id_of(sender));
         for (std::uint64_t i = 0; i < 20; ++i) {
             send(sender, next_seq_[sender] + i);
             ASSERT_TRUE(to_builder_[sender]->flush(patience));
@@ -152,7 +172,13 @@ TEST_F(TcpGroupOf32, AMemberWhoseConnectionWasReplacedIsStillHeard) {
         }
     }
     EXPECT_EQ(group_->receive(), nullptr) << "a message more than was sent";
+    // The first connections came with the sweep of the first receive; the sweep's
+    // period is an hour: the new connections came with their member's mark alone.
+    EXPECT_EQ(tcp_group().sweeps(), sweeps) << "every member was swept for the new connections";
 }
+
+INSTANTIATE_TEST_SUITE_P(Tcp, TcpGroupOf32, ::testing::Values("tcp"),
+                         [](const ::testing::TestParamInfo<std::string>& info) { return info.param; });
 
 } // namespace
 } // namespace msgpass::test
