@@ -587,8 +587,9 @@ TEST(Udp, AFlushAsksThePeerForItsStatusAndDoesNotWaitForTheStatusDelay) {
         for (int i = 0; i < count; ++i)
             send_retrying(*to_b, make_message(*a, size, 1, seq++), "a message");
         ASSERT_TRUE(to_b->flush(patience)) << count << " messages of " << size << " B were never acknowledged";
-        if (must_ask)
+        if (must_ask) {
             EXPECT_GT(ub.datagram_stats().statuses_asked, asked) << "no status was sent at the flush's request";
+        }
         for (std::uint64_t i = first; i < seq; ++i) {
             auto m = from_a->receive(patience);
             ASSERT_NE(m, nullptr) << "message " << i << " never arrived";

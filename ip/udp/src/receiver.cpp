@@ -21,10 +21,11 @@ std::uint64_t UdpNode::advertised() const noexcept {
 
 void UdpNode::send_status(Clock::time_point /*now*/) {
     const std::uint64_t limit = std::max(status_sent_limit_, expected_ + advertised());
+    // (counted before it leaves: a sender that had it reads the count after)
+    if (status_asked_) shared_->statuses_asked.fetch_add(1, std::memory_order_relaxed);
     send_control(DatagramType::status, expected_, limit - expected_);
     status_sent_expected_ = expected_;
     status_sent_limit_ = limit;
-    if (status_asked_) shared_->statuses_asked.fetch_add(1, std::memory_order_relaxed);
     status_owed_ = false;
     small_since_status_ = false;
     status_asked_ = false;
