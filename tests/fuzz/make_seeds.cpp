@@ -114,6 +114,19 @@ void udp_seeds() {
     }
     // A packed data datagram: messages of 64, 0 and 13 bytes, a frame each.
     write("udp_datagram", "data-packed", packed_datagram(7, {64, 0, 13}));
+    {
+        // The last datagram of a flush, a packed one asking for a status at once; the
+        // request alone.
+        auto bytes = packed_datagram(9, {64, 64});
+        udp::DatagramHeader h;
+        std::memcpy(&h, bytes.data(), sizeof h);
+        h.flags |= udp::flag_status_now;
+        std::memcpy(bytes.data(), &h, sizeof h);
+        write("udp_datagram", "data-packed-asking", bytes);
+        std::vector<std::byte> out;
+        append(out, udp_header(udp::DatagramType::status_request));
+        write("udp_datagram", "status-request", out);
+    }
 }
 
 void frame_seeds() {
@@ -232,6 +245,13 @@ void udp_stream_seeds() {
         packed.insert(packed.end(), d.begin(), d.end());
     }
     write("udp_stream", "packed", packed);
+    std::vector<std::byte> flush; // the last datagrams of flushes ask for a status, then a status_request
+    const auto asking = static_cast<std::uint16_t>(udp::flag_first | udp::flag_status_now);
+    datagram(flush, udp::DatagramType::data, 0, 10, 0, asking, 10);
+    datagram(flush, udp::DatagramType::data, 1, 2000, 0, udp::flag_first, 1408);
+    datagram(flush, udp::DatagramType::data, 2, 2000, 1408, udp::flag_status_now, 592);
+    datagram(flush, udp::DatagramType::status_request, 0, 0, 0, 0, 0);
+    write("udp_stream", "flush-asks-a-status", flush);
 }
 
 } // namespace

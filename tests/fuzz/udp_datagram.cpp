@@ -51,7 +51,9 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
     MSGPASS_FUZZ_CHECK(knows(nullptr, h.from) && h.incarnation != 0);
     switch (static_cast<DatagramType>(h.type)) {
     case DatagramType::data:
-        if (h.flags == flag_packed) { // whole messages, a frame each, tiling the payload exactly
+        MSGPASS_FUZZ_CHECK((h.flags & ~(flag_first | flag_packed | flag_status_now)) == 0);
+        if ((h.flags & flag_packed) != 0) { // whole messages, a frame each, tiling the payload exactly
+            MSGPASS_FUZZ_CHECK((h.flags & flag_first) == 0);
             MSGPASS_FUZZ_CHECK(!group && h.length == d.payload.size() && h.offset >= 1);
             std::size_t at = 0, frames = 0;
             while (at < d.payload.size()) {
@@ -73,6 +75,9 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
     case DatagramType::nak:
         MSGPASS_FUZZ_CHECK(!d.payload.empty() && d.payload.size() % 16 == 0);
         MSGPASS_FUZZ_CHECK(d.payload.size() <= max_nak_ranges * 16);
+        break;
+    case DatagramType::status_request:
+        MSGPASS_FUZZ_CHECK(d.payload.empty() && h.flags == 0 && h.seq == 0 && h.length == 0 && h.offset == 0);
         break;
     case DatagramType::skip:
         MSGPASS_FUZZ_CHECK(d.payload.empty() && h.flags == 0);

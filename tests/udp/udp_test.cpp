@@ -119,11 +119,27 @@ TEST(UdpDecoder, EachFaultIsDroppedUnderItsReason) {
         cases.push_back({what, drop, h, payload});
     };
     with("bad magic", Drop::bad_magic, [](auto& h) { h.magic = 0x4354504d; });
-    with("bad version", Drop::bad_version, [](auto& h) { h.version = 2; });
+    with("bad version", Drop::bad_version, [](auto& h) { h.version = udp::protocol_version + 1; });
+    with("version 1 (before flag_status_now)", Drop::bad_version, [](auto& h) { h.version = 1; });
     with("unknown type", Drop::bad_type, [](auto& h) { h.type = 99; });
     with("type 0", Drop::bad_type, [](auto& h) { h.type = 0; });
-    with("unknown flag", Drop::bad_type, [](auto& h) { h.flags = 8; });
+    with("unknown flag", Drop::bad_type, [](auto& h) { h.flags = 16; });
     with("first and packed", Drop::bad_type, [](auto& h) { h.flags = udp::flag_first | udp::flag_packed; });
+    with("first and packed asking a status", Drop::bad_type,
+         [](auto& h) { h.flags = udp::flag_first | udp::flag_packed | udp::flag_status_now; });
+    auto request = [](udp::DatagramHeader& h) { // a good status_request
+        h.type = static_cast<std::uint16_t>(udp::DatagramType::status_request);
+        h.flags = 0, h.seq = 0, h.length = 0, h.offset = 0;
+    };
+    with("status request with a payload", Drop::bad_type, request);
+    with(
+        "status request with flags", Drop::bad_type, [&](auto& h) { request(h), h.flags = udp::flag_status_now; }, 0);
+    with(
+        "status request with a number", Drop::bad_type, [&](auto& h) { request(h), h.seq = 4; }, 0);
+    with(
+        "status request with a length", Drop::bad_type, [&](auto& h) { request(h), h.length = 4; }, 0);
+    with(
+        "status request with an offset", Drop::bad_type, [&](auto& h) { request(h), h.offset = 4; }, 0);
     with("status with a payload", Drop::bad_type,
          [](auto& h) { h.type = static_cast<std::uint16_t>(udp::DatagramType::status), h.flags = 0; });
     with(
@@ -164,6 +180,47 @@ TEST(UdpDecoder, EachFaultIsDroppedUnderItsReason) {
         EXPECT_FALSE(d.ok) << c.what;
         EXPECT_EQ(udp::describe(d.drop), udp::describe(c.drop)) << c.what;
     }
+}
+
+// A flushing sender's last datagram asks for a status at once (flag_status_now): a
+// first piece, a later piece or a packed datagram with it is taken as without it, as
+// is a status_request; the flag on a group datagram or a control is dropped.
+TEST(UdpDecoder, ADatagramAskingForAStatusIsTakenAsItsKindAndTheRequestAlone) {
+    auto first = good_data();
+    first.flags = udp::flag_first | udp::flag_status_now;
+    auto d = judge(first, 100);
+    ASSERT_TRUE(d.ok) << udp::describe(d.drop);
+    EXPECT_EQ(d.header.flags, udp::flag_first | udp::flag_status_now);
+    EXPECT_EQ(d.payload.size(), 100u);
+
+    auto later = good_data();
+    later.flags = udp::flag_status_now;
+    later.length = 3000;
+    later.offset = 1408;
+    d = judge(later, 1408);
+    ASSERT_TRUE(d.ok) << udp::describe(d.drop);
+    later.offset = 0; // a later piece still needs its offset
+    EXPECT_EQ(udp::describe(judge(later, 1408).drop), udp::describe(udp::Drop::bad_fragment));
+
+    auto bytes = packed_datagram(good_data(), {64, 64, 7});
+    udp::DatagramHeader h;
+    std::memcpy(&h, bytes.data(), udp::header_size);
+    h.flags |= udp::flag_status_now;
+    std::memcpy(bytes.data(), &h, udp::header_size);
+    d = udp::decode_datagram(bytes, expectation());
+    ASSERT_TRUE(d.ok) << udp::describe(d.drop);
+    EXPECT_EQ(d.header.offset, 3u);
+
+    auto request = good_data();
+    request.type = static_cast<std::uint16_t>(udp::DatagramType::status_request);
+    request.flags = 0, request.seq = 0, request.length = 0, request.offset = 0;
+    d = judge(request, 0);
+    ASSERT_TRUE(d.ok) << udp::describe(d.drop);
+
+    auto status = good_data();
+    status.type = static_cast<std::uint16_t>(udp::DatagramType::status);
+    status.flags = udp::flag_status_now, status.length = 10, status.offset = 0;
+    EXPECT_EQ(udp::describe(judge(status, 0).drop), udp::describe(udp::Drop::bad_type));
 }
 
 // A group data datagram is, to the member its table names, the data datagram it
@@ -497,6 +554,50 @@ TEST_P(UdpPacked, SmallMessagesQueuedTogetherTravelPackedAndArriveOnceInOrderAnd
 
 INSTANTIATE_TEST_SUITE_P(Loss, UdpPacked, ::testing::Values(0.0, 0.05),
                          [](const auto& info) { return info.param > 0 ? "FivePercentLoss" : "NoLoss"; });
+
+// A flush waits until the peer acknowledged everything. A receiver acknowledges the
+// last datagrams of a burst (fewer than 16 small ones, or than 64 of a large message)
+// only status_delay after they came, unless the sender asks: the last datagram a flush
+// transmits asks for a status at once, and a flush that finds everything transmitted
+// sends a status_request. Here status_delay is an hour and no keepalive (peer_timeout
+// / 4) comes within the test's patience: a burst of 3 small messages (packed, or
+// transmitted before the flush) and a large one of 72 datagrams (a status after 64)
+// are acknowledged only because the flush asked; 200 small ones may be acknowledged
+// whole by the status a receiver of small messages sends every 16 datagrams.
+TEST(Udp, AFlushAsksThePeerForItsStatusAndDoesNotWaitForTheStatusDelay) {
+    auto c = make_configuration("udp", unique_partition("ask"), 2, [](config::Configuration& c) {
+        c.peer_timeout = std::chrono::minutes(2);
+        c.max_message_size = 1024 * 1024;
+        c.edit_section<udp::Options>().status_delay = std::chrono::hours(1);
+    });
+    auto a = NodeFactory::create(c, 1);
+    auto b = NodeFactory::create(c, 2);
+    auto to_b = a->create_node(2);
+    auto from_a = b->create_node(1);
+    const auto& ub = dynamic_cast<udp::UdpNodeFactory&>(*b);
+    std::uint64_t seq = 0;
+    struct Burst {
+        int count;
+        std::size_t size;
+        bool must_ask;
+    };
+    for (const auto& [count, size, must_ask] : {Burst{3, 64, true}, Burst{200, 64, false}, Burst{1, 100000, true}}) {
+        const auto asked = ub.datagram_stats().statuses_asked;
+        const std::uint64_t first = seq;
+        for (int i = 0; i < count; ++i)
+            send_retrying(*to_b, make_message(*a, size, 1, seq++), "a message");
+        ASSERT_TRUE(to_b->flush(patience)) << count << " messages of " << size << " B were never acknowledged";
+        if (must_ask) {
+            EXPECT_GT(ub.datagram_stats().statuses_asked, asked) << "no status was sent at the flush's request";
+        }
+        for (std::uint64_t i = first; i < seq; ++i) {
+            auto m = from_a->receive(patience);
+            ASSERT_NE(m, nullptr) << "message " << i << " never arrived";
+            EXPECT_EQ(check_payload(*m).seq, i);
+        }
+    }
+    EXPECT_EQ(to_b->stats().queue_depth, 0u);
+}
 
 // A node that learned its peer from the peer's hello (its welcome went the other
 // way) does not know the peer's window; while the peer keeps sending (so it never

@@ -17,7 +17,7 @@ namespace msgpass::udp {
 void UdpNode::reset_send_side() {
     out_.clear();
     holding_ = false;
-    next_dseq_ = acked_ = sent_upto_ = peer_limit_ = peer_expected_ = skip_to_ = 0;
+    next_dseq_ = acked_ = sent_upto_ = peer_limit_ = peer_expected_ = skip_to_ = asked_upto_ = 0;
     dropped_ends_.clear();
     numbered_for_ = 0;
     untransmitted_ = 0;
@@ -55,7 +55,7 @@ void UdpNode::renumber() {
         m.multicast.reset(); // (none went to the address: the peer was unknown)
     }
     next_dseq_ = n;
-    acked_ = sent_upto_ = peer_limit_ = peer_expected_ = skip_to_ = 0;
+    acked_ = sent_upto_ = peer_limit_ = peer_expected_ = skip_to_ = asked_upto_ = 0;
     dropped_ends_.clear();
     untransmitted_ = messages;
     holding_ = false;
@@ -69,7 +69,7 @@ void UdpNode::reset_receive_side() {
     assembling_data_ = nullptr;
     assembling_length_ = assembled_ = 0;
     status_sent_expected_ = status_sent_limit_ = since_status_ = 0;
-    status_owed_ = small_since_status_ = false;
+    status_owed_ = small_since_status_ = status_asked_ = false;
     group_stream_ = nak_pending_ = false;
 }
 
@@ -252,6 +252,10 @@ void UdpNode::on_datagram(const Decoded& d, std::span<const std::byte> bytes, Cl
     case DatagramType::skip:
         on_skip(h, now);
         break;
+    case DatagramType::status_request: // answered at the end of this read (end_of_batch)
+        owe_status(now);
+        status_asked_ = true;
+        break;
     case DatagramType::nak: {
         peer_expects(h.seq); // a NAK names the peer's next expected datagram too
         std::uint64_t budget = nak_burst;
@@ -301,7 +305,12 @@ Clock::time_point UdpNode::end_of_batch(Clock::time_point now) {
     // multicast socket (the hole may be a datagram still there, behind one that came
     // on the other socket): when due, it is woken.
     const auto due = nak_pending_ ? nak_due_ : Clock::time_point::max();
+    if (status_asked_) { // a flushing sender waits for it
+        send_status(now);
+        return due;
+    }
     if (!status_owed_) return due;
+    const auto status_delay = shared_->parameters.options.status_delay;
     // (small messages: the sender may hold a packed datagram until it hears)
     if (now >= status_owed_since_ + status_delay || (small_since_status_ && since_status_ >= hold_in_flight)) {
         send_status(now);
@@ -366,7 +375,9 @@ Clock::time_point UdpNode::tick(Clock::time_point now) {
         if (now - last_nak_ >= repeat) send_nak(now);
         next = std::min(next, last_nak_ + repeat);
     }
+    if (status_asked_) send_status(now); // (asked by a datagram injection held back: no read ended after it)
     if (status_owed_) {
+        const auto status_delay = p.options.status_delay;
         if (now >= status_owed_since_ + status_delay) {
             send_status(now);
         } else {

@@ -284,13 +284,35 @@ bool UdpNode::flush(std::chrono::nanoseconds timeout) {
     std::unique_lock lock(mutex_);
     // Until the peer acknowledged every message: then each is in its inbox, and a
     // receive there finds it (transmitted alone, it may still be in a socket buffer).
+    // The peer is asked for its status at once (pump_and_ask): the flush waits a round
+    // trip, not status_delay, for the last datagrams.
     for (;;) {
-        pump(Clock::now(), false);
+        pump_and_ask(Clock::now());
         if (out_.empty()) return true;
         const auto now = Clock::now();
         shared_->reclaim_if_idle(now); // the acknowledgements waited for come through the socket
         if (now >= deadline) return false;
         changed_.wait_until(lock, std::min<Clock::time_point>(deadline, now + std::chrono::milliseconds(1)));
+    }
+}
+
+// The last datagram this pump transmits carries flag_status_now (pump); when every
+// datagram had left already, a status_request asks instead - once for the datagrams
+// sent so far (a lost request or answer: the resend timer's probe brings a status).
+// While the window holds messages back the peer's status comes when it opens.
+void UdpNode::pump_and_ask(Clock::time_point now) {
+    const std::uint64_t before = sent_upto_;
+    ask_status_ = true;
+    pump(now, false);
+    ask_status_ = false;
+    if (out_.empty() || peer_incarnation_ == 0) return;
+    if (sent_upto_ != before) {
+        if (sent_upto_ >= std::min(next_dseq_, peer_limit_)) asked_upto_ = sent_upto_; // the flagged one left
+        return;
+    }
+    if (sent_upto_ == next_dseq_ && acked_ < sent_upto_ && asked_upto_ != sent_upto_ &&
+        send_control(DatagramType::status_request, 0, 0)) {
+        asked_upto_ = sent_upto_;
     }
 }
 

@@ -75,11 +75,11 @@ inline constexpr std::chrono::microseconds nak_backoff{2000};
 // At most this many datagrams resent per NAK.
 inline constexpr std::uint64_t nak_burst = 1024;
 // A receiver sends a status at least every status_every in-order datagrams, and
-// otherwise status_delay after the first datagram it owes one for: in a
-// request-response exchange the answer comes sooner, and a status per message would
-// wake the peer once more per message.
+// otherwise status_delay (Options::status_delay, 1 ms) after the first datagram it
+// owes one for: in a request-response exchange the answer comes sooner, and a status
+// per message would wake the peer once more per message. A flushing sender asks for
+// it at once (flag_status_now, status_request).
 inline constexpr std::uint64_t status_every = 64;
-inline constexpr std::chrono::microseconds status_delay{1000};
 // Packed datagrams (docs/udp.md, "Packed datagrams"): a message small enough for a
 // frame goes into the last datagram not transmitted yet when it has room, and that
 // datagram waits for more while at least hold_in_flight datagrams are unacknowledged
@@ -157,6 +157,7 @@ struct Shared {
     std::atomic<bool> multicast_up{false};
     sockaddr_in multicast_address{};
     std::atomic<std::uint64_t> multicast_sent{0}, multicast_repairs{0}, naks_coalesced{0}, naks_withheld{0};
+    std::atomic<std::uint64_t> statuses_asked{0}; // sent at once at a flushing sender's request
     // Run-time clients (first_runtime_id up): ids given so far, and of those forgotten.
     std::atomic<std::uint32_t> clients_seen{0}, clients_forgotten{0};
     // udp.inject_*: the fault injection (ip/common's interface), made by the transport
@@ -455,6 +456,13 @@ private:
     // The last pump held the last datagram (a pack with room): a message appended to it
     // leaves it held, and needs no pump (nor clock read) until something else moves.
     bool holding_ = false;
+    // A flush pumps: the last datagram it transmits carries flag_status_now. asked_upto_:
+    // sent_upto_ when a status was last asked for (that flag, or a status_request),
+    // so that a flush asks once for what it waits for, however often it is called.
+    bool ask_status_ = false;
+    std::uint64_t asked_upto_ = 0;
+    // flush: under mutex_, the pump that asks for the peer's status (see above).
+    void pump_and_ask(Clock::time_point now);
     // now: time_point{} when not read yet (a send): read only when needed before the
     // datagrams leave, else after (a clock read costs 60-100 ns on the virtual machines
     // measured here, on the one-way path of a request-response exchange otherwise).
@@ -622,6 +630,9 @@ private:
     std::uint64_t status_sent_expected_ = 0, status_sent_limit_ = 0, since_status_ = 0;
     bool status_owed_ = false;
     bool small_since_status_ = false; // a message of one datagram (packed or not) came since the last status
+    // The sender flushes and asked for a status (flag_status_now, status_request): sent
+    // at the end of this read (end_of_batch).
+    bool status_asked_ = false;
     Clock::time_point status_owed_since_{};
     Clock::time_point last_nak_{};
     // The peer's stream came by udp.multicast (group data arrived): a new hole is NAKed

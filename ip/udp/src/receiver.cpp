@@ -21,11 +21,14 @@ std::uint64_t UdpNode::advertised() const noexcept {
 
 void UdpNode::send_status(Clock::time_point /*now*/) {
     const std::uint64_t limit = std::max(status_sent_limit_, expected_ + advertised());
+    // (counted before it leaves: a sender that had it reads the count after)
+    if (status_asked_) shared_->statuses_asked.fetch_add(1, std::memory_order_relaxed);
     send_control(DatagramType::status, expected_, limit - expected_);
     status_sent_expected_ = expected_;
     status_sent_limit_ = limit;
     status_owed_ = false;
     small_since_status_ = false;
+    status_asked_ = false;
     since_status_ = 0;
 }
 
@@ -76,6 +79,7 @@ void UdpNode::on_data(const Decoded& d, Clock::time_point now) {
     if (h.seq < expected_ || early_.contains(h.seq)) {
         shared_->count(Drop::duplicate);
         owe_status(now); // our status may have been lost
+        if ((h.flags & flag_status_now) != 0) status_asked_ = true;
         return;
     }
     if (h.seq >= expected_ + window) {
@@ -179,7 +183,9 @@ void UdpNode::on_skip(const DatagramHeader& h, Clock::time_point now) {
 // delivered when whole.
 void UdpNode::consume(const DatagramHeader& h, std::span<const std::byte> piece) {
     ++expected_;
-    if (h.flags == flag_packed) {
+    // The last datagram of a flush (kept early, it asks when its turn comes).
+    if ((h.flags & flag_status_now) != 0) status_asked_ = true;
+    if ((h.flags & flag_packed) != 0) {
         consume_packed(piece);
         return;
     }

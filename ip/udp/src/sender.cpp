@@ -394,6 +394,10 @@ Clock::time_point UdpNode::pump(Clock::time_point now, bool hold) {
         if (more) ++next;
         if (out.count == 0) break;
         if (more && !out.full()) continue;
+        // A flush: the last datagram this pump transmits asks the peer for its status
+        // at once (the flush waits for it), as far as the window goes.
+        if (ask_status_ && !(next < next_dseq_ && next < peer_limit_))
+            out.header[out.count - 1].flags |= flag_status_now;
         const std::size_t ready = out.count;
         const std::size_t sent = send_batch(out);
         sent_upto_ += sent;

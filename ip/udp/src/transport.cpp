@@ -536,6 +536,7 @@ Clock::time_point Transport::end_of_batch(Batch& b, Clock::time_point now) {
 // is woken for it, the clock says whether it must be.
 void Transport::after_receiver_read(Batch& b, Clock::time_point now, bool given) {
     const auto owed = end_of_batch(b, now);
+    const auto status_delay = shared_->parameters.options.status_delay;
     auto due = std::min(owed, now + resend_timeout) + status_delay;
     if (next_tick_ns_.load(std::memory_order_relaxed) <= due.time_since_epoch().count()) return;
     if (given) {
@@ -644,7 +645,8 @@ void Transport::run() {
             }
             // Receivers read the socket: the statuses they come to owe are sent from here
             // without waking this thread (after_receiver_read).
-            if (shared_->lent.load(std::memory_order_relaxed)) next_tick = std::min(next_tick, now + status_delay);
+            if (shared_->lent.load(std::memory_order_relaxed))
+                next_tick = std::min(next_tick, now + shared_->parameters.options.status_delay);
             next_tick = std::max(next_tick, now + std::chrono::microseconds(500));
             next_tick_ns_.store(next_tick.time_since_epoch().count(), std::memory_order_relaxed);
         }

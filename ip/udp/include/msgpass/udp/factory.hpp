@@ -41,6 +41,9 @@ struct DatagramStats {
     // NAKs a member did not send: the holes of a multicast stream were filled during
     // its random back-off (another member's NAK brought the repair).
     std::uint64_t naks_withheld = 0;
+    // Statuses this side sent at once because the sender asked (a flush: a data
+    // datagram with flag_status_now, or a status_request), not status_delay later.
+    std::uint64_t statuses_asked = 0;
     std::array<std::uint64_t, static_cast<std::size_t>(Drop::kinds)> dropped{};
     [[nodiscard]] std::uint64_t count(Drop d) const noexcept { return dropped[static_cast<std::size_t>(d)]; }
 };

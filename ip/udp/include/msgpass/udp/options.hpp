@@ -6,6 +6,7 @@
 
 #include <msgpass/config.hpp>
 
+#include <chrono>
 #include <cstdint>
 #include <string>
 #include <vector>
@@ -45,6 +46,11 @@ struct Options {
     // Clients in no nodes file this node takes at once (docs/udp.md, "Clients in no
     // nodes file"): 0 (the default) to 65536; 0: a newcomer's hello is dropped.
     std::uint32_t max_clients = 0;
+    // Not a key of the network file (set in code, for tests): how long a receiver may
+    // owe a status before it sends one when nothing else makes it send one sooner
+    // (docs/udp.md, "Reliability and flow control"); tests make it long to show what
+    // does.
+    std::chrono::microseconds status_delay{1000};
 
     static const std::vector<std::string>& keys();
     void set(const std::string& key, const config::Value& value);

@@ -25,30 +25,38 @@
 namespace msgpass::udp {
 
 inline constexpr std::uint32_t magic = 0x4455504d; // "MPUD" in memory order
-inline constexpr std::uint16_t protocol_version = 1;
+// 2: a data datagram may carry flag_status_now, and status_request exists (the two
+// versions drop each other's datagrams as bad version).
+inline constexpr std::uint16_t protocol_version = 2;
 
 enum class DatagramType : std::uint16_t {
-    hello = 1,      // who I am; answered by a welcome (sent while the peer is unknown).
-                    // With auth_key_file its payload is a 32-byte nonce
-    welcome = 2,    // the answer to a hello: my incarnation. With auth_key_file its
-                    // payload is welcome_mac(key, this header, the hello's nonce)
-    data = 3,       // one piece of a message: seq = datagram number, length, offset; or, with
-                    // flag_packed, whole messages in frames: length = the frames' bytes, offset = frames
-    status = 4,     // receiver -> sender: seq = next expected datagram, window = datagrams it takes beyond
-    nak = 5,        // receiver -> sender: payload = (first, count) pairs of missing datagrams
-    keepalive = 6,  // either way when silent for peer_timeout / 4; carries a status
-    goodbye = 7,    // the sender closes cleanly: seq = datagrams it sent, window = next expected of ours
-    group_data = 8, // a data datagram sent once to a multicast group: reserved = entries of its member table
-    skip = 9,       // sender -> receiver, after it gave the receiver up while it lived: the datagrams
-                    // before seq belong to messages it dropped; length = the receiver's next expected
-                    // as the sender last heard it (below seq), offset = the messages dropped from
-                    // there (at least 1). Numbering goes on from seq
+    hello = 1,           // who I am; answered by a welcome (sent while the peer is unknown).
+                         // With auth_key_file its payload is a 32-byte nonce
+    welcome = 2,         // the answer to a hello: my incarnation. With auth_key_file its
+                         // payload is welcome_mac(key, this header, the hello's nonce)
+    data = 3,            // one piece of a message: seq = datagram number, length, offset; or, with
+                         // flag_packed, whole messages in frames: length = the frames' bytes, offset = frames
+    status = 4,          // receiver -> sender: seq = next expected datagram, window = datagrams it takes beyond
+    nak = 5,             // receiver -> sender: payload = (first, count) pairs of missing datagrams
+    keepalive = 6,       // either way when silent for peer_timeout / 4; carries a status
+    goodbye = 7,         // the sender closes cleanly: seq = datagrams it sent, window = next expected of ours
+    group_data = 8,      // a data datagram sent once to a multicast group: reserved = entries of its member table
+    skip = 9,            // sender -> receiver, after it gave the receiver up while it lived: the datagrams
+                         // before seq belong to messages it dropped; length = the receiver's next expected
+                         // as the sender last heard it (below seq), offset = the messages dropped from
+                         // there (at least 1). Numbering goes on from seq
+    status_request = 10, // sender -> receiver, from a flush that had nothing left to transmit:
+                         // a status at once, please (no payload, no flags, the rest 0)
 };
 
 // flags of a data datagram
 inline constexpr std::uint16_t flag_first = 1; // the first datagram of a message (offset 0)
 // A packed data datagram: whole messages, one frame each (below), instead of a piece.
 inline constexpr std::uint16_t flag_packed = 4;
+// With either of the above (or alone on a later piece): the sender flushes and this is
+// the last datagram it transmitted; the receiver sends its status at the end of the
+// read that took it, not status_delay later (docs/udp.md, "A flush asks for the status").
+inline constexpr std::uint16_t flag_status_now = 8;
 // flags of a hello, welcome, status or keepalive: the sender joined udp.multicast and
 // takes group_data datagrams there
 inline constexpr std::uint16_t flag_joined = 2;
@@ -102,7 +110,7 @@ struct DatagramHeader {
     std::uint64_t length = 0; // data: the message's length; status, keepalive, goodbye: window / next expected;
                               // skip: the receiver's next expected as the sender knows it
     std::uint32_t offset = 0; // data: where this piece goes in the message; skip: messages dropped
-    std::uint16_t flags = 0;  // data: flag_first
+    std::uint16_t flags = 0;  // data: flag_first or flag_packed, and flag_status_now
     std::uint16_t reserved = 0;
 };
 static_assert(sizeof(DatagramHeader) == 64);
@@ -250,10 +258,11 @@ struct Decoded {
     if (h.version != protocol_version) return drop(Drop::bad_version);
     const auto type = static_cast<DatagramType>(h.type);
     switch (type) {
-    case DatagramType::data:
-        if ((h.flags != 0 && h.flags != flag_first && h.flags != flag_packed) || h.reserved != 0)
-            return drop(Drop::bad_type);
+    case DatagramType::data: {
+        const auto kind = static_cast<std::uint16_t>(h.flags & ~flag_status_now);
+        if ((kind != 0 && kind != flag_first && kind != flag_packed) || h.reserved != 0) return drop(Drop::bad_type);
         break;
+    }
     case DatagramType::group_data:
         if ((h.flags & ~flag_first) != 0 || h.reserved == 0 || h.reserved > max_group_entries || h.to != 0 ||
             h.seq != 0 || h.peer_incarnation != 0) {
@@ -279,6 +288,10 @@ struct Decoded {
         break;
     case DatagramType::goodbye:
         if (!d.payload.empty() || h.flags != 0 || h.offset != 0) return drop(Drop::bad_type);
+        break;
+    case DatagramType::status_request:
+        if (!d.payload.empty() || h.flags != 0 || h.offset != 0 || h.seq != 0 || h.length != 0 || h.reserved != 0)
+            return drop(Drop::bad_type);
         break;
     case DatagramType::skip:
         if (!d.payload.empty() || h.flags != 0 || h.reserved != 0) return drop(Drop::bad_type);
@@ -319,7 +332,7 @@ struct Decoded {
         !expect.knows(expect.context, h.from)) {
         return drop(Drop::unknown_sender);
     }
-    if (type == DatagramType::data && h.flags == flag_packed) {
+    if (type == DatagramType::data && (h.flags & flag_packed) != 0) {
         if (bytes.size() > expect.datagram_size) return drop(Drop::bad_fragment);
         if (!packed_frames_hold(d.payload, h.length, h.offset, expect.max_message_size)) return drop(Drop::bad_frame);
     } else if (type == DatagramType::data || type == DatagramType::group_data) {
