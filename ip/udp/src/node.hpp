@@ -17,6 +17,7 @@
 #include <msgpass/kit/lifetime.hpp>
 #include <msgpass/kit/loss.hpp>
 #include <msgpass/kit/queued_buffer.hpp>
+#include <msgpass/kit/ready_group.hpp>
 #include <msgpass/node.hpp>
 #include <msgpass/udp/factory.hpp>
 #include <msgpass/udp/options.hpp>
@@ -337,17 +338,8 @@ struct MulticastMessage {
 };
 
 // The ready marks of a group (group.cpp): a bit per member, set by the member when
-// its inbox has an entry or its peer was lost, taken (exchanged for 0) by the group's
-// receive, which looks only at the members whose bit it took.
-struct ReadyMarks {
-    explicit ReadyMarks(std::size_t members)
-        : count((members + 63) / 64), words(std::make_unique<std::atomic<std::uint64_t>[]>(count)) {}
-    void set(std::size_t slot) noexcept {
-        words[slot / 64].fetch_or(std::uint64_t{1} << (slot % 64), std::memory_order_release);
-    }
-    const std::size_t count;
-    const std::unique_ptr<std::atomic<std::uint64_t>[]> words;
-};
+// its inbox has an entry or its peer was lost, taken by the group's receive.
+using ReadyMarks = kit::ReadyMarks;
 
 class UdpNode;
 // The group of a factory (group.cpp): per member, or over udp.multicast when it is
