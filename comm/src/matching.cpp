@@ -381,44 +381,51 @@ std::optional<Envelope> Communicator::Impl::recv_view_step(Node* one, Context co
                                                            std::span<std::byte> into, MessageView* held) {
     std::unique_lock lock(mutex);
     // What the loop of recv looks after first: none of it may be pending here.
-    if (pulling || !unexpected.empty() || backlogged.load(std::memory_order_relaxed) || !control_backlog.empty() ||
-        !cleared_sends.empty() || !lost.empty() || !room_locked())
+    if (pulling.load() || !unexpected.empty() || backlogged.load(std::memory_order_relaxed) ||
+        !control_backlog.empty() || !cleared_sends.empty() || !lost.empty() || !room_locked())
         return std::nullopt;
     admit_runtime_locked();
     if (!releasing.empty()) complete_released_locked();
     if (single.load(std::memory_order_relaxed) != one) return std::nullopt; // a peer joined meanwhile
-    pulling = true;
-    lock.unlock();
+    // A receive posted before this one that could take what this one matches: what
+    // comes is matched under the mutex. Else a message this receive matches is its
+    // own, and is taken without the mutex: a receive posted by another thread while
+    // this one waits is younger than it.
+    const bool posted_first = !expected.empty() && expected_overlap_locked(context, source, tag);
     MessageView v;
+    WireEnvelope w{};
+    bool mine = false; // an eager message this receive matches
+    // Copied into the span, the view handed to held (or let go on return).
+    const auto take = [&] {
+        const std::size_t n = std::min<std::size_t>(w.size, into.size());
+        if (n > 0) std::memcpy(into.data(), v.data() + header_size, n);
+        const Envelope e{v.source(), w.tag, static_cast<std::size_t>(w.size), Context{w.context}};
+        if (held != nullptr) *held = std::move(v);
+        return e;
+    };
     try {
+        Pull pull(*this, lock);
         v = one->receive_view(slice);
-    } catch (const PeerLost& e) {
-        lock.lock();
-        end_pull_locked();
+        if (!v) return std::nullopt; // (the pull's end takes the mutex back, the lock lets it go)
+        if (v.size() >= header_size) {
+            std::memcpy(&w, v.data(), sizeof w);
+            mine = w.magic == wire_magic && w.version == wire_version && w.kind == kind_eager && w.tag >= 0 &&
+                   w.size == v.size() - header_size &&
+                   matches(context, source, tag, Context{w.context}, v.source(), w.tag);
+        }
+        if (mine && !posted_first) {
+            pull.end_pull(); // without the mutex: the receive took it once, above
+            return take();
+        }
+    } catch (const PeerLost& e) { // (the mutex held again: the pull ended)
         handle_loss_locked(e.peer(), e.what());
         return std::nullopt;
-    } catch (...) {
-        lock.lock();
-        end_pull_locked();
-        throw;
     }
-    lock.lock();
-    end_pull_locked();
-    if (!v) return std::nullopt;
+    if (mine && !expected_match_locked(Context{w.context}, v.source(), w.tag)) {
+        lock.unlock();
+        return take();
+    }
     const NodeId from = v.source();
-    WireEnvelope w{};
-    if (v.size() >= header_size) {
-        std::memcpy(&w, v.data(), sizeof w);
-        if (w.magic == wire_magic && w.version == wire_version && w.kind == kind_eager && w.tag >= 0 &&
-            w.size == v.size() - header_size && matches(context, source, tag, Context{w.context}, from, w.tag) &&
-            (expected.empty() || !expected_match_locked(Context{w.context}, from, w.tag))) {
-            lock.unlock();
-            const std::size_t n = std::min<std::size_t>(w.size, into.size());
-            if (n > 0) std::memcpy(into.data(), v.data() + header_size, n);
-            if (held != nullptr) *held = std::move(v);
-            return Envelope{from, w.tag, static_cast<std::size_t>(w.size), Context{w.context}};
-        }
-    }
     // Anything else as a pull's message: into the matching (a posted receive, the
     // unexpected queue), where recv finds it.
     auto whole = std::make_unique<HeapBuffer>(v.bytes());
