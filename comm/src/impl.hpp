@@ -356,13 +356,13 @@ struct Communicator::Impl {
 
     mutable std::mutex mutex;
     // A thread waits in the nodes (Pull). Set under mutex; its end is too, except
-    // recv_view_step's own match, which ends it without the mutex (end_pull): atomic,
+    // recv_view_step's own match, which ends it without the mutex (Pull::end_unlocked): atomic,
     // so that the threads that look at it under mutex see that end.
     std::atomic<bool> pulling{false};
     bool recv_waits = false; // recv's last first look without waiting found nothing (recv)
     std::uint32_t recv_count = 0;
     std::condition_variable changed;
-    // Threads asleep on `changed` (changed under mutex; end_pull reads it without).
+    // Threads asleep on `changed` (changed under mutex; Pull::end_unlocked reads it without).
     std::atomic<int> sleeping{0};
     // Whether a send waits in the backlog (sync_backlogged_locked): send's fast path
     // reads it without the mutex, and goes through the backlog when it is set.
@@ -740,8 +740,8 @@ struct Communicator::Impl {
     // The nodes taken by this thread for one wait in them (the Node contract has one
     // receiving thread): made with the mutex held by lock and `pulling` not set, it
     // sets `pulling` and lets the mutex go; on its end (a return, or an exception out
-    // of the wait) it takes the mutex back and ends the pull, unless end_pull ended it
-    // without the mutex.
+    // of the wait) it takes the mutex back and ends the pull, unless it was ended
+    // already (end_locked, end_unlocked).
     class Pull {
     public:
         Pull(Impl& im, std::unique_lock<std::mutex>& lock) : im_(im), lock_(lock) {
@@ -751,13 +751,17 @@ struct Communicator::Impl {
         Pull(const Pull&) = delete;
         Pull& operator=(const Pull&) = delete;
         ~Pull() {
-            if (ended_) return;
+            if (!ended_) end_locked();
+        }
+        // Takes the mutex back and ends the pull.
+        void end_locked() {
+            ended_ = true;
             lock_.lock();
             im_.end_pull_locked();
         }
-        // Ends the pull at once without the mutex (stays unlocked): the waiters asleep
-        // are woken (under the mutex) only if there are any.
-        void end_pull() {
+        // Ends the pull without the mutex (left unlocked): the waiters asleep, if
+        // any, are woken under it.
+        void end_unlocked() {
             ended_ = true;
             im_.pulling.store(false); // seq_cst, against sleep_locked's (Dekker)
             if (im_.sleeping.load() != 0) {
@@ -795,7 +799,7 @@ struct Communicator::Impl {
     // (sleeping is counted before pulling is read: a pull ended without the mutex
     // either is seen here or sees this sleeper, and then wakes it under the mutex.)
     void sleep_locked(std::unique_lock<std::mutex>& lock, std::chrono::nanoseconds step, bool for_room = false) {
-        sleeping.fetch_add(1); // seq_cst, against Pull::end_pull's
+        sleeping.fetch_add(1); // seq_cst, against Pull::end_unlocked's
         if (!for_room && !pulling.load()) {
             sleeping.fetch_sub(1, std::memory_order_relaxed);
             return;

@@ -392,48 +392,47 @@ std::optional<Envelope> Communicator::Impl::recv_view_step(Node* one, Context co
     // own, and is taken without the mutex: a receive posted by another thread while
     // this one waits is younger than it.
     const bool posted_first = !expected.empty() && expected_overlap_locked(context, source, tag);
-    MessageView v;
-    WireEnvelope w{};
-    bool mine = false; // an eager message this receive matches
-    // Copied into the span, the view handed to held (or let go on return).
-    const auto take = [&] {
-        const std::size_t n = std::min<std::size_t>(w.size, into.size());
-        if (n > 0) std::memcpy(into.data(), v.data() + header_size, n);
-        const Envelope e{v.source(), w.tag, static_cast<std::size_t>(w.size), Context{w.context}};
-        if (held != nullptr) *held = std::move(v);
-        return e;
-    };
     try {
         Pull pull(*this, lock);
-        v = one->receive_view(slice);
+        MessageView v = one->receive_view(slice);
         if (!v) return std::nullopt; // (the pull's end takes the mutex back, the lock lets it go)
+        WireEnvelope w;
+        bool mine = false; // an eager message this receive matches
         if (v.size() >= header_size) {
             std::memcpy(&w, v.data(), sizeof w);
             mine = w.magic == wire_magic && w.version == wire_version && w.kind == kind_eager && w.tag >= 0 &&
                    w.size == v.size() - header_size &&
                    matches(context, source, tag, Context{w.context}, v.source(), w.tag);
         }
+        // Copied into the span, the view handed to held (or let go on return).
+        const auto take = [&] {
+            const std::size_t n = std::min<std::size_t>(w.size, into.size());
+            if (n > 0) std::memcpy(into.data(), v.data() + header_size, n);
+            const Envelope e{v.source(), w.tag, static_cast<std::size_t>(w.size), Context{w.context}};
+            if (held != nullptr) *held = std::move(v);
+            return e;
+        };
         if (mine && !posted_first) {
-            pull.end_pull(); // without the mutex: the receive took it once, above
+            pull.end_unlocked(); // without the mutex: the receive took it once, above
             return take();
         }
-    } catch (const PeerLost& e) { // (the mutex held again: the pull ended)
+        pull.end_locked();
+        if (mine && !expected_match_locked(Context{w.context}, v.source(), w.tag)) {
+            lock.unlock();
+            return take();
+        }
+        // Anything else as a pull's message: into the matching (a posted receive, the
+        // unexpected queue), where recv finds it.
+        auto whole = std::make_unique<HeapBuffer>(v.bytes());
+        whole->set_source(v.source());
+        v.release();
+        const std::string bad = dispatch_locked(std::move(whole));
+        if (!bad.empty()) throw Error(bad);
+        return std::nullopt;
+    } catch (const PeerLost& e) { // the node's (the mutex held again: the pull ended)
         handle_loss_locked(e.peer(), e.what());
         return std::nullopt;
     }
-    if (mine && !expected_match_locked(Context{w.context}, v.source(), w.tag)) {
-        lock.unlock();
-        return take();
-    }
-    const NodeId from = v.source();
-    // Anything else as a pull's message: into the matching (a posted receive, the
-    // unexpected queue), where recv finds it.
-    auto whole = std::make_unique<HeapBuffer>(v.bytes());
-    whole->set_source(from);
-    v.release();
-    const std::string bad = dispatch_locked(std::move(whole));
-    if (!bad.empty()) throw Error(bad);
-    return std::nullopt;
 }
 
 namespace {
