@@ -568,6 +568,12 @@ BufferPtr Receiver::poll() {
         if (auto b = take_next()) return b;
         violation.swap(violation_);
     }
+    return after_nothing(link, violation);
+}
+
+// poll() after its look found nothing to take: the violation it found reported, the
+// peer checked, a loss or a new incarnation of the peer looked at.
+BufferPtr Receiver::after_nothing(Link* link, const std::string& violation) {
     if (!violation.empty() && link != nullptr) links_.declare_lost(link, violation + "; the connection is dropped");
     links_.check_peer();
     if (loss_.pending()) {
@@ -594,7 +600,16 @@ BufferPtr Receiver::poll() {
     return nullptr;
 }
 
-MessageView Receiver::view() {
+MessageView Receiver::next_view() {
+    bool nothing = false;
+    MessageView v = view(&nothing);
+    if (v) return v;
+    if (!nothing) return MessageView(poll());
+    (void)links_.current(); // as poll(): connects to the peer when there is no link
+    return MessageView(after_nothing(nullptr, {}));
+}
+
+MessageView Receiver::view(bool* nothing) {
     if (batch_.link != nullptr) { // a stream's usual case: no lock
         if (!batch_.records) return view_in_batch();
         const Record r = peek_record();
@@ -605,7 +620,10 @@ MessageView Receiver::view() {
     if (batch_.link != nullptr) {
         if (!batch_.records) return view_in_batch();
         if (records_ready(r)) return record_view(r);
-        if (batch_.link != nullptr) return {}; // nothing yet
+        if (batch_.link != nullptr) { // nothing yet
+            if (nothing != nullptr) *nothing = true;
+            return {};
+        }
     }
     if (!pending_.empty() || recv_link_ == nullptr || !violation_.empty()) return {};
     publish_grants(*recv_link_);
@@ -617,6 +635,7 @@ MessageView Receiver::view() {
         if (!batch_.records) return view_in_batch();
         if (records_ready(r)) return record_view(r);
     }
+    if (nothing != nullptr) *nothing = violation_.empty() && pending_.empty();
     return {};
 }
 
