@@ -68,6 +68,9 @@ public:
     // Runs timers (reconnect, connect timeout, loss deadline, reading for
     // acknowledgements); returns when it wants to be called again.
     Clock::time_point tick(Clock::time_point now);
+    // When Transport::run ticks this node next: what its last tick asked for (at most
+    // 100 ms on), sooner after an event of its connection (Clock::time_point{}: at once).
+    Clock::time_point tick_due{};
     void on_event(std::uint32_t generation, std::uint32_t events);
     // A connection from the peer passed the acceptor's checks: installs it (the
     // Welcome goes out) and returns true, or returns false when this node's own
