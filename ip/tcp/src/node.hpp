@@ -44,6 +44,11 @@ public:
     // (the receiver has been idle for ack_delay), and returns the socket to poll (-1
     // when there is none).
     int prepare_to_sleep(bool acknowledge);
+    // For a group receive that idled (group.cpp): sends the acknowledgement owed only
+    // when the peer holds a buffer of its application for a message it covers (one of
+    // more than SendWindow::small_payload bytes; a smaller one is a copy in the peer's
+    // staged bytes, which any later acknowledgement frees).
+    void acknowledge_held();
     // For a group (group.hpp), under in_mutex_: a connection other than the one of
     // generation watched (-1: none) joins the group's epoll set (level-triggered
     // input, data: slot << 32 | generation) and watched becomes its generation; and
