@@ -188,6 +188,8 @@ private:
     bool grant_from_pool(Link& link, std::uint32_t index);
     void release_grants(std::uint32_t generation, std::uint32_t k);
     void publish_grants(Link& link, bool rang = false);
+    void publish_deferred(Link& link);
+    void note_receiving_thread() noexcept;
     void store_status(Link& link);
 
     Links& links_;
