@@ -35,8 +35,8 @@ bool TcpNode::accept_connection(int fd, std::uint64_t incarnation) {
         abandoned_fd_ = fd_;
         abandoned_hello_ = state_ == State::connecting;
         abandoned_at_ = now;
-        if (bell_fd_ >= 0) ::close(bell_fd_);
-        fd_ = bell_fd_ = -1;
+        close_bell();
+        fd_ = -1;
     }
     install(fd);
     opened_here_ = false;
