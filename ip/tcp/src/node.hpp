@@ -19,6 +19,10 @@ namespace msgpass::tcp {
 
 class TcpNode final : public Node, public kit::FactoryBound, private Sender, private Receiver {
 public:
+    // technology: auto's doorbell (Link: the ring of a sleeping group's members).
+    using Link::mute_bell;
+    using Link::unmute_bell;
+    using Link::want_bell;
     TcpNode(std::shared_ptr<Shared> shared, const config::NodeConfig& peer);
     ~TcpNode() override;
 

@@ -113,6 +113,18 @@ std::vector<std::shared_ptr<TcpNode>> Transport::nodes() const {
     return all;
 }
 
+void Transport::want_bell(NodeId id) {
+    if (auto n = find(id)) n->want_bell();
+}
+
+void Transport::unmute_bells() {
+    // seq_cst, after the sleeper's announcement: a bell muted after this look is
+    // unmuted by the background thread, which looks at the sleepers after its mute.
+    if (!shared_->bells_muted.load() || !shared_->bells_muted.exchange(false)) return;
+    for (const auto& n : nodes())
+        n->unmute_bell();
+}
+
 void Transport::shutdown(SteadyTime deadline) {
     if (!thread_.joinable()) return;
     for (const auto& n : nodes())
@@ -190,7 +202,19 @@ void Transport::run() {
                 everyone = true;
                 break;
             case Tag::in:
-                if (auto* b = shared_->bell.load()) b->ring();
+                if (auto* b = shared_->bell.load()) {
+                    b->ring();
+                    // Nobody asleep: the application reads this input anyway; the bell
+                    // stays quiet until a thread is about to sleep (unmute_bells). A
+                    // sleeper that came meanwhile finds the bell muted, or this thread
+                    // finds it (both look after their own store).
+                    if (b->sleepers.load() == 0) {
+                        if (auto node = find(static_cast<NodeId>((data >> 24) & 0xffffffffu))) {
+                            node->mute_bell();
+                            if (b->sleepers.load() != 0) node->unmute_bell();
+                        }
+                    }
+                }
                 break;
             case Tag::pending:
                 on_pending(static_cast<int>(data & 0xffffffffu));

@@ -143,6 +143,9 @@ struct Shared {
     // Set by technology: auto: input on any incoming connection rings this doorbell
     // (the sci one), so that a group mixing sci and tcp nodes sleeps on one futex.
     std::atomic<Doorbell*> bell{nullptr};
+    // Some connection's bell is muted (Link::mute_bell): a thread about to sleep on
+    // the doorbell unmutes them (Transport::unmute_bells).
+    std::atomic<bool> bells_muted{false};
     std::atomic<std::uint64_t> accepted{0};
     std::atomic<std::uint64_t> crossed{0};
     std::array<std::atomic<std::uint64_t>, static_cast<std::size_t>(Refusal::kinds)> refused{};
@@ -212,6 +215,11 @@ public:
     // Error naming text and why the server refused, or could not be reached.
     std::shared_ptr<TcpNode> lookup(const std::string& host, std::uint16_t port, const std::string& text);
     [[nodiscard]] std::vector<std::shared_ptr<TcpNode>> nodes() const;
+    // technology: auto: input from peer id rings the doorbell from now on (Link::want_bell).
+    void want_bell(NodeId id);
+    // technology: auto, a thread about to sleep on the doorbell: the bells muted while
+    // nobody slept ring again (Link::mute_bell).
+    void unmute_bells();
     [[nodiscard]] const Shared& shared() const noexcept { return *shared_; }
     [[nodiscard]] const std::shared_ptr<Shared>& shared_ptr() const noexcept { return shared_; }
     [[nodiscard]] std::uint16_t port() const noexcept { return port_; }
