@@ -320,10 +320,16 @@ struct Tally {
     [[nodiscard]] double seconds() const { return ns_between(first, last) / 1e9; }
 };
 
-std::int64_t thread_cpu_ns() {
+std::int64_t cpu_ns(clockid_t clock) {
     timespec ts{};
-    ::clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
+    ::clock_gettime(clock, &ts);
     return static_cast<std::int64_t>(ts.tv_sec) * 1000000000 + ts.tv_nsec;
+}
+std::int64_t thread_cpu_ns() {
+    return cpu_ns(CLOCK_THREAD_CPUTIME_ID);
+}
+std::int64_t process_cpu_ns() {
+    return cpu_ns(CLOCK_PROCESS_CPUTIME_ID);
 }
 
 // VmRSS of this process, in bytes (0 when /proc is not there).
@@ -653,6 +659,8 @@ Result Driver::fanin(std::uint64_t size, const Budget& budget, std::uint32_t mem
     bool started = false;
     std::int64_t cpu0 = 0;
     std::int64_t cpu1 = 0;
+    std::int64_t process0 = 0;
+    std::int64_t process1 = 0;
     Clock::time_point first{};
     Clock::time_point last{};
     while (reports < members) {
@@ -674,6 +682,7 @@ Result Driver::fanin(std::uint64_t size, const Budget& budget, std::uint32_t mem
         if (!started) {
             started = true;
             cpu0 = thread_cpu_ns();
+            process0 = process_cpu_ns();
             first = Clock::now();
             last = first;
             continue;
@@ -682,13 +691,17 @@ Result Driver::fanin(std::uint64_t size, const Budget& budget, std::uint32_t mem
         bytes += b->size();
         if ((tag & end_flag) != 0 && ++ended == members) {
             cpu1 = thread_cpu_ns();
+            process1 = process_cpu_ns();
             last = Clock::now();
         }
     }
     Result r;
     r.members = members;
     fill_rates(r, count, bytes, ns_between(first, last) / 1e9);
-    if (count > 0) r.cpu_us_per_msg = static_cast<double>(cpu1 - cpu0) / 1e3 / static_cast<double>(count);
+    if (count > 0) {
+        r.cpu_us_per_msg = static_cast<double>(cpu1 - cpu0) / 1e3 / static_cast<double>(count);
+        r.process_cpu_us_per_msg = static_cast<double>(process1 - process0) / 1e3 / static_cast<double>(count);
+    }
     r.rate_per_member = fanin_rate_;
     r.start_s = start_s;
     const auto [objects, used] = shm_usage(partition_);

@@ -75,6 +75,7 @@ std::string to_json(const Result& r) {
         if (v) o << ",\"" << key << "\":" << number(*v);
     };
     optional("cpu_us_per_msg", r.cpu_us_per_msg);
+    optional("process_cpu_us_per_msg", r.process_cpu_us_per_msg);
     optional("rate_per_member", r.rate_per_member);
     optional("start_s", r.start_s);
     optional("shm_kib_per_node", r.shm_kib_per_node);

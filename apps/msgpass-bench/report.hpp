@@ -34,8 +34,11 @@ struct Result {
     // member sent at, how long the partition took until the driver and every member
     // had reached each other (from the spawn of the members; the first point only),
     // and the memory per node: /dev/shm bytes used and objects of the partition over
-    // its nodes, the driver's RSS and the members' mean RSS (KiB).
+    // its nodes, the driver's RSS and the members' mean RSS (KiB). process_cpu_us_per_msg:
+    // the driver process's CPU time over the same messages (its receiving thread and the
+    // technology's threads: tcp's background thread, which writes some acknowledgements).
     std::optional<double> cpu_us_per_msg;
+    std::optional<double> process_cpu_us_per_msg;
     std::optional<double> rate_per_member;
     std::optional<double> start_s;
     std::optional<double> shm_kib_per_node;

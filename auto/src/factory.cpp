@@ -118,7 +118,18 @@ std::uint32_t AutoNodeFactory::runtime_peers_forgotten() const noexcept {
 }
 
 BufferPtr AutoGroup::wait(std::chrono::nanoseconds timeout) {
-    return factory_.wait([this] { return poll(); }, timeout);
+    for (NodeId id : unbelled_)
+        factory_.ring_on_input_from(id);
+    unbelled_.clear();
+    const Doorbell& bell = factory_.bell();
+    return factory_.wait(
+        [this, &bell] {
+            // The last poll before the sleep (this thread is among the sleepers): the
+            // tcp part's bells muted while nobody slept ring again first.
+            if (bell.sleepers.load(std::memory_order_relaxed) != 0) factory_.before_bell_sleep();
+            return poll();
+        },
+        timeout);
 }
 
 void AutoGroup::admit(NodePtr node) {
@@ -126,7 +137,9 @@ void AutoGroup::admit(NodePtr node) {
     if (!factory_.made(*node)) {
         throw UsageError("node " + std::to_string(node->id()) + " was not made by this auto factory");
     }
+    const NodeId id = node->id();
     BasicGroup::add(std::move(node));
+    if (factory_.technology_of(id) == "tcp") unbelled_.push_back(id);
 }
 
 } // namespace msgpass::auto_

@@ -5,7 +5,9 @@
 // nodes (Node::receive has one receiving thread at a time) happens under it when it
 // does not wait; a thread that waits in a node (a blocking receive) sets `pulling`
 // under it, lets it go while it waits, and takes it again to queue what came, so
-// that the mutex is never held while blocking in a node. Eager sends go to the nodes
+// that the mutex is never held while blocking in a node (Pull). recv_into's fast
+// path takes it once per receive: a message that is its own (nothing posted before
+// it could match) is taken after the wait without it. Eager sends go to the nodes
 // without it when no send waits in the backlog (send_now), others under it, so that
 // a message's place in its destination's order is the order of the posts.
 #pragma once
@@ -341,14 +343,27 @@ struct Communicator::Impl {
     std::uint32_t runtime_taken = 0; // the factory's runtime peers looked at (mutex)
     void add_peer_locked(NodeId id, NodePtr node);
     void join_locked();
-    void admit_runtime_locked();
+    // mutex, not pulling: run-time clients that reached the factory join, those it
+    // forgot are released, and added peers join the group (admit_clients_locked). No
+    // more than one virtual call while no peer was ever added and no client came
+    // (every receive of recv_into's fast path makes it).
+    void admit_runtime_locked() {
+        if (runtime_taken == 0 && !has_added.load(std::memory_order_relaxed) && factory.runtime_peers_seen() == 0)
+            return;
+        admit_clients_locked();
+    }
+    void admit_clients_locked();
 
     mutable std::mutex mutex;
-    bool pulling = false;    // a thread waits in the nodes (blocking_pull_locked)
+    // A thread waits in the nodes (Pull). Set under mutex; its end is too, except
+    // recv_view_step's own match, which ends it without the mutex (Pull::end_unlocked): atomic,
+    // so that the threads that look at it under mutex see that end.
+    std::atomic<bool> pulling{false};
     bool recv_waits = false; // recv's last first look without waiting found nothing (recv)
     std::uint32_t recv_count = 0;
     std::condition_variable changed;
-    int sleeping = 0; // threads asleep on `changed` (under mutex)
+    // Threads asleep on `changed` (changed under mutex; Pull::end_unlocked reads it without).
+    std::atomic<int> sleeping{0};
     // Whether a send waits in the backlog (sync_backlogged_locked): send's fast path
     // reads it without the mutex, and goes through the backlog when it is set.
     std::atomic<bool> backlogged{false};
@@ -370,6 +385,16 @@ struct Communicator::Impl {
     [[nodiscard]] bool expected_match_locked(Context context, NodeId source, Tag tag) const noexcept {
         for (const Expected& e : expected)
             if (matches(e.context, e.peer, e.tag, context, source, tag)) return true;
+        return false;
+    }
+    // Whether a posted receive could match a message that a receive of (context,
+    // source, tag) matches: the same context, and the sources and tags equal or either
+    // a wildcard.
+    [[nodiscard]] bool expected_overlap_locked(Context context, NodeId source, Tag tag) const noexcept {
+        for (const Expected& e : expected)
+            if (e.context == context && (e.peer == any_source || source == any_source || e.peer == source) &&
+                (e.tag == any_tag || tag == any_tag || e.tag == tag))
+                return true;
         return false;
     }
     std::map<NodeId, std::deque<RequestId>> backlog;
@@ -712,6 +737,45 @@ struct Communicator::Impl {
     // (pull). Returns the message, if one came.
     BufferPtr wait_step(std::chrono::nanoseconds step);
 
+    // The nodes taken by this thread for one wait in them (the Node contract has one
+    // receiving thread): made with the mutex held by lock and `pulling` not set, it
+    // sets `pulling` and lets the mutex go; on its end (a return, or an exception out
+    // of the wait) it takes the mutex back and ends the pull, unless it was ended
+    // already (end_locked, end_unlocked).
+    class Pull {
+    public:
+        Pull(Impl& im, std::unique_lock<std::mutex>& lock) : im_(im), lock_(lock) {
+            im.pulling.store(true, std::memory_order_relaxed); // (published by the unlock)
+            lock.unlock();
+        }
+        Pull(const Pull&) = delete;
+        Pull& operator=(const Pull&) = delete;
+        ~Pull() {
+            if (!ended_) end_locked();
+        }
+        // Takes the mutex back and ends the pull.
+        void end_locked() {
+            ended_ = true;
+            lock_.lock();
+            im_.end_pull_locked();
+        }
+        // Ends the pull without the mutex (left unlocked): the waiters asleep, if
+        // any, are woken under it.
+        void end_unlocked() {
+            ended_ = true;
+            im_.pulling.store(false); // seq_cst, against sleep_locked's (Dekker)
+            if (im_.sleeping.load() != 0) {
+                std::lock_guard relock(im_.mutex);
+                im_.changed.notify_all();
+            }
+        }
+
+    private:
+        Impl& im_;
+        std::unique_lock<std::mutex>& lock_;
+        bool ended_ = false;
+    };
+
     // A blocking step as the one thread that takes from the nodes (lock held on entry
     // and on return, not while waiting; pulling not set on entry). On return the
     // waiters that could not take the nodes meanwhile (asleep on `changed`) are woken,
@@ -719,23 +783,12 @@ struct Communicator::Impl {
     BufferPtr blocking_pull_locked(std::unique_lock<std::mutex>& lock, std::chrono::nanoseconds step) {
         admit_runtime_locked();
         if (!releasing.empty()) complete_released_locked();
-        pulling = true;
-        lock.unlock();
-        BufferPtr b;
-        try {
-            b = wait_step(step);
-        } catch (...) {
-            lock.lock();
-            end_pull_locked();
-            throw;
-        }
-        lock.lock();
-        end_pull_locked();
-        return b;
+        Pull pull(*this, lock);
+        return wait_step(step);
     }
     void end_pull_locked() {
-        pulling = false;
-        if (sleeping != 0) changed.notify_all();
+        pulling.store(false);
+        if (sleeping.load(std::memory_order_relaxed) != 0) changed.notify_all();
     }
 
     // Sleeps on `changed` (mutex held by lock) at most step, or until something
@@ -743,11 +796,16 @@ struct Communicator::Impl {
     // waited in them (unless for_room: then only room in the unexpected queue
     // matters). Returns at once when no thread waits in the nodes: the caller takes
     // them itself. The caller looks at its condition again afterwards.
+    // (sleeping is counted before pulling is read: a pull ended without the mutex
+    // either is seen here or sees this sleeper, and then wakes it under the mutex.)
     void sleep_locked(std::unique_lock<std::mutex>& lock, std::chrono::nanoseconds step, bool for_room = false) {
-        if (!for_room && !pulling) return;
-        ++sleeping;
+        sleeping.fetch_add(1); // seq_cst, against Pull::end_unlocked's
+        if (!for_room && !pulling.load()) {
+            sleeping.fetch_sub(1, std::memory_order_relaxed);
+            return;
+        }
         changed.wait_for(lock, step);
-        --sleeping;
+        sleeping.fetch_sub(1, std::memory_order_relaxed);
     }
 
     // Blocks until done() (called under mutex) or the deadline; the caller makes

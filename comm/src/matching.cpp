@@ -381,52 +381,58 @@ std::optional<Envelope> Communicator::Impl::recv_view_step(Node* one, Context co
                                                            std::span<std::byte> into, MessageView* held) {
     std::unique_lock lock(mutex);
     // What the loop of recv looks after first: none of it may be pending here.
-    if (pulling || !unexpected.empty() || backlogged.load(std::memory_order_relaxed) || !control_backlog.empty() ||
-        !cleared_sends.empty() || !lost.empty() || !room_locked())
+    if (pulling.load() || !unexpected.empty() || backlogged.load(std::memory_order_relaxed) ||
+        !control_backlog.empty() || !cleared_sends.empty() || !lost.empty() || !room_locked())
         return std::nullopt;
     admit_runtime_locked();
     if (!releasing.empty()) complete_released_locked();
     if (single.load(std::memory_order_relaxed) != one) return std::nullopt; // a peer joined meanwhile
-    pulling = true;
-    lock.unlock();
-    MessageView v;
+    // A receive posted before this one that could take what this one matches: what
+    // comes is matched under the mutex. Else a message this receive matches is its
+    // own, and is taken without the mutex: a receive posted by another thread while
+    // this one waits is younger than it.
+    const bool posted_first = !expected.empty() && expected_overlap_locked(context, source, tag);
     try {
-        v = one->receive_view(slice);
-    } catch (const PeerLost& e) {
-        lock.lock();
-        end_pull_locked();
-        handle_loss_locked(e.peer(), e.what());
-        return std::nullopt;
-    } catch (...) {
-        lock.lock();
-        end_pull_locked();
-        throw;
-    }
-    lock.lock();
-    end_pull_locked();
-    if (!v) return std::nullopt;
-    const NodeId from = v.source();
-    WireEnvelope w{};
-    if (v.size() >= header_size) {
-        std::memcpy(&w, v.data(), sizeof w);
-        if (w.magic == wire_magic && w.version == wire_version && w.kind == kind_eager && w.tag >= 0 &&
-            w.size == v.size() - header_size && matches(context, source, tag, Context{w.context}, from, w.tag) &&
-            (expected.empty() || !expected_match_locked(Context{w.context}, from, w.tag))) {
-            lock.unlock();
+        Pull pull(*this, lock);
+        MessageView v = one->receive_view(slice);
+        if (!v) return std::nullopt; // (the pull's end takes the mutex back, the lock lets it go)
+        WireEnvelope w;
+        bool mine = false; // an eager message this receive matches
+        if (v.size() >= header_size) {
+            std::memcpy(&w, v.data(), sizeof w);
+            mine = w.magic == wire_magic && w.version == wire_version && w.kind == kind_eager && w.tag >= 0 &&
+                   w.size == v.size() - header_size &&
+                   matches(context, source, tag, Context{w.context}, v.source(), w.tag);
+        }
+        // Copied into the span, the view handed to held (or let go on return).
+        const auto take = [&] {
             const std::size_t n = std::min<std::size_t>(w.size, into.size());
             if (n > 0) std::memcpy(into.data(), v.data() + header_size, n);
+            const Envelope e{v.source(), w.tag, static_cast<std::size_t>(w.size), Context{w.context}};
             if (held != nullptr) *held = std::move(v);
-            return Envelope{from, w.tag, static_cast<std::size_t>(w.size), Context{w.context}};
+            return e;
+        };
+        if (mine && !posted_first) {
+            pull.end_unlocked(); // without the mutex: the receive took it once, above
+            return take();
         }
+        pull.end_locked();
+        if (mine && !expected_match_locked(Context{w.context}, v.source(), w.tag)) {
+            lock.unlock();
+            return take();
+        }
+        // Anything else as a pull's message: into the matching (a posted receive, the
+        // unexpected queue), where recv finds it.
+        auto whole = std::make_unique<HeapBuffer>(v.bytes());
+        whole->set_source(v.source());
+        v.release();
+        const std::string bad = dispatch_locked(std::move(whole));
+        if (!bad.empty()) throw Error(bad);
+        return std::nullopt;
+    } catch (const PeerLost& e) { // the node's (the mutex held again: the pull ended)
+        handle_loss_locked(e.peer(), e.what());
+        return std::nullopt;
     }
-    // Anything else as a pull's message: into the matching (a posted receive, the
-    // unexpected queue), where recv finds it.
-    auto whole = std::make_unique<HeapBuffer>(v.bytes());
-    whole->set_source(from);
-    v.release();
-    const std::string bad = dispatch_locked(std::move(whole));
-    if (!bad.empty()) throw Error(bad);
-    return std::nullopt;
 }
 
 namespace {

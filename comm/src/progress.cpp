@@ -71,9 +71,8 @@ void Communicator::Impl::join_locked() {
     unjoined.clear();
 }
 
-// mutex, not pulling. One atomic load when no client came (BMI's address
-// registration callback, polled).
-void Communicator::Impl::admit_runtime_locked() {
+// mutex, not pulling (BMI's address registration callback, polled).
+void Communicator::Impl::admit_clients_locked() {
     const std::uint32_t seen = factory.runtime_peers_seen();
     while (runtime_taken < seen) {
         const NodeId id = first_runtime_id + runtime_taken++;

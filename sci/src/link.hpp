@@ -137,6 +137,35 @@ struct Grants {
     std::uint32_t generation = 0; // of the last introduction; receiver thread
     std::uint32_t salt255;        // of our epoch, mod 255: the grants' signatures cost no division
 
+    // Grants in batches (docs/sci-protocol.md, "Grants in batches"): a slot that the
+    // receiving thread itself gives back while the peer's next note is already in
+    // our header (the stream goes on: that thread's next receive call takes it) is
+    // granted in the index word at once, but its ack is written into the peer's
+    // segment only with the others, by a receive call of that thread
+    // (Receiver::publish_deferred): when half the window waits so, or when the call
+    // finds nothing to hand out. A stream whose receiver keeps up then moves the
+    // line of the acks once per half window instead of once per message. Other
+    // threads' drops write their ack at once, as before, and so does every drop
+    // with no next note waiting, while the receiver takes marks (a group), with
+    // fewer than 4 outstanding messages, or before the receiving thread's first call.
+    std::array<std::atomic<std::uint8_t>, max_outstanding> deferred{}; // index i's ack waits; set by its giver
+    std::atomic<std::uint32_t> deferred_count{0};                      // a hint: written by the receiving thread
+    std::atomic<const void*> receiving_thread{nullptr};                // thread_tag() of the last receive call
+    std::atomic<bool> batch_grants{false};                             // the receiver defers (no marks)
+    // The note the receiver takes next: index << 8 | the signature of its round (0:
+    // none known). Written by the receiver as it takes notes.
+    std::atomic<std::uint32_t> next_note{0};
+    [[nodiscard]] bool next_note_waits() const noexcept {
+        const std::uint32_t n = next_note.load(std::memory_order_relaxed);
+        return n != 0 && sig_of(load(local_header->index[n >> 8].note)) == (n & 0xff);
+    }
+    static const void* thread_tag() noexcept {
+        static thread_local char tag;
+        return &tag;
+    }
+    // How many acks a drop may leave waiting: half the window, none below 4.
+    static std::uint32_t defer_limit(std::uint32_t k) noexcept { return k >= 4 ? k / 2 : 0; }
+
     static std::uint64_t pack(std::uint32_t gen, std::uint32_t round, std::uint32_t slot) {
         return (std::uint64_t{gen & generation_mask} << 40) | (std::uint64_t{round} << 32) | slot;
     }
@@ -151,15 +180,41 @@ struct Grants {
         sequence.write_word(&link.header->index[i].ack, make_ack(signature_mod(round, salt255), slot),
                             make_ack(signature_mod(round == 0 ? 254 : round - 1, salt255), slot));
     }
-    // Grants slot to index i if it waits for one in this generation.
-    bool give(Link& link, std::uint32_t i, std::uint32_t slot) {
+    // Grants slot to index i if it waits for one in this generation. defer: the ack
+    // is left for publish_deferred (the receiving thread's drop).
+    bool give(Link& link, std::uint32_t i, std::uint32_t slot, bool defer = false) {
         std::uint64_t w = index[i].load(std::memory_order_acquire);
         if (generation_of(w) != link.generation || slot_of(w) != no_slot) return false;
         if (!index[i].compare_exchange_strong(w, pack(link.generation, round_of(w), slot), std::memory_order_acq_rel,
                                               std::memory_order_acquire))
             return false;
-        write_ack(link, i, round_of(w), slot);
+        if (defer) {
+            // Only the receiving thread sets these, and only lock holders clear them:
+            // no read-modify-write (the index is frozen until its ack is written).
+            deferred[i].store(1, std::memory_order_release);
+            deferred_count.store(deferred_count.load(std::memory_order_relaxed) + 1, std::memory_order_relaxed);
+        } else {
+            write_ack(link, i, round_of(w), slot);
+        }
         return true;
+    }
+    // Writes the acks the receiving thread's drops left waiting, in index order (the
+    // receive lock held: lock holders are the only ones that clear a flag). An ack
+    // of an index no longer granted in this generation is not written; one written
+    // twice carries the same word. Whether any was written (the caller rings).
+    bool publish_deferred(Link& link) {
+        bool wrote = false;
+        for (std::uint32_t i = 0; i < link.k; ++i) {
+            if (deferred[i].load(std::memory_order_acquire) == 0) continue;
+            deferred[i].store(0, std::memory_order_relaxed);
+            const std::uint64_t w = index[i].load(std::memory_order_acquire);
+            const std::uint32_t slot = slot_of(w);
+            if (generation_of(w) != link.generation || slot == no_slot || slot == unused_slot) continue;
+            write_ack(link, i, round_of(w), slot);
+            wrote = true;
+        }
+        deferred_count.store(0, std::memory_order_relaxed);
+        return wrote;
     }
     // After a note or a grant was written to the peer: rings its doorbell if it said
     // it sleeps. That word is in our own segment (the peer wrote it there), so no
@@ -210,11 +265,14 @@ struct Grants {
     // Grants slot to the first index that waits for one, from index `first` on.
     // False when none does (the slot then goes back to the pool). Any thread.
     bool offer(Link& link, std::uint32_t first, std::uint32_t slot) {
+        const bool defer = batch_grants.load(std::memory_order_relaxed) &&
+                           receiving_thread.load(std::memory_order_relaxed) == thread_tag() &&
+                           deferred_count.load(std::memory_order_relaxed) < defer_limit(link.k) && next_note_waits();
         std::uint32_t i = first;
         for (std::uint32_t k = 0; k < link.k; ++k) {
             if (i >= link.k) i = 0;
-            if (give(link, i, slot)) {
-                wake(link);
+            if (give(link, i, slot, defer)) {
+                if (!defer) wake(link);
                 return true;
             }
             ++i;

@@ -75,12 +75,11 @@ MessageView SciNode::receive_view(std::chrono::nanoseconds timeout) {
 }
 
 // A message that view() does not lend (a large one, a restart, a loss to report)
-// comes as a buffer that the view holds.
+// comes as a buffer that the view holds. One look at the notes per call (a pass of
+// receive_view's wait), as receive()'s poll.
 MessageView SciNode::poll_view() {
     links_.transport->driver().progress();
-    MessageView v = receiver_.view();
-    if (!v) v = MessageView(receiver_.poll());
-    return v;
+    return receiver_.next_view();
 }
 
 NodeStats SciNode::stats() const noexcept {

@@ -17,6 +17,7 @@ namespace msgpass::sci {
 Receiver::Receiver(Links& links, Sender& sender)
     : links_(links), sender_(sender), transport_(links.transport.get()), parameters_(links.parameters),
       local_header_(links.local_header), grants_(links.grants.get()), stats_(links.stats), loss_(links.loss) {
+    grants_->batch_grants.store(true, std::memory_order_relaxed); // until a group asks for marks
     large_release_ = std::make_shared<LargeRelease>();
     large_release_->transport = links.transport;
     large_release_->peer_position = parameters_.peer_index;
@@ -69,6 +70,7 @@ void Receiver::introduce(Link& link) {
     recv_index_ = 0;
     recv_round_.fill(0);
     recv_salt255_ = salt_of(link.epoch32) % 255;
+    grants_->next_note.store(signature_mod(0, recv_salt255_), std::memory_order_relaxed); // index 0, round 0
     large_received_ = 0;
     large_generation_ = large_release_->restart();
     large_published_ = 0;
@@ -91,9 +93,11 @@ void Receiver::introduce(Link& link) {
 // the old generation then return their slots to the pool. recv_mutex_ held.
 void Receiver::release_grants(std::uint32_t generation, std::uint32_t k) {
     attention_ = (std::uint32_t{1} << k) - 1;
+    grants_->deferred_count.store(0, std::memory_order_relaxed);
     for (std::uint32_t i = 0; i < max_outstanding; ++i) {
         const std::uint64_t old = grants_->index[i].exchange(
             Grants::pack(generation, 0, i < k ? Grants::no_slot : Grants::unused_slot), std::memory_order_acq_rel);
+        grants_->deferred[i].store(0, std::memory_order_relaxed); // its slot goes to the pool below
         const std::uint32_t slot = Grants::slot_of(old);
         if (slot != Grants::no_slot && slot != Grants::unused_slot) transport_->release_recv_slot(slot);
     }
@@ -106,7 +110,10 @@ BufferPtr Receiver::take_next() {
         if (!batch_.records) return next_in_batch();
         Record r;
         if (records_ready(r)) return record_buffer(r);
-        if (batch_.link != nullptr) return nullptr; // nothing yet: no other note comes before its close
+        if (batch_.link != nullptr) { // nothing yet: no other note comes before its close
+            if (recv_link_ != nullptr) publish_deferred(*recv_link_);
+            return nullptr;
+        }
     }
     if (!violation_.empty()) return nullptr; // reported by the caller; nothing after it is taken
     if (!pending_.empty()) {
@@ -117,7 +124,15 @@ BufferPtr Receiver::take_next() {
     }
     if (recv_link_ == nullptr) return nullptr;
     publish_grants(*recv_link_);
-    return take_message(*recv_link_);
+    auto b = take_message(*recv_link_);
+    if (!b) publish_deferred(*recv_link_); // nothing to hand out: the waiting acks go now
+    return b;
+}
+
+// The acks the receiving thread's drops left waiting (Grants::publish_deferred),
+// and the peer rung if it sleeps. recv_mutex_ held.
+void Receiver::publish_deferred(Link& link) {
+    if (grants_->publish_deferred(link)) grants_->wake(link);
 }
 
 // A slot from the pool for index i, if it still waits for one (a dropped buffer
@@ -135,6 +150,11 @@ bool Receiver::grant_from_pool(Link& link, std::uint32_t i) {
 // and publishes the large buffers released by the application. rang: the caller
 // wrote a grant too, for which the peer is rung here if it sleeps. Receiver.
 void Receiver::publish_grants(Link& link, bool rang) {
+    // Half the window of acks waits for this thread's receive calls (Grants::offer):
+    // they go with whatever is granted below, one wake-up check for all.
+    if (grants_->deferred_count.load(std::memory_order_relaxed) >= Grants::defer_limit(link.k) &&
+        grants_->deferred_count.load(std::memory_order_relaxed) != 0)
+        rang |= grants_->publish_deferred(link);
     // In index order, as far as the pool lasts; indices not in attention_ hold a slot.
     for (std::uint32_t left = attention_; left != 0; left &= left - 1) {
         const auto i = static_cast<std::uint32_t>(std::countr_zero(left));
@@ -179,6 +199,9 @@ void Receiver::want_marks() {
         std::lock_guard lock(recv_mutex_);
         if (marks_) return;
         marks_ = true;
+        // A group looks at this node only for its marks: every drop writes its ack at
+        // once again (one waiting now goes with the look our own mark brings below).
+        grants_->batch_grants.store(false, std::memory_order_relaxed);
         if (recv_link_ != nullptr) store_status(*recv_link_); // else introduce writes it, before any grant
     }
     // A peer that read our status before this store and wrote a note after it (its
@@ -229,6 +252,8 @@ BufferPtr Receiver::take_message(Link& link) {
     const std::uint64_t number = received_++;
     recv_round_[i] = static_cast<std::uint8_t>(next_round255(recv_round_[i]));
     if (++recv_index_ == link.k) recv_index_ = 0;
+    grants_->next_note.store(recv_index_ << 8 | signature_mod(recv_round_[recv_index_], recv_salt255_),
+                             std::memory_order_relaxed);
     const std::uint32_t next = Grants::next_round(Grants::round_of(w));
     // The index keeps its slot for the next round: granted again at once. A grant
     // written here must ring a sender that sleeps as every other grant does (below):
@@ -552,10 +577,21 @@ void Receiver::abandon_batch() {
 
 void Receiver::publish_pending() {
     std::lock_guard lock(recv_mutex_);
-    if (recv_link_ != nullptr) publish_grants(*recv_link_);
+    if (recv_link_ == nullptr) return;
+    publish_grants(*recv_link_);
+    publish_deferred(*recv_link_);
+}
+
+// This thread receives: its own drops may leave their acks for its next call
+// (Grants::offer). One load per call.
+void Receiver::note_receiving_thread() noexcept {
+    const void* tag = Grants::thread_tag();
+    if (grants_->receiving_thread.load(std::memory_order_relaxed) != tag)
+        grants_->receiving_thread.store(tag, std::memory_order_relaxed);
 }
 
 BufferPtr Receiver::poll() {
+    note_receiving_thread();
     if (batch_.link != nullptr) { // as in view(): no lock for an open batch
         if (!batch_.records) return next_in_batch();
         const Record r = peek_record();
@@ -568,6 +604,12 @@ BufferPtr Receiver::poll() {
         if (auto b = take_next()) return b;
         violation.swap(violation_);
     }
+    return after_nothing(link, violation);
+}
+
+// poll() after its look found nothing to take: the violation it found reported, the
+// peer checked, a loss or a new incarnation of the peer looked at.
+BufferPtr Receiver::after_nothing(Link* link, const std::string& violation) {
     if (!violation.empty() && link != nullptr) links_.declare_lost(link, violation + "; the connection is dropped");
     links_.check_peer();
     if (loss_.pending()) {
@@ -594,7 +636,17 @@ BufferPtr Receiver::poll() {
     return nullptr;
 }
 
-MessageView Receiver::view() {
+MessageView Receiver::next_view() {
+    bool nothing = false;
+    MessageView v = view(&nothing);
+    if (v) return v;
+    if (!nothing) return MessageView(poll());
+    (void)links_.current(); // as poll(): connects to the peer when there is no link
+    return MessageView(after_nothing(nullptr, {}));
+}
+
+MessageView Receiver::view(bool* nothing) {
+    note_receiving_thread();
     if (batch_.link != nullptr) { // a stream's usual case: no lock
         if (!batch_.records) return view_in_batch();
         const Record r = peek_record();
@@ -605,7 +657,11 @@ MessageView Receiver::view() {
     if (batch_.link != nullptr) {
         if (!batch_.records) return view_in_batch();
         if (records_ready(r)) return record_view(r);
-        if (batch_.link != nullptr) return {}; // nothing yet
+        if (batch_.link != nullptr) { // nothing yet
+            if (nothing != nullptr) *nothing = true;
+            if (recv_link_ != nullptr) publish_deferred(*recv_link_);
+            return {};
+        }
     }
     if (!pending_.empty() || recv_link_ == nullptr || !violation_.empty()) return {};
     publish_grants(*recv_link_);
@@ -617,6 +673,8 @@ MessageView Receiver::view() {
         if (!batch_.records) return view_in_batch();
         if (records_ready(r)) return record_view(r);
     }
+    if (nothing != nullptr) *nothing = violation_.empty() && pending_.empty();
+    publish_deferred(*recv_link_); // nothing to lend: the waiting acks go now
     return {};
 }
 

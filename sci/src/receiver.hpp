@@ -149,8 +149,13 @@ public:
     // batch), else the next note's when it is a batch or a message alone in its
     // slot. Empty when there is none or the next is of another kind (a large
     // message, a descriptor of a batch already taken, a restart, a violation): the
-    // caller then polls.
-    MessageView view();
+    // caller then polls. nothing (when given) is set when there was none and a poll
+    // would find none either.
+    MessageView view(bool* nothing = nullptr);
+    // The next message as view() lends it, else as poll() takes it (a buffer the
+    // view holds), with one look at the notes: when view() found nothing, what poll()
+    // does then (the peer's checks, a loss, a new incarnation) without a second look.
+    MessageView next_view();
     // Writes the grants a receive call would write (indices whose message was taken,
     // releases of large buffers), so that a peer sees every taken message
     // acknowledged when this process ends cleanly without receiving again.
@@ -171,6 +176,7 @@ public:
 
 private:
     void introduce(Link& link);
+    BufferPtr after_nothing(Link* link, const std::string& violation);
     BufferPtr take_next();
     BufferPtr take_message(Link& link);
     bool open_batch(Link& link, std::uint32_t i, std::uint32_t slot, std::uint32_t size, std::uint64_t number);
@@ -182,6 +188,8 @@ private:
     bool grant_from_pool(Link& link, std::uint32_t index);
     void release_grants(std::uint32_t generation, std::uint32_t k);
     void publish_grants(Link& link, bool rang = false);
+    void publish_deferred(Link& link);
+    void note_receiving_thread() noexcept;
     void store_status(Link& link);
 
     Links& links_;

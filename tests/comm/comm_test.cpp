@@ -271,6 +271,65 @@ TEST_P(CommConformance, AReceiveIntoTheCallersMemoryCopiesAndCutsTheMessageAndKe
     (void)b.test(other_context.id);
 }
 
+// recv_into's wait takes the communicator's lock once: a message that is its own ends
+// the wait without it. Another thread's posted receives of the same messages meanwhile
+// (it sleeps while recv_into waits in the node, and takes the node over when woken):
+// every message is taken once, each thread's in the order they were sent. Each thread
+// stops at its first "end" (two are sent last).
+TEST_P(CommConformance, AReceiveIntoMemoryAndAnotherThreadsPostedReceivesShareTheMessagesOnceInOrder) {
+    auto c = make(2);
+    auto fa = NodeFactory::create(c, 1);
+    auto fb = NodeFactory::create(c, 2);
+    Communicator a(*fa, c), b(*fb, c);
+    Pump pump(a);
+    constexpr int n = 300;
+    std::vector<int> by_recv, by_posted;
+    bool recv_ended = false, posted_ended = false;
+    std::thread receiver([&] {
+        std::array<std::byte, 16> into{};
+        for (;;) {
+            const auto e = b.recv_into(comm::Context{}, 1, 5, into);
+            if (!e) return;
+            const std::string text = text_of(std::span(into).first(e->size));
+            if (text == "end") {
+                recv_ended = true;
+                return;
+            }
+            by_recv.push_back(std::stoi(text));
+        }
+    });
+    std::thread poster([&] {
+        for (;;) {
+            auto p = b.post_recv(1, 5);
+            auto d = std::move(p.done);
+            if (!d) d = b.wait(p.id, patience);
+            if (!d) return;
+            const std::string text = text_of(*d->buffer);
+            if (text == "end") {
+                posted_ended = true;
+                return;
+            }
+            by_posted.push_back(std::stoi(text));
+        }
+    });
+    for (int i = 0; i < n; ++i)
+        send_text(a, 2, 5, std::to_string(i));
+    send_text(a, 2, 5, "end");
+    send_text(a, 2, 5, "end");
+    receiver.join();
+    poster.join();
+    EXPECT_TRUE(recv_ended);
+    EXPECT_TRUE(posted_ended);
+    EXPECT_TRUE(std::is_sorted(by_recv.begin(), by_recv.end()));
+    EXPECT_TRUE(std::is_sorted(by_posted.begin(), by_posted.end()));
+    std::vector<int> all = by_recv;
+    all.insert(all.end(), by_posted.begin(), by_posted.end());
+    std::sort(all.begin(), all.end());
+    ASSERT_EQ(all.size(), static_cast<std::size_t>(n));
+    for (int i = 0; i < n; ++i)
+        ASSERT_EQ(all[static_cast<std::size_t>(i)], i);
+}
+
 // MPI: a message of one communicator (context) never matches a receive of another,
 // whatever its wildcards; the context travels in the envelope (not in tag bits), so
 // every tag is free in every context.

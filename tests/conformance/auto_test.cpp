@@ -136,6 +136,56 @@ TEST(AutoTechnology, AMixedGroupSleepsAndWakesForATcpMessage) {
     sleeps_and_wakes("tcp");
 }
 
+// tcp input that comes while nobody sleeps on the doorbell turns that connection's
+// ring off (the receiver reads the input anyway); a group about to sleep turns it on
+// again, so that a group that took a stream without sleeping is still woken by the
+// next tcp message, not only by the wait's own re-poll 100 ms later.
+TEST(AutoTechnology, AMixedGroupThatTookAStreamWithoutSleepingWakesForATcpMessage) {
+    auto c = two_machines("wake-busy", "tcp");
+    SegmentCleanup cleanup(c.partition);
+    auto f1 = NodeFactory::create(c, 1);
+    auto f3 = NodeFactory::create(c, 3);
+    auto sources = f1->create_group("sources");
+    auto to_one = f3->create_node(1);
+    // A first blocking receive names the group's tcp member to the doorbell.
+    to_one->send(make_message(*f3, 64, 3, 0));
+    ASSERT_TRUE(to_one->flush(patience));
+    auto first = sources->receive(patience);
+    ASSERT_NE(first, nullptr);
+    // A stream taken by non-blocking receives: nobody sleeps while it arrives.
+    constexpr std::uint64_t stream = 200;
+    for (std::uint64_t i = 1; i <= stream; ++i) {
+        to_one->send(make_message(*f3, 64, 3, i));
+        (void)to_one->flush(patience);
+    }
+    std::uint64_t taken = 0;
+    ASSERT_TRUE(eventually(
+        [&] {
+            while (auto m = sources->receive()) {
+                EXPECT_EQ(check_payload(*m).seq, taken + 1);
+                ++taken;
+            }
+            return taken == stream;
+        },
+        patience))
+        << "took " << taken << " of " << stream;
+    auto& bell = dynamic_cast<auto_::AutoNodeFactory&>(*f1).bell();
+    const auto rounds = wake_ups(
+        3, [&] { return sources->receive(patience); },
+        [&](int r) {
+            to_one->send(make_message(*f3, 64, 3, stream + 1 + static_cast<std::uint64_t>(r)));
+            (void)to_one->flush(patience);
+        },
+        [&](pid_t) { return bell.sleepers.load() > 0; });
+    for (std::size_t r = 0; r < rounds.size(); ++r) {
+        SCOPED_TRACE("round " + std::to_string(r));
+        EXPECT_EQ(rounds[r].error, "");
+        ASSERT_NE(rounds[r].message, nullptr);
+        EXPECT_EQ(check_payload(*rounds[r].message).seq, stream + 1 + r);
+    }
+    EXPECT_LT(fastest(rounds), 50ms) << "the fastest wake-up took " << fastest(rounds) / 1us << " us";
+}
+
 TEST(AutoTechnology, AMixedGroupSleepsAndWakesForAUdpMessage) {
     sleeps_and_wakes("udp");
 }

@@ -9,8 +9,10 @@
 #include <msgpass/msgpass.hpp>
 #include <msgpass/tcp/factory.hpp>
 
+#include "../support/bounded.hpp"
 #include "../support/partition.hpp"
 #include "group.hpp" // tcp's (ip/tcp/src)
+#include "node.hpp"  // tcp's
 
 #include <gtest/gtest.h>
 
@@ -44,7 +46,8 @@ protected:
         for (std::size_t s = 0; s < sources; ++s) {
             factories_.push_back(NodeFactory::create(c_, id_of(s)));
             to_builder_.push_back(factories_.back()->create_node(builder_id));
-            group_->add(builder_->create_node(id_of(s)));
+            at_builder_.push_back(builder_->create_node(id_of(s)));
+            group_->add(at_builder_.back());
         }
         ready().set_sweep_interval(std::chrono::hours(1));
     }
@@ -81,6 +84,7 @@ protected:
     std::unique_ptr<DynamicGroup> group_;
     std::vector<std::unique_ptr<NodeFactory>> factories_;
     std::vector<NodePtr> to_builder_;
+    std::vector<NodePtr> at_builder_; // the builder's node of each source, the group's members
     std::vector<std::uint64_t> next_seq_;
 };
 
@@ -175,6 +179,49 @@ TEST_P(TcpGroupOf32, AMemberWhoseConnectionWasReplacedIsStillHeardWithoutASweepO
     // The first connections came with the sweep of the first receive; the sweep's
     // period is an hour: the new connections came with their member's mark alone.
     EXPECT_EQ(tcp_group().sweeps(), sweeps) << "every member was swept for the new connections";
+}
+
+// A group receive that idled (1 ms) acknowledges at once what a member's sender holds
+// a buffer of its application for (a message of more than 512 bytes: send_shared's
+// buffer, comm's send of the caller's memory), not the sender's copies of small
+// messages, which wait for ack_every, ack_bytes or the background thread: with many
+// members that each send seldom, acknowledging every member at each idle wait wrote
+// a frame per message (docs/tcp.md, "Group receive"). Counted: the acknowledgements
+// the builder's nodes wrote alone, less the background thread's for messages left
+// unacknowledged (idle_acks).
+TEST_P(TcpGroupOf32, AnIdleWaitAcknowledgesWhatASenderHoldsABufferForNotItsCopiesOfSmallMessages) {
+    ASSERT_NO_FATAL_FAILURE(connect_all());
+    const auto alone = [this](std::size_t s) {
+        const auto* node = dynamic_cast<const tcp::TcpNode*>(at_builder_[s].get());
+        return node->standalone_acks() - node->idle_acks();
+    };
+    constexpr std::size_t senders = 8;
+    std::vector<std::uint64_t> before;
+    for (std::size_t s = 0; s < senders; ++s) {
+        before.push_back(alone(s));
+        send(s, next_seq_[s]++);
+        ASSERT_TRUE(to_builder_[s]->flush(patience));
+    }
+    for (std::size_t i = 0; i < senders; ++i)
+        ASSERT_NE(group_->receive(patience), nullptr) << "message " << i;
+    EXPECT_EQ(group_->receive(20ms), nullptr) << "a message more than was sent"; // idles past ack_delay
+    for (std::size_t s = 0; s < senders; ++s)
+        EXPECT_EQ(alone(s), before[s]) << "the idle wait acknowledged source " << s << "'s copy of a small message";
+
+    constexpr std::size_t holder = 3;
+    const std::uint64_t held_before = alone(holder);
+    SharedBuffer large = make_message(*factories_[holder], 4096, id_of(holder), next_seq_[holder]++);
+    to_builder_[holder]->send_shared(large);
+    auto m = group_->receive(patience);
+    ASSERT_NE(m, nullptr);
+    EXPECT_EQ(m->source(), id_of(holder));
+    EXPECT_EQ(m->size(), 4096u);
+    EXPECT_EQ(group_->receive(20ms), nullptr) << "a message more than was sent";
+    // Written by the idle wait, or by the background thread when the wait found the
+    // sending side's lock taken (the same count).
+    EXPECT_TRUE(eventually([&] { return alone(holder) == held_before + 1; }, patience))
+        << "the idle wait did not acknowledge a message whose sender holds its buffer";
+    EXPECT_TRUE(eventually([&] { return large.use_count() == 1; }, patience)) << "the sender still holds the message";
 }
 
 INSTANTIATE_TEST_SUITE_P(Tcp, TcpGroupOf32, ::testing::Values("tcp"),

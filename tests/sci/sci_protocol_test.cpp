@@ -1217,6 +1217,48 @@ TEST(SciReceiveSlots, ADroppedBufferGivesItsSlotBackToTheSenderWithoutAnotherRec
         EXPECT_EQ(check_payload(*held[i]).seq, i + 1) << "a held message was overwritten";
 }
 
+// Grants in batches (docs/sci-protocol.md): a slot the receiving thread gives back
+// while the peer's next note already waits is granted in the index word, and its ack
+// is written by that thread's next receive call once half the window (3 of 7) waits
+// so, or by a call that finds nothing. One thread plays both ends, so which acks wait
+// is fixed: messages 0-2 are dropped with the next note there (their acks wait), the
+// eighth message, on index 0 again, then queues; the receive of message 3 writes the
+// three acks and the queue goes. Every message arrives once, in order.
+TEST(SciReceiveSlots, TheReceivingThreadsDropsWriteTheirAcksHalfAWindowAtATime) {
+    constexpr std::uint32_t k = 7;
+    auto c = make_configuration("sci", partition_for_test(), 2,
+                                [](config::Configuration& c) { c.edit_section<sci::Options>().max_outst_buffers = k; });
+    auto a = NodeFactory::create(c, 1);
+    auto b = NodeFactory::create(c, 2);
+    auto to_b = a->create_node(2);
+    auto from_a = b->create_node(1);
+    for (std::uint64_t i = 0; i < k; ++i)
+        to_b->send(make_message(*a, 64, 1, i));
+    ASSERT_EQ(to_b->stats().queue_depth, 0u) << "the sender had fewer than " << k << " slots";
+    std::uint64_t next = 0;
+    auto take = [&] {
+        auto m = from_a->receive(10s);
+        ASSERT_NE(m, nullptr) << "message " << next;
+        EXPECT_EQ(check_payload(*m).seq, next);
+        ++next; // m dropped here, by the receiving thread
+    };
+    for (int i = 0; i < 3; ++i)
+        take();
+    to_b->send(make_message(*a, 64, 1, k));
+    EXPECT_EQ(to_b->stats().queue_depth, 1u) << "the ack of a drop with the next note waiting was written at once";
+    take(); // message 3: its receive writes the three acks
+    EXPECT_TRUE(to_b->flush(10s)) << "the receive call did not write the acks that waited";
+    while (next <= k)
+        take();
+    EXPECT_EQ(from_a->receive(), nullptr) << "a message was delivered twice";
+    // Nothing waits now: the last drop (no next note) and the empty receive wrote every ack.
+    for (std::uint64_t i = 0; i < k; ++i)
+        to_b->send(make_message(*a, 64, 1, k + 1 + i));
+    EXPECT_EQ(to_b->stats().queue_depth, 0u) << "an ack still waited after an empty receive";
+    while (next <= 2 * k)
+        take();
+}
+
 // The receiver thread hands every message to a worker thread that checks and drops
 // it, so grants are written by the worker while the receiver takes the next
 // messages and grants from the pool (a pool of 2 slots beyond the sender's 4). Every

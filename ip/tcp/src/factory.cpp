@@ -93,6 +93,14 @@ void TcpNodeFactory::ring_on_input(Doorbell& bell) {
     transport_->shared_ptr()->bell.store(&bell);
 }
 
+void TcpNodeFactory::ring_on_input_from(NodeId id) {
+    transport_->want_bell(id);
+}
+
+void TcpNodeFactory::before_bell_sleep() {
+    transport_->unmute_bells();
+}
+
 void TcpNodeFactory::reset_connections(NodeId peer) {
     transport_->node(peer)->reset_connections();
 }

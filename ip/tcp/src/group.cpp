@@ -26,9 +26,9 @@ constexpr std::uint64_t wake_event = ~std::uint64_t{0};
 } // namespace
 
 // How wait() sleeps: until ack_delay has passed it wakes then; from then on the
-// members that gave messages acknowledge them before each sleep (as a node's receive
-// does, TcpNode::receive_within). The sleep is an epoll_wait on the set, whose events
-// make the members pending: the set asked at once.
+// members that gave messages whose sender holds a buffer for them acknowledge them
+// before each sleep (acknowledge_owed). The sleep is an epoll_wait on the set, whose
+// events make the members pending: the set asked at once.
 struct TcpGroup::Sleeper {
     TcpGroup& group;
 
@@ -189,12 +189,19 @@ BufferPtr TcpGroup::collect() {
     return ready_to_end(by_slot);
 }
 
-// The acknowledgements owed by the members that gave messages since the last time:
-// the others owe none this receiver's reads made.
+// The acknowledgements owed by the members that gave messages since the last time
+// (the others owe none this receiver's reads made), written when their sender holds a
+// buffer of its application for one of those messages (TcpNode::acknowledge_held:
+// comm's send of the caller's memory completes then). A sender's copies of small
+// messages wait for the acknowledgement of every ack_every messages or ack_bytes, or
+// for the background thread's once the member's messages stopped for a tick
+// (docs/tcp.md, "Acknowledgements"): with many members, each sending seldom, the
+// group idled between most of their messages, and acknowledging every member at each
+// idle wait wrote one frame, a system call and a segment, per message.
 void TcpGroup::acknowledge_owed() {
     for (const std::size_t slot : owing_) {
         members_[slot].owes = false;
-        (void)members_[slot].node->prepare_to_sleep(true);
+        members_[slot].node->acknowledge_held();
     }
     owing_.clear();
 }

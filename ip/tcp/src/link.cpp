@@ -37,6 +37,54 @@ Link::~Link() {
     if (abandoned_fd_ >= 0) ::close(abandoned_fd_);
 }
 
+// in_mutex_ (fd_ does not change under it), then bell_mutex_.
+void Link::want_bell() {
+    if (shared_->bell.load() == nullptr) return;
+    std::lock_guard in_lock(in_mutex_);
+    std::lock_guard lock(bell_mutex_);
+    if (bell_wanted_) return;
+    bell_wanted_ = true;
+    if (fd_ >= 0) open_bell_locked();
+}
+
+// bell_mutex_.
+void Link::open_bell_locked() {
+    if (bell_fd_ >= 0 || fd_ < 0) return;
+    bell_fd_ = ::dup(fd_);
+    bell_muted_ = false;
+    if (bell_fd_ >= 0) shared_->epoll.add(bell_fd_, EPOLLIN | EPOLLET | EPOLLRDHUP, event_data(Tag::in, id_, 0));
+}
+
+void Link::close_bell() {
+    std::lock_guard lock(bell_mutex_);
+    if (bell_fd_ >= 0) {
+        // Out of the set first: the set holds it as long as fd_'s file is open.
+        shared_->epoll.remove(bell_fd_);
+        ::close(bell_fd_);
+    }
+    bell_fd_ = -1;
+    bell_muted_ = false;
+}
+
+// Background thread, after a ring that found nobody asleep: the bell's input events
+// go off until a sleeper turns them on again (the end of the connection still rings).
+void Link::mute_bell() {
+    std::lock_guard lock(bell_mutex_);
+    if (bell_fd_ < 0 || bell_muted_) return;
+    if (!shared_->epoll.modify(bell_fd_, EPOLLET | EPOLLRDHUP, event_data(Tag::in, id_, 0))) return;
+    bell_muted_ = true;
+    shared_->bells_muted.store(true); // seq_cst: before the caller looks at the sleepers again
+}
+
+// A thread about to sleep on the doorbell (or the background thread that muted the
+// bell and then found one asleep). Input already there is an event at once.
+void Link::unmute_bell() {
+    std::lock_guard lock(bell_mutex_);
+    if (bell_fd_ < 0 || !bell_muted_) return;
+    if (shared_->epoll.modify(bell_fd_, EPOLLIN | EPOLLET | EPOLLRDHUP, event_data(Tag::in, id_, 0)))
+        bell_muted_ = false;
+}
+
 void Link::tell_receivers() {
     {
         std::lock_guard lock(marks_mutex_);
@@ -49,9 +97,9 @@ void Link::tell_receivers() {
 // Both locks. Closes the socket (it leaves the epoll set) and forgets what was
 // read or written of it: a partial frame is sent again whole on the next one.
 void TcpNode::close_fd() {
+    close_bell();
     if (fd_ >= 0) ::close(fd_);
-    if (bell_fd_ >= 0) ::close(bell_fd_);
-    fd_ = bell_fd_ = -1;
+    fd_ = -1;
     framed_ = false;
     epoll_mask_ = 0;
     armed_write_ = false;
@@ -76,9 +124,9 @@ void TcpNode::install(int fd) {
     epoll_mask_ = EPOLLIN | EPOLLRDHUP;
     background_read_ = true;
     if (!shared_->epoll.add(fd, epoll_mask_, event_data(Tag::conn, id_, generation_))) epoll_mask_ = 0;
-    if (shared_->bell.load() != nullptr) { // technology: auto: every arrival rings the doorbell
-        bell_fd_ = ::dup(fd);
-        if (bell_fd_ >= 0) shared_->epoll.add(bell_fd_, EPOLLIN | EPOLLET | EPOLLRDHUP, event_data(Tag::in, id_, 0));
+    if (shared_->bell.load() != nullptr) { // technology: auto: arrivals ring the doorbell (want_bell)
+        std::lock_guard bell_lock(bell_mutex_);
+        if (bell_wanted_) open_bell_locked();
     }
 }
 
@@ -238,7 +286,7 @@ Clock::time_point TcpNode::tick(Clock::time_point now) {
     switch (state_) {
     case State::established:
     case State::resuming: {
-        if (now >= next_answer_check_) {
+        if (now + tick_slack >= next_answer_check_) { // early by the slack: one wake-up checks many nodes
             next_answer_check_ = now + answer_check_period();
             if (!check_answers(now)) return now; // broken: the next tick starts again
         }

@@ -19,6 +19,20 @@ public:
     Link(const Link&) = delete;
     Link& operator=(const Link&) = delete;
 
+    // technology: auto's doorbell (Shared::bell). Input on the connection rings it
+    // only once a group that sleeps on it has this node (want_bell; before issue 25's
+    // eleventh session every connection of an auto factory rang it, so that every
+    // arrival woke the background thread, also where nobody ever slept on the
+    // doorbell: a farm worker reading its one tcp node paid two wake-ups per
+    // message). After a ring that found nobody asleep the background thread mutes the
+    // connection's bell (mute_bell: no input events), and a thread that is about to
+    // sleep on the doorbell unmutes every muted one first (Transport::unmute_bells),
+    // so that a busy receiver's input does not wake the background thread once per
+    // arrival. Any thread; bell_mutex_ is taken after the node's other locks.
+    void want_bell();
+    void mute_bell();
+    void unmute_bell();
+
 protected:
     // connecting, handshaking: this node's own attempt (the connector's side);
     // resuming: a connection the peer opened, its data waits for the peer's resume frame.
@@ -61,7 +75,6 @@ protected:
     // --- the connection (both directions). fd_ changes under both locks; readers
     // use it under in_mutex_, writers under out_mutex_.
     int fd_ = -1;
-    int bell_fd_ = -1;                 // technology: auto: a duplicate, edge-triggered, that rings the doorbell
     bool framed_ = false;              // past the handshake: frames come (changes under both locks)
     bool opened_here_ = false;         // this node opened the connection (the tie-break)
     Clock::time_point connected_at_{}; // when its handshake ended
@@ -123,6 +136,15 @@ protected:
 
     // --- loss of the peer ---
     kit::LossLatch loss_;
+
+    // --- technology: auto's doorbell, under bell_mutex_ (want_bell above) ---
+    // Both locks. Opens the bell of a new connection (install), closes it (close_fd).
+    void open_bell_locked();
+    void close_bell();
+    std::mutex bell_mutex_;
+    int bell_fd_ = -1;         // a duplicate of fd_ in the background thread's set, edge-triggered
+    bool bell_wanted_ = false; // a group that sleeps on the doorbell has this node
+    bool bell_muted_ = false;  // its input events are off: nobody slept on the doorbell at its last ring
 
     // --- the groups this node is a member of (TcpGroup): their marks and its slot in
     // each, under marks_mutex_ (taken last: any thread, holding any other lock) ---

@@ -142,6 +142,7 @@ std::shared_ptr<TcpNode> Transport::lookup(const std::string& host, std::uint16_
         node = std::make_shared<TcpNode>(shared_, c);
         node->adopt_connection(fd.release(), w);
         nodes_.emplace(w.from, node);
+        nodes_changed_.fetch_add(1, std::memory_order_release);
         looked_up_[text] = w.from;
     }
     shared_->wake_io();

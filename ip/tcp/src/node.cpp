@@ -163,6 +163,11 @@ int TcpNode::prepare_to_sleep(bool acknowledge) {
     return framed_ ? fd_ : -1;
 }
 
+void TcpNode::acknowledge_held() {
+    std::lock_guard lock(in_mutex_);
+    if (ack_avail_.load() != ack_sent_.load() && in_window_.largest_since_ack() > SendWindow::small_payload) send_ack();
+}
+
 bool TcpNode::watch(const ip::Epoll& set, std::size_t slot, std::int64_t& watched) {
     std::lock_guard lock(in_mutex_);
     if (fd_ < 0 || !framed_) return true;

@@ -19,6 +19,10 @@ namespace msgpass::tcp {
 
 class TcpNode final : public Node, public kit::FactoryBound, private Sender, private Receiver {
 public:
+    // technology: auto's doorbell (Link: the ring of a sleeping group's members).
+    using Link::mute_bell;
+    using Link::unmute_bell;
+    using Link::want_bell;
     TcpNode(std::shared_ptr<Shared> shared, const config::NodeConfig& peer);
     ~TcpNode() override;
 
@@ -44,6 +48,11 @@ public:
     // (the receiver has been idle for ack_delay), and returns the socket to poll (-1
     // when there is none).
     int prepare_to_sleep(bool acknowledge);
+    // For a group receive that idled (group.cpp): sends the acknowledgement owed only
+    // when the peer holds a buffer of its application for a message it covers (one of
+    // more than SendWindow::small_payload bytes; a smaller one is a copy in the peer's
+    // staged bytes, which any later acknowledgement frees).
+    void acknowledge_held();
     // For a group (group.hpp), under in_mutex_: a connection other than the one of
     // generation watched (-1: none) joins the group's epoll set (level-triggered
     // input, data: slot << 32 | generation) and watched becomes its generation; and
@@ -68,6 +77,9 @@ public:
     // Runs timers (reconnect, connect timeout, loss deadline, reading for
     // acknowledgements); returns when it wants to be called again.
     Clock::time_point tick(Clock::time_point now);
+    // When Transport::run ticks this node next: what its last tick asked for (at most
+    // 100 ms on), sooner after an event of its connection (Clock::time_point{}: at once).
+    Clock::time_point tick_due{};
     void on_event(std::uint32_t generation, std::uint32_t events);
     // A connection from the peer passed the acceptor's checks: installs it (the
     // Welcome goes out) and returns true, or returns false when this node's own

@@ -35,8 +35,8 @@ bool TcpNode::accept_connection(int fd, std::uint64_t incarnation) {
         abandoned_fd_ = fd_;
         abandoned_hello_ = state_ == State::connecting;
         abandoned_at_ = now;
-        if (bell_fd_ >= 0) ::close(bell_fd_);
-        fd_ = bell_fd_ = -1;
+        close_bell();
+        fd_ = -1;
     }
     install(fd);
     opened_here_ = false;
@@ -409,6 +409,15 @@ bool Receiver::take_locked(std::unique_lock<std::mutex>& lock) {
     while (!inbox_.empty()) {
         if (const std::size_t moved = inbox_.pop_messages(taken_, take_batch); moved > 0) {
             inbox_count_ -= moved;
+            // The application reads this connection (what the background thread read
+            // for it first): the background thread leaves the socket to it (tick,
+            // on_event). Before, only the application's own reads of the socket
+            // counted, so that once the background thread had read for
+            // acknowledgements while the application was away for ack_delay, it went on
+            // reading every message of a busy stream into the inbox (a buffer and a
+            // copy each, in its own thread, and a wake-up per arrival) for as long as
+            // the application took them from there: the DAQ's event builder.
+            last_app_read_.store(Clock::now().time_since_epoch().count(), std::memory_order_relaxed);
             return true;
         }
         auto next = inbox_.pop();

@@ -94,6 +94,7 @@ std::shared_ptr<TcpNode> Transport::node(NodeId id) {
     }
     auto node = std::make_shared<TcpNode>(shared_, configuration_.node(id));
     nodes_.emplace(id, node);
+    nodes_changed_.fetch_add(1, std::memory_order_release);
     return node;
 }
 
@@ -112,6 +113,18 @@ std::vector<std::shared_ptr<TcpNode>> Transport::nodes() const {
     return all;
 }
 
+void Transport::want_bell(NodeId id) {
+    if (auto n = find(id)) n->want_bell();
+}
+
+void Transport::unmute_bells() {
+    // seq_cst, after the sleeper's announcement: a bell muted after this look is
+    // unmuted by the background thread, which looks at the sleepers after its mute.
+    if (!shared_->bells_muted.load() || !shared_->bells_muted.exchange(false)) return;
+    for (const auto& n : nodes())
+        n->unmute_bell();
+}
+
 void Transport::shutdown(SteadyTime deadline) {
     if (!thread_.joinable()) return;
     for (const auto& n : nodes())
@@ -126,14 +139,42 @@ void Transport::shutdown(SteadyTime deadline) {
     pending_.clear();
 }
 
+// A wake-up ticks the nodes whose tick is due (what their last tick asked for, at most
+// 100 ms on) or due within tick_slack (ticked early: a tick looks at its own clocks, so
+// one that comes early only says again when it is due), and a node whose connection
+// had an event; every node after the wake-up descriptor rang (someone asked for
+// something: a write failed, a batch began, an acknowledgement the receiver could not
+// write), after a connection was accepted or a handshake moved, and when the nodes
+// changed. Before, every wake-up ticked every node: with hundreds of peers the answer
+// checks, each node's every 100 ms at its own phase, woke this thread thousands of
+// times a second, each time to take both locks of every node (docs/tcp.md, "Group
+// receive"). The slack gathers those checks into fewer wake-ups.
 void Transport::run() {
+    constexpr auto tick_at_least = std::chrono::milliseconds(100);
     std::array<epoll_event, 64> events{};
+    std::vector<std::shared_ptr<TcpNode>> ticking;
+    std::uint64_t ticking_changes = ~std::uint64_t{0};
+    bool everyone = true;
+    const auto follow_nodes = [&] {
+        if (const std::uint64_t changes = nodes_changed_.load(std::memory_order_acquire); changes != ticking_changes) {
+            ticking_changes = changes;
+            ticking = nodes();
+            everyone = true;
+        }
+    };
     while (!stop_.load()) {
         auto now = Clock::now();
-        auto next = now + std::chrono::milliseconds(100);
-        for (const auto& n : nodes())
-            next = std::min(next, n->tick(now));
-        if (shared_->client_gone.exchange(false)) forget_gone_clients();
+        auto next = now + tick_at_least;
+        follow_nodes();
+        for (const auto& n : ticking) {
+            if (everyone || n->tick_due <= now + tick_slack) n->tick_due = std::min(n->tick(now), now + tick_at_least);
+            next = std::min(next, n->tick_due);
+        }
+        everyone = false;
+        if (shared_->client_gone.exchange(false)) {
+            forget_gone_clients();
+            follow_nodes(); // a forgotten client's node is not held while this thread sleeps
+        }
         if (listen_paused_) { // out of descriptors without a spare: try again now
             if (spare_fd_ < 0) spare_fd_ = ::open("/dev/null", O_RDONLY | O_CLOEXEC);
             listen_paused_ = !shared_->epoll.add(listen_fd_, EPOLLIN, event_data(Tag::listen, 0));
@@ -154,15 +195,30 @@ void Transport::run() {
             switch (tag) {
             case Tag::listen:
                 accept_all();
+                everyone = true;
                 break;
             case Tag::io_wake:
                 shared_->io_wake.drain();
+                everyone = true;
                 break;
             case Tag::in:
-                if (auto* b = shared_->bell.load()) b->ring();
+                if (auto* b = shared_->bell.load()) {
+                    b->ring();
+                    // Nobody asleep: the application reads this input anyway; the bell
+                    // stays quiet until a thread is about to sleep (unmute_bells). A
+                    // sleeper that came meanwhile finds the bell muted, or this thread
+                    // finds it (both look after their own store).
+                    if (b->sleepers.load() == 0) {
+                        if (auto node = find(static_cast<NodeId>((data >> 24) & 0xffffffffu))) {
+                            node->mute_bell();
+                            if (b->sleepers.load() != 0) node->unmute_bell();
+                        }
+                    }
+                }
                 break;
             case Tag::pending:
                 on_pending(static_cast<int>(data & 0xffffffffu));
+                everyone = true;
                 break;
             case Tag::conn: {
                 const auto id = static_cast<NodeId>((data >> 24) & 0xffffffffu);
@@ -171,7 +227,10 @@ void Transport::run() {
                     std::lock_guard lock(nodes_mutex_);
                     if (auto it = nodes_.find(id); it != nodes_.end()) node = it->second;
                 }
-                if (node) node->on_event(static_cast<std::uint32_t>(data & 0xffffffu), events[i].events);
+                if (node) {
+                    node->on_event(static_cast<std::uint32_t>(data & 0xffffffu), events[i].events);
+                    node->tick_due = {};
+                }
                 break;
             }
             }
@@ -362,6 +421,7 @@ std::shared_ptr<TcpNode> Transport::new_client(const Pending& p) {
     auto node = std::make_shared<TcpNode>(shared_, c);
     node->make_client(p.from);
     nodes_.emplace(c.id, node);
+    nodes_changed_.fetch_add(1, std::memory_order_release);
     ++live_clients_;
     shared_->clients_seen.store(seen + 1); // after the node is found by id (runtime_peer)
     MSGPASS_LOG(tcp, debug,
@@ -388,6 +448,7 @@ void Transport::forget_gone_clients() {
     for (auto it = nodes_.lower_bound(first_runtime_id); it != nodes_.end();) {
         if (it->second->forgettable()) {
             it = nodes_.erase(it);
+            nodes_changed_.fetch_add(1, std::memory_order_release);
             --live_clients_;
             shared_->clients_forgotten.fetch_add(1, std::memory_order_release);
             continue;

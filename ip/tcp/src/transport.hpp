@@ -64,6 +64,12 @@ using kit::InlineBuffer;
 // once per message. (It also acknowledges every ack_every messages.)
 inline constexpr std::chrono::microseconds ack_delay{1000};
 
+// The background thread ticks a node up to this much before its tick is due
+// (Transport::run), and a tick runs the check of the peer's answers up to this much
+// early, so that the checks of many nodes, each due every answer_check_period at its
+// own phase, gather into few wake-ups.
+inline constexpr std::chrono::milliseconds tick_slack{2};
+
 // How tcp's blocking receives wait (msgpass::wait_with): no spinning, no yielding,
 // ppoll() on the incoming sockets of the nodes waited on and on the factory's wake-up
 // descriptor, at most 100 ms at a time. (A receive from one node reads its socket
@@ -137,6 +143,9 @@ struct Shared {
     // Set by technology: auto: input on any incoming connection rings this doorbell
     // (the sci one), so that a group mixing sci and tcp nodes sleeps on one futex.
     std::atomic<Doorbell*> bell{nullptr};
+    // Some connection's bell is muted (Link::mute_bell): a thread about to sleep on
+    // the doorbell unmutes them (Transport::unmute_bells).
+    std::atomic<bool> bells_muted{false};
     std::atomic<std::uint64_t> accepted{0};
     std::atomic<std::uint64_t> crossed{0};
     std::array<std::atomic<std::uint64_t>, static_cast<std::size_t>(Refusal::kinds)> refused{};
@@ -206,6 +215,11 @@ public:
     // Error naming text and why the server refused, or could not be reached.
     std::shared_ptr<TcpNode> lookup(const std::string& host, std::uint16_t port, const std::string& text);
     [[nodiscard]] std::vector<std::shared_ptr<TcpNode>> nodes() const;
+    // technology: auto: input from peer id rings the doorbell from now on (Link::want_bell).
+    void want_bell(NodeId id);
+    // technology: auto, a thread about to sleep on the doorbell: the bells muted while
+    // nobody slept ring again (Link::mute_bell).
+    void unmute_bells();
     [[nodiscard]] const Shared& shared() const noexcept { return *shared_; }
     [[nodiscard]] const std::shared_ptr<Shared>& shared_ptr() const noexcept { return shared_; }
     [[nodiscard]] std::uint16_t port() const noexcept { return port_; }
@@ -255,9 +269,10 @@ private:
     std::uint16_t port_ = 0;
     mutable std::mutex nodes_mutex_;
     std::map<NodeId, std::shared_ptr<TcpNode>> nodes_;
-    std::uint32_t live_clients_ = 0;          // run-time clients in nodes_ (nodes_mutex_)
-    std::map<std::string, NodeId> looked_up_; // address text -> node (nodes_mutex_)
-    std::map<int, Pending> pending_;          // background thread only
+    std::atomic<std::uint64_t> nodes_changed_{0}; // counts the changes of nodes_ (made under nodes_mutex_)
+    std::uint32_t live_clients_ = 0;              // run-time clients in nodes_ (nodes_mutex_)
+    std::map<std::string, NodeId> looked_up_;     // address text -> node (nodes_mutex_)
+    std::map<int, Pending> pending_;              // background thread only
     std::atomic<bool> stop_{false};
     std::thread thread_;
     Clock::time_point log_window_{};

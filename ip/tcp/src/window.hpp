@@ -696,7 +696,10 @@ public:
     void delivered(std::uint64_t bytes) noexcept {
         ++received_;
         bytes_since_ack_ += bytes;
+        largest_since_ack_ = std::max(largest_since_ack_, bytes);
     }
+    // The largest message received since the last acknowledgement counted as sent.
+    [[nodiscard]] std::uint64_t largest_since_ack() const noexcept { return largest_since_ack_; }
 
     [[nodiscard]] bool ack_owed() const noexcept { return received_ != acknowledged_; }
     // An acknowledgement is due every `messages` messages or `bytes` bytes.
@@ -707,6 +710,7 @@ public:
     std::uint64_t acknowledge() noexcept {
         acknowledged_ = received_;
         bytes_since_ack_ = 0;
+        largest_since_ack_ = 0;
         return received_;
     }
 
@@ -719,6 +723,7 @@ public:
             incarnation_ = incarnation;
             received_ = 0;
             bytes_since_ack_ = 0;
+            largest_since_ack_ = 0;
         }
         acknowledged_ = received_;
         return fresh;
@@ -729,6 +734,7 @@ private:
     std::uint64_t received_ = 0;
     std::uint64_t acknowledged_ = 0;
     std::uint64_t bytes_since_ack_ = 0;
+    std::uint64_t largest_since_ack_ = 0;
 };
 
 } // namespace msgpass::tcp

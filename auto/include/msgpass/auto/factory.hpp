@@ -19,6 +19,7 @@
 #include <mutex>
 #include <set>
 #include <string_view>
+#include <vector>
 
 namespace msgpass::auto_ {
 
@@ -50,6 +51,15 @@ public:
     // doorbell as the sci nodes do (sci::SciNodeFactory::wait).
     [[nodiscard]] BufferPtr wait(const std::function<BufferPtr()>& poll, std::chrono::nanoseconds timeout) {
         return sci_->wait(poll, timeout);
+    }
+    // For AutoGroup: input from tcp node id rings the doorbell from now on (a group
+    // names its tcp members before it first sleeps; tcp::TcpNodeFactory::ring_on_input_from),
+    // and the call of a thread about to sleep on it (before_bell_sleep).
+    void ring_on_input_from(NodeId id) {
+        if (tcp_) tcp_->ring_on_input_from(id);
+    }
+    void before_bell_sleep() {
+        if (tcp_) tcp_->before_bell_sleep();
     }
     // True when node is one this factory made (through its sci, tcp or udp part),
     // a peer found at run time included.
@@ -99,6 +109,10 @@ protected:
 
 private:
     AutoNodeFactory& factory_;
+    // tcp members not yet named to the tcp part (ring_on_input_from): named at the
+    // first blocking receive after they joined, so that only the tcp nodes of a group
+    // that sleeps ring the doorbell.
+    std::vector<NodeId> unbelled_;
 };
 
 } // namespace msgpass::auto_

@@ -79,10 +79,20 @@ public:
     // (RST), as a network failure would; both processes live on and reconnect.
     void reset_connections(NodeId peer);
 
-    // For technology: auto: from now on, input on any incoming connection (and a
-    // connection installed, a peer lost) rings bell, so that a group mixing sci and
-    // tcp nodes sleeps on the sci doorbell alone. The bell must outlive the factory.
+    // For technology: auto: from now on, a connection installed or a peer lost rings
+    // bell, and so does input from the nodes named to ring_on_input_from, so that a
+    // group mixing sci and tcp nodes sleeps on the sci doorbell alone. The bell must
+    // outlive the factory.
     void ring_on_input(Doorbell& bell);
+    // Input from node id (made by this factory) rings the bell of ring_on_input from
+    // now on: a group that sleeps on that bell names its tcp members before it sleeps.
+    // Input that comes while nobody sleeps on the bell turns that node's ring off
+    // until a sleeper calls before_bell_sleep (so that a receiver that never sleeps
+    // is not paid a wake-up of the background thread per arrival).
+    void ring_on_input_from(NodeId id);
+    // Called by a thread that sleeps on the bell, after it announced itself
+    // (Doorbell::sleepers) and before its last poll: the rings turned off come back.
+    void before_bell_sleep();
 
     [[nodiscard]] Transport& transport() const noexcept { return *transport_; }
 
