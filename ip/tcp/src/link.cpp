@@ -86,6 +86,7 @@ void Link::unmute_bell() {
 }
 
 void Link::tell_receivers() {
+    tells_.fetch_add(1, std::memory_order_acq_rel);
     {
         std::lock_guard lock(marks_mutex_);
         for (const auto& [marks, slot] : marks_)

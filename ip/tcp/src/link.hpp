@@ -150,6 +150,10 @@ protected:
     // each, under marks_mutex_ (taken last: any thread, holding any other lock) ---
     std::mutex marks_mutex_;
     std::vector<std::pair<std::shared_ptr<kit::ReadyMarks>, std::size_t>> marks_;
+    // How many times the node told its receivers of something (tell_receivers): a read
+    // that drained the socket says nothing is left only while this stays as it was
+    // before the read (TcpNode::drained).
+    std::atomic<std::uint64_t> tells_{0};
 };
 
 } // namespace msgpass::tcp
