@@ -147,6 +147,7 @@ private:
     void declare_lost_locked(std::uint64_t incarnation, const std::string& reason, bool may_live = false);
     void window_mismatch(std::uint64_t incarnation, std::uint64_t next_expected);
     bool check_answers(Clock::time_point now);
+    [[nodiscard]] bool answer_check_needed(Clock::time_point now);
     // under both locks (in_mutex_ first)
     void handle_welcome(const Welcome& w);
     void broken(const std::string& why);
