@@ -568,9 +568,9 @@ TEST(SciSlotPool, ComesBackWholeAfterThreeReceivingThreadsAndADroppingThread) {
         c.edit_section<sci::Options>().max_outst_buffers = 1;
     });
     auto receiver = NodeFactory::create(c, 1);
-    std::vector<std::unique_ptr<NodeFactory>> senders;
-    std::vector<std::unique_ptr<Node>> to_receiver;
-    std::vector<std::unique_ptr<Node>> from_sender;
+    std::vector<decltype(NodeFactory::create(c, 2))> senders;
+    std::vector<NodePtr> to_receiver;
+    std::vector<NodePtr> from_sender;
     for (NodeId id = 2; id <= 4; ++id) {
         senders.push_back(NodeFactory::create(c, id));
         to_receiver.push_back(senders.back()->create_node(1));
@@ -594,6 +594,7 @@ TEST(SciSlotPool, ComesBackWholeAfterThreeReceivingThreadsAndADroppingThread) {
                 const std::array<std::byte, 24> bytes{std::byte(i)};
                 to_receiver[p]->send_bytes({bytes.data(), 8 + i % 17});
             }
+            if (!to_receiver[p]->flush(30s)) lost.fetch_add(1); // what waits for a grant goes
         });
         threads.emplace_back([&, p] {
             for (std::uint64_t i = 1; i <= count; ++i) {
