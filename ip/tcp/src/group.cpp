@@ -101,27 +101,22 @@ void TcpGroup::rebuild() {
 // receive finds without reading its socket becomes pending. The marks set before it
 // are spent on it.
 void TcpGroup::sweep(bool all) {
-    if (!all) {
+    if (all) {
+        swept_ = true;
+        ++sweeps_;
+        partial_sweeps_ = 0;
+        swept_now();
+        for (std::size_t w = 0; w < marks_->count; ++w)
+            (void)marks_->words[w].exchange(0, std::memory_order_acquire);
+    } else {
         // The periodic sweep: the members whose connection is in the set are followed
         // by it and by their marks (every change of a member's state marks it); the
         // others (no connection, or one the set did not take) only by the sweep.
         follow_marks();
-        for (std::size_t slot = 0; slot < members_.size(); ++slot) {
-            Member& m = members_[slot];
-            if (m.watched >= 0) continue;
-            ++swept_members_;
-            if (m.node->watch(*set_, slot, m.watched)) ready(slot);
-        }
-        return;
     }
-    swept_ = true;
-    ++sweeps_;
-    partial_sweeps_ = 0;
-    swept_now();
-    for (std::size_t w = 0; w < marks_->count; ++w)
-        (void)marks_->words[w].exchange(0, std::memory_order_acquire);
     for (std::size_t slot = 0; slot < members_.size(); ++slot) {
         Member& m = members_[slot];
+        if (!all && m.watched >= 0) continue;
         ++swept_members_;
         if (m.node->watch(*set_, slot, m.watched)) ready(slot);
     }
