@@ -599,6 +599,56 @@ TEST(Udp, AFlushAsksThePeerForItsStatusAndDoesNotWaitForTheStatusDelay) {
     EXPECT_EQ(to_b->stats().queue_depth, 0u);
 }
 
+// A receiver waiting in a blocking receive has the socket lent to it; the background
+// thread runs the timers of every node every status_delay only while such receivers
+// read (a datagram within receivers_reading), otherwise when a node's timer asks
+// (docs/udp.md, "Timers while a receiver waits"). Run every status_delay through a
+// whole wait, the timers of 128 processes of 129 nodes each (a fan-in's senders
+// waiting for their command) took the machine's 2 CPUs, and the receiver's background
+// thread, preempted, fell silent for peer_timeout. Counted here: over a wait that
+// reads nothing (peer_timeout is long: no keepalive comes), the factory runs its
+// timers fewer than once every 4 status_delay (an idle peer's timer asks every
+// resend_timeout, 10 ms); and a receiver that reads still sends the status it owes,
+// unasked (no flush) and long before any keepalive.
+TEST(Udp, AReceiverThatWaitsLeavesTheTimersToTheNodesAndOneThatReadsStillSendsItsStatus) {
+    constexpr std::chrono::microseconds status_delay{1000}; // the default
+    auto c = make_configuration("udp", unique_partition("idle"), 2, [&](config::Configuration& c) {
+        c.peer_timeout = std::chrono::minutes(2);
+        c.edit_section<udp::Options>().status_delay = status_delay;
+    });
+    auto a = NodeFactory::create(c, 1);
+    auto b = NodeFactory::create(c, 2);
+    auto to_b = a->create_node(2);
+    auto from_a = b->create_node(1);
+    const auto& ub = dynamic_cast<udp::UdpNodeFactory&>(*b);
+    send_retrying(*to_b, make_message(*a, 64, 1, 0), "the first message");
+    ASSERT_TRUE(to_b->flush(patience)) << "the first message was never acknowledged";
+    auto first = from_a->receive(patience);
+    ASSERT_NE(first, nullptr) << "the first message never arrived";
+
+    const auto runs = ub.datagram_stats().timer_runs;
+    const auto began = Clock::now();
+    EXPECT_EQ(from_a->receive(300ms), nullptr) << "a message came during the wait";
+    const auto waited = Clock::now() - began;
+    const auto ran = ub.datagram_stats().timer_runs - runs;
+    const auto every_4_status_delays = static_cast<std::uint64_t>(waited / (4 * status_delay));
+    EXPECT_LT(ran, every_4_status_delays)
+        << "the timers ran " << ran << " times during a wait of "
+        << std::chrono::duration_cast<std::chrono::milliseconds>(waited).count() << " ms that read nothing";
+
+    const auto before = ub.datagram_stats();
+    for (std::uint64_t i = 1; i <= 3; ++i)
+        send_retrying(*to_b, make_message(*a, 64, 1, i), "message " + std::to_string(i));
+    for (std::uint64_t i = 1; i <= 3; ++i) {
+        auto m = from_a->receive(patience);
+        ASSERT_NE(m, nullptr) << "message " << i << " never arrived";
+        EXPECT_EQ(check_payload(*m).seq, i);
+    }
+    EXPECT_TRUE(eventually([&] { return ub.datagram_stats().sent > before.sent; }, patience))
+        << "the receiver never sent the status it owed";
+    EXPECT_EQ(ub.datagram_stats().statuses_asked, before.statuses_asked) << "the sender asked for the status";
+}
+
 // A node that learned its peer from the peer's hello (its welcome went the other
 // way) does not know the peer's window; while the peer keeps sending (so it never
 // sends a keepalive naming the window), the node's own messages must still go out:

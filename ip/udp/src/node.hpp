@@ -159,6 +159,7 @@ struct Shared {
     sockaddr_in multicast_address{};
     std::atomic<std::uint64_t> multicast_sent{0}, multicast_repairs{0}, naks_coalesced{0}, naks_withheld{0};
     std::atomic<std::uint64_t> statuses_asked{0}; // sent at once at a flushing sender's request
+    std::atomic<std::uint64_t> timer_runs{0};     // the background thread ran the nodes' timers (Transport::run)
     // Run-time clients (first_runtime_id up): ids given so far, and of those forgotten.
     std::atomic<std::uint32_t> clients_seen{0}, clients_forgotten{0};
     // udp.inject_*: the fault injection (ip/common's interface), made by the transport

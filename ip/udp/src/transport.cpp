@@ -636,6 +636,7 @@ void Transport::run() {
                 later.swap(held_);
                 handle(later, now, Source{});
             }
+            shared_->timer_runs.fetch_add(1, std::memory_order_relaxed);
             next_tick = now + std::chrono::milliseconds(50);
             for (auto& [id, node] : nodes_)
                 next_tick = std::min(next_tick, node->tick(now));

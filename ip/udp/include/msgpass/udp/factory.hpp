@@ -24,8 +24,8 @@ void register_technology();
 
 class Transport; // the socket, the background thread, the nodes (src/transport.hpp)
 
-// Datagram counters of a factory: sent and received, NAKs, repairs, and the
-// datagrams dropped per reason.
+// Datagram counters of a factory: sent and received, NAKs, repairs, the datagrams
+// dropped per reason, and how often its background thread ran the timers.
 struct DatagramStats {
     std::uint64_t sent = 0;
     std::uint64_t received = 0;
@@ -44,6 +44,10 @@ struct DatagramStats {
     // Statuses this side sent at once because the sender asked (a flush: a data
     // datagram with flag_status_now, or a status_request), not status_delay later.
     std::uint64_t statuses_asked = 0;
+    // Runs of the nodes' timers by the background thread: every status_delay while a
+    // receiver reads the socket lent to it, else when a node's timer is due (docs/udp.md,
+    // "Timers while a receiver waits").
+    std::uint64_t timer_runs = 0;
     std::array<std::uint64_t, static_cast<std::size_t>(Drop::kinds)> dropped{};
     [[nodiscard]] std::uint64_t count(Drop d) const noexcept { return dropped[static_cast<std::size_t>(d)]; }
 };
