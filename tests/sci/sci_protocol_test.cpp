@@ -1232,8 +1232,11 @@ TEST(SciReceiveSlots, TheReceivingThreadsDropsWriteTheirAcksHalfAWindowAtATime) 
     auto b = NodeFactory::create(c, 2);
     auto to_b = a->create_node(2);
     auto from_a = b->create_node(1);
+    // Each alone in its slot: messages from hot_min_size on are never held back in a
+    // staged batch while the receiver is behind (SciHold below).
+    constexpr std::size_t size = sci::hot_min_size;
     for (std::uint64_t i = 0; i < k; ++i)
-        to_b->send(make_message(*a, 64, 1, i));
+        to_b->send(make_message(*a, size, 1, i));
     ASSERT_EQ(to_b->stats().queue_depth, 0u) << "the sender had fewer than " << k << " slots";
     std::uint64_t next = 0;
     auto take = [&] {
@@ -1244,7 +1247,7 @@ TEST(SciReceiveSlots, TheReceivingThreadsDropsWriteTheirAcksHalfAWindowAtATime) 
     };
     for (int i = 0; i < 3; ++i)
         take();
-    to_b->send(make_message(*a, 64, 1, k));
+    to_b->send(make_message(*a, size, 1, k));
     EXPECT_EQ(to_b->stats().queue_depth, 1u) << "the ack of a drop with the next note waiting was written at once";
     take(); // message 3: its receive writes the three acks
     EXPECT_TRUE(to_b->flush(10s)) << "the receive call did not write the acks that waited";
@@ -1253,10 +1256,66 @@ TEST(SciReceiveSlots, TheReceivingThreadsDropsWriteTheirAcksHalfAWindowAtATime) 
     EXPECT_EQ(from_a->receive(), nullptr) << "a message was delivered twice";
     // Nothing waits now: the last drop (no next note) and the empty receive wrote every ack.
     for (std::uint64_t i = 0; i < k; ++i)
-        to_b->send(make_message(*a, 64, 1, k + 1 + i));
+        to_b->send(make_message(*a, size, 1, k + 1 + i));
     EXPECT_EQ(to_b->stats().queue_depth, 0u) << "an ack still waited after an empty receive";
     while (next <= 2 * k)
         take();
+}
+
+// Holding small messages (docs/sci-protocol.md): a send that finds less than half
+// the window granted (the receiver is behind) holds its small message in the send
+// queue, where the next ones join it in one staged batch, instead of sending each
+// alone into a slot that is granted; the sends hold until one finds the whole window
+// granted, which sends the batch with one note. A flush sends what is held; a send
+// that finds the whole window granted with no more than one message waiting stops
+// holding. One thread plays both ends, so when each grant is seen is fixed; the
+// node's path counters say how the messages went.
+TEST(SciHold, ASenderWhoseReceiverIsHalfAWindowBehindHoldsItsSmallMessagesInOneBatch) {
+    constexpr std::uint32_t k = 7;
+    auto c = make_configuration("sci", partition_for_test(), 2,
+                                [](config::Configuration& c) { c.edit_section<sci::Options>().max_outst_buffers = k; });
+    auto a = NodeFactory::create(c, 1);
+    auto b = NodeFactory::create(c, 2);
+    auto to_b = a->create_node(2);
+    auto from_a = b->create_node(1);
+    const sci::PathCounters& paths = dynamic_cast<sci::SciNode&>(*to_b).paths();
+    auto count = [](const std::atomic<std::uint64_t>& n) { return n.load(std::memory_order_relaxed); };
+    for (std::uint64_t i = 0; i < 4; ++i) // 0-3: the message 3 after each still has its grant
+        to_b->send(make_message(*a, 64, 1, i));
+    EXPECT_EQ(count(paths.alone), 4u);
+    EXPECT_EQ(to_b->stats().queue_depth, 0u);
+    for (std::uint64_t i = 4; i < 10; ++i) // less than half the window is granted now
+        to_b->send(make_message(*a, 64, 1, i));
+    EXPECT_EQ(count(paths.alone), 4u) << "a message went alone while the receiver was half a window behind";
+    EXPECT_EQ(to_b->stats().queue_depth, 6u) << "the sender did not hold messages 4-9";
+    EXPECT_EQ(count(paths.batches), 0u);
+    std::uint64_t next = 0;
+    auto take = [&] {
+        auto m = from_a->receive(10s);
+        ASSERT_NE(m, nullptr) << "message " << next;
+        EXPECT_EQ(check_payload(*m).seq, next);
+        ++next;
+    };
+    for (int i = 0; i < 4; ++i)
+        take();
+    EXPECT_EQ(from_a->receive(), nullptr) << "a held message was delivered";
+    // The whole window is granted again: this send sends the six held messages as one
+    // batch and holds its own (the batch is outstanding).
+    to_b->send(make_message(*a, 64, 1, 10));
+    EXPECT_EQ(count(paths.batches), 1u);
+    EXPECT_EQ(count(paths.batched), 6u);
+    EXPECT_EQ(to_b->stats().queue_depth, 1u) << "a stream's next message went alone";
+    EXPECT_TRUE(to_b->flush(10s)) << "a flush did not send the held message";
+    EXPECT_EQ(to_b->stats().queue_depth, 0u);
+    while (next <= 10)
+        take();
+    EXPECT_EQ(from_a->receive(), nullptr) << "a message was delivered twice";
+    // Everything taken and granted: a lone message goes at once, and holding stops.
+    const std::uint64_t alone = count(paths.alone);
+    to_b->send(make_message(*a, 64, 1, 11));
+    EXPECT_EQ(to_b->stats().queue_depth, 0u) << "a lone message was held after the receiver took everything";
+    EXPECT_EQ(count(paths.alone), alone + 1);
+    take();
 }
 
 // The receiver thread hands every message to a worker thread that checks and drops
