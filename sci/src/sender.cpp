@@ -520,7 +520,7 @@ bool Sender::granted_ahead(std::uint32_t ahead) const {
     return sig_of(load(local_header_->index[j].ack)) == signature_mod(send_round_[j], peer_salt255_);
 }
 
-bool Sender::hold() {
+bool Sender::hold_small() {
     if (hold_ahead_ == 0) return false;
     if (holding_) {
         if (!granted_ahead(send_k_ - 1)) return true;
@@ -542,7 +542,7 @@ bool Sender::holds_back(const Link& link) {
         if (staged_of(q) != nullptr || !coalescible(q, std::min<std::uint64_t>(link.slot_size, note_size_mask)))
             return false;
     }
-    return hold();
+    return hold_small();
 }
 
 void Sender::flush_locked(Link* link, bool holding) {
@@ -750,7 +750,7 @@ bool Sender::fast_bytes(std::span<const std::byte> bytes) {
             }
         }
         if (!appended) {
-            if (hold()) return false; // held: the generic path queues it
+            if (hold_small()) return false; // held: the generic path queues it
             const std::uint32_t ack = next_grant();
             const std::uint32_t slot = ack & ack_slot_mask;
             if (ack == 0 || slot >= link->slot_count) return false; // queued, or reported, by the generic path
@@ -871,7 +871,9 @@ void Sender::send(B& buffer, const kit::Progressing* self) {
     };
     if (!queue_.empty()) {
         // (A small message's send holds the queue back while the receiver is behind.)
-        flush_locked(link, size < hot_min_size); // throws the error of a message queued before (this buffer stays with the caller)
+        flush_locked(
+            link,
+            size < hot_min_size); // throws the error of a message queued before (this buffer stays with the caller)
         if (!queue_.empty()) {
             // Still behind others: the message joins the queue, which moves again,
             // so that it may leave in the same batch of small messages as they do.
@@ -897,7 +899,7 @@ void Sender::send(B& buffer, const kit::Progressing* self) {
     const bool held = link != nullptr && hold_ahead_ != 0 && size < hot_min_size &&
                       batch_data_offset(2) + 2 * batch_align_up(size) <=
                           std::min({link->slot_size, std::uint64_t{note_size_mask}, Staged::max_capacity}) &&
-                      hold();
+                      hold_small();
     if (link != nullptr && !held && try_transfer(*link, *buffer, owned, shared)) {
         if constexpr (!bytes) buffer = nullptr;
         return;

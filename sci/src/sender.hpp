@@ -133,9 +133,9 @@ private:
     // that finds less than half the window granted (the receiver is behind) until
     // one finds all of it granted (the receiver took everything). Never below 4
     // outstanding messages. Send lock held.
-    [[nodiscard]] bool hold();
+    [[nodiscard]] bool hold_small();
     // Whether a send leaves the queue as it is instead of transferring it: it is one
-    // small message or the staged batch that still takes more, and hold().
+    // small message or the staged batch that still takes more, and hold_small().
     [[nodiscard]] bool holds_back(const Link& link);
     // Transfers queued messages while possible; holding: a send's flush, which leaves
     // a queue that holds_back alone.
@@ -155,8 +155,8 @@ private:
     Sequence& sequence_;
     StatsCounters& stats_;
     const std::uint32_t send_k_;
-    const std::uint32_t hold_ahead_; // hold() starts while the message this many ahead has no grant (0: never)
-    bool holding_ = false;           // hold(): until a send finds the whole window granted
+    const std::uint32_t hold_ahead_; // hold_small() starts while the message this many ahead has no grant (0: never)
+    bool holding_ = false;           // hold_small(): until a send finds the whole window granted
     const bool records_;             // sci.records: small messages as records of an open slot
 
     std::atomic<std::size_t> queue_depth_{0}; // queued_messages_, for readers without the lock
