@@ -19,8 +19,7 @@ namespace msgpass::sci {
 Sender::Sender(Links& links, Receiver& receiver, const Node& node)
     : node_(node), links_(links), receiver_(receiver), transport_(links.transport.get()), parameters_(links.parameters),
       local_header_(links.local_header), grants_(links.grants.get()), sequence_(links.sequence), stats_(links.stats),
-      send_k_(links.send_k), hold_ahead_(send_k_ >= 4 ? send_k_ / 2 : 0),
-      records_(transport_->parameters().sci.records) {
+      send_k_(links.send_k), holds_(send_k_ >= 4), records_(transport_->parameters().sci.records) {
     links.watch(sent_, queue_depth_);
 }
 
@@ -521,7 +520,7 @@ bool Sender::granted_ahead(std::uint32_t ahead) const {
 }
 
 bool Sender::hold_small() {
-    if (hold_ahead_ == 0) return false;
+    if (!holds_) return false;
     if (holding_) {
         if (!granted_ahead(send_k_ - 1)) return true;
         // The receiver took everything: what waits goes now. A stream, whose batch
@@ -530,13 +529,15 @@ bool Sender::hold_small() {
         if (queued_messages_ < 2) holding_ = false;
         return false;
     }
-    if (granted_ahead(hold_ahead_)) return false;
+    // Holding starts with the message that finds no slot granted (it queues anyway):
+    // a message that could go now is never held by a sender that was not behind.
+    if (granted_ahead(0)) return false;
     holding_ = true;
     return true;
 }
 
 bool Sender::holds_back(const Link& link) {
-    if (hold_ahead_ == 0 || queue_.size() != 1) return false;
+    if (!holds_ || queue_.size() != 1) return false;
     const Queued& q = queue_.front();
     if (staged_back_ == nullptr || &q.buffer() != staged_back_) {
         if (staged_of(q) != nullptr || !coalescible(q, std::min<std::uint64_t>(link.slot_size, note_size_mask)))
@@ -894,9 +895,9 @@ void Sender::send(B& buffer, const kit::Progressing* self) {
     } else if constexpr (std::is_same_v<B, SharedBuffer>) {
         shared = &buffer;
     }
-    // A small message while the receiver is more than half a window behind is held
+    // A small message while the sender holds (its receiver fell a window behind) waits
     // in the queue (holds_back), where the next ones join it in a staged batch.
-    const bool held = link != nullptr && hold_ahead_ != 0 && size < hot_min_size &&
+    const bool held = link != nullptr && holds_ && size < hot_min_size &&
                       batch_data_offset(2) + 2 * batch_align_up(size) <=
                           std::min({link->slot_size, std::uint64_t{note_size_mask}, Staged::max_capacity}) &&
                       hold_small();

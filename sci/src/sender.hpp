@@ -130,9 +130,9 @@ private:
     [[nodiscard]] bool granted_ahead(std::uint32_t ahead) const;
     // Whether a send holds a small message back in the staged batch instead of
     // sending it now (docs/sci-protocol.md, "Holding small messages"): from the send
-    // that finds less than half the window granted (the receiver is behind) until
-    // one finds all of it granted (the receiver took everything). Never below 4
-    // outstanding messages. Send lock held.
+    // that finds no slot granted for its message (the receiver is a window behind)
+    // until one finds the whole window granted (the receiver took everything) with
+    // at most one message waiting. Never below 4 outstanding messages. Send lock held.
     [[nodiscard]] bool hold_small();
     // Whether a send leaves the queue as it is instead of transferring it: it is one
     // small message or the staged batch that still takes more, and hold_small().
@@ -155,9 +155,9 @@ private:
     Sequence& sequence_;
     StatsCounters& stats_;
     const std::uint32_t send_k_;
-    const std::uint32_t hold_ahead_; // hold_small() starts while the message this many ahead has no grant (0: never)
-    bool holding_ = false;           // hold_small(): until a send finds the whole window granted
-    const bool records_;             // sci.records: small messages as records of an open slot
+    const bool holds_;     // max_outst_buffers of 4 or more: small messages may be held (hold_small)
+    bool holding_ = false; // hold_small(): until a send finds the whole window granted
+    const bool records_;   // sci.records: small messages as records of an open slot
 
     std::atomic<std::size_t> queue_depth_{0}; // queued_messages_, for readers without the lock
     std::atomic<std::uint64_t> sent_{0};      // written under send_mutex_; read by loss reports

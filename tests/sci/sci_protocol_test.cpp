@@ -1262,15 +1262,14 @@ TEST(SciReceiveSlots, TheReceivingThreadsDropsWriteTheirAcksHalfAWindowAtATime) 
         take();
 }
 
-// Holding small messages (docs/sci-protocol.md): a send that finds less than half
-// the window granted (the receiver is behind) holds its small message in the send
-// queue, where the next ones join it in one staged batch, instead of sending each
-// alone into a slot that is granted; the sends hold until one finds the whole window
-// granted, which sends the batch with one note. A flush sends what is held; a send
-// that finds the whole window granted with no more than one message waiting stops
-// holding. One thread plays both ends, so when each grant is seen is fixed; the
-// node's path counters say how the messages went.
-TEST(SciHold, ASenderWhoseReceiverIsHalfAWindowBehindHoldsItsSmallMessagesInOneBatch) {
+// Holding small messages (docs/sci-protocol.md): from the send that finds no slot
+// granted for its small message (the receiver is a window behind), sends hold their
+// messages in one staged batch, even once slots are granted again, until a send finds
+// the whole window granted, which sends the batch with one note; a flush sends what
+// is held, and a send that finds the whole window granted with no more than one
+// message waiting stops holding. One thread plays both ends, so when each grant is
+// seen is fixed; the node's path counters say how the messages went.
+TEST(SciHold, ASenderAWindowBehindHoldsItsSmallMessagesInOneBatchUntilTheReceiverTookEverything) {
     constexpr std::uint32_t k = 7;
     auto c = make_configuration("sci", partition_for_test(), 2,
                                 [](config::Configuration& c) { c.edit_section<sci::Options>().max_outst_buffers = k; });
@@ -1280,15 +1279,15 @@ TEST(SciHold, ASenderWhoseReceiverIsHalfAWindowBehindHoldsItsSmallMessagesInOneB
     auto from_a = b->create_node(1);
     const sci::PathCounters& paths = dynamic_cast<sci::SciNode&>(*to_b).paths();
     auto count = [](const std::atomic<std::uint64_t>& n) { return n.load(std::memory_order_relaxed); };
-    for (std::uint64_t i = 0; i < 4; ++i) // 0-3: the message 3 after each still has its grant
-        to_b->send(make_message(*a, 64, 1, i));
-    EXPECT_EQ(count(paths.alone), 4u);
+    std::uint64_t sent = 0;
+    auto send = [&] { to_b->send(make_message(*a, 64, 1, sent++)); };
+    for (std::uint32_t i = 0; i < k; ++i) // 0-6: each alone, at once
+        send();
+    EXPECT_EQ(count(paths.alone), k);
     EXPECT_EQ(to_b->stats().queue_depth, 0u);
-    for (std::uint64_t i = 4; i < 10; ++i) // less than half the window is granted now
-        to_b->send(make_message(*a, 64, 1, i));
-    EXPECT_EQ(count(paths.alone), 4u) << "a message went alone while the receiver was half a window behind";
-    EXPECT_EQ(to_b->stats().queue_depth, 6u) << "the sender did not hold messages 4-9";
-    EXPECT_EQ(count(paths.batches), 0u);
+    for (int i = 0; i < 6; ++i) // 7-12: no slot granted, held
+        send();
+    EXPECT_EQ(to_b->stats().queue_depth, 6u);
     std::uint64_t next = 0;
     auto take = [&] {
         auto m = from_a->receive(10s);
@@ -1296,25 +1295,35 @@ TEST(SciHold, ASenderWhoseReceiverIsHalfAWindowBehindHoldsItsSmallMessagesInOneB
         EXPECT_EQ(check_payload(*m).seq, next);
         ++next;
     };
-    for (int i = 0; i < 4; ++i)
+    for (int i = 0; i < 4; ++i) // 0-3: three slots granted again (the fourth's ack waits)
+        take();
+    send(); // 13
+    EXPECT_EQ(to_b->stats().queue_depth, 7u) << "a send with slots granted, but not all, sent what was held";
+    EXPECT_EQ(count(paths.alone), k);
+    EXPECT_EQ(count(paths.batches), 0u);
+    while (next < k)
         take();
     EXPECT_EQ(from_a->receive(), nullptr) << "a held message was delivered";
-    // The whole window is granted again: this send sends the six held messages as one
+    // The whole window is granted: this send sends the seven held messages as one
     // batch and holds its own (the batch is outstanding).
-    to_b->send(make_message(*a, 64, 1, 10));
+    send(); // 14
     EXPECT_EQ(count(paths.batches), 1u);
-    EXPECT_EQ(count(paths.batched), 6u);
-    EXPECT_EQ(to_b->stats().queue_depth, 1u) << "a stream's next message went alone";
+    EXPECT_EQ(count(paths.batched), 7u);
+    EXPECT_EQ(count(paths.alone), k) << "a stream's next message went alone";
+    EXPECT_EQ(to_b->stats().queue_depth, 1u);
     EXPECT_TRUE(to_b->flush(10s)) << "a flush did not send the held message";
     EXPECT_EQ(to_b->stats().queue_depth, 0u);
-    while (next <= 10)
+    while (next < sent)
         take();
     EXPECT_EQ(from_a->receive(), nullptr) << "a message was delivered twice";
     // Everything taken and granted: a lone message goes at once, and holding stops.
     const std::uint64_t alone = count(paths.alone);
-    to_b->send(make_message(*a, 64, 1, 11));
+    send(); // 15
     EXPECT_EQ(to_b->stats().queue_depth, 0u) << "a lone message was held after the receiver took everything";
     EXPECT_EQ(count(paths.alone), alone + 1);
+    take();
+    send(); // 16: holding stopped
+    EXPECT_EQ(to_b->stats().queue_depth, 0u);
     take();
 }
 
