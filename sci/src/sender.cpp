@@ -48,6 +48,7 @@ void Sender::sync_send_side(Link* link) {
         records_batched_ = false;
         marks_ = {};
         if (records_pending_.exchange(false, std::memory_order_relaxed)) transport_->driver().queued_changed(-1);
+        fast_size_limit_ = fast_size_limit(*link);
     }
     // After send_link_ took the link this call uses, which is therefore kept.
     if (links_.retired()) links_.reclaim(send_link_);
@@ -714,6 +715,17 @@ void Sender::close_quietly() {
     open_ = {};
 }
 
+// What fast_bytes may take of a link, worked out once per link: at most both nodes'
+// max_message_size, and a small message (two of its size fit a slot, as for a
+// batch: batch_data_offset(2) + 2 x batch_align_up(size) within the slot, the
+// note's size field and a staged batch). The bound is exclusive; 0 takes nothing.
+std::uint64_t Sender::fast_size_limit(const Link& link) const noexcept {
+    const std::uint64_t room = std::min({link.slot_size, std::uint64_t{note_size_mask}, Staged::max_capacity});
+    const std::uint64_t batched =
+        room < batch_data_offset(2) ? 0 : (room - batch_data_offset(2)) / 2 / batch_align * batch_align + 1;
+    return std::min({std::uint64_t{parameters_.max_message_size} + 1, link.max_message_size + 1, batched});
+}
+
 // The usual cases of send_bytes, each as the generic path would do it but without
 // its layers: nothing to report (no loss, no deferred error), the link the send
 // side uses, a message that fits a slot with others. Then either the queue is empty
@@ -725,10 +737,7 @@ bool Sender::fast_bytes(std::span<const std::byte> bytes) {
     Link* const link = send_link_;
     const std::size_t size = bytes.size();
     if (link == nullptr || links_.loss.pending() || deferred_pending_.load(std::memory_order_relaxed) ||
-        links_.current_if_any() != link || links_.retired() || size > parameters_.max_message_size ||
-        size > link->max_message_size ||
-        batch_data_offset(2) + 2 * batch_align_up(size) >
-            std::min({link->slot_size, std::uint64_t{note_size_mask}, Staged::max_capacity}))
+        links_.current_if_any() != link || links_.retired() || size >= fast_size_limit_)
         return false; // (a small message: two of its size fit a slot, as for a batch)
     if (queue_.empty()) {
         if (size >= hot_min_size || load(local_header_->epoch) != link->epoch32) return false;
@@ -758,7 +767,7 @@ bool Sender::fast_bytes(std::span<const std::byte> bytes) {
             const std::uint32_t i = send_index_;
             const std::uint64_t n = sent_.load(std::memory_order_relaxed);
             std::uint32_t note = 0;
-            if (record_fits_slot(*link, size)) {
+            if (records_ && record_fits_slot(*link, size)) {
                 // The message opens the slot to records: the next small ones follow it
                 // there without a note.
                 open_ = OpenSlot{link,

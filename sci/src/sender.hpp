@@ -175,6 +175,9 @@ private:
     Staged* staged_back_ = nullptr;   // the staged batch at the back of queue_, while it takes more
     std::deque<Staged*> staged_;      // the staged batches in queue_, in its order
     Link* send_link_ = nullptr;
+    // fast_bytes takes messages below this size to send_link_ (set by sync_send_side).
+    std::uint64_t fast_size_limit_ = 0;
+    [[nodiscard]] std::uint64_t fast_size_limit(const Link& link) const noexcept;
     std::uint64_t large_sent_ = 0;  // large messages sent to this incarnation
     std::uint64_t large_freed_ = 0; // of which the peer released (in order)
     std::uint64_t large_head_ = 0;  // where the next large message starts in the peer's region

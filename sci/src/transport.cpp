@@ -168,9 +168,11 @@ Transport::Transport(TransportParameters parameters)
     std::atomic_ref<std::uint64_t>(control_->epoch).store(new_epoch(), std::memory_order_release);
 
     hot_slots_ = sci.recv_buffer_no >= parameters_.peer_outstanding + peers;
-    free_slots_.reserve(sci.recv_buffer_no);
-    for (std::uint32_t s = sci.recv_buffer_no; s > 0; --s)
-        free_slots_.push_back(s - 1);
+    // Slot 0 on top, each slot followed by the next (the order the pool always had).
+    next_free_ = std::make_unique<std::atomic<std::uint32_t>[]>(sci.recv_buffer_no);
+    for (std::uint32_t s = 0; s < sci.recv_buffer_no; ++s)
+        next_free_[s].store(s + 1 < sci.recv_buffer_no ? s + 1 : no_free, std::memory_order_relaxed);
+    free_head_.store(sci.recv_buffer_no > 0 ? 0 : no_free, std::memory_order_release);
     holds_ = std::make_unique<SlotHold[]>(sci.recv_buffer_no);
     headers_taken_.assign(sci.header_area_size / header_size, false);
 
@@ -235,7 +237,7 @@ void Transport::broadcast_release(std::uint64_t entry) noexcept {
 }
 
 Header* Transport::allocate_local_header(std::size_t index) {
-    std::lock_guard lock(slots_mutex_);
+    std::lock_guard lock(headers_mutex_);
     if (index >= headers_taken_.size() || headers_taken_[index]) {
         throw UsageError("local header " + std::to_string(index) + " is out of range or already in use");
     }
@@ -244,29 +246,51 @@ Header* Transport::allocate_local_header(std::size_t index) {
 }
 
 void Transport::release_local_header(std::size_t index) noexcept {
-    std::lock_guard lock(slots_mutex_);
+    std::lock_guard lock(headers_mutex_);
     if (index < headers_taken_.size()) headers_taken_[index] = false;
 }
 
-std::optional<std::uint32_t> Transport::allocate_recv_slot() {
-    std::lock_guard lock(slots_mutex_);
-    if (free_slots_.empty()) return std::nullopt;
-    const std::uint32_t slot = free_slots_.back();
-    free_slots_.pop_back();
-    return slot;
+namespace {
+// The head word of the free-slot stack: slot, and the count of changes above it.
+constexpr std::uint64_t next_head(std::uint64_t head, std::uint32_t slot) noexcept {
+    return ((head >> 32) + 1) << 32 | slot;
+}
+} // namespace
+
+// The successor read below may be stale (another thread took the top slot and gave
+// it back with another successor meanwhile): the change count in the head then
+// differs and the exchange fails.
+std::optional<std::uint32_t> Transport::allocate_recv_slot() noexcept {
+    std::uint64_t head = free_head_.load(std::memory_order_acquire);
+    for (;;) {
+        const auto top = static_cast<std::uint32_t>(head);
+        if (top == no_free) return std::nullopt;
+        const std::uint32_t next = next_free_[top].load(std::memory_order_relaxed);
+        if (free_head_.compare_exchange_weak(head, next_head(head, next), std::memory_order_acquire,
+                                             std::memory_order_acquire))
+            return top;
+    }
 }
 
 void Transport::release_recv_slot(std::uint32_t slot) noexcept {
-    {
-        std::lock_guard lock(slots_mutex_);
-        free_slots_.push_back(slot);
-    }
-    bell().ring(); // a receiver waiting to grant a slot may sleep
+    std::uint64_t head = free_head_.load(std::memory_order_relaxed);
+    do {
+        next_free_[slot].store(static_cast<std::uint32_t>(head), std::memory_order_relaxed);
+    } while (!free_head_.compare_exchange_weak(head, next_head(head, slot), std::memory_order_release,
+                                               std::memory_order_relaxed));
+    // A receiver that found the pool empty may sleep until a slot comes back: the
+    // push onto the empty pool rings (its fence against the sleeper's announcement
+    // before its last look at the pool); a push onto a pool that had slots follows
+    // one that did (no look found the pool empty since then without a push after it).
+    if (static_cast<std::uint32_t>(head) == no_free) bell().ring();
 }
 
-std::uint32_t Transport::free_slots() const {
-    std::lock_guard lock(slots_mutex_);
-    return static_cast<std::uint32_t>(free_slots_.size());
+std::uint32_t Transport::free_slots() const noexcept {
+    std::uint32_t count = 0;
+    for (auto s = static_cast<std::uint32_t>(free_head_.load(std::memory_order_acquire));
+         s != no_free && count < control_->slot_count; s = next_free_[s].load(std::memory_order_relaxed))
+        ++count;
+    return count;
 }
 
 // Racy updates from several waiting threads only blur the average.

@@ -89,14 +89,17 @@ public:
     Header* allocate_local_header(std::size_t index);
     void release_local_header(std::size_t index) noexcept;
 
-    // A free receive slot, or nullopt when all are in use. Receiver thread.
-    std::optional<std::uint32_t> allocate_recv_slot();
-    // Returns a slot to the pool. Any thread.
+    // A free receive slot, or nullopt when all are in use. Any thread; no lock (the
+    // pool is a lock-free stack: a receive takes a slot and a dropped buffer gives
+    // one back on every round trip of a ping-pong).
+    std::optional<std::uint32_t> allocate_recv_slot() noexcept;
+    // Returns a slot to the pool. Any thread; no lock.
     void release_recv_slot(std::uint32_t slot) noexcept;
     [[nodiscard]] std::byte* slot_address(std::uint32_t slot) const noexcept {
         return base_ + control_->slot_offset + static_cast<std::size_t>(slot) * control_->slot_size;
     }
-    [[nodiscard]] std::uint32_t free_slots() const;
+    // The slots in the pool: exact when no slot moves meanwhile (for tests and checks).
+    [[nodiscard]] std::uint32_t free_slots() const noexcept;
     // What a slot whose content was received needs until its last received buffer
     // is dropped: how many buffers still point into it, the outstanding index of the
     // sender it goes back to, and what keeps that sender's link (and through it this
@@ -162,8 +165,16 @@ private:
     LocalSegment segment_;
     std::byte* base_ = nullptr;
     ControlBlock* control_ = nullptr;
-    mutable std::mutex slots_mutex_;
-    std::vector<std::uint32_t> free_slots_;
+    std::mutex headers_mutex_;
+    // The pool of free receive slots, a lock-free stack (Treiber's) linked through
+    // next_free_ (a slot's successor while it is in the pool). free_head_: the top
+    // slot (low 32 bits; no_free when empty) and a count of the changes of the head
+    // (high 32 bits), so that a head taken and given back between another thread's
+    // load and its exchange is never taken for unchanged (ABA). A push publishes
+    // (release) what its thread did with the slot to the thread that pops it.
+    static constexpr std::uint32_t no_free = ~std::uint32_t{0};
+    std::unique_ptr<std::atomic<std::uint32_t>[]> next_free_;
+    std::atomic<std::uint64_t> free_head_{no_free};
     std::unique_ptr<SlotHold[]> holds_; // one per receive slot
     std::vector<bool> headers_taken_;
     bool hot_slots_ = false;

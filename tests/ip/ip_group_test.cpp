@@ -224,6 +224,63 @@ TEST_P(TcpGroupOf32, AnIdleWaitAcknowledgesWhatASenderHoldsABufferForNotItsCopie
     EXPECT_TRUE(eventually([&] { return large.use_count() == 1; }, patience)) << "the sender still holds the message";
 }
 
+// A message that came alone costs the group one read of its member's socket: that
+// read drained the socket (the kernel gave less than asked), so the group does not
+// read it again to see whether more came (more makes the connection readable in the
+// group's epoll set, level-triggered), and a receive that finds nothing after it asks
+// nothing of the kernel. Counted: the reads of the member's socket by the receiving
+// thread and those that found nothing, and the group's asks of its set without
+// sleeping. Before, every message cost a read that found nothing.
+TEST_P(TcpGroupOf32, AMessageThatCameAloneCostsOneReadOfItsSocketAndNoEmptyRead) {
+    ASSERT_NO_FATAL_FAILURE(connect_all());
+    constexpr std::size_t sender = 11;
+    constexpr std::uint64_t messages = 200;
+    const auto* node = dynamic_cast<const tcp::TcpNode*>(at_builder_[sender].get());
+    ASSERT_NE(node, nullptr);
+    const auto reads_before = node->socket_reads();
+    const auto empty_before = node->empty_reads();
+    const auto refreshes_before = tcp_group().refreshes();
+    for (std::uint64_t i = 0; i < messages; ++i) {
+        send(sender, next_seq_[sender]);
+        auto m = group_->receive(patience); // sleeps on the set until the message is there
+        ASSERT_NE(m, nullptr) << "message " << i;
+        EXPECT_EQ(m->source(), id_of(sender));
+        EXPECT_EQ(check_payload(*m).seq, next_seq_[sender]++) << "message " << i << " out of order";
+        EXPECT_EQ(group_->receive(), nullptr) << "a message more than was sent";
+    }
+    const auto reads = node->socket_reads() - reads_before;
+    const auto empty = node->empty_reads() - empty_before;
+    EXPECT_GE(reads, messages) << "messages taken without a read of the socket";
+    EXPECT_LE(empty, messages / 10) << "the group read the member's socket again after a read that drained it";
+    EXPECT_LE(reads, messages + messages / 10);
+    EXPECT_LE(tcp_group().refreshes() - refreshes_before, messages / 10)
+        << "the receive after each message asked the set without sleeping";
+}
+
+// The periodic sweep looks only at the members whose connection is not in the
+// group's set (every member is followed by the set and its marks otherwise), and at
+// every member one time in full_sweep_every: with the sweep due at every receive, 100
+// receives look at 32 members 100 / 20 times, not 100 times.
+TEST_P(TcpGroupOf32, ThePeriodicSweepLooksOnlyAtTheMembersTheSetDoesNotFollow) {
+    ASSERT_NO_FATAL_FAILURE(connect_all());
+    ready().set_sweep_interval(std::chrono::nanoseconds::zero());
+    const auto swept_before = tcp_group().swept_members();
+    const auto sweeps_before = tcp_group().sweeps();
+    constexpr std::uint64_t receives = 100;
+    for (std::uint64_t i = 0; i < receives; ++i)
+        EXPECT_EQ(group_->receive(), nullptr) << "a message more than was sent";
+    const auto full = tcp_group().sweeps() - sweeps_before;
+    EXPECT_EQ(full, receives / tcp::TcpGroup::full_sweep_every);
+    EXPECT_EQ(tcp_group().swept_members() - swept_before, full * sources)
+        << "a periodic sweep looked at members whose connection the set follows";
+    // A message still comes, through the set.
+    send(4, next_seq_[4]);
+    auto m = group_->receive(patience);
+    ASSERT_NE(m, nullptr);
+    EXPECT_EQ(m->source(), id_of(4));
+    EXPECT_EQ(check_payload(*m).seq, next_seq_[4]++);
+}
+
 INSTANTIATE_TEST_SUITE_P(Tcp, TcpGroupOf32, ::testing::Values("tcp"),
                          [](const ::testing::TestParamInfo<std::string>& info) { return info.param; });
 

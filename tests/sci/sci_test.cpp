@@ -19,11 +19,14 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
+#include <array>
 #include <atomic>
 #include <cstring>
 #include <fcntl.h>
 #include <functional>
 #include <map>
+#include <mutex>
 #include <optional>
 #include <pwd.h>
 #include <span>
@@ -497,6 +500,136 @@ TEST(SciFastLock, ExcludesTheOtherThreadsAndLetsTheSleepersInWhenLetGo) {
     EXPECT_EQ(counter, threads * rounds + 1);
     EXPECT_TRUE(lock.try_lock()) << "the lock stayed held after every holder let go";
     lock.unlock();
+}
+
+// The pool of receive slots (a lock-free stack): threads that take and give back
+// slots at once never hold the same slot together, and the pool ends whole, each
+// slot in it once. A factory without nodes: nothing else uses its pool.
+TEST(SciSlotPool, HandsEachSlotToOneThreadAtATimeAndLosesNone) {
+    const SegmentCleanup segments(partition_for_test());
+    auto factory = NodeFactory::create(sci_configuration(segments.partition(), 2), 1);
+    auto& transport = dynamic_cast<sci::SciNodeFactory&>(*factory).transport();
+    const std::uint32_t total = transport.free_slots();
+    ASSERT_GT(total, 8u);
+    std::vector<std::atomic<int>> holders(total);
+    std::atomic<int> shared_slots{0};
+    std::atomic<int> missing{0};
+    constexpr int threads = 4;
+    constexpr int rounds = 20000;
+    std::vector<std::thread> workers;
+    for (int t = 0; t < threads; ++t)
+        workers.emplace_back([&, t] {
+            std::vector<std::uint32_t> mine;
+            for (int r = 0; r < rounds; ++r) {
+                // 1 to 3 slots each round, given back in another order than taken.
+                for (int n = 0; n <= (r + t) % 3; ++n) {
+                    const auto slot = transport.allocate_recv_slot();
+                    if (!slot) {
+                        missing.fetch_add(1); // 4 threads hold at most 12 of more than 8 + 4
+                        continue;
+                    }
+                    if (*slot >= total || holders[*slot].fetch_add(1) != 0) shared_slots.fetch_add(1);
+                    mine.push_back(*slot);
+                }
+                if (r % 2 == 0) std::reverse(mine.begin(), mine.end());
+                for (const auto slot : mine) {
+                    if (slot < total) holders[slot].fetch_sub(1);
+                    transport.release_recv_slot(slot);
+                }
+                mine.clear();
+            }
+        });
+    for (auto& w : workers)
+        w.join();
+    EXPECT_EQ(shared_slots.load(), 0) << "a slot was held by two threads at once";
+    if (total >= threads * 3) EXPECT_EQ(missing.load(), 0);
+    EXPECT_EQ(transport.free_slots(), total);
+    std::vector<bool> seen(total, false);
+    for (std::uint32_t n = 0; n < total; ++n) {
+        const auto slot = transport.allocate_recv_slot();
+        ASSERT_TRUE(slot) << "the pool ended with " << n << " slots of " << total;
+        ASSERT_LT(*slot, total);
+        EXPECT_FALSE(seen[*slot]) << "slot " << *slot << " was in the pool twice";
+        seen[*slot] = true;
+    }
+    EXPECT_FALSE(transport.allocate_recv_slot()) << "the pool handed out more slots than it has";
+    for (std::uint32_t slot = 0; slot < total; ++slot)
+        transport.release_recv_slot(slot);
+}
+
+// Every message of a ping-pong with one outstanding message takes a slot from the
+// pool (the index is granted again before the message is handed out) and gives one
+// back (the buffer's, dropped): three peers' receiving threads doing that at once,
+// their buffers dropped by yet another thread, leave the pool as it was.
+TEST(SciSlotPool, ComesBackWholeAfterThreeReceivingThreadsAndADroppingThread) {
+    const SegmentCleanup segments(partition_for_test());
+    auto c = make_configuration("sci", segments.partition(), 4, [](config::Configuration& c) {
+        c.peer_timeout = 10s;
+        c.edit_section<sci::Options>().max_outst_buffers = 1;
+    });
+    auto receiver = NodeFactory::create(c, 1);
+    std::vector<decltype(NodeFactory::create(c, 2))> senders;
+    std::vector<NodePtr> to_receiver;
+    std::vector<NodePtr> from_sender;
+    for (NodeId id = 2; id <= 4; ++id) {
+        senders.push_back(NodeFactory::create(c, id));
+        to_receiver.push_back(senders.back()->create_node(1));
+        from_sender.push_back(receiver->create_node(id));
+    }
+    const auto& transport = dynamic_cast<sci::SciNodeFactory&>(*receiver).transport();
+    for (std::size_t p = 0; p < 3; ++p) {
+        to_receiver[p]->send(make_message(*senders[p], 64, 0, 0));
+        ASSERT_NE(from_sender[p]->receive(10s), nullptr);
+    }
+    const std::uint32_t before = transport.free_slots();
+    constexpr std::uint64_t count = 3000;
+    std::mutex dropped_mutex;
+    std::vector<BufferPtr> to_drop;
+    std::atomic<int> receiving{3};
+    std::atomic<int> lost{0};
+    std::vector<std::thread> threads;
+    for (std::size_t p = 0; p < 3; ++p) {
+        threads.emplace_back([&, p] {
+            for (std::uint64_t i = 1; i <= count; ++i) {
+                const std::array<std::byte, 24> bytes{std::byte(i)};
+                to_receiver[p]->send_bytes({bytes.data(), 8 + i % 17});
+            }
+            if (!to_receiver[p]->flush(30s)) lost.fetch_add(1); // what waits for a grant goes
+        });
+        threads.emplace_back([&, p] {
+            for (std::uint64_t i = 1; i <= count; ++i) {
+                BufferPtr b = from_sender[p]->receive(10s);
+                if (b == nullptr) {
+                    lost.fetch_add(1);
+                    break;
+                }
+                if (i % 2 == 0) {
+                    b = nullptr; // dropped here
+                } else {
+                    std::lock_guard lock(dropped_mutex);
+                    to_drop.push_back(std::move(b));
+                }
+            }
+            receiving.fetch_sub(1);
+        });
+    }
+    threads.emplace_back([&] {
+        for (;;) {
+            const bool last = receiving.load() == 0;
+            std::vector<BufferPtr> batch;
+            {
+                std::lock_guard lock(dropped_mutex);
+                batch.swap(to_drop);
+            }
+            batch.clear(); // dropped in this thread
+            if (last) break;
+            std::this_thread::yield();
+        }
+    });
+    for (auto& t : threads)
+        t.join();
+    EXPECT_EQ(lost.load(), 0) << "a message did not arrive";
+    EXPECT_EQ(transport.free_slots(), before) << "receive slots were lost or given back twice";
 }
 
 TEST(SciOptions, AnOptionOutOfRangeIsAConfigErrorAtStartNamingTheNodeAndTheKeyAndNoSegmentIsMade) {

@@ -84,6 +84,7 @@ void TcpGroup::rebuild() {
     for (std::size_t slot = 0; slot < members_.size(); ++slot) {
         Member& m = members_[slot];
         m.watched = -1;
+        m.drained = false;
         m.node->unwatch_marks(marks_.get());
         m.node->watch_marks(marks, slot);
         if (m.owes) owing_.push_back(slot);
@@ -99,15 +100,25 @@ void TcpGroup::rebuild() {
 // connections new since the last sweep join the set, and a member with something a
 // receive finds without reading its socket becomes pending. The marks set before it
 // are spent on it.
-void TcpGroup::sweep() {
-    swept_ = true;
-    ++sweeps_;
-    swept_now();
-    for (std::size_t w = 0; w < marks_->count; ++w)
-        (void)marks_->words[w].exchange(0, std::memory_order_acquire);
+void TcpGroup::sweep(bool all) {
+    if (all) {
+        swept_ = true;
+        ++sweeps_;
+        partial_sweeps_ = 0;
+        swept_now();
+        for (std::size_t w = 0; w < marks_->count; ++w)
+            (void)marks_->words[w].exchange(0, std::memory_order_acquire);
+    } else {
+        // The periodic sweep: the members whose connection is in the set are followed
+        // by it and by their marks (every change of a member's state marks it); the
+        // others (no connection, or one the set did not take) only by the sweep.
+        follow_marks();
+    }
     for (std::size_t slot = 0; slot < members_.size(); ++slot) {
         Member& m = members_[slot];
-        if (m.node->watch(*set_, slot, m.watched)) mark(slot);
+        if (!all && m.watched >= 0) continue;
+        ++swept_members_;
+        if (m.node->watch(*set_, slot, m.watched)) ready(slot);
     }
 }
 
@@ -120,7 +131,7 @@ void TcpGroup::follow_marks() {
             const std::size_t slot = w * 64 + static_cast<std::size_t>(std::countr_zero(bits));
             bits &= bits - 1;
             Member& m = members_[slot];
-            if (m.node->watch(*set_, slot, m.watched)) mark(slot);
+            if (m.node->watch(*set_, slot, m.watched)) ready(slot);
         }
     }
 }
@@ -139,7 +150,7 @@ void TcpGroup::mark_readable(int events) {
         }
         const auto slot = static_cast<std::size_t>(data >> 32);
         if (slot < members_.size() && members_[slot].watched == static_cast<std::int64_t>(data & 0xffffffffu))
-            mark(slot);
+            ready(slot);
     }
 }
 
@@ -151,6 +162,7 @@ void TcpGroup::refresh() {
 
 // The set asked, waiting at most step.
 void TcpGroup::sleep(std::chrono::nanoseconds step) {
+    ++sleeps_;
     mark_readable(set_->wait(events_, step));
 }
 
@@ -159,10 +171,17 @@ void TcpGroup::sleep(std::chrono::nanoseconds step) {
 // idle wait.
 BufferPtr TcpGroup::look(std::size_t slot) {
     Member& m = members_[slot];
+    if (m.drained) { // nothing without new input, which makes it pending again
+        m.drained = false;
+        return nullptr;
+    }
     auto b = m.node->receive();
-    if (b && !m.owes) {
-        m.owes = true;
-        owing_.push_back(slot);
+    if (b) {
+        m.drained = m.node->drained();
+        if (!m.owes) {
+            m.owes = true;
+            owing_.push_back(slot);
+        }
     }
     return b;
 }
@@ -170,8 +189,10 @@ BufferPtr TcpGroup::look(std::size_t slot) {
 BufferPtr TcpGroup::collect() {
     if (scans_all()) return BasicGroup::receive();
     if (members_.empty()) return nullptr;
-    if (!swept_ || sweep_due()) {
-        sweep();
+    if (!swept_) {
+        sweep(true);
+    } else if (sweep_due()) {
+        sweep(++partial_sweeps_ >= full_sweep_every);
     } else {
         follow_marks();
     }

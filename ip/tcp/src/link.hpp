@@ -106,6 +106,9 @@ protected:
     Reconnect reconnect_;                                  // when to try again, when to give the peer up
     Clock::time_point next_answer_check_{};                // of the established connection (check_answers)
     Clock::time_point unanswered_since_{};                 // the kernel has waited for the peer since; {} when not
+    std::uint64_t writes_ = 0;                             // writes that put bytes on the connection
+    std::uint64_t writes_checked_ = 0;                     // writes_ at the last check of the peer's answers
+    Clock::time_point answers_checked_at_{};               // when that check ran
     ip::AuthHello auth_hello_{};                           // the Hello of this attempt, with a key (its MACs cover it)
     std::array<std::byte, sizeof(ip::Challenge)> hs_rx_{}; // the answer to our Hello
     std::size_t hs_len_ = 0;
@@ -150,6 +153,10 @@ protected:
     // each, under marks_mutex_ (taken last: any thread, holding any other lock) ---
     std::mutex marks_mutex_;
     std::vector<std::pair<std::shared_ptr<kit::ReadyMarks>, std::size_t>> marks_;
+    // How many times the node told its receivers of something (tell_receivers): a read
+    // that drained the socket says nothing is left only while this stays as it was
+    // before the read (TcpNode::drained).
+    std::atomic<std::uint64_t> tells_{0};
 };
 
 } // namespace msgpass::tcp

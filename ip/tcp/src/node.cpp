@@ -118,8 +118,10 @@ void TcpNode::close() {
 bool TcpNode::fill_taken(bool lend) {
     {
         std::unique_lock lock(in_mutex_);
+        read_drained_ = false;
         if (inbox_.empty() && fd_ >= 0 && framed_) {
             last_app_read_.store(Clock::now().time_since_epoch().count(), std::memory_order_relaxed);
+            drained_tells_ = tells_.load(std::memory_order_acquire);
             Control c;
             {
                 struct Off {
@@ -132,6 +134,7 @@ bool TcpNode::fill_taken(bool lend) {
                 c = read_in_side();
             }
             after_read(lock, c);
+            read_drained_ = drained_ && !c.closed && !c.bad_ack && fd_ >= 0 && inbox_.empty() && violation_.empty();
         }
         if (take_locked(lock)) return true;
         if (!violation_.empty()) {
@@ -184,6 +187,11 @@ bool TcpNode::watch(const ip::Epoll& set, std::size_t slot, std::int64_t& watche
     return has_taken() || !inbox_.empty() || !violation_.empty();
 }
 
+bool TcpNode::drained() const noexcept {
+    return read_drained_ && !has_taken() && !loss_.pending() &&
+           tells_.load(std::memory_order_acquire) == drained_tells_;
+}
+
 void TcpNode::watch_marks(std::shared_ptr<kit::ReadyMarks> marks, std::size_t slot) {
     std::lock_guard lock(marks_mutex_);
     marks_.emplace_back(std::move(marks), slot);
@@ -197,6 +205,7 @@ void TcpNode::unwatch_marks(const kit::ReadyMarks* marks) {
 BufferPtr TcpNode::take_ready() {
     if (!has_taken()) { // else without the lock
         std::unique_lock lock(in_mutex_);
+        read_drained_ = false;
         if (!take_locked(lock)) return nullptr;
     }
     return take_taken();
@@ -205,6 +214,7 @@ BufferPtr TcpNode::take_ready() {
 MessageView TcpNode::lend_ready() {
     if (!has_taken()) {
         std::unique_lock lock(in_mutex_);
+        read_drained_ = false;
         if (!take_locked(lock)) return {};
     }
     return lend_taken();

@@ -59,6 +59,18 @@ public:
     // whether a receive may find something without reading the socket (a message read
     // already, a protocol violation, no connection: a loss to report). Receiving thread.
     bool watch(const ip::Epoll& set, std::size_t slot, std::int64_t& watched);
+    // For a group (group.hpp), after a receive() that gave a message: whether that
+    // receive read the socket until the kernel had nothing more (it returned fewer
+    // bytes than asked), and nothing it parsed, nothing in the inbox, no protocol
+    // violation nor loss is left to hand out, and the node told its receivers of
+    // nothing since (tell_receivers): a receive now would find nothing without new
+    // input, which makes the socket readable (the group's epoll set, level-triggered)
+    // or the node's mark set. Receiving thread.
+    [[nodiscard]] bool drained() const noexcept;
+    // For the tests: the receiving thread's reads of the socket, and those that found
+    // nothing.
+    [[nodiscard]] std::uint64_t socket_reads() const noexcept { return socket_reads_.load(std::memory_order_relaxed); }
+    [[nodiscard]] std::uint64_t empty_reads() const noexcept { return empty_reads_.load(std::memory_order_relaxed); }
     // A group's ready marks (group.hpp): from now on the node sets its bit, slot, in
     // marks whenever it tells its receivers of something (Link::tell_receivers), until
     // the group leaves them (unwatch_marks).
@@ -112,6 +124,10 @@ public:
 
 private:
     bool fill_taken(bool lend);
+    // Receiving thread (fill_taken, drained): its last fill_taken read the socket
+    // drained and left nothing but what it parsed; tells_ before that read.
+    bool read_drained_ = false;
+    std::uint64_t drained_tells_ = 0;
     template <class R, class Now, class Ready>
     R receive_within(std::chrono::nanoseconds timeout, Now&& receive_now, Ready&& ready);
     template <class B>
@@ -131,6 +147,7 @@ private:
     void declare_lost_locked(std::uint64_t incarnation, const std::string& reason, bool may_live = false);
     void window_mismatch(std::uint64_t incarnation, std::uint64_t next_expected);
     bool check_answers(Clock::time_point now);
+    [[nodiscard]] bool answer_check_needed(Clock::time_point now);
     // under both locks (in_mutex_ first)
     void handle_welcome(const Welcome& w);
     void broken(const std::string& why);

@@ -280,13 +280,26 @@ Receiver::Control Receiver::read_in_side() {
     rx_.ensure(shared_->chunks);
     std::size_t& rx_begin_ = rx_.begin;
     std::size_t& rx_end_ = rx_.end;
+    drained_ = false;
     for (int round = 0; round < 4 && fd_ >= 0 && framed_; ++round) {
         ssize_t got = 0;
+        std::size_t asked = 0;
         if (assembling_) {
-            got = ::recv(fd_, assembling_data_ + assembled_, assembling_->size() - assembled_, MSG_DONTWAIT);
+            asked = assembling_->size() - assembled_;
+            got = ::recv(fd_, assembling_data_ + assembled_, asked, MSG_DONTWAIT);
         } else {
             if (rx_begin_ > 0 && rx_.size() - rx_end_ < sizeof(FrameHeader) + 4096) rx_.compact();
-            got = ::recv(fd_, rx_.data() + rx_end_, rx_.size() - rx_end_, MSG_DONTWAIT);
+            asked = rx_.size() - rx_end_;
+            got = ::recv(fd_, rx_.data() + rx_end_, asked, MSG_DONTWAIT);
+        }
+        // The kernel gave everything it had (less than asked, or nothing): the socket
+        // is drained, and its readiness says when more comes.
+        drained_ =
+            got > 0 ? static_cast<std::size_t>(got) < asked : got < 0 && (errno == EAGAIN || errno == EWOULDBLOCK);
+        if (direct_) {
+            socket_reads_.store(socket_reads_.load(std::memory_order_relaxed) + 1, std::memory_order_relaxed);
+            if (got < 0)
+                empty_reads_.store(empty_reads_.load(std::memory_order_relaxed) + 1, std::memory_order_relaxed);
         }
         if (got == 0) {
             c.closed = true;

@@ -117,6 +117,13 @@ protected:
     bool lend_ = false;
     std::vector<Outgoing> rx_acknowledged_; // acknowledged by what the receiver read: freed outside out_mutex_
     bool in_goodbye_ = false;
+    // in_mutex_: the last read_in_side ended on a read that found the socket drained
+    // (fewer bytes than asked, or none): more comes with the socket's readiness.
+    bool drained_ = false;
+    // The receiving thread's reads of the socket (direct_), and those that found
+    // nothing: for the tests (TcpGroup reads a member only when its socket is readable).
+    std::atomic<std::uint64_t> socket_reads_{0};
+    std::atomic<std::uint64_t> empty_reads_{0};
     std::string violation_;                      // reported once by receive()
     std::atomic<std::uint32_t> spin_skip_{0};    // blocking receives left that do not spin (receive)
     std::atomic<std::uint32_t> spin_backoff_{0}; // how many to skip after the next spin that finds nothing

@@ -160,6 +160,7 @@ bool Sender::write_control() {
             return false;
         }
         ctl_off_ += static_cast<std::size_t>(wrote);
+        ++writes_;
     }
     ctl_len_ = ctl_off_ = 0;
     return true;
@@ -198,6 +199,7 @@ void Sender::write_pending() {
             fail_write("write failed: " + ip::errno_text(errno));
             return;
         }
+        ++writes_;
         const SendWindow::Wrote w = window_.wrote(static_cast<std::size_t>(wrote));
         if (w.stamp_written) ack_sent_.store(ack, std::memory_order_relaxed);
         if (w.resent > 0) stats_.retried(w.resent);                      // resent after a broken connection

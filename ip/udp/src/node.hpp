@@ -263,6 +263,10 @@ struct SocketSleeper {
 
 // A lend unused for this long is given back (Shared).
 inline constexpr std::chrono::microseconds reclaim_after{1000};
+// While a receiver the socket is lent to read a datagram within this long, the
+// background thread runs the timers at least every status_delay (Transport::run);
+// otherwise when the nodes' timers ask.
+inline constexpr std::chrono::milliseconds receivers_reading{10};
 
 // How udp's blocking receives wait: polling the socket itself (poll_socket: a
 // recvmmsg() that does not block) for up to 50 us, as the raw floor does - a wake-up

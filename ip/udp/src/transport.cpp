@@ -535,6 +535,7 @@ Clock::time_point Transport::end_of_batch(Batch& b, Clock::time_point now) {
 // A time given by the caller (given) may be some microseconds old: before the thread
 // is woken for it, the clock says whether it must be.
 void Transport::after_receiver_read(Batch& b, Clock::time_point now, bool given) {
+    receiver_read_ns_.store(now.time_since_epoch().count(), std::memory_order_relaxed);
     const auto owed = end_of_batch(b, now);
     const auto status_delay = shared_->parameters.options.status_delay;
     auto due = std::min(owed, now + resend_timeout) + status_delay;
@@ -644,8 +645,17 @@ void Transport::run() {
                 forget_gone_clients();
             }
             // Receivers read the socket: the statuses they come to owe are sent from here
-            // without waking this thread (after_receiver_read).
-            if (shared_->lent.load(std::memory_order_relaxed))
+            // without waking this thread (after_receiver_read) - while they read. A
+            // receiver that waits and reads nothing leaves the timers to the nodes
+            // (docs/udp.md, "Timers while a receiver waits"): a run of the timers looks at
+            // every node of the nodes file, and 128 processes of 129 nodes each waiting
+            // so (a fan-in's senders waiting for their command) ran them 1000 times a
+            // second each, more than the machine's 2 CPUs, and the receiver's background
+            // thread, preempted, fell silent for peer_timeout. The first read after
+            // such a wait wakes this thread when its timers are late for it.
+            if (shared_->lent.load(std::memory_order_relaxed) &&
+                now.time_since_epoch().count() - receiver_read_ns_.load(std::memory_order_relaxed) <
+                    std::chrono::nanoseconds(receivers_reading).count())
                 next_tick = std::min(next_tick, now + shared_->parameters.options.status_delay);
             next_tick = std::max(next_tick, now + std::chrono::microseconds(500));
             next_tick_ns_.store(next_tick.time_since_epoch().count(), std::memory_order_relaxed);

@@ -132,6 +132,9 @@ private:
     long timeout_us_ = -1; // SO_RCVTIMEO as last set (under read_mutex)
     bool injecting_ = false;
     std::atomic<std::int64_t> next_tick_ns_{0}; // when the background thread runs the timers next
+    // When a receiver the socket is lent to last read a datagram (steady clock, ns): the
+    // timers run every status_delay only while receivers read (run).
+    std::atomic<std::int64_t> receiver_read_ns_{0};
     std::thread thread_;
 
     // Peers found at run time: a server's clients (first_runtime_id up) and the
