@@ -1327,6 +1327,49 @@ TEST(SciHold, ASenderAWindowBehindHoldsItsSmallMessagesInOneBatchUntilTheReceive
     take();
 }
 
+// Held messages wait at most until the process's next call that moves queues
+// (docs/sci-protocol.md): a receive on the holding node, and a send to another node,
+// send what is held though the receiver has not taken everything, and every message
+// arrives once, in order.
+TEST(SciHold, AReceiveAndASendToAnotherNodeSendWhatIsHeld) {
+    constexpr std::uint32_t k = 7;
+    auto c = make_configuration("sci", partition_for_test(), 3,
+                                [](config::Configuration& c) { c.edit_section<sci::Options>().max_outst_buffers = k; });
+    auto a = NodeFactory::create(c, 1);
+    auto b = NodeFactory::create(c, 2);
+    auto third = NodeFactory::create(c, 3);
+    auto to_b = a->create_node(2);
+    auto to_third = a->create_node(3);
+    auto from_a = b->create_node(1);
+    auto third_from_a = third->create_node(1);
+    std::uint64_t sent = 0;
+    auto send = [&] { to_b->send(make_message(*a, 64, 1, sent++)); };
+    for (std::uint32_t i = 0; i < k + 2; ++i) // 0-6 alone, 7-8 held
+        send();
+    ASSERT_EQ(to_b->stats().queue_depth, 2u);
+    std::uint64_t next = 0;
+    auto take = [&] {
+        auto m = from_a->receive(10s);
+        ASSERT_NE(m, nullptr) << "message " << next;
+        EXPECT_EQ(check_payload(*m).seq, next);
+        ++next;
+    };
+    for (int i = 0; i < 4; ++i) // 0-3: slots granted again, not the whole window
+        take();
+    EXPECT_EQ(to_b->receive(), nullptr);
+    EXPECT_EQ(to_b->stats().queue_depth, 0u) << "a receive on the holding node did not send what was held";
+    send(); // 9: held (the batch of 7-8 is outstanding)
+    ASSERT_EQ(to_b->stats().queue_depth, 1u);
+    to_third->send(make_message(*a, 64, 2, 0));
+    EXPECT_EQ(to_b->stats().queue_depth, 0u) << "a send to another node did not send what was held";
+    while (next < sent)
+        take();
+    EXPECT_EQ(from_a->receive(), nullptr) << "a message was delivered twice";
+    auto m = third_from_a->receive(10s);
+    ASSERT_NE(m, nullptr);
+    EXPECT_EQ(check_payload(*m).stream, 2u);
+}
+
 // The receiver thread hands every message to a worker thread that checks and drops
 // it, so grants are written by the worker while the receiver takes the next
 // messages and grants from the pool (a pool of 2 slots beyond the sender's 4). Every
