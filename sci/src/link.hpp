@@ -72,6 +72,32 @@ struct NodeParameters {
 
 struct Grants;
 
+// How the messages to and from one peer went (docs/sci-protocol.md, "Path
+// counters"): for measurements (MSGPASS_SCI_PATHS prints them when the node ends)
+// and for tests. Relaxed counters; each is written by the side that holds its lock
+// (a load and a store, no locked instruction on the data path), or, for the rings,
+// only when a doorbell is rung (a system call anyway).
+struct PathCounters {
+    // Send side (the send lock).
+    std::atomic<std::uint64_t> alone{0};   // notes of a small message alone in its slot
+    std::atomic<std::uint64_t> batches{0}; // notes of a batch of small messages
+    std::atomic<std::uint64_t> batched{0}; // messages in those batches
+    std::atomic<std::uint64_t> records{0}; // records of an open slot
+    std::atomic<std::uint64_t> waits{0};   // sends of small messages that found no slot granted (the queue starts)
+    // Receive side (the receive lock).
+    std::atomic<std::uint64_t> empty{0}; // receive calls that found no note
+    // Acks written into the peer's segment, by the receiving thread or a dropping one
+    // (two threads at once may count one).
+    std::atomic<std::uint64_t> acks{0};
+    // Either side: doorbells of the peer rung (it had said it sleeps).
+    std::atomic<std::uint64_t> rings{0};
+
+    static void bump(std::atomic<std::uint64_t>& c, std::uint64_t n = 1) noexcept {
+        c.store(c.load(std::memory_order_relaxed) + n, std::memory_order_relaxed);
+    }
+    static void ring(std::atomic<std::uint64_t>& c) noexcept { c.fetch_add(1, std::memory_order_relaxed); }
+};
+
 // A mapping of the peer's segment (and, lazily, of its large region for us), one per
 // incarnation of the peer. Links owns them and lets go of one when neither the send
 // side, the receive side nor the current link is that one (Links::reclaim);
@@ -136,6 +162,8 @@ struct Grants {
     std::array<std::atomic<std::uint64_t>, max_outstanding> index{};
     std::uint32_t generation = 0; // of the last introduction; receiver thread
     std::uint32_t salt255;        // of our epoch, mod 255: the grants' signatures cost no division
+    // The peer's path counters (here, where the grants and the rings are written).
+    mutable PathCounters paths;
 
     // Grants in batches (docs/sci-protocol.md, "Grants in batches"): a slot that the
     // receiving thread itself gives back while the peer's next note is already in
@@ -177,6 +205,7 @@ struct Grants {
     // Writes the ack of index i. An injected error writes the word of the previous
     // round first (a repeated grant), which the sender does not take.
     void write_ack(Link& link, std::uint32_t i, std::uint32_t round, std::uint32_t slot) {
+        PathCounters::bump(paths.acks); // not locked: drops of other threads at once may go uncounted
         sequence.write_word(&link.header->index[i].ack, make_ack(signature_mod(round, salt255), slot),
                             make_ack(signature_mod(round == 0 ? 254 : round - 1, salt255), slot));
     }
@@ -229,7 +258,10 @@ struct Grants {
         } else {
             std::atomic_thread_fence(std::memory_order_seq_cst);
         }
-        if (asleep_of(load(local_header->status))) link.control->bell.wake();
+        if (asleep_of(load(local_header->status))) {
+            PathCounters::ring(paths.rings);
+            link.control->bell.wake();
+        }
     }
     // After a note was written to the peer: when the peer receives from us through a
     // group (the marks bit of the status it wrote here), our ready mark in its control
@@ -251,7 +283,10 @@ struct Grants {
                 .fetch_or(std::uint64_t{1} << (position % 64), std::memory_order_seq_cst);
             status = std::atomic_ref<std::uint32_t>(local_header->status).load(std::memory_order_seq_cst);
         }
-        if (asleep_of(status)) link.control->bell.wake();
+        if (asleep_of(status)) {
+            PathCounters::ring(paths.rings);
+            link.control->bell.wake();
+        }
     }
     // The last received buffer of slot is gone: the slot goes to the index its hold
     // names, or to the pool. The slot may be granted and filled again as soon as it

@@ -2,7 +2,11 @@
 // rooms.
 #include "node.hpp"
 
+#include <cstdio>
+#include <cstdlib>
 #include <utility>
+
+#include <unistd.h>
 
 namespace msgpass::sci {
 
@@ -16,6 +20,17 @@ SciNode::SciNode(std::shared_ptr<Transport> transport, NodeParameters parameters
 
 SciNode::~SciNode() {
     links_.transport->driver().remove(this);
+    if (const char* v = std::getenv("MSGPASS_SCI_PATHS"); v != nullptr && *v != '\0' && *v != '0') {
+        const PathCounters& p = paths();
+        auto n = [](const std::atomic<std::uint64_t>& c) {
+            return static_cast<unsigned long long>(c.load(std::memory_order_relaxed));
+        };
+        std::fprintf(stderr,
+                     "sci paths pid %d peer %u: alone %llu batches %llu batched %llu records %llu waits %llu "
+                     "empty %llu acks %llu rings %llu\n",
+                     static_cast<int>(::getpid()), static_cast<unsigned>(id()), n(p.alone), n(p.batches), n(p.batched),
+                     n(p.records), n(p.waits), n(p.empty), n(p.acks), n(p.rings));
+    }
 }
 
 void SciNode::send(BufferPtr&& buffer) {

@@ -50,6 +50,9 @@ public:
     void want_marks() { receiver_.want_marks(); }
     // Messages waiting in the send queue.
     [[nodiscard]] std::size_t queued() const noexcept { return sender_.queued(); }
+    // How the messages to and from the peer went (PathCounters), for tests and
+    // measurements; MSGPASS_SCI_PATHS=1 prints them to stderr when the node ends.
+    [[nodiscard]] const PathCounters& paths() const noexcept { return links_.grants->paths; }
 
 private:
     MessageView poll_view();

@@ -240,7 +240,10 @@ void Receiver::offer_hot(Link& link) {
 BufferPtr Receiver::take_message(Link& link) {
     const std::uint32_t i = recv_index_;
     const std::uint32_t note = load(local_header_->index[i].note);
-    if (sig_of(note) != signature_mod(recv_round_[i], recv_salt255_)) return nullptr;
+    if (sig_of(note) != signature_mod(recv_round_[i], recv_salt255_)) {
+        PathCounters::bump(grants_->paths.empty);
+        return nullptr;
+    }
     const std::uint64_t w = grants_->index[i].load(std::memory_order_acquire);
     const std::uint32_t granted = Grants::slot_of(w);
     if (granted == Grants::no_slot || granted == Grants::unused_slot)

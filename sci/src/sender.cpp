@@ -19,7 +19,7 @@ namespace msgpass::sci {
 Sender::Sender(Links& links, Receiver& receiver, const Node& node)
     : node_(node), links_(links), receiver_(receiver), transport_(links.transport.get()), parameters_(links.parameters),
       local_header_(links.local_header), grants_(links.grants.get()), sequence_(links.sequence), stats_(links.stats),
-      send_k_(links.send_k), records_(transport_->parameters().sci.records) {
+      send_k_(links.send_k), holds_(send_k_ >= 4), records_(transport_->parameters().sci.records) {
     links.watch(sent_, queue_depth_);
 }
 
@@ -113,6 +113,7 @@ bool Sender::try_transfer(Link& link, const Buffer& buffer, BufferPtr* owned, co
     } else if (size <= capacity) {
         sequence_.copy(link.slot(slot), buffer.fragments());
         note = make_note(sig, false, static_cast<std::uint32_t>(size), hot);
+        PathCounters::bump(grants_->paths.alone);
     } else {
         if (link.large_base == nullptr) {
             const std::string name =
@@ -428,6 +429,8 @@ std::size_t Sender::try_transfer_staged(Link& link, Staged& staged) {
     sequence_.copy(content, batch_table_.data(), batch_table_.size() * sizeof(std::uint32_t));
     for (std::uint32_t k = 0; k < plan.count; ++k)
         stats_.sent_serialized(staged.length(k));
+    PathCounters::bump(grants_->paths.batches);
+    PathCounters::bump(grants_->paths.batched, plan.count);
     const std::uint32_t note = make_note(signature_mod(send_round_[i], own_salt255_), false,
                                          static_cast<std::uint32_t>(plan.size), false, true);
     sequence_.write_word(&link.header->index[i].note, note, last_note_[i]);
@@ -481,6 +484,8 @@ std::size_t Sender::try_transfer_coalesced(Link& link) {
     }
     write_batch_table(batch_table_, n, plan, size_of);
     sequence_.copy(content, batch_table_.data(), batch_table_.size() * sizeof(std::uint32_t));
+    PathCounters::bump(grants_->paths.batches);
+    PathCounters::bump(grants_->paths.batched, plan.count);
     const auto size = static_cast<std::uint32_t>(plan.size);
     const std::uint32_t note = make_note(signature_mod(send_round_[i], own_salt255_), false, size, false, true);
     sequence_.write_word(&link.header->index[i].note, note, last_note_[i]);
@@ -508,8 +513,43 @@ void Sender::advance_send(std::uint64_t n) {
     if (++send_index_ == send_k_) send_index_ = 0;
 }
 
-void Sender::flush_locked(Link* link) {
+bool Sender::granted_ahead(std::uint32_t ahead) const {
+    std::uint32_t j = send_index_ + ahead;
+    if (j >= send_k_) j -= send_k_;
+    // send_round_[j] is the round of the next message on index j, whichever it is.
+    return sig_of(load(local_header_->index[j].ack)) == signature_mod(send_round_[j], peer_salt255_);
+}
+
+bool Sender::hold_small() {
+    if (!holds_) return false;
+    if (holding_) {
+        if (!granted_ahead(send_k_ - 1)) return true;
+        // The receiver took everything: what waits goes now. A stream, whose batch
+        // the flush sends now, goes on holding (its next message finds that batch
+        // outstanding); a sender with no more than one message waiting stops.
+        if (queued_messages_ < 2) holding_ = false;
+        return false;
+    }
+    // Holding starts with the message that finds no slot granted (it queues anyway):
+    // a message that could go now is never held by a sender that was not behind.
+    if (granted_ahead(0)) return false;
+    holding_ = true;
+    return true;
+}
+
+bool Sender::holds_back(const Link& link) {
+    if (!holds_ || queue_.size() != 1) return false;
+    const Queued& q = queue_.front();
+    if (staged_back_ == nullptr || &q.buffer() != staged_back_) {
+        if (staged_of(q) != nullptr || !coalescible(q, std::min<std::uint64_t>(link.slot_size, note_size_mask)))
+            return false;
+    }
+    return hold_small();
+}
+
+void Sender::flush_locked(Link* link, bool holding) {
     while (!queue_.empty() && link != nullptr && slot_granted(*link)) {
+        if (holding && holds_back(*link)) break;
         std::size_t entries = 0;
         std::size_t messages = 0;
         if (Staged* staged = staged_of(queue_.front())) {
@@ -556,9 +596,9 @@ bool Sender::try_flush() {
 // A flush whose failure is not the caller's to report (a call that sent nothing, or
 // a send whose buffer is queued already): the message stays queued, and the next
 // send to this node reports why it does not go. Send lock held.
-void Sender::flush_deferring(Link* link) {
+void Sender::flush_deferring(Link* link, bool holding) {
     try {
-        flush_locked(link);
+        flush_locked(link, holding);
     } catch (const ResourceError&) {
         std::lock_guard deferred(deferred_mutex_);
         deferred_error_ = std::current_exception();
@@ -715,10 +755,12 @@ bool Sender::fast_bytes(std::span<const std::byte> bytes) {
                 } else {
                     write_record(bytes); // no note of its own
                 }
+                PathCounters::bump(grants_->paths.records);
                 appended = true;
             }
         }
         if (!appended) {
+            if (hold_small()) return false; // held: the generic path queues it
             const std::uint32_t ack = next_grant();
             const std::uint32_t slot = ack & ack_slot_mask;
             if (ack == 0 || slot >= link->slot_count) return false; // queued, or reported, by the generic path
@@ -738,10 +780,12 @@ bool Sender::fast_bytes(std::span<const std::byte> bytes) {
                                  send_k_ < max_outstanding ? link->slot_size / 4 : ~std::uint64_t{0}};
                 mark_quarter(taken_check_of(open_.sequence), 0);
                 write_record(bytes);
+                PathCounters::bump(grants_->paths.records);
                 note = make_note(signature_mod(send_round_[i], own_salt255_), false, 0, false, true);
             } else {
                 sequence_.copy(link->slot(slot), bytes.data(), size);
                 note = make_note(signature_mod(send_round_[i], own_salt255_), false, static_cast<std::uint32_t>(size));
+                PathCounters::bump(grants_->paths.alone);
             }
             sequence_.write_word(&link->header->index[i].note, note, last_note_[i]);
             last_note_[i] = note;
@@ -757,8 +801,8 @@ bool Sender::fast_bytes(std::span<const std::byte> bytes) {
         grants_->notify(*link);
         return true;
     }
-    if (staged_back_ == nullptr || queued_messages_ >= parameters_.send_queue_limit || slot_granted(*link) ||
-        !staged_back_->add(bytes))
+    if (staged_back_ == nullptr || queued_messages_ >= parameters_.send_queue_limit ||
+        (slot_granted(*link) && (size >= hot_min_size || !holds_back(*link))) || !staged_back_->add(bytes))
         return false;
     ++queued_messages_;
     queue_depth_.store(queued_messages_, std::memory_order_relaxed);
@@ -823,6 +867,7 @@ void Sender::send(B& buffer, const kit::Progressing* self) {
         };
         if (queue_.empty()) {
             transport_->driver().queued_changed(1);
+            PathCounters::bump(grants_->paths.waits);
             hold(); // alone: it goes as it is, without a copy (send_bytes: one copy)
         } else if (link != nullptr && (!std::is_same_v<B, SharedBuffer> || size < broadcast_min_size) &&
                    stage(*link, *buffer)) {
@@ -835,12 +880,15 @@ void Sender::send(B& buffer, const kit::Progressing* self) {
         queue_depth_.store(queued_messages_, std::memory_order_relaxed);
     };
     if (!queue_.empty()) {
-        flush_locked(link); // throws the error of a message queued before (this buffer stays with the caller)
+        // (A small message's send holds the queue back while the receiver is behind.)
+        flush_locked(
+            link,
+            size < hot_min_size); // throws the error of a message queued before (this buffer stays with the caller)
         if (!queue_.empty()) {
             // Still behind others: the message joins the queue, which moves again,
             // so that it may leave in the same batch of small messages as they do.
             enqueue();
-            flush_deferring(link);
+            flush_deferring(link, size < hot_min_size);
             if (!queue_.empty()) { // the last in line is still waiting, this one
                 stats_.queued_serialized();
                 if ((queued_messages_ & 63) == 0)
@@ -856,7 +904,13 @@ void Sender::send(B& buffer, const kit::Progressing* self) {
     } else if constexpr (std::is_same_v<B, SharedBuffer>) {
         shared = &buffer;
     }
-    if (link != nullptr && try_transfer(*link, *buffer, owned, shared)) {
+    // A small message while the sender holds (its receiver fell a window behind) waits
+    // in the queue (holds_back), where the next ones join it in a staged batch.
+    const bool held = link != nullptr && holds_ && size < hot_min_size &&
+                      batch_data_offset(2) + 2 * batch_align_up(size) <=
+                          std::min({link->slot_size, std::uint64_t{note_size_mask}, Staged::max_capacity}) &&
+                      hold_small();
+    if (link != nullptr && !held && try_transfer(*link, *buffer, owned, shared)) {
         if constexpr (!bytes) buffer = nullptr;
         return;
     }

@@ -124,8 +124,23 @@ private:
     // its round (else 0, never a valid grant: a signature is never 0).
     [[nodiscard]] std::uint32_t next_grant() const;
     void advance_send(std::uint64_t n);
-    void flush_locked(Link* link);
-    void flush_deferring(Link* link);
+    // Whether the peer granted the slot of the message `ahead` after the next one
+    // (grants come in order, but for drops by other threads: about whether that many
+    // more are granted). A word of our own segment.
+    [[nodiscard]] bool granted_ahead(std::uint32_t ahead) const;
+    // Whether a send holds a small message back in the staged batch instead of
+    // sending it now (docs/sci-protocol.md, "Holding small messages"): from the send
+    // that finds no slot granted for its message (the receiver is a window behind)
+    // until one finds the whole window granted (the receiver took everything) with
+    // at most one message waiting. Never below 4 outstanding messages. Send lock held.
+    [[nodiscard]] bool hold_small();
+    // Whether a send leaves the queue as it is instead of transferring it: it is one
+    // small message or the staged batch that still takes more, and hold_small().
+    [[nodiscard]] bool holds_back(const Link& link);
+    // Transfers queued messages while possible; holding: a send's flush, which leaves
+    // a queue that holds_back alone.
+    void flush_locked(Link* link, bool holding = false);
+    void flush_deferring(Link* link, bool holding = false);
     // Throws the error a flush outside a send met (no room in /dev/shm for a queued
     // message), once. Send lock held.
     void throw_if_deferred();
@@ -140,7 +155,9 @@ private:
     Sequence& sequence_;
     StatsCounters& stats_;
     const std::uint32_t send_k_;
-    const bool records_; // sci.records: small messages as records of an open slot
+    const bool holds_;     // max_outst_buffers of 4 or more: small messages may be held (hold_small)
+    bool holding_ = false; // hold_small(): until a send finds the whole window granted
+    const bool records_;   // sci.records: small messages as records of an open slot
 
     std::atomic<std::size_t> queue_depth_{0}; // queued_messages_, for readers without the lock
     std::atomic<std::uint64_t> sent_{0};      // written under send_mutex_; read by loss reports

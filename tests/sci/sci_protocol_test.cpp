@@ -1232,8 +1232,11 @@ TEST(SciReceiveSlots, TheReceivingThreadsDropsWriteTheirAcksHalfAWindowAtATime) 
     auto b = NodeFactory::create(c, 2);
     auto to_b = a->create_node(2);
     auto from_a = b->create_node(1);
+    // Each alone in its slot: messages from hot_min_size on are never held back in a
+    // staged batch while the receiver is behind (SciHold below).
+    constexpr std::size_t size = sci::hot_min_size;
     for (std::uint64_t i = 0; i < k; ++i)
-        to_b->send(make_message(*a, 64, 1, i));
+        to_b->send(make_message(*a, size, 1, i));
     ASSERT_EQ(to_b->stats().queue_depth, 0u) << "the sender had fewer than " << k << " slots";
     std::uint64_t next = 0;
     auto take = [&] {
@@ -1244,7 +1247,7 @@ TEST(SciReceiveSlots, TheReceivingThreadsDropsWriteTheirAcksHalfAWindowAtATime) 
     };
     for (int i = 0; i < 3; ++i)
         take();
-    to_b->send(make_message(*a, 64, 1, k));
+    to_b->send(make_message(*a, size, 1, k));
     EXPECT_EQ(to_b->stats().queue_depth, 1u) << "the ack of a drop with the next note waiting was written at once";
     take(); // message 3: its receive writes the three acks
     EXPECT_TRUE(to_b->flush(10s)) << "the receive call did not write the acks that waited";
@@ -1253,10 +1256,118 @@ TEST(SciReceiveSlots, TheReceivingThreadsDropsWriteTheirAcksHalfAWindowAtATime) 
     EXPECT_EQ(from_a->receive(), nullptr) << "a message was delivered twice";
     // Nothing waits now: the last drop (no next note) and the empty receive wrote every ack.
     for (std::uint64_t i = 0; i < k; ++i)
-        to_b->send(make_message(*a, 64, 1, k + 1 + i));
+        to_b->send(make_message(*a, size, 1, k + 1 + i));
     EXPECT_EQ(to_b->stats().queue_depth, 0u) << "an ack still waited after an empty receive";
     while (next <= 2 * k)
         take();
+}
+
+// Holding small messages (docs/sci-protocol.md): from the send that finds no slot
+// granted for its small message (the receiver is a window behind), sends hold their
+// messages in one staged batch, even once slots are granted again, until a send finds
+// the whole window granted, which sends the batch with one note; a flush sends what
+// is held, and a send that finds the whole window granted with no more than one
+// message waiting stops holding. One thread plays both ends, so when each grant is
+// seen is fixed; the node's path counters say how the messages went.
+TEST(SciHold, ASenderAWindowBehindHoldsItsSmallMessagesInOneBatchUntilTheReceiverTookEverything) {
+    constexpr std::uint32_t k = 7;
+    auto c = make_configuration("sci", partition_for_test(), 2,
+                                [](config::Configuration& c) { c.edit_section<sci::Options>().max_outst_buffers = k; });
+    auto a = NodeFactory::create(c, 1);
+    auto b = NodeFactory::create(c, 2);
+    auto to_b = a->create_node(2);
+    auto from_a = b->create_node(1);
+    const sci::PathCounters& paths = dynamic_cast<sci::SciNode&>(*to_b).paths();
+    auto count = [](const std::atomic<std::uint64_t>& n) { return n.load(std::memory_order_relaxed); };
+    std::uint64_t sent = 0;
+    auto send = [&] { to_b->send(make_message(*a, 64, 1, sent++)); };
+    for (std::uint32_t i = 0; i < k; ++i) // 0-6: each alone, at once
+        send();
+    EXPECT_EQ(count(paths.alone), k);
+    EXPECT_EQ(to_b->stats().queue_depth, 0u);
+    for (int i = 0; i < 6; ++i) // 7-12: no slot granted, held
+        send();
+    EXPECT_EQ(to_b->stats().queue_depth, 6u);
+    std::uint64_t next = 0;
+    auto take = [&] {
+        auto m = from_a->receive(10s);
+        ASSERT_NE(m, nullptr) << "message " << next;
+        EXPECT_EQ(check_payload(*m).seq, next);
+        ++next;
+    };
+    for (int i = 0; i < 4; ++i) // 0-3: three slots granted again (the fourth's ack waits)
+        take();
+    send(); // 13
+    EXPECT_EQ(to_b->stats().queue_depth, 7u) << "a send with slots granted, but not all, sent what was held";
+    EXPECT_EQ(count(paths.alone), k);
+    EXPECT_EQ(count(paths.batches), 0u);
+    while (next < k)
+        take();
+    EXPECT_EQ(from_a->receive(), nullptr) << "a held message was delivered";
+    // The whole window is granted: this send sends the seven held messages as one
+    // batch and holds its own (the batch is outstanding).
+    send(); // 14
+    EXPECT_EQ(count(paths.batches), 1u);
+    EXPECT_EQ(count(paths.batched), 7u);
+    EXPECT_EQ(count(paths.alone), k) << "a stream's next message went alone";
+    EXPECT_EQ(to_b->stats().queue_depth, 1u);
+    EXPECT_TRUE(to_b->flush(10s)) << "a flush did not send the held message";
+    EXPECT_EQ(to_b->stats().queue_depth, 0u);
+    while (next < sent)
+        take();
+    EXPECT_EQ(from_a->receive(), nullptr) << "a message was delivered twice";
+    // Everything taken and granted: a lone message goes at once, and holding stops.
+    const std::uint64_t alone = count(paths.alone);
+    send(); // 15
+    EXPECT_EQ(to_b->stats().queue_depth, 0u) << "a lone message was held after the receiver took everything";
+    EXPECT_EQ(count(paths.alone), alone + 1);
+    take();
+    send(); // 16: holding stopped
+    EXPECT_EQ(to_b->stats().queue_depth, 0u);
+    take();
+}
+
+// Held messages wait at most until the process's next call that moves queues
+// (docs/sci-protocol.md): a receive on the holding node, and a send to another node,
+// send what is held though the receiver has not taken everything, and every message
+// arrives once, in order.
+TEST(SciHold, AReceiveAndASendToAnotherNodeSendWhatIsHeld) {
+    constexpr std::uint32_t k = 7;
+    auto c = make_configuration("sci", partition_for_test(), 3,
+                                [](config::Configuration& c) { c.edit_section<sci::Options>().max_outst_buffers = k; });
+    auto a = NodeFactory::create(c, 1);
+    auto b = NodeFactory::create(c, 2);
+    auto third = NodeFactory::create(c, 3);
+    auto to_b = a->create_node(2);
+    auto to_third = a->create_node(3);
+    auto from_a = b->create_node(1);
+    auto third_from_a = third->create_node(1);
+    std::uint64_t sent = 0;
+    auto send = [&] { to_b->send(make_message(*a, 64, 1, sent++)); };
+    for (std::uint32_t i = 0; i < k + 2; ++i) // 0-6 alone, 7-8 held
+        send();
+    ASSERT_EQ(to_b->stats().queue_depth, 2u);
+    std::uint64_t next = 0;
+    auto take = [&] {
+        auto m = from_a->receive(10s);
+        ASSERT_NE(m, nullptr) << "message " << next;
+        EXPECT_EQ(check_payload(*m).seq, next);
+        ++next;
+    };
+    for (int i = 0; i < 4; ++i) // 0-3: slots granted again, not the whole window
+        take();
+    EXPECT_EQ(to_b->receive(), nullptr);
+    EXPECT_EQ(to_b->stats().queue_depth, 0u) << "a receive on the holding node did not send what was held";
+    send(); // 9: held (the batch of 7-8 is outstanding)
+    ASSERT_EQ(to_b->stats().queue_depth, 1u);
+    to_third->send(make_message(*a, 64, 2, 0));
+    EXPECT_EQ(to_b->stats().queue_depth, 0u) << "a send to another node did not send what was held";
+    while (next < sent)
+        take();
+    EXPECT_EQ(from_a->receive(), nullptr) << "a message was delivered twice";
+    auto m = third_from_a->receive(10s);
+    ASSERT_NE(m, nullptr);
+    EXPECT_EQ(check_payload(*m).stream, 2u);
 }
 
 // The receiver thread hands every message to a worker thread that checks and drops
