@@ -136,6 +136,8 @@ private:
     // out_mutex_) and writes or batches it.
     template <class Push>
     void enqueue(std::size_t size, Push&& push);
+    // out_mutex_: a stream's sender reads its acknowledgements (sender.cpp).
+    void read_own_acks(Clock::time_point now);
     // under out_mutex_
     std::optional<Clock::time_point> tick_sending(Clock::time_point now);
     void start_connect(Clock::time_point now);
