@@ -148,6 +148,7 @@ void TcpNode::read_own_acks(Clock::time_point now) {
     std::unique_lock in_lock(in_mutex_, std::try_to_lock);
     if (!in_lock.owns_lock()) return;
     last_app_read_.store(now.time_since_epoch().count(), std::memory_order_relaxed);
+    own_ack_reads_.store(own_ack_reads_.load(std::memory_order_relaxed) + 1, std::memory_order_relaxed);
     const Control c = read_in_side();
     apply(c); // both locks held
     in_lock.unlock();
