@@ -89,6 +89,48 @@ TEST(TcpOptions, WithCompactFramesOffOnBothSidesFullFramesAloneCarryEveryMessage
     exchange_every_size(*a, *b);
 }
 
+// A stream's sender never reads its connection; the receiver's acknowledgements come
+// on it. The sending thread reads them itself at its batches' writes (docs/tcp.md,
+// "A stream's sender reads its acknowledgements"), so that the background thread is
+// not woken per acknowledgement on the sender's CPU: counted, the sending thread's
+// reads; and every message arrives once and in order, and the flush ends (everything
+// acknowledged).
+TEST(TcpStreamSender, ASenderThatNeverReceivesReadsItsAcknowledgementsItself) {
+    auto text = local_partition(partition_for_test(), 2, 2000ms);
+    ASSERT_EQ(text.nodes.size(), 2u) << "no free ports";
+    const auto c = text.load();
+    auto a = NodeFactory::create(c, 1);
+    auto b = NodeFactory::create(c, 2);
+    auto to_b = a->create_node(2);
+    auto from_a = b->create_node(1);
+    const auto* sender = dynamic_cast<const tcp::TcpNode*>(to_b.get());
+    ASSERT_NE(sender, nullptr);
+    constexpr std::uint64_t messages = 20000;
+    std::string failure;
+    std::uint64_t got = 0;
+    std::thread receiver([&] {
+        for (; got < messages; ++got) {
+            auto m = from_a->receive(patience);
+            if (!m) {
+                failure = "message " + std::to_string(got) + " never arrived";
+                return;
+            }
+            if (check_payload(*m).seq != got) {
+                failure = "message " + std::to_string(got) + " out of order";
+                return;
+            }
+        }
+    });
+    for (std::uint64_t i = 0; i < messages; ++i)
+        retry_while_full(*to_b, "message " + std::to_string(i), patience,
+                         [&] { to_b->send(make_message(*a, 64, 1, i)); });
+    EXPECT_TRUE(to_b->flush(patience)) << "not everything was acknowledged";
+    receiver.join();
+    EXPECT_EQ(failure, "");
+    EXPECT_EQ(got, messages);
+    EXPECT_GE(sender->own_ack_reads(), 1u) << "the sending thread never read its acknowledgements";
+}
+
 // With a peer timeout of 500 ms a silent connection is closed after 500 ms
 // (min(peer_timeout, 2 s)); `tcp: {handshake_timeout: 30s}` keeps it open.
 TEST(TcpOptions, AConfiguredHandshakeTimeoutHoldsASilentConnectionPastTheDefault) {

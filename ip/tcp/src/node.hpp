@@ -71,6 +71,10 @@ public:
     // nothing.
     [[nodiscard]] std::uint64_t socket_reads() const noexcept { return socket_reads_.load(std::memory_order_relaxed); }
     [[nodiscard]] std::uint64_t empty_reads() const noexcept { return empty_reads_.load(std::memory_order_relaxed); }
+    // For the tests: the sending thread's reads of its acknowledgements (read_own_acks).
+    [[nodiscard]] std::uint64_t own_ack_reads() const noexcept {
+        return own_ack_reads_.load(std::memory_order_relaxed);
+    }
     // A group's ready marks (group.hpp): from now on the node sets its bit, slot, in
     // marks whenever it tells its receivers of something (Link::tell_receivers), until
     // the group leaves them (unwatch_marks).
@@ -136,6 +140,9 @@ private:
     // out_mutex_) and writes or batches it.
     template <class Push>
     void enqueue(std::size_t size, Push&& push);
+    // out_mutex_: a stream's sender reads its acknowledgements (sender.cpp).
+    void read_own_acks(Clock::time_point now);
+    std::atomic<std::uint64_t> own_ack_reads_{0}; // written under both locks
     // under out_mutex_
     std::optional<Clock::time_point> tick_sending(Clock::time_point now);
     void start_connect(Clock::time_point now);

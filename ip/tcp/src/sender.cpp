@@ -118,6 +118,7 @@ void TcpNode::enqueue(std::size_t size, Push&& push) {
         } else if (waiting + 1 >= batch_messages || size >= batch_bytes) {
             last_write_ = Clock::now();
             write_pending();
+            read_own_acks(last_write_);
         }
     } else if (state_ == State::idle) {
         reconnect_.attempt_now(Clock::now());
@@ -129,6 +130,29 @@ void TcpNode::enqueue(std::size_t size, Push&& push) {
     if (left > 0) stats_.queued_serialized(); // out_mutex_: one writer
     lock.unlock();                            // before the acknowledged messages are freed
     acknowledged.clear();
+}
+
+// out_mutex_, after a batch's write. A sender that does not read the connection
+// (a stream's sender) reads the acknowledgements of its messages here, at most every
+// own_ack_period, instead of leaving them to the background thread: that thread,
+// reading whenever the application has not read for ack_delay, woke per
+// acknowledgement on the sending thread's CPU and waited there for the socket's
+// lock, held by this thread's sendmsg (docs/tcp.md, "A stream's sender reads its
+// acknowledgements"). The read counts as the application's (last_app_read_), so the
+// background thread stays away while the sends go on. in_mutex_ is only tried (its
+// owner, a receiving thread, reads the acknowledgements itself).
+void TcpNode::read_own_acks(Clock::time_point now) {
+    if (fd_ < 0 || !framed_ || state_ != State::established || window_.empty()) return;
+    const auto last = Clock::time_point(std::chrono::nanoseconds(last_app_read_.load(std::memory_order_relaxed)));
+    if (now - last < own_ack_period) return;
+    std::unique_lock in_lock(in_mutex_, std::try_to_lock);
+    if (!in_lock.owns_lock()) return;
+    last_app_read_.store(now.time_since_epoch().count(), std::memory_order_relaxed);
+    own_ack_reads_.store(own_ack_reads_.load(std::memory_order_relaxed) + 1, std::memory_order_relaxed);
+    const Control c = read_in_side();
+    apply(c); // both locks held
+    in_lock.unlock();
+    if (c.delivered || c.closed || c.bad_ack) tell_receivers();
 }
 
 // out_mutex_. Queues a control frame (resume, skip, an acknowledgement alone) and

@@ -63,6 +63,9 @@ using kit::InlineBuffer;
 // acknowledgement written before every wait would wake the peer's background thread
 // once per message. (It also acknowledges every ack_every messages.)
 inline constexpr std::chrono::microseconds ack_delay{1000};
+// A sender that does not read its connection reads the acknowledgements waiting there
+// at a batch's write, at most this often (TcpNode::read_own_acks).
+inline constexpr std::chrono::microseconds own_ack_period{200};
 
 // The background thread ticks a node up to this much before its tick is due
 // (Transport::run), and a tick runs the check of the peer's answers up to this much
