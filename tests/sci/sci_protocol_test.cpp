@@ -1262,6 +1262,34 @@ TEST(SciReceiveSlots, TheReceivingThreadsDropsWriteTheirAcksHalfAWindowAtATime) 
         take();
 }
 
+// The SciHold tests: node 1 sends 64 B messages to node 2 with max_outst_buffers k
+// (and a third node when asked); one thread plays both ends, and take() checks that
+// the next message is the one expected.
+class SciHold : public ::testing::Test {
+protected:
+    static constexpr std::uint32_t k = 7;
+    void start(std::uint32_t nodes = 2) {
+        c_ = make_configuration("sci", partition_for_test(), nodes,
+                                [](config::Configuration& c) { c.edit_section<sci::Options>().max_outst_buffers = k; });
+        a = NodeFactory::create(c_, 1);
+        b = NodeFactory::create(c_, 2);
+        to_b = a->create_node(2);
+        from_a = b->create_node(1);
+    }
+    void send() { to_b->send(make_message(*a, 64, 1, sent++)); }
+    void take() {
+        auto m = from_a->receive(10s);
+        ASSERT_NE(m, nullptr) << "message " << next;
+        EXPECT_EQ(check_payload(*m).seq, next);
+        ++next;
+    }
+
+    config::Configuration c_;
+    std::unique_ptr<NodeFactory> a, b;
+    NodePtr to_b, from_a;
+    std::uint64_t sent = 0, next = 0;
+};
+
 // Holding small messages (docs/sci-protocol.md): from the send that finds no slot
 // granted for its small message (the receiver is a window behind), sends hold their
 // messages in one staged batch, even once slots are granted again, until a send finds
@@ -1269,18 +1297,10 @@ TEST(SciReceiveSlots, TheReceivingThreadsDropsWriteTheirAcksHalfAWindowAtATime) 
 // is held, and a send that finds the whole window granted with no more than one
 // message waiting stops holding. One thread plays both ends, so when each grant is
 // seen is fixed; the node's path counters say how the messages went.
-TEST(SciHold, ASenderAWindowBehindHoldsItsSmallMessagesInOneBatchUntilTheReceiverTookEverything) {
-    constexpr std::uint32_t k = 7;
-    auto c = make_configuration("sci", partition_for_test(), 2,
-                                [](config::Configuration& c) { c.edit_section<sci::Options>().max_outst_buffers = k; });
-    auto a = NodeFactory::create(c, 1);
-    auto b = NodeFactory::create(c, 2);
-    auto to_b = a->create_node(2);
-    auto from_a = b->create_node(1);
+TEST_F(SciHold, ASenderAWindowBehindHoldsItsSmallMessagesInOneBatchUntilTheReceiverTookEverything) {
+    start();
     const sci::PathCounters& paths = dynamic_cast<sci::SciNode&>(*to_b).paths();
     auto count = [](const std::atomic<std::uint64_t>& n) { return n.load(std::memory_order_relaxed); };
-    std::uint64_t sent = 0;
-    auto send = [&] { to_b->send(make_message(*a, 64, 1, sent++)); };
     for (std::uint32_t i = 0; i < k; ++i) // 0-6: each alone, at once
         send();
     EXPECT_EQ(count(paths.alone), k);
@@ -1288,13 +1308,6 @@ TEST(SciHold, ASenderAWindowBehindHoldsItsSmallMessagesInOneBatchUntilTheReceive
     for (int i = 0; i < 6; ++i) // 7-12: no slot granted, held
         send();
     EXPECT_EQ(to_b->stats().queue_depth, 6u);
-    std::uint64_t next = 0;
-    auto take = [&] {
-        auto m = from_a->receive(10s);
-        ASSERT_NE(m, nullptr) << "message " << next;
-        EXPECT_EQ(check_payload(*m).seq, next);
-        ++next;
-    };
     for (int i = 0; i < 4; ++i) // 0-3: three slots granted again (the fourth's ack waits)
         take();
     send(); // 13
@@ -1331,29 +1344,14 @@ TEST(SciHold, ASenderAWindowBehindHoldsItsSmallMessagesInOneBatchUntilTheReceive
 // (docs/sci-protocol.md): a receive on the holding node, and a send to another node,
 // send what is held though the receiver has not taken everything, and every message
 // arrives once, in order.
-TEST(SciHold, AReceiveAndASendToAnotherNodeSendWhatIsHeld) {
-    constexpr std::uint32_t k = 7;
-    auto c = make_configuration("sci", partition_for_test(), 3,
-                                [](config::Configuration& c) { c.edit_section<sci::Options>().max_outst_buffers = k; });
-    auto a = NodeFactory::create(c, 1);
-    auto b = NodeFactory::create(c, 2);
-    auto third = NodeFactory::create(c, 3);
-    auto to_b = a->create_node(2);
+TEST_F(SciHold, AReceiveAndASendToAnotherNodeSendWhatIsHeld) {
+    start(3);
+    auto third = NodeFactory::create(c_, 3);
     auto to_third = a->create_node(3);
-    auto from_a = b->create_node(1);
     auto third_from_a = third->create_node(1);
-    std::uint64_t sent = 0;
-    auto send = [&] { to_b->send(make_message(*a, 64, 1, sent++)); };
     for (std::uint32_t i = 0; i < k + 2; ++i) // 0-6 alone, 7-8 held
         send();
     ASSERT_EQ(to_b->stats().queue_depth, 2u);
-    std::uint64_t next = 0;
-    auto take = [&] {
-        auto m = from_a->receive(10s);
-        ASSERT_NE(m, nullptr) << "message " << next;
-        EXPECT_EQ(check_payload(*m).seq, next);
-        ++next;
-    };
     for (int i = 0; i < 4; ++i) // 0-3: slots granted again, not the whole window
         take();
     EXPECT_EQ(to_b->receive(), nullptr);
