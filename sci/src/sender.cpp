@@ -16,6 +16,14 @@
 
 namespace msgpass::sci {
 
+namespace {
+// Whether two messages of size bytes fit one batch of capacity bytes: a message a
+// batch may take (staged, coalesced or held).
+bool two_fit_a_batch(std::uint64_t size, std::uint64_t capacity) {
+    return batch_data_offset(2) + 2 * batch_align_up(size) <= capacity;
+}
+} // namespace
+
 Sender::Sender(Links& links, Receiver& receiver, const Node& node)
     : node_(node), links_(links), receiver_(receiver), transport_(links.transport.get()), parameters_(links.parameters),
       local_header_(links.local_header), grants_(links.grants.get()), sequence_(links.sequence), stats_(links.stats),
@@ -373,7 +381,7 @@ Sender::Staged* Sender::staged_of(const Queued& q) const {
 bool Sender::stage(const Link& link, const Buffer& buffer) {
     const std::uint64_t capacity = std::min<std::uint64_t>(link.slot_size, note_size_mask);
     const std::uint64_t size = buffer.size();
-    if (batch_data_offset(2) + 2 * batch_align_up(size) > std::min(capacity, Staged::max_capacity)) return false;
+    if (!two_fit_a_batch(size, std::min(capacity, Staged::max_capacity))) return false;
     if (staged_back_ != nullptr && staged_back_->add(buffer)) return true;
     auto staged = std::make_unique<Staged>(capacity, staged_spare_);
     Staged* raw = staged.get();
@@ -383,7 +391,7 @@ bool Sender::stage(const Link& link, const Buffer& buffer) {
     const bool back_staged = !staged_.empty() && staged_.back() == &back.buffer();
     const std::uint64_t back_size = back.buffer().size();
     if (staged_back_ == nullptr && !back_staged && (!back.shared() || back_size < broadcast_min_size) &&
-        batch_data_offset(2) + 2 * batch_align_up(back_size) <= std::min(capacity, Staged::max_capacity)) {
+        two_fit_a_batch(back_size, std::min(capacity, Staged::max_capacity))) {
         raw->add(back.buffer());
         raw->add(buffer); // two such messages fit an empty batch
         back.hold(BufferPtr(std::move(staged)));
@@ -447,7 +455,7 @@ bool Sender::coalescible(const Queued& q, std::uint64_t capacity) const {
     if (staged_of(q) != nullptr) return false;
     const std::size_t size = q.buffer().size();
     if (q.shared() && size >= broadcast_min_size) return false;
-    return batch_data_offset(2) + 2 * batch_align_up(size) <= capacity;
+    return two_fit_a_batch(size, capacity);
 }
 
 // Sends the small messages at the front of the queue (two or more) with one note:
@@ -906,10 +914,10 @@ void Sender::send(B& buffer, const kit::Progressing* self) {
     }
     // A small message while the sender holds (its receiver fell a window behind) waits
     // in the queue (holds_back), where the next ones join it in a staged batch.
-    const bool held = link != nullptr && holds_ && size < hot_min_size &&
-                      batch_data_offset(2) + 2 * batch_align_up(size) <=
-                          std::min({link->slot_size, std::uint64_t{note_size_mask}, Staged::max_capacity}) &&
-                      hold_small();
+    const bool held =
+        link != nullptr && holds_ && size < hot_min_size &&
+        two_fit_a_batch(size, std::min({link->slot_size, std::uint64_t{note_size_mask}, Staged::max_capacity})) &&
+        hold_small();
     if (link != nullptr && !held && try_transfer(*link, *buffer, owned, shared)) {
         if constexpr (!bytes) buffer = nullptr;
         return;
