@@ -74,13 +74,11 @@ void TcpNode::enqueue(std::size_t size, Push&& push) {
     if (address_.empty() && !client_)
         throw UsageError("node " + std::to_string(id_) + " has no port in the nodes file");
     // The acknowledgements the background thread read while this thread sends
-    // (after_read): applied here, the buffers freed after the lock in this thread
-    // (the vector keeps its capacity); the writes are the batch's, below.
+    // (after_read) are applied here, and those the batch's own read finds below;
+    // the buffers they release are freed after the lock, in this thread (the
+    // vector keeps its capacity); the writes are the batch's, below.
     thread_local std::vector<Outgoing> acknowledged;
-    if (peer_ack_pending_.load(std::memory_order_relaxed)) {
-        apply_pending_ack(false);
-        window_.take_acknowledged(acknowledged);
-    }
+    if (peer_ack_pending_.load(std::memory_order_relaxed)) apply_pending_ack(false);
     // The queue is what was never written; after a broken connection the messages
     // written before and not acknowledged go again without counting (window.hpp).
     if (window_.queued() >= shared_->parameters.send_queue_limit) {
@@ -106,6 +104,7 @@ void TcpNode::enqueue(std::size_t size, Push&& push) {
                 last_write_ = now;
                 takes_at_write_ = takes;
                 write_pending();
+                if (size >= batch_bytes) read_own_acks(now); // a stream of large messages
             } else {
                 batch_start_ = now;
                 // One wake-up of the background thread for a stream, not one per
@@ -128,7 +127,8 @@ void TcpNode::enqueue(std::size_t size, Push&& push) {
     const std::size_t left = window_.queued();
     queue_depth_.store(left, std::memory_order_relaxed);
     if (left > 0) stats_.queued_serialized(); // out_mutex_: one writer
-    lock.unlock();                            // before the acknowledged messages are freed
+    window_.take_acknowledged(acknowledged);
+    lock.unlock(); // before the acknowledged messages are freed
     acknowledged.clear();
 }
 
@@ -244,9 +244,24 @@ bool TcpNode::flush(std::chrono::nanoseconds timeout) {
     check_factory("flush");
     const auto deadline = deadline_after(timeout);
     std::unique_lock lock(out_mutex_);
+    // The buffers the acknowledgements applied here release are freed in this
+    // thread, outside the lock, at once: a stream paced by flush() applies every
+    // acknowledgement here, and its sender's next buffers reuse their memory.
+    thread_local std::vector<Outgoing> acknowledged;
+    const auto free_acknowledged = [&] {
+        window_.take_acknowledged(acknowledged);
+        if (acknowledged.empty()) return;
+        lock.unlock();
+        acknowledged.clear();
+        lock.lock();
+    };
     for (;;) {
         apply_pending_ack();
-        if (state_ == State::established) write_pending();
+        if (state_ == State::established) {
+            write_pending();
+            read_own_acks(Clock::now());
+        }
+        free_acknowledged();
         if (window_.all_written()) return true;
         if (closed_ || Clock::now() >= deadline) return window_.all_written();
         if (state_ == State::idle && !address_.empty()) {
