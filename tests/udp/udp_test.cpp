@@ -1438,6 +1438,16 @@ TEST(Udp, HostileDatagramsAreDroppedAndCountedByReasonWhileGoodTrafficFlows) {
     attacks.push_back({Drop::bad_fragment, datagram(bad, 10)});
     bad = data, bad.flags = 0, bad.offset = 0xfffffff0u, bad.length = 0xffffffffu;
     attacks.push_back({Drop::bad_fragment, datagram(bad, 10)});
+    // Data carrying a status (flag_ack): its trailer cut short, or naming a next
+    // expected beyond anything node 2 sent node 3 (the whole datagram is dropped).
+    bad = data, bad.flags = udp::flag_first | udp::flag_ack;
+    attacks.push_back({Drop::too_short, datagram(bad, udp::ack_trailer_size - 1)});
+    {
+        auto lying = datagram(bad, 10 + udp::ack_trailer_size);
+        const udp::AckTrailer ack{5, 64};
+        std::memcpy(lying.data() + lying.size() - sizeof ack, &ack, sizeof ack);
+        attacks.push_back({Drop::beyond_window, lying});
+    }
     // Packed datagrams that lie about a frame: its length past the datagram's end,
     // zero, near 2^32 (an overflow when added), or a frame count the header does not
     // state. Each would be datagram seq, due now: taken, it would deliver messages.
