@@ -127,6 +127,19 @@ void udp_seeds() {
         append(out, udp_header(udp::DatagramType::status_request));
         write("udp_datagram", "status-request", out);
     }
+    {
+        // A reply carrying the status of the other direction (flag_ack): a lone message
+        // of 64 bytes as a plain piece, then the trailer (next expected 7, window 1024).
+        auto h = udp_header(udp::DatagramType::data);
+        h.seq = 3;
+        h.length = 64;
+        h.flags = udp::flag_first | udp::flag_ack;
+        std::vector<std::byte> out;
+        append(out, h);
+        out.resize(out.size() + 64, std::byte{0x5a});
+        append(out, udp::AckTrailer{7, 1024});
+        write("udp_datagram", "data-carrying-ack", out);
+    }
 }
 
 void frame_seeds() {

@@ -1,7 +1,8 @@
 // Fuzz target: the udp datagram decoder (ip/udp protocol.hpp, decode_datagram), the
 // one place a datagram from the network is judged before anything is allocated.
 // Invariants of an accepted datagram: its payload is what follows the header (and,
-// in a group_data datagram, its member table, which makes it this member's data), a
+// in a group_data datagram, its member table, which makes it this member's data; a
+// data datagram with flag_ack ends with the status it carries, not payload), a
 // data piece lies inside its message and the message within max_message_size, the
 // frames of a packed data datagram tile its payload exactly, each within it, a NAK
 // holds whole ranges, a skip keeps a datagram beyond the next expected it names and
@@ -40,8 +41,13 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
     std::memcpy(&raw, data, sizeof raw);
     const bool group = static_cast<DatagramType>(raw.type) == DatagramType::group_data;
     const std::size_t table = group ? group_table_bytes(raw.reserved) : 0;
-    MSGPASS_FUZZ_CHECK(header_size + table + d.payload.size() == size);
+    // A data datagram's AckTrailer (flag_ack) is its last 16 bytes, no part of the payload.
+    const std::size_t trailer = d.ack ? ack_trailer_size : 0;
+    MSGPASS_FUZZ_CHECK(d.ack ==
+                       (static_cast<DatagramType>(raw.type) == DatagramType::data && (raw.flags & flag_ack) != 0));
+    MSGPASS_FUZZ_CHECK(header_size + table + d.payload.size() + trailer == size);
     MSGPASS_FUZZ_CHECK(d.payload.data() == bytes.data() + header_size + table);
+    if (d.ack) MSGPASS_FUZZ_CHECK(std::memcmp(&d.acked, data + size - trailer, trailer) == 0);
     if (group) {
         MSGPASS_FUZZ_CHECK(static_cast<DatagramType>(h.type) == DatagramType::data && h.reserved == 0);
         MSGPASS_FUZZ_CHECK(raw.to == 0 && raw.seq == 0 && raw.reserved >= 1 && raw.reserved <= max_group_entries);
@@ -51,7 +57,7 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
     MSGPASS_FUZZ_CHECK(knows(nullptr, h.from) && h.incarnation != 0);
     switch (static_cast<DatagramType>(h.type)) {
     case DatagramType::data:
-        MSGPASS_FUZZ_CHECK((h.flags & ~(flag_first | flag_packed | flag_status_now)) == 0);
+        MSGPASS_FUZZ_CHECK((h.flags & ~(flag_first | flag_packed | flag_status_now | flag_ack)) == 0);
         if ((h.flags & flag_packed) != 0) { // whole messages, a frame each, tiling the payload exactly
             MSGPASS_FUZZ_CHECK((h.flags & flag_first) == 0);
             MSGPASS_FUZZ_CHECK(!group && h.length == d.payload.size() && h.offset >= 1);

@@ -89,6 +89,25 @@ TEST(UdpDecoder, AWellFormedDataDatagramIsTakenWithItsPayload) {
     EXPECT_EQ(d.payload.size(), 100u);
 }
 
+// A data datagram may carry the status of the other direction (flag_ack): its last
+// 16 bytes, which the decoder hands over as the status and takes off the payload.
+TEST(UdpDecoder, ADataDatagramCarryingAStatusIsTakenWithoutItsTrailer) {
+    auto h = good_data();
+    h.flags = udp::flag_first | udp::flag_ack;
+    auto bytes = datagram(h, 100 + udp::ack_trailer_size);
+    const udp::AckTrailer trailer{9, 512};
+    std::memcpy(bytes.data() + udp::header_size + 100, &trailer, sizeof trailer);
+    const auto d = udp::decode_datagram(bytes, expectation());
+    ASSERT_TRUE(d.ok) << udp::describe(d.drop);
+    EXPECT_EQ(d.payload.size(), 100u);
+    ASSERT_TRUE(d.ack);
+    EXPECT_EQ(d.acked.next_expected, 9u);
+    EXPECT_EQ(d.acked.window, 512u);
+    const auto plain = judge(good_data(), 100);
+    ASSERT_TRUE(plain.ok);
+    EXPECT_FALSE(plain.ack);
+}
+
 TEST(UdpDecoder, AWellFormedSkipIsTakenWithItsNumbers) {
     auto h = good_data();
     h.type = static_cast<std::uint16_t>(udp::DatagramType::skip);
@@ -123,7 +142,15 @@ TEST(UdpDecoder, EachFaultIsDroppedUnderItsReason) {
     with("version 1 (before flag_status_now)", Drop::bad_version, [](auto& h) { h.version = 1; });
     with("unknown type", Drop::bad_type, [](auto& h) { h.type = 99; });
     with("type 0", Drop::bad_type, [](auto& h) { h.type = 0; });
-    with("unknown flag", Drop::bad_type, [](auto& h) { h.flags = 16; });
+    with("unknown flag", Drop::bad_type, [](auto& h) { h.flags = 32; });
+    with(
+        "carrying a status, cut short of its trailer", Drop::too_short,
+        [](auto& h) { h.flags = udp::flag_first | udp::flag_ack, h.length = 0; }, udp::ack_trailer_size - 1);
+    with(
+        "a status carrying a status", Drop::bad_type,
+        [](auto& h) { h.type = static_cast<std::uint16_t>(udp::DatagramType::status), h.flags = udp::flag_ack; }, 0);
+    with("first and packed carrying a status", Drop::bad_type,
+         [](auto& h) { h.flags = udp::flag_first | udp::flag_packed | udp::flag_ack; });
     with("first and packed", Drop::bad_type, [](auto& h) { h.flags = udp::flag_first | udp::flag_packed; });
     with("first and packed asking a status", Drop::bad_type,
          [](auto& h) { h.flags = udp::flag_first | udp::flag_packed | udp::flag_status_now; });
@@ -597,6 +624,50 @@ TEST(Udp, AFlushAsksThePeerForItsStatusAndDoesNotWaitForTheStatusDelay) {
         }
     }
     EXPECT_EQ(to_b->stats().queue_depth, 0u);
+}
+
+// In a request-response exchange each side owes a status for every message and sends
+// a message back: the status rides on it (flag_ack), and no status datagram goes -
+// before, one went every hold_in_flight (16) messages, a system call on the way to the
+// reply. status_delay is an hour and no keepalive comes within the test's patience: a
+// status datagram in the exchange could only come from the rules that carrying
+// replaces (every 16 small messages, every status_every datagrams, the window's
+// reopening by a quarter).
+TEST(Udp, ARequestResponseExchangeCarriesItsStatusesOnTheRepliesAndSendsNoStatusDatagram) {
+    auto c = make_configuration("udp", unique_partition("carry"), 2, [](config::Configuration& c) {
+        c.peer_timeout = std::chrono::minutes(2);
+        c.edit_section<udp::Options>().status_delay = std::chrono::hours(1);
+    });
+    auto a = NodeFactory::create(c, 1);
+    auto b = NodeFactory::create(c, 2);
+    auto to_b = a->create_node(2);
+    auto to_a = b->create_node(1);
+    const auto& ua = dynamic_cast<udp::UdpNodeFactory&>(*a);
+    const auto& ub = dynamic_cast<udp::UdpNodeFactory&>(*b);
+    std::uint64_t seq = 0;
+    auto round_trip = [&] {
+        send_retrying(*to_b, make_message(*a, 64, 1, seq), "a request");
+        auto request = to_a->receive(patience);
+        ASSERT_NE(request, nullptr) << "request " << seq << " never arrived";
+        EXPECT_EQ(check_payload(*request).seq, seq);
+        send_retrying(*to_a, make_message(*b, 64, 2, seq), "a reply");
+        auto reply = to_b->receive(patience);
+        ASSERT_NE(reply, nullptr) << "reply " << seq << " never arrived";
+        EXPECT_EQ(check_payload(*reply).seq, seq);
+        ++seq;
+    };
+    for (int i = 0; i < 4; ++i) // contact made, windows told (the first receive tells its window)
+        round_trip();
+    const auto a_before = ua.datagram_stats(), b_before = ub.datagram_stats();
+    constexpr std::uint64_t exchanges = 200;
+    for (std::uint64_t i = 0; i < exchanges && !::testing::Test::HasFatalFailure(); ++i)
+        round_trip();
+    const auto a_after = ua.datagram_stats(), b_after = ub.datagram_stats();
+    EXPECT_EQ(a_after.statuses_sent - a_before.statuses_sent, 0u) << "the requester sent status datagrams";
+    EXPECT_EQ(b_after.statuses_sent - b_before.statuses_sent, 0u) << "the responder sent status datagrams";
+    // Every request carries the status of the reply before it, every reply that of its request.
+    EXPECT_GE(a_after.acks_carried - a_before.acks_carried, exchanges);
+    EXPECT_GE(b_after.acks_carried - b_before.acks_carried, exchanges);
 }
 
 // A receiver waiting in a blocking receive has the socket lent to it; the background
@@ -1367,6 +1438,16 @@ TEST(Udp, HostileDatagramsAreDroppedAndCountedByReasonWhileGoodTrafficFlows) {
     attacks.push_back({Drop::bad_fragment, datagram(bad, 10)});
     bad = data, bad.flags = 0, bad.offset = 0xfffffff0u, bad.length = 0xffffffffu;
     attacks.push_back({Drop::bad_fragment, datagram(bad, 10)});
+    // Data carrying a status (flag_ack): its trailer cut short, or naming a next
+    // expected beyond anything node 2 sent node 3 (the whole datagram is dropped).
+    bad = data, bad.flags = udp::flag_first | udp::flag_ack;
+    attacks.push_back({Drop::too_short, datagram(bad, udp::ack_trailer_size - 1)});
+    {
+        auto lying = datagram(bad, 10 + udp::ack_trailer_size);
+        const udp::AckTrailer ack{5, 64};
+        std::memcpy(lying.data() + lying.size() - sizeof ack, &ack, sizeof ack);
+        attacks.push_back({Drop::beyond_window, lying});
+    }
     // Packed datagrams that lie about a frame: its length past the datagram's end,
     // zero, near 2^32 (an overflow when added), or a frame count the header does not
     // state. Each would be datagram seq, due now: taken, it would deliver messages.

@@ -97,6 +97,8 @@ DatagramStats UdpNodeFactory::datagram_stats() const noexcept {
     d.naks_coalesced = s.naks_coalesced.load();
     d.naks_withheld = s.naks_withheld.load();
     d.statuses_asked = s.statuses_asked.load();
+    d.statuses_sent = s.statuses_sent.load();
+    d.acks_carried = s.acks_carried.load();
     d.timer_runs = s.timer_runs.load();
     for (std::size_t i = 0; i < d.dropped.size(); ++i)
         d.dropped[i] = s.drops[i].load();

@@ -242,7 +242,14 @@ void UdpNode::on_datagram(const Decoded& d, std::span<const std::byte> bytes, Cl
     last_heard_ = now;
     switch (type) {
     case DatagramType::data:
+        // The status it carries (flag_ack) after its data, so that the pump that
+        // acknowledgement makes may carry this node's status with this datagram counted.
+        if (d.ack && d.acked.next_expected > sent_upto_) { // never trimmed to fit: the numbering would disagree
+            shared_->count(Drop::beyond_window);
+            break;
+        }
         on_data(d, now);
+        if (d.ack) acknowledge(d.acked.next_expected, d.acked.window, now);
         break;
     case DatagramType::status:
     case DatagramType::keepalive:

@@ -159,7 +159,9 @@ struct Shared {
     sockaddr_in multicast_address{};
     std::atomic<std::uint64_t> multicast_sent{0}, multicast_repairs{0}, naks_coalesced{0}, naks_withheld{0};
     std::atomic<std::uint64_t> statuses_asked{0}; // sent at once at a flushing sender's request
-    std::atomic<std::uint64_t> timer_runs{0};     // the background thread ran the nodes' timers (Transport::run)
+    // Status datagrams sent, and statuses carried by data datagrams instead (flag_ack).
+    std::atomic<std::uint64_t> statuses_sent{0}, acks_carried{0};
+    std::atomic<std::uint64_t> timer_runs{0}; // the background thread ran the nodes' timers (Transport::run)
     // Run-time clients (first_runtime_id up): ids given so far, and of those forgotten.
     std::atomic<std::uint32_t> clients_seen{0}, clients_forgotten{0};
     // udp.inject_*: the fault injection (ip/common's interface), made by the transport
@@ -308,6 +310,7 @@ struct DatagramBatch {
     std::array<Control, most> control{};
     std::size_t count = 0, iovs = 0;
     bool staged = false; // the last one's piece is in a staging buffer: send before the next
+    AckTrailer ack{};    // the status the last datagram carries (flag_ack: UdpNode::carry_status)
 
     static DatagramBatch& of_this_thread();
     void clear() noexcept {
@@ -492,6 +495,11 @@ private:
                       std::span<const std::byte> payload = {}, const ip::Nonce* sign_for = nullptr,
                       std::uint32_t offset = 0);
     void send_status(Clock::time_point now);
+    // under mutex_, before the batch leaves: when a status is owed, the batch's last
+    // datagram carries it (flag_ack and the trailer) if it has room. True: it does, and
+    // status_carried() is called once that datagram left.
+    bool carry_status(DatagramBatch& out);
+    void status_carried(const AckTrailer& ack);
     // A status is owed (from now, unless it was already).
     void owe_status(Clock::time_point now);
     // Every hole still open (the periodic repeat), but those waiting for their back-off.

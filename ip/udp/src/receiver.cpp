@@ -23,9 +23,42 @@ void UdpNode::send_status(Clock::time_point /*now*/) {
     const std::uint64_t limit = std::max(status_sent_limit_, expected_ + advertised());
     // (counted before it leaves: a sender that had it reads the count after)
     if (status_asked_) shared_->statuses_asked.fetch_add(1, std::memory_order_relaxed);
+    shared_->statuses_sent.fetch_add(1, std::memory_order_relaxed);
     send_control(DatagramType::status, expected_, limit - expected_);
     status_sent_expected_ = expected_;
     status_sent_limit_ = limit;
+    status_owed_ = false;
+    small_since_status_ = false;
+    status_asked_ = false;
+    since_status_ = 0;
+}
+
+// A request-response exchange owes a status for every message and sends data back
+// for every message: the status rides on that data (flag_ack), and the status
+// datagram every hold_in_flight messages (end_of_batch), the timers' after
+// status_delay and the window's reopening (take_locked) find nothing owed. Only the
+// last datagram of a batch carries it: the others may be a GSO run of one size.
+bool UdpNode::carry_status(DatagramBatch& out) {
+    if ((!status_owed_ && !status_asked_) || out.count == 0) return false;
+    auto& last = out.datagram[out.count - 1];
+    if (last.iovs >= DatagramBatch::iovs_per || last.bytes + ack_trailer_size > shared_->parameters.datagram_size)
+        return false;
+    const std::uint64_t limit = std::max(status_sent_limit_, expected_ + advertised());
+    out.ack = AckTrailer{expected_, limit - expected_};
+    out.header[out.count - 1].flags |= flag_ack;
+    out.iov[last.iov + last.iovs] = {&out.ack, ack_trailer_size};
+    ++last.iovs;
+    ++out.iovs;
+    last.bytes += ack_trailer_size;
+    // (counted before it leaves, as send_status counts: a sender that had it reads the count after)
+    if (status_asked_) shared_->statuses_asked.fetch_add(1, std::memory_order_relaxed);
+    return true;
+}
+
+void UdpNode::status_carried(const AckTrailer& ack) {
+    shared_->acks_carried.fetch_add(1, std::memory_order_relaxed);
+    status_sent_expected_ = ack.next_expected;
+    status_sent_limit_ = ack.next_expected + ack.window;
     status_owed_ = false;
     small_since_status_ = false;
     status_asked_ = false;

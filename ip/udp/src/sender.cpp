@@ -399,8 +399,11 @@ Clock::time_point UdpNode::pump(Clock::time_point now, bool hold) {
         if (ask_status_ && !(next < next_dseq_ && next < peer_limit_))
             out.header[out.count - 1].flags |= flag_status_now;
         const std::size_t ready = out.count;
+        const bool carried = carry_status(out);
+        const AckTrailer ack = out.ack;
         const std::size_t sent = send_batch(out);
         sent_upto_ += sent;
+        if (carried && sent == ready) status_carried(ack);
         if (sent < ready || !more) break;
     }
     if (sent_upto_ == before) return now;

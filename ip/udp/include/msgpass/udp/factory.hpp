@@ -44,6 +44,12 @@ struct DatagramStats {
     // Statuses this side sent at once because the sender asked (a flush: a data
     // datagram with flag_status_now, or a status_request), not status_delay later.
     std::uint64_t statuses_asked = 0;
+    // Statuses (acknowledgement and window) this side sent: as datagrams of their own
+    // (status), and carried by a data datagram going back to the peer (flag_ack: a
+    // request-response exchange sends no status datagram; docs/udp.md,
+    // "Acknowledgements carried by data").
+    std::uint64_t statuses_sent = 0;
+    std::uint64_t acks_carried = 0;
     // Runs of the nodes' timers by the background thread: every status_delay while a
     // receiver reads the socket lent to it, else when a node's timer is due (docs/udp.md,
     // "Timers while a receiver waits").

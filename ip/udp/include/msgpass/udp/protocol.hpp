@@ -25,9 +25,10 @@
 namespace msgpass::udp {
 
 inline constexpr std::uint32_t magic = 0x4455504d; // "MPUD" in memory order
-// 2: a data datagram may carry flag_status_now, and status_request exists (the two
-// versions drop each other's datagrams as bad version).
-inline constexpr std::uint16_t protocol_version = 2;
+// 2: a data datagram may carry flag_status_now, and status_request exists; 3: a data
+// datagram may carry the status of the other direction (flag_ack). Two versions drop
+// each other's datagrams as bad version.
+inline constexpr std::uint16_t protocol_version = 3;
 
 enum class DatagramType : std::uint16_t {
     hello = 1,           // who I am; answered by a welcome (sent while the peer is unknown).
@@ -57,6 +58,11 @@ inline constexpr std::uint16_t flag_packed = 4;
 // the last datagram it transmitted; the receiver sends its status at the end of the
 // read that took it, not status_delay later (docs/udp.md, "A flush asks for the status").
 inline constexpr std::uint16_t flag_status_now = 8;
+// With any of the above: the datagram ends with an AckTrailer, the status of the other
+// direction (what a status datagram would say: next expected, window), carried by the
+// data going back instead of a datagram of its own (docs/udp.md, "Acknowledgements
+// carried by data"). Its 16 bytes are not the payload's.
+inline constexpr std::uint16_t flag_ack = 16;
 // flags of a hello, welcome, status or keepalive: the sender joined udp.multicast and
 // takes group_data datagrams there
 inline constexpr std::uint16_t flag_joined = 2;
@@ -96,6 +102,15 @@ inline constexpr std::size_t max_group_entries = 1024;
     return members * group_entry_size;
 }
 
+// The last 16 bytes of a data datagram with flag_ack: the sender's next expected
+// datagram of the receiver's stream and the window beyond it, as a status's seq and length.
+struct AckTrailer {
+    std::uint64_t next_expected = 0;
+    std::uint64_t window = 0;
+};
+static_assert(sizeof(AckTrailer) == 16);
+inline constexpr std::size_t ack_trailer_size = sizeof(AckTrailer);
+
 struct DatagramHeader {
     std::uint32_t magic = 0;
     std::uint16_t version = 0;
@@ -110,7 +125,7 @@ struct DatagramHeader {
     std::uint64_t length = 0; // data: the message's length; status, keepalive, goodbye: window / next expected;
                               // skip: the receiver's next expected as the sender knows it
     std::uint32_t offset = 0; // data: where this piece goes in the message; skip: messages dropped
-    std::uint16_t flags = 0;  // data: flag_first or flag_packed, and flag_status_now
+    std::uint16_t flags = 0;  // data: flag_first or flag_packed, and flag_status_now, flag_ack
     std::uint16_t reserved = 0;
 };
 static_assert(sizeof(DatagramHeader) == 64);
@@ -211,6 +226,9 @@ struct Decoded {
     DatagramHeader header{};
     std::span<const std::byte> payload{};
     bool group = false; // it came as group_data (sent to udp.multicast); header is this member's data
+    // A data datagram with flag_ack: the status it carries (not part of payload).
+    bool ack = false;
+    AckTrailer acked{};
     // A newcomer's hello: from 0 (a client in no nodes file), to 0 or this node; only
     // when Expect::newcomers. Its seq and length carry the cookie of a keyed server's
     // answer, when it has one (docs/udp.md).
@@ -239,7 +257,8 @@ struct Decoded {
     return seen == frames;
 }
 
-// Checks, in order: size, magic, version, type (and the layout of its type),
+// Checks, in order: size, magic, version, type (and the layout of its type, a data
+// datagram's AckTrailer taken off its payload),
 // partition, target, sender, then for data the fragment (offset + piece <= length
 // <= max_message_size, a first piece at offset 0) or the frames of a packed one
 // (packed_frames_hold), for a skip its numbers (length <
@@ -259,8 +278,14 @@ struct Decoded {
     const auto type = static_cast<DatagramType>(h.type);
     switch (type) {
     case DatagramType::data: {
-        const auto kind = static_cast<std::uint16_t>(h.flags & ~flag_status_now);
+        const auto kind = static_cast<std::uint16_t>(h.flags & ~(flag_status_now | flag_ack));
         if ((kind != 0 && kind != flag_first && kind != flag_packed) || h.reserved != 0) return drop(Drop::bad_type);
+        if ((h.flags & flag_ack) != 0) { // the trailer is no part of the payload
+            if (d.payload.size() < ack_trailer_size) return drop(Drop::too_short);
+            d.ack = true;
+            std::memcpy(&d.acked, d.payload.data() + d.payload.size() - ack_trailer_size, ack_trailer_size);
+            d.payload = d.payload.first(d.payload.size() - ack_trailer_size);
+        }
         break;
     }
     case DatagramType::group_data:
