@@ -586,11 +586,12 @@ void Sender::flush_locked(Link* link, bool holding) {
     }
 }
 
-bool Sender::try_flush() {
-    if (queue_depth_.load(std::memory_order_relaxed) == 0 && !records_pending_.load(std::memory_order_relaxed))
-        return true;
+bool Sender::try_flush(bool pause) {
+    const bool idle =
+        queue_depth_.load(std::memory_order_relaxed) == 0 && !records_pending_.load(std::memory_order_relaxed);
+    if (idle && !pause) return true;
     std::unique_lock lock(send_mutex_, std::try_to_lock);
-    if (!lock.owns_lock()) return false;
+    if (!lock.owns_lock()) return idle;
     Link* link = links_.current();
     sync_send_side(link);
     if (records_pending_.load(std::memory_order_relaxed) && open_.link != nullptr) {
@@ -598,6 +599,12 @@ bool Sender::try_flush() {
         grants_->notify(*open_.link);
     }
     flush_deferring(link);
+    if (pause && queue_.empty()) {
+        // The application paused: what it sends next is not held or staged on what
+        // the sender learnt before (docs/sci-protocol.md, "A flush starts afresh").
+        holding_ = false;
+        records_batched_ = false;
+    }
     return queue_.empty();
 }
 

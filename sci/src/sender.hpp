@@ -69,8 +69,10 @@ public:
     template <class B>
     void send(B& buffer, const kit::Progressing* self);
     // Transfers queued messages while possible, unless another thread holds the send
-    // lock. Whether the queue is empty.
-    bool try_flush();
+    // lock. Whether the queue is empty. pause: the application's flush, after which
+    // the sender neither holds nor stages until it finds its receiver behind again
+    // (a message sent after it goes as soon as a slot or the open slot takes it).
+    bool try_flush(bool pause = false);
     // Lets go of the links no side uses any more, unless a send holds the send lock
     // (the next send then lets them go).
     void try_reclaim();
