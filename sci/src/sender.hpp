@@ -130,6 +130,11 @@ private:
     // (grants come in order, but for drops by other threads: about whether that many
     // more are granted). A word of our own segment.
     [[nodiscard]] bool granted_ahead(std::uint32_t ahead) const;
+    // The largest message a send holds (hold_small). Above it a held message would
+    // cost more than it gains: it is copied twice (into the staged batch, then into
+    // the slot), and at 256 B that made streams 0.56-0.86x of sending it at once
+    // when the receiver kept up (docs/benchmarks.md, twelfth session).
+    static constexpr std::uint64_t hold_max_size = 128;
     // Whether a send holds a small message back in the staged batch instead of
     // sending it now (docs/sci-protocol.md, "Holding small messages"): from the send
     // that finds no slot granted for its message (the receiver is a window behind)

@@ -1305,7 +1305,7 @@ protected:
         to_b = a->create_node(2);
         from_a = b->create_node(1);
     }
-    void send() { to_b->send(make_message(*a, 64, 1, sent++)); }
+    void send(std::size_t size = 64) { to_b->send(make_message(*a, size, 1, sent++)); }
     void take() {
         auto m = from_a->receive(10s);
         ASSERT_NE(m, nullptr) << "message " << next;
@@ -1413,6 +1413,30 @@ TEST_F(SciHold, AMessageSentAfterAFlushGoesAtOnceThoughNotTheWholeWindowIsGrante
     send(); // 10
     EXPECT_EQ(to_b->stats().queue_depth, 0u) << "a message sent after a flush was held though a slot was granted";
     while (next < sent && !HasFatalFailure()) // 4-9, then 10 with no call of node 1 in between
+        take();
+    EXPECT_EQ(from_a->receive(), nullptr) << "a message was delivered twice";
+}
+
+// Messages above hold_max_size (128 B) are never held (docs/sci-protocol.md): a held
+// one is copied twice, into the staged batch and then into the slot, which cost a
+// 256 B stream more than batching gained. Message 7 finds no slot granted and
+// queues; once slots are granted again, message 8 first sends it and then goes at
+// once, each alone in its slot.
+TEST_F(SciHold, AMessageAboveTheHoldSizeIsNeverHeld) {
+    start();
+    const sci::PathCounters& paths = dynamic_cast<sci::SciNode&>(*to_b).paths();
+    auto count = [](const std::atomic<std::uint64_t>& n) { return n.load(std::memory_order_relaxed); };
+    constexpr std::size_t size = 2 * 128;
+    for (std::uint32_t i = 0; i < k + 1; ++i) // 0-6 alone, 7 queued (no slot granted)
+        send(size);
+    ASSERT_EQ(to_b->stats().queue_depth, 1u);
+    for (int i = 0; i < 4; ++i) // 0-3: slots granted again, not the whole window
+        take();
+    send(size); // 8
+    EXPECT_EQ(to_b->stats().queue_depth, 0u) << "a message of " << size << " bytes was held";
+    EXPECT_EQ(count(paths.alone), k + 2);
+    EXPECT_EQ(count(paths.batches), 0u);
+    while (next < sent && !HasFatalFailure())
         take();
     EXPECT_EQ(from_a->receive(), nullptr) << "a message was delivered twice";
 }
