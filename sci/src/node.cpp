@@ -54,7 +54,7 @@ bool SciNode::flush(std::chrono::nanoseconds timeout) {
     check_factory("flush");
     return links_.transport->wait(
         [this]() -> bool {
-            if (sender_.try_flush()) return true;
+            if (sender_.try_flush(true)) return true;
             links_.check_peer();
             return false;
         },

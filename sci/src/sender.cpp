@@ -586,11 +586,12 @@ void Sender::flush_locked(Link* link, bool holding) {
     }
 }
 
-bool Sender::try_flush() {
-    if (queue_depth_.load(std::memory_order_relaxed) == 0 && !records_pending_.load(std::memory_order_relaxed))
-        return true;
+bool Sender::try_flush(bool pause) {
+    const bool idle =
+        queue_depth_.load(std::memory_order_relaxed) == 0 && !records_pending_.load(std::memory_order_relaxed);
+    if (idle && !pause) return true;
     std::unique_lock lock(send_mutex_, std::try_to_lock);
-    if (!lock.owns_lock()) return false;
+    if (!lock.owns_lock()) return idle;
     Link* link = links_.current();
     sync_send_side(link);
     if (records_pending_.load(std::memory_order_relaxed) && open_.link != nullptr) {
@@ -598,6 +599,12 @@ bool Sender::try_flush() {
         grants_->notify(*open_.link);
     }
     flush_deferring(link);
+    if (pause && queue_.empty()) {
+        // The application paused: what it sends next is not held or staged on what
+        // the sender learnt before (docs/sci-protocol.md, "A flush starts afresh").
+        holding_ = false;
+        records_batched_ = false;
+    }
     return queue_.empty();
 }
 
@@ -768,7 +775,7 @@ bool Sender::fast_bytes(std::span<const std::byte> bytes) {
             }
         }
         if (!appended) {
-            if (hold_small()) return false; // held: the generic path queues it
+            if (size <= hold_max_size && hold_small()) return false; // held: the generic path queues it
             const std::uint32_t ack = next_grant();
             const std::uint32_t slot = ack & ack_slot_mask;
             if (ack == 0 || slot >= link->slot_count) return false; // queued, or reported, by the generic path
@@ -810,7 +817,7 @@ bool Sender::fast_bytes(std::span<const std::byte> bytes) {
         return true;
     }
     if (staged_back_ == nullptr || queued_messages_ >= parameters_.send_queue_limit ||
-        (slot_granted(*link) && (size >= hot_min_size || !holds_back(*link))) || !staged_back_->add(bytes))
+        (slot_granted(*link) && (size > hold_max_size || !holds_back(*link))) || !staged_back_->add(bytes))
         return false;
     ++queued_messages_;
     queue_depth_.store(queued_messages_, std::memory_order_relaxed);
@@ -888,15 +895,16 @@ void Sender::send(B& buffer, const kit::Progressing* self) {
         queue_depth_.store(queued_messages_, std::memory_order_relaxed);
     };
     if (!queue_.empty()) {
-        // (A small message's send holds the queue back while the receiver is behind.)
+        // (A send of a message of up to hold_max_size holds the queue back while the
+        // receiver is behind.)
         flush_locked(
             link,
-            size < hot_min_size); // throws the error of a message queued before (this buffer stays with the caller)
+            size <= hold_max_size); // throws the error of a message queued before (this buffer stays with the caller)
         if (!queue_.empty()) {
             // Still behind others: the message joins the queue, which moves again,
             // so that it may leave in the same batch of small messages as they do.
             enqueue();
-            flush_deferring(link, size < hot_min_size);
+            flush_deferring(link, size <= hold_max_size);
             if (!queue_.empty()) { // the last in line is still waiting, this one
                 stats_.queued_serialized();
                 if ((queued_messages_ & 63) == 0)
@@ -915,7 +923,7 @@ void Sender::send(B& buffer, const kit::Progressing* self) {
     // A small message while the sender holds (its receiver fell a window behind) waits
     // in the queue (holds_back), where the next ones join it in a staged batch.
     const bool held =
-        link != nullptr && holds_ && size < hot_min_size &&
+        link != nullptr && holds_ && size <= hold_max_size &&
         two_fit_a_batch(size, std::min({link->slot_size, std::uint64_t{note_size_mask}, Staged::max_capacity})) &&
         hold_small();
     if (link != nullptr && !held && try_transfer(*link, *buffer, owned, shared)) {

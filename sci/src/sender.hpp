@@ -69,8 +69,10 @@ public:
     template <class B>
     void send(B& buffer, const kit::Progressing* self);
     // Transfers queued messages while possible, unless another thread holds the send
-    // lock. Whether the queue is empty.
-    bool try_flush();
+    // lock. Whether the queue is empty. pause: the application's flush, after which
+    // the sender neither holds nor stages until it finds its receiver behind again
+    // (a message sent after it goes as soon as a slot or the open slot takes it).
+    bool try_flush(bool pause = false);
     // Lets go of the links no side uses any more, unless a send holds the send lock
     // (the next send then lets them go).
     void try_reclaim();
@@ -128,6 +130,11 @@ private:
     // (grants come in order, but for drops by other threads: about whether that many
     // more are granted). A word of our own segment.
     [[nodiscard]] bool granted_ahead(std::uint32_t ahead) const;
+    // The largest message a send holds (hold_small). Above it a held message would
+    // cost more than it gains: it is copied twice (into the staged batch, then into
+    // the slot), and at 256 B that made streams 0.56-0.86x of sending it at once
+    // when the receiver kept up (docs/benchmarks.md, twelfth session).
+    static constexpr std::uint64_t hold_max_size = 128;
     // Whether a send holds a small message back in the staged batch instead of
     // sending it now (docs/sci-protocol.md, "Holding small messages"): from the send
     // that finds no slot granted for its message (the receiver is a window behind)

@@ -1156,6 +1156,35 @@ TEST(SciRecords, ASenderStagesItsRecordsWhileTheReceiverIsMoreThanAQuarterSlotBe
     EXPECT_EQ(link.from_a().receive(), nullptr) << "a message was delivered twice";
 }
 
+// A flush starts afresh (docs/sci-protocol.md): node 1's stream staged its records
+// (node 2 was more than a quarter of the slot behind), a flush published them and
+// node 2 took everything. Each message sent after that goes straight into the open
+// slot: node 2 finds it with no other call of node 1 (it waited for node 1's next
+// call, a flush in the conformance suite after 10 s, until the next quarter).
+TEST(SciRecords, AMessageSentAfterAFlushOfStagedRecordsArrivesWithoutAnotherCallOfTheSender) {
+    const RecordsLink link(partition_for_test());
+    const std::uint64_t quarter = link.slot_size() / 4;
+    std::uint64_t direct = 0; // records that start before the first quarter's end
+    while (record_offset(direct) < quarter)
+        ++direct;
+    constexpr std::uint64_t staged = 10;
+    std::uint64_t seq = 1;
+    for (; seq <= direct + staged; ++seq)
+        link.send(seq);
+    EXPECT_TRUE(link.to_b().flush(10s)); // publishes the staged records
+    std::uint64_t next = 1;
+    for (BufferPtr m; next < seq && (m = link.from_a().receive(10s)) != nullptr; ++next)
+        ASSERT_EQ(check_payload(*m).seq, next);
+    ASSERT_EQ(next, seq);
+    for (int i = 0; i < 5; ++i, ++seq) { // within the same quarter of the slot
+        link.send(seq);
+        auto m = link.from_a().receive(10s);
+        ASSERT_NE(m, nullptr) << "message " << seq << ", sent after the flush, waited for node 1's next call";
+        EXPECT_EQ(check_payload(*m).seq, seq);
+    }
+    EXPECT_EQ(link.from_a().receive(), nullptr) << "a message was delivered twice";
+}
+
 // A full slot behind a slow receiver: node 1 sends what fills its two slots and
 // more (the rest queues) while node 2 takes nothing. The staged records of each
 // slot go in before its close, the next message opens the other slot, and once
@@ -1276,7 +1305,7 @@ protected:
         to_b = a->create_node(2);
         from_a = b->create_node(1);
     }
-    void send() { to_b->send(make_message(*a, 64, 1, sent++)); }
+    void send(std::size_t size = 64) { to_b->send(make_message(*a, size, 1, sent++)); }
     void take() {
         auto m = from_a->receive(10s);
         ASSERT_NE(m, nullptr) << "message " << next;
@@ -1366,6 +1395,50 @@ TEST_F(SciHold, AReceiveAndASendToAnotherNodeSendWhatIsHeld) {
     auto m = third_from_a->receive(10s);
     ASSERT_NE(m, nullptr);
     EXPECT_EQ(check_payload(*m).stream, 2u);
+}
+
+// A flush starts afresh (docs/sci-protocol.md): node 1 held (no slot was granted
+// for message 7), node 2 took four messages (not the whole window granted again) and
+// a flush sent what was held. The next message finds a slot granted and goes at once:
+// node 2 finds it with no other call of node 1 (it was held, and waited for node 1's
+// next call, because the sender went on holding until it found the whole window).
+TEST_F(SciHold, AMessageSentAfterAFlushGoesAtOnceThoughNotTheWholeWindowIsGranted) {
+    start();
+    for (std::uint32_t i = 0; i < k + 3; ++i) // 0-6 alone, 7-9 held
+        send();
+    ASSERT_EQ(to_b->stats().queue_depth, 3u);
+    for (int i = 0; i < 4; ++i) // 0-3: slots granted again, not the whole window
+        take();
+    EXPECT_TRUE(to_b->flush(10s)) << "a flush did not send what was held";
+    send(); // 10
+    EXPECT_EQ(to_b->stats().queue_depth, 0u) << "a message sent after a flush was held though a slot was granted";
+    while (next < sent && !HasFatalFailure()) // 4-9, then 10 with no call of node 1 in between
+        take();
+    EXPECT_EQ(from_a->receive(), nullptr) << "a message was delivered twice";
+}
+
+// Messages above hold_max_size (128 B) are never held (docs/sci-protocol.md): a held
+// one is copied twice, into the staged batch and then into the slot, which cost a
+// 256 B stream more than batching gained. Message 7 finds no slot granted and
+// queues; once slots are granted again, message 8 first sends it and then goes at
+// once, each alone in its slot.
+TEST_F(SciHold, AMessageAboveTheHoldSizeIsNeverHeld) {
+    start();
+    const sci::PathCounters& paths = dynamic_cast<sci::SciNode&>(*to_b).paths();
+    auto count = [](const std::atomic<std::uint64_t>& n) { return n.load(std::memory_order_relaxed); };
+    constexpr std::size_t size = 2 * 128;
+    for (std::uint32_t i = 0; i < k + 1; ++i) // 0-6 alone, 7 queued (no slot granted)
+        send(size);
+    ASSERT_EQ(to_b->stats().queue_depth, 1u);
+    for (int i = 0; i < 4; ++i) // 0-3: slots granted again, not the whole window
+        take();
+    send(size); // 8
+    EXPECT_EQ(to_b->stats().queue_depth, 0u) << "a message of " << size << " bytes was held";
+    EXPECT_EQ(count(paths.alone), k + 2);
+    EXPECT_EQ(count(paths.batches), 0u);
+    while (next < sent && !HasFatalFailure())
+        take();
+    EXPECT_EQ(from_a->receive(), nullptr) << "a message was delivered twice";
 }
 
 // The receiver thread hands every message to a worker thread that checks and drops
