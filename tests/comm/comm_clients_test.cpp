@@ -45,9 +45,11 @@ std::string text_of(const Buffer& b) {
 class CommClients : public ::testing::TestWithParam<std::string> {
 protected:
     void SetUp() override { start_server(); }
-    void start_server(std::optional<config::AuthKey> key = {}) {
+    // peer_timeout: long enough that a loaded machine (sanitizers, ctest -j2) loses no
+    // client that lives; the test of a killed client sets 500 ms.
+    void start_server(std::optional<config::AuthKey> key = {}, std::chrono::milliseconds peer_timeout = 5s) {
         server_config_ = make_configuration(technology(), partition_, 1, [&](config::Configuration& c) {
-            c.peer_timeout = 500ms;
+            c.peer_timeout = peer_timeout;
             c.edit_section<tcp::Options>().max_clients = 8;
             c.edit_section<udp::Options>().max_clients = 8;
             if (between() == "udp") c.edit_section<auto_::Options>().inter_host = "udp";
@@ -58,10 +60,11 @@ protected:
         factory_ = NodeFactory::create(server_config_, 1);
         comm_ = std::make_unique<Communicator>(*factory_, server_config_);
     }
-    // The client's side: the network file's settings alone (config::load_network).
+    // The client's side: the network file's settings alone (config::load_network);
+    // its lookup waits up to peer_timeout for the server's answer.
     config::Configuration client_config(std::optional<config::AuthKey> key = {}) const {
         auto c = config::load_network_text("partition: " + partition_ + "\ntechnology: " + technology() +
-                                           "\npeer_timeout: 500ms\n" +
+                                           "\npeer_timeout: 5s\n" +
                                            (technology() == "auto" ? "auto: {inter_host: " + between() + "}\n" : ""));
         c.auth_key = key;
         return c;
@@ -249,6 +252,7 @@ TEST_P(CommClients, ClientsThatWereDroppedOrLeftAreReleasedAndTheirNodesFreed) {
 }
 
 TEST_P(CommClients, AClientProcessKilledIsPeerLostAtTheServerWithinPeerTimeout) {
+    start_server({}, 500ms);
     ChildProcess client({COMM_PEER, "--client", partition_, address()});
     auto hi = comm_->recv(any_source, 1, patience); // the client's "hi"
     ASSERT_TRUE(hi);
