@@ -56,7 +56,8 @@ bool TcpNode::accept_connection(int fd, std::uint64_t incarnation) {
 // in_mutex_. Forgets what was read of the connection: a partial frame is sent again.
 void Receiver::reset_in() {
     assembling_.reset();
-    rx_.clear(); // a message lent from the read buffer stays as it is (read_chunk.hpp)
+    low_water_ = 1; // the next connection's socket starts at the default
+    rx_.clear();    // a message lent from the read buffer stays as it is (read_chunk.hpp)
 }
 
 // in_mutex_. Writes the acknowledgement owed alone, when out_mutex_ is free (else
@@ -331,7 +332,34 @@ Receiver::Control Receiver::read_in_side() {
     }
     if (c.delivered) ack_avail_.store(in_window_.expected(), std::memory_order_release);
     if (!assembling_) rx_.shelve(shared_->chunks); // an idle connection holds no chunk
+    // A large message read in pieces: whoever waits for the socket (the receiving
+    // thread's poll, a group's epoll set, the background thread) wakes once the rest
+    // of it is there, not at every segment that arrives, each of which was a wake-up
+    // and an interrupt on the sending CPU; a message above whole_wait_max wakes it
+    // every low_water_step (waiting for more of it closed the receive window on its
+    // sender and stopped the stream: 4 MiB at 0.70x raw TCP against 0.90x).
+    // The end of the connection or an error still wakes at once; the kernel caps the
+    // mark at half its largest receive buffer and grows the socket's buffer to hold it.
+    std::size_t mark = 1;
+    if (assembling_ && !c.closed) {
+        mark = assembling_->size() - assembled_;
+        if (assembling_->size() > whole_wait_max) mark = std::min(mark, low_water_step);
+    }
+    set_low_water(mark);
     return c;
+}
+
+// in_mutex_. Lowered as the message fills (a mark above what is still to come would
+// never be reached), back to 1 once it is whole.
+void Receiver::set_low_water(std::size_t bytes) {
+    const int want = static_cast<int>(bytes);
+    if (fd_ < 0 || want == low_water_ || (want > low_water_ && low_water_ != 1)) return;
+    if (::setsockopt(fd_, SOL_SOCKET, SO_RCVLOWAT, &want, sizeof want) == 0) {
+        low_water_ = want;
+        return;
+    }
+    const int one = 1; // refused: the default, which every byte reaches
+    if (::setsockopt(fd_, SOL_SOCKET, SO_RCVLOWAT, &one, sizeof one) == 0) low_water_ = one;
 }
 
 // Both locks. What a read found besides messages.

@@ -117,6 +117,14 @@ protected:
     bool lend_ = false;
     std::vector<Outgoing> rx_acknowledged_; // acknowledged by what the receiver read: freed outside out_mutex_
     bool in_goodbye_ = false;
+    // in_mutex_: the socket's SO_RCVLOWAT, the bytes its readiness waits for: 1 (the
+    // kernel's default), but while a large message is assembled the bytes it still
+    // lacks, never more (nothing else can come before them).
+    // (docs/tcp.md, "A large message wakes its reader once").
+    void set_low_water(std::size_t bytes);
+    static constexpr std::size_t whole_wait_max = 1024 * 1024;
+    static constexpr std::size_t low_water_step = 128 * 1024;
+    int low_water_ = 1;
     // in_mutex_: the last read_in_side ended on a read that found the socket drained
     // (fewer bytes than asked, or none): more comes with the socket's readiness.
     bool drained_ = false;
