@@ -89,6 +89,22 @@ TEST(TcpOptions, WithCompactFramesOffOnBothSidesFullFramesAloneCarryEveryMessage
     exchange_every_size(*a, *b);
 }
 
+// Two factories of one partition: node 1 streams to node 2, which only receives.
+class TcpStreamSender : public ::testing::Test {
+protected:
+    void SetUp() override {
+        auto text = local_partition(partition_for_test(), 2, 2000ms);
+        ASSERT_EQ(text.nodes.size(), 2u) << "no free ports";
+        const auto c = text.load();
+        a = NodeFactory::create(c, 1);
+        b = NodeFactory::create(c, 2);
+        to_b = a->create_node(2);
+        from_a = b->create_node(1);
+    }
+    std::unique_ptr<NodeFactory> a, b;
+    NodePtr to_b, from_a;
+};
+
 // A stream's sender never reads its connection; the receiver's acknowledgements come
 // on it. The sending thread reads them itself at its batches' writes (docs/tcp.md,
 // "A stream's sender reads its acknowledgements"), beside the background thread's
@@ -97,14 +113,7 @@ TEST(TcpOptions, WithCompactFramesOffOnBothSidesFullFramesAloneCarryEveryMessage
 // whether its sends form batches at all depends on the machine's speed (under
 // ThreadSanitizer each send came after the previous write by more than the batch
 // window, and none made a batch).
-TEST(TcpStreamSender, ASenderThatNeverReceivesReadsItsAcknowledgementsItself) {
-    auto text = local_partition(partition_for_test(), 2, 2000ms);
-    ASSERT_EQ(text.nodes.size(), 2u) << "no free ports";
-    const auto c = text.load();
-    auto a = NodeFactory::create(c, 1);
-    auto b = NodeFactory::create(c, 2);
-    auto to_b = a->create_node(2);
-    auto from_a = b->create_node(1);
+TEST_F(TcpStreamSender, ASenderThatNeverReceivesReadsItsAcknowledgementsItself) {
     const auto* sender = dynamic_cast<const tcp::TcpNode*>(to_b.get());
     ASSERT_NE(sender, nullptr);
     constexpr std::uint64_t messages = 20000;
@@ -141,14 +150,7 @@ TEST(TcpStreamSender, ASenderThatNeverReceivesReadsItsAcknowledgementsItself) {
 // thread, kept from the connection by the sending thread's locks, seldom did: a
 // pinned stream held every buffer of the run (fresh memory per message, a page
 // fault per 4 KiB, 190 messages/s instead of 2500).
-TEST(TcpStreamSender, ASenderOfLargeMessagesThatNeverReceivesLetsAcknowledgedBuffersGoWhileItSends) {
-    auto text = local_partition(partition_for_test(), 2, 2000ms);
-    ASSERT_EQ(text.nodes.size(), 2u) << "no free ports";
-    const auto c = text.load();
-    auto a = NodeFactory::create(c, 1);
-    auto b = NodeFactory::create(c, 2);
-    auto to_b = a->create_node(2);
-    auto from_a = b->create_node(1);
+TEST_F(TcpStreamSender, ASenderOfLargeMessagesThatNeverReceivesLetsAcknowledgedBuffersGoWhileItSends) {
     static std::atomic<std::uint64_t> freed{0};
     freed = 0;
     struct Counted final : SingleBuffer {

@@ -337,7 +337,7 @@ Receiver::Control Receiver::read_in_side() {
     // of it is there, not at every segment that arrives, each of which was a wake-up
     // and an interrupt on the sending CPU; a message above whole_wait_max wakes it
     // every low_water_step (waiting for more of it closed the receive window on its
-    // sender and stopped the stream: 4 MiB at 0.70x raw TCP against 0.90x).
+    // sender and stopped the stream: 4 MiB at 0.73x raw TCP against 0.90x).
     // The end of the connection or an error still wakes at once; the kernel caps the
     // mark at half its largest receive buffer and grows the socket's buffer to hold it.
     std::size_t mark = 1;
