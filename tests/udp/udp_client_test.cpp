@@ -6,7 +6,8 @@
 // silent ones are lost and forgotten; a server without max_clients drops newcomers;
 // with auth_key_file a client without the key, or with another, is refused with the
 // reason and no node is made for it, and forged cookies and proofs are counted as bad
-// proofs; a client that leaves is forgotten and its id never used again; a client the
+// proofs, and a keyed lookup whose answers all come twice (late) is taken; a client
+// that leaves is forgotten and its id never used again; a client the
 // application forgets is forgotten at once.
 #include <msgpass/ip/auth.hpp>
 #include <msgpass/msgpass.hpp>
@@ -21,13 +22,16 @@
 
 #include <arpa/inet.h>
 #include <netinet/in.h>
+#include <poll.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <atomic>
 #include <chrono>
 #include <cstring>
 #include <random>
 #include <string>
+#include <thread>
 #include <vector>
 
 namespace msgpass::test {
@@ -63,6 +67,7 @@ public:
         (void)::bind(fd_, reinterpret_cast<const sockaddr*>(&a), sizeof a);
     }
     ~RawSocket() { ::close(fd_); }
+    int fd() const { return fd_; }
     RawSocket(const RawSocket&) = delete;
     RawSocket& operator=(const RawSocket&) = delete;
     void send_to(std::uint16_t port, std::span<const std::byte> bytes) const {
@@ -85,6 +90,63 @@ public:
 
 private:
     int fd_;
+};
+
+// A relay on loopback between one client and the server that delivers every datagram
+// from the server twice, the second time after the client's next datagram (a network
+// may duplicate a datagram late; a late answer to a hello sent again looks the same).
+// Its own thread; stops at destruction.
+class DuplicatingRelay {
+public:
+    explicit DuplicatingRelay(std::uint16_t server_port) : server_port_(server_port) {
+        sockaddr_in a{};
+        socklen_t length = sizeof a;
+        (void)::getsockname(socket_.fd(), reinterpret_cast<sockaddr*>(&a), &length);
+        port_ = ntohs(a.sin_port);
+        thread_ = std::thread([this] { run(); });
+    }
+    ~DuplicatingRelay() {
+        stop_.store(true);
+        thread_.join();
+    }
+    DuplicatingRelay(const DuplicatingRelay&) = delete;
+    DuplicatingRelay& operator=(const DuplicatingRelay&) = delete;
+    std::uint16_t port() const { return port_; }
+    std::uint64_t duplicated() const { return duplicated_.load(); }
+
+private:
+    void run() {
+        std::vector<std::byte> b(65536);
+        while (!stop_.load()) {
+            pollfd p{socket_.fd(), POLLIN, 0};
+            if (::poll(&p, 1, 20) <= 0) continue;
+            sockaddr_in from{};
+            socklen_t length = sizeof from;
+            const auto n = ::recvfrom(socket_.fd(), b.data(), b.size(), 0, reinterpret_cast<sockaddr*>(&from), &length);
+            if (n <= 0) continue;
+            const auto bytes = std::span<const std::byte>(b.data(), static_cast<std::size_t>(n));
+            if (ntohs(from.sin_port) != server_port_) {
+                client_port_ = ntohs(from.sin_port);
+                if (!held_.empty()) { // the client answered it: now it comes again
+                    socket_.send_to(client_port_, held_);
+                    held_.clear();
+                    duplicated_.fetch_add(1);
+                }
+                socket_.send_to(server_port_, bytes);
+            } else if (client_port_ != 0) {
+                socket_.send_to(client_port_, bytes);
+                held_.assign(bytes.begin(), bytes.end());
+            }
+        }
+    }
+    RawSocket socket_;
+    std::uint16_t server_port_;
+    std::uint16_t port_ = 0;
+    std::uint16_t client_port_ = 0;
+    std::vector<std::byte> held_; // the server's last datagram, until the client's next
+    std::atomic<bool> stop_{false};
+    std::atomic<std::uint64_t> duplicated_{0};
+    std::thread thread_;
 };
 
 // A newcomer's hello (from 0, to 0) of incarnation, with a payload (a nonce or a proof).
@@ -286,6 +348,37 @@ TEST_F(UdpClient, WithAKeyOnlyAClientThatProvesItIsTakenAndNoNodeIsMadeForOthers
     auto answer = to_server->receive(patience);
     ASSERT_TRUE(answer);
     EXPECT_EQ(text_of(*answer), "welcome");
+}
+
+// Under auth_key_file a lookup's first hello is answered by a cookie, the second (the
+// proof) by the welcome. A cookie that comes again after the proof went (the network
+// duplicated it, or answers a hello sent again while the first answer was on its way)
+// is over the first hello's nonce: it is passed over, not taken for a server that
+// failed to prove the key. Every datagram from the server comes twice here, the second
+// time late.
+TEST_F(UdpClient, WithAKeyALookupWhoseAnswersComeTwiceIsTakenAndItsMessagesArriveOnce) {
+    start_server(4, test_auth_key(5));
+    DuplicatingRelay relay(port());
+    auto client = NodeFactory::create_client(client_config(test_auth_key(5)));
+    auto to_server = client->lookup("udp://127.0.0.1:" + std::to_string(relay.port()));
+    EXPECT_GE(relay.duplicated(), 1u) << "the cookie came again after the proof";
+    auto from_client = client_node(0);
+    ASSERT_TRUE(from_client);
+    for (int i = 0; i < 3; ++i)
+        to_server->send(text_buffer(*client, "to the server " + std::to_string(i)));
+    for (int i = 0; i < 3; ++i) {
+        auto m = from_client->receive(patience);
+        ASSERT_TRUE(m);
+        EXPECT_EQ(text_of(*m), "to the server " + std::to_string(i));
+    }
+    for (int i = 0; i < 3; ++i)
+        from_client->send(text_buffer(*server_, "to the client " + std::to_string(i)));
+    for (int i = 0; i < 3; ++i) {
+        auto m = to_server->receive(patience);
+        ASSERT_TRUE(m);
+        EXPECT_EQ(text_of(*m), "to the client " + std::to_string(i));
+    }
+    EXPECT_FALSE(to_server->receive(100ms)) << "a duplicated datagram was delivered twice";
 }
 
 TEST_F(UdpClient, AClientThatLeavesIsForgottenOnceReadAndItsIdIsNotUsedAgain) {

@@ -227,6 +227,8 @@ std::shared_ptr<UdpNode> Transport::lookup(const std::string& host, std::uint16_
     DatagramHeader hello = header_of(DatagramType::hello, no_node, p.partition_hash, shared_->incarnation);
     ip::Nonce nonce{}; // what the welcome's MAC is over: our nonce, then our proof
     if (p.auth_key) nonce = ip::new_nonce();
+    const ip::Nonce first_nonce = nonce; // (a late cookie answers a repeat of the first hello)
+    bool proving = false;
     const auto deadline = Clock::now() + p.peer_timeout;
     auto backoff = std::chrono::milliseconds(2);
     bool send_now = true;
@@ -274,6 +276,12 @@ std::shared_ptr<UdpNode> Transport::lookup(const std::string& host, std::uint16_
         ip::Mac got{};
         if (!payload.empty()) std::memcpy(got.data(), payload.data(), got.size());
         const auto header = std::span<const std::byte>(answer).first(header_size);
+        // Once our proof is sent, a cookie may still come for a repeat of the first hello
+        // (sent again before the first cookie came, or duplicated on the way): that one
+        // is over our first nonce, and is no answer to the proof.
+        if (p.auth_key && proving && !payload.empty() && w.to == no_node &&
+            ip::same_mac(got, welcome_mac(*p.auth_key, header, first_nonce)))
+            continue;
         if (p.auth_key && (payload.empty() || !ip::same_mac(got, welcome_mac(*p.auth_key, header, nonce)))) {
             shared_->count(Drop::bad_proof);
             return fail(payload.empty() ? "the server has no auth_key_file, this process has: they would not trust "
@@ -289,6 +297,7 @@ std::shared_ptr<UdpNode> Transport::lookup(const std::string& host, std::uint16_
             hello.length = w.length;
             const ip::Mac proof = newcomer_proof(*p.auth_key, std::as_bytes(std::span(&hello, 1)));
             std::memcpy(nonce.data(), proof.data(), nonce.size());
+            proving = true;
             send_now = true;
             continue;
         }
