@@ -6,6 +6,8 @@
 #include <fcntl.h>
 #include <sys/resource.h>
 
+#include <future>
+
 namespace msgpass::test {
 namespace {
 
@@ -754,6 +756,131 @@ TEST(TcpAuthentication, FactoriesWithAnotherKeyOrNoneAreRefusedWhileTheKeyHolder
         } catch (const PeerLost&) {
         }
     }
+}
+
+// ------------------------------------------------------------ a slow writer
+
+// A peer that writes a large message in pieces, as a slow or far sender does. While
+// the message is assembled its receiver's socket wakes whoever waits on it only once
+// the rest is there (SO_RCVLOWAT set to the bytes still missing; above 1 MiB, every
+// 128 KiB), so the pieces cost no wake-up each; the message arrives whole, the mark
+// goes back to 1 byte once it is, and a peer that closes mid-message wakes the
+// receiver whatever the mark (lost: its port refuses). docs/tcp.md, "A large
+// message wakes its reader once".
+class TcpSlowWriter : public ::testing::Test {
+protected:
+    static constexpr auto peer_timeout = 1000ms;
+    static constexpr std::size_t step = 128 * 1024; // the mark's bound above 1 MiB
+
+    void SetUp() override {
+        text_ = local_partition(partition_for_test(), 3, peer_timeout);
+        ASSERT_EQ(text_.nodes.size(), 3u) << "no free ports";
+        f2_ = NodeFactory::create(text_.load(), 2);
+        node3_ = f2_->create_node(3);
+        raw_ = RawSocket::connect_to(text_.nodes[1].port);
+        ASSERT_TRUE(raw_.valid());
+        ASSERT_TRUE(raw_.send_struct(tcp::make_hello(3, 2, 0x5107'3000ULL, text_.partition)));
+        tcp::Welcome w{};
+        ASSERT_EQ(raw_.read_exact(&w, sizeof w), sizeof w) << "a good Hello got no Welcome";
+        ASSERT_EQ(w.kind, static_cast<std::uint16_t>(tcp::Kind::welcome)) << "refused for " << w.reason;
+        ASSERT_TRUE(eventually([&] { return (accepted_ = accepted_socket()) >= 0; }, patience))
+            << "the acceptor's socket of the connection is not found";
+    }
+
+    // The acceptor's socket of the raw connection: the descriptor of this process
+    // whose peer is the raw socket's local address.
+    int accepted_socket() const {
+        sockaddr_in mine{};
+        socklen_t length = sizeof mine;
+        if (::getsockname(raw_.fd(), reinterpret_cast<sockaddr*>(&mine), &length) != 0) return -1;
+        for (const auto& entry : std::filesystem::directory_iterator("/proc/self/fd")) {
+            int fd = -1;
+            try {
+                fd = std::stoi(entry.path().filename().string());
+            } catch (const std::exception&) {
+                continue;
+            }
+            sockaddr_in peer{};
+            length = sizeof peer;
+            if (fd == raw_.fd() || ::getpeername(fd, reinterpret_cast<sockaddr*>(&peer), &length) != 0 ||
+                length != sizeof peer || peer.sin_family != AF_INET)
+                continue;
+            if (peer.sin_port == mine.sin_port && peer.sin_addr.s_addr == mine.sin_addr.s_addr) return fd;
+        }
+        return -1;
+    }
+    int low_water() const {
+        int mark = -1;
+        socklen_t length = sizeof mark;
+        (void)::getsockopt(accepted_, SOL_SOCKET, SO_RCVLOWAT, &mark, &length);
+        return mark;
+    }
+    // Message seq of size bytes: its frame header and first bytes, the rest, the whole.
+    std::vector<std::byte> message(std::uint64_t seq, std::size_t size) const {
+        std::vector<std::byte> bytes(tcp::frame_header_size + size);
+        const auto h = tcp::data_frame(seq, size);
+        std::memcpy(bytes.data(), &h, sizeof h);
+        fill_payload(std::span(bytes).subspan(tcp::frame_header_size), 3, seq);
+        return bytes;
+    }
+    // Receives in another thread while the test writes; the message or nothing.
+    std::future<BufferPtr> receive_later() {
+        return std::async(std::launch::async, [this] { return node3_->receive(patience); });
+    }
+
+    PartitionText text_;
+    std::unique_ptr<NodeFactory> f2_;
+    NodePtr node3_;
+    RawSocket raw_;
+    int accepted_ = -1;
+};
+
+TEST_F(TcpSlowWriter, ALargeMessageWrittenInPiecesWakesItsReaderOnceTheRestIsThereAndArrivesWhole) {
+    constexpr std::size_t size = 1024 * 1024;
+    constexpr std::size_t first = 100 * 1024;
+    const auto bytes = message(0, size);
+    auto received = receive_later();
+    ASSERT_TRUE(raw_.send_all(bytes.data(), tcp::frame_header_size + first));
+    // Read (in one or more reads) and waiting now for what is missing: no wake-up
+    // before the whole rest is there.
+    ASSERT_TRUE(eventually([&] { return low_water() > 1; }, patience))
+        << "the receiver's socket wakes at every byte while a large message is assembled";
+    EXPECT_GE(low_water(), static_cast<int>(size - first));
+    EXPECT_LT(low_water(), static_cast<int>(size));
+    // The rest, in pieces of 16 KiB.
+    for (std::size_t at = tcp::frame_header_size + first; at < bytes.size(); at += 16 * 1024)
+        ASSERT_TRUE(raw_.send_all(bytes.data() + at, std::min<std::size_t>(16 * 1024, bytes.size() - at)));
+    const auto m = received.get();
+    ASSERT_TRUE(m) << "the message did not arrive";
+    ASSERT_EQ(m->size(), size);
+    EXPECT_EQ(check_payload(*m).seq, 0u);
+    EXPECT_EQ(low_water(), 1) << "a whole message leaves the mark where the next message's first byte wakes";
+
+    // Above 1 MiB the mark is at most 128 KiB (waiting for more closed the sender's
+    // window), and the message arrives whole too.
+    constexpr std::size_t big = 3 * 1024 * 1024;
+    const auto more = message(1, big);
+    received = receive_later();
+    ASSERT_TRUE(raw_.send_all(more.data(), tcp::frame_header_size + first));
+    ASSERT_TRUE(eventually([&] { return low_water() > 1; }, patience));
+    EXPECT_EQ(low_water(), static_cast<int>(step));
+    ASSERT_TRUE(
+        raw_.send_all(more.data() + tcp::frame_header_size + first, more.size() - tcp::frame_header_size - first));
+    const auto m2 = received.get();
+    ASSERT_TRUE(m2) << "the message above 1 MiB did not arrive";
+    ASSERT_EQ(m2->size(), big);
+    EXPECT_EQ(check_payload(*m2).seq, 1u);
+    EXPECT_EQ(low_water(), 1);
+}
+
+TEST_F(TcpSlowWriter, APeerThatClosesMidMessageWakesItsReaderWithThePeerLost) {
+    constexpr std::size_t size = 512 * 1024;
+    const auto bytes = message(0, size);
+    auto received = receive_later();
+    ASSERT_TRUE(raw_.send_all(bytes.data(), tcp::frame_header_size + size / 2));
+    ASSERT_TRUE(eventually([&] { return low_water() > 1; }, patience));
+    raw_.close(); // half of the message was written
+    EXPECT_THROW((void)received.get(), PeerLost) << "the receive did not end with the peer lost";
 }
 
 } // namespace
