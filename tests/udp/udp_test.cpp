@@ -2040,6 +2040,81 @@ TEST(UdpSkip, ASkipIsOnePeerLostBetweenTheMessagesAroundItAndABadOneIsDropped) {
     EXPECT_EQ(nothing_more(*from_1, 100ms), "");
 }
 
+// A receive takes the messages in the inbox out together (up to 64 under one lock) and
+// the next receives hand them out without it: they come out in order, and a gap a
+// skip reported after they were taken comes after them, before the messages that
+// follow it. From a raw socket posing as node 1: packed datagrams 0 and 1 of three
+// messages each (their sizes tell them apart), one receive (which takes all six),
+// then a skip over datagrams 2..3 and packed datagram 4 of two messages.
+TEST(UdpSkip, MessagesTakenOutTogetherComeInOrderBeforeAGapReportedAfterThem) {
+    auto c = make_configuration("udp", unique_partition("taken"), 2);
+    auto b = NodeFactory::create(c, 2);
+    auto from_1 = b->create_node(1);
+    const auto& ub = dynamic_cast<udp::UdpNodeFactory&>(*b);
+    const std::uint16_t port_b = c.nodes[1].port;
+    RawSocket one(c.nodes[0].port); // poses as node 1
+    ASSERT_TRUE(one.bound());
+    udp::DatagramHeader h;
+    h.magic = udp::magic;
+    h.version = udp::protocol_version;
+    h.type = static_cast<std::uint16_t>(udp::DatagramType::hello);
+    h.from = 1;
+    h.to = 2;
+    h.partition = udp::partition_hash(c.partition);
+    h.incarnation = 0x7272;
+    one.send_to(port_b, datagram(h, 0));
+    std::vector<std::byte> answer;
+    for (auto deadline = Clock::now() + patience; answer.size() < udp::header_size && Clock::now() < deadline;)
+        answer = one.receive(100ms);
+    ASSERT_GE(answer.size(), udp::header_size) << "no welcome to a hello";
+    udp::DatagramHeader welcome;
+    std::memcpy(&welcome, answer.data(), udp::header_size);
+    ASSERT_EQ(welcome.type, static_cast<std::uint16_t>(udp::DatagramType::welcome));
+    h.peer_incarnation = welcome.incarnation;
+
+    auto packed = [&](std::uint64_t seq, const std::vector<std::uint32_t>& sizes) {
+        auto d = h;
+        d.type = static_cast<std::uint16_t>(udp::DatagramType::data);
+        d.seq = seq;
+        one.send_to(port_b, packed_datagram(d, sizes));
+    };
+    auto next = [&]() -> std::string { // "N bytes", "lost: ...", "nothing"
+        try {
+            auto m = from_1->receive(patience);
+            if (!m) return "nothing";
+            for (const auto byte : m->single()->bytes())
+                if (byte != std::byte{0x5a}) return "a changed message of " + std::to_string(m->size()) + " bytes";
+            return std::to_string(m->size()) + " bytes";
+        } catch (const PeerLost& e) {
+            return std::string("lost: ") + e.what();
+        }
+    };
+    packed(0, {10, 11, 12});
+    packed(1, {13, 14, 15});
+    ASSERT_TRUE(eventually([&] { return from_1->stats().messages_received >= 6; }, patience))
+        << "the packed datagrams never arrived";
+    EXPECT_EQ(next(), "10 bytes");
+    auto d = h; // node 1 "dropped" datagrams 2 and 3 (two messages): datagram 4 follows
+    d.type = static_cast<std::uint16_t>(udp::DatagramType::skip);
+    d.seq = 4;
+    d.length = 2;
+    d.offset = 2;
+    one.send_to(port_b, datagram(d, 0));
+    packed(4, {18, 19});
+    ASSERT_TRUE(eventually([&] { return from_1->stats().messages_received >= 8; }, patience))
+        << "datagram 4 never arrived";
+    for (std::uint32_t size = 11; size <= 15; ++size)
+        EXPECT_EQ(next(), std::to_string(size) + " bytes");
+    const std::string lost = next();
+    EXPECT_EQ(lost.rfind("lost: ", 0), 0u) << lost;
+    EXPECT_NE(lost.find("dropped 2 messages to this node (its datagrams 2..3)"), std::string::npos) << lost;
+    EXPECT_EQ(next(), "18 bytes");
+    EXPECT_EQ(next(), "19 bytes");
+    EXPECT_EQ(ub.datagram_stats().count(udp::Drop::bad_frame), 0u);
+    EXPECT_EQ(from_1->stats().errors, 1u) << "one PeerLost";
+    EXPECT_EQ(nothing_more(*from_1, 100ms), "");
+}
+
 // ---------------------------------------------------------------- socket buffers
 
 // The largest udp.socket_buffer (1 GiB) with CAP_NET_ADMIN: the kernel keeps at most

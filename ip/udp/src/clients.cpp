@@ -379,9 +379,10 @@ bool UdpNode::forgettable() {
     std::unique_lock lock(mutex_, std::try_to_lock);
     if (!lock.owns_lock()) return false;
     if (forgotten_.load()) return true;
-    // No message unread (held_ counts their datagrams; a loss marker is none: a
-    // communicator that took the client in holds the node and still reads it).
-    return client_ && gone_ && held_ == 0;
+    // No message unread (held_ counts their datagrams, batch_left_ those taken out of
+    // the inbox and not handed out yet; a loss marker is none: a communicator that
+    // took the client in holds the node and still reads it).
+    return client_ && gone_ && held_ == 0 && batch_left_.load(std::memory_order_relaxed) == 0;
 }
 
 void UdpNode::forget_client() {
