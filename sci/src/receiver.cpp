@@ -167,10 +167,13 @@ void Receiver::publish_grants(Link& link, bool rang) {
         } else if (Grants::slot_of(w) == Grants::no_slot) {
             if (!grant_from_pool(link, i)) {
                 // The pool is empty: a later receive grants it, which a group makes
-                // only for a member with a ready mark.
+                // only for a member with a ready mark. Or the slot's pages could not
+                // be taken from /dev/shm: the next receive that finds nothing says so.
                 transport_->mark_ready(parameters_.peer_index);
+                no_pages_ = transport_->slot_pages_error();
                 break;
             }
+            no_pages_.clear();
             rang = true;
         }
         attention_ &= ~(std::uint32_t{1} << i);
@@ -601,19 +604,26 @@ BufferPtr Receiver::poll() {
         if (r.kind == Record::message) return record_buffer(r);
     }
     Link* link = links_.current(); // compared, not read: declare_lost reads only the current link
-    std::string violation;
+    std::string violation, no_pages;
     {
         std::lock_guard lock(recv_mutex_);
         if (auto b = take_next()) return b;
         violation.swap(violation_);
+        no_pages = no_pages_;
     }
-    return after_nothing(link, violation);
+    return after_nothing(link, violation, no_pages);
 }
 
 // poll() after its look found nothing to take: the violation it found reported, the
-// peer checked, a loss or a new incarnation of the peer looked at.
-BufferPtr Receiver::after_nothing(Link* link, const std::string& violation) {
+// peer checked, a loss or a new incarnation of the peer looked at, a grant that
+// found no room in /dev/shm reported (nothing was taken: nothing is lost).
+BufferPtr Receiver::after_nothing(Link* link, const std::string& violation, const std::string& no_pages) {
     if (!violation.empty() && link != nullptr) links_.declare_lost(link, violation + "; the connection is dropped");
+    if (!no_pages.empty()) {
+        stats_.error();
+        throw ResourceError("receive from node " + std::to_string(parameters_.peer) + " (" + parameters_.name +
+                            "): no receive slot can be granted to it: " + no_pages);
+    }
     links_.check_peer();
     if (loss_.pending()) {
         // The loss was found after the poll above: a message the peer wrote before it
@@ -645,7 +655,12 @@ MessageView Receiver::next_view() {
     if (v) return v;
     if (!nothing) return MessageView(poll());
     (void)links_.current(); // as poll(): connects to the peer when there is no link
-    return MessageView(after_nothing(nullptr, {}));
+    std::string no_pages;
+    {
+        std::lock_guard lock(recv_mutex_);
+        no_pages = no_pages_;
+    }
+    return MessageView(after_nothing(nullptr, {}, no_pages));
 }
 
 MessageView Receiver::view(bool* nothing) {

@@ -176,7 +176,7 @@ public:
 
 private:
     void introduce(Link& link);
-    BufferPtr after_nothing(Link* link, const std::string& violation);
+    BufferPtr after_nothing(Link* link, const std::string& violation, const std::string& no_pages = {});
     BufferPtr take_next();
     BufferPtr take_message(Link& link);
     bool open_batch(Link& link, std::uint32_t i, std::uint32_t slot, std::uint32_t size, std::uint64_t number);
@@ -226,6 +226,7 @@ private:
     std::atomic<bool> hot_out_{false}; // hot_slot_ != no_slot, read by senders without the lock
     bool marks_ = false;               // the peer is asked for ready marks (status_marks); recv_mutex_
     std::string violation_;            // a protocol violation seen by the receiver, reported outside the lock
+    std::string no_pages_;             // why the last grant from the pool found no room in /dev/shm (empty: none)
     std::deque<BufferPtr> pending_;    // taken from a batch of descriptors, not handed out yet
     // The batch of small messages being handed out (link null when none): one per
     // receive call, each a view into the slot, which returns with the last of them.

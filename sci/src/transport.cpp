@@ -139,8 +139,16 @@ Transport::Transport(TransportParameters parameters)
     }
 
     try {
-        segment_.create(device_.segment_name(parameters_.self, sci.recv_seg_id),
-                        control_block_size + sci.recv_seg_size);
+        // The control block and the headers now (every node of the file may write
+        // its header); the slots' pages when they are first handed out.
+        segment_.create(device_.segment_name(parameters_.self, sci.recv_seg_id), control_block_size + sci.recv_seg_size,
+                        Pages::on_use);
+        try {
+            segment_.reserve(0, control_block_size + sci.header_area_size);
+        } catch (const ResourceError&) {
+            segment_.destroy();
+            throw;
+        }
     } catch (const SegmentInUse& e) {
         // Name what the operator must look for: which node id, which partition, which process.
         throw SciException("create", e.segment(),
@@ -267,9 +275,39 @@ std::optional<std::uint32_t> Transport::allocate_recv_slot() noexcept {
         if (top == no_free) return std::nullopt;
         const std::uint32_t next = next_free_[top].load(std::memory_order_relaxed);
         if (free_head_.compare_exchange_weak(head, next_head(head, next), std::memory_order_acquire,
-                                             std::memory_order_acquire))
-            return top;
+                                             std::memory_order_acquire)) {
+            if (top < slots_with_pages_.load(std::memory_order_acquire) || reserve_slot_pages(top)) return top;
+            release_recv_slot(top);
+            return std::nullopt;
+        }
     }
+}
+
+// Reserves the pages of the slots up to this one (and a little beyond: one system
+// call per 64 KiB of slots, not per slot).
+bool Transport::reserve_slot_pages(std::uint32_t slot) noexcept {
+    std::lock_guard lock(slot_pages_mutex_);
+    const std::uint32_t have = slots_with_pages_.load(std::memory_order_relaxed);
+    if (slot < have) return true;
+    const std::uint64_t size = control_->slot_size;
+    const std::uint64_t per_step = std::max<std::uint64_t>(1, 65536 / size);
+    const auto upto =
+        static_cast<std::uint32_t>(std::min<std::uint64_t>(control_->slot_count, (slot / per_step + 1) * per_step));
+    try {
+        segment_.reserve(control_->slot_offset + have * size, (upto - have) * size);
+    } catch (const std::exception& e) {
+        slot_pages_error_ =
+            "receive slot " + std::to_string(slot) + " of " + std::to_string(control_->slot_count) + ": " + e.what();
+        return false;
+    }
+    slot_pages_error_.clear();
+    slots_with_pages_.store(upto, std::memory_order_release);
+    return true;
+}
+
+std::string Transport::slot_pages_error() const {
+    std::lock_guard lock(slot_pages_mutex_);
+    return slot_pages_error_;
 }
 
 void Transport::release_recv_slot(std::uint32_t slot) noexcept {

@@ -91,8 +91,14 @@ public:
 
     // A free receive slot, or nullopt when all are in use. Any thread; no lock (the
     // pool is a lock-free stack: a receive takes a slot and a dropped buffer gives
-    // one back on every round trip of a ping-pong).
+    // one back on every round trip of a ping-pong). A slot's pages are taken from
+    // /dev/shm when it is first handed out (the pool hands out the lowest slots
+    // first, so the slots that ever held a message are those below the most ever
+    // out at once, which follows the peers that talk to this node, not the nodes of
+    // the file). nullopt too when they cannot be taken: slot_pages_error() says why.
     std::optional<std::uint32_t> allocate_recv_slot() noexcept;
+    // Why the pages of a slot could not be taken from /dev/shm (empty: they could).
+    [[nodiscard]] std::string slot_pages_error() const;
     // Returns a slot to the pool. Any thread; no lock.
     void release_recv_slot(std::uint32_t slot) noexcept;
     [[nodiscard]] std::byte* slot_address(std::uint32_t slot) const noexcept {
@@ -176,6 +182,13 @@ private:
     std::unique_ptr<std::atomic<std::uint32_t>[]> next_free_;
     std::atomic<std::uint64_t> free_head_{no_free};
     std::unique_ptr<SlotHold[]> holds_; // one per receive slot
+    // The slots below slots_with_pages_ have their pages in /dev/shm (reserved before
+    // any of them is granted, so that a full /dev/shm is an error here, never a
+    // SIGBUS in the peer that writes the slot). Grown under slot_pages_mutex_.
+    bool reserve_slot_pages(std::uint32_t slot) noexcept;
+    std::atomic<std::uint32_t> slots_with_pages_{0};
+    mutable std::mutex slot_pages_mutex_;
+    std::string slot_pages_error_;
     std::vector<bool> headers_taken_;
     bool hot_slots_ = false;
     SendPool* send_pool_ = nullptr; // closed by the destructor (buffers may outlive this node)

@@ -542,7 +542,9 @@ TEST(SciSlotPool, HandsEachSlotToOneThreadAtATimeAndLosesNone) {
     for (auto& w : workers)
         w.join();
     EXPECT_EQ(shared_slots.load(), 0) << "a slot was held by two threads at once";
-    if (total >= threads * 3) EXPECT_EQ(missing.load(), 0);
+    if (total >= threads * 3) {
+        EXPECT_EQ(missing.load(), 0);
+    }
     EXPECT_EQ(transport.free_slots(), total);
     std::vector<bool> seen(total, false);
     for (std::uint32_t n = 0; n < total; ++n) {

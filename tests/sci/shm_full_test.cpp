@@ -20,8 +20,12 @@
 #include <gtest/gtest.h>
 
 #include <cstdlib>
+#include <fcntl.h>
 #include <filesystem>
+#include <sys/mman.h>
 #include <sys/statvfs.h>
+#include <thread>
+#include <unistd.h>
 
 namespace msgpass::test {
 namespace {
@@ -141,12 +145,15 @@ bool contains(const std::string& text, const std::string& part) {
 }
 
 // Segments of 8 MiB were created without complaint in a 4 MiB /dev/shm, and their
-// owner died by SIGBUS on its 510th message.
+// owner died by SIGBUS on its 510th message. The headers, which every node of the file
+// may write, take their pages when the segment is made (the slots when they are first
+// granted: the next test).
 TEST(FullDevShm, ASegmentThatDoesNotFitIsAResourceErrorNamingItsNameSizeAndDevShm) {
     RUN_IN_A_SMALL_DEV_SHM();
     const SegmentCleanup segments(partition_for_test());
     const auto c = sci_configuration(segments.partition(), 2, [](config::Configuration& c) {
-        c.edit_section<sci::Options>().recv_seg_size = 8 * config::MiB;
+        c.edit_section<sci::Options>().header_area_size = 8 * config::MiB;
+        c.edit_section<sci::Options>().recv_seg_size = 9 * config::MiB;
     });
     try {
         auto f = NodeFactory::create(c, 1);
@@ -154,7 +161,7 @@ TEST(FullDevShm, ASegmentThatDoesNotFitIsAResourceErrorNamingItsNameSizeAndDevSh
     } catch (const ResourceError& e) {
         const std::string what = e.what();
         EXPECT_TRUE(contains(what, sci::segment_name(sci::segment_address(c, 1)))) << what;
-        EXPECT_TRUE(contains(what, std::to_string(sci::control_block_size + 8 * config::MiB) + " bytes")) << what;
+        EXPECT_TRUE(contains(what, "bytes 0 to " + std::to_string(sci::control_block_size + 8 * config::MiB))) << what;
         EXPECT_TRUE(contains(what, "/dev/shm")) << what;
         EXPECT_TRUE(contains(what, "No space left on device")) << what;
     }
@@ -162,6 +169,61 @@ TEST(FullDevShm, ASegmentThatDoesNotFitIsAResourceErrorNamingItsNameSizeAndDevSh
     // The default segment (1 MiB) fits.
     auto f = NodeFactory::create(sci_configuration(segments.partition(), 2), 1);
     EXPECT_NE(f, nullptr);
+}
+
+// Takes what is left of /dev/shm into an object of the partition (removed with it).
+std::string fill_dev_shm(const std::string& partition) {
+    const std::string name = "/" + sci::partition_prefix(sci::segment_user(), partition) + "filler";
+    const int fd = ::shm_open(name.c_str(), O_CREAT | O_RDWR, 0600);
+    EXPECT_GE(fd, 0);
+    off_t end = 0;
+    for (off_t chunk = 1 << 20; chunk >= 4096;) {
+        if (::posix_fallocate(fd, end, chunk) == 0) {
+            end += chunk;
+        } else {
+            chunk /= 2;
+        }
+    }
+    ::close(fd);
+    return name;
+}
+
+// The receive slots take their pages when they are first granted: a segment of 8 MiB
+// of slots starts in a 4 MiB /dev/shm, and a grant that finds no room is a
+// ResourceError on the receive from that peer (never a SIGBUS in the peer that writes
+// the slot); the message the peer sent meanwhile waits and comes when there is room.
+TEST(FullDevShm, ASlotWithoutRoomIsAResourceErrorOnTheReceiveAndTheMessageWaits) {
+    RUN_IN_A_SMALL_DEV_SHM();
+    const SegmentCleanup segments(partition_for_test());
+    const auto c = sci_configuration(segments.partition(), 2, [](config::Configuration& c) {
+        c.edit_section<sci::Options>().recv_buffer_no = 1000;
+        c.edit_section<sci::Options>().recv_seg_size = 9 * config::MiB;
+    });
+    auto one = NodeFactory::create(c, 1);
+    auto two = NodeFactory::create(c, 2);
+    const std::string filler = fill_dev_shm(segments.partition());
+    auto one_to_two = one->create_node(2);
+    auto two_to_one = two->create_node(1);
+    two_to_one->send(make_message(*two, 256, 2, 0)); // no slot granted: it waits in the queue
+    try {
+        auto m = one_to_two->receive(20s);
+        FAIL() << "a slot was granted in a full /dev/shm" << (m != nullptr ? " and a message came through it" : "");
+    } catch (const ResourceError& e) {
+        const std::string what = e.what();
+        EXPECT_TRUE(contains(what, "receive from node 2")) << what;
+        EXPECT_TRUE(contains(what, sci::segment_name(sci::segment_address(c, 1)))) << what;
+        EXPECT_TRUE(contains(what, "/dev/shm")) << what;
+        EXPECT_TRUE(contains(what, "No space left on device")) << what;
+    }
+    EXPECT_EQ(one_to_two->stats().errors, 1u);
+    ASSERT_EQ(::shm_unlink(filler.c_str()), 0);
+    bool flushed = false;
+    std::thread sender([&] { flushed = two_to_one->flush(20s); }); // node 2 sends once node 1 grants
+    auto m = one_to_two->receive(20s);
+    sender.join();
+    EXPECT_TRUE(flushed);
+    ASSERT_NE(m, nullptr) << "the message sent while /dev/shm was full was lost";
+    EXPECT_EQ(check_payload(*m).stream, 2u);
 }
 
 // Three 8 MiB messages into default segments killed the sender by SIGBUS. Now the
@@ -227,7 +289,8 @@ TEST(FullDevShm, AQueuedMessageWithoutRoomStaysQueuedAndTheNextSendReportsIt) {
 
 // A 1 MiB broadcast in msgpass-bench killed the sender by SIGBUS. Now the broadcast
 // region without room falls back to a copy per member, which has no room either: the
-// group send reports it for each member, and smaller messages still go.
+// group send reports it for each member, and smaller messages still go (through the
+// slots granted before /dev/shm was filled).
 TEST(FullDevShm, ABroadcastWithoutRoomIsAnErrorNamingEachMember) {
     RUN_IN_A_SMALL_DEV_SHM();
     const SegmentCleanup segments(partition_for_test());
@@ -246,6 +309,7 @@ TEST(FullDevShm, ABroadcastWithoutRoomIsAnErrorNamingEachMember) {
         ASSERT_NE(m, nullptr);
         EXPECT_EQ(check_payload(*m).seq, 0u);
     }
+    (void)fill_dev_shm(segments.partition());
     try {
         group->send(make_message(*one, config::MiB, 1, 1));
         FAIL() << "a 1 MiB broadcast went through a /dev/shm without room for it";
