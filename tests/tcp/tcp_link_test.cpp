@@ -5,7 +5,10 @@
 #include "../support/tcp_connections.hpp"
 #include "tcp_test_support.hpp"
 
+#include <msgpass/kit/held.hpp>
+
 #include <fstream>
+#include <future>
 #include <sstream>
 
 namespace msgpass::test {
@@ -195,6 +198,77 @@ TEST_F(TcpStreamSender, ASenderOfLargeMessagesThatNeverReceivesLetsAcknowledgedB
     EXPECT_LE(most_held, 64u) << "the sender held " << most_held << " of " << messages
                               << " buffers at once: acknowledged ones were not let go while it sent";
     ::testing::Test::RecordProperty("most_held", std::to_string(most_held));
+}
+
+// Sends held while the thread has input waiting (docs/tcp.md, "Sends while the thread
+// has input"; kit/held.hpp): a thread whose last receive found its message waiting
+// (here told so through the kit, as a receive that found one tells it) leaves a small
+// message to a node it did not just hear from in the queue, and the messages it sends
+// meanwhile join it; they go, in order, when the thread next finds nothing to
+// receive, when a large message goes, or, if the thread does not come back, from the
+// background thread.
+class TcpHeldSends : public TcpStreamSender {
+protected:
+    void TearDown() override { kit::held::write_held(); } // (the thread's state: no other test's)
+    const tcp::TcpNode& sender() const { return dynamic_cast<const tcp::TcpNode&>(*to_b); }
+    void expect_received(const std::vector<std::uint64_t>& seqs) {
+        for (const auto seq : seqs) {
+            auto m = from_a->receive(patience);
+            ASSERT_TRUE(m) << "message " << seq << " never arrived";
+            EXPECT_EQ(check_payload(*m).seq, seq);
+        }
+    }
+};
+
+TEST_F(TcpHeldSends, SendsWhileInputWaitsGoTogetherWhenTheThreadFindsNothingToReceive) {
+    to_b->send(make_message(*a, 64, 1, 0)); // (connects: the next sends find the connection up)
+    ASSERT_TRUE(to_b->flush(patience));
+    expect_received({0});
+    kit::held::input(true);
+    for (std::uint64_t seq = 1; seq <= 3; ++seq)
+        to_b->send(make_message(*a, 64, 1, seq));
+    EXPECT_EQ(sender().held_sends(), 1u) << "the first send was not held (the others join it)";
+    EXPECT_EQ(to_b->stats().queue_depth, 3u) << "held messages were written";
+    EXPECT_FALSE(to_b->receive(0ns)); // finds nothing: the held sends go
+    EXPECT_FALSE(kit::held::input_waiting()) << "finding nothing did not end the input";
+    EXPECT_EQ(to_b->stats().queue_depth, 0u);
+    expect_received({1, 2, 3});
+}
+
+TEST_F(TcpHeldSends, ALargeMessageGoesAtOnceWithWhatWasHeldBeforeIt) {
+    to_b->send(make_message(*a, 64, 1, 0));
+    ASSERT_TRUE(to_b->flush(patience));
+    expect_received({0});
+    kit::held::input(true);
+    to_b->send(make_message(*a, 64, 1, 1));
+    to_b->send(make_message(*a, 64 * 1024, 1, 2));
+    EXPECT_EQ(sender().held_sends(), 1u);
+    expect_received({1, 2}); // a receive of another node: this thread's held sends are not needed
+}
+
+TEST_F(TcpHeldSends, AReplyToTheNodeJustHeardFromIsNotHeld) {
+    from_a->send(make_message(*b, 64, 2, 0));
+    auto request = to_b->receive(patience);
+    ASSERT_TRUE(request);
+    kit::held::input(true); // more input waits, but this answers the node it came from
+    to_b->send(make_message(*a, 64, 1, 0));
+    EXPECT_EQ(sender().held_sends(), 0u) << "a reply was held";
+    expect_received({0});
+}
+
+TEST_F(TcpHeldSends, AThreadThatDoesNotComeBackHasItsHeldSendsWrittenByTheBackgroundThread) {
+    to_b->send(make_message(*a, 64, 1, 0));
+    ASSERT_TRUE(to_b->flush(patience));
+    expect_received({0});
+    kit::held::input(true);
+    to_b->send(make_message(*a, 64, 1, 1));
+    EXPECT_EQ(sender().held_sends(), 1u);
+    // Received by another thread; this one neither receives nor flushes meanwhile.
+    auto received = std::async(std::launch::async, [&] {
+        auto m = from_a->receive(patience);
+        return m ? check_payload(*m).seq : ~0ULL;
+    });
+    EXPECT_EQ(received.get(), 1u) << "the held message never left";
 }
 
 // With a peer timeout of 500 ms a silent connection is closed after 500 ms

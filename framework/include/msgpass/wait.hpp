@@ -9,6 +9,7 @@
 #pragma once
 
 #include <msgpass/deadline.hpp>
+#include <msgpass/kit/held.hpp>
 
 #include <algorithm>
 #include <atomic>
@@ -61,7 +62,9 @@ struct WaitPhase {
 
 // The one blocking wait of msgpass: calls poll() until it yields a value or the
 // deadline passes, busy for policy.spin, yielding until policy.yield, then sleeping
-// through the sleeper in steps of at most policy.max_sleep. poll() returns
+// through the sleeper in steps of at most policy.max_sleep. A first poll that finds
+// a message tells the thread's held sends that input waits; one that finds nothing
+// writes them (kit/held.hpp) before the wait goes on. poll() returns
 // std::optional<T> or a pointer-like value that tests false when empty.
 //
 // A sleeper is how the waiter sleeps, the one part that differs between technologies:
@@ -77,7 +80,11 @@ template <class Poll, class Sleeper>
 auto wait_with(Poll&& poll, std::chrono::nanoseconds timeout, Sleeper&& sleeper, const WaitPolicy& policy = {})
     -> decltype(poll()) {
     using Clock = std::chrono::steady_clock;
-    if (auto r = poll()) return r;
+    if (auto r = poll()) {
+        kit::held::input(true); // it was waiting: more may be queued behind it
+        return r;
+    }
+    kit::held::write_held(); // what this thread's sends held goes before it waits
     if (timeout <= std::chrono::nanoseconds::zero()) return {};
     const auto start = Clock::now();
     const auto deadline = deadline_after(timeout, start);

@@ -227,8 +227,20 @@ MessageView TcpNode::lend_ready() {
 template <class R, class Now, class Ready>
 R TcpNode::receive_within(std::chrono::nanoseconds timeout, Now&& receive_now, Ready&& ready) {
     check_factory("receive");
-    if (has_taken()) return ready(); // a stream: no clock, no system call, no lock
-    if (timeout <= std::chrono::nanoseconds::zero()) return receive_now();
+    if (has_taken()) { // a stream: no clock, no system call, no lock
+        kit::held::input(true);
+        return ready();
+    }
+    if (timeout <= std::chrono::nanoseconds::zero()) {
+        R m = receive_now();
+        if (m) {
+            kit::held::input(true);
+        } else {
+            kit::held::write_held();
+        }
+        return m;
+    }
+    kit::held::write_held(); // nothing parsed: what this thread's sends held goes first
     // Busy reads first (receive_spin): a reply that comes within it costs no
     // wake-up. A spin that found nothing (the peer may share this CPU, and spinning
     // only delays it) is not tried again for the next 2, 6, 14, ... waits (at most 64).

@@ -15,9 +15,18 @@
 #include "receiver.hpp"
 #include "sender.hpp"
 
+#include <msgpass/kit/held.hpp>
+
+#include <memory>
+
 namespace msgpass::tcp {
 
-class TcpNode final : public Node, public kit::FactoryBound, private Sender, private Receiver {
+class TcpNode final : public Node,
+                      public kit::FactoryBound,
+                      public kit::held::Writer,
+                      public std::enable_shared_from_this<TcpNode>,
+                      private Sender,
+                      private Receiver {
 public:
     // technology: auto's doorbell (Link: the ring of a sleeping group's members).
     using Link::mute_bell;
@@ -38,6 +47,11 @@ public:
     [[nodiscard]] MessageView receive_view(std::chrono::nanoseconds timeout) override;
     bool flush(std::chrono::nanoseconds timeout) override;
     [[nodiscard]] NodeStats stats() const noexcept override;
+    // Writes what a thread's sends held (kit/held.hpp; sender.cpp).
+    void write_held() noexcept override;
+    // Sends held so far (a thread's send that left its message queued while the
+    // thread had input waiting); for tests.
+    [[nodiscard]] std::uint64_t held_sends() const noexcept { return held_sends_.load(std::memory_order_relaxed); }
 
     // A message already parsed, without a system call; null when none.
     [[nodiscard]] BufferPtr take_ready();
@@ -127,6 +141,7 @@ public:
     void close();
 
 private:
+    bool hold(Clock::time_point now); // out_mutex_ (sender.cpp)
     bool fill_taken(bool lend);
     // Receiving thread (fill_taken, drained): its last fill_taken read the socket
     // drained and left nothing but what it parsed; tells_ before that read.

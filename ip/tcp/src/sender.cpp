@@ -100,7 +100,10 @@ void TcpNode::enqueue(std::size_t size, Push&& push) {
             // A message received since the last write makes this a reply, not a stream.
             const std::uint64_t takes = takes_.load(std::memory_order_relaxed);
             const bool replied = takes != takes_at_write_;
-            if (replied || now - last_write_ >= batch_window || size >= batch_bytes) {
+            if (!replied && size < batch_bytes && kit::held::input_waiting() && hold(now)) {
+                // Held: this thread is working through input that was waiting; the
+                // message goes with the others it sends meanwhile (kit/held.hpp).
+            } else if (replied || now - last_write_ >= batch_window || size >= batch_bytes) {
                 last_write_ = now;
                 takes_at_write_ = takes;
                 write_pending();
@@ -238,6 +241,40 @@ void Sender::write_pending() {
         out_changed_.notify_all();
     }
     queue_depth_.store(window_.queued(), std::memory_order_relaxed);
+}
+
+// out_mutex_. Leaves the message just queued to the calling thread, which has input
+// waiting: registered with the thread's held sends, and due at the background
+// thread held_bound from now (batch_start_ is set so that the batch's deadline,
+// batch_start_ + batch_window, falls then). False when this node cannot be named
+// to the thread (not owned by a shared_ptr): the message goes at once.
+bool TcpNode::hold(Clock::time_point now) {
+    auto self = weak_from_this();
+    if (self.expired()) return false;
+    kit::held::hold(std::weak_ptr<kit::held::Writer>(std::move(self)));
+    batch_start_ = now + held_bound - batch_window;
+    held_sends_.store(held_sends_.load(std::memory_order_relaxed) + 1, std::memory_order_relaxed);
+    if (!batch_timed_) {
+        batch_timed_ = true;
+        shared_->wake_io();
+    }
+    return true;
+}
+
+// A thread that held this node's sends finds nothing to receive: what waits goes in
+// one gathered write, unless a write is under way (the background thread finishes
+// it) or the connection is not up (the queue goes when it is).
+void TcpNode::write_held() noexcept {
+    thread_local std::vector<Outgoing> acknowledged;
+    {
+        std::lock_guard lock(out_mutex_);
+        if (state_ == State::established && !armed_write_ && !write_failed_ && !window_.all_written()) {
+            last_write_ = Clock::now();
+            write_pending();
+        }
+        window_.take_acknowledged(acknowledged);
+    }
+    acknowledged.clear(); // freed after the lock
 }
 
 bool TcpNode::flush(std::chrono::nanoseconds timeout) {

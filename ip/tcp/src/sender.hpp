@@ -34,10 +34,11 @@ protected:
     std::vector<Outgoing> acknowledged_scratch_;              // freed outside out_mutex_
     std::array<std::byte, 4 * sizeof(FrameHeader)> ctl_tx_{}; // control frames (resume, skip, ack) not yet written
     std::size_t ctl_len_ = 0, ctl_off_ = 0;
-    Clock::time_point last_write_{};   // of the last write by a sender or a batch
-    Clock::time_point batch_start_{};  // when the batch now waiting began
-    bool batch_timed_ = false;         // the background thread holds a batch's deadline (tick)
-    std::uint64_t takes_at_write_ = 0; // takes_ at the last immediate write
+    Clock::time_point last_write_{};           // of the last write by a sender or a batch
+    Clock::time_point batch_start_{};          // when the batch now waiting began
+    bool batch_timed_ = false;                 // the background thread holds a batch's deadline (tick)
+    std::uint64_t takes_at_write_ = 0;         // takes_ at the last immediate write
+    std::atomic<std::uint64_t> held_sends_{0}; // sends held while their thread had input (kit/held.hpp)
     // The peer incarnation whose count of our messages window_'s numbers follow (0:
     // none yet); a handshake with another one renumbers them from 0. Kept through a
     // loss: a peer given up for silence may still count them.

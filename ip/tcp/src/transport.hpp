@@ -108,6 +108,10 @@ using SocketSleeper = BasicSocketSleeper<BufferPtr>;
 // the background thread batch_window after the batch began (see TcpNode::send).
 // Messages of batch_bytes or more are written at once.
 inline constexpr std::chrono::microseconds batch_window{20};
+// A send held while its thread had input waiting (kit/held.hpp) goes when the thread
+// next finds nothing to receive, or, if it does not come back, by the background
+// thread held_bound after the send.
+inline constexpr std::chrono::microseconds held_bound{500};
 inline constexpr std::size_t batch_messages = 512;
 inline constexpr std::size_t batch_bytes = 16 * 1024;
 
