@@ -235,6 +235,22 @@ TEST_F(TcpHeldSends, SendsWhileInputWaitsGoTogetherWhenTheThreadFindsNothingToRe
     expect_received({1, 2, 3});
 }
 
+TEST_F(TcpHeldSends, AGroupReceiveThatFindsNothingWritesWhatTheThreadHeld) {
+    to_b->send(make_message(*a, 64, 1, 0));
+    ASSERT_TRUE(to_b->flush(patience));
+    expect_received({0});
+    auto group = a->create_group();
+    group->add(to_b);
+    kit::held::input(true);
+    to_b->send(make_message(*a, 64, 1, 1));
+    to_b->send(make_message(*a, 64, 1, 2));
+    EXPECT_EQ(sender().held_sends(), 1u);
+    EXPECT_FALSE(group->receive(0ns)); // the group finds nothing: the held sends go
+    EXPECT_FALSE(kit::held::input_waiting());
+    EXPECT_EQ(to_b->stats().queue_depth, 0u);
+    expect_received({1, 2});
+}
+
 TEST_F(TcpHeldSends, ALargeMessageGoesAtOnceWithWhatWasHeldBeforeIt) {
     to_b->send(make_message(*a, 64, 1, 0));
     ASSERT_TRUE(to_b->flush(patience));
