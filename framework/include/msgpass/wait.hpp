@@ -80,12 +80,9 @@ template <class Poll, class Sleeper>
 auto wait_with(Poll&& poll, std::chrono::nanoseconds timeout, Sleeper&& sleeper, const WaitPolicy& policy = {})
     -> decltype(poll()) {
     using Clock = std::chrono::steady_clock;
-    if (auto r = poll()) {
-        kit::held::input(true); // it was waiting: more may be queued behind it
-        return r;
-    }
-    kit::held::write_held(); // what this thread's sends held goes before it waits
-    if (timeout <= std::chrono::nanoseconds::zero()) return {};
+    // A message found at once was waiting (more may be queued behind it); when none
+    // was, what this thread's sends held goes before it waits.
+    if (auto r = kit::held::found(poll()); r || timeout <= std::chrono::nanoseconds::zero()) return r;
     const auto start = Clock::now();
     const auto deadline = deadline_after(timeout, start);
     const auto spin_end = std::min(deadline, start + policy.spin);

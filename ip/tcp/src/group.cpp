@@ -243,15 +243,7 @@ BufferPtr TcpGroup::wait(std::chrono::nanoseconds timeout) {
                               nullptr};
         return wait_with([this] { return poll(); }, timeout, sleeper, socket_wait);
     }
-    if (timeout <= std::chrono::nanoseconds::zero()) {
-        BufferPtr m = poll();
-        if (m) {
-            kit::held::input(true);
-        } else {
-            kit::held::write_held();
-        }
-        return m;
-    }
+    if (timeout <= std::chrono::nanoseconds::zero()) return kit::held::found(poll());
     struct Waiting {
         bool& flag;
         explicit Waiting(bool& f) : flag(f) { flag = true; }

@@ -231,15 +231,7 @@ R TcpNode::receive_within(std::chrono::nanoseconds timeout, Now&& receive_now, R
         kit::held::input(true);
         return ready();
     }
-    if (timeout <= std::chrono::nanoseconds::zero()) {
-        R m = receive_now();
-        if (m) {
-            kit::held::input(true);
-        } else {
-            kit::held::write_held();
-        }
-        return m;
-    }
+    if (timeout <= std::chrono::nanoseconds::zero()) return kit::held::found(receive_now());
     kit::held::write_held(); // nothing parsed: what this thread's sends held goes first
     // Busy reads first (receive_spin): a reply that comes within it costs no
     // wake-up. A spin that found nothing (the peer may share this CPU, and spinning

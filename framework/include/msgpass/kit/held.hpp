@@ -33,5 +33,16 @@ void input(bool waiting) noexcept;
 void hold(std::weak_ptr<Writer> writer);
 // Writes every queue this thread holds (and notes that no input waits).
 void write_held() noexcept;
+// What a receive's look that did not wait found, noted: a message (input waits) or
+// nothing (the held queues go). Returns it.
+template <class M>
+M found(M m) {
+    if (m) {
+        input(true);
+    } else {
+        write_held();
+    }
+    return m;
+}
 
 } // namespace msgpass::kit::held
