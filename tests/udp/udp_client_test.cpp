@@ -364,20 +364,18 @@ TEST_F(UdpClient, WithAKeyALookupWhoseAnswersComeTwiceIsTakenAndItsMessagesArriv
     EXPECT_GE(relay.duplicated(), 1u) << "the cookie came again after the proof";
     auto from_client = client_node(0);
     ASSERT_TRUE(from_client);
-    for (int i = 0; i < 3; ++i)
-        to_server->send(text_buffer(*client, "to the server " + std::to_string(i)));
-    for (int i = 0; i < 3; ++i) {
-        auto m = from_client->receive(patience);
-        ASSERT_TRUE(m);
-        EXPECT_EQ(text_of(*m), "to the server " + std::to_string(i));
-    }
-    for (int i = 0; i < 3; ++i)
-        from_client->send(text_buffer(*server_, "to the client " + std::to_string(i)));
-    for (int i = 0; i < 3; ++i) {
-        auto m = to_server->receive(patience);
-        ASSERT_TRUE(m);
-        EXPECT_EQ(text_of(*m), "to the client " + std::to_string(i));
-    }
+    // Three messages from `factory` through `from`, each received once, in order, by `to`.
+    const auto three = [](NodeFactory& factory, Node& from, Node& to, const std::string& text) {
+        for (int i = 0; i < 3; ++i)
+            from.send(text_buffer(factory, text + std::to_string(i)));
+        for (int i = 0; i < 3; ++i) {
+            auto m = to.receive(patience);
+            ASSERT_TRUE(m);
+            EXPECT_EQ(text_of(*m), text + std::to_string(i));
+        }
+    };
+    three(*client, *to_server, *from_client, "to the server ");
+    three(*server_, *from_client, *to_server, "to the client ");
     EXPECT_FALSE(to_server->receive(100ms)) << "a duplicated datagram was delivered twice";
 }
 

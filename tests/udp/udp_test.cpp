@@ -33,6 +33,7 @@
 #include <functional>
 #include <map>
 #include <memory>
+#include <optional>
 #include <ostream>
 #include <thread>
 #include <tuple>
@@ -1366,6 +1367,32 @@ private:
     bool bound_ = false;
 };
 
+// As node `from` (the raw socket s), a hello to node `to` on to_port: the header of
+// that pair (type hello) with to's incarnation from its welcome; none when no welcome
+// came within patience.
+std::optional<udp::DatagramHeader> greet(const RawSocket& s, const std::string& partition, std::uint32_t from,
+                                         std::uint32_t to, std::uint16_t to_port, std::uint64_t incarnation) {
+    udp::DatagramHeader h;
+    h.magic = udp::magic;
+    h.version = udp::protocol_version;
+    h.type = static_cast<std::uint16_t>(udp::DatagramType::hello);
+    h.from = from;
+    h.to = to;
+    h.partition = udp::partition_hash(partition);
+    h.incarnation = incarnation;
+    s.send_to(to_port, datagram(h, 0));
+    for (const auto deadline = Clock::now() + patience; Clock::now() < deadline;) {
+        const auto answer = s.receive(100ms);
+        if (answer.size() < udp::header_size) continue;
+        udp::DatagramHeader welcome;
+        std::memcpy(&welcome, answer.data(), udp::header_size);
+        if (welcome.type != static_cast<std::uint16_t>(udp::DatagramType::welcome)) continue;
+        h.peer_incarnation = welcome.incarnation;
+        return h;
+    }
+    return std::nullopt;
+}
+
 TEST(Udp, HostileDatagramsAreDroppedAndCountedByReasonWhileGoodTrafficFlows) {
     auto c = make_configuration("udp", unique_partition("hostile"), 3);
     auto a = NodeFactory::create(c, 1);
@@ -1378,26 +1405,10 @@ TEST(Udp, HostileDatagramsAreDroppedAndCountedByReasonWhileGoodTrafficFlows) {
     const auto& ub = dynamic_cast<udp::UdpNodeFactory&>(*b);
 
     // As node 3, learn node 2's incarnation from the welcome to a hello.
-    udp::DatagramHeader h;
-    h.magic = udp::magic;
-    h.version = udp::protocol_version;
-    h.type = static_cast<std::uint16_t>(udp::DatagramType::hello);
-    h.from = 3;
-    h.to = 2;
-    h.partition = udp::partition_hash(c.partition);
-    h.incarnation = 0x1234;
-    intruder.send_to(port_b, datagram(h, 0));
-    std::vector<std::byte> answer;
-    for (auto deadline = Clock::now() + patience; answer.empty() && Clock::now() < deadline;)
-        answer = intruder.receive(100ms);
-    ASSERT_GE(answer.size(), udp::header_size) << "no welcome to a hello";
-    udp::DatagramHeader welcome;
-    std::memcpy(&welcome, answer.data(), udp::header_size);
-    ASSERT_EQ(welcome.type, static_cast<std::uint16_t>(udp::DatagramType::welcome));
-
-    auto data = h;
+    const auto h = greet(intruder, c.partition, 3, 2, port_b, 0x1234);
+    ASSERT_TRUE(h) << "no welcome to a hello";
+    auto data = *h;
     data.type = static_cast<std::uint16_t>(udp::DatagramType::data);
-    data.peer_incarnation = welcome.incarnation;
     data.flags = udp::flag_first;
     data.length = 10;
     std::uint64_t seq = 0;
@@ -1542,25 +1553,9 @@ TEST(Udp, DatagramsNoPeerSendsAreEachDroppedAndCountedOnceAndDeliverNothing) {
     EXPECT_FALSE(RawSocket(port_b).bound()) << "the factory's port is not its socket's";
 
     // As node 3, learn node 2's incarnation from the welcome to a hello.
-    udp::DatagramHeader h;
-    h.magic = udp::magic;
-    h.version = udp::protocol_version;
-    h.type = static_cast<std::uint16_t>(udp::DatagramType::hello);
-    h.from = 3;
-    h.to = 2;
-    h.partition = udp::partition_hash(c.partition);
-    h.incarnation = 0x4321;
-    intruder.send_to(port_b, datagram(h, 0));
-    udp::DatagramHeader welcome;
-    for (auto deadline = Clock::now() + patience;;) {
-        const auto answer = intruder.receive(100ms);
-        if (answer.size() >= udp::header_size) {
-            std::memcpy(&welcome, answer.data(), udp::header_size);
-            if (welcome.type == static_cast<std::uint16_t>(udp::DatagramType::welcome)) break;
-        }
-        ASSERT_LT(Clock::now(), deadline) << "no welcome to a hello";
-    }
-    h.peer_incarnation = welcome.incarnation;
+    const auto greeted = greet(intruder, c.partition, 3, 2, port_b, 0x4321);
+    ASSERT_TRUE(greeted) << "no welcome to a hello";
+    udp::DatagramHeader h = *greeted;
 
     std::uint64_t seq = 0;
     auto exchange = [&](std::uint64_t count) {
@@ -1937,23 +1932,9 @@ TEST(UdpSkip, ASkipIsOnePeerLostBetweenTheMessagesAroundItAndABadOneIsDropped) {
     const std::uint16_t port_b = c.nodes[1].port;
     RawSocket one(c.nodes[0].port); // poses as node 1
     ASSERT_TRUE(one.bound());
-    udp::DatagramHeader h;
-    h.magic = udp::magic;
-    h.version = udp::protocol_version;
-    h.type = static_cast<std::uint16_t>(udp::DatagramType::hello);
-    h.from = 1;
-    h.to = 2;
-    h.partition = udp::partition_hash(c.partition);
-    h.incarnation = 0x5151;
-    one.send_to(port_b, datagram(h, 0));
-    std::vector<std::byte> answer;
-    for (auto deadline = Clock::now() + patience; answer.size() < udp::header_size && Clock::now() < deadline;)
-        answer = one.receive(100ms);
-    ASSERT_GE(answer.size(), udp::header_size) << "no welcome to a hello";
-    udp::DatagramHeader welcome;
-    std::memcpy(&welcome, answer.data(), udp::header_size);
-    ASSERT_EQ(welcome.type, static_cast<std::uint16_t>(udp::DatagramType::welcome));
-    h.peer_incarnation = welcome.incarnation;
+    const auto greeted = greet(one, c.partition, 1, 2, port_b, 0x5151);
+    ASSERT_TRUE(greeted) << "no welcome to a hello";
+    const udp::DatagramHeader h = *greeted;
 
     auto message = [&](std::uint64_t seq) { // datagram seq: message seq, 64 bytes, whole
         auto d = h;
@@ -2054,23 +2035,9 @@ TEST(UdpSkip, MessagesTakenOutTogetherComeInOrderBeforeAGapReportedAfterThem) {
     const std::uint16_t port_b = c.nodes[1].port;
     RawSocket one(c.nodes[0].port); // poses as node 1
     ASSERT_TRUE(one.bound());
-    udp::DatagramHeader h;
-    h.magic = udp::magic;
-    h.version = udp::protocol_version;
-    h.type = static_cast<std::uint16_t>(udp::DatagramType::hello);
-    h.from = 1;
-    h.to = 2;
-    h.partition = udp::partition_hash(c.partition);
-    h.incarnation = 0x7272;
-    one.send_to(port_b, datagram(h, 0));
-    std::vector<std::byte> answer;
-    for (auto deadline = Clock::now() + patience; answer.size() < udp::header_size && Clock::now() < deadline;)
-        answer = one.receive(100ms);
-    ASSERT_GE(answer.size(), udp::header_size) << "no welcome to a hello";
-    udp::DatagramHeader welcome;
-    std::memcpy(&welcome, answer.data(), udp::header_size);
-    ASSERT_EQ(welcome.type, static_cast<std::uint16_t>(udp::DatagramType::welcome));
-    h.peer_incarnation = welcome.incarnation;
+    const auto greeted = greet(one, c.partition, 1, 2, port_b, 0x7272);
+    ASSERT_TRUE(greeted) << "no welcome to a hello";
+    const udp::DatagramHeader h = *greeted;
 
     auto packed = [&](std::uint64_t seq, const std::vector<std::uint32_t>& sizes) {
         auto d = h;
