@@ -198,8 +198,10 @@ void UdpNode::send_impl(B& buffer) {
     const std::uint64_t made = next_dseq_;
     (void)enqueue(buffer);
     // Into the pack the last pump held (the peer busy with what went before): it stays
-    // held, as the acknowledgement, the timers or the next message that does not fit
-    // would find it; no pump, no clock read.
+    // held, and so do the full datagrams before it that wait for hold_batch, as the
+    // acknowledgement, the timers or the next message that does not fit would find
+    // them; no pump, no clock read (one per message before: the datagrams before the
+    // pack were held, so each message appended to it pumped again).
     if (holding_ && next_dseq_ == made && peer_incarnation_ != 0) {
         stats_.queued_serialized();
         queue_depth_.store(untransmitted_, std::memory_order_relaxed);

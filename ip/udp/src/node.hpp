@@ -453,8 +453,11 @@ private:
     static void add_frame(OutMessage& m, const Buffer& buffer);
     // Pack storage given back by acknowledged packs (their capacity kept), bounded.
     std::vector<std::vector<std::byte>> spare_packs_;
-    // The last pump held the last datagram (a pack with room): a message appended to it
-    // leaves it held, and needs no pump (nor clock read) until something else moves.
+    // The last pump stopped at a hold: the last datagram (a pack with room) waits, and
+    // so may the full ones before it (fewer than hold_batch ready). A message appended
+    // to that pack changes neither (no datagram made, no acknowledgement): it needs no
+    // pump, nor the clock read of holds(), until something else moves (a datagram
+    // made, an acknowledgement, the timers, a flush).
     bool holding_ = false;
     // A flush pumps: the last datagram it transmits carries flag_status_now. asked_upto_:
     // sent_upto_ when a status was last asked for (that flag, or a status_request),

@@ -388,7 +388,7 @@ Clock::time_point UdpNode::pump(Clock::time_point now, bool hold) {
         bool more = next < next_dseq_ && next < peer_limit_;
         if (more && hold && holds(next, now)) {
             more = false;
-            holding_ = next + 1 == next_dseq_; // (the last datagram, a pack with room)
+            holding_ = true;
         }
         more = more && prepare(next, out);
         if (more) ++next;
