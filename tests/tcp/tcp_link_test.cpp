@@ -286,6 +286,51 @@ TEST_F(TcpHeldSends, AThreadThatDoesNotComeBackHasItsHeldSendsWrittenByTheBackgr
     EXPECT_EQ(received.get(), 1u) << "the held message never left";
 }
 
+// The whole rule through real receives, as an event builder meets it: node 3 sends
+// two messages to node 1, which are waiting before node 1's thread receives (3's
+// flush ends once 1's factory took them). Each receive finds its message waiting, so
+// the sends to node 2 after them (not the node just heard from) stay queued; the
+// receive that finds nothing more writes them, and node 2 gets both in order.
+TEST(TcpHeldSendsThroughReceives, ABacklogHoldsTheSendsToAnotherNodeUntilTheReceiveFindsNothing) {
+    auto text = local_partition(partition_for_test(), 3, 2000ms);
+    ASSERT_EQ(text.nodes.size(), 3u) << "no free ports";
+    const auto c = text.load();
+    auto builder = NodeFactory::create(c, 1), farm = NodeFactory::create(c, 2), source = NodeFactory::create(c, 3);
+    auto from_source = builder->create_node(3), to_farm = builder->create_node(2);
+    auto to_builder = source->create_node(1), from_builder = farm->create_node(1);
+    // The builder's connection to the farm is up before the test's sends.
+    to_farm->send(make_message(*builder, 64, 1, 0));
+    ASSERT_TRUE(to_farm->flush(patience));
+    auto first = from_builder->receive(patience);
+    ASSERT_TRUE(first);
+    EXPECT_EQ(check_payload(*first).seq, 0u);
+    kit::held::write_held(); // (this thread's state: nothing of the setup's)
+
+    for (std::uint64_t seq = 0; seq < 2; ++seq)
+        to_builder->send(make_message(*source, 64, 3, seq));
+    ASSERT_TRUE(to_builder->flush(patience)) << "the builder's factory did not take the backlog";
+
+    const auto& sender = dynamic_cast<const tcp::TcpNode&>(*to_farm);
+    for (std::uint64_t seq = 1; seq <= 2; ++seq) {
+        auto fragment = from_source->receive(patience);
+        ASSERT_TRUE(fragment) << "fragment " << seq - 1 << " never arrived";
+        EXPECT_EQ(check_payload(*fragment).seq, seq - 1);
+        EXPECT_TRUE(kit::held::input_waiting()) << "receive " << seq << " found its message waiting";
+        to_farm->send(make_message(*builder, 64, 1, seq));
+    }
+    // Held (a thread kept from the CPU past held_bound finds the first written by the
+    // background thread and the second held again).
+    EXPECT_GE(sender.held_sends(), 1u) << "no send was held while input waited";
+    EXPECT_FALSE(from_source->receive(0ns)); // the backlog is gone: the held sends go
+    EXPECT_FALSE(kit::held::input_waiting());
+    EXPECT_EQ(to_farm->stats().queue_depth, 0u) << "the receive that found nothing did not write the held sends";
+    for (std::uint64_t seq = 1; seq <= 2; ++seq) {
+        auto m = from_builder->receive(patience);
+        ASSERT_TRUE(m) << "held message " << seq << " never arrived";
+        EXPECT_EQ(check_payload(*m).seq, seq);
+    }
+}
+
 // With a peer timeout of 500 ms a silent connection is closed after 500 ms
 // (min(peer_timeout, 2 s)); `tcp: {handshake_timeout: 30s}` keeps it open.
 TEST(TcpOptions, AConfiguredHandshakeTimeoutHoldsASilentConnectionPastTheDefault) {

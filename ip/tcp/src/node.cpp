@@ -202,6 +202,11 @@ void TcpNode::unwatch_marks(const kit::ReadyMarks* marks) {
     std::erase_if(marks_, [marks](const auto& m) { return m.first.get() == marks; });
 }
 
+bool TcpNode::inbox_waiting() {
+    std::unique_lock lock(in_mutex_, std::try_to_lock);
+    return lock.owns_lock() && !inbox_.empty();
+}
+
 BufferPtr TcpNode::take_ready() {
     if (!has_taken()) { // else without the lock
         std::unique_lock lock(in_mutex_);
@@ -232,22 +237,38 @@ R TcpNode::receive_within(std::chrono::nanoseconds timeout, Now&& receive_now, R
         return ready();
     }
     if (timeout <= std::chrono::nanoseconds::zero()) return kit::held::found(receive_now());
-    kit::held::write_held(); // nothing parsed: what this thread's sends held goes first
     // Busy reads first (receive_spin): a reply that comes within it costs no
     // wake-up. A spin that found nothing (the peer may share this CPU, and spinning
     // only delays it) is not tried again for the next 2, 6, 14, ... waits (at most 64).
-    if (const auto spin = std::min<std::chrono::nanoseconds>(timeout, shared_->parameters.receive_spin);
-        spin > std::chrono::nanoseconds::zero()) {
-        const std::uint32_t skip = spin_skip_.load(std::memory_order_relaxed);
-        if (skip > 0) {
+    const auto spin = std::min<std::chrono::nanoseconds>(timeout, shared_->parameters.receive_spin);
+    const std::uint32_t skip = spin_skip_.load(std::memory_order_relaxed);
+    // The first look, as wait_with's: a message already there (read for this node by
+    // the background thread, or in the socket) is a backlog, and this thread's sends
+    // may stay held (kit/held.hpp); nothing there, and they go before the wait. It is
+    // the spin's first read; without the spin only the inbox is looked at (no system
+    // call before the sleep).
+    const bool spinning = spin > std::chrono::nanoseconds::zero() && skip == 0;
+    if (!spinning) {
+        if (R m = inbox_waiting() ? receive_now() : R{}) {
+            kit::held::input(true);
+            return m;
+        }
+        kit::held::write_held();
+    }
+    if (spin > std::chrono::nanoseconds::zero()) {
+        if (!spinning) {
             spin_skip_.store(skip - 1, std::memory_order_relaxed);
         } else {
             const auto start = Clock::now();
+            bool first = true;
             do {
                 if (R m = receive_now()) {
                     spin_backoff_.store(0, std::memory_order_relaxed);
+                    if (first) kit::held::input(true);
                     return m;
                 }
+                if (first) kit::held::write_held();
+                first = false;
             } while (Clock::now() - start < spin);
             const std::uint32_t backoff =
                 std::min<std::uint32_t>(64, 2 * spin_backoff_.load(std::memory_order_relaxed) + 2);

@@ -56,6 +56,9 @@ public:
     // A message already parsed, without a system call; null when none.
     [[nodiscard]] BufferPtr take_ready();
     [[nodiscard]] MessageView lend_ready();
+    // The background thread read messages for this node that wait in its inbox (false
+    // also when the inbox's lock is busy: the look never waits).
+    [[nodiscard]] bool inbox_waiting();
     [[nodiscard]] std::size_t queued() const noexcept { return queue_depth_.load(std::memory_order_relaxed); }
 
     // For the receive wait: sends the acknowledgement owed when acknowledge is set
