@@ -68,9 +68,33 @@ struct Header {
 
 static_assert(std::atomic<std::uint64_t>::is_always_lock_free, "the page is shared between processes");
 
+constexpr std::size_t page_size = 4096;
+
+std::size_t round_to_pages(std::size_t bytes) {
+    return (bytes + page_size - 1) / page_size * page_size;
+}
+
+// The size of the object: room for a slot per node of the file. Only the first page
+// (the header and the first slots) is taken at start; the pages of the other slots
+// are taken when a peer first needs one (StatsPublisher::place), so a node that talks
+// to 2 peers of a 256-node file holds one page, not 23.
 std::size_t page_bytes(std::size_t capacity) {
-    const std::size_t raw = sizeof(Header) + capacity * sizeof(Slot);
-    return (raw + 4095) / 4096 * 4096;
+    return round_to_pages(sizeof(Header) + capacity * sizeof(Slot));
+}
+
+// The bytes the object must hold for its first `used` slots.
+std::size_t bytes_for_slots(std::size_t used) {
+    return round_to_pages(sizeof(Header) + used * sizeof(Slot));
+}
+
+// Takes the pages of [from, to) from /dev/shm now: a full /dev/shm is an error here,
+// not a SIGBUS at the first write. 0 or the errno.
+int reserve(int fd, std::size_t from, std::size_t to) {
+    int rc = 0;
+    do {
+        rc = ::posix_fallocate(fd, static_cast<off_t>(from), static_cast<off_t>(to - from));
+    } while (rc == EINTR);
+    return rc;
 }
 
 Slot* slots(void* page) {
@@ -366,6 +390,9 @@ std::optional<PageView> read_stats_page(const std::string& shm_name, std::string
         if (!consistent) {
             error = shm_name + ": the page stayed mid-update";
         } else {
+            // Slots are placed as peers first appear; shown in id order.
+            std::sort(view.peers.begin(), view.peers.end(),
+                      [](const PeerView& a, const PeerView& b) { return a.id < b.id; });
             const std::int64_t stale_ns = (5LL * view.interval_ms + 1000) * 1'000'000;
             if (!held) {
                 view.owner = PageView::Owner::dead;
@@ -415,10 +442,15 @@ std::unique_ptr<StatsPublisher> StatsPublisher::start(const Identity& identity, 
             return nullptr;
         }
     }
-    // posix_fallocate reserves the pages now: a full /dev/shm is an error here, not a
-    // SIGBUS at the first write.
-    if (const int rc = ::posix_fallocate(fd, 0, static_cast<off_t>(size)); rc != 0) {
-        report(std::string("cannot reserve ") + std::to_string(size) + " bytes in /dev/shm: " + std::strerror(rc));
+    // The object has room for a slot per node of the file but takes only its first
+    // page now (the header and the first slots; reserved, so that a full /dev/shm is an
+    // error here, not a SIGBUS at the first write); the rest stays a hole until peers
+    // need it. Readers map the whole size and read only the slots peer_count covers.
+    const std::size_t first = std::min(size, bytes_for_slots(0));
+    const int rc = ::ftruncate(fd, static_cast<off_t>(size)) != 0 ? errno : reserve(fd, 0, first);
+    if (rc != 0) {
+        report(std::string("cannot reserve ") + std::to_string(first) + " of " + std::to_string(size) +
+               " bytes in /dev/shm: " + std::strerror(rc));
         ::shm_unlink(name.c_str());
         ::close(fd);
         return nullptr;
@@ -430,9 +462,8 @@ std::unique_ptr<StatsPublisher> StatsPublisher::start(const Identity& identity, 
         ::close(fd);
         return nullptr;
     }
+    // The slots are not constructed: a new object reads as zeros, an unused slot.
     auto* header = new (map) Header{};
-    for (std::size_t i = 0; i < capacity; ++i)
-        new (slots(map) + i) Slot{};
     header->version = page_version;
     header->capacity = static_cast<std::uint32_t>(capacity);
     header->node = identity.node;
@@ -459,8 +490,8 @@ std::unique_ptr<StatsPublisher> StatsPublisher::start(const Identity& identity, 
     publisher->owner_pid_ = ::getpid();
     publisher->source_ = std::move(source);
     publisher->interval_ = s.interval;
-    publisher->moved_at_loss_.assign(capacity, 0);
-    publisher->losses_seen_.assign(capacity, 0);
+    publisher->reserved_ = first;
+    publisher->asked_ = s.asked;
     publisher->publish();
     auto& r = registry();
     {
@@ -471,6 +502,30 @@ std::unique_ptr<StatsPublisher> StatsPublisher::start(const Identity& identity, 
     return publisher;
 }
 
+std::optional<std::size_t> StatsPublisher::place(std::uint32_t id) {
+    if (auto it = slot_of_.find(id); it != slot_of_.end()) return it->second;
+    const std::size_t slot = slot_of_.size();
+    if (slot >= capacity_) return std::nullopt;
+    // The first peer of a page of the object takes that page from /dev/shm.
+    if (const std::size_t end = bytes_for_slots(slot + 1); end > reserved_) {
+        if (const int rc = reserve(fd_, reserved_, end); rc != 0) {
+            if (asked_ && !reserve_failed_) {
+                MSGPASS_LOG(framework, warn,
+                            "msgpass: the statistics page " + name_ + " shows no more peers: cannot reserve bytes " +
+                                std::to_string(reserved_) + " to " + std::to_string(end) +
+                                " in /dev/shm: " + std::strerror(rc));
+            }
+            reserve_failed_ = true;
+            return std::nullopt;
+        }
+        reserved_ = end;
+    }
+    slot_of_.emplace(id, slot);
+    moved_at_loss_.push_back(0);
+    losses_seen_.push_back(0);
+    return slot;
+}
+
 void StatsPublisher::publish() {
     // The source is asked outside the seqlock: a node's stats() may take its lock.
     auto got = source_ ? source_() : std::optional<std::vector<Peer>>(std::vector<Peer>{});
@@ -478,31 +533,45 @@ void StatsPublisher::publish() {
     std::vector<Peer> peers = std::move(*got);
     std::lock_guard lock(publish_mutex_);
     if (page_ == nullptr) return;
+    // Each peer keeps the slot it was given when it first appeared (slots are placed in
+    // order, so that the used ones are the first pages of the object); placed outside
+    // the seqlock, as a slot at or past peer_count is read by no reader.
+    std::vector<std::pair<std::size_t, const Peer*>> placed;
+    placed.reserve(peers.size());
+    std::vector<bool> present(slot_of_.size() + peers.size(), false);
+    for (const Peer& peer : peers) {
+        if (const auto slot = place(peer.id)) {
+            placed.emplace_back(*slot, &peer);
+            present[*slot] = true;
+        }
+    }
+    const std::size_t used = slot_of_.size();
     auto& header = *static_cast<Header*>(page_);
     Slot* slot = slots(page_);
-    const std::size_t count = std::min(peers.size(), capacity_);
     const std::uint64_t seq = header.seq.load(std::memory_order_relaxed);
     header.seq.store(seq + 1, std::memory_order_relaxed);
     std::atomic_thread_fence(std::memory_order_release);
-    for (std::size_t i = 0; i < count; ++i) {
-        const Peer& peer = peers[i];
+    for (const auto& [i, peer] : placed) {
         Slot& s = slot[i];
-        s.id_plus_one.store(std::uint64_t{peer.id} + 1, std::memory_order_relaxed);
-        const auto c = counters_of(peer.stats);
+        s.id_plus_one.store(std::uint64_t{peer->id} + 1, std::memory_order_relaxed);
+        const auto c = counters_of(peer->stats);
         for (std::size_t k = 0; k < counter_count; ++k)
             s.counters[k].store(c[k], std::memory_order_relaxed);
-        const std::uint64_t moved = peer.stats.messages_sent + peer.stats.messages_received;
-        const std::uint64_t losses = peer.health ? peer.health->losses() : 0;
+        const std::uint64_t moved = peer->stats.messages_sent + peer->stats.messages_received;
+        const std::uint64_t losses = peer->health ? peer->health->losses() : 0;
         if (losses != losses_seen_[i]) {
             // A new loss: the peer counts as lost until a message moves again.
             losses_seen_[i] = losses;
             moved_at_loss_[i] = moved;
-            store_error(s, peer.health->last_error());
+            store_error(s, peer->health->last_error());
         }
         s.losses.store(losses, std::memory_order_relaxed);
         s.lost.store(losses > 0 && moved == moved_at_loss_[i] ? 1 : 0, std::memory_order_relaxed);
     }
-    header.peer_count.store(count, std::memory_order_relaxed);
+    // A peer whose node is gone is not shown; its slot stays its own if it comes back.
+    for (std::size_t i = 0; i < used; ++i)
+        if (!present[i]) slot[i].id_plus_one.store(0, std::memory_order_relaxed);
+    header.peer_count.store(used, std::memory_order_relaxed);
     header.seq.store(seq + 2, std::memory_order_release);
     header.heartbeat_ns.store(static_cast<std::uint64_t>(monotonic_ns()), std::memory_order_relaxed);
     header.publishes.fetch_add(1, std::memory_order_relaxed);

@@ -27,6 +27,7 @@
 #include <fstream>
 #include <map>
 #include <string>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <thread>
 #include <vector>
@@ -222,6 +223,7 @@ TEST_F(Top, SnapshotsTakenWhileTrafficFlowsAreWholeAndNeverGoBack) {
     (void)f2->create_node(1);
     const std::string page = base(*f1).stats_page();
     std::atomic<bool> done{false};
+    std::atomic<bool> reading{false}; // the traffic starts after the reader's first read
     std::uint64_t reads = 0;
     std::uint64_t last = 0;
     bool went_back = false;
@@ -232,6 +234,7 @@ TEST_F(Top, SnapshotsTakenWhileTrafficFlowsAreWholeAndNeverGoBack) {
             const auto view = kit::read_stats_page(page, error);
             if (!view) {
                 problem = error;
+                reading = true;
                 return;
             }
             ++reads;
@@ -239,8 +242,11 @@ TEST_F(Top, SnapshotsTakenWhileTrafficFlowsAreWholeAndNeverGoBack) {
                 if (peer.stats.messages_sent < last) went_back = true;
                 last = peer.stats.messages_sent;
             }
+            reading = true;
         }
     });
+    while (!reading.load())
+        std::this_thread::yield();
     exchange(*f1, *f2, 3000, 64);
     done = true;
     reader.join();
@@ -270,6 +276,46 @@ TEST_F(Top, SnapshotsTakenWhileTrafficFlowsAreWholeAndNeverGoBack) {
     EXPECT_EQ(view->owner, kit::PageView::Owner::running);
     EXPECT_EQ(view->interval_ms, 10u);
     EXPECT_GT(view->publishes, 1u);
+}
+
+// The page has room for a record per node of the file, but takes from /dev/shm only
+// the pages of the records of the peers the node made (issue 31): a node of a 64-node
+// file that made 2 nodes holds one page; 38 more take the pages of 40 records, not of
+// 64. Records are placed as peers appear (here in falling id order) and read in id
+// order.
+TEST_F(Top, APageTakesThePagesOfTheRecordsOfThePeersItsNodeMade) {
+    const auto configuration = make_configuration("sci", partition_, 64);
+    auto f1 = NodeFactory::create(configuration, 1);
+    const std::string page = base(*f1).stats_page();
+    ASSERT_FALSE(page.empty());
+    const auto used = [&] {
+        struct stat st {};
+        EXPECT_EQ(::stat(("/dev/shm" + page).c_str(), &st), 0) << page;
+        return static_cast<std::uint64_t>(st.st_blocks) * 512;
+    };
+    const auto ids = [&] {
+        base(*f1).publish_stats();
+        std::string error;
+        const auto view = kit::read_stats_page(page, error);
+        EXPECT_TRUE(view) << error;
+        std::vector<std::uint32_t> seen;
+        if (view)
+            for (const auto& peer : view->peers)
+                seen.push_back(peer.id);
+        return seen;
+    };
+    std::map<NodeId, NodePtr> nodes;
+    for (NodeId id : {3, 2})
+        nodes[id] = f1->create_node(id);
+    EXPECT_EQ(ids(), (std::vector<std::uint32_t>{2, 3}));
+    EXPECT_EQ(used(), 4096u); // 616 + 2 x 352 bytes: the first page (a 64-record page is 24 KiB)
+    for (NodeId id = 41; id >= 4; --id)
+        nodes[id] = f1->create_node(id);
+    std::vector<std::uint32_t> expected;
+    for (std::uint32_t id = 2; id <= 41; ++id)
+        expected.push_back(id);
+    EXPECT_EQ(ids(), expected);
+    EXPECT_EQ(used(), 16384u); // 616 + 40 x 352 = 14 696 bytes
 }
 
 TEST_F(Top, APartitionThatDoesNotExistExitsTwo) {

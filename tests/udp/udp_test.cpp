@@ -978,6 +978,7 @@ TEST(UdpMulticast, AMemberKilledMidBroadcastIsReportedAndTheOthersReceiveEveryth
     // (peer_timeout: long enough that a loaded machine does not make the live members
     // look dead.)
     auto c = multicast_partition("mkill", members, [](config::Configuration& c) { c.peer_timeout = 2s; });
+    const SegmentCleanup pages(c.partition); // the statistics page the killed member leaves
     // Node 4 in a child process, forked before this process makes a thread: it takes
     // what comes until the parent closes its pipe, then ends without a goodbye.
     int end_pipe[2];
@@ -2361,6 +2362,7 @@ void end(Child& child) {
 TEST(Udp, APeerThatDiesIsLostAfterPeerTimeoutAndARestartedOneIsANewIncarnation) {
     auto c = make_configuration("udp", unique_partition("life"), 2,
                                 [](config::Configuration& c) { c.peer_timeout = 500ms; });
+    const SegmentCleanup pages(c.partition); // the statistics pages the killed children leave
     Child first = fork_node_2(c, 1);
     Child second = fork_node_2(c, 2, first);
     ASSERT_GT(first.pid, 0);

@@ -14,7 +14,10 @@
 // user, the partition and the node id ("/msgpass-stats.<user>.<partition>.node<N>", the user as sci names its
 // segments), its owner holds an exclusive flock on it for its whole life (as sci's segments: msgpass-run --cleanup
 // removes a page no process holds), and the factory removes it when destroyed. MSGPASS_STATS=0 turns publishing off,
-// MSGPASS_STATS_INTERVAL=<ms> changes the interval (docs/operations.md).
+// MSGPASS_STATS_INTERVAL=<ms> changes the interval (docs/operations.md). The page has room for a record of
+// every node of the file (616 + 352 x N bytes), but takes from /dev/shm only its first page (the header and 9
+// records) at start and the page of a record when a peer first appears: 4 KiB x ceil((616 + 352 x T) / 4096)
+// for T peers the node made, whatever N.
 #pragma once
 
 #include <msgpass/kit/health.hpp>
@@ -32,6 +35,7 @@
 #include <string_view>
 #include <sys/types.h>
 #include <system_error>
+#include <unordered_map>
 #include <vector>
 
 namespace msgpass::kit {
@@ -124,19 +128,26 @@ public:
 
 private:
     StatsPublisher() = default;
+    // The slot of peer id, placed (and its page of the object taken from /dev/shm)
+    // when the peer first appears; nothing when the page is full or /dev/shm is.
+    std::optional<std::size_t> place(std::uint32_t id);
 
     std::string name_;
     int fd_ = -1;
     void* page_ = nullptr;
     std::size_t size_ = 0;
-    std::size_t capacity_ = 0;
+    std::size_t capacity_ = 0; // slots the object has room for (the nodes of the file)
+    std::size_t reserved_ = 0; // bytes of the object taken from /dev/shm (the first, whole pages)
+    std::unordered_map<std::uint32_t, std::size_t> slot_of_; // peer id -> its slot, placed in order
+    bool asked_ = false;          // MSGPASS_STATS asked for publishing: say why a peer is not shown
+    bool reserve_failed_ = false; // said once
     pid_t owner_pid_ = 0;
     Source source_;
     std::chrono::milliseconds interval_{200};
     std::mutex publish_mutex_;                 // one writer of the seqlock at a time
-    std::vector<std::uint64_t> moved_at_loss_; // per slot: traffic when its last loss was seen
+    std::vector<std::uint64_t> moved_at_loss_; // per placed slot: traffic when its last loss was seen
     std::vector<std::uint64_t> losses_seen_;
-    bool stopped_ = false; // under publish_mutex_
+    bool stopped_ = false; // under publish_mutex_, as the slots and reserved_
 };
 
 // The tick of the node calls (kit/lifetime.hpp's check_factory): every 16th call of
