@@ -520,11 +520,15 @@ struct Communicator::Impl {
     // The factory-lifetime contract (node_factory.hpp) for the communicator: every
     // public call but self_id, peers and stats starts here, so that none reaches the
     // factory or its nodes once the factory was destroyed.
+    // (inline, one load: every call checks it; the error out of line)
     void check_factory(const char* call) const {
         if (factory_life.expired()) [[unlikely]]
-            throw UsageError(std::string("comm: ") + call + " on the communicator of node " + std::to_string(self) +
-                             " after its factory was destroyed: a communicator may be dropped after its factory, "
-                             "not used");
+            factory_gone(call);
+    }
+    [[noreturn, gnu::cold, gnu::noinline]] void factory_gone(const char* call) const {
+        throw UsageError(std::string("comm: ") + call + " on the communicator of node " + std::to_string(self) +
+                         " after its factory was destroyed: a communicator may be dropped after its factory, "
+                         "not used");
     }
 
     std::string describe(NodeId id) const {

@@ -167,8 +167,7 @@ void proc_null_status(MPI_Status* status) {
 }
 
 // A request's own error, with the message of what happened to it.
-int request_error(int code, const MPI_Status& status) {
-    if (code == MPI_SUCCESS) return code;
+int request_error_message(int code, const MPI_Status& status) {
     if (code == MPI_ERR_TRUNCATE)
         last_message = "the message from rank " + std::to_string(status.MPI_SOURCE) + " (tag " +
                        std::to_string(status.MPI_TAG) + ") is larger than the receive buffer";
@@ -204,7 +203,7 @@ int send_common(const char* call, const void* buf, int count, MPI_Datatype type,
         check_send_tag(tag);
         if (dest == MPI_PROC_NULL) return MPI_SUCCESS;
         if (!sync && engine->can_recv_now() && bytes <= engine->eager_limit() &&
-            (!is_derived(type) || is_dense(type))) {
+            (predefined_bytes(type) != 0 || !is_derived(type) || is_dense(type))) {
             engine->send_now(c, dest, tag, buf, bytes); // no request (the 8-byte latency's path)
             return MPI_SUCCESS;
         }

@@ -71,7 +71,9 @@ std::size_t type_size(MPI_Datatype type);
 [[noreturn]] void bad_rank(const CommInfo& c, int rank);
 inline std::size_t bytes_of(const void* buf, int count, MPI_Datatype type, const char* what = "buffer") {
     if (count < 0) bad_count(count, what);
-    const std::size_t bytes = static_cast<std::size_t>(count) * element_bytes(type);
+    std::size_t element = predefined_bytes(type);
+    if (element == 0) element = element_bytes(type);
+    const std::size_t bytes = static_cast<std::size_t>(count) * element;
     if (bytes > 0 && buf == nullptr && !absolute_addresses(*typemap_of(type))) bad_buffer(count, what);
     return bytes;
 }
@@ -89,8 +91,12 @@ void check_root(const CommInfo& c, int root);
 // The operation is one of mpi.h and defined on the type.
 void check_op(MPI_Op op, MPI_Datatype type);
 void proc_null_status(MPI_Status* status);
-// A request's own error, with the message of what happened to it.
-int request_error(int code, const MPI_Status& status);
+// A request's own error, with the message of what happened to it (inline: the
+// success of every blocking call).
+int request_error_message(int code, const MPI_Status& status);
+inline int request_error(int code, const MPI_Status& status) {
+    return code == MPI_SUCCESS ? code : request_error_message(code, status);
+}
 int init(int* argc, char*** argv);
 // Deletes the attributes of the application on comm, each through its keyval's delete
 // function (comm_calls.cpp); MPI_Finalize calls it for MPI_COMM_SELF, then MPI_COMM_WORLD.

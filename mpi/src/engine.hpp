@@ -12,6 +12,7 @@
 #include <msgpass/mpi/mpi.h>
 #include <msgpass/msgpass.hpp>
 
+#include <array>
 #include <condition_variable>
 #include <cstddef>
 #include <cstdint>
@@ -488,6 +489,61 @@ struct TypeMap {
     [[nodiscard]] std::ptrdiff_t extent() const noexcept { return ub - lb; }
 };
 using TypeMapPtr = std::shared_ptr<const TypeMap>;
+// mpi.h's predefined handles are 0x4c00IISS: II an index, SS the size in bytes.
+inline constexpr std::uint32_t predefined_family = 0x4c0000;
+inline constexpr std::size_t predefined_indices = 0x28;
+inline constexpr std::array<MPI_Datatype, predefined_indices> predefined_by_index = [] {
+    std::array<MPI_Datatype, predefined_indices> t{};
+    for (const MPI_Datatype type : {MPI_CHAR,
+                                    MPI_SIGNED_CHAR,
+                                    MPI_UNSIGNED_CHAR,
+                                    MPI_BYTE,
+                                    MPI_PACKED,
+                                    MPI_SHORT,
+                                    MPI_UNSIGNED_SHORT,
+                                    MPI_INT,
+                                    MPI_UNSIGNED,
+                                    MPI_LONG,
+                                    MPI_UNSIGNED_LONG,
+                                    MPI_LONG_LONG,
+                                    MPI_UNSIGNED_LONG_LONG,
+                                    MPI_FLOAT,
+                                    MPI_DOUBLE,
+                                    MPI_2INT,
+                                    MPI_FLOAT_INT,
+                                    MPI_DOUBLE_INT,
+                                    MPI_LONG_INT,
+                                    MPI_SHORT_INT,
+                                    MPI_LONG_DOUBLE_INT,
+                                    MPI_LONG_DOUBLE,
+                                    MPI_INT8_T,
+                                    MPI_INT16_T,
+                                    MPI_INT32_T,
+                                    MPI_INT64_T,
+                                    MPI_UINT8_T,
+                                    MPI_UINT16_T,
+                                    MPI_UINT32_T,
+                                    MPI_UINT64_T,
+                                    MPI_C_BOOL,
+                                    MPI_WCHAR,
+                                    MPI_AINT,
+                                    MPI_OFFSET,
+                                    MPI_COUNT,
+                                    MPI_C_FLOAT_COMPLEX,
+                                    MPI_C_DOUBLE_COMPLEX,
+                                    MPI_C_LONG_DOUBLE_COMPLEX}) {
+        const std::uint32_t i = (static_cast<std::uint32_t>(type) >> 8) ^ predefined_family;
+        if (i >= t.size() || t[i] != 0) throw "mpi.h: a predefined type's index out of range or taken twice";
+        t[i] = type;
+    }
+    return t;
+}();
+// The size of a predefined type from its handle, 0 for any other handle (inline:
+// every point-to-point call's argument check, no call, no lookup).
+[[nodiscard]] inline std::size_t predefined_bytes(MPI_Datatype type) noexcept {
+    const std::uint32_t i = (static_cast<std::uint32_t>(type) >> 8) ^ predefined_family;
+    return i < predefined_indices && predefined_by_index[i] == type ? static_cast<std::size_t>(type & 0xff) : 0;
+}
 // The bytes one element occupies in a message (its packed size; for a dense type
 // also its extent in a buffer).
 std::size_t element_bytes(MPI_Datatype type);

@@ -22,7 +22,7 @@ namespace {
 
 // A receive's bytes; from MPI_PROC_NULL, nothing of MPI_DATATYPE_NULL is accepted too
 // (it receives nothing: MPICH's recvnull).
-std::size_t recv_bytes_of(void* buf, int count, MPI_Datatype type, int source) {
+[[gnu::always_inline]] inline std::size_t recv_bytes_of(void* buf, int count, MPI_Datatype type, int source) {
     if (source == MPI_PROC_NULL && count == 0 && type == MPI_DATATYPE_NULL) return 0;
     return bytes_of(buf, count, type);
 }
@@ -95,7 +95,8 @@ int MPI_Recv(void* buf, int count, MPI_Datatype type, int source, int tag, MPI_C
         MPI_Status own{};
         int code = MPI_SUCCESS;
         if (engine->can_recv_now() && bytes <= engine->eager_limit() &&
-            (!msgpass::mpi::is_derived(type) || msgpass::mpi::is_dense(type))) { // (a predefined type: no lookup)
+            (msgpass::mpi::predefined_bytes(type) != 0 || !msgpass::mpi::is_derived(type) ||
+             msgpass::mpi::is_dense(type))) { // (a predefined type: no call, no lookup)
             code = engine->recv_now(c, source, tag, buf, bytes, own);
         } else {
             MPI_Request h = irecv_typed(c, source, tag, buf, count, type, bytes);

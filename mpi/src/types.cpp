@@ -418,65 +418,9 @@ std::string type_name(MPI_Datatype type) {
     }
 }
 
-namespace {
-
-// mpi.h's predefined handles are 0x4c00IISS: II an index, SS the size in bytes.
-constexpr std::uint32_t predefined_family = 0x4c0000;
-constexpr std::size_t predefined_indices = 0x28;
-constexpr std::array<MPI_Datatype, predefined_indices> predefined_by_index = [] {
-    std::array<MPI_Datatype, predefined_indices> t{};
-    for (const MPI_Datatype type : {MPI_CHAR,
-                                    MPI_SIGNED_CHAR,
-                                    MPI_UNSIGNED_CHAR,
-                                    MPI_BYTE,
-                                    MPI_PACKED,
-                                    MPI_SHORT,
-                                    MPI_UNSIGNED_SHORT,
-                                    MPI_INT,
-                                    MPI_UNSIGNED,
-                                    MPI_LONG,
-                                    MPI_UNSIGNED_LONG,
-                                    MPI_LONG_LONG,
-                                    MPI_UNSIGNED_LONG_LONG,
-                                    MPI_FLOAT,
-                                    MPI_DOUBLE,
-                                    MPI_2INT,
-                                    MPI_FLOAT_INT,
-                                    MPI_DOUBLE_INT,
-                                    MPI_LONG_INT,
-                                    MPI_SHORT_INT,
-                                    MPI_LONG_DOUBLE_INT,
-                                    MPI_LONG_DOUBLE,
-                                    MPI_INT8_T,
-                                    MPI_INT16_T,
-                                    MPI_INT32_T,
-                                    MPI_INT64_T,
-                                    MPI_UINT8_T,
-                                    MPI_UINT16_T,
-                                    MPI_UINT32_T,
-                                    MPI_UINT64_T,
-                                    MPI_C_BOOL,
-                                    MPI_WCHAR,
-                                    MPI_AINT,
-                                    MPI_OFFSET,
-                                    MPI_COUNT,
-                                    MPI_C_FLOAT_COMPLEX,
-                                    MPI_C_DOUBLE_COMPLEX,
-                                    MPI_C_LONG_DOUBLE_COMPLEX}) {
-        const std::uint32_t i = (static_cast<std::uint32_t>(type) >> 8) ^ predefined_family;
-        if (i >= t.size() || t[i] != 0) throw "mpi.h: a predefined type's index out of range or taken twice";
-        t[i] = type;
-    }
-    return t;
-}();
-
-} // namespace
-
 std::size_t element_bytes(MPI_Datatype type) {
     // A predefined type: its handle says its size (every call's argument check).
-    if (const std::uint32_t i = (static_cast<std::uint32_t>(type) >> 8) ^ predefined_family;
-        i < predefined_indices && predefined_by_index[i] == type)
-        return static_cast<std::size_t>(type & 0xff);
+    if (const std::size_t n = predefined_bytes(type); n != 0) return n;
     if (const Derived* d = find_derived(type, true)) return d->map->packed;
     switch (type) {
     case MPI_CHAR:
