@@ -474,7 +474,9 @@ Receiver::Record Receiver::peek_record() const {
     const std::uint64_t word =
         std::atomic_ref<std::uint64_t>(*reinterpret_cast<std::uint64_t*>(at)).load(std::memory_order_acquire);
     const auto length = static_cast<std::uint32_t>(word);
-    if (static_cast<std::uint32_t>(word >> 32) != record_check_of(batch_.sequence, batch_.next, length)) return {};
+    if (static_cast<std::uint32_t>(word >> 32) !=
+        record_check_of(parameters_.peer, batch_.sequence, batch_.next, length))
+        return {};
     if (length == record_close) return {Record::closed, nullptr, 0};
     // Room for this record and a close after it, as the sender keeps.
     if (length > parameters_.max_message_size || record_next(batch_.offset, length) + record_header_size > batch_.size)

@@ -27,7 +27,8 @@ bool two_fit_a_batch(std::uint64_t size, std::uint64_t capacity) {
 Sender::Sender(Links& links, Receiver& receiver, const Node& node)
     : node_(node), links_(links), receiver_(receiver), transport_(links.transport.get()), parameters_(links.parameters),
       local_header_(links.local_header), grants_(links.grants.get()), sequence_(links.sequence), stats_(links.stats),
-      send_k_(links.send_k), holds_(send_k_ >= 4), records_(transport_->parameters().sci.records) {
+      send_k_(links.send_k), holds_(send_k_ >= 4), records_(transport_->parameters().sci.records),
+      self_(transport_->parameters().self) {
     links.watch(sent_, queue_depth_);
 }
 
@@ -651,7 +652,7 @@ void Sender::write_record(std::span<const std::byte> bytes) {
     sequence_.copy(at + record_header_size, bytes.data(), head);
     const auto length = static_cast<std::uint32_t>(bytes.size());
     std::atomic_ref<std::uint64_t>(*reinterpret_cast<std::uint64_t*>(at))
-        .store(make_record(open_.sequence, open_.count, length), std::memory_order_release);
+        .store(make_record(self_, open_.sequence, open_.count, length), std::memory_order_release);
     open_.used = record_next(open_.used, length);
     open_.published = open_.used;
     ++open_.count;
@@ -682,7 +683,7 @@ void Sender::stage_record(std::span<const std::byte> bytes) {
     }
     std::byte* at = records_stage_.get() + open_.used;
     const auto length = static_cast<std::uint32_t>(bytes.size());
-    const std::uint64_t word = make_record(open_.sequence, open_.count, length);
+    const std::uint64_t word = make_record(self_, open_.sequence, open_.count, length);
     std::memcpy(at, &word, sizeof word);
     if (length != 0) std::memcpy(at + record_header_size, bytes.data(), length);
     if (!records_pending_.load(std::memory_order_relaxed)) {
@@ -726,7 +727,7 @@ void Sender::close_quietly() {
     if (open_.published != open_.used) publish_records();
     std::byte* at = open_.base + open_.used;
     std::atomic_ref<std::uint64_t>(*reinterpret_cast<std::uint64_t*>(at))
-        .store(make_record(open_.sequence, open_.count, record_close), std::memory_order_release);
+        .store(make_record(self_, open_.sequence, open_.count, record_close), std::memory_order_release);
     open_ = {};
 }
 

@@ -162,9 +162,10 @@ private:
     Sequence& sequence_;
     StatsCounters& stats_;
     const std::uint32_t send_k_;
-    const bool holds_;     // max_outst_buffers of 4 or more: small messages may be held (hold_small)
-    bool holding_ = false; // hold_small(): until a send finds the whole window granted
-    const bool records_;   // sci.records: small messages as records of an open slot
+    const bool holds_;         // max_outst_buffers of 4 or more: small messages may be held (hold_small)
+    bool holding_ = false;     // hold_small(): until a send finds the whole window granted
+    const bool records_;       // sci.records: small messages as records of an open slot
+    const std::uint32_t self_; // this node's id: it signs each record (record_check_of)
 
     std::atomic<std::size_t> queue_depth_{0}; // queued_messages_, for readers without the lock
     std::atomic<std::uint64_t> sent_{0};      // written under send_mutex_; read by loss reports

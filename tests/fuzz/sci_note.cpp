@@ -113,7 +113,7 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
                 std::uint64_t word = 0;
                 std::memcpy(&word, slot + at, sizeof word);
                 const auto length = static_cast<std::uint32_t>(word);
-                word = sci::make_record(1, r, length);
+                word = sci::make_record(2, 1, r, length);
                 std::memcpy(slot + at, &word, sizeof word);
                 at += sci::record_header_size + sci::batch_align_up(length & ~sci::record_close);
             }

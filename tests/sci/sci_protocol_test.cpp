@@ -690,11 +690,17 @@ public:
             std::this_thread::yield();
         const std::uint32_t slot = ack & sci::ack_slot_mask;
         ASSERT_LT(slot, control().slot_count);
-        ASSERT_LE(content.size(), control().slot_size);
-        std::memcpy(theirs_.address() + control().slot_offset + slot * control().slot_size, content.data(),
-                    content.size());
+        slot_ = slot;
+        write_slot(content);
         const std::uint32_t sig = sci::signature(1 / k, sci::salt_of(epoch));
         std::atomic_ref<std::uint32_t>(header->index[1].note).store((sig << 24) | flags_and_size);
+    }
+    // Writes content into the slot of the last forge again (no note): a sender's later
+    // records of a slot it opened.
+    void write_slot(std::span<const std::byte> content) {
+        ASSERT_LE(content.size(), control().slot_size);
+        std::memcpy(theirs_.address() + control().slot_offset + slot_ * control().slot_size, content.data(),
+                    content.size());
     }
     // What node 1 makes of it: the messages it delivers and the losses it reports.
     struct Outcome {
@@ -719,6 +725,7 @@ private:
     std::shared_ptr<Node> from_b_, to_a_;
     sci::VirtualDevice device_;
     sci::RemoteSegment theirs_, ours_;
+    std::uint32_t slot_ = 0;
 };
 
 // A batch of count messages of the given lengths, laid out as a sender lays it out;
@@ -824,7 +831,7 @@ std::vector<std::byte> records_of(const std::vector<std::uint32_t>& lengths, boo
                                   const std::function<void(std::size_t, std::uint64_t&)>& tweak = {}) {
     std::vector<std::byte> content;
     auto put = [&](std::uint32_t k, std::uint32_t length, std::size_t bytes) {
-        std::uint64_t word = sci::make_record(1, k, length);
+        std::uint64_t word = sci::make_record(2, 1, k, length);
         if (tweak) tweak(k, word);
         const std::size_t at = content.size();
         content.resize(at + sci::record_header_size + sci::batch_align_up(bytes));
@@ -872,7 +879,9 @@ TEST(SciRecords, AForgedOpenSlotIsDeliveredRecordByRecord) {
 TEST(SciRecords, AStaleOrUnsignedRecordIsNotTakenForANewOne) {
     for (const auto& [what, tweak] :
          std::vector<std::pair<std::string, std::function<void(std::size_t, std::uint64_t&)>>>{
-             {"an earlier sequence", [](std::size_t k, std::uint64_t&w) { w = sci::make_record(0, k, 8); }},
+             {"an earlier sequence", [](std::size_t k, std::uint64_t&w) { w = sci::make_record(2, 0, k, 8); }},
+             {"another sender's round of the same sequence",
+              [](std::size_t k, std::uint64_t&w) { w = sci::make_record(3, 1, k, 8); }},
              {"a damaged check", [](std::size_t, std::uint64_t&w) { w ^= std::uint64_t{1} << 40; }},
              {"zeros", [](std::size_t, std::uint64_t&w) { w = 0; }}}) {
         SCOPED_TRACE(what);
@@ -884,6 +893,34 @@ TEST(SciRecords, AStaleOrUnsignedRecordIsNotTakenForANewOne) {
     }
 }
 
+// A slot goes back to the receiver's pool and may next be granted to another peer,
+// whose notes are numbered on their own: a close that node 3's round of the slot left
+// where node 2's second record goes, with the same sequence, is not node 2's close.
+// Node 1 delivers the first record, waits for the second (the slot stays open), and
+// delivers it once node 2 writes it. (Before records were signed with their sender,
+// the stale close ended the slot: the second record was never read, and an MPI
+// program of 5 ranks with records never ended its collectives.)
+TEST(SciRecords, AnotherSendersCloseLeftInTheSlotDoesNotCloseIt) {
+    ForgedBatch peer;
+    auto content = records_of({8}, false);
+    const std::uint64_t stale = sci::make_record(3, 1, 1, sci::record_close);
+    const std::size_t at = content.size();
+    content.resize(at + sci::record_header_size);
+    std::memcpy(content.data() + at, &stale, sizeof stale);
+    peer.forge(sci::note_batch_flag, content);
+    auto o = peer.take();
+    EXPECT_TRUE(o.losses.empty()) << o.losses.front();
+    ASSERT_EQ(o.delivered.size(), 1u);
+    EXPECT_EQ(o.delivered[0]->size(), 8u);
+    peer.write_slot(records_of({8, 8})); // node 2's second record over the stale close, then its close
+    o = peer.take();
+    EXPECT_TRUE(o.losses.empty()) << o.losses.front();
+    ASSERT_EQ(o.delivered.size(), 1u) << "the second record was not read: the stale close ended the slot";
+    EXPECT_EQ(o.delivered[0]->size(), 8u);
+    for (const auto byte : o.delivered[0]->single()->bytes())
+        EXPECT_EQ(byte, static_cast<std::byte>('b'));
+}
+
 // "A malformed record is a protocol break reported once, never a crash": a signed
 // record whose length runs past the slot (or leaves no room for the close), or
 // exceeds max_message_size, ends in one PeerLost naming it, after the good records
@@ -893,7 +930,7 @@ TEST(SciRecords, AMalformedRecordIsReportedOnceAfterTheGoodOnes) {
         SCOPED_TRACE(bad);
         ForgedBatch peer;
         auto content = records_of({8}, false);
-        const std::uint64_t word = sci::make_record(1, 1, bad);
+        const std::uint64_t word = sci::make_record(2, 1, 1, bad);
         const std::size_t at = content.size();
         content.resize(at + sci::record_header_size);
         std::memcpy(content.data() + at, &word, sizeof word);

@@ -18,8 +18,8 @@ namespace msgpass::sci {
 
 inline constexpr std::uint64_t segment_magic = 0x3149435353504d4dULL; // "MMPSSCI1"
 // 9: the ready marks of the control block; 10: records of an open slot; 11: the
-// receiver's count of records taken (taken_index)
-inline constexpr std::uint32_t protocol_version = 11;
+// receiver's count of records taken (taken_index); 12: a record's check names its sender
+inline constexpr std::uint32_t protocol_version = 12;
 inline constexpr std::size_t control_block_size = 4096;
 // Ready marks of the control block: one bit per node of the nodes file, which
 // therefore holds at most max_nodes nodes.
@@ -244,9 +244,15 @@ inline constexpr std::uint32_t batch_max_count = 1024;
 //   record k at offset o (o = 0 for the first, each next one at
 //   o + record_header_size + batch_align_up(length)):
 //     word (64 bits, written last, release) = check:32 | length:32, then length bytes
-//   check = record_check_of(sequence, k, length): sequence is the number of the note
-//   that opened the slot (mod 2^32), so a record left by an earlier round of the slot
-//   is not taken for a new one; a word of all zeros is never a record.
+//   check = record_check_of(sender, sequence, k, length): sender is the sending node's
+//   id and sequence the number of the note that opened the slot (mod 2^32), so a
+//   record left by an earlier round of the slot is not taken for a new one. Both are
+//   needed: a slot goes back to the receiver's pool and may next be granted to
+//   another peer, whose notes are numbered on their own; a close left at offset o by
+//   one peer's round with sequence s was taken as the close of another peer's round
+//   that also had sequence s, before that peer's record k reached o (its later records
+//   were never read: an MPI program of 5 ranks never ended its collectives). A word
+//   of all zeros is never a record.
 //   The last record is the close (length = record_close, no bytes): the receiver
 //   then looks at the next note. A sender keeps room for it: a message is appended
 //   only while offset + 8 + batch_align_up(length) + 8 fits the slot.
@@ -255,8 +261,11 @@ inline constexpr std::uint32_t batch_max_count = 1024;
 inline constexpr std::uint32_t record_close = 1u << 31;
 inline constexpr std::uint64_t record_header_size = 8;
 inline constexpr std::uint32_t record_check = 0x7ec0bd51;
-constexpr std::uint32_t record_check_of(std::uint32_t sequence, std::uint32_t k, std::uint32_t length) noexcept {
+constexpr std::uint32_t record_check_of(std::uint32_t sender, std::uint32_t sequence, std::uint32_t k,
+                                        std::uint32_t length) noexcept {
     std::uint32_t h = (sequence * 0x9e3779b9u) ^ (k * 0x85ebca6bu) ^ record_check;
+    h ^= h >> 16;
+    h ^= sender * 0x27d4eb2fu;
     h ^= h >> 15;
     h = (h * 0x2c1b3c6du) ^ (length * 0xc2b2ae35u);
     h ^= h >> 13;
@@ -271,8 +280,9 @@ constexpr std::uint64_t record_next(std::uint64_t offset, std::uint64_t length) 
     const std::uint64_t end = offset + record_header_size + batch_align_up(length);
     return record_header_size + length <= record_line ? end : (end + record_line - 1) / record_line * record_line;
 }
-constexpr std::uint64_t make_record(std::uint32_t sequence, std::uint32_t k, std::uint32_t length) noexcept {
-    return (std::uint64_t{record_check_of(sequence, k, length)} << 32) | length;
+constexpr std::uint64_t make_record(std::uint32_t sender, std::uint32_t sequence, std::uint32_t k,
+                                    std::uint32_t length) noexcept {
+    return (std::uint64_t{record_check_of(sender, sequence, k, length)} << 32) | length;
 }
 // The taken word: while a slot is open to records, the receiver writes, when it
 // opens the slot (0) and each time its next record's offset passes a quarter of the
