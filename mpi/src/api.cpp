@@ -202,8 +202,7 @@ int send_common(const char* call, const void* buf, int count, MPI_Datatype type,
         check_rank(c, dest, false);
         check_send_tag(tag);
         if (dest == MPI_PROC_NULL) return MPI_SUCCESS;
-        if (!sync && engine->can_recv_now() && bytes <= engine->eager_limit() &&
-            (predefined_bytes(type) != 0 || !is_derived(type) || is_dense(type))) {
+        if (!sync && engine->can_recv_now() && bytes <= engine->eager_limit() && buffer_is_message(type)) {
             engine->send_now(c, dest, tag, buf, bytes); // no request (the 8-byte latency's path)
             return MPI_SUCCESS;
         }

@@ -71,9 +71,7 @@ std::size_t type_size(MPI_Datatype type);
 [[noreturn]] void bad_rank(const CommInfo& c, int rank);
 inline std::size_t bytes_of(const void* buf, int count, MPI_Datatype type, const char* what = "buffer") {
     if (count < 0) bad_count(count, what);
-    std::size_t element = predefined_bytes(type);
-    if (element == 0) element = element_bytes(type);
-    const std::size_t bytes = static_cast<std::size_t>(count) * element;
+    const std::size_t bytes = static_cast<std::size_t>(count) * element_bytes(type);
     if (bytes > 0 && buf == nullptr && !absolute_addresses(*typemap_of(type))) bad_buffer(count, what);
     return bytes;
 }

@@ -545,8 +545,13 @@ inline constexpr std::array<MPI_Datatype, predefined_indices> predefined_by_inde
     return i < predefined_indices && predefined_by_index[i] == type ? static_cast<std::size_t>(type & 0xff) : 0;
 }
 // The bytes one element occupies in a message (its packed size; for a dense type
-// also its extent in a buffer).
-std::size_t element_bytes(MPI_Datatype type);
+// also its extent in a buffer). A predefined type's from its handle, inline; any
+// other's looked up (element_bytes_lookup, MPI_ERR_TYPE when it is no type).
+std::size_t element_bytes_lookup(MPI_Datatype type);
+[[nodiscard]] inline std::size_t element_bytes(MPI_Datatype type) {
+    const std::size_t n = predefined_bytes(type);
+    return n != 0 ? n : element_bytes_lookup(type);
+}
 // The bytes of data in one element, as MPI_Type_size reports it (no padding).
 std::size_t data_bytes(MPI_Datatype type);
 // The pair types of MPI_MAXLOC and MPI_MINLOC.
@@ -563,6 +568,11 @@ std::pair<MPI_Datatype, std::size_t> predefined_of(MPI_Datatype type);
 TypeMapPtr typemap_of(MPI_Datatype type);
 // A committed type whose buffer is its message (every predefined type: no lookup).
 bool is_dense(MPI_Datatype type);
+// The buffer of count elements is the message as it is (a predefined type, without
+// a call; a dense derived one): the eager paths of MPI_Send and MPI_Recv.
+[[nodiscard]] inline bool buffer_is_message(MPI_Datatype type) {
+    return predefined_bytes(type) != 0 || !is_derived(type) || is_dense(type);
+}
 // The typemap of any type, committed or not (the queries of mpi.h).
 const TypeMap& type_info(MPI_Datatype type);
 // The derived datatypes' calls (types.cpp). type_create: copy i is counts[i]

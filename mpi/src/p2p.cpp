@@ -94,9 +94,7 @@ int MPI_Recv(void* buf, int count, MPI_Datatype type, int source, int tag, MPI_C
         }
         MPI_Status own{};
         int code = MPI_SUCCESS;
-        if (engine->can_recv_now() && bytes <= engine->eager_limit() &&
-            (msgpass::mpi::predefined_bytes(type) != 0 || !msgpass::mpi::is_derived(type) ||
-             msgpass::mpi::is_dense(type))) { // (a predefined type: no call, no lookup)
+        if (engine->can_recv_now() && bytes <= engine->eager_limit() && msgpass::mpi::buffer_is_message(type)) {
             code = engine->recv_now(c, source, tag, buf, bytes, own);
         } else {
             MPI_Request h = irecv_typed(c, source, tag, buf, count, type, bytes);

@@ -418,9 +418,7 @@ std::string type_name(MPI_Datatype type) {
     }
 }
 
-std::size_t element_bytes(MPI_Datatype type) {
-    // A predefined type: its handle says its size (every call's argument check).
-    if (const std::size_t n = predefined_bytes(type); n != 0) return n;
+std::size_t element_bytes_lookup(MPI_Datatype type) {
     if (const Derived* d = find_derived(type, true)) return d->map->packed;
     switch (type) {
     case MPI_CHAR:

@@ -247,35 +247,23 @@ R TcpNode::receive_within(std::chrono::nanoseconds timeout, Now&& receive_now, R
     // may stay held (kit/held.hpp); nothing there, and they go before the wait. It is
     // the spin's first read; without the spin only the inbox is looked at (no system
     // call before the sleep).
-    const bool spinning = spin > std::chrono::nanoseconds::zero() && skip == 0;
-    if (!spinning) {
-        if (R m = inbox_waiting() ? receive_now() : R{}) {
-            kit::held::input(true);
-            return m;
+    if (spin > std::chrono::nanoseconds::zero() && skip == 0) {
+        const auto start = Clock::now();
+        for (R m = kit::held::found(receive_now());; m = receive_now()) {
+            if (m) {
+                spin_backoff_.store(0, std::memory_order_relaxed);
+                return m;
+            }
+            if (Clock::now() - start >= spin) break;
         }
-        kit::held::write_held();
-    }
-    if (spin > std::chrono::nanoseconds::zero()) {
-        if (!spinning) {
-            spin_skip_.store(skip - 1, std::memory_order_relaxed);
-        } else {
-            const auto start = Clock::now();
-            bool first = true;
-            do {
-                if (R m = receive_now()) {
-                    spin_backoff_.store(0, std::memory_order_relaxed);
-                    if (first) kit::held::input(true);
-                    return m;
-                }
-                if (first) kit::held::write_held();
-                first = false;
-            } while (Clock::now() - start < spin);
-            const std::uint32_t backoff =
-                std::min<std::uint32_t>(64, 2 * spin_backoff_.load(std::memory_order_relaxed) + 2);
-            spin_backoff_.store(backoff, std::memory_order_relaxed);
-            spin_skip_.store(backoff, std::memory_order_relaxed);
-            timeout -= spin;
-        }
+        const std::uint32_t backoff =
+            std::min<std::uint32_t>(64, 2 * spin_backoff_.load(std::memory_order_relaxed) + 2);
+        spin_backoff_.store(backoff, std::memory_order_relaxed);
+        spin_skip_.store(backoff, std::memory_order_relaxed);
+        timeout -= spin;
+    } else {
+        if (R m = kit::held::found(inbox_waiting() ? receive_now() : R{})) return m;
+        if (skip > 0) spin_skip_.store(skip - 1, std::memory_order_relaxed);
     }
     BasicSocketSleeper<R> sleeper{shared_->recv_wake,
                                   [this](bool idle, std::vector<int>& fds) {
