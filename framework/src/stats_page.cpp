@@ -321,18 +321,19 @@ std::optional<PageView> read_stats_page(const std::string& shm_name, std::string
     }
     const auto size = static_cast<std::size_t>(st.st_size);
     void* map = ::mmap(nullptr, size, PROT_READ, MAP_SHARED, fd, 0);
-    // Whether a process still holds the page: its owner's exclusive lock stays until
-    // it ends, however it ends.
-    bool held = true;
-    if (::flock(fd, LOCK_SH | LOCK_NB) == 0) {
-        held = false;
-        ::flock(fd, LOCK_UN);
-    }
-    ::close(fd);
     if (map == MAP_FAILED) {
         error = shm_name + ": " + std::strerror(errno);
+        ::close(fd);
         return std::nullopt;
     }
+    // Whether a process still holds the page: its owner's exclusive lock stays until
+    // it ends, however it ends.
+    const auto probe_held = [fd] {
+        if (::flock(fd, LOCK_SH | LOCK_NB) != 0) return true;
+        ::flock(fd, LOCK_UN);
+        return false;
+    };
+    bool held = probe_held();
     const auto& header = *static_cast<const Header*>(map);
     std::optional<PageView> result;
     if (header.magic.load(std::memory_order_acquire) != page_magic || header.version != page_version ||
@@ -355,12 +356,20 @@ std::optional<PageView> read_stats_page(const std::string& shm_name, std::string
         }
         view.interval_ms = header.interval_ms;
         const Slot* peers = slots(map);
+        // A snapshot mid-update is waited for while its writer lives. A writer that
+        // died in the middle of one (killed while its node call wrote the page) never
+        // ends it: the page is read as it stands, torn, each counter that snapshot's or
+        // the one before (every field is written whole).
         bool consistent = false;
-        for (int attempt = 0; attempt < 10000 && !consistent; ++attempt) {
+        for (int attempt = 0; !consistent; ++attempt) {
             const std::uint64_t before = header.seq.load(std::memory_order_acquire);
-            if (before % 2 != 0) {
-                std::this_thread::yield();
-                continue;
+            const bool writing = before % 2 != 0;
+            if (writing && held) {
+                if (attempt < 10000) {
+                    std::this_thread::yield();
+                    continue;
+                }
+                if (held = probe_held(); held) break; // alive, and stuck mid-update
             }
             view.peers.clear();
             const auto count =
@@ -384,8 +393,10 @@ std::optional<PageView> read_stats_page(const std::string& shm_name, std::string
             const auto heartbeat = static_cast<std::int64_t>(header.heartbeat_ns.load(std::memory_order_relaxed));
             std::atomic_thread_fence(std::memory_order_acquire);
             consistent = header.seq.load(std::memory_order_relaxed) == before;
+            view.torn = writing;
             view.taken_ns = monotonic_ns();
             view.heartbeat_age_ns = view.taken_ns - heartbeat;
+            if (!consistent && attempt >= 10000) break;
         }
         if (!consistent) {
             error = shm_name + ": the page stayed mid-update";
@@ -404,6 +415,7 @@ std::optional<PageView> read_stats_page(const std::string& shm_name, std::string
             result = std::move(view);
         }
     }
+    ::close(fd);
     ::munmap(map, size);
     return result;
 }

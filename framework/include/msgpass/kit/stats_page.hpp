@@ -81,13 +81,16 @@ struct PageView {
     std::int64_t heartbeat_age_ns = 0; // since the last snapshot (CLOCK_MONOTONIC)
     std::int64_t taken_ns = 0;         // CLOCK_MONOTONIC of the snapshot read
     Owner owner = Owner::running;
+    // Its owner died while writing a snapshot (owner is dead): each counter is that
+    // snapshot's or the one before.
+    bool torn = false;
     std::vector<PeerView> peers;
 };
 
 [[nodiscard]] const char* owner_text(PageView::Owner owner) noexcept;
 
 // Reads a page: nullopt with error set when it cannot be opened, is not a
-// statistics page, or stayed mid-update for every try. owner is dead when no process
+// statistics page, or stayed mid-update for every try while its owner lived. owner is dead when no process
 // holds the page's lock any more (the kernel drops it however the process ended),
 // idle when nothing was written for 5 intervals and a second (no node call).
 [[nodiscard]] std::optional<PageView> read_stats_page(const std::string& shm_name, std::string& error);
