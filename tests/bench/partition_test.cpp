@@ -15,6 +15,7 @@
 
 #include <chrono>
 #include <cstdlib>
+#include <filesystem>
 #include <iostream>
 #include <optional>
 #include <regex>
@@ -24,6 +25,17 @@
 namespace {
 
 using namespace std::chrono_literals;
+
+// msgpass-bench names its partition bench-PID and removes its segments when it ends;
+// a run killed (hung, or a sanitizer's abort) leaves them: removed here by that name.
+void remove_segments_of(pid_t bench) {
+    const std::string partition = ".bench-" + std::to_string(bench) + ".";
+    std::error_code ec;
+    for (const auto& entry : std::filesystem::directory_iterator("/dev/shm", ec)) {
+        const auto name = entry.path().filename().string();
+        if (name.find(partition) != std::string::npos) std::filesystem::remove(entry.path(), ec);
+    }
+}
 
 struct Run {
     std::vector<std::string> lines;
@@ -49,6 +61,7 @@ Run run_fanin(unsigned members) {
     }
     child.kill(SIGKILL); // only matters when it hung; its members die with it (PR_SET_PDEATHSIG)
     run.status = child.wait();
+    remove_segments_of(child.pid());
     return run;
 }
 
