@@ -11,6 +11,7 @@
 #include <ctime>
 #include <filesystem>
 #include <fstream>
+#include <map>
 #include <set>
 #include <sstream>
 #include <sys/stat.h>
@@ -362,7 +363,8 @@ std::pair<std::uint64_t, std::uint64_t> shm_usage(const std::string& partition) 
 // The sends of a fanin member: one message at once (the partition's start is timed
 // to it), then rate per second, the first at a place of the period that depends on
 // the node id so that the members do not send in step; warm-up, timed part, end marker.
-void trickle(NodeFactory& factory, Node& node, NodeId self, const Command& c) {
+// Returns how many messages it sent (the end marker counted).
+std::uint64_t trickle(NodeFactory& factory, Node& node, NodeId self, const Command& c) {
     const auto period = std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(1.0 / c.rate));
     Pacer pacer(c.size);
     std::uint64_t seq = 0;
@@ -385,6 +387,7 @@ void trickle(NodeFactory& factory, Node& node, NodeId self, const Command& c) {
     phase(c.warm_ns, warm_flag);
     phase(c.duration_ns, 0);
     emit(end_flag);
+    return seq;
 }
 
 void fill_rates(Result& r, std::uint64_t count, std::uint64_t bytes, double seconds) {
@@ -650,6 +653,8 @@ Result Driver::fanin(std::uint64_t size, const Budget& budget, std::uint32_t mem
     for (std::uint32_t i = 0; i < members; ++i)
         send_control(factory_, *peer(i), &c, sizeof c, check_);
     std::set<NodeId> heard;
+    std::map<NodeId, std::uint64_t> received; // every message of a member, warm-up and end marker too
+    std::uint64_t lost = 0;
     std::optional<double> start_s;
     std::uint32_t ended = 0;
     std::uint32_t reports = 0;
@@ -670,9 +675,14 @@ Result Driver::fanin(std::uint64_t size, const Budget& budget, std::uint32_t mem
             Report rep{};
             b->copy_to(std::as_writable_bytes(std::span(&rep, 1)));
             member_rss += rep.bytes;
+            // The report follows the member's end marker on the same link: whatever it
+            // sent and this driver has not received by now is lost.
+            const auto got = received[b->source()];
+            lost += rep.count > got ? rep.count - got : 0;
             ++reports;
             continue;
         }
+        ++received[b->source()];
         sink = sink + touch(*b);
         if (spawned_ && heard.insert(b->source()).second && heard.size() == members) {
             start_s = ns_between(*spawned_, Clock::now()) / 1e9;
@@ -711,6 +721,7 @@ Result Driver::fanin(std::uint64_t size, const Budget& budget, std::uint32_t mem
     }
     r.rss_kib = static_cast<double>(rss_bytes()) / 1024.0;
     r.member_rss_kib = static_cast<double>(member_rss) / 1024.0 / members;
+    r.lost = static_cast<double>(lost);
     return r;
 }
 
@@ -796,9 +807,9 @@ int serve(NodeFactory& factory, NodeId driver) {
             break;
         }
         case Op::trickle: {
-            // The member's report after its end marker: what it sent and its RSS.
-            trickle(factory, *node, factory.self_id(), c);
-            const Report rep{report_tag, 0, rss_bytes(), 0};
+            // The member's report after its end marker: how many messages it sent and its RSS.
+            const auto sent = trickle(factory, *node, factory.self_id(), c);
+            const Report rep{report_tag, sent, rss_bytes(), 0};
             send_control(factory, *node, &rep, sizeof rep, {});
             break;
         }

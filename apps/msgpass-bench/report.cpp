@@ -82,6 +82,7 @@ std::string to_json(const Result& r) {
     optional("shm_objects_per_node", r.shm_objects_per_node);
     optional("rss_kib", r.rss_kib);
     optional("member_rss_kib", r.member_rss_kib);
+    optional("lost", r.lost);
     if (r.one_way_us) {
         const auto& l = *r.one_way_us;
         o << ",\"one_way_us\":{\"mean\":" << number(l.mean) << ",\"p50\":" << number(l.p50)

@@ -45,6 +45,9 @@ struct Result {
     std::optional<double> shm_objects_per_node;
     std::optional<double> rss_kib;
     std::optional<double> member_rss_kib;
+    // fanin only: messages the members reported sending (warm-up and end markers
+    // included) that the driver did not receive.
+    std::optional<double> lost;
 };
 
 // Summarises samples (microseconds); sorts them. Empty input gives zeros.

@@ -60,8 +60,8 @@ void print_results(const std::vector<Result>& results) {
             if (r.shm_kib_per_node)
                 std::printf(", /dev/shm %.0f KiB and %.1f objects per node", *r.shm_kib_per_node,
                             r.shm_objects_per_node.value_or(0));
-            std::printf(", RSS driver %.0f KiB, member %.0f KiB\n", r.rss_kib.value_or(0),
-                        r.member_rss_kib.value_or(0));
+            std::printf(", RSS driver %.0f KiB, member %.0f KiB, %.0f lost\n", r.rss_kib.value_or(0),
+                        r.member_rss_kib.value_or(0), r.lost.value_or(0));
             continue;
         }
         std::string pattern = r.pattern + (r.members ? " x" + std::to_string(*r.members) : "");

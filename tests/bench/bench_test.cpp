@@ -330,6 +330,8 @@ TEST(BenchJson, FaninFromThreeMembersReportsTheReceiversCpuBeforeAndAfterTheMark
         EXPECT_GT(j.members["shm_kib_per_node"].number, 0);
         EXPECT_GT(j.members["rss_kib"].number, 0);
         EXPECT_GT(j.members["member_rss_kib"].number, 0);
+        ASSERT_EQ(j.members.count("lost"), 1U);
+        EXPECT_EQ(j.members["lost"].number, 0) << "every message a member reported sending arrived";
         EXPECT_EQ(j.members.count("start_s"), i == 0 ? 1U : 0U) << "the start is timed on the first point only";
     }
     const auto bad = run_bench({"--pattern", "gather", "--compare-scan"}, true);
