@@ -2,6 +2,7 @@
 // objects, one per line, with the keys of shared/design/BENCHMARKS.md; and a clear
 // non-zero exit when its peer dies. Timing is never asserted. Each run starts its own
 // peers in a partition named after its pid, so runs in parallel never collide.
+#include "../support/json.hpp"
 #include "../support/netns.hpp"
 #include "../support/process.hpp"
 
@@ -23,146 +24,8 @@ namespace {
 
 using namespace std::chrono_literals;
 
-// A minimal JSON reader: enough to prove a line is one well-formed object and to
-// look at its members.
-struct Json {
-    enum class Kind { null, boolean, number, string, array, object } kind = Kind::null;
-    double number = 0;
-    std::string text;
-    std::vector<Json> items;
-    std::map<std::string, Json> members;
-};
-
-class Reader {
-public:
-    explicit Reader(const std::string& s) : s_(s) {}
-
-    // The value that makes up the whole input; throws std::runtime_error otherwise.
-    Json document() {
-        Json v = value();
-        space();
-        if (i_ != s_.size()) fail("text after the value");
-        return v;
-    }
-
-private:
-    [[noreturn]] void fail(const std::string& what) const {
-        throw std::runtime_error(what + " at offset " + std::to_string(i_));
-    }
-    void space() {
-        while (i_ < s_.size() && std::isspace(static_cast<unsigned char>(s_[i_])))
-            ++i_;
-    }
-    bool take(char c) {
-        space();
-        if (i_ < s_.size() && s_[i_] == c) {
-            ++i_;
-            return true;
-        }
-        return false;
-    }
-    void expect(char c) {
-        if (!take(c)) fail(std::string("expected '") + c + "'");
-    }
-    bool word(const std::string& w) {
-        if (s_.compare(i_, w.size(), w) != 0) return false;
-        i_ += w.size();
-        return true;
-    }
-    std::string string() {
-        expect('"');
-        std::string out;
-        while (i_ < s_.size() && s_[i_] != '"') {
-            const char c = s_[i_++];
-            if (static_cast<unsigned char>(c) < 0x20) fail("control character in a string");
-            if (c != '\\') {
-                out += c;
-                continue;
-            }
-            if (i_ >= s_.size()) fail("unfinished escape");
-            const char e = s_[i_++];
-            if (e == 'u') {
-                if (i_ + 4 > s_.size()) fail("short \\u escape");
-                for (int k = 0; k < 4; ++k)
-                    if (!std::isxdigit(static_cast<unsigned char>(s_[i_++]))) fail("bad \\u escape");
-                out += '?';
-            } else if (std::string("\"\\/bfnrt").find(e) != std::string::npos) {
-                out += e;
-            } else {
-                fail("bad escape");
-            }
-        }
-        if (i_ >= s_.size()) fail("unterminated string");
-        ++i_;
-        return out;
-    }
-    Json value() {
-        space();
-        if (i_ >= s_.size()) fail("missing value");
-        Json v;
-        const char c = s_[i_];
-        if (c == '{') {
-            ++i_;
-            v.kind = Json::Kind::object;
-            if (take('}')) return v;
-            do {
-                space();
-                auto key = string();
-                expect(':');
-                if (!v.members.emplace(key, value()).second) fail("duplicate key " + key);
-            } while (take(','));
-            expect('}');
-        } else if (c == '[') {
-            ++i_;
-            v.kind = Json::Kind::array;
-            if (take(']')) return v;
-            do
-                v.items.push_back(value());
-            while (take(','));
-            expect(']');
-        } else if (c == '"') {
-            v.kind = Json::Kind::string;
-            v.text = string();
-        } else if (word("null")) {
-            v.kind = Json::Kind::null;
-        } else if (word("true") || word("false")) {
-            v.kind = Json::Kind::boolean;
-        } else {
-            // JSON number grammar: -?(0|[1-9][0-9]*)(\.[0-9]+)?([eE][+-]?[0-9]+)?
-            const std::size_t start = i_;
-            auto digits = [&] {
-                const std::size_t from = i_;
-                while (i_ < s_.size() && std::isdigit(static_cast<unsigned char>(s_[i_])))
-                    ++i_;
-                return i_ > from;
-            };
-            if (i_ < s_.size() && s_[i_] == '-') ++i_;
-            if (i_ < s_.size() && s_[i_] == '0')
-                ++i_;
-            else if (!digits())
-                fail("bad value");
-            if (i_ < s_.size() && s_[i_] == '.') {
-                ++i_;
-                if (!digits()) fail("bad fraction");
-            }
-            if (i_ < s_.size() && (s_[i_] == 'e' || s_[i_] == 'E')) {
-                ++i_;
-                if (i_ < s_.size() && (s_[i_] == '+' || s_[i_] == '-')) ++i_;
-                if (!digits()) fail("bad exponent");
-            }
-            v.kind = Json::Kind::number;
-            v.number = std::stod(s_.substr(start, i_ - start));
-        }
-        return v;
-    }
-
-    const std::string& s_;
-    std::size_t i_ = 0;
-};
-
-Json parse(const std::string& line) {
-    return Reader(line).document();
-}
+using msgpass::test::Json;
+using msgpass::test::parse_json;
 
 struct Run {
     std::vector<std::string> lines;
@@ -218,7 +81,7 @@ void expect_result_line(const std::string& line, const std::string& technology, 
                         bool latency) {
     SCOPED_TRACE(line);
     Json j;
-    ASSERT_NO_THROW(j = parse(line));
+    ASSERT_NO_THROW(j = parse_json(line));
     ASSERT_EQ(j.kind, Json::Kind::object);
     EXPECT_EQ(j.members["technology"].text, technology);
     EXPECT_EQ(j.members["pattern"].text, pattern);
@@ -241,7 +104,7 @@ TEST(BenchJson, PingpongPrintsExactlyOneWellFormedLineWithTheDocumentedKeys) {
     EXPECT_TRUE(exited_with(run.status, 0)) << "status " << run.status;
     ASSERT_EQ(run.lines.size(), 1U);
     expect_result_line(run.lines[0], "sci", "pingpong", 64, true);
-    EXPECT_EQ(parse(run.lines[0]).members.at("iterations").number, 2000);
+    EXPECT_EQ(parse_json(run.lines[0]).members.at("iterations").number, 2000);
 }
 
 TEST(BenchJson, StreamPrintsOneLinePerSize) {
@@ -283,7 +146,7 @@ TEST(BenchJson, BytesApiRunsPingpongAndStreamThroughTheBufferFreePath) {
     ASSERT_EQ(stream.lines.size(), 2U);
     expect_result_line(stream.lines[0], "sci", "stream-bytes", 8, false);
     expect_result_line(stream.lines[1], "sci", "stream-bytes", 16384, false);
-    EXPECT_EQ(parse(stream.lines[0]).members.at("iterations").number, 2000);
+    EXPECT_EQ(parse_json(stream.lines[0]).members.at("iterations").number, 2000);
     for (const auto& args :
          std::vector<std::vector<std::string>>{{"--json", "--pattern", "broadcast", "--api", "bytes"},
                                                {"--json", "--pattern", "stream", "--api", "views"}}) {
@@ -298,7 +161,7 @@ TEST(BenchJson, BroadcastToTwoMembersPrintsOneLineNamingTheMembers) {
     EXPECT_TRUE(exited_with(run.status, 0)) << "status " << run.status;
     ASSERT_EQ(run.lines.size(), 1U);
     expect_result_line(run.lines[0], "sci", "broadcast", 256, false);
-    EXPECT_EQ(parse(run.lines[0]).members.at("members").number, 2);
+    EXPECT_EQ(parse_json(run.lines[0]).members.at("members").number, 2);
 }
 
 TEST(BenchJson, GatherFromTwoMembersPrintsOneLineNamingTheMembers) {
@@ -307,7 +170,7 @@ TEST(BenchJson, GatherFromTwoMembersPrintsOneLineNamingTheMembers) {
     EXPECT_TRUE(exited_with(run.status, 0)) << "status " << run.status;
     ASSERT_EQ(run.lines.size(), 1U);
     expect_result_line(run.lines[0], "sci", "gather", 1024, false);
-    EXPECT_EQ(parse(run.lines[0]).members.at("members").number, 2);
+    EXPECT_EQ(parse_json(run.lines[0]).members.at("members").number, 2);
 }
 
 // The fanin pattern: members sending at a fixed rate, the receiver's CPU per message,
@@ -321,7 +184,7 @@ TEST(BenchJson, FaninFromThreeMembersReportsTheReceiversCpuBeforeAndAfterTheMark
     const std::vector<std::string> patterns{"fanin-scan", "fanin"};
     for (std::size_t i = 0; i < 2; ++i) {
         SCOPED_TRACE(run.lines[i]);
-        auto j = parse(run.lines[i]);
+        auto j = parse_json(run.lines[i]);
         EXPECT_EQ(j.members["pattern"].text, patterns[i]);
         EXPECT_EQ(j.members["members"].number, 3);
         EXPECT_EQ(j.members["rate_per_member"].number, 200);
@@ -346,7 +209,7 @@ TEST(BenchJson, GatherFromSeventyMembersRunsAndTooManyAreRefused) {
     EXPECT_TRUE(exited_with(run.status, 0)) << "status " << run.status;
     ASSERT_EQ(run.lines.size(), 1U);
     expect_result_line(run.lines[0], "sci", "gather", 64, false);
-    EXPECT_EQ(parse(run.lines[0]).members.at("members").number, 70);
+    EXPECT_EQ(parse_json(run.lines[0]).members.at("members").number, 70);
     const auto bad = run_bench({"--pattern", "gather", "--members", "1024"}, true);
     EXPECT_TRUE(exited_with(bad.status, 2)) << "status " << bad.status;
     std::string all;
@@ -386,7 +249,7 @@ TEST(BenchJson, ReferencePrintsOneWellFormedLinePerFloor) {
     for (const auto& line : run.lines) {
         SCOPED_TRACE(line);
         Json j;
-        ASSERT_NO_THROW(j = parse(line));
+        ASSERT_NO_THROW(j = parse_json(line));
         const auto& technology = j.members["technology"].text;
         technologies.insert(technology);
         const bool latency = technology.find("pingpong") != std::string::npos;
@@ -404,7 +267,7 @@ std::multiset<std::string> floor_lines(const Run& run, std::uint64_t size) {
     for (const auto& line : run.lines) {
         SCOPED_TRACE(line);
         Json j;
-        EXPECT_NO_THROW(j = parse(line));
+        EXPECT_NO_THROW(j = parse_json(line));
         const auto& technology = j.members["technology"].text;
         technologies.insert(technology);
         expect_result_line(line, technology, j.members["pattern"].text, size,
@@ -460,7 +323,7 @@ TEST(BenchJson, IdleReportsTheCpuOfAReceiverThatWaits) {
     EXPECT_TRUE(exited_with(run.status, 0)) << "status " << run.status;
     ASSERT_EQ(run.lines.size(), 1U);
     Json j;
-    ASSERT_NO_THROW(j = parse(run.lines[0]));
+    ASSERT_NO_THROW(j = parse_json(run.lines[0]));
     EXPECT_EQ(j.members["pattern"].text, "idle");
     expect_number(j, "cpu_percent");
     expect_number(j, "seconds");
