@@ -360,16 +360,18 @@ std::optional<PageView> read_stats_page(const std::string& shm_name, std::string
         // died in the middle of one (killed while its node call wrote the page) never
         // ends it: the page is read as it stands, torn, each counter that snapshot's or
         // the one before (every field is written whole).
+        constexpr int tries = 10000;
         bool consistent = false;
-        for (int attempt = 0; !consistent; ++attempt) {
+        for (int attempt = 0;; ++attempt) {
             const std::uint64_t before = header.seq.load(std::memory_order_acquire);
-            const bool writing = before % 2 != 0;
-            if (writing && held) {
-                if (attempt < 10000) {
+            view.torn = before % 2 != 0;
+            if (view.torn && held) {
+                if (attempt < tries) {
                     std::this_thread::yield();
                     continue;
                 }
-                if (held = probe_held(); held) break; // alive, and stuck mid-update
+                held = probe_held(); // (it may have died meanwhile)
+                if (held) break;     // alive, and stuck mid-update
             }
             view.peers.clear();
             const auto count =
@@ -393,10 +395,9 @@ std::optional<PageView> read_stats_page(const std::string& shm_name, std::string
             const auto heartbeat = static_cast<std::int64_t>(header.heartbeat_ns.load(std::memory_order_relaxed));
             std::atomic_thread_fence(std::memory_order_acquire);
             consistent = header.seq.load(std::memory_order_relaxed) == before;
-            view.torn = writing;
             view.taken_ns = monotonic_ns();
             view.heartbeat_age_ns = view.taken_ns - heartbeat;
-            if (!consistent && attempt >= 10000) break;
+            if (consistent || attempt >= tries) break;
         }
         if (!consistent) {
             error = shm_name + ": the page stayed mid-update";

@@ -223,9 +223,17 @@ TEST_F(Top, ANodeKilledWhileWritingItsPageReadsDeadWithItsLastCounters) {
     for (int round = 0; round < 200 && !torn_seen; ++round) {
         ChildProcess node({TOP_NODE_PATH, "--churn", partition_, "2", std::to_string(peers)});
         ASSERT_EQ(node.wait_for_line("ready ", 60s), "ready " + page);
+        // Into its loop of writes first (a kill right after "ready" lands before the
+        // next write when the machine is quiet): a few more snapshots, how many
+        // varying with the round.
+        std::string error;
+        const auto deadline = std::chrono::steady_clock::now() + 30s;
+        for (std::uint64_t seen = 0; seen < 2 + static_cast<std::uint64_t>(round % 7);) {
+            ASSERT_LT(std::chrono::steady_clock::now(), deadline) << "top_node wrote no more snapshots";
+            if (const auto live = kit::read_stats_page(page, error)) seen = live->publishes;
+        }
         node.kill(SIGKILL);
         (void)node.wait();
-        std::string error;
         const auto view = kit::read_stats_page(page, error);
         ASSERT_TRUE(view) << "round " << round << ": " << error;
         EXPECT_EQ(view->owner, kit::PageView::Owner::dead);

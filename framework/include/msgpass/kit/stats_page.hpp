@@ -90,9 +90,10 @@ struct PageView {
 [[nodiscard]] const char* owner_text(PageView::Owner owner) noexcept;
 
 // Reads a page: nullopt with error set when it cannot be opened, is not a
-// statistics page, or stayed mid-update for every try while its owner lived. owner is dead when no process
-// holds the page's lock any more (the kernel drops it however the process ended),
-// idle when nothing was written for 5 intervals and a second (no node call).
+// statistics page, or stayed mid-update for every try while its owner lived. owner
+// is dead when no process holds the page's lock any more (the kernel drops it
+// however the process ended; a snapshot it left mid-update is read as it stands,
+// torn), idle when nothing was written for 5 intervals and a second (no node call).
 [[nodiscard]] std::optional<PageView> read_stats_page(const std::string& shm_name, std::string& error);
 
 // The publisher of one factory. Made by FactoryBase; not for applications.
