@@ -780,10 +780,12 @@ class TcpPeerLife : public ::testing::Test {
 protected:
     static constexpr auto peer_timeout = 500ms;
     void SetUp() override {
-        text_ = local_partition(partition_for_test(), 2, peer_timeout);
+        pages_.emplace(partition_for_test());
+        text_ = local_partition(pages_->partition(), 2, peer_timeout);
         ASSERT_EQ(text_.nodes.size(), 2u) << "no free ports";
         c_ = text_.load();
     }
+    std::optional<SegmentCleanup> pages_; // the statistics page of the killed peer; ends after the test's children
     PartitionText text_;
     config::Configuration c_;
 };

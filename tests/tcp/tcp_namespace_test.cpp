@@ -14,7 +14,8 @@ TEST(TcpAcrossHosts, ALinkDownAndUpMidStreamLosesAndDuplicatesNothing) {
     Hosts hosts(3);
     REQUIRE_NAMESPACES(hosts);
     PartitionText text;
-    text.partition = partition_for_test();
+    const SegmentCleanup pages(partition_for_test()); // the statistics pages of children ended by the test
+    text.partition = pages.partition();
     text.peer_timeout = 10s;
     text.send_queue_limit = 2000; // a sender cut off queues this much, not 64 Ki messages
     for (int i = 1; i <= 3; ++i)
@@ -161,7 +162,8 @@ TEST(TcpAcrossHosts, AReceiverThatDoesNotReadIsNotLostUntilItsHostStopsAnswering
     Hosts hosts(2);
     REQUIRE_NAMESPACES(hosts);
     PartitionText text;
-    text.partition = partition_for_test();
+    const SegmentCleanup pages(partition_for_test()); // the statistics pages of children ended by the test
+    text.partition = pages.partition();
     text.peer_timeout = 1s;
     text.send_queue_limit = 64;
     for (int i = 1; i <= 2; ++i)

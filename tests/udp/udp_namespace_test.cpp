@@ -30,16 +30,18 @@ std::string partition_for_test() {
 // their own hosts form group "farm" over udp.multicast (each node's interface is
 // its own host's address, the default).
 struct Partition {
+    std::string name; // the partition's name, for its cleanup
     std::string network;
     std::string nodes;
 };
 
 Partition multicast_partition(int hosts) {
     Partition p;
+    p.name = partition_for_test();
     std::string farm;
     for (int i = 2; i <= hosts; ++i)
         farm += (farm.empty() ? "" : ", ") + std::to_string(i);
-    p.network = "partition: " + partition_for_test() +
+    p.network = "partition: " + p.name +
                 "\ntechnology: udp\npeer_timeout: 8000ms\nmax_message_size: 1048576\n"
                 "groups:\n  farm: [" +
                 farm + "]\nudp:\n  multicast_group: farm\n  multicast: 239.255.77.1:7100\n";
@@ -87,6 +89,7 @@ TEST(UdpAcrossHosts, AMulticastGroupOnThreeHostsGetsEveryMessageThroughALinkOuta
     Hosts hosts(4);
     REQUIRE_NAMESPACES(hosts);
     const auto p = multicast_partition(4);
+    const SegmentCleanup pages(p.name); // the statistics page the killed member leaves
     constexpr std::uint64_t count = 100000;
     std::vector<std::unique_ptr<ChildProcess>> members;
     for (int i = 2; i <= 4; ++i) {
@@ -166,7 +169,7 @@ TEST(UdpAcrossHosts, ADatagramSizeAboveTheLinksMtuGoesDatagramByDatagramAndArriv
     Hosts hosts(2);
     REQUIRE_NAMESPACES(hosts);
     Partition p;
-    p.network = "partition: " + partition_for_test() +
+    p.network = "partition: " + p.name +
                 "\ntechnology: udp\npeer_timeout: 8000ms\nmax_message_size: 1048576\n"
                 "groups:\n  farm: [2]\nudp:\n  datagram_size: 8000\n";
     p.nodes = "nodes:\n";
