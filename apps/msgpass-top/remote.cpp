@@ -76,8 +76,8 @@ std::string encode_pages(const std::vector<kit::PageView>& pages) {
     std::ostringstream o;
     o << magic << "\n";
     for (const auto& p : pages) {
-        o << "page " << p.node << ' ' << p.pid << ' ' << owner_word(p.owner) << ' ' << p.interval_ms << ' '
-          << p.publishes << ' ' << p.heartbeat_age_ns << ' ' << p.taken_ns << ' ' << encode(p.partition) << ' '
+        o << "page " << p.node << ' ' << p.pid << ' ' << (p.torn ? "torn" : owner_word(p.owner)) << ' ' << p.interval_ms
+          << ' ' << p.publishes << ' ' << p.heartbeat_age_ns << ' ' << p.taken_ns << ' ' << encode(p.partition) << ' '
           << encode(p.name) << ' ' << encode(p.technology) << ' ' << encode(p.host) << "\n";
         o << "groups";
         for (const auto& g : p.groups)
@@ -132,6 +132,9 @@ std::optional<std::vector<kit::PageView>> decode_pages(const std::string& text, 
                 p.owner = kit::PageView::Owner::idle;
             } else if (w[3] == "dead") {
                 p.owner = kit::PageView::Owner::dead;
+            } else if (w[3] == "torn") { // dead while writing it (PageView::torn)
+                p.owner = kit::PageView::Owner::dead;
+                p.torn = true;
             } else {
                 return bad("an unknown owner state '" + w[3] + "'");
             }

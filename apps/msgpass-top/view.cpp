@@ -165,6 +165,7 @@ std::vector<Row> make_rows(const Source& source, const Sample* earlier, const Sa
             row.peers.push_back(std::move(p));
         }
         if (running && before != nullptr) row.rates = sum;
+        row.torn = page.owner == kit::PageView::Owner::dead && page.torn;
         if (!running) {
             row.state = kit::owner_text(page.owner);
         } else {
@@ -210,7 +211,8 @@ std::string json(const std::string& partition, const Row& row) {
     std::ostringstream o;
     o << "{\"partition\":\"" << escape(partition) << "\",\"id\":" << row.id << ",\"name\":\"" << escape(row.name)
       << "\",\"technology\":\"" << escape(row.technology) << "\",\"host\":\"" << escape(row.host)
-      << "\",\"pid\":" << row.pid << ",\"state\":\"" << row.state << "\",\"groups\":[";
+      << "\",\"pid\":" << row.pid << ",\"state\":\"" << row.state << "\",\"torn\":" << (row.torn ? "true" : "false")
+      << ",\"groups\":[";
     for (std::size_t i = 0; i < row.groups.size(); ++i)
         o << (i ? "," : "") << '"' << escape(row.groups[i]) << '"';
     o << "],";
@@ -247,7 +249,7 @@ std::string table(const std::vector<Row>& rows, bool with_peers) {
     };
     for (const auto& row : rows) {
         std::snprintf(line, sizeof line, "%4u %-14.14s %-5.5s %-9s %10s %10s %8s %8s %7llu %7llu %6llu %5llu %s\n",
-                      row.id, row.name.c_str(), row.technology.c_str(), row.state.c_str(),
+                      row.id, row.name.c_str(), row.technology.c_str(), (row.state + (row.torn ? "*" : "")).c_str(),
                       rate(row.rates, &Rates::msgs_in, "%.0f").c_str(),
                       rate(row.rates, &Rates::msgs_out, "%.0f").c_str(), rate(row.rates, &Rates::mb_in, "%.2f").c_str(),
                       rate(row.rates, &Rates::mb_out, "%.2f").c_str(),
@@ -267,6 +269,8 @@ std::string table(const std::vector<Row>& rows, bool with_peers) {
             o << line;
         }
     }
+    if (std::any_of(rows.begin(), rows.end(), [](const Row& r) { return r.torn; }))
+        o << "* died while writing its page: each number is that snapshot's or the one before\n";
     for (const auto& g : group_totals(rows)) {
         std::snprintf(line, sizeof line, "%4s %-14.14s %-5s %-9zu %10.0f %10.0f %8.2f %8.2f %7llu %7llu %6llu %5llu\n",
                       "", ("group " + g.group).c_str(), "", g.nodes, g.rates.msgs_in, g.rates.msgs_out, g.rates.mb_in,

@@ -54,6 +54,7 @@ struct PeerRow {
 struct Row {
     std::uint32_t id = 0;
     std::string name, technology, host, state;
+    bool torn = false; // dead while writing its page: each counter that snapshot's or the one before
     long pid = 0;
     std::vector<std::string> groups;
     std::optional<Rates> rates; // none for a node not running (dead, absent, first sample)

@@ -20,6 +20,7 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 #include <cstdlib>
 #include <cstring>
@@ -251,6 +252,21 @@ TEST_F(Top, ANodeKilledWhileWritingItsPageReadsDeadWithItsLastCounters) {
         EXPECT_GE(low, 1u);
         EXPECT_LE(high - low, view->torn ? 1u : 0u) << "round " << round;
         torn_seen = view->torn;
+        // msgpass-top says so: dead, and torn exactly when the page was left mid-update.
+        const auto nodes = top_json(partition_);
+        ASSERT_TRUE(nodes.contains(2)) << "msgpass-top did not list the killed node";
+        EXPECT_EQ(field(nodes.at(2), "state"), "dead") << nodes.at(2);
+        EXPECT_EQ(field(nodes.at(2), "torn"), torn_seen ? "true" : "false") << nodes.at(2);
+        if (torn_seen) {
+            const auto r = run({MSGPASS_TOP_PATH, "--once", "--partition", partition_, "--interval", "20"});
+            const bool marked = std::any_of(r.lines.begin(), r.lines.end(), [](const std::string& l) {
+                return l.find(" dead* ") != std::string::npos;
+            });
+            const bool explained = std::any_of(r.lines.begin(), r.lines.end(), [](const std::string& l) {
+                return l.rfind("* died while writing its page", 0) == 0;
+            });
+            EXPECT_TRUE(marked && explained) << "the table does not mark the torn page";
+        }
         std::error_code ignored;
         (void)kit::remove_unheld_shm(page, ignored);
     }
@@ -553,6 +569,17 @@ TEST(RemotePages, RoundTripKeepsEveryFieldAndMalformedTextIsRefusedWithItsLine) 
     EXPECT_EQ(q.peers[0].losses, 9u);
     EXPECT_TRUE(q.peers[0].lost);
     EXPECT_EQ(q.peers[0].last_error, peer.last_error);
+    EXPECT_FALSE(q.torn);
+    // A page whose owner died while writing it stays dead and torn across hosts.
+    kit::PageView torn = p;
+    torn.owner = kit::PageView::Owner::dead;
+    torn.torn = true;
+    const auto torn_back = top::decode_pages(top::encode_pages({p, torn}), error);
+    ASSERT_TRUE(torn_back) << error;
+    EXPECT_EQ(torn_back->at(0).owner, kit::PageView::Owner::idle);
+    EXPECT_FALSE(torn_back->at(0).torn);
+    EXPECT_EQ(torn_back->at(1).owner, kit::PageView::Owner::dead);
+    EXPECT_TRUE(torn_back->at(1).torn);
 
     const std::pair<std::string, std::string> bad[] = {
         {"", "not a msgpass-top page list"},
