@@ -152,14 +152,12 @@ bool Sender::try_transfer(Link& link, const Buffer& buffer, BufferPtr* owned, co
             throw ResourceError("send to node " + std::to_string(parameters_.peer) + " (" + parameters_.name + ") of " +
                                 std::to_string(size) + " bytes: " + e.what());
         }
-        const bool streaming = size >= streaming_min_size && choose_streaming();
-        const auto copy_start = Clock::now();
+        const bool streaming = size >= streaming_min_size && copy_choice_.next(Clock::now(), size);
         if (streaming) {
             sequence_.copy_streaming(link.large_base + *offset, buffer.fragments());
         } else {
             sequence_.copy(link.large_base + *offset, buffer.fragments());
         }
-        record_copy(streaming, Clock::now() - copy_start, size);
         describe(*offset, region_large, no_entry);
         large_head_ = round_up(*offset + size, large_align);
         if (large_head_ >= large_wrap_at(size)) large_head_ = 0;
@@ -192,20 +190,6 @@ bool Sender::try_transfer(Link& link, const Buffer& buffer, BufferPtr* owned, co
 // always cached: there the sender's time misleads (streamed stores made its copy
 // faster but the reader slower, from memory instead of the L3: 64 KiB streams fell
 // from 1.05x to 0.8x of the hand-written ring). Send lock held.
-bool Sender::choose_streaming() {
-    ++large_copies_;
-    if (copy_cost_[0] <= 0) return false;
-    if (copy_cost_[1] <= 0) return true;
-    const bool better = copy_cost_[1] < copy_cost_[0];
-    return (large_copies_ % 256 == 0) ? !better : better;
-}
-
-void Sender::record_copy(bool streaming, std::chrono::nanoseconds took, std::uint64_t size) {
-    const double cost = static_cast<double>(took.count()) / static_cast<double>(std::max<std::uint64_t>(size, 1));
-    double& c = copy_cost_[streaming ? 1 : 0];
-    c = c <= 0 ? cost : 0.75 * c + 0.25 * cost;
-}
-
 // Forgets the descriptors the peer released (in order) since the last call; their
 // broadcast entries lose a reference. False when the peer's count is impossible
 // (the peer is then declared lost). Send lock held.

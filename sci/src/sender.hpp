@@ -10,6 +10,7 @@
 #include <msgpass/kit/queued_buffer.hpp>
 #include <msgpass/node.hpp>
 
+#include "copy_choice.hpp"
 #include "fast_lock.hpp"
 #include "link.hpp"
 
@@ -87,8 +88,6 @@ private:
     bool try_transfer(Link& link, const Buffer& buffer, BufferPtr* owned = nullptr,
                       const SharedBuffer* shared = nullptr);
     bool reclaim_large(Link& link);
-    bool choose_streaming();
-    void record_copy(bool streaming, std::chrono::nanoseconds took, std::uint64_t size);
     std::size_t try_transfer_batch(Link& link);
     [[nodiscard]] bool coalescible(const Queued& q, std::uint64_t capacity) const;
     std::size_t try_transfer_coalesced(Link& link);
@@ -205,8 +204,7 @@ private:
     std::array<std::uint8_t, max_outstanding> send_round_{};
     std::uint32_t peer_salt255_ = 0; // of the peer's epoch: its grants' signatures
     std::uint32_t own_salt255_ = 0;  // of ours: our notes' signatures
-    std::uint64_t large_copies_ = 0;
-    std::array<double, 2> copy_cost_{}; // ns per byte of large copies: cached, streaming (0: not measured)
+    CopyChoices copy_choice_;        // large copies through the cache or streamed
     std::array<std::uint32_t, max_outstanding> last_note_{};
     // The slot of the peer open to records (protocol.hpp, "An open slot"): small
     // messages sent while the queue is empty are appended to it, each a signed record,
