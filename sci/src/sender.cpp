@@ -152,6 +152,7 @@ bool Sender::try_transfer(Link& link, const Buffer& buffer, BufferPtr* owned, co
             throw ResourceError("send to node " + std::to_string(parameters_.peer) + " (" + parameters_.name + ") of " +
                                 std::to_string(size) + " bytes: " + e.what());
         }
+        // Through the cache or streamed: whichever moves messages faster end to end (copy_choice.hpp).
         const bool streaming = size >= streaming_min_size && copy_choice_.next(Clock::now(), size);
         if (streaming) {
             sequence_.copy_streaming(link.large_base + *offset, buffer.fragments());
@@ -181,15 +182,6 @@ bool Sender::try_transfer(Link& link, const Buffer& buffer, BufferPtr* owned, co
     return true;
 }
 
-// Large messages are copied with cached or with non-temporal (streaming) stores,
-// whichever costs less per byte lately. On the VM the answer flips with the phase:
-// when its two CPUs sit far apart, writing lines the reader's core holds ran at
-// 2.5-3 GB/s and streamed stores at 12-25 GB/s; when they sit close, cached stores
-// at 25-30 GB/s and streamed ones at 17-20. The other way is tried every 256th
-// copy (a few percent of cost when it is the slow one). Below 256 KiB the copy is
-// always cached: there the sender's time misleads (streamed stores made its copy
-// faster but the reader slower, from memory instead of the L3: 64 KiB streams fell
-// from 1.05x to 0.8x of the hand-written ring). Send lock held.
 // Forgets the descriptors the peer released (in order) since the last call; their
 // broadcast entries lose a reference. False when the peer's count is impossible
 // (the peer is then declared lost). Send lock held.
