@@ -66,6 +66,15 @@ NodePtr AutoNodeFactory::make_node(NodeId id) {
     return technology == "tcp" ? tcp_->create_node(id) : sci_->create_node(id);
 }
 
+std::unique_ptr<DynamicGroup> AutoNodeFactory::create_part_group(NodeId id) {
+    const auto technology = technology_of(id);
+    if (technology == "sci") return sci_->create_group();
+    if (between() == nullptr)
+        throw UsageError("node " + std::to_string(id) + " is reached through " + std::string(technology) +
+                         ", a part this auto factory does not have");
+    return between()->create_group();
+}
+
 BufferPtr AutoNodeFactory::create_buffer(std::size_t size) {
     return sci_->create_buffer(size);
 }
@@ -138,8 +147,30 @@ void AutoGroup::admit(NodePtr node) {
         throw UsageError("node " + std::to_string(node->id()) + " was not made by this auto factory");
     }
     const NodeId id = node->id();
+    const bool sci = factory_.technology_of(id) == "sci";
+    auto& part = sci ? sci_part_ : between_part_;
+    if (!part) part = factory_.create_part_group(id);
+    part->add(node);
     BasicGroup::add(std::move(node));
     if (factory_.technology_of(id) == "tcp") unbelled_.push_back(id);
+}
+
+bool AutoGroup::remove(NodeId id) {
+    if (sci_part_) (void)sci_part_->remove(id);
+    if (between_part_) (void)between_part_->remove(id);
+    std::erase(unbelled_, id);
+    return BasicGroup::remove(id);
+}
+
+BufferPtr AutoGroup::collect() {
+    DynamicGroup* const first = between_first_ ? between_part_.get() : sci_part_.get();
+    DynamicGroup* const second = between_first_ ? sci_part_.get() : between_part_.get();
+    between_first_ = !between_first_;
+    if (first != nullptr) {
+        if (auto b = first->receive()) return b;
+    }
+    if (second != nullptr) return second->receive();
+    return nullptr;
 }
 
 } // namespace msgpass::auto_

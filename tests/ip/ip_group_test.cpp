@@ -16,8 +16,10 @@
 
 #include <gtest/gtest.h>
 
+#include <array>
 #include <chrono>
 #include <memory>
+#include <optional>
 #include <set>
 #include <string>
 #include <vector>
@@ -283,6 +285,83 @@ TEST_P(TcpGroupOf32, ThePeriodicSweepLooksOnlyAtTheMembersTheSetDoesNotFollow) {
 
 INSTANTIATE_TEST_SUITE_P(Tcp, TcpGroupOf32, ::testing::Values("tcp"),
                          [](const ::testing::TestParamInfo<std::string>& info) { return info.param; });
+
+// An auto group (technology: auto) of one member on the builder's machine (sci) and
+// 32 on another (tcp): its receive looks at the tcp members through a tcp group (the
+// epoll set and the marks) and at the sci one through an sci group (its ready mark),
+// so a message from one tcp member costs no read of the other members' sockets (a
+// BasicGroup poll read each of them: 31 empty reads per message). auto_test's mixed
+// groups show that the sci and the tcp members' messages all arrive, in order.
+class AutoGroupOf33 : public ::testing::Test {
+protected:
+    static constexpr int members = 33; // node 2 on the builder's machine, 3..34 on another
+
+    void SetUp() override {
+        c_ = make_configuration("auto", unique_partition("autogroup"), members + 1,
+                                [](config::Configuration& c) { c.peer_timeout = 5s; });
+        ASSERT_NE(c_.nodes.back().port, 0) << "no free ports";
+        for (auto& n : c_.nodes)
+            n.machine = n.id <= 2 ? "m1" : "m2";
+        cleanup_.emplace(c_.partition);
+        builder_ = NodeFactory::create(c_, builder_id);
+        group_ = builder_->create_group();
+        for (NodeId id = 2; id <= members + 1; ++id) {
+            factories_.push_back(NodeFactory::create(c_, id));
+            to_builder_.push_back(factories_.back()->create_node(builder_id));
+            at_builder_.push_back(builder_->create_node(id));
+            group_->add(at_builder_.back());
+        }
+        // One message from every member: every connection is made.
+        for (std::size_t s = 0; s < factories_.size(); ++s) {
+            to_builder_[s]->send(make_message(*factories_[s], 64, static_cast<std::uint32_t>(s), 0));
+            ASSERT_TRUE(to_builder_[s]->flush(patience));
+        }
+        std::set<NodeId> heard;
+        for (int i = 0; i < members; ++i) {
+            auto m = group_->receive(patience);
+            ASSERT_NE(m, nullptr) << "message " << i << " of the first from every member";
+            heard.insert(m->source());
+        }
+        ASSERT_EQ(heard.size(), static_cast<std::size_t>(members));
+        ASSERT_EQ(group_->receive(), nullptr) << "a message more than was sent";
+    }
+
+    // The reads of the members' sockets that found nothing, at the builder, but s's.
+    std::uint64_t empty_reads_but(std::size_t s) const {
+        std::uint64_t n = 0;
+        for (std::size_t k = 1; k < at_builder_.size(); ++k) { // slot 0 is the sci member
+            if (k == s) continue;
+            const auto* node = dynamic_cast<const tcp::TcpNode*>(at_builder_[k].get());
+            EXPECT_NE(node, nullptr) << "member " << k + 2 << " is not reached through tcp";
+            if (node != nullptr) n += node->empty_reads();
+        }
+        return n;
+    }
+
+    config::Configuration c_;
+    std::optional<SegmentCleanup> cleanup_;
+    std::unique_ptr<NodeFactory> builder_;
+    std::unique_ptr<DynamicGroup> group_;
+    std::vector<std::unique_ptr<NodeFactory>> factories_;
+    std::vector<NodePtr> to_builder_;
+    std::vector<NodePtr> at_builder_;
+};
+
+TEST_F(AutoGroupOf33, AMessageFromOneTcpMemberReadsNoOtherMembersSocket) {
+    constexpr std::size_t sender = 10;
+    constexpr std::uint64_t messages = 200;
+    const auto empty_before = empty_reads_but(sender);
+    for (std::uint64_t i = 1; i <= messages; ++i) {
+        to_builder_[sender]->send(make_message(*factories_[sender], 64, sender, i));
+        auto m = group_->receive(patience);
+        ASSERT_NE(m, nullptr) << "message " << i;
+        EXPECT_EQ(m->source(), static_cast<NodeId>(sender + 2));
+        EXPECT_EQ(check_payload(*m).seq, i) << "out of order";
+        EXPECT_EQ(group_->receive(), nullptr) << "a message more than was sent";
+    }
+    EXPECT_LE(empty_reads_but(sender) - empty_before, messages / 10)
+        << "the group read the sockets of members that sent nothing";
+}
 
 } // namespace
 } // namespace msgpass::test

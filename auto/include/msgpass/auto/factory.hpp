@@ -61,6 +61,10 @@ public:
     void before_bell_sleep() {
         if (tcp_) tcp_->before_bell_sleep();
     }
+    // For AutoGroup: a group of the part that reaches node id (sci, or the tcp or udp
+    // part), whose receive looks only at the members with something (ready marks,
+    // the epoll set).
+    [[nodiscard]] std::unique_ptr<DynamicGroup> create_part_group(NodeId id);
     // True when node is one this factory made (through its sci, tcp or udp part),
     // a peer found at run time included.
     [[nodiscard]] bool made(const Node& node);
@@ -102,13 +106,23 @@ public:
     AutoGroup(std::string name, AutoNodeFactory& factory)
         : GroupBase(std::move(name), &factory.bell()), factory_(factory) {}
 
+    bool remove(NodeId id) override;
+
 protected:
     // Throws UsageError for a node that this group's factory did not make.
     void admit(NodePtr node) override;
     [[nodiscard]] BufferPtr wait(std::chrono::nanoseconds timeout) override;
+    // The sci members through a group of the sci part, the others through one of the
+    // tcp or udp part, the first looked at alternating: each part's group looks only
+    // at its members that have something, so a receive does not cost a look at every
+    // member (a recv() per tcp member, as BasicGroup's poll did).
+    [[nodiscard]] BufferPtr collect() override;
 
 private:
     AutoNodeFactory& factory_;
+    std::unique_ptr<DynamicGroup> sci_part_;     // made with the first sci member
+    std::unique_ptr<DynamicGroup> between_part_; // made with the first tcp or udp member
+    bool between_first_ = false;                 // which part the next receive looks at first
     // tcp members not yet named to the tcp part (ring_on_input_from): named at the
     // first blocking receive after they joined, so that only the tcp nodes of a group
     // that sleeps ring the doorbell.
