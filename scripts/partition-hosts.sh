@@ -152,8 +152,9 @@ run_hosts() {
     done
     launchers=()
     if ((status != 0)); then
-        echo "partition-hosts: the run across hosts ($inter between them) failed; its output (the first" \
-            "lines of each host's, segments removed after the failure left out):" >&2
+        echo "partition-hosts: the run across hosts ($inter between them) failed; the receiver's output," >&2
+        grep '^\[n1\]' "$work/$inter-1.out" >&2 || true
+        echo "then the first lines of each host's (segments removed after the failure left out):" >&2
         for ((h = 1; h <= hosts; h++)); do
             echo "== host $h" >&2
             grep -v 'shared-memory segments\{0,1\} left by node' "$work/$inter-$h.out" | head -n 15 >&2 || true
