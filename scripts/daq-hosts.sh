@@ -48,65 +48,29 @@ for program in "$launcher" "$daq"; do
     [[ -x $program ]] || { echo "daq-hosts: $program is not built (cmake --build $build)" >&2; exit 2; }
 done
 
-# What the machine must allow; in CI a missing piece is an error, not a skip.
-unavailable() {
-    local why=$1
-    if [[ -n ${CI:-} && ${CI} != 0 && ${CI} != false ]]; then
-        echo "daq-hosts: required in CI (CI is set): $why" >&2
-        exit 1
-    fi
-    echo "daq-hosts: skipped: $why" >&2
-    exit 77
-}
-[[ $(id -u) -eq 0 ]] || unavailable "network namespaces need root; this runs as uid $(id -u)"
-command -v ip >/dev/null 2>&1 || unavailable "no ip tool (package iproute2)"
+# The four hosts: scripts/lib/hosts.sh (namespaces mdaq<pid>-1..4, 10.78.0.1-4).
+source "$repo/scripts/lib/hosts.sh"
+hosts_init daq-hosts mdaq 10.78.0
+hosts_require
 
-prefix="mdaq$$"
-hub="$prefix-hub"
+prefix=$hosts_prefix
 work=$(mktemp -d)
-made=()
 partitions=()
 cleanup() {
-    local p ns
+    local p
     for p in "${partitions[@]}"; do
         "$launcher" --config "$work/network.yaml" --nodes "$work/nodes.yaml" --set "partition=$p" --cleanup \
             >/dev/null 2>&1 || true
     done
-    for ((i = ${#made[@]} - 1; i >= 0; i--)); do
-        ns=${made[i]}
-        ip netns del "$ns" 2>/dev/null || true
-    done
+    hosts_remove
     rm -rf "$work"
 }
 trap cleanup EXIT
 trap 'exit 130' INT TERM
 
-# Namespaces left by a run that was killed (mdaq<pid>-..., the pid gone).
-for ns in $(ip netns list 2>/dev/null | awk '{print $1}' | grep -E '^mdaq[0-9]+-' || true); do
-    pid=${ns#mdaq}
-    pid=${pid%%-*}
-    kill -0 "$pid" 2>/dev/null || ip netns del "$ns" 2>/dev/null || true
-done
-
+hosts_reap_stale
 # ---- four hosts on one switch
-host_ns() { echo "$prefix-$1"; }
-host_addr() { echo "10.78.0.$1"; }
-ip netns add "$hub" || unavailable "ip netns add failed (no network namespaces here)"
-made+=("$hub")
-ip -n "$hub" link add br0 type bridge
-ip -n "$hub" link set br0 up
-for h in 1 2 3 4; do
-    ns=$(host_ns "$h")
-    ip netns add "$ns"
-    made+=("$ns")
-    ip -n "$hub" link add "p$h" type veth peer name eth0 netns "$ns"
-    ip -n "$hub" link set "p$h" master br0
-    ip -n "$hub" link set "p$h" up
-    ip -n "$ns" link set lo up
-    ip -n "$ns" link set eth0 mtu 1500
-    ip -n "$ns" addr add "$(host_addr "$h")/24" dev eth0
-    ip -n "$ns" link set eth0 up
-done
+hosts_make 4
 
 # ---- the partition's files: daq-large's network file, its nodes on four hosts
 sed -e 's/^technology: .*/technology: auto/' "$repo/apps/examples/daq-large/network.yaml" >"$work/network.yaml"
@@ -138,8 +102,7 @@ builder_figures() {
 
 # The launch agent of --one-launcher: enters the namespace of the host whose address
 # is given (10.78.0.H -> $prefix-H) and runs the node's command line there.
-printf '#!/bin/sh\nexec ip netns exec "%s-${1##*.}" sh -c "$2"\n' "$prefix" >"$work/agent.sh"
-chmod +x "$work/agent.sh"
+hosts_write_agent "$work/agent.sh"
 
 # One run across the four hosts: a launcher per host, each starting its own nodes;
 # or (--one-launcher) one launcher starting them all through the agent.

@@ -16,9 +16,12 @@
 #include <boost/program_options.hpp>
 
 #include <algorithm>
+#include <chrono>
 #include <cstdio>
+#include <ctime>
 #include <iostream>
 #include <map>
+#include <optional>
 #include <unistd.h>
 
 namespace po = boost::program_options;
@@ -26,6 +29,16 @@ using namespace msgpass;
 using namespace msgpass::bench;
 
 namespace {
+
+// The steady-clock time of a wall-clock time in seconds since the epoch (--started-at).
+std::optional<std::chrono::steady_clock::time_point> launched(std::optional<double> epoch_s) {
+    if (!epoch_s) return std::nullopt;
+    timespec now{};
+    ::clock_gettime(CLOCK_REALTIME, &now);
+    const double ago = static_cast<double>(now.tv_sec) + static_cast<double>(now.tv_nsec) / 1e9 - *epoch_s;
+    return std::chrono::steady_clock::now() -
+           std::chrono::duration_cast<std::chrono::steady_clock::duration>(std::chrono::duration<double>(ago));
+}
 
 int run(int argc, char** argv) {
     msgpass::register_builtin_technologies(); // before its configuration loads
@@ -82,7 +95,7 @@ int run(int argc, char** argv) {
         std::vector<NodeId> peers(ids.begin() + 1, ids.end());
         Driver driver(*factory, peers, {}, s.wait);
         driver.use_bytes(s.bytes_api);
-        driver.fanin(s.rate, std::nullopt, configuration.partition);
+        driver.fanin(s.rate, launched(s.started_at), configuration.partition);
         driver.static_groups(configuration.groups);
         auto results = drive(driver, s, patterns, progress);
         driver.quit();

@@ -57,9 +57,12 @@ Settings parse(int argc, char** argv, bool& help) {
         ("nodes", po::value<std::string>()->value_name("FILE"), "nodes file (one-side mode)")                   //
         ("node-id", po::value<NodeId>()->value_name("ID"),                                                      //
          "own node id (one-side mode; else MSGPASS_NODE_ID or the launcher's rank)")                            //
-        ("wait", po::value(&wait)->value_name("MODE"),                                                          //
-         "block: receive(timeout), the layer's wait (default); spin: poll receive()")                           //
-        ("api", po::value(&api)->value_name("API"),                                                             //
+        ("started-at", po::value<double>()->value_name("SECONDS"),                                              //
+         "one-side mode, fanin: when the partition was launched, seconds since the epoch (date +%s.%N); "
+         "the first point reports start_s, until the driver heard from every member, from then") //
+        ("wait", po::value(&wait)->value_name("MODE"),                                           //
+         "block: receive(timeout), the layer's wait (default); spin: poll receive()")            //
+        ("api", po::value(&api)->value_name("API"),                                              //
          "buffer: send(BufferPtr) and receive() (default); bytes: the Buffer-free send_bytes and receive_view "
          "(pingpong and stream; rows pingpong-bytes, stream-bytes)") //
         ("contention", po::value(&s.contention)->value_name("N"),    //
@@ -88,6 +91,12 @@ Settings parse(int argc, char** argv, bool& help) {
     if (vm.count("config")) s.config_file = vm["config"].as<std::string>();
     if (vm.count("nodes")) s.nodes_file = vm["nodes"].as<std::string>();
     if (vm.count("node-id")) s.node_id = vm["node-id"].as<NodeId>();
+    if (vm.count("started-at")) {
+        s.started_at = vm["started-at"].as<double>();
+        if (!(*s.started_at > 0)) throw po::error("--started-at must be a time in seconds since the epoch");
+        if (s.pattern != "fanin" || !(vm.count("config") || vm.count("nodes") || vm.count("node-id")))
+            throw po::error("--started-at goes with --pattern fanin in one-side mode (--config, --nodes, --node-id)");
+    }
     if (!sizes.empty()) s.sizes = parse_sizes(sizes);
     s.timed_by_default = !vm.count("iterations") && !vm.count("seconds");
     if (vm.count("iterations") && s.budget.iterations == 0) throw po::error("--iterations must be at least 1");

@@ -33,6 +33,10 @@ struct Settings {
     std::optional<std::string> config_file;
     std::optional<std::string> nodes_file;
     std::optional<NodeId> node_id;
+    // One-side mode, fanin: when the partition was launched, in seconds since the epoch
+    // (CLOCK_REALTIME, which every network namespace of a machine shares): the first
+    // point reports the start from it (--started-at).
+    std::optional<double> started_at;
     std::vector<std::string> sets;
     bool reference = false;
     // --reference only: the floors to run (shm, memcpy, tcp, udp; empty: all), and

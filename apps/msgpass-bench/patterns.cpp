@@ -62,6 +62,7 @@ struct Report {
     std::uint64_t count;
     std::uint64_t bytes;
     std::int64_t elapsed_ns;
+    std::uint64_t fds; // trickle: the member's open file descriptors
 };
 
 std::uint64_t tag_of(std::span<const std::byte> bytes) {
@@ -147,11 +148,12 @@ void send_control(NodeFactory& factory, Node& node, const void* data, std::size_
     auto b = factory.create_buffer(size);
     std::memcpy(b->single()->data(), data, size);
     Pacer(size).send(node, std::move(b));
-    const auto give_up = Clock::now() + 10s;
+    const auto give_up = Clock::now() + stall_limit;
     while (!node.flush(200ms)) {
         if (check) check();
         if (Clock::now() < give_up) continue;
-        throw PeerLost(node.id(), "peer " + std::to_string(node.id()) + " lost: it took no message for 10 s");
+        throw PeerLost(node.id(), "peer " + std::to_string(node.id()) + " lost: it took no message for " +
+                                      std::to_string(stall_limit.count()) + " s");
     }
 }
 
@@ -341,6 +343,15 @@ std::uint64_t rss_bytes() {
         if (line.rfind("VmRSS:", 0) == 0) return std::strtoull(line.c_str() + 6, nullptr, 10) * 1024;
     }
     return 0;
+}
+
+// The open file descriptors of this process (0 when /proc is not there).
+std::uint64_t fd_count() {
+    std::uint64_t n = 0;
+    std::error_code ec;
+    for (std::filesystem::directory_iterator it("/proc/self/fd", ec), end; !ec && it != end; it.increment(ec))
+        ++n;
+    return n > 0 ? n - 1 : 0; // the iterator's own descriptor of /proc/self/fd
 }
 
 // The shared-memory objects of a partition in /dev/shm: their number and the bytes
@@ -661,6 +672,9 @@ Result Driver::fanin(std::uint64_t size, const Budget& budget, std::uint32_t mem
     std::uint64_t count = 0;
     std::uint64_t bytes = 0;
     std::uint64_t member_rss = 0;
+    std::uint64_t member_rss_max = 0;
+    std::uint64_t member_fds = 0;
+    std::uint64_t member_fds_max = 0;
     bool started = false;
     std::int64_t cpu0 = 0;
     std::int64_t cpu1 = 0;
@@ -675,6 +689,9 @@ Result Driver::fanin(std::uint64_t size, const Budget& budget, std::uint32_t mem
             Report rep{};
             b->copy_to(std::as_writable_bytes(std::span(&rep, 1)));
             member_rss += rep.bytes;
+            member_rss_max = std::max(member_rss_max, rep.bytes);
+            member_fds += rep.fds;
+            member_fds_max = std::max(member_fds_max, rep.fds);
             // The report follows the member's end marker on the same link: whatever it
             // sent and this driver has not received by now is lost.
             const auto got = received[b->source()];
@@ -721,6 +738,10 @@ Result Driver::fanin(std::uint64_t size, const Budget& budget, std::uint32_t mem
     }
     r.rss_kib = static_cast<double>(rss_bytes()) / 1024.0;
     r.member_rss_kib = static_cast<double>(member_rss) / 1024.0 / members;
+    r.member_rss_max_kib = static_cast<double>(member_rss_max) / 1024.0;
+    r.fds = static_cast<double>(fd_count());
+    r.member_fds = static_cast<double>(member_fds) / members;
+    r.member_fds_max = static_cast<double>(member_fds_max);
     r.lost = static_cast<double>(lost);
     return r;
 }
@@ -802,14 +823,15 @@ int serve(NodeFactory& factory, NodeId driver) {
             while (!t.take(*wait_from(*node, driver, {}))) {
             }
             const Report rep{report_tag, t.count, t.bytes,
-                             std::chrono::duration_cast<std::chrono::nanoseconds>(t.last - t.first).count()};
+                             std::chrono::duration_cast<std::chrono::nanoseconds>(t.last - t.first).count(), 0};
             send_control(factory, *node, &rep, sizeof rep, {});
             break;
         }
         case Op::trickle: {
-            // The member's report after its end marker: how many messages it sent and its RSS.
+            // The member's report after its end marker: how many messages it sent, its
+            // RSS and its open descriptors.
             const auto sent = trickle(factory, *node, factory.self_id(), c);
-            const Report rep{report_tag, sent, rss_bytes(), 0};
+            const Report rep{report_tag, sent, rss_bytes(), 0, fd_count()};
             send_control(factory, *node, &rep, sizeof rep, {});
             break;
         }

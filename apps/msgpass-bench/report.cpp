@@ -82,6 +82,10 @@ std::string to_json(const Result& r) {
     optional("shm_objects_per_node", r.shm_objects_per_node);
     optional("rss_kib", r.rss_kib);
     optional("member_rss_kib", r.member_rss_kib);
+    optional("member_rss_max_kib", r.member_rss_max_kib);
+    optional("fds", r.fds);
+    optional("member_fds", r.member_fds);
+    optional("member_fds_max", r.member_fds_max);
     optional("lost", r.lost);
     if (r.one_way_us) {
         const auto& l = *r.one_way_us;

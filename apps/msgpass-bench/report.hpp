@@ -45,6 +45,13 @@ struct Result {
     std::optional<double> shm_objects_per_node;
     std::optional<double> rss_kib;
     std::optional<double> member_rss_kib;
+    // fanin only: the largest RSS of a member (KiB), and the open file descriptors of
+    // the driver, the members' mean and the largest (sockets, shared-memory objects,
+    // event and timer descriptors: what a node holds for the peers it talks to).
+    std::optional<double> member_rss_max_kib;
+    std::optional<double> fds;
+    std::optional<double> member_fds;
+    std::optional<double> member_fds_max;
     // fanin only: messages the members reported sending (warm-up and end markers
     // included) that the driver did not receive.
     std::optional<double> lost;

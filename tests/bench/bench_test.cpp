@@ -10,6 +10,8 @@
 
 #include <cctype>
 #include <csignal>
+#include <ctime>
+#include <filesystem>
 #include <fstream>
 #include <map>
 #include <memory>
@@ -198,6 +200,82 @@ TEST(BenchJson, FaninFromThreeMembersReportsTheReceiversCpuBeforeAndAfterTheMark
         EXPECT_EQ(j.members.count("start_s"), i == 0 ? 1U : 0U) << "the start is timed on the first point only";
     }
     const auto bad = run_bench({"--pattern", "gather", "--compare-scan"}, true);
+    EXPECT_TRUE(exited_with(bad.status, 2)) << "status " << bad.status;
+}
+
+// The fanin pattern with every process started on its own (one-side mode, as a
+// launcher on each host starts a partition spread over hosts, scripts/partition-hosts.sh):
+// --started-at, the launch's wall-clock time, gives the start, and each member's
+// report its descriptors and RSS, so the driver prints them per node.
+TEST(BenchJson, FaninStartedProcessByProcessReportsItsStartAndTheDescriptorsPerNode) {
+    const std::string partition = "onesided-" + std::to_string(::getpid());
+    const auto dir = std::filesystem::temp_directory_path() / partition;
+    std::filesystem::create_directories(dir);
+    std::ofstream(dir / "network.yaml") << "partition: " << partition << "\ntechnology: sci\n";
+    {
+        std::ofstream nodes(dir / "nodes.yaml");
+        nodes << "nodes:\n";
+        for (int id = 1; id <= 4; ++id)
+            nodes << "  - {id: " << id << ", name: n" << id << ", host: 127.0.0.1}\n";
+    }
+    timespec now{};
+    ::clock_gettime(CLOCK_REALTIME, &now);
+    const std::string started =
+        std::to_string(now.tv_sec) + "." + std::to_string(now.tv_nsec / 1000000 + 1000).substr(1);
+    auto argv = [&](int id) {
+        return std::vector<std::string>{MSGPASS_BENCH,
+                                        "--config",
+                                        (dir / "network.yaml").string(),
+                                        "--nodes",
+                                        (dir / "nodes.yaml").string(),
+                                        "--node-id",
+                                        std::to_string(id),
+                                        "--json",
+                                        "--pattern",
+                                        "fanin",
+                                        "--members",
+                                        "3",
+                                        "--sizes",
+                                        "64",
+                                        "--seconds",
+                                        "0.5",
+                                        "--rate",
+                                        "20",
+                                        "--started-at",
+                                        started};
+    };
+    std::vector<std::unique_ptr<msgpass::test::ChildProcess>> members;
+    for (int id = 2; id <= 4; ++id)
+        members.push_back(std::make_unique<msgpass::test::ChildProcess>(argv(id)));
+    const auto run = run_argv(argv(1), {});
+    std::vector<int> statuses;
+    for (auto& m : members)
+        statuses.push_back(m->wait());
+    std::error_code ec;
+    for (const auto& entry : std::filesystem::directory_iterator("/dev/shm", ec)) {
+        if (entry.path().filename().string().find("." + partition + ".") != std::string::npos)
+            std::filesystem::remove(entry.path(), ec);
+    }
+    std::filesystem::remove_all(dir, ec);
+    EXPECT_TRUE(exited_with(run.status, 0)) << "status " << run.status;
+    for (int status : statuses)
+        EXPECT_TRUE(exited_with(status, 0)) << "a member's status " << status;
+    ASSERT_EQ(run.lines.size(), 1U);
+    SCOPED_TRACE(run.lines[0]);
+    auto j = parse_json(run.lines[0]);
+    EXPECT_EQ(j.members["pattern"].text, "fanin");
+    EXPECT_EQ(j.members["members"].number, 3);
+    EXPECT_EQ(j.members["lost"].number, 0);
+    ASSERT_EQ(j.members.count("start_s"), 1U) << "the start, from --started-at";
+    EXPECT_GE(j.members["start_s"].number, 0);
+    for (const char* key : {"fds", "member_fds", "member_fds_max", "member_rss_kib", "member_rss_max_kib"}) {
+        expect_number(j, key);
+        EXPECT_GT(j.members[key].number, 0) << key;
+    }
+    EXPECT_GE(j.members["member_fds_max"].number, j.members["member_fds"].number);
+    EXPECT_GE(j.members["member_rss_max_kib"].number, j.members["member_rss_kib"].number);
+    // --started-at times a partition started by others: a self-spawning run times its own.
+    const auto bad = run_bench({"--pattern", "fanin", "--started-at", started}, true);
     EXPECT_TRUE(exited_with(bad.status, 2)) << "status " << bad.status;
 }
 
