@@ -127,6 +127,10 @@ std::uint32_t AutoNodeFactory::runtime_peers_forgotten() const noexcept {
 }
 
 BufferPtr AutoGroup::wait(std::chrono::nanoseconds timeout) {
+    // Members of the part between machines only (an event builder whose sources are
+    // all on other hosts): that part's group waits its own way (tcp: on its epoll set,
+    // asked once per sleep, not once per poll).
+    if (!sci_part_ && by_parts()) return between_part_->receive(timeout);
     for (NodeId id : unbelled_)
         factory_.ring_on_input_from(id);
     unbelled_.clear();
@@ -151,18 +155,20 @@ void AutoGroup::admit(NodePtr node) {
     auto& part = sci ? sci_part_ : between_part_;
     if (!part) part = factory_.create_part_group(id);
     part->add(node);
+    if (!sci && !contains(id)) ++between_members_;
     BasicGroup::add(std::move(node));
     if (factory_.technology_of(id) == "tcp") unbelled_.push_back(id);
 }
 
 bool AutoGroup::remove(NodeId id) {
     if (sci_part_) (void)sci_part_->remove(id);
-    if (between_part_) (void)between_part_->remove(id);
+    if (between_part_ && between_part_->remove(id)) --between_members_;
     std::erase(unbelled_, id);
     return BasicGroup::remove(id);
 }
 
 BufferPtr AutoGroup::collect() {
+    if (!by_parts()) return GroupBase::collect();
     DynamicGroup* const first = between_first_ ? between_part_.get() : sci_part_.get();
     DynamicGroup* const second = between_first_ ? sci_part_.get() : between_part_.get();
     between_first_ = !between_first_;

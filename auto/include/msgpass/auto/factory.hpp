@@ -112,16 +112,22 @@ protected:
     // Throws UsageError for a node that this group's factory did not make.
     void admit(NodePtr node) override;
     [[nodiscard]] BufferPtr wait(std::chrono::nanoseconds timeout) override;
-    // The sci members through a group of the sci part, the others through one of the
-    // tcp or udp part, the first looked at alternating: each part's group looks only
-    // at its members that have something, so a receive does not cost a look at every
-    // member (a recv() per tcp member, as BasicGroup's poll did).
+    // From parts_min_between members reached through tcp or udp: the sci members
+    // through a group of the sci part, the others through one of the tcp or udp part,
+    // the first looked at alternating; each part's group looks only at its members
+    // that have something, so a receive does not cost a look at every member (a
+    // recv() per tcp member). Below it, every member is looked at in turn (BasicGroup):
+    // a few busy tcp members are cheaper to read at each look than to ask an epoll set
+    // about (docs/tcp.md, "technology: auto").
     [[nodiscard]] BufferPtr collect() override;
 
 private:
     AutoNodeFactory& factory_;
+    static constexpr std::size_t parts_min_between = 32;
+    [[nodiscard]] bool by_parts() const noexcept { return between_members_ >= parts_min_between; }
     std::unique_ptr<DynamicGroup> sci_part_;     // made with the first sci member
     std::unique_ptr<DynamicGroup> between_part_; // made with the first tcp or udp member
+    std::size_t between_members_ = 0;            // the members of between_part_
     bool between_first_ = false;                 // which part the next receive looks at first
     // tcp members not yet named to the tcp part (ring_on_input_from): named at the
     // first blocking receive after they joined, so that only the tcp nodes of a group
