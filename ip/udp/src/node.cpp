@@ -88,6 +88,29 @@ void UdpNode::send_shared(const SharedBuffer& buffer) {
     send_impl(copy);
 }
 
+// A message that fits a frame is copied from the caller's bytes into the pack under
+// the lock, as send() copies a small buffer's: no buffer object is made (the default
+// send_bytes made a HeapBuffer per message, and the benchmark's stream a pool buffer).
+void UdpNode::send_bytes(std::span<const std::byte> bytes) {
+    const std::uint64_t size = bytes.size();
+    if (frame_bytes(size) > shared_->parameters.payload) {
+        Node::send_bytes(bytes);
+        return;
+    }
+    check_send(size);
+    std::unique_lock lock(mutex_);
+    if (loss_.pending()) { // raised since the look above: reported now, not queued for the next incarnation
+        lock.unlock();
+        throw_if_lost();
+        lock.lock();
+    }
+    const std::uint64_t made = next_dseq_;
+    (void)enqueue_small(size, [bytes](std::byte* to) {
+        if (!bytes.empty()) std::memcpy(to, bytes.data(), bytes.size());
+    });
+    after_enqueue(made);
+}
+
 void UdpNode::check_size(std::uint64_t size) {
     const auto& p = shared_->parameters;
     if (size > p.max_message_size) {
@@ -96,68 +119,94 @@ void UdpNode::check_size(std::uint64_t size) {
     }
 }
 
+void UdpNode::check_send(std::uint64_t size) {
+    check_factory("send");
+    check_size(size);
+    throw_if_lost();
+}
+
+namespace {
+// Writes a buffer's bytes at to (one copy of its one fragment, the usual case).
+void copy_out(const Buffer& buffer, std::byte* to) {
+    if (const auto* one = buffer.single()) {
+        const auto bytes = one->bytes();
+        if (!bytes.empty()) std::memcpy(to, bytes.data(), bytes.size());
+        return;
+    }
+    for (const auto& fragment : buffer.fragments()) {
+        if (!fragment.empty()) std::memcpy(to, fragment.data(), fragment.size());
+        to += fragment.size();
+    }
+}
+} // namespace
+
 template <class B>
 UdpNode::OutMessage& UdpNode::enqueue(B& buffer, bool may_pack) {
     const std::uint64_t size = buffer->size();
     const auto& p = shared_->parameters;
+    if (may_pack && frame_bytes(size) <= p.payload) {
+        OutMessage& m = enqueue_small(size, [&buffer](std::byte* to) { copy_out(*buffer, to); });
+        buffer = nullptr; // copied: the caller's buffer goes back now
+        return m;
+    }
     if (untransmitted_ >= p.send_queue_limit) {
         stats_.error();
         kit::throw_send_queue_full(*this, p.send_queue_limit);
     }
     ++untransmitted_;
-    const bool small = may_pack && frame_bytes(size) <= p.payload;
-    if (small && append_to_pack(*buffer)) {
-        buffer = nullptr; // copied: the caller's buffer goes back now
-        return out_.back();
-    }
     OutMessage& m = out_.emplace_back();
     m.size = size;
     m.first = next_dseq_;
-    if (small) {
-        if (!spare_packs_.empty()) {
-            m.pack = std::move(spare_packs_.back());
-            spare_packs_.pop_back();
-        } else {
-            m.pack.reserve(static_cast<std::size_t>(p.payload));
-        }
-        add_frame(m, *buffer);
-        buffer = nullptr;
-        ++next_dseq_;
-    } else {
-        m.hold(std::move(buffer));
-        m.count = size == 0 ? 1 : (size + p.payload - 1) / p.payload;
-        next_dseq_ += m.count;
-    }
+    m.hold(std::move(buffer));
+    m.count = size == 0 ? 1 : (size + p.payload - 1) / p.payload;
+    next_dseq_ += m.count;
     return m;
 }
 
 // group.cpp queues a broadcast's SharedBuffer through it.
 template UdpNode::OutMessage& UdpNode::enqueue<SharedBuffer>(SharedBuffer& buffer, bool may_pack);
 
-bool UdpNode::append_to_pack(const Buffer& buffer) {
+UdpNode::OutMessage& UdpNode::enqueue_small(std::uint64_t size, const auto& copy) {
+    const auto& p = shared_->parameters;
+    if (untransmitted_ >= p.send_queue_limit) {
+        stats_.error();
+        kit::throw_send_queue_full(*this, p.send_queue_limit);
+    }
+    ++untransmitted_;
+    if (append_to_pack(size, copy)) return out_.back();
+    OutMessage& m = out_.emplace_back();
+    m.size = size;
+    m.first = next_dseq_;
+    if (!spare_packs_.empty()) {
+        m.pack = std::move(spare_packs_.back());
+        spare_packs_.pop_back();
+    } else {
+        m.pack.reserve(static_cast<std::size_t>(p.payload));
+    }
+    add_frame(m, size, copy);
+    ++next_dseq_;
+    return m;
+}
+
+bool UdpNode::append_to_pack(std::uint64_t size, const auto& copy) {
     if (out_.empty()) return false;
     OutMessage& last = out_.back();
     if (last.pack.empty() || last.first + 1 != next_dseq_ || sent_upto_ >= next_dseq_ ||
-        last.pack.size() + frame_bytes(buffer.size()) > shared_->parameters.payload) {
+        last.pack.size() + frame_bytes(size) > shared_->parameters.payload) {
         return false;
     }
-    add_frame(last, buffer);
-    last.size += buffer.size();
+    add_frame(last, size, copy);
+    last.size += size;
     ++last.messages;
     return true;
 }
 
-void UdpNode::add_frame(OutMessage& m, const Buffer& buffer) {
-    const std::uint64_t size = buffer.size();
+void UdpNode::add_frame(OutMessage& m, std::uint64_t size, const auto& copy) {
     const std::size_t at = m.pack.size();
     m.pack.resize(at + static_cast<std::size_t>(frame_bytes(size))); // zeros: the reserved field and the padding
     const FrameHeader f{static_cast<std::uint32_t>(frame_header_size + size), 0};
     std::memcpy(m.pack.data() + at, &f, frame_header_size);
-    std::size_t to = at + frame_header_size;
-    for (const auto& fragment : buffer.fragments()) {
-        if (!fragment.empty()) std::memcpy(m.pack.data() + to, fragment.data(), fragment.size());
-        to += fragment.size();
-    }
+    copy(m.pack.data() + at + frame_header_size);
 }
 
 std::uint64_t UdpNode::messages_queued() const noexcept {
@@ -185,10 +234,11 @@ void UdpNode::dispatch(Clock::time_point now) {
 
 template <class B>
 void UdpNode::send_impl(B& buffer) {
-    check_factory("send");
-    if (!buffer) kit::throw_null_buffer(*this);
-    check_size(buffer->size());
-    throw_if_lost();
+    if (!buffer) {
+        check_factory("send");
+        kit::throw_null_buffer(*this);
+    }
+    check_send(buffer->size());
     std::unique_lock lock(mutex_);
     if (loss_.pending()) { // raised since the look above: reported now, not queued for the next incarnation
         lock.unlock();
@@ -197,11 +247,15 @@ void UdpNode::send_impl(B& buffer) {
     }
     const std::uint64_t made = next_dseq_;
     (void)enqueue(buffer);
-    // Into the pack the last pump held (the peer busy with what went before): it stays
-    // held, and so do the full datagrams before it that wait for hold_batch, as the
-    // acknowledgement, the timers or the next message that does not fit would find
-    // them; no pump, no clock read (one per message before: the datagrams before the
-    // pack were held, so each message appended to it pumped again).
+    after_enqueue(made);
+}
+
+// Into the pack the last pump held (the peer busy with what went before): it stays
+// held, and so do the full datagrams before it that wait for hold_batch, as the
+// acknowledgement, the timers or the next message that does not fit would find them;
+// no pump, no clock read (one per message before: the datagrams before the pack were
+// held, so each message appended to it pumped again).
+void UdpNode::after_enqueue(std::uint64_t made) {
     if (holding_ && next_dseq_ == made && peer_incarnation_ != 0) {
         stats_.queued_serialized();
         queue_depth_.store(untransmitted_, std::memory_order_relaxed);

@@ -365,6 +365,9 @@ public:
     [[nodiscard]] const std::string& name() const noexcept override { return name_; }
     void send(BufferPtr&& buffer) override;
     void send_shared(const SharedBuffer& buffer) override;
+    // The Buffer-free send: a message that fits a frame is copied from the caller's
+    // bytes straight into the pack (no buffer object); a larger one goes as a buffer.
+    void send_bytes(std::span<const std::byte> bytes) override;
     [[nodiscard]] BufferPtr receive() override;
     [[nodiscard]] BufferPtr receive(std::chrono::nanoseconds timeout) override;
     bool flush(std::chrono::nanoseconds timeout) override;
@@ -448,9 +451,17 @@ private:
     // under mutex_: a message small enough for a frame goes into the last datagram if
     // that is a pack not transmitted yet with room for it (true: appended), else
     // false.
-    bool append_to_pack(const Buffer& buffer);
-    // The frame of a message at the end of m.pack.
-    static void add_frame(OutMessage& m, const Buffer& buffer);
+    bool append_to_pack(std::uint64_t size, const auto& copy);
+    // under mutex_: a message that fits a frame, into the last pack (append_to_pack) or
+    // a new one; copy(to) writes its bytes at to.
+    OutMessage& enqueue_small(std::uint64_t size, const auto& copy);
+    // The frame of a message of `size` bytes at the end of m.pack (copy writes them).
+    static void add_frame(OutMessage& m, std::uint64_t size, const auto& copy);
+    // under mutex_, after a message was queued (next_dseq_ was made before): pumps
+    // unless it went into the pack the last pump held.
+    void after_enqueue(std::uint64_t made);
+    // Before the lock: the factory alive, the size allowed, no loss to report.
+    void check_send(std::uint64_t size);
     // Pack storage given back by acknowledged packs (their capacity kept), bounded.
     std::vector<std::vector<std::byte>> spare_packs_;
     // The last pump stopped at a hold: the last datagram (a pack with room) waits, and

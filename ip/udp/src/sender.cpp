@@ -195,6 +195,10 @@ const UdpNode::OutMessage* UdpNode::message_of(std::uint64_t dseq) const {
     if (dseq < acked_ || dseq >= next_dseq_) return nullptr;
     if (out_.empty()) return nullptr;
     if (dseq >= out_.back().first) return &out_.back(); // (the usual: the datagram just made)
+    // Every entry before it one datagram (a stream of packs, or of small messages):
+    // found at its place, without the search.
+    if (const std::uint64_t at = dseq - out_.front().first; at < out_.size() && out_[at].first == dseq)
+        return &out_[at];
     auto it = std::upper_bound(out_.begin(), out_.end(), dseq,
                                [](std::uint64_t s, const OutMessage& m) { return s < m.first; });
     if (it == out_.begin()) return nullptr;
