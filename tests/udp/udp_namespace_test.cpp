@@ -169,6 +169,8 @@ TEST(UdpAcrossHosts, ADatagramSizeAboveTheLinksMtuGoesDatagramByDatagramAndArriv
     Hosts hosts(2);
     REQUIRE_NAMESPACES(hosts);
     Partition p;
+    p.name = partition_for_test();
+    const SegmentCleanup pages(p.name); // the statistics pages of the children, however they end
     p.network = "partition: " + p.name +
                 "\ntechnology: udp\npeer_timeout: 8000ms\nmax_message_size: 1048576\n"
                 "groups:\n  farm: [2]\nudp:\n  datagram_size: 8000\n";
