@@ -1874,7 +1874,9 @@ TEST_P(Conformance, ASmallMessageStreamArrivesOnceInOrderIntactWithSciRecordsOnA
         auto from_a = b->create_node(1);
         constexpr std::uint64_t n = 4000;
         auto size_of = [](std::uint64_t i) { return sizeof(PayloadHeader) + (i * 37) % 200; };
-        std::thread sender([&] {
+        // A jthread: a failed assertion below returns with the sender still running, and
+        // its destruction then waits for it instead of ending the process.
+        std::jthread sender([&] {
             std::vector<std::byte> bytes;
             for (std::uint64_t i = 0; i < n; ++i) {
                 send_numbered(*to_b, *a, i, size_of(i), 5, bytes);
