@@ -151,13 +151,14 @@ void AutoGroup::admit(NodePtr node) {
         throw UsageError("node " + std::to_string(node->id()) + " was not made by this auto factory");
     }
     const NodeId id = node->id();
-    const bool sci = factory_.technology_of(id) == "sci";
+    const auto technology = factory_.technology_of(id);
+    const bool sci = technology == "sci";
     auto& part = sci ? sci_part_ : between_part_;
     if (!part) part = factory_.create_part_group(id);
     part->add(node);
     if (!sci && !contains(id)) ++between_members_;
     BasicGroup::add(std::move(node));
-    if (factory_.technology_of(id) == "tcp") unbelled_.push_back(id);
+    if (technology == "tcp") unbelled_.push_back(id);
 }
 
 bool AutoGroup::remove(NodeId id) {

@@ -63,10 +63,6 @@ public:
             static_cast<float>(static_cast<double>(ns) / static_cast<double>(std::max<std::uint64_t>(last_size_, 1)));
     }
 
-    // Nanoseconds per byte of the last blocks of each way (0: not measured yet).
-    [[nodiscard]] double cost(bool streaming) const noexcept { return cost_[streaming ? 1 : 0]; }
-    [[nodiscard]] std::uint64_t blocks() const noexcept { return blocks_; }
-
 private:
     void end_block() {
         if (blocks_ >= first_measured && samples_ > 1) {

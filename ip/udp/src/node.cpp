@@ -98,12 +98,7 @@ void UdpNode::send_bytes(std::span<const std::byte> bytes) {
         return;
     }
     check_send(size);
-    std::unique_lock lock(mutex_);
-    if (loss_.pending()) { // raised since the look above: reported now, not queued for the next incarnation
-        lock.unlock();
-        throw_if_lost();
-        lock.lock();
-    }
+    auto lock = lock_to_send();
     const std::uint64_t made = next_dseq_;
     (void)enqueue_small(size, [bytes](std::byte* to) {
         if (!bytes.empty()) std::memcpy(to, bytes.data(), bytes.size());
@@ -117,6 +112,18 @@ void UdpNode::check_size(std::uint64_t size) {
         stats_.error(); // counted as sci and tcp count it
         kit::throw_message_too_large(*this, size, p.max_message_size);
     }
+}
+
+// The node's lock for an enqueue, after the loss check: a loss raised since
+// check_send's look is reported now, not queued for the next incarnation.
+std::unique_lock<std::mutex> UdpNode::lock_to_send() {
+    std::unique_lock lock(mutex_);
+    if (loss_.pending()) {
+        lock.unlock();
+        throw_if_lost();
+        lock.lock();
+    }
+    return lock;
 }
 
 void UdpNode::check_send(std::uint64_t size) {
@@ -239,12 +246,7 @@ void UdpNode::send_impl(B& buffer) {
         kit::throw_null_buffer(*this);
     }
     check_send(buffer->size());
-    std::unique_lock lock(mutex_);
-    if (loss_.pending()) { // raised since the look above: reported now, not queued for the next incarnation
-        lock.unlock();
-        throw_if_lost();
-        lock.lock();
-    }
+    auto lock = lock_to_send();
     const std::uint64_t made = next_dseq_;
     (void)enqueue(buffer);
     after_enqueue(made);

@@ -462,6 +462,7 @@ private:
     void after_enqueue(std::uint64_t made);
     // Before the lock: the factory alive, the size allowed, no loss to report.
     void check_send(std::uint64_t size);
+    std::unique_lock<std::mutex> lock_to_send();
     // Pack storage given back by acknowledged packs (their capacity kept), bounded.
     std::vector<std::vector<std::byte>> spare_packs_;
     // The last pump stopped at a hold: the last datagram (a pack with room) waits, and
