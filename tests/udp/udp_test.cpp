@@ -721,6 +721,98 @@ TEST(Udp, AReceiverThatWaitsLeavesTheTimersToTheNodesAndOneThatReadsStillSendsIt
     EXPECT_EQ(ub.datagram_stats().statuses_asked, before.statuses_asked) << "the sender asked for the status";
 }
 
+// The background thread ticks the nodes that are due or that a datagram touched since
+// their last tick, not every node of the nodes file at each run: the receiver of 256
+// udp senders at 100 msgs/s each ticked 256 nodes per datagram it read, more than its
+// CPU, and its peers found it silent for peer_timeout (docs/udp.md, "Timers"). Counted
+// with a nodes file of 64 nodes, two of them running: over 300 messages, each
+// acknowledged before the next and read by node 2's background thread (which runs the
+// timers after each read), node 2 ticks a few nodes per run, not 63.
+TEST(Udp, TheTimersTickTheNodesThatAreDueNotEveryNodeOfTheFile) {
+    auto c = make_configuration("udp", unique_partition("ticks"), 64,
+                                [](config::Configuration& c) { c.peer_timeout = std::chrono::minutes(2); });
+    auto a = NodeFactory::create(c, 1);
+    auto b = NodeFactory::create(c, 2);
+    auto to_b = a->create_node(2);
+    auto from_a = b->create_node(1);
+    const auto& ub = dynamic_cast<udp::UdpNodeFactory&>(*b);
+    send_retrying(*to_b, make_message(*a, 64, 1, 0), "the first message");
+    ASSERT_TRUE(to_b->flush(patience)) << "the first message was never acknowledged";
+    const auto before = ub.datagram_stats();
+    constexpr std::uint64_t n = 300;
+    for (std::uint64_t i = 1; i <= n; ++i) {
+        send_retrying(*to_b, make_message(*a, 64, 1, i), "message " + std::to_string(i));
+        ASSERT_TRUE(to_b->flush(patience)) << "message " << i << " was never acknowledged";
+    }
+    const auto after = ub.datagram_stats();
+    const auto runs = after.timer_runs - before.timer_runs;
+    const auto ticks = after.node_ticks - before.node_ticks;
+    ASSERT_GT(runs, n / 4) << "node 2's background thread did not run its timers after its reads";
+    EXPECT_LT(ticks, 8 * runs) << ticks << " nodes ticked in " << runs << " runs of the timers";
+    for (std::uint64_t i = 0; i <= n; ++i) {
+        auto m = from_a->receive(patience);
+        ASSERT_NE(m, nullptr) << "message " << i << " never arrived";
+        EXPECT_EQ(check_payload(*m).seq, i);
+    }
+}
+
+// A sender whose acknowledgement does not move probes its peer after resend_timeout,
+// then after twice as long each time, up to resend_most (as TCP's retransmission timer
+// backs off): every 10 ms from each of 256 senders kept their receiver's socket full
+// once it fell behind. Node 2 here drops every data datagram it receives
+// (udp.inject_loss = 1 on its side): in 1.5 s node 1 resends its datagram some ten
+// times, not 150.
+TEST(Udp, ASenderWhosePeerDoesNotAcknowledgeBacksOffItsProbes) {
+    auto c = make_configuration("udp", unique_partition("backoff"), 2,
+                                [](config::Configuration& c) { c.peer_timeout = std::chrono::minutes(2); });
+    auto dropping = c;
+    dropping.edit_section<udp::Options>().inject_loss = 1.0;
+    auto a = NodeFactory::create(c, 1);
+    auto b = NodeFactory::create(dropping, 2);
+    auto to_b = a->create_node(2);
+    auto from_a = b->create_node(1);
+    const auto& ua = dynamic_cast<udp::UdpNodeFactory&>(*a);
+    send_retrying(*to_b, make_message(*a, 64, 1, 0), "the message");
+    ASSERT_TRUE(eventually([&] { return ua.datagram_stats().repairs > 0; }, patience))
+        << "node 1 never resent the datagram node 2 did not acknowledge";
+    const auto first = ua.datagram_stats().repairs;
+    EXPECT_EQ(from_a->receive(1500ms), nullptr) << "node 2 received although it drops every data datagram";
+    const auto resent = ua.datagram_stats().repairs - first;
+    EXPECT_GE(resent, 3u) << "node 1 stopped probing";
+    EXPECT_LT(resent, 30u) << "node 1 resent its datagram " << resent << " times in 1.5 s";
+}
+
+// A receiver whose holes are not repaired NAKs them again after nak_repeat, then after
+// twice as long each time, up to nak_repeat_most: a NAK of every hole every millisecond
+// from a receiver that fell behind, each answered by up to nak_burst datagrams, kept it
+// behind. Node 2 here loses 30 % of node 1's data datagrams and node 1 every datagram
+// node 2 sends (its NAKs and statuses; inject_loss = 1 on its side): in 1.5 s node 2
+// sends some tens of NAKs, not one per millisecond.
+TEST(Udp, AReceiverWhoseHolesAreNotRepairedBacksOffItsNaks) {
+    auto c = make_configuration("udp", unique_partition("nakoff"), 2, [](config::Configuration& c) {
+        c.peer_timeout = std::chrono::minutes(2);
+        c.edit_section<udp::Options>().inject_seed = 7;
+    });
+    auto deaf = c;
+    deaf.edit_section<udp::Options>().inject_loss = 1.0;
+    auto lossy = c;
+    lossy.edit_section<udp::Options>().inject_loss = 0.3;
+    auto a = NodeFactory::create(deaf, 1);
+    auto b = NodeFactory::create(lossy, 2);
+    auto to_b = a->create_node(2);
+    auto from_a = b->create_node(1);
+    const auto& ub = dynamic_cast<udp::UdpNodeFactory&>(*b);
+    for (std::uint64_t i = 0; i < 20; ++i)
+        send_retrying(*to_b, make_message(*a, 3000, 1, i), "message " + std::to_string(i));
+    ASSERT_TRUE(eventually([&] { return ub.datagram_stats().naks_sent > 0; }, patience))
+        << "node 2 never NAKed the datagrams it lost";
+    const auto first = ub.datagram_stats().naks_sent;
+    while (from_a->receive(1500ms) != nullptr) {
+    } // (what came in order is taken; the wait is the one that finds nothing)
+    const auto naked = ub.datagram_stats().naks_sent - first;
+    EXPECT_LT(naked, 300u) << "node 2 sent " << naked << " NAKs in 1.5 s";
+}
+
 // A node that learned its peer from the peer's hello (its welcome went the other
 // way) does not know the peer's window; while the peer keeps sending (so it never
 // sends a keepalive naming the window), the node's own messages must still go out:

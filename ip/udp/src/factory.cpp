@@ -100,6 +100,7 @@ DatagramStats UdpNodeFactory::datagram_stats() const noexcept {
     d.statuses_sent = s.statuses_sent.load();
     d.acks_carried = s.acks_carried.load();
     d.timer_runs = s.timer_runs.load();
+    d.node_ticks = s.node_ticks.load();
     for (std::size_t i = 0; i < d.dropped.size(); ++i)
         d.dropped[i] = s.drops[i].load();
     return d;

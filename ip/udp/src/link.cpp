@@ -112,6 +112,7 @@ void UdpNode::adopt(std::uint64_t incarnation, Clock::time_point now) {
     }
     last_heard_ = now;
     last_progress_ = now;
+    resend_wait_ = resend_timeout;
     shared_->ring();
 }
 
@@ -352,12 +353,13 @@ Clock::time_point UdpNode::tick(Clock::time_point now) {
     pump(now, false); // with the skip first, when the peer may lack datagrams dropped at its loss
     next = std::min(next, now + resend_timeout); // a send may start a stream between ticks
     if (acked_ < sent_upto_) {
-        if (now - last_progress_ >= resend_timeout) {
+        if (now - last_progress_ >= resend_wait_) {
             (void)transmit(acked_, true);
             if (sent_upto_ - 1 != acked_) (void)transmit(sent_upto_ - 1, true);
             last_progress_ = now;
+            resend_wait_ = std::min<Clock::duration>(2 * resend_wait_, resend_most);
         }
-        next = std::min(next, last_progress_ + resend_timeout);
+        next = std::min(next, last_progress_ + resend_wait_);
     }
     // Messages wait for the peer's window while everything sent was acknowledged:
     // the window was never told (we adopted the peer from its hello, whose welcome
@@ -379,8 +381,14 @@ Clock::time_point UdpNode::tick(Clock::time_point now) {
     if (!early_.empty()) {
         const auto repeat = group_stream_ ? std::chrono::duration_cast<Clock::duration>(nak_interval)
                                           : std::chrono::duration_cast<Clock::duration>(nak_repeat);
-        if (now - last_nak_ >= repeat) send_nak(now);
-        next = std::min(next, last_nak_ + repeat);
+        const auto most = group_stream_ ? std::chrono::duration_cast<Clock::duration>(8 * nak_interval)
+                                        : std::chrono::duration_cast<Clock::duration>(nak_repeat_most);
+        if (nak_expected_ != expected_ || nak_wait_ < repeat) nak_wait_ = repeat; // progress since the last NAK
+        if (now - last_nak_ >= nak_wait_) {
+            send_nak(now);
+            nak_wait_ = std::min(2 * nak_wait_, most);
+        }
+        next = std::min(next, last_nak_ + nak_wait_);
     }
     if (status_asked_) send_status(now); // (asked by a datagram injection held back: no read ended after it)
     if (status_owed_) {

@@ -230,6 +230,7 @@ void UdpNode::dispatch(Clock::time_point now) {
             send_hello();
             next_hello_ = now + hello_backoff_;
         }
+        touch(); // the hellos that follow are the timers'
     }
     now = pump(now);
     if (sent_upto_ < next_dseq_) stats_.queued_serialized();

@@ -40,6 +40,7 @@
 #include <chrono>
 #include <condition_variable>
 #include <deque>
+#include <limits>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -60,6 +61,17 @@ using Clock = std::chrono::steady_clock;
 // at once (that range only) and every hole still open every nak_interval.
 inline constexpr std::chrono::milliseconds resend_timeout{10};
 inline constexpr std::chrono::milliseconds nak_interval{20};
+// Repeats that go unanswered back off, as TCP's retransmission timer does: the next
+// probe of a sender whose acknowledgement still has not moved waits twice as long as
+// the last (up to resend_most), and so does the next NAK of a receiver whose next
+// expected datagram did not come (up to nak_repeat_most, unicast; nak_interval x 8 in
+// a multicast stream). The first repeat after progress waits resend_timeout (or
+// nak_repeat) again. Without it a receiver that fell behind (256 senders at once on
+// 2 CPUs: its socket overflowed) drew a probe every 10 ms from each sender and sent
+// each a NAK every millisecond, each NAK answered by up to nak_burst datagrams, and
+// never caught up: its peers found it silent for peer_timeout.
+inline constexpr std::chrono::milliseconds resend_most{160};
+inline constexpr std::chrono::milliseconds nak_repeat_most{32};
 // In a unicast stream the holes still open are NAKed again every nak_repeat instead:
 // at 1 % loss a NAK or its repair is lost every 50 holes or so, and the window stalls
 // behind that hole until the repeat (at 20 ms the 64 KiB stream then ran at 0.2x its
@@ -162,6 +174,7 @@ struct Shared {
     // Status datagrams sent, and statuses carried by data datagrams instead (flag_ack).
     std::atomic<std::uint64_t> statuses_sent{0}, acks_carried{0};
     std::atomic<std::uint64_t> timer_runs{0}; // the background thread ran the nodes' timers (Transport::run)
+    std::atomic<std::uint64_t> node_ticks{0}; // the nodes it ticked in those runs (the due and touched ones)
     // Run-time clients (first_runtime_id up): ids given so far, and of those forgotten.
     std::atomic<std::uint32_t> clients_seen{0}, clients_forgotten{0};
     // udp.inject_*: the fault injection (ip/common's interface), made by the transport
@@ -406,6 +419,25 @@ public:
     // Timers: hello, resend, NAK repeat, keepalive, peer timeout. Returns when it
     // wants to be called again.
     Clock::time_point tick(Clock::time_point now);
+    // When the background thread runs its timers it ticks only the nodes that are due:
+    // those whose last tick asked for now or sooner, and those that something happened
+    // to since (a datagram from the peer, read by any thread; a send while the peer is
+    // not known yet: touched, due at once). A run that ticked every node of the file
+    // at each wake-up cost the receiver of 256 udp senders at 100 msgs/s each a tick
+    // of 256 nodes per datagram: more than its CPU, and its peers found it silent.
+    [[nodiscard]] bool tick_due(std::int64_t now_ns) const noexcept {
+        return tick_due_ns_.load(std::memory_order_relaxed) <= now_ns;
+    }
+    [[nodiscard]] std::int64_t tick_due_ns() const noexcept { return tick_due_ns_.load(std::memory_order_relaxed); }
+    // tick() with its due time kept: a touch while it runs leaves the node due at once.
+    Clock::time_point tick_and_keep(Clock::time_point now) {
+        tick_due_ns_.store(ticking, std::memory_order_relaxed);
+        const auto next = tick(now);
+        auto expected = ticking;
+        tick_due_ns_.compare_exchange_strong(expected, next.time_since_epoch().count(), std::memory_order_relaxed);
+        return next;
+    }
+    void touch() noexcept { tick_due_ns_.store(0, std::memory_order_relaxed); }
     // Shutdown: waits until every message was acknowledged (or the peer is unknown,
     // or the deadline passed), then says goodbye; the node refuses sends afterwards.
     bool wait_acknowledged(SteadyTime deadline);
@@ -606,6 +638,8 @@ private:
     std::uint64_t peer_limit_ = 0;  // the peer takes datagrams before this
     std::size_t untransmitted_ = 0; // messages not transmitted whole yet (the send queue)
     Clock::time_point last_progress_{};
+    // The wait of the next probe while the acknowledgement does not move (resend_most).
+    Clock::duration resend_wait_ = resend_timeout;
     Clock::time_point last_ack_{};   // when the acknowledgement last moved
     Clock::time_point last_probe_{}; // of the last window probe (tick)
     bool multicast_ok_ = false;      // the peer joined udp.multicast (its last hello, welcome, status)
@@ -674,6 +708,10 @@ private:
     bool status_asked_ = false;
     Clock::time_point status_owed_since_{};
     Clock::time_point last_nak_{};
+    // The wait of the next repeated NAK, and the next expected datagram when the last
+    // NAK went: unchanged since, the wait doubles (nak_repeat_most).
+    Clock::duration nak_wait_{};
+    std::uint64_t nak_expected_ = 0;
     // The peer's stream came by udp.multicast (group data arrived): a new hole is NAKed
     // after a random back-off (nak_backoff), from nak_due_, for the holes from nak_from_
     // on (opened since the first of them); the generator is seeded per node by this
@@ -686,6 +724,9 @@ private:
     std::vector<GroupEntry> repair_table_; // the table of a multicast repair being sent
 
     kit::LossLatch loss_;
+    // tick_and_keep: the time of the next tick (steady clock, ns; 0: at once).
+    static constexpr std::int64_t ticking = std::numeric_limits<std::int64_t>::max();
+    std::atomic<std::int64_t> tick_due_ns_{0};
 };
 
 } // namespace msgpass::udp

@@ -90,6 +90,7 @@ bool UdpNode::nak_holes(std::uint64_t from, std::uint64_t to) {
 
 void UdpNode::send_nak(Clock::time_point now) {
     last_nak_ = now;
+    nak_expected_ = expected_;
     (void)nak_holes(expected_, nak_pending_ ? nak_from_ : highest_);
 }
 

@@ -418,7 +418,10 @@ Clock::time_point UdpNode::pump(Clock::time_point now, bool hold) {
 
 void UdpNode::transmitted(std::uint64_t before, Clock::time_point now) {
     if (sent_upto_ == before) return;
-    if (before == acked_) last_progress_ = now; // the resend timer starts with the first unacknowledged
+    if (before == acked_) { // the resend timer starts with the first unacknowledged
+        last_progress_ = now;
+        resend_wait_ = resend_timeout;
+    }
     // Messages transmitted whole since before. When all went, they are the newest:
     // found from the back (the entries before them wait for their acknowledgement, a
     // long queue in a request-response exchange); else from where before falls.
@@ -450,6 +453,7 @@ void UdpNode::acknowledge(std::uint64_t next_expected, std::uint64_t window, Clo
     if (next_expected > acked_) {
         acked_ = next_expected;
         last_progress_ = last_ack_ = now;
+        resend_wait_ = resend_timeout;
         while (!out_.empty() && out_.front().first + out_.front().count <= acked_) {
             auto& pack = out_.front().pack;
             if (pack.capacity() != 0 && spare_packs_.size() < spare_packs_kept) {

@@ -374,6 +374,7 @@ UdpNode* Transport::handle(std::span<const std::byte> bytes, Clock::time_point n
         return nullptr;
     }
     n->on_datagram(d, bytes, now);
+    n->touch();
     return n;
 }
 
@@ -638,8 +639,17 @@ void Transport::run() {
             }
             shared_->timer_runs.fetch_add(1, std::memory_order_relaxed);
             next_tick = now + std::chrono::milliseconds(50);
-            for (auto& [id, node] : nodes_)
-                next_tick = std::min(next_tick, node->tick(now));
+            const std::int64_t now_ns = now.time_since_epoch().count();
+            std::uint64_t ticked = 0;
+            for (auto& [id, node] : nodes_) {
+                if (node->tick_due(now_ns)) {
+                    next_tick = std::min(next_tick, node->tick_and_keep(now));
+                    ++ticked;
+                } else {
+                    next_tick = std::min(next_tick, Clock::time_point(Clock::duration(node->tick_due_ns())));
+                }
+            }
+            shared_->node_ticks.fetch_add(ticked, std::memory_order_relaxed);
             if (has_runtime_.load(std::memory_order_acquire)) { // peers found at run time (clients.cpp)
                 for (const auto& node : runtime_nodes())
                     next_tick = std::min(next_tick, node->tick(now));

@@ -54,6 +54,9 @@ struct DatagramStats {
     // receiver reads the socket lent to it, else when a node's timer is due (docs/udp.md,
     // "Timers while a receiver waits").
     std::uint64_t timer_runs = 0;
+    // Nodes ticked in those runs: the ones due or touched since their last tick (a
+    // datagram from the peer), not every node of the nodes file per run.
+    std::uint64_t node_ticks = 0;
     std::array<std::uint64_t, static_cast<std::size_t>(Drop::kinds)> dropped{};
     [[nodiscard]] std::uint64_t count(Drop d) const noexcept { return dropped[static_cast<std::size_t>(d)]; }
 };
