@@ -27,14 +27,16 @@ using namespace std::chrono_literals;
 using Clock = std::chrono::steady_clock;
 constexpr auto patience = 10s;
 
-// A send that a full queue refuses waits for the queue to move and goes again.
+// A send that a full queue refuses waits for the queue to move and goes again, until
+// the deadline (false: the queue never took it).
 template <class Send>
-void send_paced(Node& node, const Send& send) {
+bool send_paced(Node& node, const Send& send, Clock::time_point deadline) {
     for (;;) {
         try {
             send();
-            return;
+            return true;
         } catch (const SendQueueFull&) {
+            if (Clock::now() > deadline) return false;
             (void)node.flush(1ms);
         }
     }
@@ -51,15 +53,24 @@ TEST(UdpOpenPack, SmallMessagesOfSeveralThreadsArriveOnceInEachThreadsOrderAndAr
     constexpr std::uint32_t threads = 4;
     constexpr std::uint64_t per_thread = 20000;
     std::vector<std::thread> senders;
+    std::atomic<std::uint32_t> stuck{0}; // senders whose queue never took a message
+    const auto give_up = Clock::now() + 6 * patience;
     for (std::uint32_t t = 0; t < threads; ++t) {
         senders.emplace_back([&, t] {
             std::vector<std::byte> bytes(64);
             for (std::uint64_t i = 0; i < per_thread; ++i) {
+                bool taken = false;
                 if (t % 2 == 0) {
-                    send_paced(*to_b, [&] { to_b->send(make_message(*a, 64, t, i)); });
+                    taken = send_paced(
+                        *to_b, [&] { to_b->send(make_message(*a, 64, t, i)); }, give_up);
                 } else {
                     fill_payload(bytes, t, i);
-                    send_paced(*to_b, [&] { to_b->send_bytes(bytes); });
+                    taken = send_paced(
+                        *to_b, [&] { to_b->send_bytes(bytes); }, give_up);
+                }
+                if (!taken) {
+                    ++stuck;
+                    return;
                 }
             }
         });
@@ -67,8 +78,7 @@ TEST(UdpOpenPack, SmallMessagesOfSeveralThreadsArriveOnceInEachThreadsOrderAndAr
     std::vector<std::uint64_t> next(threads, 0);
     std::uint64_t received = 0;
     std::string wrong;
-    for (const auto deadline = Clock::now() + 6 * patience;
-         received < threads * per_thread && wrong.empty() && Clock::now() < deadline;) {
+    for (const auto deadline = give_up; received < threads * per_thread && wrong.empty() && Clock::now() < deadline;) {
         auto m = from_a->receive(100ms);
         if (!m) continue;
         try {
@@ -88,6 +98,7 @@ TEST(UdpOpenPack, SmallMessagesOfSeveralThreadsArriveOnceInEachThreadsOrderAndAr
     }
     for (auto& s : senders)
         s.join();
+    ASSERT_EQ(stuck.load(), 0u) << "a sender's queue stayed full (queue_depth " << to_b->stats().queue_depth << ")";
     ASSERT_EQ(wrong, "");
     ASSERT_EQ(received, threads * per_thread);
     EXPECT_EQ(nothing_more_once_quiet(*to_b, *from_a), "");
