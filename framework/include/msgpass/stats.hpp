@@ -43,7 +43,7 @@ public:
         bump(bytes_received_, bytes);
     }
     void queued() noexcept { add(sends_queued_, 1); }
-    void queued_serialized() noexcept { bump(sends_queued_, 1); }
+    void queued_serialized(std::uint64_t n = 1) noexcept { bump(sends_queued_, n); }
     void retried(std::uint64_t n = 1) noexcept { add(retries_, n); }
     void error() noexcept { add(errors_, 1); }
 

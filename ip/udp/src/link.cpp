@@ -15,6 +15,7 @@ namespace msgpass::udp {
 
 // A clean end (goodbye): the next incarnation numbers from 0.
 void UdpNode::reset_send_side() {
+    fold_open();
     out_.clear();
     holding_ = false;
     next_dseq_ = acked_ = sent_upto_ = peer_limit_ = peer_expected_ = skip_to_ = asked_upto_ = 0;
@@ -30,6 +31,7 @@ void UdpNode::reset_send_side() {
 // stalled process), it goes on counting our datagrams, and learns from a skip that
 // the ones before skip_to_ it lacks will never come.
 void UdpNode::drop_unacknowledged() {
+    fold_open();
     for (const auto& m : out_)
         if (m.first + m.count > acked_) dropped_ends_.insert(dropped_ends_.end(), m.messages, m.first + m.count);
     out_.clear();
@@ -46,6 +48,7 @@ void UdpNode::drop_unacknowledged() {
 // and none was transmitted (nothing is while the peer is unknown): numbered from 0
 // for the new one.
 void UdpNode::renumber() {
+    fold_open();
     std::uint64_t n = 0;
     std::uint64_t messages = 0;
     for (auto& m : out_) {
@@ -284,6 +287,7 @@ void UdpNode::on_datagram(const Decoded& d, std::span<const std::byte> bytes, Cl
         // seq: datagrams it sent us; length: the next it expected of ours.
         const std::uint64_t incarnation = peer_incarnation_;
         std::uint64_t unacknowledged = 0;
+        fold_open();
         for (const auto& m : out_)
             if (m.first + m.count > h.length) unacknowledged += m.messages;
         if (unacknowledged > 0 || h.seq > expected_) {

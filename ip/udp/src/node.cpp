@@ -98,11 +98,13 @@ void UdpNode::send_bytes(std::span<const std::byte> bytes) {
         return;
     }
     check_send(size);
+    const auto copy = [bytes](std::byte* to) {
+        if (!bytes.empty()) std::memcpy(to, bytes.data(), bytes.size());
+    };
+    if (append_open(size, copy)) return;
     auto lock = lock_to_send();
     const std::uint64_t made = next_dseq_;
-    (void)enqueue_small(size, [bytes](std::byte* to) {
-        if (!bytes.empty()) std::memcpy(to, bytes.data(), bytes.size());
-    });
+    (void)enqueue_small(size, copy);
     after_enqueue(made);
 }
 
@@ -151,6 +153,7 @@ template <class B>
 UdpNode::OutMessage& UdpNode::enqueue(B& buffer, bool may_pack) {
     const std::uint64_t size = buffer->size();
     const auto& p = shared_->parameters;
+    fold_open();
     if (may_pack && frame_bytes(size) <= p.payload) {
         OutMessage& m = enqueue_small(size, [&buffer](std::byte* to) { copy_out(*buffer, to); });
         buffer = nullptr; // copied: the caller's buffer goes back now
@@ -175,6 +178,7 @@ template UdpNode::OutMessage& UdpNode::enqueue<SharedBuffer>(SharedBuffer& buffe
 
 UdpNode::OutMessage& UdpNode::enqueue_small(std::uint64_t size, const auto& copy) {
     const auto& p = shared_->parameters;
+    fold_open();
     if (untransmitted_ >= p.send_queue_limit) {
         stats_.error();
         kit::throw_send_queue_full(*this, p.send_queue_limit);
@@ -216,7 +220,46 @@ void UdpNode::add_frame(OutMessage& m, std::uint64_t size, const auto& copy) {
     copy(m.pack.data() + at + frame_header_size);
 }
 
-std::uint64_t UdpNode::messages_queued() const noexcept {
+bool UdpNode::append_open(std::uint64_t size, const auto& copy) {
+    std::lock_guard pack(pack_lock_);
+    OutMessage* m = open_;
+    if (m == nullptr || open_room_ == 0 || m->pack.size() + frame_bytes(size) > shared_->parameters.payload)
+        return false;
+    add_frame(*m, size, copy);
+    m->size += size;
+    ++m->messages;
+    ++open_added_;
+    --open_room_;
+    // (every store of queue_depth_ while a pack is open is under pack_lock_: store_depth)
+    queue_depth_.store(queue_depth_.load(std::memory_order_relaxed) + 1, std::memory_order_relaxed);
+    return true;
+}
+
+void UdpNode::fold_open() noexcept {
+    if (open_ == nullptr) return;
+    std::lock_guard pack(pack_lock_);
+    untransmitted_ += open_added_;
+    stats_.queued_serialized(open_added_); // each waited in the held pack, as after_enqueue counts it
+    open_added_ = 0;
+    open_room_ = 0;
+    open_ = nullptr;
+}
+
+void UdpNode::open_held() noexcept {
+    const std::uint64_t limit = shared_->parameters.send_queue_limit;
+    std::lock_guard pack(pack_lock_);
+    open_ = &out_.back();
+    open_added_ = 0;
+    open_room_ = untransmitted_ < limit ? limit - untransmitted_ : 0;
+}
+
+void UdpNode::store_depth() noexcept {
+    std::lock_guard pack(pack_lock_);
+    queue_depth_.store(untransmitted_ + open_added_, std::memory_order_relaxed);
+}
+
+std::uint64_t UdpNode::messages_queued() {
+    fold_open();
     std::uint64_t n = 0;
     for (const auto& m : out_)
         n += m.messages;
@@ -234,7 +277,7 @@ void UdpNode::dispatch(Clock::time_point now) {
     }
     now = pump(now);
     if (sent_upto_ < next_dseq_) stats_.queued_serialized();
-    queue_depth_.store(untransmitted_, std::memory_order_relaxed);
+    store_depth();
     // The acknowledgements: a receiver that left the socket for long reads it no more.
     if (shared_->lent.load(std::memory_order_relaxed))
         shared_->reclaim_if_idle(now != Clock::time_point{} ? now : Clock::now());
@@ -246,7 +289,13 @@ void UdpNode::send_impl(B& buffer) {
         check_factory("send");
         kit::throw_null_buffer(*this);
     }
-    check_send(buffer->size());
+    const std::uint64_t size = buffer->size();
+    check_send(size);
+    if (frame_bytes(size) <= shared_->parameters.payload &&
+        append_open(size, [&buffer](std::byte* to) { copy_out(*buffer, to); })) {
+        buffer = nullptr; // copied: the caller's buffer goes back now
+        return;
+    }
     auto lock = lock_to_send();
     const std::uint64_t made = next_dseq_;
     (void)enqueue(buffer);
@@ -261,7 +310,8 @@ void UdpNode::send_impl(B& buffer) {
 void UdpNode::after_enqueue(std::uint64_t made) {
     if (holding_ && next_dseq_ == made && peer_incarnation_ != 0) {
         stats_.queued_serialized();
-        queue_depth_.store(untransmitted_, std::memory_order_relaxed);
+        open_held(); // (enqueue folded it: open again for the sends that follow)
+        store_depth();
         return;
     }
     dispatch(Clock::time_point{}); // the clock read when needed, else after the datagram left
@@ -417,6 +467,7 @@ bool UdpNode::wait_acknowledged(SteadyTime deadline) {
 
 void UdpNode::close() {
     std::lock_guard lock(mutex_);
+    fold_open();
     if (closed_) return;
     // Three times: a goodbye is not acknowledged; losing all three makes the peer
     // report a loss after peer_timeout.

@@ -5,7 +5,10 @@
 // background thread. What does not depend on UDP (incarnations, the inbox and its
 // loss marker, the buffer pool, sockets) comes from ip/common.
 //
-// Threads. Every piece of a node's state is under its mutex_. Senders number and
+// Threads. Every piece of a node's state is under its mutex_, but the pack the last
+// pump held open (open_, below): a small message for it is appended under pack_lock_
+// alone, so that a stream's sending thread takes the node's lock once a datagram, not
+// once a message (it was contended by the background thread's acknowledgements). Senders number and
 // transmit datagrams from their own thread (sendmmsg, with UDP GSO, on the shared
 // socket); the background thread reads the socket unless it is lent to a blocking
 // receive (Shared), so that reassembly, acknowledgements and repairs happen whether
@@ -277,6 +280,33 @@ struct SocketSleeper {
     }
 };
 
+// The lock of a node's open pack (UdpNode::open_): held for the copy of one small
+// message, or for the few stores that open or fold the pack. A spin, with a yield once
+// it spun long (its holder was descheduled).
+class PackLock {
+public:
+    void lock() noexcept {
+        for (std::uint32_t spins = 0; locked_.exchange(true, std::memory_order_acquire);) {
+            while (locked_.load(std::memory_order_relaxed)) {
+                if (++spins >= 256) {
+                    spins = 0;
+                    std::this_thread::yield();
+                } else {
+#if defined(__x86_64__) || defined(__i386__)
+                    __builtin_ia32_pause();
+#endif
+                }
+            }
+        }
+    }
+    void unlock() noexcept {
+        locked_.store(false, std::memory_order_release);
+    }
+
+private:
+    std::atomic<bool> locked_{false};
+};
+
 // A lend unused for this long is given back (Shared).
 inline constexpr std::chrono::microseconds reclaim_after{1000};
 // While a receiver the socket is lent to read a datagram within this long, the
@@ -469,8 +499,34 @@ private:
         // Sent to udp.multicast (group.cpp): shared by the members it went to.
         std::shared_ptr<MulticastMessage> multicast;
     };
-    // The messages of the queue (each pack counts its frames).
-    [[nodiscard]] std::uint64_t messages_queued() const noexcept;
+    // The messages of the queue (each pack counts its frames); folds the open pack first.
+    [[nodiscard]] std::uint64_t messages_queued();
+    // --- the open pack (docs/udp.md, "Packed datagrams") ---
+    // The last pump held the last datagram, a pack not transmitted yet (holding_): the
+    // pack is open, and a small message a send finds room for goes into it under
+    // pack_lock_ alone (append_open), without the node's lock. Everything that reads
+    // or changes the queue under mutex_ folds it first (fold_open: pump, enqueue, the
+    // losses and resets, close), so that under mutex_ with open_ null the queue is as
+    // if every message had been appended under mutex_. open_ is written under both
+    // locks; the open pack's pack, size and messages, and open_added_ and open_room_,
+    // are pack_lock_'s while open_ is set.
+    // (a cache line of their own: the lock's exchange, once a message, missed the
+    // cache when it shared the line with state the background thread writes)
+    alignas(64) PackLock pack_lock_;
+    OutMessage* open_ = nullptr;
+    std::uint64_t open_added_ = 0; // messages appended under pack_lock_ alone, not in untransmitted_ yet
+    std::uint64_t open_room_ = 0;  // how many more the send queue takes (send_queue_limit)
+    // Any thread, before the node's lock: appends the message when the pack is open
+    // and has room for it (true), else false (the caller takes the node's lock).
+    bool append_open(std::uint64_t size, const auto& copy);
+    alignas(64) std::byte open_end_{}; // (the end of their line)
+    // under mutex_: the open pack is closed, its messages counted in untransmitted_.
+    void fold_open() noexcept;
+    // under mutex_, after a pump held the last pack (holding_): opened.
+    void open_held() noexcept;
+    // under mutex_: queue_depth_ stored (under pack_lock_: a send appending to the open
+    // pack counts it there meanwhile).
+    void store_depth() noexcept;
 
     template <class B>
     void send_impl(B& buffer);
@@ -531,6 +587,7 @@ private:
     // now as dispatch's: time_point{} is read when first needed, at the latest after the
     // datagrams left; returns the time it used (time_point{} when it needed none).
     Clock::time_point pump(Clock::time_point now, bool hold = true);
+    Clock::time_point pump_datagrams(Clock::time_point now, bool hold);
     // now as pump's, read here when the answer depends on it.
     [[nodiscard]] bool holds(std::uint64_t dseq, Clock::time_point& now) const noexcept;
     bool transmit(std::uint64_t dseq, bool resend);

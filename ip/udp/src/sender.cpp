@@ -377,6 +377,13 @@ bool UdpNode::holds(std::uint64_t dseq, Clock::time_point& now) const noexcept {
 // a time (send_batch); a message whose last datagram went out is handed over (counted
 // as sent).
 Clock::time_point UdpNode::pump(Clock::time_point now, bool hold) {
+    fold_open();
+    now = pump_datagrams(now, hold);
+    if (holding_) open_held(); // (after transmitted(): the queue's count is whole until it opens)
+    return now;
+}
+
+Clock::time_point UdpNode::pump_datagrams(Clock::time_point now, bool hold) {
     holding_ = false;
     if (peer_incarnation_ == 0 || closed_) return now;
     if (skip_to_ != 0) {
@@ -439,7 +446,7 @@ void UdpNode::transmitted(std::uint64_t before, Clock::time_point now) {
             count(*it);
         }
     }
-    queue_depth_.store(untransmitted_, std::memory_order_relaxed);
+    store_depth();
     changed_.notify_all();
 }
 
