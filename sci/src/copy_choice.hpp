@@ -20,7 +20,13 @@
 // full region come every few messages and stay in). The first four blocks
 // alternate, streaming first, and the first two are not counted (the region's
 // pages are taken then); then each block takes the cheaper way, and every
-// explore_every-th block the other one, so that a change is seen.
+// explore_every-th block the other one, so that a change is seen. A block whose way
+// cost jump times more or less than that way's kept cost says the path changed (the
+// application went from a ping-pong to a stream of the same size, or the CPUs moved):
+// its cost replaces the kept one, and the next block measures the other way afresh,
+// instead of comparing with what that way cost before the change until the next
+// exploration (up to explore_every blocks: half of a 0.5 s point of compare-peers'
+// 1 MiB stream, which followed its ping-pong, went the wrong way).
 #pragma once
 
 #include <msgpass/sci/protocol.hpp>
@@ -42,6 +48,11 @@ public:
     // The first two blocks, one of each way, are not measured: the region's pages are
     // taken by the first messages that reach them (page faults, not the way's cost).
     static constexpr std::uint64_t first_measured = 2;
+    // A block's cost this many times its way's kept cost, or that many times less: the
+    // path changed. (At 1.3 the blocks of a steady 1 MiB stream crossed it by their own
+    // spread, and the other way's blocks this called for cut the stream to 18-20 GB/s
+    // from 27-29.)
+    static constexpr double jump = 2.0;
 
     // The way of the copy of size bytes that starts at now: true to stream.
     bool begin(Clock::time_point now, std::uint64_t size) {
@@ -75,8 +86,15 @@ private:
                 longest = std::max(longest, per_byte_[k]);
             }
             const double c = (sum - longest) / static_cast<double>(samples_ - 1);
-            double& kept = cost_[streaming_ ? 1 : 0];
-            kept = kept <= 0 ? c : 0.5 * kept + 0.5 * c;
+            const std::size_t way = streaming_ ? 1 : 0;
+            double& kept = cost_[way];
+            const bool changed = !renew_[way] && kept > 0 && (c > jump * kept || c * jump < kept);
+            kept = kept <= 0 || renew_[way] || changed ? c : 0.5 * kept + 0.5 * c;
+            renew_[way] = false;
+            if (changed && blocks_ >= first_measured + 2) {
+                renew_[1 - way] = true; // measured afresh by the next block
+                explore_next_ = true;
+            }
         }
         ++blocks_;
         in_block_ = 0;
@@ -89,6 +107,9 @@ private:
         block_length_ = warm_ + 1 + std::clamp<std::uint64_t>(in_region, 8, max_samples - 1);
         if (blocks_ < first_measured + 2) {
             streaming_ = blocks_ % 2 == 0;
+        } else if (explore_next_) {
+            streaming_ = !streaming_; // the other way than the block that saw the change
+            explore_next_ = false;
         } else {
             const bool better = cost_[1] <= cost_[0];
             streaming_ = blocks_ % explore_every == explore_every - 1 ? !better : better;
@@ -96,6 +117,8 @@ private:
     }
 
     std::array<double, 2> cost_{}; // through the cache, streamed
+    std::array<bool, 2> renew_{};  // the way's next block replaces its cost (the path changed since)
+    bool explore_next_ = false;    // the next block takes the other way (the path changed)
     bool streaming_ = true;
     std::uint64_t blocks_ = 0;
     std::uint64_t in_block_ = 0;

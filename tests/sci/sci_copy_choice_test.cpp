@@ -84,6 +84,25 @@ TEST(SciCopyChoice, AChangeOfPhaseIsFollowed) {
     EXPECT_LE(run(choice, close, 1 * MiB, count, now), count / 10);
 }
 
+// A stream after a ping-pong of the same size (compare-peers' order): the ping-pong
+// taught the chooser that the cache way is cheaper, the stream's path is the other way
+// round. The first block of the stream, 2.5 times its way's cost before, says the path
+// changed: the next measures the other way afresh, and the stream goes streamed from
+// then on, not after the next exploration (explore_every blocks later: 63 blocks of 19
+// copies here, all through the cache).
+TEST(SciCopyChoice, AStreamAfterAPingPongOfTheSameSizeIsNotJudgedByThePingPongsCosts) {
+    const Path pingpong{{0.060, 0.060}, {0.200, 0.200}};
+    const Path stream{{0.020, 0.150}, {0.031, 0.031}};
+    CopyChoices choice;
+    auto now = Clock::now();
+    // 64 blocks of 19 copies of 1 MiB (the region holds 9: 9 warm, 10 measured): the
+    // next exploration is 63 blocks away when the stream starts.
+    EXPECT_LE(run(choice, pingpong, 1 * MiB, 64 * 19, now), 4u * 19 + 19) << "the ping-pong went streamed";
+    (void)run(choice, stream, 1 * MiB, 8 * 19, now);
+    const std::uint64_t count = 400;
+    EXPECT_GE(run(choice, stream, 1 * MiB, count, now), count * 9 / 10) << "of " << count << " copies of 1 MiB";
+}
+
 // A pause of the application between two messages (a second here, once per
 // thousand messages) is not taken for the cost of the way it fell into.
 TEST(SciCopyChoice, PausesOfTheApplicationDoNotDecide) {
