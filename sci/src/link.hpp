@@ -12,9 +12,9 @@
 #include <msgpass/sci/protocol.hpp>
 #include <msgpass/stats.hpp>
 
-#include "fast_lock.hpp"
 #include "remote_memory.hpp"
 #include "transport.hpp"
+#include <msgpass/kit/fast_lock.hpp>
 
 #include <array>
 #include <atomic>
@@ -325,7 +325,7 @@ public:
     // message of the previous one). The link's lock held.
     virtual void adopt(Link& link) = 0;
     // Locks the receive side; in_use is then the link it uses (null when none).
-    [[nodiscard]] virtual std::unique_lock<FastLock> hold(const Link*& in_use) = 0;
+    [[nodiscard]] virtual std::unique_lock<kit::FastLock> hold(const Link*& in_use) = 0;
 
 protected:
     ~ReceiveSide() = default;

@@ -43,7 +43,7 @@ void Receiver::adopt(Link& link) {
     if (recv_link_ == nullptr) introduce(link);
 }
 
-std::unique_lock<FastLock> Receiver::hold(const Link*& in_use) {
+std::unique_lock<kit::FastLock> Receiver::hold(const Link*& in_use) {
     std::unique_lock lock(recv_mutex_);
     in_use = recv_link_;
     return lock;

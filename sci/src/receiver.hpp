@@ -9,8 +9,8 @@
 #include <msgpass/kit/block_cache.hpp>
 #include <msgpass/message_view.hpp>
 
-#include "fast_lock.hpp"
 #include "link.hpp"
+#include <msgpass/kit/fast_lock.hpp>
 
 #include <array>
 #include <atomic>
@@ -172,7 +172,7 @@ public:
     void want_marks();
 
     void adopt(Link& link) override;
-    [[nodiscard]] std::unique_lock<FastLock> hold(const Link*& in_use) override;
+    [[nodiscard]] std::unique_lock<kit::FastLock> hold(const Link*& in_use) override;
 
 private:
     void introduce(Link& link);
@@ -202,7 +202,7 @@ private:
     kit::LossLatch& loss_;
     std::uint64_t large_capacity_ = 0;
 
-    FastLock recv_mutex_; // one atomic operation per locked receive (fast_lock.hpp)
+    kit::FastLock recv_mutex_; // one atomic operation per locked receive (fast_lock.hpp)
     Link* recv_link_ = nullptr;
     std::shared_ptr<Link> recv_owner_; // recv_link_, for the holds of the slots its messages are in
     std::uint64_t received_ = 0;

@@ -11,8 +11,8 @@
 #include <msgpass/node.hpp>
 
 #include "copy_choice.hpp"
-#include "fast_lock.hpp"
 #include "link.hpp"
+#include <msgpass/kit/fast_lock.hpp>
 
 #include <array>
 #include <atomic>
@@ -168,7 +168,7 @@ private:
 
     std::atomic<std::size_t> queue_depth_{0}; // queued_messages_, for readers without the lock
     std::atomic<std::uint64_t> sent_{0};      // written under send_mutex_; read by loss reports
-    FastLock send_mutex_;                     // one atomic operation per send (fast_lock.hpp)
+    kit::FastLock send_mutex_;                // one atomic operation per send (fast_lock.hpp)
     // The memory of the staged batch that went last, for the next one (before queue_:
     // the batches in it give theirs back here when the node ends).
     struct StagedMemory {

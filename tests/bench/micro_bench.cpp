@@ -13,10 +13,10 @@
 #include "transport.hpp"
 
 #include "batch.hpp"
-#include "fast_lock.hpp"
 #include "send_pool.hpp"
 #include <msgpass/kit/block_cache.hpp>
 #include <msgpass/kit/factory_base.hpp>
+#include <msgpass/kit/fast_lock.hpp>
 #include <msgpass/kit/pool.hpp>
 #include <msgpass/tcp/frame.hpp>
 
@@ -144,7 +144,7 @@ BENCHMARK(SendPoolGetPutTwoThreads)->Threads(2);
 
 // The send lock of a message: taken and let go by one thread.
 void FastLockAlone(benchmark::State& state) {
-    sci::FastLock lock;
+    kit::FastLock lock;
     std::uint64_t n = 0;
     for (auto _ : state) {
         lock.lock();
@@ -156,7 +156,7 @@ BENCHMARK(FastLockAlone);
 
 // Two threads taking one lock in turns (two senders to one node).
 void FastLockTwoThreads(benchmark::State& state) {
-    static sci::FastLock lock;
+    static kit::FastLock lock;
     static std::uint64_t n = 0;
     for (auto _ : state) {
         lock.lock();

@@ -6,11 +6,11 @@
 #include <msgpass/sci/factory.hpp>
 #include <msgpass/sci/options.hpp>
 
-#include "fast_lock.hpp"
 #include "group.hpp"
 #include "node.hpp"
 #include "remote_memory.hpp"
 #include "transport.hpp"
+#include <msgpass/kit/fast_lock.hpp>
 
 #include "../support/bounded.hpp"
 #include "../support/partition.hpp"
@@ -472,7 +472,7 @@ struct BadOption {
 // it is kept, try_lock fails while it is held, and a holder that keeps it for a while
 // (as the copy of a large message does) lets the sleepers in when it lets go.
 TEST(SciFastLock, ExcludesTheOtherThreadsAndLetsTheSleepersInWhenLetGo) {
-    sci::FastLock lock;
+    kit::FastLock lock;
     std::uint64_t counter = 0; // plain: the lock alone orders the threads' writes
     constexpr int threads = 4;
     constexpr std::uint64_t rounds = 20000;

@@ -32,6 +32,7 @@
 #include <msgpass/ip/incarnation.hpp>
 #include <msgpass/ip/reactor.hpp>
 #include <msgpass/ip/socket.hpp>
+#include <msgpass/kit/fast_lock.hpp>
 #include <msgpass/kit/pool.hpp>
 
 #include <netinet/in.h>
@@ -280,33 +281,6 @@ struct SocketSleeper {
     }
 };
 
-// The lock of a node's open pack (UdpNode::open_): held for the copy of one small
-// message, or for the few stores that open or fold the pack. A spin, with a yield once
-// it spun long (its holder was descheduled).
-class PackLock {
-public:
-    void lock() noexcept {
-        for (std::uint32_t spins = 0; locked_.exchange(true, std::memory_order_acquire);) {
-            while (locked_.load(std::memory_order_relaxed)) {
-                if (++spins >= 256) {
-                    spins = 0;
-                    std::this_thread::yield();
-                } else {
-#if defined(__x86_64__) || defined(__i386__)
-                    __builtin_ia32_pause();
-#endif
-                }
-            }
-        }
-    }
-    void unlock() noexcept {
-        locked_.store(false, std::memory_order_release);
-    }
-
-private:
-    std::atomic<bool> locked_{false};
-};
-
 // A lend unused for this long is given back (Shared).
 inline constexpr std::chrono::microseconds reclaim_after{1000};
 // While a receiver the socket is lent to read a datagram within this long, the
@@ -455,9 +429,6 @@ public:
     // not known yet: touched, due at once). A run that ticked every node of the file
     // at each wake-up cost the receiver of 256 udp senders at 100 msgs/s each a tick
     // of 256 nodes per datagram: more than its CPU, and its peers found it silent.
-    [[nodiscard]] bool tick_due(std::int64_t now_ns) const noexcept {
-        return tick_due_ns_.load(std::memory_order_relaxed) <= now_ns;
-    }
     [[nodiscard]] std::int64_t tick_due_ns() const noexcept { return tick_due_ns_.load(std::memory_order_relaxed); }
     // tick() with its due time kept: a touch while it runs leaves the node due at once.
     Clock::time_point tick_and_keep(Clock::time_point now) {
@@ -512,7 +483,7 @@ private:
     // are pack_lock_'s while open_ is set.
     // (a cache line of their own: the lock's exchange, once a message, missed the
     // cache when it shared the line with state the background thread writes)
-    alignas(64) PackLock pack_lock_;
+    alignas(64) kit::FastLock pack_lock_; // (held for the copy of one small message)
     OutMessage* open_ = nullptr;
     std::uint64_t open_added_ = 0; // messages appended under pack_lock_ alone, not in untransmitted_ yet
     std::uint64_t open_room_ = 0;  // how many more the send queue takes (send_queue_limit)

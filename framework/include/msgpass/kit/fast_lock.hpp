@@ -1,4 +1,5 @@
-// The sender's and the receiver's lock of one peer (Sender, Receiver): one word,
+// A lock of one word for a hot path (sci's sender and receiver of one peer, udp's
+// open pack): one word,
 // taken with one atomic exchange and let go with a release store followed by the
 // standard library's notify_one (C++20 std::atomic wait and notify), which makes no
 // atomic read-modify-write when nobody waits (libstdc++ looks at a count of waiters
@@ -13,7 +14,7 @@
 #include <atomic>
 #include <cstdint>
 
-namespace msgpass::sci {
+namespace msgpass::kit {
 
 class FastLock {
 public:
@@ -39,4 +40,4 @@ private:
     std::atomic<std::uint32_t> state_{0}; // 1 while held
 };
 
-} // namespace msgpass::sci
+} // namespace msgpass::kit

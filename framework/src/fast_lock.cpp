@@ -1,7 +1,7 @@
 // FastLock's wait (fast_lock.hpp): a spin, then std::atomic::wait on the word.
-#include "fast_lock.hpp"
+#include <msgpass/kit/fast_lock.hpp>
 
-namespace msgpass::sci {
+namespace msgpass::kit {
 
 void FastLock::lock_slow() noexcept {
     // A send holds the lock for well under a microsecond unless it copies a large
@@ -16,4 +16,4 @@ void FastLock::lock_slow() noexcept {
         state_.wait(1, std::memory_order_relaxed);
 }
 
-} // namespace msgpass::sci
+} // namespace msgpass::kit
