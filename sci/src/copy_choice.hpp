@@ -88,13 +88,10 @@ private:
             const double c = (sum - longest) / static_cast<double>(samples_ - 1);
             const std::size_t way = streaming_ ? 1 : 0;
             double& kept = cost_[way];
-            const bool changed = !renew_[way] && kept > 0 && (c > jump * kept || c * jump < kept);
-            kept = kept <= 0 || renew_[way] || changed ? c : 0.5 * kept + 0.5 * c;
-            renew_[way] = false;
-            if (changed && blocks_ >= first_measured + 2) {
-                renew_[1 - way] = true; // measured afresh by the next block
-                explore_next_ = true;
-            }
+            const bool changed = kept > 0 && (c > jump * kept || c * jump < kept);
+            kept = kept <= 0 || changed ? c : 0.5 * kept + 0.5 * c;
+            // The other way's cost is of before the change: not known (the next block measures it).
+            if (changed && blocks_ >= first_measured + 2) cost_[1 - way] = 0;
         }
         ++blocks_;
         in_block_ = 0;
@@ -107,18 +104,15 @@ private:
         block_length_ = warm_ + 1 + std::clamp<std::uint64_t>(in_region, 8, max_samples - 1);
         if (blocks_ < first_measured + 2) {
             streaming_ = blocks_ % 2 == 0;
-        } else if (explore_next_) {
-            streaming_ = !streaming_; // the other way than the block that saw the change
-            explore_next_ = false;
+        } else if (cost_[0] <= 0 || cost_[1] <= 0) {
+            streaming_ = cost_[1] <= 0; // the way whose cost is not known (since the path changed)
         } else {
             const bool better = cost_[1] <= cost_[0];
             streaming_ = blocks_ % explore_every == explore_every - 1 ? !better : better;
         }
     }
 
-    std::array<double, 2> cost_{}; // through the cache, streamed
-    std::array<bool, 2> renew_{};  // the way's next block replaces its cost (the path changed since)
-    bool explore_next_ = false;    // the next block takes the other way (the path changed)
+    std::array<double, 2> cost_{}; // through the cache, streamed; 0: not known
     bool streaming_ = true;
     std::uint64_t blocks_ = 0;
     std::uint64_t in_block_ = 0;

@@ -642,11 +642,11 @@ void Transport::run() {
             const std::int64_t now_ns = now.time_since_epoch().count();
             std::uint64_t ticked = 0;
             for (auto& [id, node] : nodes_) {
-                if (node->tick_due(now_ns)) {
+                if (const std::int64_t due = node->tick_due_ns(); due > now_ns) {
+                    next_tick = std::min(next_tick, Clock::time_point(Clock::duration(due)));
+                } else {
                     next_tick = std::min(next_tick, node->tick_and_keep(now));
                     ++ticked;
-                } else {
-                    next_tick = std::min(next_tick, Clock::time_point(Clock::duration(node->tick_due_ns())));
                 }
             }
             shared_->node_ticks.fetch_add(ticked, std::memory_order_relaxed);
